@@ -1,0 +1,3 @@
+//! Persistence of osac-net objects.
+
+pub mod filter_sql;
