@@ -1,1 +1,27 @@
-//! placeholder
+//! `osac-fabric`: the networking manager contract of osac-net (SPEC §5), the registry of
+//! managers loaded from a config directory (SPEC §3.1), and the drivers that implement it:
+//! `sim` (in-process, deterministic, persisted) and `exec` (a command per operation).
+//! The `linux` driver plugs in behind the same [`Manager`] trait later.
+//!
+//! Controllers use [`Registry`] to find managers and the typed [`FabricClient`] /
+//! [`K8sClient`] to call them; failures come back as [`OpError`] values.
+
+pub mod client;
+pub mod conformance;
+pub mod contract;
+pub mod exec;
+pub mod net;
+pub mod registration;
+pub mod registry;
+pub mod sim;
+pub mod types;
+
+pub use client::{FabricClient, K8sClient};
+pub use contract::{Capability, Manager, OpError, Operation, Role, UnknownOperation, ensure_role};
+pub use exec::{EXIT_TEMPFAIL, ExecManager};
+pub use registration::{DriverConfig, ExecConfig, Registration, RegistrationError};
+pub use registry::{DriverContext, Registry, RegistryError};
+pub use sim::{
+    FailureKind, MemorySimState, SimError, SimFabric, SimK8s, SimManager, SimStateStore,
+};
+pub use types::*;

@@ -1,3 +1,124 @@
-//! Persistence of osac-net objects.
+//! Persistence of osac-net objects behind one trait, with SQLite (embedded default) and
+//! PostgreSQL implementations.
+//!
+//! Every object is one row: indexed columns for identity and metadata, a JSON body for spec and
+//! status, plus side tables for labels (label filters use an index) and references (deletion
+//! protection, dependent wake-ups and capacity counts never scan). Writes happen in [`Tx`]
+//! transactions; committed writes are published on the change feed.
 
 pub mod filter_sql;
+mod postgres;
+mod query;
+mod record;
+mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use osac_model::Kind;
+use tokio::sync::broadcast;
+
+pub use postgres::PostgresStore;
+pub use record::{Change, ListQuery, Page, Record, Reference, enum_resolver};
+pub use sqlite::SqliteStore;
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The object does not exist (or is gone).
+    #[error("object {0} not found")]
+    NotFound(String),
+    /// A unique constraint refused the write (name taken, address taken).
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+    /// Optimistic locking: the stored version differs from the one the writer read.
+    #[error("object {id} was modified concurrently (expected version {expected}, found {found})")]
+    Conflict { id: String, expected: i64, found: i64 },
+    /// The list filter or order could not be parsed or translated.
+    #[error(transparent)]
+    Filter(#[from] osac_model::filter::FilterError),
+    /// The database failed; the request may be retried.
+    #[error("database error")]
+    Database(#[source] sqlx::Error),
+    /// Stored data could not be decoded.
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &e
+            && db.is_unique_violation()
+        {
+            let what = match db.constraint() {
+                Some("external_ip_address") => "address already allocated in this pool".to_string(),
+                Some(c) => c.to_string(),
+                None => db.message().to_string(),
+            };
+            return StoreError::AlreadyExists(what);
+        }
+        StoreError::Database(e)
+    }
+}
+
+/// Result of store calls.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The store: reads outside transactions, writes inside them, and a change feed.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Starts a write transaction. On SQLite write transactions are serialised.
+    async fn begin(&self) -> Result<Box<dyn Tx>>;
+    /// Reads one object by id (any kind).
+    async fn get(&self, id: &str) -> Result<Option<Record>>;
+    /// Lists objects of a kind with filter, order and paging.
+    async fn list(&self, query: &ListQuery) -> Result<Page>;
+    /// Objects that reference `target`.
+    async fn referrers(&self, target: &str) -> Result<Vec<Reference>>;
+    /// Ids of every object of a kind (periodic resync).
+    async fn ids(&self, kind: Kind) -> Result<Vec<String>>;
+    /// Committed changes, for controllers.
+    fn subscribe(&self) -> broadcast::Receiver<Change>;
+    /// Checks the database answers (readiness).
+    async fn ping(&self) -> Result<()>;
+    /// Loads every record of a driver namespace.
+    async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>>;
+    /// Writes one driver record.
+    async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()>;
+    /// Removes one driver record.
+    async fn kv_delete(&self, ns: &str, key: &str) -> Result<()>;
+}
+
+/// A write transaction. Dropping it without `commit` rolls back.
+#[async_trait]
+pub trait Tx: Send {
+    /// Reads one object by id.
+    async fn get(&mut self, id: &str) -> Result<Option<Record>>;
+    /// Reads one object and locks it until the transaction ends, so checks made against it and
+    /// the writes that follow are atomic (PostgreSQL `FOR UPDATE`; SQLite is already serial).
+    async fn lock(&mut self, id: &str) -> Result<Option<Record>>;
+    /// Finds an object by name within a tenant.
+    async fn find_by_name(&mut self, kind: Kind, tenant: &str, name: &str) -> Result<Option<Record>>;
+    /// Lists objects inside the transaction.
+    async fn list(&mut self, query: &ListQuery) -> Result<Page>;
+    /// Objects that reference `target`.
+    async fn referrers(&mut self, target: &str) -> Result<Vec<Reference>>;
+    /// Inserts a new object (version 1); names are unique per kind and tenant.
+    async fn insert(&mut self, record: &Record) -> Result<Record>;
+    /// Writes an object if its stored version equals `record.version`, bumping the version.
+    /// A deleted object without finalizers is removed instead; then `None` is returned.
+    async fn update(&mut self, record: &Record) -> Result<Option<Record>>;
+    /// Removes an object now.
+    async fn remove(&mut self, id: &str) -> Result<()>;
+    /// Commits and publishes the changes.
+    async fn commit(self: Box<Self>) -> Result<()>;
+}
+
+/// Opens a store from a URL: `sqlite://path` / `sqlite::memory:` or `postgres://…`; runs migrations.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PostgresStore::connect(url).await?))
+    } else {
+        Ok(Arc::new(SqliteStore::connect(url).await?))
+    }
+}

@@ -1,0 +1,245 @@
+//! The `exec` driver: runs a configured command per operation so a provider can plug in any
+//! backend (Ansible, Netris, Neutron…) without touching our code.
+//!
+//! Protocol: `command args... <operation>`, request JSON on stdin, result JSON on stdout (empty
+//! = `{}`); exit 0 = success, 75 (EX_TEMPFAIL) = transient, anything else = permanent; the
+//! message is the last non-empty stderr line. A call that outlives `timeout_seconds` is killed
+//! (with its process group) and is transient.
+
+use std::io;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+use crate::contract::{Manager, OpError, Operation, ensure_role};
+use crate::registration::{DriverConfig, ExecConfig, Registration};
+
+/// Exit code meaning "try again later" (sysexits.h EX_TEMPFAIL).
+pub const EXIT_TEMPFAIL: i32 = 75;
+
+/// Cap on what we read from a child's stdout/stderr, so a runaway script cannot exhaust memory.
+const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Building an exec manager from a registration that is not `driver: exec`.
+#[derive(Debug, thiserror::Error)]
+#[error("registration '{name}' uses driver '{driver}', not 'exec'")]
+pub struct NotExecDriver {
+    /// Registration name.
+    pub name: String,
+    /// Its driver.
+    pub driver: &'static str,
+}
+
+/// A manager implemented by an external command.
+pub struct ExecManager {
+    registration: Registration,
+    config: ExecConfig,
+}
+
+impl ExecManager {
+    /// Binds a `driver: exec` registration.
+    pub fn new(registration: Registration) -> Result<Self, NotExecDriver> {
+        let config = match &registration.driver {
+            DriverConfig::Exec(c) => c.clone(),
+            other => {
+                return Err(NotExecDriver {
+                    name: registration.name.clone(),
+                    driver: other.kind(),
+                });
+            }
+        };
+        Ok(ExecManager {
+            registration,
+            config,
+        })
+    }
+
+    /// The exec settings in use.
+    pub fn config(&self) -> &ExecConfig {
+        &self.config
+    }
+
+    fn describe(&self, op: Operation) -> String {
+        format!("{} {op}", self.config.command.display())
+    }
+
+    async fn run(
+        &self,
+        op: Operation,
+        request: serde_json::Value,
+    ) -> Result<serde_json::Value, OpError> {
+        let body = serde_json::to_vec(&request)
+            .map_err(|e| OpError::permanent(format!("cannot encode {op} request: {e}")))?;
+        let mut cmd = Command::new(&self.config.command);
+        cmd.args(&self.config.args)
+            .arg(op.as_str())
+            .envs(&self.config.env)
+            .env("OSAC_MANAGER", &self.registration.name)
+            .env("OSAC_ROLE", self.registration.role.as_str())
+            .env("OSAC_OPERATION", op.as_str())
+            .current_dir(&self.config.working_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // Own process group, so a timeout can kill the whole tree (playbooks fork a lot).
+        #[cfg(unix)]
+        cmd.process_group(0);
+
+        let mut child = cmd.spawn().map_err(|e| {
+            let msg = format!("cannot run {}: {e}", self.describe(op));
+            match e.kind() {
+                io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => {
+                    OpError::Permanent(msg)
+                }
+                _ => OpError::Transient(msg),
+            }
+        })?;
+        let pid = child.id();
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+
+        let io = async {
+            let write = async move {
+                if let Some(mut s) = stdin {
+                    // A command that does not read its stdin is fine: ignore EPIPE.
+                    let _ = s.write_all(&body).await;
+                    let _ = s.shutdown().await;
+                }
+            };
+            let (_, out, err, status) =
+                tokio::join!(write, read_all(stdout), read_all(stderr), child.wait());
+            (out, err, status)
+        };
+        let timeout = Duration::from_secs(self.config.timeout_seconds);
+        let outcome = tokio::time::timeout(timeout, io).await;
+        let (out, err, status) = match outcome {
+            Ok(done) => done,
+            Err(_) => {
+                kill_tree(pid).await;
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                tracing::warn!(manager = %self.registration.name, %op, "exec manager timed out");
+                return Err(OpError::transient(format!(
+                    "{} timed out after {}s",
+                    self.describe(op),
+                    self.config.timeout_seconds
+                )));
+            }
+        };
+        let status = status.map_err(|e| {
+            OpError::transient(format!("waiting for {} failed: {e}", self.describe(op)))
+        })?;
+        let stderr_text = String::from_utf8_lossy(&err);
+        if !stderr_text.trim().is_empty() {
+            tracing::debug!(manager = %self.registration.name, %op, stderr = %stderr_text, "exec manager stderr");
+        }
+        let message = last_line(&stderr_text);
+        match status.code() {
+            Some(0) => {
+                let out = out.map_err(|e| {
+                    OpError::transient(format!("reading output of {}: {e}", self.describe(op)))
+                })?;
+                if out.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(serde_json::json!({}));
+                }
+                serde_json::from_slice(&out).map_err(|e| {
+                    OpError::permanent(format!(
+                        "{} printed invalid JSON on stdout: {e}",
+                        self.describe(op)
+                    ))
+                })
+            }
+            Some(EXIT_TEMPFAIL) => Err(OpError::Transient(message.unwrap_or_else(|| {
+                format!(
+                    "{} exited with code {EXIT_TEMPFAIL} (temporary failure) and no message on stderr",
+                    self.describe(op)
+                )
+            }))),
+            Some(code) => Err(OpError::Permanent(message.unwrap_or_else(|| {
+                format!(
+                    "{} exited with code {code} and no message on stderr",
+                    self.describe(op)
+                )
+            }))),
+            None => Err(OpError::Transient(message.unwrap_or_else(|| {
+                format!("{} was killed ({})", self.describe(op), signal_of(status))
+            }))),
+        }
+    }
+}
+
+async fn read_all<R: AsyncRead + Unpin>(r: Option<R>) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    if let Some(r) = r {
+        r.take(MAX_OUTPUT_BYTES).read_to_end(&mut buf).await?;
+    }
+    Ok(buf)
+}
+
+fn last_line(text: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .map(str::to_string)
+}
+
+#[cfg(unix)]
+fn signal_of(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .signal()
+        .map_or_else(|| "no exit code".to_string(), |s| format!("signal {s}"))
+}
+
+#[cfg(not(unix))]
+fn signal_of(_status: ExitStatus) -> String {
+    "no exit code".to_string()
+}
+
+/// Best effort: SIGKILL the child's process group (its pid, see `process_group(0)`).
+async fn kill_tree(pid: Option<u32>) {
+    #[cfg(unix)]
+    if let Some(pid) = pid {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+    }
+    #[cfg(not(unix))]
+    let _ = pid;
+}
+
+#[async_trait]
+impl Manager for ExecManager {
+    fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    async fn call(
+        &self,
+        op: Operation,
+        request: serde_json::Value,
+    ) -> Result<serde_json::Value, OpError> {
+        ensure_role(&self.registration, op)?;
+        self.run(op, request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_non_empty_line() {
+        assert_eq!(last_line("a\nb\n\n  \n"), Some("b".into()));
+        assert_eq!(last_line("\n \n"), None);
+    }
+}

@@ -1,0 +1,378 @@
+//! The registry of managers, loaded from a config directory (one YAML file per manager) or
+//! filled programmatically (dev mode, tests). NetworkClass validation asks it which managers
+//! exist, for which role, and with which capabilities.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::client::{FabricClient, K8sClient};
+use crate::contract::{Capability, Manager, Role};
+use crate::exec::{ExecManager, NotExecDriver};
+use crate::registration::{DriverConfig, Registration, RegistrationError, is_dns_label};
+use crate::sim::{MemorySimState, SimError, SimFabric, SimK8s, SimManager, SimStateStore};
+
+/// What drivers need from the process.
+#[derive(Clone)]
+pub struct DriverContext {
+    /// Where `sim` managers persist their tables.
+    pub sim_state: Arc<dyn SimStateStore>,
+    /// When set, every `sim` fabric registration uses this engine (so tests and dev tooling
+    /// can inspect it); otherwise each opens its own in namespace `sim-fabric/<name>`.
+    pub sim_fabric: Option<Arc<SimFabric>>,
+    /// Same for `sim` k8s registrations (own namespace: `sim-k8s/<name>`).
+    pub sim_k8s: Option<Arc<SimK8s>>,
+}
+
+impl DriverContext {
+    /// A context persisting sim state in `sim_state`, with per-registration engines.
+    pub fn new(sim_state: Arc<dyn SimStateStore>) -> Self {
+        DriverContext {
+            sim_state,
+            sim_fabric: None,
+            sim_k8s: None,
+        }
+    }
+
+    /// A context whose sim state lives in memory only (tests, throwaway runs).
+    pub fn in_memory() -> Self {
+        Self::new(Arc::new(MemorySimState::new()))
+    }
+
+    /// Shares one fabric engine between all sim fabric registrations.
+    pub fn with_sim_fabric(mut self, engine: Arc<SimFabric>) -> Self {
+        self.sim_fabric = Some(engine);
+        self
+    }
+
+    /// Shares one k8s engine between all sim k8s registrations.
+    pub fn with_sim_k8s(mut self, engine: Arc<SimK8s>) -> Self {
+        self.sim_k8s = Some(engine);
+        self
+    }
+}
+
+/// Loading or querying the registry failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The config directory cannot be listed.
+    #[error("cannot read manager directory {}: {source}", dir.display())]
+    ReadDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A registration file cannot be read.
+    #[error("cannot read manager registration {}: {source}", file.display())]
+    ReadFile {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A registration file is invalid.
+    #[error("invalid manager registration {}: {source}", file.display())]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        source: RegistrationError,
+    },
+    /// The driver could not be started for a registration.
+    #[error("cannot start manager '{name}' ({origin}): {message}")]
+    Driver {
+        /// Registration name.
+        name: String,
+        /// File or "programmatic".
+        origin: String,
+        /// Why.
+        message: String,
+    },
+    /// Two registrations with one name.
+    #[error("manager '{name}' is registered twice: {first} and {second}")]
+    Duplicate {
+        /// The name.
+        name: String,
+        /// Where it was registered first.
+        first: String,
+        /// Where it was registered again.
+        second: String,
+    },
+    /// A programmatic registration with a bad name.
+    #[error("manager name '{0}' is not a DNS label")]
+    InvalidName(String),
+    /// A NetworkClass names a manager nobody registered.
+    #[error("manager '{0}' is not registered")]
+    NotRegistered(String),
+    /// A NetworkClass names a manager of the other role.
+    #[error("manager '{name}' is registered for role {registered}, not {wanted}")]
+    WrongRole {
+        /// The name.
+        name: String,
+        /// Its role.
+        registered: Role,
+        /// The role asked for.
+        wanted: Role,
+    },
+}
+
+/// The managers of this process, by name.
+#[derive(Default, Clone)]
+pub struct Registry {
+    managers: BTreeMap<String, Arc<dyn Manager>>,
+    origins: BTreeMap<String, String>,
+    sim_fabrics: BTreeMap<String, Arc<SimFabric>>,
+    sim_k8s: BTreeMap<String, Arc<SimK8s>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("managers", &self.origins)
+            .finish()
+    }
+}
+
+const PROGRAMMATIC: &str = "programmatic";
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Loads every `*.yaml` / `*.yml` file of `dir` (not recursive; hidden files skipped), one
+    /// registration per file, in file-name order.
+    pub async fn load_dir(dir: &Path, ctx: &DriverContext) -> Result<Registry, RegistryError> {
+        let mut files = Vec::new();
+        let entries = std::fs::read_dir(dir).map_err(|source| RegistryError::ReadDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|source| RegistryError::ReadDir {
+                dir: dir.to_path_buf(),
+                source,
+            })?;
+            let path = entry.path();
+            let hidden = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_none_or(|n| n.starts_with('.'));
+            let yaml = matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml")
+            );
+            if !hidden && yaml && path.is_file() {
+                files.push(path);
+            }
+        }
+        files.sort();
+        let mut registry = Registry::new();
+        for file in files {
+            let text = std::fs::read_to_string(&file).map_err(|source| RegistryError::ReadFile {
+                file: file.clone(),
+                source,
+            })?;
+            let base = file.parent().unwrap_or(dir);
+            let registration =
+                Registration::from_yaml(&text, base).map_err(|source| RegistryError::Invalid {
+                    file: file.clone(),
+                    source,
+                })?;
+            let origin = file.display().to_string();
+            registry.check_free(&registration.name, &origin)?;
+            registry.start(registration, ctx, origin).await?;
+        }
+        Ok(registry)
+    }
+
+    /// The dev-mode registry: `sim-fabric` and `sim-k8s` (hosting clusters `hosting-a`,
+    /// `hosting-b`), persisting through `ctx.sim_state` (or using its shared engines).
+    pub async fn sim_dev(ctx: &DriverContext) -> Result<Registry, RegistryError> {
+        let mut registry = Registry::new();
+        for (name, role) in [("sim-fabric", Role::Fabric), ("sim-k8s", Role::K8s)] {
+            registry
+                .start(Registration::sim(name, role), ctx, PROGRAMMATIC.to_string())
+                .await?;
+        }
+        Ok(registry)
+    }
+
+    /// Starts the driver of a registration and registers it (sim engines are opened or taken
+    /// from `ctx`).
+    pub async fn register(
+        &mut self,
+        registration: Registration,
+        ctx: &DriverContext,
+    ) -> Result<(), RegistryError> {
+        if !is_dns_label(&registration.name) {
+            return Err(RegistryError::InvalidName(registration.name));
+        }
+        self.check_free(&registration.name, PROGRAMMATIC)?;
+        self.start(registration, ctx, PROGRAMMATIC.to_string())
+            .await
+    }
+
+    async fn start(
+        &mut self,
+        registration: Registration,
+        ctx: &DriverContext,
+        origin: String,
+    ) -> Result<(), RegistryError> {
+        let name = registration.name.clone();
+        let driver_error = |message: String| RegistryError::Driver {
+            name: name.clone(),
+            origin: origin.clone(),
+            message,
+        };
+        let manager: Arc<dyn Manager> = match (&registration.driver, registration.role) {
+            (DriverConfig::Sim, Role::Fabric) => {
+                let engine = match &ctx.sim_fabric {
+                    Some(e) => e.clone(),
+                    None => SimFabric::open_namespaced(
+                        ctx.sim_state.clone(),
+                        &format!("sim-fabric/{name}"),
+                    )
+                    .await
+                    .map_err(|e| driver_error(e.to_string()))?,
+                };
+                self.sim_fabrics.insert(name.clone(), engine.clone());
+                Arc::new(
+                    SimManager::fabric(registration, engine)
+                        .map_err(|e: SimError| driver_error(e.to_string()))?,
+                )
+            }
+            (DriverConfig::Sim, Role::K8s) => {
+                let engine = match &ctx.sim_k8s {
+                    Some(e) => e.clone(),
+                    None => {
+                        SimK8s::open_namespaced(ctx.sim_state.clone(), &format!("sim-k8s/{name}"))
+                            .await
+                            .map_err(|e| driver_error(e.to_string()))?
+                    }
+                };
+                self.sim_k8s.insert(name.clone(), engine.clone());
+                Arc::new(
+                    SimManager::k8s(registration, engine)
+                        .map_err(|e: SimError| driver_error(e.to_string()))?,
+                )
+            }
+            (DriverConfig::Exec(_), _) => Arc::new(
+                ExecManager::new(registration)
+                    .map_err(|e: NotExecDriver| driver_error(e.to_string()))?,
+            ),
+        };
+        self.managers.insert(name.clone(), manager);
+        self.origins.insert(name, origin);
+        Ok(())
+    }
+
+    fn check_free(&self, name: &str, origin: &str) -> Result<(), RegistryError> {
+        match self.origins.get(name) {
+            Some(first) => Err(RegistryError::Duplicate {
+                name: name.to_string(),
+                first: first.clone(),
+                second: origin.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Registers an already-built manager (dev mode, tests, custom drivers).
+    pub fn insert(&mut self, manager: Arc<dyn Manager>) -> Result<(), RegistryError> {
+        let name = manager.registration().name.clone();
+        if !is_dns_label(&name) {
+            return Err(RegistryError::InvalidName(name));
+        }
+        self.check_free(&name, PROGRAMMATIC)?;
+        self.origins.insert(name.clone(), PROGRAMMATIC.to_string());
+        self.managers.insert(name, manager);
+        Ok(())
+    }
+
+    /// The manager registered under `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Manager>> {
+        self.managers.get(name).cloned()
+    }
+
+    /// Every registration, sorted by name (`osac admin managers`).
+    pub fn registrations(&self) -> Vec<&Registration> {
+        self.managers.values().map(|m| m.registration()).collect()
+    }
+
+    /// Where a registration came from: its file, or "programmatic".
+    pub fn origin(&self, name: &str) -> Option<&str> {
+        self.origins.get(name).map(String::as_str)
+    }
+
+    /// Number of registered managers.
+    pub fn len(&self) -> usize {
+        self.managers.len()
+    }
+
+    /// True when nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.managers.is_empty()
+    }
+
+    /// Checks a NetworkClass reference: `name` must be registered for `role`.
+    pub fn check(&self, name: &str, role: Role) -> Result<&Registration, RegistryError> {
+        let manager = self
+            .managers
+            .get(name)
+            .ok_or_else(|| RegistryError::NotRegistered(name.to_string()))?;
+        let registration = manager.registration();
+        if registration.role != role {
+            return Err(RegistryError::WrongRole {
+                name: name.to_string(),
+                registered: registration.role,
+                wanted: role,
+            });
+        }
+        Ok(registration)
+    }
+
+    /// What a NetworkClass with these managers supports: the intersection of their declared
+    /// capabilities (the class then removes its `disable_capabilities`).
+    pub fn class_capabilities(
+        &self,
+        fabric_manager: &str,
+        k8s_manager: Option<&str>,
+    ) -> Result<BTreeSet<Capability>, RegistryError> {
+        let mut caps = self.check(fabric_manager, Role::Fabric)?.capabilities.clone();
+        if let Some(k8s) = k8s_manager {
+            let other = &self.check(k8s, Role::K8s)?.capabilities;
+            caps.retain(|c| other.contains(c));
+        }
+        Ok(caps)
+    }
+
+    /// Typed client for a fabric manager (role checked).
+    pub fn fabric(&self, name: &str) -> Result<FabricClient, RegistryError> {
+        self.check(name, Role::Fabric)?;
+        self.get(name)
+            .map(FabricClient::new)
+            .ok_or_else(|| RegistryError::NotRegistered(name.to_string()))
+    }
+
+    /// Typed client for a k8s manager (role checked).
+    pub fn k8s(&self, name: &str) -> Result<K8sClient, RegistryError> {
+        self.check(name, Role::K8s)?;
+        self.get(name)
+            .map(K8sClient::new)
+            .ok_or_else(|| RegistryError::NotRegistered(name.to_string()))
+    }
+
+    /// The sim fabric engine behind a registration loaded or registered through this registry
+    /// (inspection and failure injection in tests and dev tooling).
+    pub fn sim_fabric(&self, name: &str) -> Option<Arc<SimFabric>> {
+        self.sim_fabrics.get(name).cloned()
+    }
+
+    /// The sim k8s engine behind a registration.
+    pub fn sim_k8s(&self, name: &str) -> Option<Arc<SimK8s>> {
+        self.sim_k8s.get(name).cloned()
+    }
+}

@@ -1,0 +1,304 @@
+//! The `sim` driver: an in-process, deterministic, unprivileged fabric and k8s manager that
+//! keeps the tables a real backend would (segments, leases, NAT, ACLs, overlays), persists them
+//! write-through one small record per object, and supports failure injection for tests.
+
+mod fabric;
+mod k8s;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+
+use crate::contract::{Manager, OpError, Operation, Role, ensure_role};
+use crate::registration::Registration;
+
+pub use fabric::{
+    DEFAULT_FABRIC_NAMESPACE, DnatRule, PortLocation, SimExternalIp, SimFabric, SimNetworkAttachment, SimPort,
+    SimSecurityGroup, SimSubnet, SimVirtualNetwork, SnatRule,
+};
+pub use k8s::{DEFAULT_K8S_NAMESPACE, SimK8s, SimOverlay};
+
+/// Where the sim keeps its tables so a restart does not lose them. Records are small JSON
+/// strings keyed per object inside a namespace; the server implements this over its database.
+#[async_trait]
+pub trait SimStateStore: Send + Sync {
+    /// Every `(key, value)` of a namespace (called once when a sim manager opens).
+    async fn load_all(&self, namespace: &str) -> Result<Vec<(String, String)>, String>;
+    /// Insert or replace one record.
+    async fn put(&self, namespace: &str, key: &str, value: &str) -> Result<(), String>;
+    /// Remove one record; removing a missing record succeeds.
+    async fn delete(&self, namespace: &str, key: &str) -> Result<(), String>;
+}
+
+/// In-memory [`SimStateStore`] for tests and throwaway dev runs; clones share the same data, so
+/// "restarting" a sim over the same `MemorySimState` keeps its tables.
+#[derive(Clone, Default)]
+pub struct MemorySimState {
+    data: Arc<Mutex<BTreeMap<String, BTreeMap<String, String>>>>,
+}
+
+impl MemorySimState {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn data(&self) -> MutexGuard<'_, BTreeMap<String, BTreeMap<String, String>>> {
+        self.data.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Number of records in a namespace (tests check write-through granularity with it).
+    pub fn len(&self, namespace: &str) -> usize {
+        self.data().get(namespace).map_or(0, BTreeMap::len)
+    }
+
+    /// Whether a namespace holds no record.
+    pub fn is_empty(&self, namespace: &str) -> bool {
+        self.len(namespace) == 0
+    }
+
+    /// One raw record (for tests).
+    pub fn get(&self, namespace: &str, key: &str) -> Option<String> {
+        self.data().get(namespace)?.get(key).cloned()
+    }
+}
+
+#[async_trait]
+impl SimStateStore for MemorySimState {
+    async fn load_all(&self, namespace: &str) -> Result<Vec<(String, String)>, String> {
+        Ok(self
+            .data()
+            .get(namespace)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default())
+    }
+
+    async fn put(&self, namespace: &str, key: &str, value: &str) -> Result<(), String> {
+        self.data()
+            .entry(namespace.to_string())
+            .or_default()
+            .insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    async fn delete(&self, namespace: &str, key: &str) -> Result<(), String> {
+        if let Some(m) = self.data().get_mut(namespace) {
+            m.remove(key);
+        }
+        Ok(())
+    }
+}
+
+/// Why a sim engine could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The state store failed to load.
+    #[error("sim state store ({namespace}): {message}")]
+    Store {
+        /// Namespace being loaded.
+        namespace: String,
+        /// The store's message.
+        message: String,
+    },
+    /// A stored record does not parse.
+    #[error("sim state ({namespace}) record '{key}' is corrupt: {message}")]
+    Corrupt {
+        /// Namespace being loaded.
+        namespace: String,
+        /// Offending key.
+        key: String,
+        /// Parse error.
+        message: String,
+    },
+    /// A sim manager was built with a registration of the other role.
+    #[error("registration '{name}' has role {role}, but this sim engine serves role {engine}")]
+    RoleMismatch {
+        /// Registration name.
+        name: String,
+        /// Its role.
+        role: Role,
+        /// The engine's role.
+        engine: Role,
+    },
+}
+
+/// What an injected failure looks like to the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// Fails as [`OpError::Transient`].
+    Transient,
+    /// Fails as [`OpError::Permanent`].
+    Permanent,
+}
+
+/// Failure injection and call counting shared by the sim engines.
+#[derive(Default)]
+struct Faults {
+    rules: Mutex<HashMap<(Operation, String), (u32, FailureKind)>>,
+    counts: Mutex<HashMap<Operation, u64>>,
+}
+
+impl Faults {
+    fn inject(&self, op: Operation, object_id: &str, times: u32, kind: FailureKind) {
+        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        if times == 0 {
+            rules.remove(&(op, object_id.to_string()));
+        } else {
+            rules.insert((op, object_id.to_string()), (times, kind));
+        }
+    }
+
+    fn clear(&self) {
+        self.rules.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    fn count(&self, op: Operation) -> u64 {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        counts.get(&op).copied().unwrap_or(0)
+    }
+
+    /// Counts the call and fails it when a rule matches the request's primary id.
+    fn enter(&self, op: Operation, request: &serde_json::Value) -> Result<(), OpError> {
+        *self
+            .counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(op)
+            .or_insert(0) += 1;
+        let Some(id) = request.get(op.primary_id_field()).and_then(|v| v.as_str()) else {
+            return Ok(());
+        };
+        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (op, id.to_string());
+        let Some((remaining, kind)) = rules.get_mut(&key) else {
+            return Ok(());
+        };
+        let kind = *kind;
+        if *remaining != u32::MAX {
+            *remaining -= 1;
+            if *remaining == 0 {
+                rules.remove(&key);
+            }
+        }
+        let msg = format!("injected {} failure of {op} for '{id}'", kind_name(kind));
+        Err(match kind {
+            FailureKind::Transient => OpError::Transient(msg),
+            FailureKind::Permanent => OpError::Permanent(msg),
+        })
+    }
+}
+
+fn kind_name(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::Transient => "transient",
+        FailureKind::Permanent => "permanent",
+    }
+}
+
+/// Decodes a request; a malformed one is permanent (retrying the same bytes cannot help).
+fn parse_request<T: DeserializeOwned>(op: Operation, v: serde_json::Value) -> Result<T, OpError> {
+    serde_json::from_value(v).map_err(|e| OpError::permanent(format!("invalid {op} request: {e}")))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<serde_json::Value, OpError> {
+    serde_json::to_value(v).map_err(|e| OpError::permanent(format!("cannot encode response: {e}")))
+}
+
+/// A store failure during an operation is transient: the operation is idempotent, so the
+/// caller's retry converges.
+fn store_error(namespace: &str, message: String) -> OpError {
+    OpError::transient(format!("sim state store ({namespace}): {message}"))
+}
+
+fn require_non_empty(field: &str, value: &str) -> Result<(), OpError> {
+    if value.trim().is_empty() {
+        Err(OpError::permanent(format!("{field} must not be empty")))
+    } else {
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
+enum Backend {
+    Fabric(Arc<SimFabric>),
+    K8s(Arc<SimK8s>),
+}
+
+/// A registered `sim` manager: a registration bound to a (possibly shared) sim engine.
+pub struct SimManager {
+    registration: Registration,
+    backend: Backend,
+}
+
+impl SimManager {
+    /// A fabric manager over `engine`; the registration must have role fabric.
+    pub fn fabric(registration: Registration, engine: Arc<SimFabric>) -> Result<Self, SimError> {
+        check_role(&registration, Role::Fabric)?;
+        Ok(SimManager {
+            registration,
+            backend: Backend::Fabric(engine),
+        })
+    }
+
+    /// A k8s manager over `engine`; the registration must have role k8s. Overlays are only
+    /// accepted for the registration's `hosting_clusters`.
+    pub fn k8s(registration: Registration, engine: Arc<SimK8s>) -> Result<Self, SimError> {
+        check_role(&registration, Role::K8s)?;
+        Ok(SimManager {
+            registration,
+            backend: Backend::K8s(engine),
+        })
+    }
+
+    /// The fabric engine, for inspection (None for a k8s manager).
+    pub fn fabric_engine(&self) -> Option<&Arc<SimFabric>> {
+        match &self.backend {
+            Backend::Fabric(f) => Some(f),
+            Backend::K8s(_) => None,
+        }
+    }
+
+    /// The k8s engine, for inspection (None for a fabric manager).
+    pub fn k8s_engine(&self) -> Option<&Arc<SimK8s>> {
+        match &self.backend {
+            Backend::K8s(k) => Some(k),
+            Backend::Fabric(_) => None,
+        }
+    }
+}
+
+fn check_role(registration: &Registration, engine: Role) -> Result<(), SimError> {
+    if registration.role == engine {
+        Ok(())
+    } else {
+        Err(SimError::RoleMismatch {
+            name: registration.name.clone(),
+            role: registration.role,
+            engine,
+        })
+    }
+}
+
+#[async_trait]
+impl Manager for SimManager {
+    fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    async fn call(
+        &self,
+        op: Operation,
+        request: serde_json::Value,
+    ) -> Result<serde_json::Value, OpError> {
+        ensure_role(&self.registration, op)?;
+        match &self.backend {
+            Backend::Fabric(f) => f.call(op, request).await,
+            Backend::K8s(k) => {
+                k.call(op, request, &self.registration.hosting_clusters)
+                    .await
+            }
+        }
+    }
+}

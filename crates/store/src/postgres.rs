@@ -1,0 +1,391 @@
+//! PostgreSQL backend. Transactions run concurrently; check-then-write sequences take row locks
+//! (`Tx::lock` = `SELECT … FOR UPDATE`). Committed changes are also sent with NOTIFY so several
+//! processes sharing one database wake each other's controllers.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use osac_model::Kind;
+use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions, PgRow};
+use sqlx::types::Json;
+use sqlx::{PgPool, Row, Transaction};
+use tokio::sync::broadcast;
+
+use crate::filter_sql::{Dialect, SqlValue};
+use crate::query::list_sql;
+use crate::record::{parse_json, to_json};
+use crate::{Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx};
+
+const COLUMNS: &str = "o.id, o.kind, o.tenant, o.name, o.creator, o.version, o.created_at, o.deleted_at, o.labels, o.annotations, o.finalizers, o.body";
+const CHANNEL: &str = "osac_changes";
+
+/// The PostgreSQL store.
+pub struct PostgresStore {
+    pool: PgPool,
+    feed: broadcast::Sender<Change>,
+    origin: String,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Notice {
+    origin: String,
+    change: Change,
+}
+
+impl PostgresStore {
+    /// Connects, runs migrations and starts listening for other processes' changes.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let pool = PgPoolOptions::new().max_connections(16).connect(url).await?;
+        sqlx::migrate!("./migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Database(sqlx::Error::Migrate(Box::new(e))))?;
+        let (feed, _) = broadcast::channel(65536);
+        let origin = uuid::Uuid::new_v4().to_string();
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.listen(CHANNEL).await?;
+        let (tx, me) = (feed.clone(), origin.clone());
+        tokio::spawn(async move {
+            loop {
+                match listener.recv().await {
+                    Ok(n) => {
+                        if let Ok(notice) = serde_json::from_str::<Notice>(n.payload())
+                            && notice.origin != me
+                        {
+                            let _ = tx.send(notice.change);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "change-feed listener error; reconnecting");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        Ok(Self { pool, feed, origin })
+    }
+}
+
+fn decode(row: &PgRow) -> Result<Record> {
+    let kind: String = row.try_get("kind")?;
+    let annotations: Json<BTreeMap<String, String>> = row.try_get("annotations")?;
+    let body: Json<serde_json::Value> = row.try_get("body")?;
+    Ok(Record {
+        id: row.try_get("id")?,
+        kind: Kind::from_str(&kind).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        tenant: row.try_get("tenant")?,
+        name: row.try_get("name")?,
+        creator: row.try_get("creator")?,
+        version: row.try_get("version")?,
+        created_at: row.try_get::<DateTime<Utc>, _>("created_at")?,
+        deleted_at: row.try_get::<Option<DateTime<Utc>>, _>("deleted_at")?,
+        labels: parse_json(&row.try_get::<String, _>("labels")?)?,
+        annotations: annotations.0,
+        finalizers: parse_json(&row.try_get::<String, _>("finalizers")?)?,
+        body: body.0,
+    })
+}
+
+async fn get_row(conn: &mut PgConnection, id: &str, lock: bool) -> Result<Option<Record>> {
+    let suffix = if lock { " FOR UPDATE" } else { "" };
+    let row = sqlx::query(&format!("SELECT {COLUMNS} FROM objects o WHERE o.id = $1{suffix}"))
+        .bind(id)
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(decode).transpose()
+}
+
+async fn run_list(conn: &mut PgConnection, q: &ListQuery) -> Result<Page> {
+    let ls = list_sql(Dialect::Postgres, q)?;
+    let count_sql = format!("SELECT COUNT(*) FROM objects o WHERE {}", ls.where_sql);
+    let mut count = sqlx::query_scalar::<_, i64>(&count_sql);
+    for p in &ls.params {
+        count = match p {
+            SqlValue::Text(s) => count.bind(s.clone()),
+            SqlValue::Int(i) => count.bind(*i),
+            SqlValue::Float(f) => count.bind(*f),
+            SqlValue::Bool(b) => count.bind(*b),
+        };
+    }
+    let total = count.fetch_one(&mut *conn).await?;
+    let n = ls.params.len();
+    let sql = format!(
+        "SELECT {COLUMNS} FROM objects o WHERE {} ORDER BY {} LIMIT ${} OFFSET ${}",
+        ls.where_sql,
+        ls.order_sql,
+        n + 1,
+        n + 2
+    );
+    let mut query = sqlx::query(&sql);
+    for p in &ls.params {
+        query = match p {
+            SqlValue::Text(s) => query.bind(s.clone()),
+            SqlValue::Int(i) => query.bind(*i),
+            SqlValue::Float(f) => query.bind(*f),
+            SqlValue::Bool(b) => query.bind(*b),
+        };
+    }
+    let rows = query.bind(q.limit).bind(q.offset).fetch_all(&mut *conn).await?;
+    let items = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
+    Ok(Page { total, items })
+}
+
+async fn referrers_of(conn: &mut PgConnection, target: &str) -> Result<Vec<Reference>> {
+    let rows = sqlx::query(
+        "SELECT r.object_id, o.kind, r.field FROM object_refs r JOIN objects o ON o.id = r.object_id WHERE r.target_id = $1 ORDER BY o.seq",
+    )
+    .bind(target)
+    .fetch_all(conn)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            let kind: String = r.try_get("kind")?;
+            Ok(Reference {
+                source: r.try_get("object_id")?,
+                source_kind: Kind::from_str(&kind).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                field: r.try_get("field")?,
+            })
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        let tx = self.pool.begin().await?;
+        Ok(Box::new(PgTx { tx, changes: Vec::new(), feed: self.feed.clone(), origin: self.origin.clone() }))
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Record>> {
+        let mut conn = self.pool.acquire().await?;
+        get_row(&mut conn, id, false).await
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page> {
+        let mut conn = self.pool.acquire().await?;
+        run_list(&mut conn, query).await
+    }
+
+    async fn referrers(&self, target: &str) -> Result<Vec<Reference>> {
+        let mut conn = self.pool.acquire().await?;
+        referrers_of(&mut conn, target).await
+    }
+
+    async fn ids(&self, kind: Kind) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar("SELECT id FROM objects WHERE kind = $1 ORDER BY seq")
+            .bind(kind.collection())
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.feed.subscribe()
+    }
+
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>> {
+        Ok(sqlx::query_as("SELECT key, value FROM kv WHERE ns = $1 ORDER BY key").bind(ns).fetch_all(&self.pool).await?)
+    }
+
+    async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
+        sqlx::query("INSERT INTO kv (ns, key, value) VALUES ($1, $2, $3) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value")
+            .bind(ns)
+            .bind(key)
+            .bind(value)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
+        sqlx::query("DELETE FROM kv WHERE ns = $1 AND key = $2").bind(ns).bind(key).execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+/// A PostgreSQL transaction (READ COMMITTED plus explicit row locks).
+struct PgTx {
+    tx: Transaction<'static, sqlx::Postgres>,
+    changes: Vec<Change>,
+    feed: broadcast::Sender<Change>,
+    origin: String,
+}
+
+impl PgTx {
+    async fn write_labels(&mut self, record: &Record, replace: bool) -> Result<()> {
+        if replace {
+            sqlx::query("DELETE FROM object_labels WHERE object_id = $1").bind(&record.id).execute(&mut *self.tx).await?;
+        }
+        for (k, v) in &record.labels {
+            sqlx::query("INSERT INTO object_labels (object_id, key, value) VALUES ($1, $2, $3)")
+                .bind(&record.id)
+                .bind(k)
+                .bind(v)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn write_refs(&mut self, record: &Record, replace: bool) -> Result<Vec<String>> {
+        let old: Vec<(String, String)> = if replace {
+            sqlx::query_as("SELECT field, target_id FROM object_refs WHERE object_id = $1 ORDER BY field")
+                .bind(&record.id)
+                .fetch_all(&mut *self.tx)
+                .await?
+        } else {
+            Vec::new()
+        };
+        let mut new: Vec<(String, String)> =
+            record.references().into_iter().map(|(f, t)| (f.to_string(), t)).collect();
+        new.sort();
+        if replace && old == new {
+            return Ok(Vec::new());
+        }
+        if replace {
+            sqlx::query("DELETE FROM object_refs WHERE object_id = $1").bind(&record.id).execute(&mut *self.tx).await?;
+        }
+        for (f, t) in &new {
+            sqlx::query("INSERT INTO object_refs (object_id, field, target_id) VALUES ($1, $2, $3)")
+                .bind(&record.id)
+                .bind(f)
+                .bind(t)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        Ok(old.into_iter().map(|(_, t)| t).collect())
+    }
+}
+
+#[async_trait]
+impl Tx for PgTx {
+    async fn get(&mut self, id: &str) -> Result<Option<Record>> {
+        get_row(&mut self.tx, id, false).await
+    }
+
+    async fn lock(&mut self, id: &str) -> Result<Option<Record>> {
+        get_row(&mut self.tx, id, true).await
+    }
+
+    async fn find_by_name(&mut self, kind: Kind, tenant: &str, name: &str) -> Result<Option<Record>> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM objects o WHERE o.kind = $1 AND o.tenant = $2 AND o.name = $3"
+        ))
+        .bind(kind.collection())
+        .bind(tenant)
+        .bind(name)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn list(&mut self, query: &ListQuery) -> Result<Page> {
+        run_list(&mut self.tx, query).await
+    }
+
+    async fn referrers(&mut self, target: &str) -> Result<Vec<Reference>> {
+        referrers_of(&mut self.tx, target).await
+    }
+
+    async fn insert(&mut self, record: &Record) -> Result<Record> {
+        let mut rec = record.clone();
+        rec.version = 1;
+        sqlx::query(
+            "INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, deleted_at, labels, annotations, finalizers, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        )
+        .bind(&rec.id)
+        .bind(rec.kind.collection())
+        .bind(&rec.tenant)
+        .bind(&rec.name)
+        .bind(&rec.creator)
+        .bind(rec.version)
+        .bind(rec.created_at)
+        .bind(rec.deleted_at)
+        .bind(to_json(&rec.labels))
+        .bind(Json(&rec.annotations))
+        .bind(to_json(&rec.finalizers))
+        .bind(Json(&rec.body))
+        .execute(&mut *self.tx)
+        .await?;
+        self.write_labels(&rec, false).await?;
+        self.write_refs(&rec, false).await?;
+        self.changes.push(Change::of(&rec, false, &[]));
+        Ok(rec)
+    }
+
+    async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
+        let current: Option<(i64, String)> = sqlx::query_as("SELECT version, labels FROM objects WHERE id = $1 FOR UPDATE")
+            .bind(&record.id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        let Some((found, old_labels)) = current else {
+            return Err(StoreError::NotFound(record.id.clone()));
+        };
+        if found != record.version {
+            return Err(StoreError::Conflict { id: record.id.clone(), expected: record.version, found });
+        }
+        if record.deleted_at.is_some() && record.finalizers.is_empty() {
+            let old_refs: Vec<String> = sqlx::query_scalar("SELECT target_id FROM object_refs WHERE object_id = $1")
+                .bind(&record.id)
+                .fetch_all(&mut *self.tx)
+                .await?;
+            sqlx::query("DELETE FROM objects WHERE id = $1").bind(&record.id).execute(&mut *self.tx).await?;
+            self.changes.push(Change::of(record, true, &old_refs));
+            return Ok(None);
+        }
+        let mut rec = record.clone();
+        rec.version = found + 1;
+        sqlx::query(
+            "UPDATE objects SET name = $1, creator = $2, version = $3, deleted_at = $4, labels = $5, annotations = $6, finalizers = $7, body = $8 WHERE id = $9",
+        )
+        .bind(&rec.name)
+        .bind(&rec.creator)
+        .bind(rec.version)
+        .bind(rec.deleted_at)
+        .bind(to_json(&rec.labels))
+        .bind(Json(&rec.annotations))
+        .bind(to_json(&rec.finalizers))
+        .bind(Json(&rec.body))
+        .bind(&rec.id)
+        .execute(&mut *self.tx)
+        .await?;
+        if to_json(&rec.labels) != old_labels {
+            self.write_labels(&rec, true).await?;
+        }
+        let old_refs = self.write_refs(&rec, true).await?;
+        self.changes.push(Change::of(&rec, false, &old_refs));
+        Ok(Some(rec))
+    }
+
+    async fn remove(&mut self, id: &str) -> Result<()> {
+        let Some(rec) = get_row(&mut self.tx, id, true).await? else {
+            return Err(StoreError::NotFound(id.to_string()));
+        };
+        sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(&mut *self.tx).await?;
+        self.changes.push(Change::of(&rec, true, &[]));
+        Ok(())
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        let mut this = *self;
+        for c in &this.changes {
+            let notice = Notice { origin: this.origin.clone(), change: c.clone() };
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CHANNEL)
+                .bind(to_json(&notice))
+                .execute(&mut *this.tx)
+                .await?;
+        }
+        this.tx.commit().await?;
+        for c in this.changes {
+            let _ = this.feed.send(c);
+        }
+        Ok(())
+    }
+}

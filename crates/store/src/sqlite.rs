@@ -1,0 +1,364 @@
+//! SQLite backend: the embedded default. One file under the data dir, WAL mode. Write
+//! transactions are serialised in-process (the SQLite way), so check-then-write sequences are
+//! atomic without row locks; reads run concurrently from a pool.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use osac_model::Kind;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Row, SqlitePool, Transaction};
+use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
+
+use crate::filter_sql::{Dialect, SqlValue};
+use crate::query::list_sql;
+use crate::record::{parse_json, parse_ts, to_json, ts_text};
+use crate::{Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx};
+
+const COLUMNS: &str = "o.id, o.kind, o.tenant, o.name, o.creator, o.version, o.created_at, o.deleted_at, o.labels, o.annotations, o.finalizers, o.body";
+
+/// The SQLite store.
+pub struct SqliteStore {
+    pool: SqlitePool,
+    write_lock: Arc<Mutex<()>>,
+    feed: broadcast::Sender<Change>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `url` (`sqlite://file.db` or `sqlite::memory:`).
+    pub async fn connect(url: &str) -> Result<Self> {
+        let memory = url.contains(":memory:");
+        let opts = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(if memory { SqliteJournalMode::Memory } else { SqliteJournalMode::Wal })
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true)
+            .pragma("cache_size", "-65536")
+            .pragma("temp_store", "memory");
+        // An in-memory database exists per connection: keep exactly one.
+        let max = if memory { 1 } else { 8 };
+        let pool = SqlitePoolOptions::new().max_connections(max).min_connections(1).connect_with(opts).await?;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Database(sqlx::Error::Migrate(Box::new(e))))?;
+        let (feed, _) = broadcast::channel(65536);
+        Ok(Self { pool, write_lock: Arc::new(Mutex::new(())), feed })
+    }
+}
+
+fn decode(row: &SqliteRow) -> Result<Record> {
+    let kind: String = row.try_get("kind")?;
+    Ok(Record {
+        id: row.try_get("id")?,
+        kind: Kind::from_str(&kind).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        tenant: row.try_get("tenant")?,
+        name: row.try_get("name")?,
+        creator: row.try_get("creator")?,
+        version: row.try_get("version")?,
+        created_at: parse_ts(&row.try_get::<String, _>("created_at")?)?,
+        deleted_at: row.try_get::<Option<String>, _>("deleted_at")?.as_deref().map(parse_ts).transpose()?,
+        labels: parse_json(&row.try_get::<String, _>("labels")?)?,
+        annotations: parse_json(&row.try_get::<String, _>("annotations")?)?,
+        finalizers: parse_json(&row.try_get::<String, _>("finalizers")?)?,
+        body: parse_json(&row.try_get::<String, _>("body")?)?,
+    })
+}
+
+async fn get_row(conn: &mut SqliteConnection, id: &str) -> Result<Option<Record>> {
+    let row = sqlx::query(&format!("SELECT {COLUMNS} FROM objects o WHERE o.id = ?"))
+        .bind(id)
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(decode).transpose()
+}
+
+async fn run_list(conn: &mut SqliteConnection, q: &ListQuery) -> Result<Page> {
+    let ls = list_sql(Dialect::Sqlite, q)?;
+    let count_sql = format!("SELECT COUNT(*) FROM objects o WHERE {}", ls.where_sql);
+    let mut count = sqlx::query_scalar::<_, i64>(&count_sql);
+    for p in &ls.params {
+        count = match p {
+            SqlValue::Text(s) => count.bind(s.clone()),
+            SqlValue::Int(i) => count.bind(*i),
+            SqlValue::Float(f) => count.bind(*f),
+            SqlValue::Bool(b) => count.bind(*b),
+        };
+    }
+    let total = count.fetch_one(&mut *conn).await?;
+    let sql = format!(
+        "SELECT {COLUMNS} FROM objects o WHERE {} ORDER BY {} LIMIT ? OFFSET ?",
+        ls.where_sql, ls.order_sql
+    );
+    let mut query = sqlx::query(&sql);
+    for p in &ls.params {
+        query = match p {
+            SqlValue::Text(s) => query.bind(s.clone()),
+            SqlValue::Int(i) => query.bind(*i),
+            SqlValue::Float(f) => query.bind(*f),
+            SqlValue::Bool(b) => query.bind(*b),
+        };
+    }
+    let rows = query.bind(q.limit).bind(q.offset).fetch_all(&mut *conn).await?;
+    let items = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
+    Ok(Page { total, items })
+}
+
+async fn referrers_of(conn: &mut SqliteConnection, target: &str) -> Result<Vec<Reference>> {
+    let rows = sqlx::query(
+        "SELECT r.object_id, o.kind, r.field FROM object_refs r JOIN objects o ON o.id = r.object_id WHERE r.target_id = ? ORDER BY o.seq",
+    )
+    .bind(target)
+    .fetch_all(conn)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            let kind: String = r.try_get("kind")?;
+            Ok(Reference {
+                source: r.try_get("object_id")?,
+                source_kind: Kind::from_str(&kind).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                field: r.try_get("field")?,
+            })
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        let guard = self.write_lock.clone().lock_owned().await;
+        let tx = self.pool.begin().await?;
+        Ok(Box::new(SqliteTx { tx, _guard: guard, changes: Vec::new(), feed: self.feed.clone() }))
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Record>> {
+        let mut conn = self.pool.acquire().await?;
+        get_row(&mut conn, id).await
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page> {
+        let mut conn = self.pool.acquire().await?;
+        run_list(&mut conn, query).await
+    }
+
+    async fn referrers(&self, target: &str) -> Result<Vec<Reference>> {
+        let mut conn = self.pool.acquire().await?;
+        referrers_of(&mut conn, target).await
+    }
+
+    async fn ids(&self, kind: Kind) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar("SELECT id FROM objects WHERE kind = ? ORDER BY seq")
+            .bind(kind.collection())
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.feed.subscribe()
+    }
+
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>> {
+        Ok(sqlx::query_as("SELECT key, value FROM kv WHERE ns = ? ORDER BY key").bind(ns).fetch_all(&self.pool).await?)
+    }
+
+    async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        sqlx::query("INSERT INTO kv (ns, key, value) VALUES (?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value")
+            .bind(ns)
+            .bind(key)
+            .bind(value)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        sqlx::query("DELETE FROM kv WHERE ns = ? AND key = ?").bind(ns).bind(key).execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+/// A serialised SQLite write transaction.
+struct SqliteTx {
+    tx: Transaction<'static, sqlx::Sqlite>,
+    _guard: OwnedMutexGuard<()>,
+    changes: Vec<Change>,
+    feed: broadcast::Sender<Change>,
+}
+
+impl SqliteTx {
+    async fn write_labels(&mut self, record: &Record, replace: bool) -> Result<()> {
+        if replace {
+            sqlx::query("DELETE FROM object_labels WHERE object_id = ?").bind(&record.id).execute(&mut *self.tx).await?;
+        }
+        for (k, v) in &record.labels {
+            sqlx::query("INSERT INTO object_labels (object_id, key, value) VALUES (?, ?, ?)")
+                .bind(&record.id)
+                .bind(k)
+                .bind(v)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites the reference rows when they changed; returns the previous targets.
+    async fn write_refs(&mut self, record: &Record, replace: bool) -> Result<Vec<String>> {
+        let refs = record.references();
+        let old: Vec<(String, String)> = if replace {
+            sqlx::query_as("SELECT field, target_id FROM object_refs WHERE object_id = ? ORDER BY field")
+                .bind(&record.id)
+                .fetch_all(&mut *self.tx)
+                .await?
+        } else {
+            Vec::new()
+        };
+        let mut new: Vec<(String, String)> = refs.iter().map(|(f, t)| (f.to_string(), t.clone())).collect();
+        new.sort();
+        if replace && old == new {
+            return Ok(Vec::new());
+        }
+        if replace {
+            sqlx::query("DELETE FROM object_refs WHERE object_id = ?").bind(&record.id).execute(&mut *self.tx).await?;
+        }
+        for (f, t) in &new {
+            sqlx::query("INSERT INTO object_refs (object_id, field, target_id) VALUES (?, ?, ?)")
+                .bind(&record.id)
+                .bind(f)
+                .bind(t)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        Ok(old.into_iter().map(|(_, t)| t).collect())
+    }
+}
+
+#[async_trait]
+impl Tx for SqliteTx {
+    async fn get(&mut self, id: &str) -> Result<Option<Record>> {
+        get_row(&mut self.tx, id).await
+    }
+
+    async fn lock(&mut self, id: &str) -> Result<Option<Record>> {
+        get_row(&mut self.tx, id).await
+    }
+
+    async fn find_by_name(&mut self, kind: Kind, tenant: &str, name: &str) -> Result<Option<Record>> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM objects o WHERE o.kind = ? AND o.tenant = ? AND o.name = ?"
+        ))
+        .bind(kind.collection())
+        .bind(tenant)
+        .bind(name)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn list(&mut self, query: &ListQuery) -> Result<Page> {
+        run_list(&mut self.tx, query).await
+    }
+
+    async fn referrers(&mut self, target: &str) -> Result<Vec<Reference>> {
+        referrers_of(&mut self.tx, target).await
+    }
+
+    async fn insert(&mut self, record: &Record) -> Result<Record> {
+        let mut rec = record.clone();
+        rec.version = 1;
+        sqlx::query(
+            "INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, deleted_at, labels, annotations, finalizers, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&rec.id)
+        .bind(rec.kind.collection())
+        .bind(&rec.tenant)
+        .bind(&rec.name)
+        .bind(&rec.creator)
+        .bind(rec.version)
+        .bind(ts_text(&rec.created_at))
+        .bind(rec.deleted_at.as_ref().map(ts_text))
+        .bind(to_json(&rec.labels))
+        .bind(to_json(&rec.annotations))
+        .bind(to_json(&rec.finalizers))
+        .bind(to_json(&rec.body))
+        .execute(&mut *self.tx)
+        .await?;
+        self.write_labels(&rec, false).await?;
+        self.write_refs(&rec, false).await?;
+        self.changes.push(Change::of(&rec, false, &[]));
+        Ok(rec)
+    }
+
+    async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
+        let current: Option<(i64, String)> = sqlx::query_as("SELECT version, labels FROM objects WHERE id = ?")
+            .bind(&record.id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        let Some((found, old_labels)) = current else {
+            return Err(StoreError::NotFound(record.id.clone()));
+        };
+        if found != record.version {
+            return Err(StoreError::Conflict { id: record.id.clone(), expected: record.version, found });
+        }
+        if record.deleted_at.is_some() && record.finalizers.is_empty() {
+            let old_refs: Vec<String> = sqlx::query_scalar("SELECT target_id FROM object_refs WHERE object_id = ?")
+                .bind(&record.id)
+                .fetch_all(&mut *self.tx)
+                .await?;
+            sqlx::query("DELETE FROM objects WHERE id = ?").bind(&record.id).execute(&mut *self.tx).await?;
+            self.changes.push(Change::of(record, true, &old_refs));
+            return Ok(None);
+        }
+        let mut rec = record.clone();
+        rec.version = found + 1;
+        sqlx::query(
+            "UPDATE objects SET name = ?, creator = ?, version = ?, deleted_at = ?, labels = ?, annotations = ?, finalizers = ?, body = ? WHERE id = ?",
+        )
+        .bind(&rec.name)
+        .bind(&rec.creator)
+        .bind(rec.version)
+        .bind(rec.deleted_at.as_ref().map(ts_text))
+        .bind(to_json(&rec.labels))
+        .bind(to_json(&rec.annotations))
+        .bind(to_json(&rec.finalizers))
+        .bind(to_json(&rec.body))
+        .bind(&rec.id)
+        .execute(&mut *self.tx)
+        .await?;
+        if to_json(&rec.labels) != old_labels {
+            self.write_labels(&rec, true).await?;
+        }
+        let old_refs = self.write_refs(&rec, true).await?;
+        self.changes.push(Change::of(&rec, false, &old_refs));
+        Ok(Some(rec))
+    }
+
+    async fn remove(&mut self, id: &str) -> Result<()> {
+        let Some(rec) = get_row(&mut self.tx, id).await? else {
+            return Err(StoreError::NotFound(id.to_string()));
+        };
+        sqlx::query("DELETE FROM objects WHERE id = ?").bind(id).execute(&mut *self.tx).await?;
+        self.changes.push(Change::of(&rec, true, &[]));
+        Ok(())
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        let this = *self;
+        this.tx.commit().await?;
+        for c in this.changes {
+            let _ = this.feed.send(c);
+        }
+        Ok(())
+    }
+}
