@@ -1,1 +1,17 @@
-//! placeholder
+//! The osac-net API: one service layer (authorization, tenancy, validation, one transaction per
+//! write) behind two transports, REST (axum) and gRPC (tonic), plus the server wiring.
+
+pub mod auth;
+pub mod dev;
+pub mod error;
+pub mod grpc;
+pub mod metrics;
+pub mod object;
+pub mod resources;
+pub mod rest;
+pub mod server;
+pub mod service;
+
+pub use error::{ApiError, ApiResult, Code};
+pub use server::{RunningServer, ServerConfig, ServerError, start};
+pub use service::{Service, Surface};

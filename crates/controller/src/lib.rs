@@ -1,1 +1,52 @@
-//! placeholder
+//! `osac-controller`: the level-triggered reconcilers of osac-net (SPEC §4) and the dispatcher
+//! that routes their operations to networking managers.
+//!
+//! # How it runs
+//!
+//! [`Controllers::run`] subscribes to the store's change feed, enqueues every object at start and
+//! every `resync_interval`, and runs `workers` reconciles in parallel from one work queue keyed
+//! by object id. A change to object X enqueues X, every id X references (`Change::refs`) and every
+//! object that references X (`Store::referrers`), so dependents wake when what they wait on
+//! changes. The queue never runs two reconciles of one object at once: a change that arrives
+//! during a reconcile marks the object dirty and it runs again right after. Failures back off
+//! exponentially per object (`backoff_base` doubling up to `backoff_cap`, reset on success).
+//!
+//! # The reconciler contract
+//!
+//! Every reconciler (one per kind, in [`reconcile`]) obeys these rules; the runtime relies on
+//! them for correctness after crashes, restarts and concurrent API writes:
+//!
+//! - **Idempotent.** A reconcile may run any number of times for the same stored state, also
+//!   after a crash between a manager call and the status write; managers are idempotent too.
+//! - **No hidden input.** Everything a reconcile needs is read from the store (and the manager
+//!   registry); nothing is carried over in memory between runs, so a fresh process converges.
+//! - **No internal retries.** A failed step returns (transient ⇒ back off, permanent ⇒ FAILED)
+//!   and the runtime schedules the next attempt.
+//! - **Never block on another object.** A missing precondition (parent not READY, address not
+//!   allocated) is checked, reported in `status.message`, and the object is requeued; the
+//!   change feed wakes it when the dependency changes.
+//! - **Status is written only here**, with optimistic locking (`Tx::update`); a conflict just
+//!   requeues. Writes happen only when something changed, so a converged object costs one read.
+//! - **Managers are never called inside a store transaction** (a transaction may hold the only
+//!   database connection the manager's own state store needs).
+//!
+//! # What the API layer does
+//!
+//! At create it stores the object with its initial state (`*_PENDING`, ExternalIP `PENDING`
+//! with `spec.pool` filled in and the pool recounted by [`recount_pool`]) and, for kinds with
+//! fabric state ([`osac_model::Kind::needs_fabric_finalizer`]), the finalizer
+//! [`osac_model::FABRIC_FINALIZER`]. At delete it sets `deleted_at` and state `*_DELETING`; the
+//! controller undoes the fabric state and removes the finalizer, which removes the row.
+
+pub mod dispatch;
+mod metrics;
+mod queue;
+pub mod reconcile;
+pub mod runtime;
+
+pub use dispatch::{Dispatcher, Managers};
+pub use reconcile::external_ip::{PoolCounts, recount_pool};
+pub use reconcile::external_ip_attachment::{NoWorkloads, Target, TargetResolver};
+pub use reconcile::tenant::{DefaultNetworking, DefaultNetworkingStatus, NotConfigured};
+pub use reconcile::{APPLIED_SPEC_ANNOTATION, ReconcileError, VIRTUAL_NETWORK_ANNOTATION};
+pub use runtime::{ControllerConfig, Controllers, Handle};

@@ -197,7 +197,9 @@ impl Operation {
 
     /// The operations a manager of `role` implements.
     pub fn for_role(role: Role) -> impl Iterator<Item = Operation> {
-        Operation::ALL.into_iter().filter(move |op| op.role() == role)
+        Operation::ALL
+            .into_iter()
+            .filter(move |op| op.role() == role)
     }
 }
 

@@ -134,6 +134,7 @@ impl ExecManager {
         let status = status.map_err(|e| {
             OpError::transient(format!("waiting for {} failed: {e}", self.describe(op)))
         })?;
+        let err = err.unwrap_or_default();
         let stderr_text = String::from_utf8_lossy(&err);
         if !stderr_text.trim().is_empty() {
             tracing::debug!(manager = %self.registration.name, %op, stderr = %stderr_text, "exec manager stderr");

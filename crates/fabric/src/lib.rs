@@ -6,6 +6,8 @@
 //! Controllers use [`Registry`] to find managers and the typed [`FabricClient`] /
 //! [`K8sClient`] to call them; failures come back as [`OpError`] values.
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod conformance;
 pub mod contract;

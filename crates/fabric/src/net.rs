@@ -106,8 +106,14 @@ mod tests {
 
     #[test]
     fn gateways() {
-        assert_eq!(ipv4_gateway("10.0.1.0/24".parse().unwrap()), Ipv4Addr::new(10, 0, 1, 1));
-        assert_eq!(ipv4_gateway("10.0.1.0/31".parse().unwrap()), Ipv4Addr::new(10, 0, 1, 0));
+        assert_eq!(
+            ipv4_gateway("10.0.1.0/24".parse().unwrap()),
+            Ipv4Addr::new(10, 0, 1, 1)
+        );
+        assert_eq!(
+            ipv4_gateway("10.0.1.0/31".parse().unwrap()),
+            Ipv4Addr::new(10, 0, 1, 0)
+        );
         assert_eq!(
             ipv6_gateway("fd00:1::/64".parse().unwrap()),
             "fd00:1::1".parse::<Ipv6Addr>().unwrap()
@@ -116,19 +122,33 @@ mod tests {
 
     #[test]
     fn lowest_free_skips_used_and_blocked() {
-        let mut used = BTreeSet::new();
+        let mut used: BTreeSet<IpAddr> = BTreeSet::new();
         let net = n("192.0.2.0/30");
-        assert_eq!(lowest_free(net, &|a| used.contains(a), &[]), Some("192.0.2.1".parse().unwrap()));
+        assert_eq!(
+            lowest_free(net, &|a| used.contains(a), &[]),
+            Some("192.0.2.1".parse().unwrap())
+        );
         used.insert("192.0.2.1".parse().unwrap());
-        assert_eq!(lowest_free(net, &|a| used.contains(a), &[]), Some("192.0.2.2".parse().unwrap()));
+        assert_eq!(
+            lowest_free(net, &|a| used.contains(a), &[]),
+            Some("192.0.2.2".parse().unwrap())
+        );
         used.insert("192.0.2.2".parse().unwrap());
-        assert_eq!(lowest_free(net, &|a| used.contains(a), &[]), None, "broadcast is not usable");
+        assert_eq!(
+            lowest_free(net, &|a| used.contains(a), &[]),
+            None,
+            "broadcast is not usable"
+        );
         assert_eq!(
             lowest_free(n("192.0.2.0/31"), &|_| false, &[]),
             Some("192.0.2.0".parse().unwrap())
         );
         assert_eq!(
-            lowest_free(n("10.0.1.0/24"), &|_| false, &[n("10.0.1.1/32"), n("10.0.1.0/28")]),
+            lowest_free(
+                n("10.0.1.0/24"),
+                &|_| false,
+                &[n("10.0.1.1/32"), n("10.0.1.0/28")]
+            ),
             Some("10.0.1.16".parse().unwrap())
         );
         assert_eq!(

@@ -78,7 +78,9 @@ pub enum RegistrationError {
     #[error("{0}")]
     Yaml(#[from] serde_yaml::Error),
     /// Manager and hosting cluster names must be DNS labels.
-    #[error("{what} '{value}' is not a DNS label (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)")]
+    #[error(
+        "{what} '{value}' is not a DNS label (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)"
+    )]
     NotDnsLabel {
         /// Which field.
         what: &'static str,
@@ -266,9 +268,8 @@ fn exec_config(raw: RawExec, base_dir: &Path) -> Result<ExecConfig, Registration
     let given = PathBuf::from(&raw.command);
     // A bare program name (`ansible-playbook`) that is not a file beside the registration is
     // looked up on PATH; anything else is a path relative to the registration's directory.
-    let command = if given.is_absolute() {
-        given
-    } else if given.components().count() == 1 && !base_dir.join(&given).exists() {
+    let bare_on_path = given.components().count() == 1 && !base_dir.join(&given).exists();
+    let command = if given.is_absolute() || bare_on_path {
         given
     } else {
         base_dir.join(given)
@@ -332,18 +333,51 @@ mod tests {
     #[test]
     fn rejects_bad_files() {
         let cases = [
-            ("name: x\nrole: fabric\ndriver: sim\ncolour: red\n", "unknown field `colour`"),
-            ("name: x\nrole: router\ndriver: sim\n", "unknown variant `router`"),
+            (
+                "name: x\nrole: fabric\ndriver: sim\ncolour: red\n",
+                "unknown field `colour`",
+            ),
+            (
+                "name: x\nrole: router\ndriver: sim\n",
+                "unknown variant `router`",
+            ),
             ("name: X_Y\nrole: fabric\ndriver: sim\n", "not a DNS label"),
-            ("name: x\nrole: fabric\ndriver: linux\nlinux: {}\n", "driver 'linux' is not available in this build"),
-            ("name: x\nrole: fabric\ndriver: netris\n", "unknown driver 'netris'"),
-            ("name: x\nrole: fabric\ndriver: exec\n", "needs an 'exec' section"),
-            ("name: x\nrole: fabric\ndriver: sim\nexec: {command: a}\n", "not valid for driver 'sim'"),
-            ("name: x\nrole: fabric\ndriver: sim\nhosting_clusters: [a]\n", "only valid for role k8s"),
-            ("name: x\nrole: k8s\ndriver: exec\nexec: {command: a}\n", "at least one entry"),
-            ("name: x\nrole: fabric\ndriver: exec\nexec: {command: a, timeout_seconds: 0}\n", "at least 1"),
-            ("name: x\nrole: fabric\ndriver: exec\nexec: {command: a, shell: true}\n", "unknown field `shell`"),
-            ("name: x\nrole: fabric\ncapabilities: [ipv5]\ndriver: sim\n", "unknown variant `ipv5`"),
+            (
+                "name: x\nrole: fabric\ndriver: linux\nlinux: {}\n",
+                "driver 'linux' is not available in this build",
+            ),
+            (
+                "name: x\nrole: fabric\ndriver: netris\n",
+                "unknown driver 'netris'",
+            ),
+            (
+                "name: x\nrole: fabric\ndriver: exec\n",
+                "needs an 'exec' section",
+            ),
+            (
+                "name: x\nrole: fabric\ndriver: sim\nexec: {command: a}\n",
+                "not valid for driver 'sim'",
+            ),
+            (
+                "name: x\nrole: fabric\ndriver: sim\nhosting_clusters: [a]\n",
+                "only valid for role k8s",
+            ),
+            (
+                "name: x\nrole: k8s\ndriver: exec\nexec: {command: a}\n",
+                "at least one entry",
+            ),
+            (
+                "name: x\nrole: fabric\ndriver: exec\nexec: {command: a, timeout_seconds: 0}\n",
+                "at least 1",
+            ),
+            (
+                "name: x\nrole: fabric\ndriver: exec\nexec: {command: a, shell: true}\n",
+                "unknown field `shell`",
+            ),
+            (
+                "name: x\nrole: fabric\ncapabilities: [ipv5]\ndriver: sim\n",
+                "unknown variant `ipv5`",
+            ),
         ];
         for (text, want) in cases {
             let err = parse(text).unwrap_err().to_string();

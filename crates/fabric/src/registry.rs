@@ -171,10 +171,11 @@ impl Registry {
         files.sort();
         let mut registry = Registry::new();
         for file in files {
-            let text = std::fs::read_to_string(&file).map_err(|source| RegistryError::ReadFile {
-                file: file.clone(),
-                source,
-            })?;
+            let text =
+                std::fs::read_to_string(&file).map_err(|source| RegistryError::ReadFile {
+                    file: file.clone(),
+                    source,
+                })?;
             let base = file.parent().unwrap_or(dir);
             let registration =
                 Registration::from_yaml(&text, base).map_err(|source| RegistryError::Invalid {
@@ -341,7 +342,10 @@ impl Registry {
         fabric_manager: &str,
         k8s_manager: Option<&str>,
     ) -> Result<BTreeSet<Capability>, RegistryError> {
-        let mut caps = self.check(fabric_manager, Role::Fabric)?.capabilities.clone();
+        let mut caps = self
+            .check(fabric_manager, Role::Fabric)?
+            .capabilities
+            .clone();
         if let Some(k8s) = k8s_manager {
             let other = &self.check(k8s, Role::K8s)?.capabilities;
             caps.retain(|c| other.contains(c));

@@ -313,10 +313,14 @@ mod tests {
             serde_json::to_value(&req).unwrap(),
             json!({"subnet_id": "s", "virtual_network_id": "v", "ipv4_cidr": "10.0.1.0/24"})
         );
-        let rule: SecurityRule =
-            serde_json::from_value(json!({"protocol": "tcp", "port_from": 22, "port_to": 22, "cidr": "0.0.0.0/0"}))
-                .unwrap();
+        let rule: SecurityRule = serde_json::from_value(
+            json!({"protocol": "tcp", "port_from": 22, "port_to": 22, "cidr": "0.0.0.0/0"}),
+        )
+        .unwrap();
         assert_eq!(rule.protocol, Protocol::Tcp);
-        assert_eq!(serde_json::to_value(PortAddresses::default()).unwrap(), json!({}));
+        assert_eq!(
+            serde_json::to_value(PortAddresses::default()).unwrap(),
+            json!({})
+        );
     }
 }

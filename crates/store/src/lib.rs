@@ -33,7 +33,11 @@ pub enum StoreError {
     AlreadyExists(String),
     /// Optimistic locking: the stored version differs from the one the writer read.
     #[error("object {id} was modified concurrently (expected version {expected}, found {found})")]
-    Conflict { id: String, expected: i64, found: i64 },
+    Conflict {
+        id: String,
+        expected: i64,
+        found: i64,
+    },
     /// The list filter or order could not be parsed or translated.
     #[error(transparent)]
     Filter(#[from] osac_model::filter::FilterError),
@@ -98,7 +102,12 @@ pub trait Tx: Send {
     /// the writes that follow are atomic (PostgreSQL `FOR UPDATE`; SQLite is already serial).
     async fn lock(&mut self, id: &str) -> Result<Option<Record>>;
     /// Finds an object by name within a tenant.
-    async fn find_by_name(&mut self, kind: Kind, tenant: &str, name: &str) -> Result<Option<Record>>;
+    async fn find_by_name(
+        &mut self,
+        kind: Kind,
+        tenant: &str,
+        name: &str,
+    ) -> Result<Option<Record>>;
     /// Lists objects inside the transaction.
     async fn list(&mut self, query: &ListQuery) -> Result<Page>;
     /// Objects that reference `target`.

@@ -37,7 +37,10 @@ struct Notice {
 impl PostgresStore {
     /// Connects, runs migrations and starts listening for other processes' changes.
     pub async fn connect(url: &str) -> Result<Self> {
-        let pool = PgPoolOptions::new().max_connections(16).connect(url).await?;
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .connect(url)
+            .await?;
         sqlx::migrate!("./migrations/postgres")
             .run(&pool)
             .await
@@ -90,10 +93,12 @@ fn decode(row: &PgRow) -> Result<Record> {
 
 async fn get_row(conn: &mut PgConnection, id: &str, lock: bool) -> Result<Option<Record>> {
     let suffix = if lock { " FOR UPDATE" } else { "" };
-    let row = sqlx::query(&format!("SELECT {COLUMNS} FROM objects o WHERE o.id = $1{suffix}"))
-        .bind(id)
-        .fetch_optional(conn)
-        .await?;
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM objects o WHERE o.id = $1{suffix}"
+    ))
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
     row.as_ref().map(decode).transpose()
 }
 
@@ -127,7 +132,11 @@ async fn run_list(conn: &mut PgConnection, q: &ListQuery) -> Result<Page> {
             SqlValue::Bool(b) => query.bind(*b),
         };
     }
-    let rows = query.bind(q.limit).bind(q.offset).fetch_all(&mut *conn).await?;
+    let rows = query
+        .bind(q.limit)
+        .bind(q.offset)
+        .fetch_all(&mut *conn)
+        .await?;
     let items = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
     Ok(Page { total, items })
 }
@@ -144,7 +153,8 @@ async fn referrers_of(conn: &mut PgConnection, target: &str) -> Result<Vec<Refer
             let kind: String = r.try_get("kind")?;
             Ok(Reference {
                 source: r.try_get("object_id")?,
-                source_kind: Kind::from_str(&kind).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                source_kind: Kind::from_str(&kind)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
                 field: r.try_get("field")?,
             })
         })
@@ -155,7 +165,12 @@ async fn referrers_of(conn: &mut PgConnection, target: &str) -> Result<Vec<Refer
 impl Store for PostgresStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         let tx = self.pool.begin().await?;
-        Ok(Box::new(PgTx { tx, changes: Vec::new(), feed: self.feed.clone(), origin: self.origin.clone() }))
+        Ok(Box::new(PgTx {
+            tx,
+            changes: Vec::new(),
+            feed: self.feed.clone(),
+            origin: self.origin.clone(),
+        }))
     }
 
     async fn get(&self, id: &str) -> Result<Option<Record>> {
@@ -174,10 +189,12 @@ impl Store for PostgresStore {
     }
 
     async fn ids(&self, kind: Kind) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar("SELECT id FROM objects WHERE kind = $1 ORDER BY seq")
-            .bind(kind.collection())
-            .fetch_all(&self.pool)
-            .await?)
+        Ok(
+            sqlx::query_scalar("SELECT id FROM objects WHERE kind = $1 ORDER BY seq")
+                .bind(kind.collection())
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Change> {
@@ -190,7 +207,12 @@ impl Store for PostgresStore {
     }
 
     async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>> {
-        Ok(sqlx::query_as("SELECT key, value FROM kv WHERE ns = $1 ORDER BY key").bind(ns).fetch_all(&self.pool).await?)
+        Ok(
+            sqlx::query_as("SELECT key, value FROM kv WHERE ns = $1 ORDER BY key")
+                .bind(ns)
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
@@ -204,7 +226,11 @@ impl Store for PostgresStore {
     }
 
     async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
-        sqlx::query("DELETE FROM kv WHERE ns = $1 AND key = $2").bind(ns).bind(key).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM kv WHERE ns = $1 AND key = $2")
+            .bind(ns)
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 }
@@ -220,7 +246,10 @@ struct PgTx {
 impl PgTx {
     async fn write_labels(&mut self, record: &Record, replace: bool) -> Result<()> {
         if replace {
-            sqlx::query("DELETE FROM object_labels WHERE object_id = $1").bind(&record.id).execute(&mut *self.tx).await?;
+            sqlx::query("DELETE FROM object_labels WHERE object_id = $1")
+                .bind(&record.id)
+                .execute(&mut *self.tx)
+                .await?;
         }
         for (k, v) in &record.labels {
             sqlx::query("INSERT INTO object_labels (object_id, key, value) VALUES ($1, $2, $3)")
@@ -235,29 +264,39 @@ impl PgTx {
 
     async fn write_refs(&mut self, record: &Record, replace: bool) -> Result<Vec<String>> {
         let old: Vec<(String, String)> = if replace {
-            sqlx::query_as("SELECT field, target_id FROM object_refs WHERE object_id = $1 ORDER BY field")
-                .bind(&record.id)
-                .fetch_all(&mut *self.tx)
-                .await?
+            sqlx::query_as(
+                "SELECT field, target_id FROM object_refs WHERE object_id = $1 ORDER BY field",
+            )
+            .bind(&record.id)
+            .fetch_all(&mut *self.tx)
+            .await?
         } else {
             Vec::new()
         };
-        let mut new: Vec<(String, String)> =
-            record.references().into_iter().map(|(f, t)| (f.to_string(), t)).collect();
+        let mut new: Vec<(String, String)> = record
+            .references()
+            .into_iter()
+            .map(|(f, t)| (f.to_string(), t))
+            .collect();
         new.sort();
         if replace && old == new {
             return Ok(Vec::new());
         }
         if replace {
-            sqlx::query("DELETE FROM object_refs WHERE object_id = $1").bind(&record.id).execute(&mut *self.tx).await?;
-        }
-        for (f, t) in &new {
-            sqlx::query("INSERT INTO object_refs (object_id, field, target_id) VALUES ($1, $2, $3)")
+            sqlx::query("DELETE FROM object_refs WHERE object_id = $1")
                 .bind(&record.id)
-                .bind(f)
-                .bind(t)
                 .execute(&mut *self.tx)
                 .await?;
+        }
+        for (f, t) in &new {
+            sqlx::query(
+                "INSERT INTO object_refs (object_id, field, target_id) VALUES ($1, $2, $3)",
+            )
+            .bind(&record.id)
+            .bind(f)
+            .bind(t)
+            .execute(&mut *self.tx)
+            .await?;
         }
         Ok(old.into_iter().map(|(_, t)| t).collect())
     }
@@ -273,7 +312,12 @@ impl Tx for PgTx {
         get_row(&mut self.tx, id, true).await
     }
 
-    async fn find_by_name(&mut self, kind: Kind, tenant: &str, name: &str) -> Result<Option<Record>> {
+    async fn find_by_name(
+        &mut self,
+        kind: Kind,
+        tenant: &str,
+        name: &str,
+    ) -> Result<Option<Record>> {
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM objects o WHERE o.kind = $1 AND o.tenant = $2 AND o.name = $3"
         ))
@@ -320,22 +364,31 @@ impl Tx for PgTx {
     }
 
     async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
-        let current: Option<(i64, String)> = sqlx::query_as("SELECT version, labels FROM objects WHERE id = $1 FOR UPDATE")
-            .bind(&record.id)
-            .fetch_optional(&mut *self.tx)
-            .await?;
+        let current: Option<(i64, String)> =
+            sqlx::query_as("SELECT version, labels FROM objects WHERE id = $1 FOR UPDATE")
+                .bind(&record.id)
+                .fetch_optional(&mut *self.tx)
+                .await?;
         let Some((found, old_labels)) = current else {
             return Err(StoreError::NotFound(record.id.clone()));
         };
         if found != record.version {
-            return Err(StoreError::Conflict { id: record.id.clone(), expected: record.version, found });
+            return Err(StoreError::Conflict {
+                id: record.id.clone(),
+                expected: record.version,
+                found,
+            });
         }
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
-            let old_refs: Vec<String> = sqlx::query_scalar("SELECT target_id FROM object_refs WHERE object_id = $1")
+            let old_refs: Vec<String> =
+                sqlx::query_scalar("SELECT target_id FROM object_refs WHERE object_id = $1")
+                    .bind(&record.id)
+                    .fetch_all(&mut *self.tx)
+                    .await?;
+            sqlx::query("DELETE FROM objects WHERE id = $1")
                 .bind(&record.id)
-                .fetch_all(&mut *self.tx)
+                .execute(&mut *self.tx)
                 .await?;
-            sqlx::query("DELETE FROM objects WHERE id = $1").bind(&record.id).execute(&mut *self.tx).await?;
             self.changes.push(Change::of(record, true, &old_refs));
             return Ok(None);
         }
@@ -367,7 +420,10 @@ impl Tx for PgTx {
         let Some(rec) = get_row(&mut self.tx, id, true).await? else {
             return Err(StoreError::NotFound(id.to_string()));
         };
-        sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(&mut *self.tx).await?;
+        sqlx::query("DELETE FROM objects WHERE id = $1")
+            .bind(id)
+            .execute(&mut *self.tx)
+            .await?;
         self.changes.push(Change::of(&rec, true, &[]));
         Ok(())
     }
@@ -375,7 +431,10 @@ impl Tx for PgTx {
     async fn commit(self: Box<Self>) -> Result<()> {
         let mut this = *self;
         for c in &this.changes {
-            let notice = Notice { origin: this.origin.clone(), change: c.clone() };
+            let notice = Notice {
+                origin: this.origin.clone(),
+                change: c.clone(),
+            };
             sqlx::query("SELECT pg_notify($1, $2)")
                 .bind(CHANNEL)
                 .bind(to_json(&notice))

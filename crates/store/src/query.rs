@@ -2,9 +2,9 @@
 
 use osac_model::filter::{parse_filter, parse_order};
 
+use crate::Result;
 use crate::filter_sql::{Dialect, SqlValue, filter_to_sql, order_to_sql};
 use crate::record::{ListQuery, enum_resolver};
-use crate::Result;
 
 /// The WHERE clause, its parameters (after the kind and optional tenant) and ORDER BY.
 pub(crate) struct ListSql {
@@ -37,6 +37,14 @@ pub(crate) fn list_sql(dialect: Dialect, q: &ListQuery) -> Result<ListSql> {
         let terms = parse_order(&q.order)?;
         order_sql = order_to_sql(&terms, dialect)?;
     }
-    order_sql = if order_sql.is_empty() { "o.seq".to_string() } else { format!("{order_sql}, o.seq") };
-    Ok(ListSql { where_sql, params, order_sql })
+    order_sql = if order_sql.is_empty() {
+        "o.seq".to_string()
+    } else {
+        format!("{order_sql}, o.seq")
+    };
+    Ok(ListSql {
+        where_sql,
+        params,
+        order_sql,
+    })
 }

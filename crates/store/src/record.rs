@@ -88,7 +88,13 @@ impl Change {
                 refs.push(r.clone());
             }
         }
-        Self { kind: record.kind.collection().to_string(), id: record.id.clone(), tenant: record.tenant.clone(), gone, refs }
+        Self {
+            kind: record.kind.collection().to_string(),
+            id: record.id.clone(),
+            tenant: record.tenant.clone(),
+            gone,
+            refs,
+        }
     }
 
     /// The kind, if known to this build.
@@ -112,7 +118,14 @@ pub struct ListQuery {
 impl ListQuery {
     /// All objects of a kind (first page of 1000), creation order.
     pub fn all(kind: Kind) -> Self {
-        Self { kind, tenant: None, filter: String::new(), order: String::new(), offset: 0, limit: 1000 }
+        Self {
+            kind,
+            tenant: None,
+            filter: String::new(),
+            order: String::new(),
+            offset: 0,
+            limit: 1000,
+        }
     }
 }
 
@@ -159,7 +172,8 @@ impl Record {
 
     /// Replaces the body with a proto value (its id and metadata are dropped: columns own them).
     pub fn encode<T: Serialize>(&mut self, value: &T) -> Result<(), crate::StoreError> {
-        let mut body = serde_json::to_value(value).map_err(|e| crate::StoreError::Corrupt(e.to_string()))?;
+        let mut body =
+            serde_json::to_value(value).map_err(|e| crate::StoreError::Corrupt(e.to_string()))?;
         if let Some(map) = body.as_object_mut() {
             map.remove("id");
             map.remove("metadata");

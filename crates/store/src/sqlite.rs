@@ -9,7 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use osac_model::Kind;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
 };
 use sqlx::{Row, SqlitePool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
@@ -34,7 +35,11 @@ impl SqliteStore {
         let memory = url.contains(":memory:");
         let opts = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
-            .journal_mode(if memory { SqliteJournalMode::Memory } else { SqliteJournalMode::Wal })
+            .journal_mode(if memory {
+                SqliteJournalMode::Memory
+            } else {
+                SqliteJournalMode::Wal
+            })
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true)
@@ -42,13 +47,21 @@ impl SqliteStore {
             .pragma("temp_store", "memory");
         // An in-memory database exists per connection: keep exactly one.
         let max = if memory { 1 } else { 8 };
-        let pool = SqlitePoolOptions::new().max_connections(max).min_connections(1).connect_with(opts).await?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(max)
+            .min_connections(1)
+            .connect_with(opts)
+            .await?;
         sqlx::migrate!("./migrations/sqlite")
             .run(&pool)
             .await
             .map_err(|e| StoreError::Database(sqlx::Error::Migrate(Box::new(e))))?;
         let (feed, _) = broadcast::channel(65536);
-        Ok(Self { pool, write_lock: Arc::new(Mutex::new(())), feed })
+        Ok(Self {
+            pool,
+            write_lock: Arc::new(Mutex::new(())),
+            feed,
+        })
     }
 }
 
@@ -62,7 +75,11 @@ fn decode(row: &SqliteRow) -> Result<Record> {
         creator: row.try_get("creator")?,
         version: row.try_get("version")?,
         created_at: parse_ts(&row.try_get::<String, _>("created_at")?)?,
-        deleted_at: row.try_get::<Option<String>, _>("deleted_at")?.as_deref().map(parse_ts).transpose()?,
+        deleted_at: row
+            .try_get::<Option<String>, _>("deleted_at")?
+            .as_deref()
+            .map(parse_ts)
+            .transpose()?,
         labels: parse_json(&row.try_get::<String, _>("labels")?)?,
         annotations: parse_json(&row.try_get::<String, _>("annotations")?)?,
         finalizers: parse_json(&row.try_get::<String, _>("finalizers")?)?,
@@ -104,7 +121,11 @@ async fn run_list(conn: &mut SqliteConnection, q: &ListQuery) -> Result<Page> {
             SqlValue::Bool(b) => query.bind(*b),
         };
     }
-    let rows = query.bind(q.limit).bind(q.offset).fetch_all(&mut *conn).await?;
+    let rows = query
+        .bind(q.limit)
+        .bind(q.offset)
+        .fetch_all(&mut *conn)
+        .await?;
     let items = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
     Ok(Page { total, items })
 }
@@ -121,7 +142,8 @@ async fn referrers_of(conn: &mut SqliteConnection, target: &str) -> Result<Vec<R
             let kind: String = r.try_get("kind")?;
             Ok(Reference {
                 source: r.try_get("object_id")?,
-                source_kind: Kind::from_str(&kind).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                source_kind: Kind::from_str(&kind)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
                 field: r.try_get("field")?,
             })
         })
@@ -133,7 +155,12 @@ impl Store for SqliteStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         let guard = self.write_lock.clone().lock_owned().await;
         let tx = self.pool.begin().await?;
-        Ok(Box::new(SqliteTx { tx, _guard: guard, changes: Vec::new(), feed: self.feed.clone() }))
+        Ok(Box::new(SqliteTx {
+            tx,
+            _guard: guard,
+            changes: Vec::new(),
+            feed: self.feed.clone(),
+        }))
     }
 
     async fn get(&self, id: &str) -> Result<Option<Record>> {
@@ -152,10 +179,12 @@ impl Store for SqliteStore {
     }
 
     async fn ids(&self, kind: Kind) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar("SELECT id FROM objects WHERE kind = ? ORDER BY seq")
-            .bind(kind.collection())
-            .fetch_all(&self.pool)
-            .await?)
+        Ok(
+            sqlx::query_scalar("SELECT id FROM objects WHERE kind = ? ORDER BY seq")
+                .bind(kind.collection())
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Change> {
@@ -168,7 +197,12 @@ impl Store for SqliteStore {
     }
 
     async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>> {
-        Ok(sqlx::query_as("SELECT key, value FROM kv WHERE ns = ? ORDER BY key").bind(ns).fetch_all(&self.pool).await?)
+        Ok(
+            sqlx::query_as("SELECT key, value FROM kv WHERE ns = ? ORDER BY key")
+                .bind(ns)
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
@@ -184,7 +218,11 @@ impl Store for SqliteStore {
 
     async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
         let _guard = self.write_lock.lock().await;
-        sqlx::query("DELETE FROM kv WHERE ns = ? AND key = ?").bind(ns).bind(key).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM kv WHERE ns = ? AND key = ?")
+            .bind(ns)
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 }
@@ -200,7 +238,10 @@ struct SqliteTx {
 impl SqliteTx {
     async fn write_labels(&mut self, record: &Record, replace: bool) -> Result<()> {
         if replace {
-            sqlx::query("DELETE FROM object_labels WHERE object_id = ?").bind(&record.id).execute(&mut *self.tx).await?;
+            sqlx::query("DELETE FROM object_labels WHERE object_id = ?")
+                .bind(&record.id)
+                .execute(&mut *self.tx)
+                .await?;
         }
         for (k, v) in &record.labels {
             sqlx::query("INSERT INTO object_labels (object_id, key, value) VALUES (?, ?, ?)")
@@ -217,20 +258,28 @@ impl SqliteTx {
     async fn write_refs(&mut self, record: &Record, replace: bool) -> Result<Vec<String>> {
         let refs = record.references();
         let old: Vec<(String, String)> = if replace {
-            sqlx::query_as("SELECT field, target_id FROM object_refs WHERE object_id = ? ORDER BY field")
-                .bind(&record.id)
-                .fetch_all(&mut *self.tx)
-                .await?
+            sqlx::query_as(
+                "SELECT field, target_id FROM object_refs WHERE object_id = ? ORDER BY field",
+            )
+            .bind(&record.id)
+            .fetch_all(&mut *self.tx)
+            .await?
         } else {
             Vec::new()
         };
-        let mut new: Vec<(String, String)> = refs.iter().map(|(f, t)| (f.to_string(), t.clone())).collect();
+        let mut new: Vec<(String, String)> = refs
+            .iter()
+            .map(|(f, t)| (f.to_string(), t.clone()))
+            .collect();
         new.sort();
         if replace && old == new {
             return Ok(Vec::new());
         }
         if replace {
-            sqlx::query("DELETE FROM object_refs WHERE object_id = ?").bind(&record.id).execute(&mut *self.tx).await?;
+            sqlx::query("DELETE FROM object_refs WHERE object_id = ?")
+                .bind(&record.id)
+                .execute(&mut *self.tx)
+                .await?;
         }
         for (f, t) in &new {
             sqlx::query("INSERT INTO object_refs (object_id, field, target_id) VALUES (?, ?, ?)")
@@ -254,7 +303,12 @@ impl Tx for SqliteTx {
         get_row(&mut self.tx, id).await
     }
 
-    async fn find_by_name(&mut self, kind: Kind, tenant: &str, name: &str) -> Result<Option<Record>> {
+    async fn find_by_name(
+        &mut self,
+        kind: Kind,
+        tenant: &str,
+        name: &str,
+    ) -> Result<Option<Record>> {
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM objects o WHERE o.kind = ? AND o.tenant = ? AND o.name = ?"
         ))
@@ -301,22 +355,31 @@ impl Tx for SqliteTx {
     }
 
     async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
-        let current: Option<(i64, String)> = sqlx::query_as("SELECT version, labels FROM objects WHERE id = ?")
-            .bind(&record.id)
-            .fetch_optional(&mut *self.tx)
-            .await?;
+        let current: Option<(i64, String)> =
+            sqlx::query_as("SELECT version, labels FROM objects WHERE id = ?")
+                .bind(&record.id)
+                .fetch_optional(&mut *self.tx)
+                .await?;
         let Some((found, old_labels)) = current else {
             return Err(StoreError::NotFound(record.id.clone()));
         };
         if found != record.version {
-            return Err(StoreError::Conflict { id: record.id.clone(), expected: record.version, found });
+            return Err(StoreError::Conflict {
+                id: record.id.clone(),
+                expected: record.version,
+                found,
+            });
         }
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
-            let old_refs: Vec<String> = sqlx::query_scalar("SELECT target_id FROM object_refs WHERE object_id = ?")
+            let old_refs: Vec<String> =
+                sqlx::query_scalar("SELECT target_id FROM object_refs WHERE object_id = ?")
+                    .bind(&record.id)
+                    .fetch_all(&mut *self.tx)
+                    .await?;
+            sqlx::query("DELETE FROM objects WHERE id = ?")
                 .bind(&record.id)
-                .fetch_all(&mut *self.tx)
+                .execute(&mut *self.tx)
                 .await?;
-            sqlx::query("DELETE FROM objects WHERE id = ?").bind(&record.id).execute(&mut *self.tx).await?;
             self.changes.push(Change::of(record, true, &old_refs));
             return Ok(None);
         }
@@ -348,7 +411,10 @@ impl Tx for SqliteTx {
         let Some(rec) = get_row(&mut self.tx, id).await? else {
             return Err(StoreError::NotFound(id.to_string()));
         };
-        sqlx::query("DELETE FROM objects WHERE id = ?").bind(id).execute(&mut *self.tx).await?;
+        sqlx::query("DELETE FROM objects WHERE id = ?")
+            .bind(id)
+            .execute(&mut *self.tx)
+            .await?;
         self.changes.push(Change::of(&rec, true, &[]));
         Ok(())
     }

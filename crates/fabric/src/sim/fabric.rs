@@ -524,21 +524,23 @@ impl SimFabric {
         store: Arc<dyn SimStateStore>,
         namespace: &str,
     ) -> Result<Arc<SimFabric>, SimError> {
-        let rows = store.load_all(namespace).await.map_err(|message| SimError::Store {
-            namespace: namespace.to_string(),
-            message,
-        })?;
+        let rows = store
+            .load_all(namespace)
+            .await
+            .map_err(|message| SimError::Store {
+                namespace: namespace.to_string(),
+                message,
+            })?;
         let mut state = State {
             next_segment_id: FIRST_SEGMENT_ID,
             ..State::default()
         };
         for (key, value) in rows {
-            let record: Record =
-                serde_json::from_str(&value).map_err(|e| SimError::Corrupt {
-                    namespace: namespace.to_string(),
-                    key: key.clone(),
-                    message: e.to_string(),
-                })?;
+            let record: Record = serde_json::from_str(&value).map_err(|e| SimError::Corrupt {
+                namespace: namespace.to_string(),
+                key: key.clone(),
+                message: e.to_string(),
+            })?;
             if record.key() != key {
                 return Err(SimError::Corrupt {
                     namespace: namespace.to_string(),
@@ -812,7 +814,11 @@ fn plan(
                     "virtual network '{}' is still in use by {}{}",
                     r.virtual_network_id,
                     listed.join(", "),
-                    if refs.len() > listed.len() { ", …" } else { "" }
+                    if refs.len() > listed.len() {
+                        ", …"
+                    } else {
+                        ""
+                    }
                 )));
             }
             Ok((vec![(vn_key(&r.virtual_network_id), None)], empty()))
@@ -855,9 +861,8 @@ fn plan(
             }
             for (dir, rules) in [("ingress", &r.ingress), ("egress", &r.egress)] {
                 for (i, rule) in rules.iter().enumerate() {
-                    validate_rule(rule).map_err(|m| {
-                        OpError::permanent(format!("{dir} rule {i}: {m}"))
-                    })?;
+                    validate_rule(rule)
+                        .map_err(|m| OpError::permanent(format!("{dir} rule {i}: {m}")))?;
                 }
             }
             let rec = Record::SecurityGroup(SimSecurityGroup {
@@ -899,7 +904,10 @@ fn plan(
                         r.external_ip_id, e.pool_id
                     )));
                 }
-                return Ok((vec![], to_json(&AllocateExternalIpResponse { address: e.address })?));
+                return Ok((
+                    vec![],
+                    to_json(&AllocateExternalIpResponse { address: e.address })?,
+                ));
             }
             if r.cidrs.is_empty() {
                 return Err(OpError::permanent(format!(
@@ -927,7 +935,10 @@ fn plan(
                 pool_id: r.pool_id,
                 address,
             });
-            Ok((vec![put(rec)], to_json(&AllocateExternalIpResponse { address })?))
+            Ok((
+                vec![put(rec)],
+                to_json(&AllocateExternalIpResponse { address })?,
+            ))
         }
         Operation::ReleaseExternalIp => {
             let r: ReleaseExternalIpRequest = parse_request(op, request)?;
@@ -1095,9 +1106,9 @@ fn plan(
                 .unwrap_or_default();
             Ok((vec![], to_json(&lease)?))
         }
-        Operation::CreateSubnetOverlay | Operation::DeleteSubnetOverlay => Err(
-            OpError::permanent(format!("operation {op} is not a fabric operation")),
-        ),
+        Operation::CreateSubnetOverlay | Operation::DeleteSubnetOverlay => Err(OpError::permanent(
+            format!("operation {op} is not a fabric operation"),
+        )),
     }
 }
 
@@ -1403,7 +1414,10 @@ mod tests {
 
     #[test]
     fn macs_normalise() {
-        assert_eq!(normalize_mac("AA-bb-CC-dd-EE-ff").unwrap(), "aa:bb:cc:dd:ee:ff");
+        assert_eq!(
+            normalize_mac("AA-bb-CC-dd-EE-ff").unwrap(),
+            "aa:bb:cc:dd:ee:ff"
+        );
         assert!(normalize_mac("aa:bb").is_err());
         assert!(normalize_mac("zz:bb:cc:dd:ee:ff").is_err());
     }

@@ -83,10 +83,13 @@ impl SimK8s {
         store: Arc<dyn SimStateStore>,
         namespace: &str,
     ) -> Result<Arc<SimK8s>, SimError> {
-        let rows = store.load_all(namespace).await.map_err(|message| SimError::Store {
-            namespace: namespace.to_string(),
-            message,
-        })?;
+        let rows = store
+            .load_all(namespace)
+            .await
+            .map_err(|message| SimError::Store {
+                namespace: namespace.to_string(),
+                message,
+            })?;
         let mut state = State::default();
         for (key, value) in rows {
             let overlay: SimOverlay =

@@ -15,8 +15,8 @@ use crate::contract::{Manager, OpError, Operation, Role, ensure_role};
 use crate::registration::Registration;
 
 pub use fabric::{
-    DEFAULT_FABRIC_NAMESPACE, DnatRule, PortLocation, SimExternalIp, SimFabric, SimNetworkAttachment, SimPort,
-    SimSecurityGroup, SimSubnet, SimVirtualNetwork, SnatRule,
+    DEFAULT_FABRIC_NAMESPACE, DnatRule, PortLocation, SimExternalIp, SimFabric,
+    SimNetworkAttachment, SimPort, SimSecurityGroup, SimSubnet, SimVirtualNetwork, SnatRule,
 };
 pub use k8s::{DEFAULT_K8S_NAMESPACE, SimK8s, SimOverlay};
 

@@ -1,0 +1,85 @@
+//! Dev mode: the provider objects a fresh `osac server --dev` needs to be usable at once.
+
+use osac_model::Kind;
+use serde_json::{Value, json};
+
+use crate::auth::{Caller, Role};
+use crate::error::{ApiResult, Code};
+use crate::service::{Service, Surface};
+
+/// The default NetworkClass of dev mode (sim fabric + sim k8s).
+pub fn default_class() -> Value {
+    let rule = |proto: &str, port: Option<i32>, v4: bool| {
+        let mut r = json!({"protocol": proto});
+        if let Some(p) = port {
+            r["port_from"] = json!(p);
+            r["port_to"] = json!(p);
+        }
+        if v4 {
+            r["ipv4_cidr"] = json!("0.0.0.0/0");
+        } else {
+            r["ipv6_cidr"] = json!("::/0");
+        }
+        r
+    };
+    let mut ingress = Vec::new();
+    for v4 in [true, false] {
+        ingress.push(rule("PROTOCOL_TCP", Some(22), v4));
+        ingress.push(rule("PROTOCOL_TCP", Some(443), v4));
+        ingress.push(rule("PROTOCOL_ICMP", None, v4));
+    }
+    json!({
+        "metadata": {"name": "default"},
+        "title": "Default (simulated fabric)",
+        "description": "Dev-mode class: simulated fabric and hosting clusters",
+        "fabric_manager": "sim-fabric",
+        "k8s_manager": "sim-k8s",
+        "is_default": true,
+        "spec": {
+            "defaults": {
+                "virtual_network_ipv4_cidr": "10.0.0.0/16",
+                "virtual_network_ipv6_cidr": "fd00::/48",
+                "subnet_ipv4_cidr": "10.0.1.0/24",
+                "subnet_ipv6_cidr": "fd00:0:0:1::/64",
+                "ingress_rules": ingress,
+                "egress_rules": [rule("PROTOCOL_ALL", None, true), rule("PROTOCOL_ALL", None, false)],
+                "enable_nat_gateway": true
+            },
+            "vip_prefix_length": 28
+        }
+    })
+}
+
+/// Creates the dev provider objects that do not exist yet.
+pub async fn bootstrap(service: &Service) -> ApiResult<()> {
+    let admin = Caller { subject: "dev-bootstrap".into(), tenant: None, role: Role::ProviderAdmin };
+    let objects = [
+        (Kind::NetworkClass, default_class()),
+        (
+            Kind::ExternalIpPool,
+            json!({"metadata": {"name": "external-pool-1"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/24"]}}),
+        ),
+        (
+            Kind::HostType,
+            json!({
+                "metadata": {"name": "bm-standard"},
+                "title": "Standard bare-metal server",
+                "description": "Two fabric ports, one management port, one BMC",
+                "interfaces": [
+                    {"name": "data-0", "role": "fabric", "description": "first data port"},
+                    {"name": "data-1", "role": "fabric", "description": "second data port"},
+                    {"name": "mgmt-0", "role": "management", "description": "management port"},
+                    {"name": "bmc-0", "role": "lifecycle", "description": "baseboard management controller"}
+                ]
+            }),
+        ),
+    ];
+    for (kind, obj) in objects {
+        match service.create(&admin, Surface::Private, kind, obj).await {
+            Ok(_) => {}
+            Err(e) if e.code == Code::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

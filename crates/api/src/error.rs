@@ -1,0 +1,142 @@
+//! API errors: a gRPC code and a message that names the field and the rule. Mapped to tonic
+//! statuses and to HTTP responses with the `{"code","message","details"}` body at the edge.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use osac_model::Invalid;
+use osac_store::StoreError;
+
+/// gRPC status codes used by the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    InvalidArgument,
+    Unauthenticated,
+    PermissionDenied,
+    NotFound,
+    AlreadyExists,
+    Aborted,
+    FailedPrecondition,
+    ResourceExhausted,
+    Unavailable,
+    Internal,
+}
+
+impl Code {
+    /// The canonical gRPC name, used in REST error bodies.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::Unauthenticated => "UNAUTHENTICATED",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::NotFound => "NOT_FOUND",
+            Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::Aborted => "ABORTED",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::Internal => "INTERNAL",
+        }
+    }
+
+    /// HTTP status for REST (FAILED_PRECONDITION ⇒ 412, see docs/api.md).
+    pub const fn http(self) -> StatusCode {
+        match self {
+            Code::InvalidArgument => StatusCode::BAD_REQUEST,
+            Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Code::PermissionDenied => StatusCode::FORBIDDEN,
+            Code::NotFound => StatusCode::NOT_FOUND,
+            Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
+            Code::FailedPrecondition => StatusCode::PRECONDITION_FAILED,
+            Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+            Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    const fn grpc(self) -> tonic::Code {
+        match self {
+            Code::InvalidArgument => tonic::Code::InvalidArgument,
+            Code::Unauthenticated => tonic::Code::Unauthenticated,
+            Code::PermissionDenied => tonic::Code::PermissionDenied,
+            Code::NotFound => tonic::Code::NotFound,
+            Code::AlreadyExists => tonic::Code::AlreadyExists,
+            Code::Aborted => tonic::Code::Aborted,
+            Code::FailedPrecondition => tonic::Code::FailedPrecondition,
+            Code::ResourceExhausted => tonic::Code::ResourceExhausted,
+            Code::Unavailable => tonic::Code::Unavailable,
+            Code::Internal => tonic::Code::Internal,
+        }
+    }
+}
+
+/// An API error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub code: Code,
+    pub message: String,
+}
+
+/// Result of API operations.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    /// Builds an error.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+    /// INVALID_ARGUMENT.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(Code::InvalidArgument, message)
+    }
+    /// NOT_FOUND.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(Code::NotFound, message)
+    }
+    /// FAILED_PRECONDITION.
+    pub fn precondition(message: impl Into<String>) -> Self {
+        Self::new(Code::FailedPrecondition, message)
+    }
+    /// PERMISSION_DENIED.
+    pub fn denied(message: impl Into<String>) -> Self {
+        Self::new(Code::PermissionDenied, message)
+    }
+}
+
+impl From<Invalid> for ApiError {
+    fn from(e: Invalid) -> Self {
+        ApiError::invalid(e.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match &e {
+            StoreError::NotFound(id) => ApiError::not_found(format!("object '{id}' does not exist")),
+            StoreError::AlreadyExists(what) => ApiError::new(Code::AlreadyExists, format!("already exists: {what}")),
+            StoreError::Conflict { .. } => ApiError::new(Code::Aborted, e.to_string()),
+            StoreError::Filter(f) => ApiError::invalid(format!("filter: {f}")),
+            StoreError::Database(source) => {
+                tracing::error!(error = %source, "database error");
+                ApiError::new(Code::Unavailable, "database unavailable; retry the request")
+            }
+            StoreError::Corrupt(m) => {
+                tracing::error!(message = %m, "corrupt stored data");
+                ApiError::new(Code::Internal, "internal error reading stored data")
+            }
+        }
+    }
+}
+
+impl From<ApiError> for tonic::Status {
+    fn from(e: ApiError) -> Self {
+        tonic::Status::new(e.code.grpc(), e.message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"code": self.code.name(), "message": self.message, "details": []});
+        (self.code.http(), axum::Json(body)).into_response()
+    }
+}

@@ -1,0 +1,96 @@
+//! The JSON object as the API shows it (`{"id","metadata",…body}`) and back to store parts.
+
+use std::collections::BTreeMap;
+
+use osac_model::Kind;
+use osac_store::Record;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, ApiResult};
+
+/// Renders a record as its API object. Finalizers are shown on the private API only.
+pub fn to_object(rec: &Record, show_finalizers: bool) -> Value {
+    let mut meta = Map::new();
+    if let Some(n) = &rec.name {
+        meta.insert("name".into(), json!(n));
+    }
+    if !rec.tenant.is_empty() {
+        meta.insert("tenant".into(), json!(rec.tenant));
+    }
+    if !rec.creator.is_empty() {
+        meta.insert("creator".into(), json!(rec.creator));
+    }
+    if !rec.labels.is_empty() {
+        meta.insert("labels".into(), json!(rec.labels));
+    }
+    if !rec.annotations.is_empty() {
+        meta.insert("annotations".into(), json!(rec.annotations));
+    }
+    meta.insert("creation_timestamp".into(), json!(rec.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)));
+    if let Some(d) = rec.deleted_at {
+        meta.insert("deletion_timestamp".into(), json!(d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)));
+    }
+    meta.insert("version".into(), json!(rec.version.to_string()));
+    if show_finalizers && !rec.finalizers.is_empty() {
+        meta.insert("finalizers".into(), json!(rec.finalizers));
+    }
+    let mut obj = Map::new();
+    obj.insert("id".into(), json!(rec.id));
+    obj.insert("metadata".into(), Value::Object(meta));
+    if let Value::Object(body) = &rec.body {
+        for (k, v) in body {
+            obj.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(obj)
+}
+
+/// Parses a JSON object into its proto type: unknown fields and wrong types are INVALID_ARGUMENT.
+pub fn parse<T: DeserializeOwned>(kind: Kind, value: &Value) -> ApiResult<T> {
+    serde_json::from_value(value.clone())
+        .map_err(|e| ApiError::invalid(format!("invalid {} object: {e}", kind.display_name())))
+}
+
+/// Serialises a proto value to its JSON object.
+pub fn to_json<T: serde::Serialize>(v: &T) -> ApiResult<Value> {
+    serde_json::to_value(v).map_err(|e| ApiError::new(crate::error::Code::Internal, e.to_string()))
+}
+
+/// The user-settable metadata of a request object.
+#[derive(Debug, Default)]
+pub struct UserMetadata {
+    pub name: Option<String>,
+    pub tenant: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub version: Option<i64>,
+}
+
+/// Reads metadata from a request object (read-only fields are ignored, except the tenant and
+/// version which callers may need).
+pub fn user_metadata(value: &Value) -> UserMetadata {
+    let Some(m) = value.get("metadata") else { return UserMetadata::default() };
+    let map = |v: Option<&Value>| -> BTreeMap<String, String> {
+        v.and_then(Value::as_object)
+            .map(|o| o.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
+            .unwrap_or_default()
+    };
+    UserMetadata {
+        name: m.get("name").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string),
+        tenant: m.get("tenant").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string),
+        labels: map(m.get("labels")),
+        annotations: map(m.get("annotations")),
+        version: m.get("version").and_then(|v| v.as_str().and_then(|s| s.parse().ok()).or_else(|| v.as_i64())),
+    }
+}
+
+/// The body of a typed object: everything but id and metadata.
+pub fn body_of(value: &Value) -> Value {
+    let mut v = value.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("id");
+        o.remove("metadata");
+    }
+    v
+}

@@ -1,0 +1,114 @@
+//! ExternalIP: capacity is reserved in the pool inside the API transaction (the pool row is
+//! locked and the reference index counted), so concurrent creates never over-allocate.
+
+use osac_model::net::Family;
+use osac_model::{Kind, pb, validate};
+use osac_store::{ListQuery, Record, Tx};
+use serde_json::Value;
+
+use super::external_ip_pool as pools;
+use crate::error::{ApiError, ApiResult, Code};
+use crate::object::{body_of, parse, to_json};
+use crate::service::Cx;
+
+pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+    let mut e: pb::ExternalIp = parse(Kind::ExternalIp, obj)?;
+    let family = validate::external_ip_family(&e)?;
+    let spec = e.spec.get_or_insert_with(Default::default);
+    let pool = if spec.pool.is_empty() {
+        choose_pool(cx.tx, family).await?
+    } else {
+        let pool = super::resolve(cx, Kind::ExternalIpPool, "spec.pool", &spec.pool, true).await?;
+        super::require_state(&pool, "spec.pool", "EXTERNAL_IP_POOL_STATE_READY")?;
+        let pool_family = pools::family(&pool)?;
+        if spec.ip_family != 0 && pool_family != family {
+            return Err(ApiError::invalid(format!(
+                "spec.ip_family: ExternalIPPool '{}' is {}, not {}",
+                pool.label(),
+                pool_family.label(),
+                family.label()
+            )));
+        }
+        let (allocated, total) = (pools::allocated(cx.tx, &pool.id).await?, pools::total(&pool)?);
+        if allocated >= total {
+            return Err(ApiError::new(
+                Code::ResourceExhausted,
+                format!("ExternalIPPool '{}' has no available capacity ({allocated} of {total} allocated)", pool.label()),
+            ));
+        }
+        pool
+    };
+    spec.pool = pool.id.clone();
+    spec.ip_family = match pools::family(&pool)? {
+        Family::V4 => pb::IpFamily::Ipv4 as i32,
+        Family::V6 => pb::IpFamily::Ipv6 as i32,
+    };
+    Ok(body_of(&to_json(&e)?))
+}
+
+/// Automatic pool choice (SPEC §6.3): READY pools of the family, most available first, ties by
+/// name; the chosen pool is locked and re-counted so the reservation is exact.
+pub async fn choose_pool(tx: &mut dyn Tx, family: Family) -> ApiResult<Record> {
+    let mut candidates = Vec::new();
+    for pool in tx.list(&ListQuery::all(Kind::ExternalIpPool)).await?.items {
+        if super::state_of(&pool) == "EXTERNAL_IP_POOL_STATE_READY"
+            && pool.deleted_at.is_none()
+            && pools::family(&pool)? == family
+        {
+            candidates.push(pool);
+        }
+    }
+    candidates.sort_by(|a, b| pools::available(b).cmp(&pools::available(a)).then_with(|| a.label().cmp(b.label())));
+    for c in candidates {
+        let Some(pool) = tx.lock(&c.id).await? else { continue };
+        if pools::allocated(tx, &pool.id).await? < pools::total(&pool)? {
+            return Ok(pool);
+        }
+    }
+    Err(ApiError::new(
+        Code::ResourceExhausted,
+        format!("ExternalIPPool exhaustion: no available capacity in any READY pool for {}", family.label()),
+    ))
+}
+
+/// Updates the pool counters to include the new address.
+pub async fn after_insert(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+    let pool_id = rec.body.pointer("/spec/pool").and_then(Value::as_str).unwrap_or_default().to_string();
+    if let Some(pool) = cx.tx.lock(&pool_id).await? {
+        pools::write_counters(cx.tx, pool).await?;
+    }
+    Ok(())
+}
+
+pub fn update(body: &mut Value) -> ApiResult<()> {
+    let e: pb::ExternalIp = parse(Kind::ExternalIp, body)?;
+    validate::metadata(e.metadata.as_ref())?;
+    Ok(())
+}
+
+/// The live NATGateway or ExternalIPAttachment consuming an ExternalIP, if any.
+pub async fn consumer(tx: &mut dyn Tx, eip_id: &str) -> ApiResult<Option<Record>> {
+    for r in tx.referrers(eip_id).await? {
+        if matches!(r.source_kind, Kind::NatGateway | Kind::ExternalIpAttachment)
+            && let Some(user) = tx.get(&r.source).await?
+        {
+            return Ok(Some(user));
+        }
+    }
+    Ok(None)
+}
+
+/// Resolves an ExternalIP for a new consumer: ALLOCATED and not attached (one consumer at most).
+pub async fn require_free(cx: &mut Cx<'_>, key: &str) -> ApiResult<Record> {
+    let eip = super::resolve(cx, Kind::ExternalIp, "spec.external_ip", key, true).await?;
+    super::require_state(&eip, "spec.external_ip", "EXTERNAL_IP_STATE_ALLOCATED")?;
+    if let Some(user) = consumer(cx.tx, &eip.id).await? {
+        return Err(ApiError::precondition(format!(
+            "spec.external_ip: ExternalIP '{}' is already attached to {} '{}'",
+            eip.label(),
+            user.kind,
+            user.label()
+        )));
+    }
+    Ok(eip)
+}

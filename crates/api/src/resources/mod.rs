@@ -1,0 +1,196 @@
+//! Per-kind API rules (one file per resource): what a create needs, what an update may change,
+//! what blocks a delete, and what tenants may see of provider objects.
+
+pub mod external_ip;
+pub mod external_ip_attachment;
+pub mod external_ip_pool;
+pub mod host_type;
+pub mod nat_gateway;
+pub mod network_class;
+pub mod security_group;
+pub mod subnet;
+pub mod tenant;
+pub mod virtual_network;
+
+use osac_model::Kind;
+use osac_store::{Record, Tx};
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, ApiResult};
+use crate::service::{Cx, not_found};
+
+/// Validates a create request and returns the body to store (references resolved to ids).
+pub async fn prepare_create(cx: &mut Cx<'_>, kind: Kind, obj: &Value) -> ApiResult<Value> {
+    match kind {
+        Kind::NetworkClass => network_class::create(cx, obj).await,
+        Kind::ExternalIpPool => external_ip_pool::create(cx, obj).await,
+        Kind::HostType => host_type::create(cx, obj).await,
+        Kind::Tenant => tenant::create(cx, obj).await,
+        Kind::VirtualNetwork => virtual_network::create(cx, obj).await,
+        Kind::Subnet => subnet::create(cx, obj).await,
+        Kind::SecurityGroup => security_group::create(cx, obj).await,
+        Kind::ExternalIp => external_ip::create(cx, obj).await,
+        Kind::ExternalIpAttachment => external_ip_attachment::create(cx, obj).await,
+        Kind::NatGateway => nat_gateway::create(cx, obj).await,
+    }
+}
+
+/// Status a kind starts with besides its PENDING state (e.g. pool capacity).
+pub fn initial_status(kind: Kind, obj: &Value) -> Option<Value> {
+    match kind {
+        Kind::ExternalIpPool => external_ip_pool::initial_status(obj),
+        _ => None,
+    }
+}
+
+/// Work that needs the inserted row (counters that include it).
+pub async fn after_insert(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+    match rec.kind {
+        Kind::ExternalIp => external_ip::after_insert(cx, rec).await,
+        _ => Ok(()),
+    }
+}
+
+/// Work after a row was removed immediately by a delete (no finalizers).
+pub async fn after_remove(_cx: &mut Cx<'_>, _rec: &Record) -> ApiResult<()> {
+    Ok(())
+}
+
+/// Re-validates an updated body; `body` already has the requested changes applied.
+pub async fn prepare_update(cx: &mut Cx<'_>, kind: Kind, current: &Record, body: &mut Value) -> ApiResult<()> {
+    match kind {
+        Kind::NetworkClass => network_class::update(cx, current, body).await,
+        Kind::ExternalIpPool => external_ip_pool::update(body),
+        Kind::HostType => host_type::update(body),
+        Kind::Tenant => tenant::update(body),
+        Kind::VirtualNetwork => virtual_network::update(body),
+        Kind::Subnet => subnet::update(body),
+        Kind::SecurityGroup => security_group::update(body),
+        Kind::ExternalIp => external_ip::update(body),
+        Kind::ExternalIpAttachment => external_ip_attachment::update(body),
+        Kind::NatGateway => nat_gateway::update(body),
+    }
+}
+
+/// Refuses deletes that would strand other objects (FAILED_PRECONDITION naming the user).
+pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+    match rec.kind {
+        Kind::NetworkClass => refuse_if_used(cx.tx, rec, &[Kind::VirtualNetwork], "is used by").await,
+        Kind::ExternalIpPool => external_ip_pool::check_delete(cx, rec).await,
+        Kind::HostType => Ok(()),
+        Kind::Tenant => tenant::check_delete(cx, rec).await,
+        Kind::VirtualNetwork => {
+            refuse_if_used(cx.tx, rec, &[Kind::Subnet, Kind::SecurityGroup, Kind::NatGateway], "still has").await
+        }
+        Kind::ExternalIp => refuse_if_used(cx.tx, rec, &[Kind::NatGateway, Kind::ExternalIpAttachment], "is attached to").await,
+        Kind::Subnet | Kind::SecurityGroup | Kind::ExternalIpAttachment | Kind::NatGateway => Ok(()),
+    }
+}
+
+/// Fails when a live object of one of `kinds` references `rec`.
+pub async fn refuse_if_used(tx: &mut dyn Tx, rec: &Record, kinds: &[Kind], verb: &str) -> ApiResult<()> {
+    for r in tx.referrers(&rec.id).await? {
+        if !kinds.contains(&r.source_kind) {
+            continue;
+        }
+        let Some(user) = tx.get(&r.source).await? else { continue };
+        return Err(ApiError::precondition(format!(
+            "{} '{}' cannot be deleted: it {verb} {} '{}'{}",
+            rec.kind,
+            rec.label(),
+            user.kind,
+            user.label(),
+            if user.deleted_at.is_some() { " (being deleted; retry when it is gone)" } else { "" }
+        )));
+    }
+    Ok(())
+}
+
+/// Resolves a reference (id or name) to a live object of `kind` visible to the writer.
+/// Provider kinds are looked up among provider objects; tenant kinds in the writer's tenant.
+pub async fn resolve(cx: &mut Cx<'_>, kind: Kind, field: &str, key: &str, lock: bool) -> ApiResult<Record> {
+    if key.is_empty() {
+        return Err(ApiError::invalid(format!("{field} is required")));
+    }
+    let tenant = match kind.scope() {
+        osac_model::Scope::Provider => String::new(),
+        osac_model::Scope::Tenant => cx.tenant.clone(),
+    };
+    let missing = || ApiError::not_found(format!("{field}: {} '{key}' does not exist", kind.display_name()));
+    let found = match cx.tx.get(key).await? {
+        Some(r) if r.kind == kind && r.tenant == tenant => r,
+        _ => cx.tx.find_by_name(kind, &tenant, key).await?.ok_or_else(missing)?,
+    };
+    let rec = if lock { cx.tx.lock(&found.id).await?.ok_or_else(missing)? } else { found };
+    if rec.deleted_at.is_some() {
+        return Err(ApiError::precondition(format!("{field}: {} '{}' is being deleted", kind, rec.label())));
+    }
+    Ok(rec)
+}
+
+/// The `status.state` name of a record ("" when unset).
+pub fn state_of(rec: &Record) -> &str {
+    rec.body.get("status").and_then(|s| s.get("state")).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Fails unless `rec` is in `state` (a dependency must be READY before use, SPEC §7).
+pub fn require_state(rec: &Record, field: &str, state: &str) -> ApiResult<()> {
+    let current = state_of(rec);
+    if current == state {
+        return Ok(());
+    }
+    let short = |s: &str| s.rsplit("_STATE_").next().unwrap_or(s).to_string();
+    Err(ApiError::precondition(format!(
+        "{field}: {} '{}' is {}, it must be {}",
+        rec.kind,
+        rec.label(),
+        if current.is_empty() { "PENDING".to_string() } else { short(current) },
+        short(state)
+    )))
+}
+
+/// Whether tenants may see this provider object.
+pub fn publicly_visible(kind: Kind, rec: &Record) -> bool {
+    match kind {
+        Kind::ExternalIpPool => external_ip_pool::usable(rec),
+        _ => true,
+    }
+}
+
+/// Extra filter applied to public lists.
+pub fn public_filter(kind: Kind) -> Option<&'static str> {
+    match kind {
+        Kind::ExternalIpPool => {
+            Some("this.status.state == \"EXTERNAL_IP_POOL_STATE_READY\" && this.status.available > 0")
+        }
+        _ => None,
+    }
+}
+
+/// What tenants see of an object (provider objects are trimmed).
+pub fn public_view(kind: Kind, obj: Value) -> Value {
+    let keep: &[&str] = match kind {
+        Kind::NetworkClass => &["id", "metadata", "title", "description", "capabilities", "is_default"],
+        Kind::ExternalIpPool => &["id", "metadata", "spec", "status"],
+        _ => return obj,
+    };
+    let Value::Object(map) = obj else { return obj };
+    let mut out: Map<String, Value> = map.into_iter().filter(|(k, _)| keep.contains(&k.as_str())).collect();
+    if let Some(Value::Object(meta)) = out.get_mut("metadata") {
+        meta.retain(|k, _| k == "name" || k == "creation_timestamp" || k == "version");
+    }
+    if kind == Kind::ExternalIpPool {
+        if let Some(Value::Object(spec)) = out.get_mut("spec") {
+            spec.retain(|k, _| k == "ip_family");
+        }
+        if let Some(Value::Object(status)) = out.get_mut("status") {
+            status.retain(|k, _| k == "available");
+        }
+    }
+    Value::Object(out)
+}
+
+/// NOT_FOUND helper re-exported for resource files.
+pub fn missing(kind: Kind, key: &str) -> ApiError {
+    not_found(kind, key)
+}

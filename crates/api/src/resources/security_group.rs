@@ -1,0 +1,25 @@
+//! SecurityGroup: rules validated (protocol, ports only for TCP/UDP, a peer CIDR); the rules are
+//! mutable and re-programmed by the controller, the VirtualNetwork is not.
+
+use osac_model::{Kind, pb, validate};
+use serde_json::Value;
+
+use crate::error::ApiResult;
+use crate::object::{body_of, parse, to_json};
+use crate::service::Cx;
+
+pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+    let mut sg: pb::SecurityGroup = parse(Kind::SecurityGroup, obj)?;
+    validate::security_group(&sg)?;
+    let spec = sg.spec.get_or_insert_with(Default::default);
+    let vn = super::resolve(cx, Kind::VirtualNetwork, "spec.virtual_network", &spec.virtual_network, false).await?;
+    super::require_state(&vn, "spec.virtual_network", "VIRTUAL_NETWORK_STATE_READY")?;
+    spec.virtual_network = vn.id.clone();
+    Ok(body_of(&to_json(&sg)?))
+}
+
+pub fn update(body: &mut Value) -> ApiResult<()> {
+    let sg: pb::SecurityGroup = parse(Kind::SecurityGroup, body)?;
+    validate::security_group(&sg)?;
+    Ok(())
+}

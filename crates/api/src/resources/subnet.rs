@@ -1,0 +1,53 @@
+//! Subnet: inside its VirtualNetwork, which must be READY, and never overlapping a sibling. The
+//! VN row is locked while siblings are checked, so concurrent creates cannot both win.
+
+use osac_model::validate::{DualCidrs, subnet_within};
+use osac_model::{Kind, net, pb, validate};
+use serde_json::Value;
+
+use crate::error::{ApiError, ApiResult};
+use crate::object::{body_of, parse, to_json};
+use crate::service::Cx;
+
+pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+    let mut s: pb::Subnet = parse(Kind::Subnet, obj)?;
+    let cidrs = validate::subnet(&s)?;
+    let spec = s.spec.get_or_insert_with(Default::default);
+    let vn = super::resolve(cx, Kind::VirtualNetwork, "spec.virtual_network", &spec.virtual_network, true).await?;
+    super::require_state(&vn, "spec.virtual_network", "VIRTUAL_NETWORK_STATE_READY")?;
+    let vn_spec = vn.decode::<pb::VirtualNetwork>()?.spec.unwrap_or_default();
+    let vn_cidrs = DualCidrs::parse_optional("spec", &vn_spec.ipv4_cidr, &vn_spec.ipv6_cidr)?;
+    subnet_within(&cidrs, &vn_cidrs, "spec", &format!("VirtualNetwork '{}'", vn.label()))?;
+    for r in cx.tx.referrers(&vn.id).await? {
+        if r.source_kind != Kind::Subnet {
+            continue;
+        }
+        let Some(sibling) = cx.tx.get(&r.source).await? else { continue };
+        let sib = sibling.decode::<pb::Subnet>()?.spec.unwrap_or_default();
+        let theirs = DualCidrs::parse_optional("spec", &sib.ipv4_cidr, &sib.ipv6_cidr)?;
+        let pairs = [
+            (cidrs.v4.map(ipnet::IpNet::V4), theirs.v4.map(ipnet::IpNet::V4), "IPv4"),
+            (cidrs.v6.map(ipnet::IpNet::V6), theirs.v6.map(ipnet::IpNet::V6), "IPv6"),
+        ];
+        for (mine, other, family) in pairs {
+            if let (Some(m), Some(o)) = (mine, other)
+                && net::overlaps(&m, &o)
+            {
+                return Err(ApiError::invalid(format!(
+                    "spec.ipv{}_cidr: subnet {family} CIDR '{m}' overlaps with existing subnet '{}' (CIDR '{o}') in VirtualNetwork '{}'",
+                    if family == "IPv4" { 4 } else { 6 },
+                    sibling.label(),
+                    vn.label()
+                )));
+            }
+        }
+    }
+    spec.virtual_network = vn.id.clone();
+    Ok(body_of(&to_json(&s)?))
+}
+
+pub fn update(body: &mut Value) -> ApiResult<()> {
+    let s: pb::Subnet = parse(Kind::Subnet, body)?;
+    validate::metadata(s.metadata.as_ref())?;
+    Ok(())
+}

@@ -1,0 +1,215 @@
+//! REST transport (SPEC §9): parses paths, query and body into a typed call of the shared
+//! [`Service`]; errors become `{"code","message","details"}` with the mapped HTTP status.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use osac_model::Kind;
+use serde_json::{Value, json};
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::service::{ListParams, Service, Surface};
+
+/// Largest request body accepted.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+type AppState = Arc<Service>;
+
+/// The REST routes of both surfaces plus token minting and the manager list.
+pub fn router(service: Arc<Service>) -> Router {
+    let collection = |surface: Surface| {
+        Router::new()
+            .route(
+                "/{collection}",
+                get(move |s, p, q, h| list(s, p, q, h, surface)).post(move |s, p, h, b| create(s, p, h, b, surface)),
+            )
+            .route(
+                "/{collection}/{id}",
+                get(move |s, p, h| get_one(s, p, h, surface))
+                    .patch(move |s, p, q, h, b| update(s, p, q, h, b, surface))
+                    .delete(move |s, p, h| delete(s, p, h, surface)),
+            )
+    };
+    let private = Router::new()
+        .route("/tokens", post(mint_token))
+        .route("/managers", get(managers))
+        .merge(collection(Surface::Private));
+    Router::new()
+        .nest("/api/fulfillment/v1", collection(Surface::Public))
+        .nest("/api/private/v1", private)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(service)
+}
+
+fn caller(service: &Service, headers: &HeaderMap) -> ApiResult<Caller> {
+    service.auth.authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))
+}
+
+fn kind_of(collection: &str) -> ApiResult<Kind> {
+    Kind::ALL
+        .into_iter()
+        .find(|k| k.collection() == collection)
+        .ok_or_else(|| ApiError::not_found(format!("unknown collection '{collection}'")))
+}
+
+fn json_body(body: &Bytes) -> ApiResult<Value> {
+    if body.is_empty() {
+        return Err(ApiError::invalid("request body is empty; expected a JSON object"));
+    }
+    let v: Value = serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::invalid("request body must be a JSON object"));
+    }
+    Ok(v)
+}
+
+fn int_param(q: &HashMap<String, String>, name: &str) -> ApiResult<i64> {
+    match q.get(name).map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        None => Ok(0),
+        Some(s) => s.parse().map_err(|_| ApiError::invalid(format!("{name}: '{s}' is not an integer"))),
+    }
+}
+
+fn reply(r: ApiResult<Value>) -> Response {
+    match r {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn list(
+    State(s): State<AppState>,
+    Path(collection): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    surface: Surface,
+) -> Response {
+    reply(async {
+        let caller = caller(&s, &headers)?;
+        let kind = kind_of(&collection)?;
+        let params = ListParams {
+            offset: int_param(&q, "offset")?,
+            limit: int_param(&q, "limit")?,
+            filter: q.get("filter").cloned().unwrap_or_default(),
+            order: q.get("order").cloned().unwrap_or_default(),
+        };
+        let res = s.list(&caller, surface, kind, params).await?;
+        Ok(json!({"size": res.items.len(), "total": res.total, "items": res.items}))
+    }
+    .await)
+}
+
+async fn create(
+    State(s): State<AppState>,
+    Path(collection): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+    surface: Surface,
+) -> Response {
+    reply(async {
+        let caller = caller(&s, &headers)?;
+        let kind = kind_of(&collection)?;
+        s.create(&caller, surface, kind, json_body(&body)?).await
+    }
+    .await)
+}
+
+async fn get_one(
+    State(s): State<AppState>,
+    Path((collection, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    surface: Surface,
+) -> Response {
+    reply(async {
+        let caller = caller(&s, &headers)?;
+        s.get(&caller, surface, kind_of(&collection)?, &id).await
+    }
+    .await)
+}
+
+async fn update(
+    State(s): State<AppState>,
+    Path((collection, id)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+    surface: Surface,
+) -> Response {
+    reply(async {
+        let caller = caller(&s, &headers)?;
+        let kind = kind_of(&collection)?;
+        let mut body = json_body(&body)?;
+        let mut mask = q.get("update_mask").cloned();
+        if let Some(Value::String(m)) = body.as_object_mut().and_then(|o| o.remove("update_mask")) {
+            mask.get_or_insert(m);
+        }
+        let lock = match q.get("lock").map(String::as_str) {
+            None | Some("false") | Some("") => false,
+            Some("true") => true,
+            Some(other) => return Err(ApiError::invalid(format!("lock: '{other}' is not true or false"))),
+        };
+        s.update(&caller, surface, kind, &id, body, mask.as_deref(), lock).await
+    }
+    .await)
+}
+
+async fn delete(
+    State(s): State<AppState>,
+    Path((collection, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    surface: Surface,
+) -> Response {
+    reply(async {
+        let caller = caller(&s, &headers)?;
+        s.delete(&caller, surface, kind_of(&collection)?, &id).await?;
+        Ok(json!({}))
+    }
+    .await)
+}
+
+async fn mint_token(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    reply(async {
+        let caller = caller(&s, &headers)?;
+        let v = json_body(&body)?;
+        if let Some(extra) = v.as_object().and_then(|o| o.keys().find(|k| !["tenant", "role", "subject"].contains(&k.as_str()))) {
+            return Err(ApiError::invalid(format!("unknown field '{extra}' (expected tenant, role, subject)")));
+        }
+        let field = |n: &str| v.get(n).and_then(Value::as_str).unwrap_or_default().to_string();
+        let token = s.mint_token(&caller, &field("tenant"), &field("role"), &field("subject")).await?;
+        Ok(json!({"token": token}))
+    }
+    .await)
+}
+
+async fn managers(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    reply(async {
+        let caller = caller(&s, &headers)?;
+        if !caller.is_provider() {
+            return Err(ApiError::denied("the private API is for provider administrators"));
+        }
+        let items: Vec<Value> = s
+            .registry
+            .registrations()
+            .into_iter()
+            .map(|r| {
+                json!({
+                    "name": r.name,
+                    "role": r.role.as_str(),
+                    "description": r.description,
+                    "capabilities": r.capabilities.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+                    "driver": r.driver.kind(),
+                    "hosting_clusters": r.hosting_clusters,
+                })
+            })
+            .collect();
+        Ok(json!({"size": items.len(), "total": items.len(), "items": items}))
+    }
+    .await)
+}

@@ -1,0 +1,151 @@
+//! Wires store, managers, controllers and both transports into one listening server; used by
+//! `osac server` and by the integration tests (which start it in-process on a random port).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::routing::get;
+use osac_controller::{ControllerConfig, Controllers, Dispatcher};
+use osac_fabric::{DriverContext, Registry, SimStateStore};
+use osac_store::Store;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::auth::{AuthConfig, Authenticator};
+use crate::service::Service;
+use crate::{grpc, metrics, rest};
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// `sqlite://…` or `postgres://…`.
+    pub database_url: String,
+    pub auth: AuthConfig,
+    /// Manager registrations directory; None = the dev registry (sim fabric + sim k8s).
+    pub managers_dir: Option<PathBuf>,
+    pub controller: ControllerConfig,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot open the store")]
+    Store(#[from] osac_store::StoreError),
+    #[error("cannot load manager registrations")]
+    Registry(#[from] osac_fabric::RegistryError),
+    #[error("cannot set up authentication")]
+    Auth(#[from] crate::auth::AuthSetupError),
+    #[error("cannot build gRPC reflection")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("cannot listen on {addr}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+}
+
+/// A started server.
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    pub store: Arc<dyn Store>,
+    pub registry: Arc<Registry>,
+    pub service: Arc<Service>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningServer {
+    /// Base URL of the REST and gRPC endpoints.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops serving and the controllers, and waits for them.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Resolves when the server stops (e.g. after shutdown by a signal).
+    pub async fn wait(self) {
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// A sender that stops the server when `true` is sent.
+    pub fn shutdown_handle(&self) -> watch::Sender<bool> {
+        self.shutdown.clone()
+    }
+}
+
+/// The sim drivers persist their tables in the store's key/value table.
+struct StoreSimState(Arc<dyn Store>);
+
+#[async_trait]
+impl SimStateStore for StoreSimState {
+    async fn load_all(&self, namespace: &str) -> Result<Vec<(String, String)>, String> {
+        self.0.kv_load(namespace).await.map_err(|e| e.to_string())
+    }
+    async fn put(&self, namespace: &str, key: &str, value: &str) -> Result<(), String> {
+        self.0.kv_put(namespace, key, value).await.map_err(|e| e.to_string())
+    }
+    async fn delete(&self, namespace: &str, key: &str) -> Result<(), String> {
+        self.0.kv_delete(namespace, key).await.map_err(|e| e.to_string())
+    }
+}
+
+/// Opens everything and starts serving.
+pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
+    let store = osac_store::open(&config.database_url).await?;
+    let ctx = DriverContext::new(Arc::new(StoreSimState(store.clone())));
+    let registry = Arc::new(match &config.managers_dir {
+        Some(dir) => Registry::load_dir(dir, &ctx).await?,
+        None => Registry::sim_dev(&ctx).await?,
+    });
+    let auth = Arc::new(Authenticator::new(&config.auth).await?);
+    let service = Arc::new(Service { store: store.clone(), registry: registry.clone(), auth });
+
+    let ready_store = store.clone();
+    let app = Router::new()
+        .merge(rest::router(service.clone()))
+        .merge(grpc::routes(service.clone())?.into_axum_router())
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let s = ready_store.clone();
+                async move {
+                    match s.ping().await {
+                        Ok(()) => (axum::http::StatusCode::OK, "ready"),
+                        Err(_) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
+                    }
+                }
+            }),
+        )
+        .route("/metrics", get(metrics::render))
+        .layer(axum::middleware::from_fn(metrics::track));
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServerError::Listen { addr: config.listen, source })?;
+    let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.listen, source })?;
+    let (shutdown, rx) = watch::channel(false);
+
+    let mut http_rx = rx.clone();
+    let http = tokio::spawn(async move {
+        let stop = async move {
+            let _ = http_rx.wait_for(|v| *v).await;
+        };
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
+    let controllers = Controllers::new(store.clone(), Dispatcher::new(registry.clone()), config.controller.clone());
+    let ctl = tokio::spawn(controllers.run(rx));
+    tracing::info!(%addr, "osac-net listening (REST + gRPC)");
+    Ok(RunningServer { addr, store, registry, service, shutdown, tasks: vec![http, ctl] })
+}

@@ -1,0 +1,382 @@
+//! The service layer shared by REST and gRPC: authorization, tenant scoping, one store
+//! transaction per write, and dispatch to the per-kind rules in `resources`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::Utc;
+use osac_fabric::Registry;
+use osac_model::{FABRIC_FINALIZER, Kind, Scope};
+use osac_store::{ListQuery, Record, Store, StoreError, Tx};
+use serde_json::{Value, json};
+
+use crate::auth::{Authenticator, Caller, Role};
+use crate::error::{ApiError, ApiResult, Code};
+use crate::object::{body_of, to_object, user_metadata};
+use crate::resources;
+
+/// Which API a call came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// `/api/fulfillment/v1`, `osacnet.v1`: tenants.
+    Public,
+    /// `/api/private/v1`, `osacnet.admin.v1`: the provider.
+    Private,
+}
+
+/// List parameters as received.
+#[derive(Debug, Clone, Default)]
+pub struct ListParams {
+    pub offset: i64,
+    pub limit: i64,
+    pub filter: String,
+    pub order: String,
+}
+
+/// A page of objects.
+#[derive(Debug, Clone)]
+pub struct ListResult {
+    pub total: i64,
+    pub items: Vec<Value>,
+}
+
+/// Default and maximum page sizes.
+pub const DEFAULT_LIMIT: i64 = 100;
+/// Largest page a list returns.
+pub const MAX_LIMIT: i64 = 1000;
+
+/// The API service.
+pub struct Service {
+    pub store: Arc<dyn Store>,
+    pub registry: Arc<Registry>,
+    pub auth: Arc<Authenticator>,
+}
+
+/// What a per-kind rule needs while a write transaction is open.
+pub struct Cx<'a> {
+    pub tx: &'a mut dyn Tx,
+    pub caller: &'a Caller,
+    /// Tenant that owns the object being written ("" for provider objects).
+    pub tenant: String,
+    pub registry: &'a Registry,
+}
+
+/// The JSON name of a kind's state enum prefix, e.g. `SUBNET_STATE`.
+pub fn state_prefix(kind: Kind) -> Option<&'static str> {
+    Some(match kind {
+        Kind::NetworkClass => "NETWORK_CLASS_STATE",
+        Kind::ExternalIpPool => "EXTERNAL_IP_POOL_STATE",
+        Kind::HostType => return None,
+        Kind::Tenant => "TENANT_STATE",
+        Kind::VirtualNetwork => "VIRTUAL_NETWORK_STATE",
+        Kind::Subnet => "SUBNET_STATE",
+        Kind::SecurityGroup => "SECURITY_GROUP_STATE",
+        Kind::ExternalIp => "EXTERNAL_IP_STATE",
+        Kind::ExternalIpAttachment => "EXTERNAL_IP_ATTACHMENT_STATE",
+        Kind::NatGateway => "NAT_GATEWAY_STATE",
+    })
+}
+
+fn set_state(body: &mut Value, kind: Kind, state: &str) {
+    let Some(prefix) = state_prefix(kind) else { return };
+    if let Some(obj) = body.as_object_mut() {
+        let status = obj.entry("status").or_insert_with(|| json!({}));
+        if let Some(s) = status.as_object_mut() {
+            s.insert("state".into(), json!(format!("{prefix}_{state}")));
+        }
+    }
+}
+
+impl Service {
+    fn authorize(&self, caller: &Caller, surface: Surface, kind: Kind, write: bool) -> ApiResult<()> {
+        let denied = || ApiError::denied(format!("role {:?} may not {} {}", caller.role, if write { "modify" } else { "read" }, kind.collection()));
+        match surface {
+            Surface::Private => {
+                if !caller.is_provider() {
+                    return Err(ApiError::denied("the private API is for provider administrators"));
+                }
+                if kind.scope() != Scope::Provider {
+                    return Err(ApiError::not_found(format!("{} is not a provider collection", kind.collection())));
+                }
+            }
+            Surface::Public => {
+                match kind.scope() {
+                    Scope::Provider => {
+                        if write || kind == Kind::Tenant {
+                            return Err(ApiError::not_found(format!(
+                                "{} is managed through the private API",
+                                kind.collection()
+                            )));
+                        }
+                    }
+                    Scope::Tenant => {
+                        if !caller.is_provider() && caller.tenant.is_none() {
+                            return Err(denied());
+                        }
+                        if write && caller.role == Role::TenantUser {
+                            return Err(denied());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Tenant scope of a call: Some(tenant) restricts, None = every tenant (provider view).
+    fn scope(caller: &Caller, kind: Kind) -> Option<String> {
+        match kind.scope() {
+            Scope::Provider => Some(String::new()),
+            Scope::Tenant => caller.tenant.clone().or_else(|| (!caller.is_provider()).then(String::new)),
+        }
+    }
+
+    /// Creates an object.
+    pub async fn create(&self, caller: &Caller, surface: Surface, kind: Kind, obj: Value) -> ApiResult<Value> {
+        self.authorize(caller, surface, kind, true)?;
+        let meta = user_metadata(&obj);
+        let tenant = match kind.scope() {
+            Scope::Provider => String::new(),
+            Scope::Tenant => match (&caller.tenant, &meta.tenant) {
+                (Some(t), _) => t.clone(),
+                (None, Some(t)) if caller.is_provider() => t.clone(),
+                _ => return Err(ApiError::invalid("metadata.tenant is required when a provider admin creates a tenant object")),
+            },
+        };
+        validate_metadata(&meta)?;
+        let mut tx = self.store.begin().await?;
+        if kind.scope() == Scope::Tenant && caller.is_provider() && caller.tenant.is_none() {
+            resources::tenant::require_exists(tx.as_mut(), &tenant).await?;
+        }
+        let mut cx = Cx { tx: tx.as_mut(), caller, tenant: tenant.clone(), registry: &self.registry };
+        let mut body = resources::prepare_create(&mut cx, kind, &obj).await?;
+        if let Some(o) = body.as_object_mut() {
+            o.remove("status");
+            if let Some(status) = resources::initial_status(kind, &obj) {
+                o.insert("status".into(), status);
+            }
+        }
+        set_state(&mut body, kind, "PENDING");
+        let mut rec = Record::new(kind, tenant.clone(), body);
+        rec.name = meta.name.clone();
+        rec.creator = caller.subject.clone();
+        rec.labels = meta.labels;
+        rec.annotations = meta.annotations;
+        if kind.needs_fabric_finalizer() {
+            rec.finalizers.push(FABRIC_FINALIZER.to_string());
+        }
+        let rec = tx.insert(&rec).await.map_err(|e| name_taken(e, kind, &meta.name, &tenant))?;
+        let mut cx = Cx { tx: tx.as_mut(), caller, tenant, registry: &self.registry };
+        resources::after_insert(&mut cx, &rec).await?;
+        tx.commit().await?;
+        Ok(self.render(surface, &rec))
+    }
+
+    /// Reads one object by id or name.
+    pub async fn get(&self, caller: &Caller, surface: Surface, kind: Kind, key: &str) -> ApiResult<Value> {
+        self.authorize(caller, surface, kind, false)?;
+        let scope = Self::scope(caller, kind);
+        let rec = self.find(kind, scope.as_deref(), key).await?;
+        if surface == Surface::Public && !resources::publicly_visible(kind, &rec) {
+            return Err(not_found(kind, key));
+        }
+        Ok(self.render(surface, &rec))
+    }
+
+    /// Lists objects.
+    pub async fn list(&self, caller: &Caller, surface: Surface, kind: Kind, p: ListParams) -> ApiResult<ListResult> {
+        self.authorize(caller, surface, kind, false)?;
+        if p.limit < 0 || p.offset < 0 {
+            return Err(ApiError::invalid("offset and limit must not be negative"));
+        }
+        let limit = if p.limit == 0 { DEFAULT_LIMIT } else { p.limit.min(MAX_LIMIT) };
+        let mut filter = p.filter.trim().to_string();
+        if !filter.is_empty() {
+            osac_model::filter::parse_filter(&filter).map_err(|e| ApiError::invalid(format!("filter: {e}")))?;
+        }
+        if surface == Surface::Public
+            && let Some(extra) = resources::public_filter(kind)
+        {
+            filter = if filter.is_empty() { extra.to_string() } else { format!("({extra}) && ({filter})") };
+        }
+        let page = self
+            .store
+            .list(&ListQuery { kind, tenant: Self::scope(caller, kind), filter, order: p.order, offset: p.offset, limit })
+            .await?;
+        Ok(ListResult { total: page.total, items: page.items.iter().map(|r| self.render(surface, r)).collect() })
+    }
+
+    /// Updates the mutable fields of an object.
+    pub async fn update(
+        &self,
+        caller: &Caller,
+        surface: Surface,
+        kind: Kind,
+        key: &str,
+        body: Value,
+        mask: Option<&str>,
+        lock: bool,
+    ) -> ApiResult<Value> {
+        self.authorize(caller, surface, kind, true)?;
+        let scope = Self::scope(caller, kind);
+        let meta = user_metadata(&body);
+        validate_metadata(&meta)?;
+        let mut tx = self.store.begin().await?;
+        let found = find_in_tx(tx.as_mut(), kind, scope.as_deref(), key).await?;
+        let current = tx.lock(&found.id).await?.ok_or_else(|| not_found(kind, key))?;
+        if lock {
+            match meta.version {
+                Some(v) if v == current.version => {}
+                Some(v) => {
+                    return Err(ApiError::new(
+                        Code::Aborted,
+                        format!("{} '{}' changed: version {v} is stale (current {})", kind, current.label(), current.version),
+                    ));
+                }
+                None => return Err(ApiError::invalid("metadata.version is required with lock=true")),
+            }
+        }
+        if current.deleted_at.is_some() {
+            return Err(ApiError::precondition(format!("{} '{}' is being deleted", kind, current.label())));
+        }
+        let old_obj = to_object(&current, true);
+        let new_obj = osac_model::update::apply(&old_obj, &body, mask)?;
+        osac_model::update::check_immutable(kind, &old_obj, &new_obj)?;
+        let new_meta = user_metadata(&new_obj);
+        validate_metadata(&new_meta)?;
+        let mut next = current.clone();
+        next.name = new_meta.name.clone();
+        next.labels = new_meta.labels;
+        next.annotations = new_meta.annotations;
+        let mut new_body = body_of(&new_obj);
+        let mut cx = Cx { tx: tx.as_mut(), caller, tenant: current.tenant.clone(), registry: &self.registry };
+        resources::prepare_update(&mut cx, kind, &current, &mut new_body).await?;
+        next.body = new_body;
+        let updated = tx
+            .update(&next)
+            .await
+            .map_err(|e| name_taken(e, kind, &new_meta.name, &current.tenant))?
+            .ok_or_else(|| not_found(kind, key))?;
+        tx.commit().await?;
+        Ok(self.render(surface, &updated))
+    }
+
+    /// Starts the two-phase deletion of an object (idempotent).
+    pub async fn delete(&self, caller: &Caller, surface: Surface, kind: Kind, key: &str) -> ApiResult<()> {
+        self.authorize(caller, surface, kind, true)?;
+        let scope = Self::scope(caller, kind);
+        let mut tx = self.store.begin().await?;
+        let found = find_in_tx(tx.as_mut(), kind, scope.as_deref(), key).await?;
+        let current = tx.lock(&found.id).await?.ok_or_else(|| not_found(kind, key))?;
+        if current.deleted_at.is_some() {
+            return Ok(());
+        }
+        let mut cx = Cx { tx: tx.as_mut(), caller, tenant: current.tenant.clone(), registry: &self.registry };
+        resources::check_delete(&mut cx, &current).await?;
+        let mut next = current.clone();
+        next.deleted_at = Some(Utc::now());
+        set_state(&mut next.body, kind, "DELETING");
+        let gone = tx.update(&next).await?.is_none();
+        if gone {
+            let mut cx = Cx { tx: tx.as_mut(), caller, tenant: current.tenant.clone(), registry: &self.registry };
+            resources::after_remove(&mut cx, &current).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Mints a bearer token for a tenant (private API, token-file mode).
+    pub async fn mint_token(&self, caller: &Caller, tenant: &str, role: &str, subject: &str) -> ApiResult<String> {
+        if !caller.is_provider() {
+            return Err(ApiError::denied("only provider administrators mint tokens"));
+        }
+        let role = Role::parse(role)
+            .ok_or_else(|| ApiError::invalid(format!("role: '{role}' is not one of provider-admin, tenant-admin, tenant-user")))?;
+        let tenant = match (role, tenant.trim()) {
+            (Role::ProviderAdmin, "") => None,
+            (_, "") => return Err(ApiError::invalid("tenant: a tenant is required for tenant roles")),
+            (_, t) => {
+                let mut tx = self.store.begin().await?;
+                resources::tenant::require_exists(tx.as_mut(), t).await?;
+                Some(t.to_string())
+            }
+        };
+        let subject = if subject.trim().is_empty() {
+            format!("{}-{}", tenant.as_deref().unwrap_or("provider"), uuid::Uuid::new_v4().simple())
+        } else {
+            subject.trim().to_string()
+        };
+        self.auth.mint(Caller { subject, tenant, role })
+    }
+
+    fn render(&self, surface: Surface, rec: &Record) -> Value {
+        let obj = to_object(rec, surface == Surface::Private);
+        match surface {
+            Surface::Public => resources::public_view(rec.kind, obj),
+            Surface::Private => obj,
+        }
+    }
+
+    async fn find(&self, kind: Kind, scope: Option<&str>, key: &str) -> ApiResult<Record> {
+        if let Some(rec) = self.store.get(key).await?
+            && rec.kind == kind
+            && scope.is_none_or(|t| t == rec.tenant)
+        {
+            return Ok(rec);
+        }
+        let filter = format!("this.metadata.name == {}", serde_json::to_string(key).unwrap_or_default());
+        let page = self
+            .store
+            .list(&ListQuery { kind, tenant: scope.map(str::to_string), filter, order: String::new(), offset: 0, limit: 2 })
+            .await?;
+        match page.items.len() {
+            1 => Ok(page.items.into_iter().next().ok_or_else(|| not_found(kind, key))?),
+            0 => Err(not_found(kind, key)),
+            _ => Err(ApiError::invalid(format!("name '{key}' matches objects in several tenants; use the id"))),
+        }
+    }
+}
+
+/// Finds an object by id or name inside a transaction.
+pub async fn find_in_tx(tx: &mut dyn Tx, kind: Kind, scope: Option<&str>, key: &str) -> ApiResult<Record> {
+    if let Some(rec) = tx.get(key).await?
+        && rec.kind == kind
+        && scope.is_none_or(|t| t == rec.tenant)
+    {
+        return Ok(rec);
+    }
+    if let Some(t) = scope {
+        return tx.find_by_name(kind, t, key).await?.ok_or_else(|| not_found(kind, key));
+    }
+    let filter = format!("this.metadata.name == {}", serde_json::to_string(key).unwrap_or_default());
+    let page = tx.list(&ListQuery { kind, tenant: None, filter, order: String::new(), offset: 0, limit: 2 }).await?;
+    match page.items.len() {
+        1 => page.items.into_iter().next().ok_or_else(|| not_found(kind, key)),
+        0 => Err(not_found(kind, key)),
+        _ => Err(ApiError::invalid(format!("name '{key}' matches objects in several tenants; use the id"))),
+    }
+}
+
+/// NOT_FOUND for a kind and the key the caller used.
+pub fn not_found(kind: Kind, key: &str) -> ApiError {
+    ApiError::not_found(format!("{} '{key}' does not exist", kind.display_name()))
+}
+
+fn name_taken(e: StoreError, kind: Kind, name: &Option<String>, tenant: &str) -> ApiError {
+    match (&e, name) {
+        (StoreError::AlreadyExists(c), Some(n)) if c.contains("objects_name") || c.contains("UNIQUE") || c.contains("name") => {
+            let scope = if tenant.is_empty() { String::new() } else { format!(" in tenant '{tenant}'") };
+            ApiError::new(Code::AlreadyExists, format!("{} named '{n}' already exists{scope}", kind.display_name()))
+        }
+        _ => e.into(),
+    }
+}
+
+fn validate_metadata(meta: &crate::object::UserMetadata) -> ApiResult<()> {
+    if let Some(n) = &meta.name {
+        osac_model::labels::check_name("metadata.name", n)?;
+    }
+    let labels: HashMap<String, String> = meta.labels.clone().into_iter().collect();
+    osac_model::labels::check_labels("metadata.labels", &labels)?;
+    Ok(())
+}

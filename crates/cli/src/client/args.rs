@@ -1,0 +1,564 @@
+//! Command-line arguments of the client commands (clap derive).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::kind::Kind;
+use super::output::OutputFormat;
+use super::parse::parse_duration;
+
+/// Where the server is and who is calling. Every command but `login` takes these options
+/// (they are global within the command, so they may come before or after the subcommand).
+/// Precedence: flag, then environment variable, then the config file.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Connection {
+    /// osac server URL, e.g. http://127.0.0.1:8000
+    #[arg(long, env = "OSAC_URL", global = true, value_name = "URL")]
+    pub url: Option<String>,
+    /// Bearer token
+    #[arg(long, env = "OSAC_TOKEN", global = true, value_name = "TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Config file written by `osac login` [default: ~/.config/osac/config.json]
+    #[arg(long, env = "OSAC_CONFIG", global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `--wait` and `--timeout`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WaitArgs {
+    /// Wait until the object is ready (create) or gone (delete), showing its state
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits (120, 90s, 5m)
+    #[arg(long, default_value = "120s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
+/// Options shared by every create command.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CreateCommon {
+    /// Object name (a DNS label, unique per tenant and kind)
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Label KEY=VALUE (repeatable)
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+    /// Read the object from a YAML or JSON file (`-` for stdin); flags given as well override
+    /// the file's fields
+    #[arg(long, short = 'f', value_name = "FILE")]
+    pub from_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+    /// Print the created object in this format instead of a confirmation line
+    #[arg(long, short = 'o', value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+}
+
+/// The commands of the `osac` client. `main.rs` flattens this enum next to `server`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ClientCommand {
+    /// Save the server URL and token in the config file
+    Login(LoginArgs),
+    /// Create a tenant object
+    Create(CreateArgs),
+    /// List or show objects
+    Get(GetArgs),
+    /// Change an object (security group rules, or fields from a file)
+    Update(UpdateArgs),
+    /// Set (KEY=VALUE) or remove (KEY-) labels of an object
+    Label(LabelArgs),
+    /// Delete objects
+    Delete(DeleteArgs),
+    /// Provider administration (private API): network classes, pools, host types, tenants,
+    /// hosts, tokens, managers
+    Admin(AdminArgs),
+}
+
+/// `osac login`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoginArgs {
+    /// osac server URL
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Bearer token
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Take URL and token from the dev-credentials.json written by `osac server --dev`
+    #[arg(long, value_name = "PATH")]
+    pub dev_credentials: Option<PathBuf>,
+    /// Config file to write [default: ~/.config/osac/config.json]
+    #[arg(long, env = "OSAC_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `osac create …`.
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(subcommand)]
+    pub what: CreateKind,
+}
+
+/// What `osac create` creates.
+#[derive(Debug, clap::Subcommand)]
+pub enum CreateKind {
+    /// A VirtualNetwork
+    #[command(name = "virtualnetwork", visible_aliases = ["virtual-network", "vn"])]
+    VirtualNetwork(CreateVirtualNetwork),
+    /// A Subnet of a VirtualNetwork
+    #[command(name = "subnet")]
+    Subnet(CreateSubnet),
+    /// A SecurityGroup
+    #[command(name = "security-group", visible_aliases = ["securitygroup", "sg"])]
+    SecurityGroup(CreateSecurityGroup),
+    /// An ExternalIP (an address from a pool)
+    #[command(name = "externalip", visible_aliases = ["external-ip", "eip"])]
+    ExternalIp(CreateExternalIp),
+    /// An ExternalIPAttachment (inbound DNAT to a workload)
+    #[command(name = "externalipattachment", visible_aliases = ["external-ip-attachment", "eipa"])]
+    ExternalIpAttachment(CreateExternalIpAttachment),
+    /// A NATGateway (outbound SNAT of a VirtualNetwork)
+    #[command(name = "natgateway", visible_aliases = ["nat-gateway", "nat"])]
+    NatGateway(CreateNatGateway),
+    /// A ComputeInstance (from a file)
+    #[command(name = "computeinstance", visible_aliases = ["compute-instance", "vm"])]
+    ComputeInstance(FileOnly),
+    /// A BareMetalInstance (from a file)
+    #[command(name = "baremetalinstance", visible_aliases = ["baremetal-instance", "bmi"])]
+    BareMetalInstance(FileOnly),
+    /// A Cluster (from a file)
+    #[command(name = "cluster")]
+    Cluster(FileOnly),
+}
+
+/// `osac create virtualnetwork`.
+#[derive(Debug, clap::Args)]
+pub struct CreateVirtualNetwork {
+    /// IPv4 and/or IPv6 CIDR (at most one of each family)
+    #[arg(long = "cidr", value_name = "CIDR", required_unless_present = "from_file")]
+    pub cidrs: Vec<String>,
+    /// NetworkClass (default: the deployment's default class)
+    #[arg(long)]
+    pub network_class: Option<String>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac create subnet`.
+#[derive(Debug, clap::Args)]
+pub struct CreateSubnet {
+    /// VirtualNetwork (name or id)
+    #[arg(long, visible_alias = "vn", required_unless_present = "from_file")]
+    pub virtual_network: Option<String>,
+    /// IPv4 and/or IPv6 CIDR inside the VirtualNetwork's
+    #[arg(long = "cidr", value_name = "CIDR", required_unless_present = "from_file")]
+    pub cidrs: Vec<String>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac create security-group`.
+#[derive(Debug, clap::Args)]
+pub struct CreateSecurityGroup {
+    /// VirtualNetwork (name or id)
+    #[arg(long, visible_alias = "vn", required_unless_present = "from_file")]
+    pub virtual_network: Option<String>,
+    /// Ingress rule "protocol:tcp,port:443,source:0.0.0.0/0" (repeatable; port N or N-M;
+    /// source any = both families)
+    #[arg(long, value_name = "RULE")]
+    pub ingress: Vec<String>,
+    /// Egress rule "protocol:all,destination:0.0.0.0/0" (repeatable)
+    #[arg(long, value_name = "RULE")]
+    pub egress: Vec<String>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// IP family flag values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IpFamilyArg {
+    Ipv4,
+    Ipv6,
+}
+
+/// `osac create externalip`.
+#[derive(Debug, clap::Args)]
+pub struct CreateExternalIp {
+    /// ExternalIPPool (default: chosen automatically)
+    #[arg(long)]
+    pub pool: Option<String>,
+    /// Address family when no pool is given (default ipv4)
+    #[arg(long, value_enum)]
+    pub ip_family: Option<IpFamilyArg>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// Cluster endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EndpointArg {
+    Api,
+    Ingress,
+}
+
+/// `osac create externalipattachment`.
+#[derive(Debug, clap::Args)]
+pub struct CreateExternalIpAttachment {
+    /// ExternalIP (name or id); must be ALLOCATED and unattached
+    #[arg(long = "externalip", visible_alias = "external-ip", required_unless_present = "from_file")]
+    pub external_ip: Option<String>,
+    /// Target: a ComputeInstance
+    #[arg(long, conflicts_with_all = ["cluster", "baremetal_instance"])]
+    pub compute_instance: Option<String>,
+    /// Target: a Cluster (with --endpoint)
+    #[arg(long, conflicts_with = "baremetal_instance", requires = "endpoint")]
+    pub cluster: Option<String>,
+    /// Target: a BareMetalInstance
+    #[arg(long)]
+    pub baremetal_instance: Option<String>,
+    /// Which cluster endpoint the address forwards to
+    #[arg(long, value_enum, requires = "cluster")]
+    pub endpoint: Option<EndpointArg>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac create natgateway`.
+#[derive(Debug, clap::Args)]
+pub struct CreateNatGateway {
+    /// VirtualNetwork (name or id)
+    #[arg(long, visible_alias = "vn", required_unless_present = "from_file")]
+    pub virtual_network: Option<String>,
+    /// ExternalIP (name or id) used as the source address
+    #[arg(long = "externalip", visible_alias = "external-ip", required_unless_present = "from_file")]
+    pub external_ip: Option<String>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// Kinds created from a file only.
+#[derive(Debug, clap::Args)]
+pub struct FileOnly {
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac get`.
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(flatten)]
+    pub opts: GetOpts,
+}
+
+/// `get` options (tenant and admin).
+#[derive(Debug, Clone, clap::Args)]
+pub struct GetOpts {
+    /// Kind: virtualnetwork(s)/vn, subnet(s), securitygroup(s)/sg, externalip(s)/eip,
+    /// externalipattachment(s), natgateway(s)/nat, externalippool(s)/pool, networkclass(es),
+    /// hosttype(s), tenant(s), host(s), computeinstance(s), baremetalinstance(s), cluster(s)
+    #[arg(value_parser = Kind::parse)]
+    pub kind: Kind,
+    /// Names or ids (all objects when none)
+    pub names: Vec<String>,
+    /// Output format
+    #[arg(long, short = 'o', value_enum, default_value = "table")]
+    pub output: OutputFormat,
+    /// CEL filter, e.g. 'this.metadata.name.startsWith("web")'
+    #[arg(long, conflicts_with = "names")]
+    pub filter: Option<String>,
+    /// Order, e.g. "metadata.name desc"
+    #[arg(long, conflicts_with = "names")]
+    pub order: Option<String>,
+    /// At most this many objects
+    #[arg(long, conflicts_with = "names")]
+    pub limit: Option<u64>,
+    /// Skip this many objects
+    #[arg(long, default_value_t = 0, conflicts_with = "names")]
+    pub offset: u64,
+}
+
+/// `osac delete`.
+#[derive(Debug, clap::Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(flatten)]
+    pub opts: DeleteOpts,
+}
+
+/// `delete` options (tenant and admin).
+#[derive(Debug, Clone, clap::Args)]
+pub struct DeleteOpts {
+    /// Kind (see `osac get --help`)
+    #[arg(value_parser = Kind::parse)]
+    pub kind: Kind,
+    /// Names or ids
+    #[arg(required = true)]
+    pub names: Vec<String>,
+    /// Succeed when an object does not exist
+    #[arg(long)]
+    pub ignore_not_found: bool,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+}
+
+/// `osac label`.
+#[derive(Debug, clap::Args)]
+pub struct LabelArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(flatten)]
+    pub opts: LabelOpts,
+}
+
+/// `label` options (tenant and admin).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LabelOpts {
+    /// Kind (see `osac get --help`)
+    #[arg(value_parser = Kind::parse)]
+    pub kind: Kind,
+    /// Name or id
+    pub name: String,
+    /// KEY=VALUE to set, KEY- to remove
+    #[arg(required = true, value_name = "KEY=VALUE|KEY-")]
+    pub changes: Vec<String>,
+}
+
+/// `osac update`.
+#[derive(Debug, clap::Args)]
+pub struct UpdateArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(flatten)]
+    pub opts: UpdateOpts,
+}
+
+/// `update` options (tenant and admin).
+#[derive(Debug, Clone, clap::Args)]
+pub struct UpdateOpts {
+    /// Kind (see `osac get --help`)
+    #[arg(value_parser = Kind::parse)]
+    pub kind: Kind,
+    /// Name or id
+    pub name: String,
+    /// Security groups: replace the ingress rules with these (repeatable)
+    #[arg(long, value_name = "RULE")]
+    pub ingress: Vec<String>,
+    /// Security groups: replace the egress rules with these (repeatable)
+    #[arg(long, value_name = "RULE")]
+    pub egress: Vec<String>,
+    /// Security groups: remove every ingress rule
+    #[arg(long, conflicts_with = "ingress")]
+    pub clear_ingress: bool,
+    /// Security groups: remove every egress rule
+    #[arg(long, conflicts_with = "egress")]
+    pub clear_egress: bool,
+    /// Fields to change, from a YAML or JSON file (`-` for stdin)
+    #[arg(long, short = 'f', value_name = "FILE")]
+    pub from_file: Option<PathBuf>,
+    /// Update mask (comma-separated field paths); default: the fields present in the file
+    #[arg(long, requires = "from_file")]
+    pub update_mask: Option<String>,
+    /// Print the updated object in this format instead of a confirmation line
+    #[arg(long, short = 'o', value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+}
+
+/// `osac admin …`.
+#[derive(Debug, clap::Args)]
+pub struct AdminArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+/// Provider commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum AdminCommand {
+    /// Create a provider object or a token
+    Create(AdminCreateArgs),
+    /// List or show provider objects
+    Get(GetOpts),
+    /// Change a provider object from a file
+    Update(UpdateOpts),
+    /// Set or remove labels of a provider object
+    Label(LabelOpts),
+    /// Delete provider objects
+    Delete(DeleteOpts),
+    /// List the registered networking managers
+    Managers(ManagersArgs),
+}
+
+/// `osac admin create`.
+#[derive(Debug, clap::Args)]
+pub struct AdminCreateArgs {
+    #[command(subcommand)]
+    pub what: AdminCreateKind,
+}
+
+/// What `osac admin create` creates.
+#[derive(Debug, clap::Subcommand)]
+pub enum AdminCreateKind {
+    /// A NetworkClass
+    #[command(name = "network-class", visible_aliases = ["networkclass", "nc"])]
+    NetworkClass(CreateNetworkClass),
+    /// An ExternalIPPool
+    #[command(name = "pool", visible_aliases = ["externalippool", "external-ip-pool"])]
+    Pool(CreatePool),
+    /// A HostType
+    #[command(name = "host-type", visible_aliases = ["hosttype", "ht"])]
+    HostType(CreateHostType),
+    /// A Tenant (onboarding creates its default networking)
+    #[command(name = "tenant")]
+    Tenant(CreateTenant),
+    /// A Host (inventory)
+    #[command(name = "host")]
+    Host(CreateHost),
+    /// A bearer token (printed on stdout)
+    #[command(name = "token")]
+    Token(CreateToken),
+}
+
+/// `osac admin create network-class`.
+#[derive(Debug, clap::Args)]
+pub struct CreateNetworkClass {
+    /// Fabric manager (registered, role fabric)
+    #[arg(long, required_unless_present = "from_file")]
+    pub fabric_manager: Option<String>,
+    /// k8s manager (registered, role k8s)
+    #[arg(long)]
+    pub k8s_manager: Option<String>,
+    /// Make this the default class
+    #[arg(long = "default", visible_alias = "is-default")]
+    pub is_default: bool,
+    /// Title
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Description
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Tenant default VirtualNetwork CIDR (one per family)
+    #[arg(long = "default-vn-cidr", value_name = "CIDR")]
+    pub default_vn_cidrs: Vec<String>,
+    /// Tenant default Subnet CIDR (one per family)
+    #[arg(long = "default-subnet-cidr", value_name = "CIDR")]
+    pub default_subnet_cidrs: Vec<String>,
+    /// Default SecurityGroup ingress rule (repeatable)
+    #[arg(long = "default-ingress", value_name = "RULE")]
+    pub default_ingress: Vec<String>,
+    /// Default SecurityGroup egress rule (repeatable)
+    #[arg(long = "default-egress", value_name = "RULE")]
+    pub default_egress: Vec<String>,
+    /// Give every tenant a default NATGateway
+    #[arg(long)]
+    pub enable_nat_gateway: bool,
+    /// IPv4 prefix length of the VIP block reserved at the top of each subnet (e.g. 28)
+    #[arg(long, value_name = "N")]
+    pub vip_prefix_length: Option<u32>,
+    /// Disable a capability: ipv4, ipv6, dual-stack, dpu (repeatable)
+    #[arg(long = "disable-capability", value_name = "CAPABILITY")]
+    pub disable_capabilities: Vec<String>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac admin create pool`.
+#[derive(Debug, clap::Args)]
+pub struct CreatePool {
+    /// CIDR (repeatable; one family)
+    #[arg(long = "cidr", value_name = "CIDR", required_unless_present = "from_file")]
+    pub cidrs: Vec<String>,
+    /// Address family (default: the CIDRs')
+    #[arg(long, value_enum)]
+    pub ip_family: Option<IpFamilyArg>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac admin create host-type`.
+#[derive(Debug, clap::Args)]
+pub struct CreateHostType {
+    /// Interface NAME:ROLE[:DESCRIPTION], in order (repeatable; none for VM types)
+    #[arg(long = "interface", value_name = "NAME:ROLE")]
+    pub interfaces: Vec<String>,
+    /// Title
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Description
+    #[arg(long)]
+    pub description: Option<String>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac admin create tenant`.
+#[derive(Debug, clap::Args)]
+#[command(mut_arg("name", |a| a.required_unless_present("from_file")))]
+pub struct CreateTenant {
+    /// DNS domain of the tenant (repeatable)
+    #[arg(long = "domain", value_name = "DOMAIN")]
+    pub domains: Vec<String>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac admin create host`.
+#[derive(Debug, clap::Args)]
+pub struct CreateHost {
+    /// HostType
+    #[arg(long, required_unless_present = "from_file")]
+    pub host_type: Option<String>,
+    /// Interface NAME=MAC (repeatable)
+    #[arg(long = "interface", value_name = "NAME=MAC")]
+    pub interfaces: Vec<String>,
+    /// Inventory pool: baremetal or caas
+    #[arg(long)]
+    pub pool: Option<String>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// Token roles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RoleArg {
+    ProviderAdmin,
+    TenantAdmin,
+    TenantUser,
+}
+
+impl RoleArg {
+    /// The role as the API names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoleArg::ProviderAdmin => "provider-admin",
+            RoleArg::TenantAdmin => "tenant-admin",
+            RoleArg::TenantUser => "tenant-user",
+        }
+    }
+}
+
+/// `osac admin create token`.
+#[derive(Debug, clap::Args)]
+pub struct CreateToken {
+    /// Tenant the token acts in (required for tenant roles)
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Role
+    #[arg(long, value_enum)]
+    pub role: RoleArg,
+    /// Subject (user name) recorded as creator
+    #[arg(long)]
+    pub subject: Option<String>,
+}
+
+/// `osac admin managers`.
+#[derive(Debug, clap::Args)]
+pub struct ManagersArgs {
+    /// Output format
+    #[arg(long, short = 'o', value_enum, default_value = "table")]
+    pub output: OutputFormat,
+}

@@ -1,0 +1,574 @@
+//! `osac create …` and `osac admin create …`: flags → the API object, POST, optional wait.
+
+use anyhow::{anyhow, bail};
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use super::args::{
+    AdminCreateKind, CreateCommon, CreateExternalIp, CreateExternalIpAttachment, CreateHost,
+    CreateHostType, CreateKind, CreateNatGateway, CreateNetworkClass, CreatePool,
+    CreateSecurityGroup, CreateSubnet, CreateTenant, CreateToken, CreateVirtualNetwork,
+    EndpointArg, IpFamilyArg,
+};
+use super::kind::{Kind, Scope};
+use super::ops::{Ctx, check_access, load_object_file, merge, print_objects, put, strip_read_only};
+use super::output::{emit, object_label};
+use super::parse::{
+    Direction, Family, capability_field, cidr_family, parse_host_interface,
+    parse_host_type_interface, parse_label, parse_rules, split_cidrs,
+};
+use super::wait::{Goal, wait};
+
+fn flag_err(flag: &'static str) -> impl Fn(String) -> anyhow::Error {
+    move |e| anyhow!("--{flag}: {e}")
+}
+
+fn family_arg(f: IpFamilyArg) -> Family {
+    match f {
+        IpFamilyArg::Ipv4 => Family::V4,
+        IpFamilyArg::Ipv6 => Family::V6,
+    }
+}
+
+/// `{"spec": spec}` (or `{}` when the spec is empty, so a file's spec is kept).
+fn with_spec(top: Map<String, Value>, spec: Map<String, Value>) -> Value {
+    let mut top = top;
+    if !spec.is_empty() {
+        top.insert("spec".into(), Value::Object(spec));
+    }
+    Value::Object(top)
+}
+
+/// The object a tenant create command describes (without name/labels, added later).
+pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Value)> {
+    let mut spec = Map::new();
+    let (kind, common) = match what {
+        CreateKind::VirtualNetwork(a) => {
+            let CreateVirtualNetwork { cidrs, network_class, common } = a;
+            let (v4, v6) = split_cidrs(cidrs).map_err(flag_err("cidr"))?;
+            put(&mut spec, "network_class", network_class.clone());
+            put(&mut spec, "ipv4_cidr", v4);
+            put(&mut spec, "ipv6_cidr", v6);
+            (Kind::VirtualNetwork, common)
+        }
+        CreateKind::Subnet(a) => {
+            let CreateSubnet { virtual_network, cidrs, common } = a;
+            let (v4, v6) = split_cidrs(cidrs).map_err(flag_err("cidr"))?;
+            put(&mut spec, "virtual_network", virtual_network.clone());
+            put(&mut spec, "ipv4_cidr", v4);
+            put(&mut spec, "ipv6_cidr", v6);
+            (Kind::Subnet, common)
+        }
+        CreateKind::SecurityGroup(a) => {
+            let CreateSecurityGroup { virtual_network, ingress, egress, common } = a;
+            put(&mut spec, "virtual_network", virtual_network.clone());
+            if !ingress.is_empty() {
+                spec.insert(
+                    "ingress".into(),
+                    parse_rules(ingress, Direction::Ingress).map_err(flag_err("ingress"))?,
+                );
+            }
+            if !egress.is_empty() {
+                spec.insert(
+                    "egress".into(),
+                    parse_rules(egress, Direction::Egress).map_err(flag_err("egress"))?,
+                );
+            }
+            (Kind::SecurityGroup, common)
+        }
+        CreateKind::ExternalIp(a) => {
+            let CreateExternalIp { pool, ip_family, common } = a;
+            put(&mut spec, "pool", pool.clone());
+            put(&mut spec, "ip_family", ip_family.map(|f| family_arg(f).enum_name()));
+            (Kind::ExternalIp, common)
+        }
+        CreateKind::ExternalIpAttachment(a) => {
+            let CreateExternalIpAttachment {
+                external_ip,
+                compute_instance,
+                cluster,
+                baremetal_instance,
+                endpoint,
+                common,
+            } = a;
+            let targets = [compute_instance, cluster, baremetal_instance];
+            if common.from_file.is_none() && targets.iter().all(|t| t.is_none()) {
+                bail!("give the target: --compute-instance X, --cluster X --endpoint api|ingress, or --baremetal-instance X");
+            }
+            put(&mut spec, "external_ip", external_ip.clone());
+            put(&mut spec, "compute_instance", compute_instance.clone());
+            put(&mut spec, "cluster", cluster.clone());
+            put(&mut spec, "baremetal_instance", baremetal_instance.clone());
+            put(
+                &mut spec,
+                "target_endpoint",
+                endpoint.map(|e| match e {
+                    EndpointArg::Api => "EXTERNAL_IP_ATTACHMENT_ENDPOINT_API",
+                    EndpointArg::Ingress => "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS",
+                }),
+            );
+            (Kind::ExternalIpAttachment, common)
+        }
+        CreateKind::NatGateway(a) => {
+            let CreateNatGateway { virtual_network, external_ip, common } = a;
+            put(&mut spec, "virtual_network", virtual_network.clone());
+            put(&mut spec, "external_ip", external_ip.clone());
+            (Kind::NatGateway, common)
+        }
+        CreateKind::ComputeInstance(a) => (Kind::ComputeInstance, &a.common),
+        CreateKind::BareMetalInstance(a) => (Kind::BareMetalInstance, &a.common),
+        CreateKind::Cluster(a) => (Kind::Cluster, &a.common),
+    };
+    if matches!(kind, Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster)
+        && common.from_file.is_none()
+    {
+        bail!(
+            "`osac create {}` takes the object from a file: --from-file FILE (YAML or JSON)",
+            kind.name()
+        );
+    }
+    Ok((kind, common, with_spec(Map::new(), spec)))
+}
+
+/// The object a provider create command describes.
+pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &CreateCommon, Value)>> {
+    let (mut top, mut spec) = (Map::new(), Map::new());
+    let (kind, common) = match what {
+        AdminCreateKind::NetworkClass(a) => {
+            let CreateNetworkClass {
+                fabric_manager,
+                k8s_manager,
+                is_default,
+                title,
+                description,
+                default_vn_cidrs,
+                default_subnet_cidrs,
+                default_ingress,
+                default_egress,
+                enable_nat_gateway,
+                vip_prefix_length,
+                disable_capabilities,
+                common,
+            } = a;
+            put(&mut top, "title", title.clone());
+            put(&mut top, "description", description.clone());
+            put(&mut top, "fabric_manager", fabric_manager.clone());
+            put(&mut top, "k8s_manager", k8s_manager.clone());
+            put(&mut top, "is_default", is_default.then_some(true));
+            let mut defaults = Map::new();
+            let (v4, v6) = split_cidrs(default_vn_cidrs).map_err(flag_err("default-vn-cidr"))?;
+            put(&mut defaults, "virtual_network_ipv4_cidr", v4);
+            put(&mut defaults, "virtual_network_ipv6_cidr", v6);
+            let (v4, v6) =
+                split_cidrs(default_subnet_cidrs).map_err(flag_err("default-subnet-cidr"))?;
+            put(&mut defaults, "subnet_ipv4_cidr", v4);
+            put(&mut defaults, "subnet_ipv6_cidr", v6);
+            if !default_ingress.is_empty() {
+                let r = parse_rules(default_ingress, Direction::Ingress)
+                    .map_err(flag_err("default-ingress"))?;
+                defaults.insert("ingress_rules".into(), r);
+            }
+            if !default_egress.is_empty() {
+                let r = parse_rules(default_egress, Direction::Egress)
+                    .map_err(flag_err("default-egress"))?;
+                defaults.insert("egress_rules".into(), r);
+            }
+            put(&mut defaults, "enable_nat_gateway", enable_nat_gateway.then_some(true));
+            if !defaults.is_empty() {
+                spec.insert("defaults".into(), Value::Object(defaults));
+            }
+            let mut disabled = Map::new();
+            for c in disable_capabilities {
+                disabled.insert(
+                    capability_field(c).map_err(flag_err("disable-capability"))?.into(),
+                    json!(true),
+                );
+            }
+            if !disabled.is_empty() {
+                spec.insert("disable_capabilities".into(), Value::Object(disabled));
+            }
+            put(&mut spec, "vip_prefix_length", *vip_prefix_length);
+            (Kind::NetworkClass, common)
+        }
+        AdminCreateKind::Pool(a) => {
+            let CreatePool { cidrs, ip_family, common } = a;
+            let mut family = ip_family.map(family_arg);
+            for c in cidrs {
+                let f = cidr_family(c).map_err(flag_err("cidr"))?;
+                match family {
+                    Some(want) if want != f => bail!(
+                        "--cidr: '{c}' is not an {} CIDR: a pool holds one address family",
+                        if want == Family::V4 { "IPv4" } else { "IPv6" }
+                    ),
+                    _ => family = Some(f),
+                }
+            }
+            put(&mut spec, "ip_family", family.map(Family::enum_name));
+            if !cidrs.is_empty() {
+                spec.insert("cidrs".into(), json!(cidrs));
+            }
+            (Kind::ExternalIpPool, common)
+        }
+        AdminCreateKind::HostType(a) => {
+            let CreateHostType { interfaces, title, description, common } = a;
+            put(&mut top, "title", title.clone());
+            put(&mut top, "description", description.clone());
+            if !interfaces.is_empty() {
+                let ifs = interfaces
+                    .iter()
+                    .map(|i| parse_host_type_interface(i))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(flag_err("interface"))?;
+                top.insert("interfaces".into(), Value::Array(ifs));
+            }
+            (Kind::HostType, common)
+        }
+        AdminCreateKind::Tenant(a) => {
+            let CreateTenant { domains, common } = a;
+            if !domains.is_empty() {
+                spec.insert("domains".into(), json!(domains));
+            }
+            (Kind::Tenant, common)
+        }
+        AdminCreateKind::Host(a) => {
+            let CreateHost { host_type, interfaces, pool, common } = a;
+            put(&mut spec, "host_type", host_type.clone());
+            if !interfaces.is_empty() {
+                let ifs = interfaces
+                    .iter()
+                    .map(|i| parse_host_interface(i))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(flag_err("interface"))?;
+                spec.insert("interfaces".into(), Value::Array(ifs));
+            }
+            put(&mut spec, "pool", pool.clone());
+            (Kind::Host, common)
+        }
+        AdminCreateKind::Token(_) => return Ok(None),
+    };
+    Ok(Some((kind, common, with_spec(top, spec))))
+}
+
+/// `metadata.name` and `metadata.labels` from the flags.
+fn metadata(common: &CreateCommon) -> anyhow::Result<Value> {
+    let mut meta = Map::new();
+    put(&mut meta, "name", common.name.clone());
+    if !common.labels.is_empty() {
+        let mut labels = Map::new();
+        for l in &common.labels {
+            let (k, v) = parse_label(l).map_err(flag_err("label"))?;
+            labels.insert(k, json!(v));
+        }
+        meta.insert("labels".into(), Value::Object(labels));
+    }
+    Ok(if meta.is_empty() { json!({}) } else { json!({ "metadata": meta }) })
+}
+
+/// The full request body: the file (if any), overridden by the flags.
+pub fn request_body(kind: Kind, common: &CreateCommon, flags: Value) -> anyhow::Result<Value> {
+    let mut body = match &common.from_file {
+        Some(p) => strip_read_only(kind, load_object_file(p)?),
+        None => json!({}),
+    };
+    merge(&mut body, flags);
+    merge(&mut body, metadata(common)?);
+    Ok(body)
+}
+
+/// POSTs the object, waits if asked, prints the result.
+async fn create(ctx: &Ctx, kind: Kind, common: &CreateCommon, flags: Value) -> anyhow::Result<()> {
+    let verb = "create";
+    check_access(kind, ctx.scope, verb, true)?;
+    let body = request_body(kind, common, flags)?;
+    let obj = ctx.api.create(ctx.scope, kind.collection(), &body).await?;
+    let label = object_label(kind, &obj);
+    if common.output.is_none() {
+        let id = obj.get("id").and_then(Value::as_str).unwrap_or("?");
+        emit(&format!("{label} created (id {id})\n"))?;
+    }
+    let mut last = obj;
+    if common.wait.wait {
+        let id = last.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let to_stderr = common.output.is_some();
+        if let Some(o) =
+            wait(&ctx.api, ctx.scope, kind, &id, &label, Goal::Ready, common.wait.timeout, to_stderr)
+                .await?
+        {
+            last = o;
+        }
+    }
+    if let Some(f) = common.output {
+        print_objects(ctx, kind, std::slice::from_ref(&last), f, true).await?;
+    }
+    Ok(())
+}
+
+/// `osac create …`.
+pub async fn run_tenant(ctx: &Ctx, what: &CreateKind) -> anyhow::Result<()> {
+    let (kind, common, flags) = tenant_body(what)?;
+    create(ctx, kind, common, flags).await
+}
+
+/// `osac admin create …`.
+pub async fn run_admin(ctx: &Ctx, what: &AdminCreateKind) -> anyhow::Result<()> {
+    if let AdminCreateKind::Token(t) = what {
+        return create_token(ctx, t).await;
+    }
+    match admin_body(what)? {
+        Some((kind, common, flags)) => create(ctx, kind, common, flags).await,
+        None => Ok(()),
+    }
+}
+
+/// `osac admin create token`: prints the token alone, for `$(…)`.
+async fn create_token(ctx: &Ctx, t: &CreateToken) -> anyhow::Result<()> {
+    let mut body = Map::new();
+    put(&mut body, "tenant", t.tenant.clone());
+    body.insert("role".into(), json!(t.role.as_str()));
+    put(&mut body, "subject", t.subject.clone());
+    let url = ctx.api.endpoint(Scope::Private, &["tokens"]);
+    let resp = ctx.api.call(Method::POST, url, Some(&Value::Object(body))).await?;
+    let token = resp
+        .get("token")
+        .and_then(Value::as_str)
+        .ok_or_else(|| anyhow!("the server's answer has no token"))?;
+    emit(&format!("{token}\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::args::ClientCommand;
+    use clap::{Parser, Subcommand};
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: ClientCommand,
+    }
+
+    fn parse(args: &[&str]) -> ClientCommand {
+        let mut v = vec!["osac"];
+        v.extend(args);
+        match Cli::try_parse_from(v) {
+            Ok(c) => c.cmd,
+            Err(e) => panic!("{args:?}: {e}"),
+        }
+    }
+
+    fn tenant(args: &[&str]) -> anyhow::Result<Value> {
+        let ClientCommand::Create(c) = parse(args) else { panic!("not create") };
+        let (kind, common, flags) = tenant_body(&c.what)?;
+        request_body(kind, common, flags)
+    }
+
+    fn admin(args: &[&str]) -> anyhow::Result<Value> {
+        let ClientCommand::Admin(a) = parse(args) else { panic!("not admin") };
+        let crate::client::args::AdminCommand::Create(c) = a.command else { panic!("not create") };
+        let (kind, common, flags) = admin_body(&c.what)?.expect("object");
+        request_body(kind, common, flags)
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        #[derive(Debug, Parser)]
+        struct Top {
+            #[command(subcommand)]
+            cmd: Cmds,
+        }
+        #[derive(Debug, Subcommand)]
+        enum Cmds {
+            Server,
+            #[command(flatten)]
+            Client(ClientCommand),
+        }
+        use clap::CommandFactory;
+        Top::command().debug_assert();
+    }
+
+    #[test]
+    fn virtual_network() {
+        let v = tenant(&[
+            "create", "virtualnetwork", "--cidr", "10.0.0.0/16", "--cidr", "fd00::/48", "--name",
+            "my-net", "--label", "team=web", "--network-class", "default",
+        ])
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "my-net", "labels": {"team": "web"}},
+                   "spec": {"network_class": "default", "ipv4_cidr": "10.0.0.0/16", "ipv6_cidr": "fd00::/48"}})
+        );
+        let e = tenant(&["create", "vn", "--cidr", "10.0.0.0/16", "--cidr", "10.1.0.0/16"]).unwrap_err();
+        assert!(e.to_string().starts_with("--cidr: two CIDRs"), "{e}");
+        let e = tenant(&["create", "vn", "--cidr", "10.0.0.0", "--name", "x"]).unwrap_err();
+        assert!(e.to_string().contains("not a CIDR"), "{e}");
+    }
+
+    #[test]
+    fn subnet_and_security_group() {
+        let v = tenant(&["create", "subnet", "--virtual-network", "my-net", "--cidr", "10.0.1.0/24", "--name", "s"])
+            .unwrap();
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "s"}, "spec": {"virtual_network": "my-net", "ipv4_cidr": "10.0.1.0/24"}})
+        );
+        let v = tenant(&[
+            "create", "security-group", "--virtual-network", "my-net", "--name", "my-sg", "--ingress",
+            "protocol:tcp,port:443,source:0.0.0.0/0", "--egress", "protocol:all,destination:0.0.0.0/0",
+        ])
+        .unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"virtual_network": "my-net",
+                   "ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 443, "port_to": 443, "ipv4_cidr": "0.0.0.0/0"}],
+                   "egress": [{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}]})
+        );
+        let e = tenant(&["create", "sg", "--vn", "n", "--ingress", "protocol:tcp,port:x,source:0.0.0.0/0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--ingress: invalid rule"), "{e}");
+    }
+
+    #[test]
+    fn external_ips_and_nat() {
+        let v = tenant(&["create", "externalip", "--pool", "p", "--name", "my-ip"]).unwrap();
+        assert_eq!(v, json!({"metadata": {"name": "my-ip"}, "spec": {"pool": "p"}}));
+        let v = tenant(&["create", "eip", "--ip-family", "ipv6"]).unwrap();
+        assert_eq!(v, json!({"spec": {"ip_family": "IP_FAMILY_IPV6"}}));
+        let v = tenant(&["create", "externalipattachment", "--externalip", "my-ip", "--compute-instance", "vm1", "--name", "att"])
+            .unwrap();
+        assert_eq!(v["spec"], json!({"external_ip": "my-ip", "compute_instance": "vm1"}));
+        let v = tenant(&["create", "eipa", "--external-ip", "ip", "--cluster", "c1", "--endpoint", "ingress"]).unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"external_ip": "ip", "cluster": "c1", "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS"})
+        );
+        let e = tenant(&["create", "eipa", "--externalip", "ip"]).unwrap_err().to_string();
+        assert!(e.contains("give the target"), "{e}");
+        let v = tenant(&["create", "natgateway", "--virtual-network", "my-net", "--externalip", "nat-ip", "--name", "my-nat"])
+            .unwrap();
+        assert_eq!(v["spec"], json!({"virtual_network": "my-net", "external_ip": "nat-ip"}));
+        let e = tenant(&["create", "computeinstance", "--name", "vm"]).unwrap_err().to_string();
+        assert!(e.contains("--from-file"), "{e}");
+    }
+
+    #[test]
+    fn clap_rejects_bad_combinations() {
+        let bad: &[&[&str]] = &[
+            &["create", "subnet", "--cidr", "10.0.1.0/24"],
+            &["create", "vn", "--name", "x"],
+            &["create", "eipa", "--externalip", "ip", "--cluster", "c1"],
+            &["create", "eipa", "--externalip", "ip", "--compute-instance", "a", "--baremetal-instance", "b"],
+            &["create", "eipa", "--externalip", "ip", "--compute-instance", "a", "--endpoint", "api"],
+            &["get", "widgets"],
+            &["get", "subnet", "a", "--filter", "x"],
+            &["delete", "subnet"],
+            &["label", "subnet", "a"],
+            &["admin", "create", "tenant"],
+            &["admin", "create", "token", "--tenant", "t", "--role", "root"],
+            &["create", "vn", "--cidr", "10.0.0.0/8", "--timeout", "soon"],
+        ];
+        for args in bad {
+            let mut v = vec!["osac"];
+            v.extend(*args);
+            assert!(Cli::try_parse_from(v).is_err(), "{args:?} should fail");
+        }
+    }
+
+    #[test]
+    fn connection_flags_anywhere() {
+        let ClientCommand::Get(g) = parse(&["get", "vn", "--url", "http://x:1", "-o", "yaml"]) else { panic!() };
+        assert_eq!(g.conn.url.as_deref(), Some("http://x:1"));
+        let ClientCommand::Admin(a) =
+            parse(&["admin", "--token", "t", "create", "pool", "--cidr", "203.0.113.0/24", "--url", "http://y"])
+        else {
+            panic!()
+        };
+        assert_eq!(a.conn.url.as_deref(), Some("http://y"));
+        assert_eq!(a.conn.token.as_deref(), Some("t"));
+        let ClientCommand::Create(c) =
+            parse(&["create", "--url", "http://z", "subnet", "--vn", "n", "--cidr", "10.0.0.0/24", "--wait", "--timeout", "5s"])
+        else {
+            panic!()
+        };
+        assert_eq!(c.conn.url.as_deref(), Some("http://z"));
+    }
+
+    #[test]
+    fn admin_objects() {
+        let v = admin(&[
+            "admin", "create", "network-class", "--name", "default", "--fabric-manager", "sim-fabric",
+            "--k8s-manager", "sim-k8s", "--default", "--default-vn-cidr", "10.0.0.0/16",
+            "--default-subnet-cidr", "10.0.1.0/24", "--default-ingress", "protocol:tcp,port:22,source:0.0.0.0/0",
+            "--default-egress", "protocol:all,destination:0.0.0.0/0", "--enable-nat-gateway",
+            "--vip-prefix-length", "28", "--disable-capability", "dpu",
+        ])
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "metadata": {"name": "default"},
+                "fabric_manager": "sim-fabric", "k8s_manager": "sim-k8s", "is_default": true,
+                "spec": {
+                    "defaults": {
+                        "virtual_network_ipv4_cidr": "10.0.0.0/16", "subnet_ipv4_cidr": "10.0.1.0/24",
+                        "ingress_rules": [{"protocol": "PROTOCOL_TCP", "port_from": 22, "port_to": 22, "ipv4_cidr": "0.0.0.0/0"}],
+                        "egress_rules": [{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}],
+                        "enable_nat_gateway": true
+                    },
+                    "disable_capabilities": {"dpu_support": true},
+                    "vip_prefix_length": 28
+                }
+            })
+        );
+        let v = admin(&["admin", "create", "pool", "--name", "p", "--cidr", "203.0.113.0/24"]).unwrap();
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "p"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/24"]}})
+        );
+        let e = admin(&["admin", "create", "pool", "--cidr", "203.0.113.0/24", "--ip-family", "ipv6"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one address family"), "{e}");
+        let v = admin(&[
+            "admin", "create", "host-type", "--name", "h100", "--interface", "data-0:fabric", "--interface",
+            "bmc-0:lifecycle",
+        ])
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "h100"},
+                   "interfaces": [{"name": "data-0", "role": "fabric"}, {"name": "bmc-0", "role": "lifecycle"}]})
+        );
+        let v = admin(&["admin", "create", "tenant", "--name", "acme"]).unwrap();
+        assert_eq!(v, json!({"metadata": {"name": "acme"}}));
+    }
+
+    #[test]
+    fn from_file_with_flag_overrides() {
+        let dir = std::env::temp_dir().join(format!("osac-cli-create-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("nc.yaml");
+        std::fs::write(
+            &f,
+            "metadata:\n  name: from-file\n  labels: {a: \"1\"}\nfabric_manager: fab\nspec:\n  defaults:\n    virtual_network_ipv4_cidr: 10.0.0.0/16\n",
+        )
+        .unwrap();
+        let path = f.to_string_lossy().to_string();
+        let v = admin(&["admin", "create", "nc", "--from-file", &path, "--label", "b=2", "--k8s-manager", "k"]).unwrap();
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "from-file", "labels": {"a": "1", "b": "2"}},
+                   "fabric_manager": "fab", "k8s_manager": "k",
+                   "spec": {"defaults": {"virtual_network_ipv4_cidr": "10.0.0.0/16"}}})
+        );
+        let f2 = dir.join("vm.json");
+        std::fs::write(&f2, r#"{"metadata":{"name":"vm1"},"spec":{"template":"ocp_virt_vm"}}"#).unwrap();
+        let path2 = f2.to_string_lossy().to_string();
+        let v = tenant(&["create", "vm", "-f", &path2]).unwrap();
+        assert_eq!(v, json!({"metadata": {"name": "vm1"}, "spec": {"template": "ocp_virt_vm"}}));
+        let e = tenant(&["create", "subnet", "-f", "/nonexistent/x.yaml"]).unwrap_err().to_string();
+        assert!(e.contains("cannot read /nonexistent/x.yaml"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

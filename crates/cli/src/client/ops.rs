@@ -1,0 +1,360 @@
+//! The generic commands, shared by the tenant (`osac get …`) and provider (`osac admin get …`)
+//! surfaces: get, delete, label, update; plus object-file loading and merging for create.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use anyhow::{Context, anyhow, bail};
+use serde_json::{Map, Value, json};
+
+use super::args::{DeleteOpts, GetOpts, LabelOpts, UpdateOpts};
+use super::http::{Api, ClientError, ListQuery};
+use super::kind::{Access, Kind, Scope};
+use super::output::{OutputFormat, RefNames, emit, object_label, render_raw, table};
+use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules};
+use super::wait::{Goal, wait};
+
+/// A connected client and the API it talks to.
+pub struct Ctx {
+    pub api: Api,
+    pub scope: Scope,
+}
+
+/// A note on stderr (best effort).
+pub fn note(msg: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{msg}");
+}
+
+/// Refuses a kind the API does not serve (or serves read-only), pointing at the right command.
+pub fn check_access(kind: Kind, scope: Scope, verb: &str, write: bool) -> anyhow::Result<()> {
+    match (kind.access(scope), write) {
+        (Access::ReadWrite, _) | (Access::ReadOnly, false) => Ok(()),
+        (Access::ReadOnly, true) => bail!(
+            "{} are managed by the provider: use `osac admin {verb} {}` with a provider-admin token",
+            kind.plural(),
+            kind.name()
+        ),
+        (Access::None, _) => match scope {
+            Scope::Public => bail!(
+                "{} is a provider object: use `osac admin {verb} {}`",
+                kind.name(),
+                kind.name()
+            ),
+            Scope::Private => {
+                bail!("{} is a tenant object: use `osac {verb} {}`", kind.name(), kind.name())
+            }
+        },
+    }
+}
+
+/// Id → name of every object of the kinds that `kind`'s table refers to (best effort).
+async fn ref_names(ctx: &Ctx, kind: Kind) -> RefNames {
+    let mut names = RefNames::new();
+    for r in kind.referenced() {
+        if r.access(ctx.scope) == Access::None {
+            continue;
+        }
+        let Ok(items) = ctx.api.list(ctx.scope, r.collection(), &ListQuery::default()).await else {
+            continue;
+        };
+        for v in items {
+            let id = v.get("id").and_then(Value::as_str);
+            let name = v.pointer("/metadata/name").and_then(Value::as_str);
+            if let (Some(id), Some(name)) = (id, name) {
+                names.insert(id.to_string(), name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// Prints objects in `format`; `single` prints one object rather than a list.
+pub async fn print_objects(
+    ctx: &Ctx,
+    kind: Kind,
+    items: &[Value],
+    format: OutputFormat,
+    single: bool,
+) -> anyhow::Result<()> {
+    if format == OutputFormat::Table {
+        let names = ref_names(ctx, kind).await;
+        return emit(&table(kind, items, &names).render());
+    }
+    emit(&render_raw(format, kind, items, single)?)
+}
+
+/// Reads one object by name or id.
+async fn fetch(ctx: &Ctx, kind: Kind, name: &str) -> Result<Value, ClientError> {
+    ctx.api.get(ctx.scope, kind.collection(), name).await
+}
+
+fn id_of(obj: &Value) -> anyhow::Result<String> {
+    obj.get("id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("the server returned an object without an id"))
+}
+
+/// `get`.
+pub async fn get(ctx: &Ctx, o: &GetOpts) -> anyhow::Result<()> {
+    check_access(o.kind, ctx.scope, "get", false)?;
+    let items = if o.names.is_empty() {
+        let q = ListQuery {
+            filter: o.filter.clone(),
+            order: o.order.clone(),
+            limit: o.limit,
+            offset: o.offset,
+        };
+        ctx.api.list(ctx.scope, o.kind.collection(), &q).await?
+    } else {
+        let mut items = Vec::new();
+        for n in &o.names {
+            items.push(fetch(ctx, o.kind, n).await?);
+        }
+        items
+    };
+    if items.is_empty() && o.output == OutputFormat::Table {
+        note(&format!("no {} found", o.kind.plural()));
+        return Ok(());
+    }
+    print_objects(ctx, o.kind, &items, o.output, o.names.len() == 1).await
+}
+
+/// `delete`.
+pub async fn delete(ctx: &Ctx, o: &DeleteOpts) -> anyhow::Result<()> {
+    check_access(o.kind, ctx.scope, "delete", true)?;
+    let mut pending = Vec::new();
+    for n in &o.names {
+        let obj = match fetch(ctx, o.kind, n).await {
+            Ok(obj) => obj,
+            Err(e) if e.is_not_found() && o.ignore_not_found => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let (id, label) = (id_of(&obj)?, object_label(o.kind, &obj));
+        match ctx.api.delete(ctx.scope, o.kind.collection(), &id).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() && o.ignore_not_found => continue,
+            Err(e) => return Err(e.into()),
+        }
+        if !o.wait.wait {
+            emit(&format!("{label} deleting\n"))?;
+        }
+        pending.push((id, label));
+    }
+    if o.wait.wait {
+        for (id, label) in pending {
+            wait(&ctx.api, ctx.scope, o.kind, &id, &label, Goal::Gone, o.wait.timeout, false)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// `label`: read, change the label map, write it back with optimistic locking (retried when
+/// someone else changed the object in between).
+pub async fn label(ctx: &Ctx, o: &LabelOpts) -> anyhow::Result<()> {
+    check_access(o.kind, ctx.scope, "label", true)?;
+    let ops = o
+        .changes
+        .iter()
+        .map(|c| parse_label_op(c).map_err(|e| anyhow!(e)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let obj = fetch(ctx, o.kind, &o.name).await?;
+        let id = id_of(&obj)?;
+        let mut labels = obj
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        apply_label_ops(&mut labels, &ops);
+        let version = obj.pointer("/metadata/version").cloned();
+        let mut meta = json!({ "labels": labels });
+        if let Some(v) = &version {
+            meta["version"] = v.clone();
+        }
+        let body = json!({ "metadata": meta });
+        let mask = ["metadata.labels".to_string()];
+        match ctx
+            .api
+            .patch(ctx.scope, o.kind.collection(), &id, &body, &mask, version.is_some())
+            .await
+        {
+            Ok(updated) => return emit(&format!("{} labeled\n", object_label(o.kind, &updated_or(&updated, &obj)))),
+            Err(e) if e.code() == Some("ABORTED") && attempt < 5 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The PATCH answer when it is an object, else the object read before.
+fn updated_or(updated: &Value, before: &Value) -> Value {
+    if updated.is_object() { updated.clone() } else { before.clone() }
+}
+
+/// `update`: security-group rule replacement and/or fields from a file.
+pub async fn update(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
+    check_access(o.kind, ctx.scope, "update", true)?;
+    let rules_given = !o.ingress.is_empty() || !o.egress.is_empty() || o.clear_ingress || o.clear_egress;
+    if rules_given && o.kind != Kind::SecurityGroup {
+        bail!("--ingress/--egress/--clear-ingress/--clear-egress apply to security groups only");
+    }
+    let mut body = match &o.from_file {
+        Some(p) => strip_read_only(o.kind, load_object_file(p)?),
+        None => json!({}),
+    };
+    let mut mask: Vec<String> = match (&o.update_mask, &o.from_file) {
+        (Some(m), _) => m.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect(),
+        (None, Some(_)) => mask_of(&body),
+        (None, None) => Vec::new(),
+    };
+    for (dir, flag, list, clear) in [
+        (Direction::Ingress, "ingress", &o.ingress, o.clear_ingress),
+        (Direction::Egress, "egress", &o.egress, o.clear_egress),
+    ] {
+        if list.is_empty() && !clear {
+            continue;
+        }
+        let rules = parse_rules(list, dir).map_err(|e| anyhow!("--{flag}: {e}"))?;
+        merge(&mut body, json!({ "spec": { flag: rules } }));
+        let path = format!("spec.{flag}");
+        if !mask.contains(&path) {
+            mask.push(path);
+        }
+    }
+    if mask.is_empty() {
+        bail!("nothing to update: give --from-file FILE (or, for security groups, --ingress/--egress)");
+    }
+    let obj = fetch(ctx, o.kind, &o.name).await?;
+    let id = id_of(&obj)?;
+    let updated = ctx.api.patch(ctx.scope, o.kind.collection(), &id, &body, &mask, false).await?;
+    let updated = updated_or(&updated, &obj);
+    match o.output {
+        Some(f) => print_objects(ctx, o.kind, std::slice::from_ref(&updated), f, true).await,
+        None => emit(&format!("{} updated\n", object_label(o.kind, &updated))),
+    }
+}
+
+/// The update mask for a partial object: top-level fields, and the fields inside `spec` and
+/// `metadata` (so a file with `spec: {ingress: …}` changes only `spec.ingress`).
+pub fn mask_of(body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(o) = body.as_object() {
+        for (k, v) in o {
+            match (k.as_str(), v.as_object()) {
+                ("spec" | "metadata", Some(inner)) if !inner.is_empty() => {
+                    out.extend(inner.keys().filter(|f| *f != "version").map(|f| format!("{k}.{f}")));
+                }
+                _ => out.push(k.clone()),
+            }
+        }
+    }
+    out
+}
+
+/// Reads a YAML or JSON object from a file (`-`: stdin).
+pub fn load_object_file(path: &Path) -> anyhow::Result<Value> {
+    let text = if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).context("cannot read stdin")?;
+        s
+    } else {
+        std::fs::read_to_string(path).map_err(|e| anyhow!("cannot read {}: {e}", path.display()))?
+    };
+    parse_object(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+/// Parses one YAML (or JSON) mapping.
+pub fn parse_object(text: &str) -> Result<Value, String> {
+    let v: Value = serde_yaml::from_str(text).map_err(|e| format!("invalid YAML/JSON: {e}"))?;
+    if !v.is_object() {
+        return Err("expected one object (a YAML or JSON mapping)".into());
+    }
+    Ok(v)
+}
+
+/// Drops what the server sets (so `osac get … -o yaml` output can be fed back).
+pub fn strip_read_only(kind: Kind, mut v: Value) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("id");
+        o.remove("status");
+        if kind == Kind::NetworkClass {
+            o.remove("capabilities");
+        }
+        if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in ["creation_timestamp", "deletion_timestamp", "version", "creator", "finalizers"] {
+                m.remove(k);
+            }
+        }
+    }
+    v
+}
+
+/// Deep-merges `over` into `base`: objects merge key by key, anything else replaces.
+pub fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// Inserts `value` under `key` when present.
+pub fn put(map: &mut Map<String, Value>, key: &str, value: Option<impl Into<Value>>) {
+    if let Some(v) = value {
+        map.insert(key.to_string(), v.into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_overrides_and_keeps() {
+        let mut base = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"ipv4_cidr": "10.0.0.0/16"}});
+        merge(&mut base, json!({"metadata": {"labels": {"y": "2"}}, "spec": {"ipv6_cidr": "fd00::/48"}}));
+        assert_eq!(
+            base,
+            json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}},
+                   "spec": {"ipv4_cidr": "10.0.0.0/16", "ipv6_cidr": "fd00::/48"}})
+        );
+        merge(&mut base, json!({"spec": {"ipv4_cidr": "10.1.0.0/16"}}));
+        assert_eq!(base["spec"]["ipv4_cidr"], "10.1.0.0/16");
+    }
+
+    #[test]
+    fn file_round_trip_strips_server_fields() {
+        let v = parse_object(
+            "id: abc\nmetadata:\n  name: web\n  version: \"3\"\n  creation_timestamp: x\n  labels: {a: b}\nspec:\n  ingress: []\nstatus:\n  state: SECURITY_GROUP_STATE_READY\n",
+        )
+        .unwrap();
+        let v = strip_read_only(Kind::SecurityGroup, v);
+        assert_eq!(v, json!({"metadata": {"name": "web", "labels": {"a": "b"}}, "spec": {"ingress": []}}));
+        assert_eq!(mask_of(&v), ["metadata.labels", "metadata.name", "spec.ingress"]);
+        assert!(parse_object("[1, 2]").is_err());
+        assert!(parse_object("{\"a\": ").is_err());
+        assert_eq!(parse_object("{\"title\": \"t\"}").unwrap(), json!({"title": "t"}));
+    }
+
+    #[test]
+    fn access_messages_point_to_the_right_command() {
+        let e = check_access(Kind::Tenant, Scope::Public, "get", false).unwrap_err().to_string();
+        assert_eq!(e, "tenant is a provider object: use `osac admin get tenant`");
+        let e = check_access(Kind::Subnet, Scope::Private, "delete", true).unwrap_err().to_string();
+        assert_eq!(e, "subnet is a tenant object: use `osac delete subnet`");
+        let e = check_access(Kind::NetworkClass, Scope::Public, "delete", true).unwrap_err().to_string();
+        assert!(e.contains("osac admin delete networkclass"), "{e}");
+        assert!(check_access(Kind::NetworkClass, Scope::Public, "get", false).is_ok());
+    }
+}

@@ -1,0 +1,595 @@
+//! Output: tables with per-kind columns, YAML/JSON of the raw objects, names and ids.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use serde_json::Value;
+
+use super::kind::{Kind, short_state};
+use super::parse::rule_summary;
+
+/// `-o` formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Columns per kind.
+    #[default]
+    Table,
+    /// The raw object(s) as YAML.
+    Yaml,
+    /// The raw object(s) as JSON.
+    Json,
+    /// `kind/name` per line.
+    Name,
+    /// The full id per line.
+    Id,
+}
+
+/// Writes to stdout; a closed pipe (`osac get … | head`) is not an error.
+pub fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Id → name of objects that other objects reference, for table columns.
+pub type RefNames = HashMap<String, String>;
+
+/// String at a `/`-separated JSON pointer without the leading slash: `status/state`.
+fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('/').try_fold(v, |cur, k| cur.get(k))
+}
+
+/// A scalar as text, `-` when missing or empty.
+fn text(v: &Value, path: &str) -> String {
+    match at(v, path) {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Bool(b)) => b.to_string(),
+        _ => "-".into(),
+    }
+}
+
+/// `true`/`false` for a boolean that proto JSON omits when false.
+fn flag(v: &Value, path: &str) -> String {
+    at(v, path).and_then(Value::as_bool).unwrap_or(false).to_string()
+}
+
+/// Strings of an array joined with `,`, `-` when none.
+fn joined(v: &Value, paths: &[&str]) -> String {
+    let mut parts = Vec::new();
+    for p in paths {
+        match at(v, p) {
+            Some(Value::String(s)) if !s.is_empty() => parts.push(s.clone()),
+            Some(Value::Array(a)) => {
+                parts.extend(a.iter().filter_map(Value::as_str).map(str::to_string));
+            }
+            _ => {}
+        }
+    }
+    if parts.is_empty() { "-".into() } else { parts.join(",") }
+}
+
+/// The display name of an object: its name, else its id.
+pub fn object_name(v: &Value) -> String {
+    at(v, "metadata/name")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .or_else(|| v.get("id").and_then(Value::as_str))
+        .unwrap_or("-")
+        .to_string()
+}
+
+/// `kind/name`.
+pub fn object_label(kind: Kind, v: &Value) -> String {
+    format!("{}/{}", kind.name(), object_name(v))
+}
+
+/// The id column: the last 8 hex digits (ids are UUIDv7, whose leading digits are a
+/// timestamp shared by objects created close together).
+pub fn short_id(id: &str) -> String {
+    let hex: String = id.chars().filter(char::is_ascii_hexdigit).collect();
+    if hex.len() == 32 && id.len() == 36 {
+        hex[24..].to_string()
+    } else {
+        id.to_string()
+    }
+}
+
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36 && s.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+}
+
+/// A reference column: the referenced object's name when known.
+fn reference(v: &Value, path: &str, names: &RefNames) -> String {
+    match at(v, path).and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        None => "-".into(),
+        Some(id) => match names.get(id) {
+            Some(n) => n.clone(),
+            None if is_uuid(id) => short_id(id),
+            None => id.to_string(),
+        },
+    }
+}
+
+fn state(v: &Value) -> String {
+    match at(v, "status/state").and_then(Value::as_str) {
+        Some(s) if !s.is_empty() => short_state(s).to_string(),
+        _ => "-".into(),
+    }
+}
+
+/// `status.message`, else the message of the first false condition.
+fn message(v: &Value) -> String {
+    if let Some(m) = at(v, "status/message").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+        return m.to_string();
+    }
+    at(v, "status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c.get("status").and_then(Value::as_str) == Some("CONDITION_STATUS_FALSE"))
+        .and_then(|c| c.get("message").and_then(Value::as_str))
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn rules(v: &Value, path: &str) -> String {
+    match at(v, path).and_then(Value::as_array) {
+        Some(a) if !a.is_empty() => a.iter().map(rule_summary).collect::<Vec<_>>().join(", "),
+        _ => "-".into(),
+    }
+}
+
+fn capabilities(v: &Value) -> String {
+    let caps = v.get("capabilities").or_else(|| at(v, "status/capabilities"));
+    let Some(caps) = caps else { return "-".into() };
+    let names: Vec<&str> = [
+        ("supports_ipv4", "ipv4"),
+        ("supports_ipv6", "ipv6"),
+        ("supports_dual_stack", "dual-stack"),
+        ("dpu_support", "dpu"),
+    ]
+    .into_iter()
+    .filter(|(k, _)| caps.get(*k).and_then(Value::as_bool) == Some(true))
+    .map(|(_, n)| n)
+    .collect();
+    if names.is_empty() { "-".into() } else { names.join(",") }
+}
+
+fn eipa_target(v: &Value, names: &RefNames) -> String {
+    for (field, kind) in [
+        ("compute_instance", Kind::ComputeInstance),
+        ("cluster", Kind::Cluster),
+        ("baremetal_instance", Kind::BareMetalInstance),
+    ] {
+        let r = reference(v, &format!("spec/{field}"), names);
+        if r != "-" {
+            let endpoint = match at(v, "spec/target_endpoint").and_then(Value::as_str) {
+                Some(e) if !e.ends_with("UNSPECIFIED") => {
+                    format!(":{}", e.rsplit('_').next().unwrap_or(e).to_ascii_lowercase())
+                }
+                _ => String::new(),
+            };
+            return format!("{}/{r}{endpoint}", kind.name());
+        }
+    }
+    "-".into()
+}
+
+/// A plain text table.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column headers.
+    pub fn new(headers: &[&str]) -> Table {
+        Table { headers: headers.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
+    }
+
+    /// Adds a row (missing cells are blank).
+    pub fn push(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// Columns padded to their widest cell, three spaces apart, no trailing blanks.
+    pub fn render(&self) -> String {
+        let n = self.headers.len();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate().take(n) {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        for row in std::iter::once(&self.headers).chain(&self.rows) {
+            let mut line = String::new();
+            for i in 0..n {
+                let cell = row.get(i).map(String::as_str).unwrap_or("");
+                line.push_str(cell);
+                if i + 1 < n {
+                    let pad = widths[i] - cell.chars().count() + 3;
+                    line.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// The table of objects of one kind.
+pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
+    let (headers, row): (&[&str], fn(&Value, &RefNames) -> Vec<String>) = match kind {
+        Kind::VirtualNetwork => (&["NAME", "ID", "STATE", "CIDRS", "CLASS", "MESSAGE"], |v, n| {
+            vec![
+                joined(v, &["spec/ipv4_cidr", "spec/ipv6_cidr"]),
+                reference(v, "spec/network_class", n),
+            ]
+        }),
+        Kind::Subnet => (
+            &["NAME", "ID", "STATE", "NETWORK", "CIDRS", "SEGMENT", "GATEWAYS", "MESSAGE"],
+            |v, n| {
+                vec![
+                    reference(v, "spec/virtual_network", n),
+                    joined(v, &["spec/ipv4_cidr", "spec/ipv6_cidr"]),
+                    text(v, "status/segment_id"),
+                    joined(v, &["status/ipv4_gateway", "status/ipv6_gateway"]),
+                ]
+            },
+        ),
+        Kind::SecurityGroup => {
+            (&["NAME", "ID", "STATE", "NETWORK", "INGRESS", "EGRESS", "MESSAGE"], |v, n| {
+                vec![
+                    reference(v, "spec/virtual_network", n),
+                    rules(v, "spec/ingress"),
+                    rules(v, "spec/egress"),
+                ]
+            })
+        }
+        Kind::ExternalIp => {
+            (&["NAME", "ID", "STATE", "ADDRESS", "POOL", "ATTACHED", "MESSAGE"], |v, n| {
+                let pool = match reference(v, "status/pool", n).as_str() {
+                    "-" => reference(v, "spec/pool", n),
+                    p => p.to_string(),
+                };
+                vec![text(v, "status/address"), pool, flag(v, "status/attached")]
+            })
+        }
+        Kind::ExternalIpAttachment => (
+            &["NAME", "ID", "STATE", "EXTERNAL-IP", "ADDRESS", "TARGET", "TARGET-IP", "MESSAGE"],
+            |v, n| {
+                vec![
+                    reference(v, "spec/external_ip", n),
+                    text(v, "status/external_ip_address"),
+                    eipa_target(v, n),
+                    text(v, "status/target_ip"),
+                ]
+            },
+        ),
+        Kind::NatGateway => {
+            (&["NAME", "ID", "STATE", "NETWORK", "EXTERNAL-IP", "ADDRESS", "MESSAGE"], |v, n| {
+                vec![
+                    reference(v, "spec/virtual_network", n),
+                    reference(v, "spec/external_ip", n),
+                    text(v, "status/address"),
+                ]
+            })
+        }
+        Kind::ExternalIpPool => (
+            &["NAME", "ID", "STATE", "FAMILY", "CIDRS", "TOTAL", "ALLOCATED", "AVAILABLE", "MESSAGE"],
+            |v, _| {
+                let family = match at(v, "spec/ip_family").and_then(Value::as_str) {
+                    Some(f) => f.trim_start_matches("IP_FAMILY_").to_string(),
+                    None => "-".into(),
+                };
+                vec![
+                    family,
+                    joined(v, &["spec/cidrs"]),
+                    text(v, "status/total"),
+                    text(v, "status/allocated"),
+                    text(v, "status/available"),
+                ]
+            },
+        ),
+        Kind::NetworkClass => (
+            &["NAME", "ID", "STATE", "DEFAULT", "FABRIC", "K8S", "CAPABILITIES", "MESSAGE"],
+            |v, _| {
+                vec![
+                    flag(v, "is_default"),
+                    text(v, "fabric_manager"),
+                    text(v, "k8s_manager"),
+                    capabilities(v),
+                ]
+            },
+        ),
+        Kind::HostType => {
+            return host_type_table(items);
+        }
+        Kind::Tenant => (&["NAME", "ID", "STATE", "DOMAINS", "MESSAGE"], |v, _| {
+            vec![joined(v, &["spec/domains"])]
+        }),
+        Kind::Host => (
+            &["NAME", "ID", "STATE", "HOST-TYPE", "POOL", "ASSIGNED-TO", "MESSAGE"],
+            |v, n| {
+                vec![
+                    reference(v, "spec/host_type", n),
+                    text(v, "spec/pool"),
+                    reference(v, "status/assigned_to", n),
+                ]
+            },
+        ),
+        Kind::ComputeInstance => (&["NAME", "ID", "STATE", "IP", "EXTERNAL-IP", "MESSAGE"], |v, _| {
+            vec![text(v, "status/internal_ip_address"), text(v, "status/external_ip_address")]
+        }),
+        Kind::BareMetalInstance => (
+            &["NAME", "ID", "STATE", "HOST-TYPE", "IP", "EXTERNAL-IP", "MESSAGE"],
+            |v, n| {
+                let ip = at(v, "status/network_attachment_statuses")
+                    .and_then(Value::as_array)
+                    .and_then(|a| {
+                        a.iter()
+                            .find(|s| s.get("primary").and_then(Value::as_bool) == Some(true))
+                            .or(a.first())
+                    })
+                    .map(|s| text(s, "ip_address"))
+                    .unwrap_or_else(|| "-".into());
+                vec![reference(v, "spec/host_type", n), ip, text(v, "status/external_ip_address")]
+            },
+        ),
+        Kind::Cluster => (&["NAME", "ID", "STATE", "API", "INGRESS", "MESSAGE"], |v, _| {
+            vec![text(v, "status/api_endpoint"), text(v, "status/ingress_endpoint")]
+        }),
+    };
+    let mut t = Table::new(headers);
+    for v in items {
+        let mut cells = vec![
+            at(v, "metadata/name").and_then(Value::as_str).unwrap_or("-").to_string(),
+            v.get("id").and_then(Value::as_str).map(short_id).unwrap_or_else(|| "-".into()),
+            state(v),
+        ];
+        cells.extend(row(v, names));
+        cells.push(message(v));
+        t.push(cells);
+    }
+    t
+}
+
+fn host_type_table(items: &[Value]) -> Table {
+    let mut t = Table::new(&["NAME", "ID", "TITLE", "INTERFACES"]);
+    for v in items {
+        let ifaces = v
+            .get("interfaces")
+            .and_then(Value::as_array)
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                a.iter()
+                    .map(|i| format!("{}:{}", text(i, "name"), text(i, "role")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_else(|| "-".into());
+        t.push(vec![
+            text(v, "metadata/name"),
+            v.get("id").and_then(Value::as_str).map(short_id).unwrap_or_else(|| "-".into()),
+            text(v, "title"),
+            ifaces,
+        ]);
+    }
+    t
+}
+
+/// The table of `GET /api/private/v1/managers`.
+pub fn managers_table(items: &[Value]) -> Table {
+    let mut t = Table::new(&["NAME", "ROLE", "DRIVER", "CAPABILITIES", "DESCRIPTION"]);
+    for v in items {
+        let caps = match v.get("capabilities") {
+            Some(Value::Array(a)) => {
+                a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(",")
+            }
+            Some(Value::Object(o)) => o
+                .iter()
+                .filter(|(_, b)| b.as_bool() == Some(true))
+                .map(|(k, _)| k.trim_start_matches("supports_").replace('_', "-"))
+                .collect::<Vec<_>>()
+                .join(","),
+            _ => String::new(),
+        };
+        t.push(vec![
+            text(v, "name"),
+            text(v, "role"),
+            text(v, "driver"),
+            if caps.is_empty() { "-".into() } else { caps },
+            at(v, "description").and_then(Value::as_str).unwrap_or_default().to_string(),
+        ]);
+    }
+    t
+}
+
+/// Renders objects in a non-table format. `single` prints one object rather than a list.
+pub fn render_raw(
+    format: OutputFormat,
+    kind: Kind,
+    items: &[Value],
+    single: bool,
+) -> anyhow::Result<String> {
+    let value = match (single, items) {
+        (true, [one]) => one.clone(),
+        _ => Value::Array(items.to_vec()),
+    };
+    Ok(match format {
+        OutputFormat::Json => serde_json::to_string_pretty(&value)? + "\n",
+        OutputFormat::Yaml => serde_yaml::to_string(&value)?,
+        OutputFormat::Name => items.iter().map(|v| object_label(kind, v) + "\n").collect(),
+        OutputFormat::Id => items
+            .iter()
+            .filter_map(|v| v.get("id").and_then(Value::as_str))
+            .map(|id| format!("{id}\n"))
+            .collect(),
+        OutputFormat::Table => table(kind, items, &RefNames::new()).render(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const VN_ID: &str = "01939a6e-1111-7000-8000-00000000aaaa";
+
+    fn names() -> RefNames {
+        RefNames::from([(VN_ID.to_string(), "my-net".to_string())])
+    }
+
+    #[test]
+    fn table_alignment() {
+        let mut t = Table::new(&["A", "LONGER", "C"]);
+        t.push(vec!["xxxx".into(), "y".into(), "".into()]);
+        t.push(vec!["z".into(), "-".into(), "last col".into()]);
+        assert_eq!(t.render(), "A      LONGER   C\nxxxx   y\nz      -        last col\n");
+    }
+
+    #[test]
+    fn subnet_table() {
+        let items = [
+            json!({
+                "id": "01939a6e-2222-7000-8000-0000deadbeef",
+                "metadata": {"name": "my-subnet"},
+                "spec": {"virtual_network": VN_ID, "ipv4_cidr": "10.0.1.0/24", "ipv6_cidr": "fd00:0:0:1::/64"},
+                "status": {"state": "SUBNET_STATE_READY", "segment_id": "seg-7",
+                           "ipv4_gateway": "10.0.1.1", "ipv6_gateway": "fd00:0:0:1::1"}
+            }),
+            json!({
+                "id": "01939a6e-3333-7000-8000-000000000001",
+                "metadata": {"name": "b"},
+                "spec": {"virtual_network": "01939a6e-9999-7000-8000-00000000ffff", "ipv4_cidr": "10.0.2.0/24"},
+                "status": {"state": "SUBNET_STATE_FAILED", "message": "fabric said no"}
+            }),
+        ];
+        let out = table(Kind::Subnet, &items, &names()).render();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            ["NAME", "ID", "STATE", "NETWORK", "CIDRS", "SEGMENT", "GATEWAYS", "MESSAGE"]
+        );
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            [
+                "my-subnet",
+                "deadbeef",
+                "READY",
+                "my-net",
+                "10.0.1.0/24,fd00:0:0:1::/64",
+                "seg-7",
+                "10.0.1.1,fd00:0:0:1::1"
+            ]
+        );
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["b", "00000001", "FAILED", "0000ffff", "10.0.2.0/24", "-", "-", "fabric", "said", "no"]
+        );
+    }
+
+    #[test]
+    fn security_group_and_eip_tables() {
+        let sg = json!({
+            "id": "x1", "metadata": {"name": "web"},
+            "spec": {"virtual_network": VN_ID,
+                     "ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 443, "port_to": 443, "ipv4_cidr": "0.0.0.0/0"}]},
+            "status": {"state": "SECURITY_GROUP_STATE_PENDING"}
+        });
+        let out = table(Kind::SecurityGroup, &[sg], &names()).render();
+        assert!(out.lines().nth(1).unwrap().starts_with("web "), "{out}");
+        assert!(out.contains("my-net   tcp/443 0.0.0.0/0   -"), "{out}");
+        assert!(out.contains("PENDING"), "{out}");
+
+        let eip = json!({
+            "id": "e1", "metadata": {"name": "my-ip"}, "spec": {},
+            "status": {"state": "EXTERNAL_IP_STATE_ALLOCATED", "address": "203.0.113.5", "pool": "p1"}
+        });
+        let out = table(Kind::ExternalIp, &[eip], &RefNames::new()).render();
+        let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(row, ["my-ip", "e1", "ALLOCATED", "203.0.113.5", "p1", "false"]);
+    }
+
+    #[test]
+    fn pool_class_hosttype_tables() {
+        let pool = json!({
+            "id": "p", "metadata": {"name": "ext"},
+            "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/24"]},
+            "status": {"state": "EXTERNAL_IP_POOL_STATE_READY", "total": "256", "allocated": "2", "available": "254"}
+        });
+        let out = table(Kind::ExternalIpPool, &[pool], &RefNames::new()).render();
+        let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(row, ["ext", "p", "READY", "IPV4", "203.0.113.0/24", "256", "2", "254"]);
+
+        let nc = json!({
+            "id": "c", "metadata": {"name": "default"}, "is_default": true,
+            "fabric_manager": "sim-fabric",
+            "capabilities": {"supports_ipv4": true, "supports_ipv6": true, "supports_dual_stack": true},
+            "status": {"state": "NETWORK_CLASS_STATE_READY"}
+        });
+        let out = table(Kind::NetworkClass, &[nc], &RefNames::new()).render();
+        let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(row, ["default", "c", "READY", "true", "sim-fabric", "-", "ipv4,ipv6,dual-stack"]);
+
+        let ht = json!({"id": "h", "metadata": {"name": "h100"}, "title": "H100",
+                        "interfaces": [{"name": "data-0", "role": "fabric"}, {"name": "bmc-0", "role": "lifecycle"}]});
+        let out = table(Kind::HostType, &[ht], &RefNames::new()).render();
+        assert_eq!(out, "NAME   ID   TITLE   INTERFACES\nh100   h    H100    data-0:fabric,bmc-0:lifecycle\n");
+    }
+
+    #[test]
+    fn attachment_and_tenant_tables() {
+        let a = json!({
+            "id": "a", "metadata": {"name": "att"},
+            "spec": {"external_ip": "eip-id", "cluster": "c-id", "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_API"},
+            "status": {"state": "EXTERNAL_IP_ATTACHMENT_STATE_PENDING", "external_ip_address": "203.0.113.9"}
+        });
+        let refs = RefNames::from([
+            ("eip-id".to_string(), "my-ip".to_string()),
+            ("c-id".to_string(), "c1".to_string()),
+        ]);
+        let out = table(Kind::ExternalIpAttachment, &[a], &refs).render();
+        let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(row, ["att", "a", "PENDING", "my-ip", "203.0.113.9", "cluster/c1:api", "-"]);
+
+        let t = json!({
+            "id": "t", "metadata": {"name": "acme"},
+            "status": {"state": "TENANT_STATE_FAILED", "conditions": [
+                {"type": "TENANT_CONDITION_TYPE_DEFAULT_NETWORKING_READY", "status": "CONDITION_STATUS_FALSE",
+                 "message": "pool exhausted"}]}
+        });
+        let out = table(Kind::Tenant, &[t], &RefNames::new()).render();
+        assert!(out.ends_with("acme   t    FAILED   -         pool exhausted\n"), "{out}");
+    }
+
+    #[test]
+    fn managers_and_raw() {
+        let m = json!({"name": "sim-fabric", "role": "fabric", "driver": "sim",
+                       "capabilities": ["ipv4", "ipv6", "dual_stack"], "description": "simulated fabric"});
+        let out = managers_table(&[m]).render();
+        assert!(out.contains("sim-fabric   fabric   sim      ipv4,ipv6,dual_stack   simulated fabric"), "{out}");
+
+        let v = json!({"id": "i1", "metadata": {"name": "n1"}});
+        assert_eq!(
+            render_raw(OutputFormat::Json, Kind::Subnet, std::slice::from_ref(&v), true).unwrap(),
+            serde_json::to_string_pretty(&v).unwrap() + "\n"
+        );
+        let yaml = render_raw(OutputFormat::Yaml, Kind::Subnet, &[v.clone()], false).unwrap();
+        assert!(yaml.starts_with("- id: i1"), "{yaml}");
+        assert_eq!(render_raw(OutputFormat::Name, Kind::Subnet, &[v.clone()], false).unwrap(), "subnet/n1\n");
+        assert_eq!(render_raw(OutputFormat::Id, Kind::Subnet, &[v], false).unwrap(), "i1\n");
+    }
+
+    #[test]
+    fn short_ids() {
+        assert_eq!(short_id("01939a6e-2222-7000-8000-0000deadbeef"), "deadbeef");
+        assert_eq!(short_id("custom"), "custom");
+    }
+}

@@ -1,0 +1,136 @@
+//! `osac server`: runs the control plane (REST + gRPC + controllers).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use osac_api::auth::{AuthConfig, ensure_admin_token};
+use osac_api::{ServerConfig, dev};
+use osac_controller::ControllerConfig;
+
+/// Flags of `osac server`.
+#[derive(Debug, clap::Args)]
+pub struct ServerArgs {
+    /// Boot a ready environment: SQLite, simulated fabric and k8s managers, a default
+    /// NetworkClass, an ExternalIPPool, a bare-metal HostType and an admin token.
+    #[arg(long)]
+    pub dev: bool,
+    /// Where the embedded database, tokens and dev credentials live.
+    #[arg(long, env = "OSAC_DATA_DIR", default_value = ".osac-dev")]
+    pub data_dir: PathBuf,
+    /// Address to listen on (REST and gRPC share it).
+    #[arg(long, env = "OSAC_LISTEN", default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+    /// `postgres://…` for PostgreSQL; default: SQLite file `<data-dir>/osac.db`.
+    #[arg(long, env = "OSAC_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Token file (embedded mode); default `<data-dir>/tokens.json`.
+    #[arg(long, env = "OSAC_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// JWKS file or URL: authenticate JWTs instead of the token file.
+    #[arg(long, env = "OSAC_JWKS")]
+    pub jwks: Option<String>,
+    /// Required JWT issuer.
+    #[arg(long, env = "OSAC_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+    /// Required JWT audience.
+    #[arg(long, env = "OSAC_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+    /// Directory of manager registrations (`*.yaml`); dev mode uses the built-in sim managers.
+    #[arg(long, env = "OSAC_MANAGERS_DIR")]
+    pub managers_dir: Option<PathBuf>,
+    /// Reconcile workers.
+    #[arg(long, default_value_t = 8)]
+    pub workers: usize,
+    /// Seconds between full resyncs of every object.
+    #[arg(long, default_value_t = 60)]
+    pub resync_seconds: u64,
+}
+
+/// Runs the server until Ctrl-C / SIGTERM.
+pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
+    if !args.dev && args.managers_dir.is_none() {
+        bail!("no managers configured: pass --managers-dir DIR (see examples/managers) or use --dev");
+    }
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    let database_url = args
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}", args.data_dir.join("osac.db").display()));
+    let token_file = args.token_file.clone().unwrap_or_else(|| args.data_dir.join("tokens.json"));
+    let auth = match &args.jwks {
+        Some(jwks) => AuthConfig::Jwt { jwks: jwks.clone(), issuer: args.jwt_issuer.clone(), audience: args.jwt_audience.clone() },
+        None => AuthConfig::TokenFile(token_file.clone()),
+    };
+    let admin_token = match (&args.jwks, args.dev) {
+        (None, true) => Some(ensure_admin_token(&token_file).context("cannot write the token file")?),
+        _ => None,
+    };
+    let controller = ControllerConfig {
+        workers: args.workers,
+        resync_interval: Duration::from_secs(args.resync_seconds),
+        ..ControllerConfig::default()
+    };
+    let server = osac_api::start(ServerConfig {
+        listen: args.listen,
+        database_url,
+        auth,
+        managers_dir: args.managers_dir.clone(),
+        controller,
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{}", error_chain(&e)))?;
+    let url = server.url();
+    if args.dev {
+        dev::bootstrap(&server.service).await.map_err(|e| anyhow::anyhow!("dev bootstrap failed: {e}"))?;
+        if let Some(token) = &admin_token {
+            let creds = args.data_dir.join("dev-credentials.json");
+            let text = serde_json::to_string_pretty(&serde_json::json!({"url": url, "admin_token": token}))?;
+            std::fs::write(&creds, text).with_context(|| format!("cannot write {}", creds.display()))?;
+            print_next_steps(&url, &creds);
+        }
+    }
+    println!("osac-net listening on {url} (REST + gRPC); Ctrl-C to stop");
+    let stop = server.shutdown_handle();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = stop.send(true);
+    });
+    server.wait().await;
+    Ok(())
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn print_next_steps(url: &str, creds: &std::path::Path) {
+    println!(
+        "\nDev environment ready at {url}. Credentials: {}\n\nTry, in another terminal:\n  osac login --dev-credentials {}\n  osac admin create tenant --name acme\n  export OSAC_TOKEN=$(osac admin create token --tenant acme --role tenant-admin)\n  osac create virtualnetwork --cidr 10.0.0.0/16 --name my-net --wait\n  osac create subnet --virtual-network my-net --cidr 10.0.1.0/24 --name my-subnet --wait\n  osac create security-group --virtual-network my-net --name my-sg --ingress \"protocol:tcp,port:443,source:0.0.0.0/0\"\n  osac create externalip --name nat-ip --wait\n  osac create natgateway --virtual-network my-net --externalip nat-ip --name my-nat --wait\n  osac get subnets\n",
+        creds.display(),
+        creds.display()
+    );
+}

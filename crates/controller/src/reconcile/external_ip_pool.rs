@@ -1,0 +1,53 @@
+//! ExternalIPPool: no manager owns pools; the controller keeps the state READY (FAILED when the
+//! stored CIDRs are unusable) and the counters right.
+
+use osac_model::{Kind, pb};
+use osac_store::Record;
+
+use super::external_ip::{PoolCounts, counts_for, recount_with};
+use super::{Action, Ctx, Object, ReconcileError, decode, finalize, has_finalizer};
+
+super::object!(pb::ExternalIpPool, pb::ExternalIpPoolStatus,
+    pending: pb::ExternalIpPoolState::Pending, ready: pb::ExternalIpPoolState::Ready,
+    failed: pb::ExternalIpPoolState::Failed, deleting: pb::ExternalIpPoolState::Deleting,
+    delete_failed: Some(pb::ExternalIpPoolState::DeleteFailed as i32));
+
+pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+    if rec.deleted_at.is_some() {
+        // The API refuses the delete while addresses are allocated: nothing to undo.
+        return if has_finalizer(&rec) {
+            finalize(ctx, &rec).await
+        } else {
+            Ok(Action::Done)
+        };
+    }
+    let pool: pb::ExternalIpPool = decode(&rec)?;
+    let (state, message) = match osac_model::validate::external_ip_pool(&pool) {
+        Ok(_) => (pb::ExternalIpPool::READY, String::new()),
+        Err(e) => (pb::ExternalIpPool::FAILED, format!("invalid pool: {e}")),
+    };
+    let allocated = allocated_outside_tx(ctx, &rec.id).await?;
+    let want = counts_for(&pool, allocated);
+    let have = pool.status.as_ref().map(|s| PoolCounts {
+        total: s.total,
+        allocated: s.allocated,
+        available: s.available,
+    });
+    if have == Some(want) && pool.state() == state && pool.message() == message {
+        return Ok(Action::Done);
+    }
+    let mut tx = ctx.store.begin().await?;
+    recount_with(&mut *tx, &rec.id, Some((state, message))).await?;
+    tx.commit().await?;
+    Ok(Action::Done)
+}
+
+/// ExternalIPs referencing the pool, read outside a transaction (to skip a no-op write).
+async fn allocated_outside_tx(ctx: &Ctx, pool_id: &str) -> Result<i64, ReconcileError> {
+    let refs = ctx.store.referrers(pool_id).await?;
+    let n = refs
+        .iter()
+        .filter(|r| r.source_kind == Kind::ExternalIp && r.field == "spec.pool")
+        .count();
+    Ok(i64::try_from(n).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,351 @@
+//! One reconciler per kind (SPEC §4 dispatch table) and the helpers they share: status writes
+//! under optimistic locking, the applied-spec hash, failure handling and finalizer removal.
+
+pub mod external_ip;
+pub mod external_ip_attachment;
+pub mod external_ip_pool;
+pub mod nat_gateway;
+pub mod network_class;
+pub mod security_group;
+pub mod subnet;
+pub mod tenant;
+pub mod virtual_network;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use osac_fabric::OpError;
+use osac_model::{FABRIC_FINALIZER, Kind, pb};
+use osac_store::{Record, Store, StoreError};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::dispatch::Dispatcher;
+use crate::runtime::ControllerConfig;
+
+/// Annotation holding the hash of the spec the controller last acted on with a final outcome
+/// (READY or FAILED): a resync with an unchanged spec skips the manager call.
+pub const APPLIED_SPEC_ANNOTATION: &str = "osac.openshift.io/applied-spec";
+
+/// Annotation of an ExternalIPAttachment: the VirtualNetwork its DNAT was programmed in, so the
+/// delete can undo it even after the target is gone.
+pub const VIRTUAL_NETWORK_ANNOTATION: &str = "osac.openshift.io/virtual-network";
+
+/// Why a reconcile could not finish; the runtime backs off and retries.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The store failed or refused the write (a version conflict just means "requeue").
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The reconcile task panicked (a bug); the object is retried with backoff.
+    #[error("reconcile of {0} panicked")]
+    Panicked(String),
+}
+
+impl ReconcileError {
+    /// Whether this is an optimistic-locking conflict (someone wrote the object meanwhile).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ReconcileError::Store(StoreError::Conflict { .. }))
+    }
+}
+
+/// What the runtime should do after a successful reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Converged.
+    Done,
+    /// Look again after this delay.
+    After(Duration),
+    /// Not converged (waiting for a dependency or a transient failure): back off and retry.
+    Retry,
+}
+
+/// Everything a reconcile may use: the store, the managers and the seams for later issues.
+pub(crate) struct Ctx {
+    pub store: Arc<dyn Store>,
+    pub dispatcher: Dispatcher,
+    pub config: ControllerConfig,
+    pub targets: Arc<dyn external_ip_attachment::TargetResolver>,
+    pub default_networking: Arc<dyn tenant::DefaultNetworking>,
+}
+
+/// Reconciles one stored object.
+pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+    if rec.deleted_at.is_some() && rec.finalizers.is_empty() {
+        // Deleted without finalizers: writing it back removes the row.
+        let mut tx = ctx.store.begin().await?;
+        tx.update(&rec).await?;
+        tx.commit().await?;
+        return Ok(Action::Done);
+    }
+    match rec.kind {
+        Kind::NetworkClass => network_class::reconcile(ctx, rec).await,
+        Kind::ExternalIpPool => external_ip_pool::reconcile(ctx, rec).await,
+        Kind::Tenant => tenant::reconcile(ctx, rec).await,
+        Kind::VirtualNetwork => virtual_network::reconcile(ctx, rec).await,
+        Kind::Subnet => subnet::reconcile(ctx, rec).await,
+        Kind::SecurityGroup => security_group::reconcile(ctx, rec).await,
+        Kind::ExternalIp => external_ip::reconcile(ctx, rec).await,
+        Kind::ExternalIpAttachment => external_ip_attachment::reconcile(ctx, rec).await,
+        Kind::NatGateway => nat_gateway::reconcile(ctx, rec).await,
+        Kind::HostType => Ok(Action::Done),
+    }
+}
+
+/// A proto object with a `status { state, message }` and its kind's state values.
+pub(crate) trait Object: Serialize + DeserializeOwned {
+    const PENDING: i32;
+    /// READY (ALLOCATED for ExternalIPs).
+    const READY: i32;
+    const FAILED: i32;
+    const DELETING: i32;
+    /// Kinds with a DELETE_FAILED state show a permanent undo failure with it.
+    const DELETE_FAILED: Option<i32>;
+
+    fn state(&self) -> i32;
+    fn set_state(&mut self, state: i32);
+    fn message(&self) -> &str;
+    fn set_message(&mut self, message: String);
+}
+
+macro_rules! object {
+    ($ty:ty, $status:ty, pending: $p:expr, ready: $r:expr, failed: $f:expr, deleting: $d:expr, delete_failed: $df:expr) => {
+        impl crate::reconcile::Object for $ty {
+            const PENDING: i32 = $p as i32;
+            const READY: i32 = $r as i32;
+            const FAILED: i32 = $f as i32;
+            const DELETING: i32 = $d as i32;
+            const DELETE_FAILED: Option<i32> = $df;
+
+            fn state(&self) -> i32 {
+                self.status.as_ref().map_or(0, |s| s.state)
+            }
+            fn set_state(&mut self, state: i32) {
+                self.status.get_or_insert_with(<$status>::default).state = state;
+            }
+            fn message(&self) -> &str {
+                self.status.as_ref().map_or("", |s| s.message.as_str())
+            }
+            fn set_message(&mut self, message: String) {
+                self.status.get_or_insert_with(<$status>::default).message = message;
+            }
+        }
+    };
+}
+pub(crate) use object;
+
+/// Decodes a record body; a body that does not decode is reported as a store corruption.
+pub(crate) fn decode<T: DeserializeOwned>(rec: &Record) -> Result<T, ReconcileError> {
+    Ok(rec.decode()?)
+}
+
+/// Writes `next` (same id and version as `read`) unless nothing changed. Returns whether a
+/// write happened.
+pub(crate) async fn write(ctx: &Ctx, read: &Record, next: Record) -> Result<bool, ReconcileError> {
+    if *read == next {
+        return Ok(false);
+    }
+    let mut tx = ctx.store.begin().await?;
+    tx.update(&next).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Writes `obj` as the body of `rec` unless nothing changed.
+pub(crate) async fn save<T: Serialize>(
+    ctx: &Ctx,
+    rec: &Record,
+    next: Record,
+    obj: &T,
+) -> Result<bool, ReconcileError> {
+    let mut next = next;
+    next.encode(obj)?;
+    write(ctx, rec, next).await
+}
+
+/// Like [`save`], and records that the (encoded) spec got its final outcome.
+pub(crate) async fn save_applied<T: Serialize>(
+    ctx: &Ctx,
+    rec: &Record,
+    next: Record,
+    obj: &T,
+) -> Result<bool, ReconcileError> {
+    let mut next = next;
+    next.encode(obj)?;
+    mark_applied(&mut next);
+    write(ctx, rec, next).await
+}
+
+/// Stable hash of the object's `spec` (FNV-1a over canonical JSON: keys sorted).
+pub(crate) fn spec_hash(body: &Value) -> String {
+    let mut text = String::new();
+    canonical(body.get("spec").unwrap_or(&Value::Null), &mut text);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+fn canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Whether the current spec already got a final outcome (READY or FAILED): nothing to do.
+pub(crate) fn settled<T: Object>(rec: &Record, obj: &T) -> bool {
+    (obj.state() == T::READY || obj.state() == T::FAILED)
+        && rec.annotations.get(APPLIED_SPEC_ANNOTATION) == Some(&spec_hash(&rec.body))
+}
+
+/// Records that the current spec got its final outcome.
+pub(crate) fn mark_applied(next: &mut Record) {
+    let hash = spec_hash(&next.body);
+    next.annotations
+        .insert(APPLIED_SPEC_ANNOTATION.to_string(), hash);
+}
+
+/// Marks `obj` READY with the spec applied and writes it.
+pub(crate) async fn succeeded<T: Object>(
+    ctx: &Ctx,
+    rec: &Record,
+    mut obj: T,
+) -> Result<Action, ReconcileError> {
+    obj.set_state(T::READY);
+    obj.set_message(String::new());
+    save_applied(ctx, rec, rec.clone(), &obj).await?;
+    Ok(Action::Done)
+}
+
+/// A precondition is not met: stay PENDING (or whatever non-final state it is in), say why,
+/// and retry with backoff (the change feed usually wakes the object sooner).
+pub(crate) async fn waiting<T: Object>(
+    ctx: &Ctx,
+    rec: &Record,
+    mut obj: T,
+    message: String,
+) -> Result<Action, ReconcileError> {
+    if obj.state() == 0 {
+        obj.set_state(T::PENDING);
+    }
+    obj.set_message(message);
+    save(ctx, rec, rec.clone(), &obj).await?;
+    Ok(Action::Retry)
+}
+
+/// A create/apply step failed. Transient: keep the state, show the message, retry with backoff.
+/// Permanent: FAILED with the manager's message, and no retry until the spec changes.
+pub(crate) async fn op_failed<T: Object>(
+    ctx: &Ctx,
+    rec: &Record,
+    mut obj: T,
+    err: OpError,
+) -> Result<Action, ReconcileError> {
+    match err {
+        OpError::Transient(message) => waiting(ctx, rec, obj, message).await,
+        OpError::Permanent(message) => {
+            obj.set_state(T::FAILED);
+            obj.set_message(message);
+            save_applied(ctx, rec, rec.clone(), &obj).await?;
+            Ok(Action::Done)
+        }
+    }
+}
+
+/// An undo step failed. Transient: DELETING with the message, retry with backoff. Permanent:
+/// DELETE_FAILED (where the kind has it) with the message, retried slowly in case an operator
+/// fixed the cause.
+pub(crate) async fn delete_failed<T: Object>(
+    ctx: &Ctx,
+    rec: &Record,
+    mut obj: T,
+    err: OpError,
+) -> Result<Action, ReconcileError> {
+    let (state, action) = match &err {
+        OpError::Transient(_) => (T::DELETING, Action::Retry),
+        OpError::Permanent(_) => (
+            T::DELETE_FAILED.unwrap_or(T::DELETING),
+            Action::After(ctx.config.backoff_cap),
+        ),
+    };
+    obj.set_state(state);
+    obj.set_message(err.message().to_string());
+    save(ctx, rec, rec.clone(), &obj).await?;
+    Ok(action)
+}
+
+/// The undo succeeded: drop our finalizer; the store removes the row when none is left.
+pub(crate) async fn finalize(ctx: &Ctx, rec: &Record) -> Result<Action, ReconcileError> {
+    let mut next = rec.clone();
+    next.finalizers.retain(|f| f != FABRIC_FINALIZER);
+    write(ctx, rec, next).await?;
+    Ok(Action::Done)
+}
+
+/// Whether the object carries our finalizer (deleted objects without it are not ours to undo).
+pub(crate) fn has_finalizer(rec: &Record) -> bool {
+    rec.finalizers.iter().any(|f| f == FABRIC_FINALIZER)
+}
+
+/// Parses the optional IPv4/IPv6 CIDR pair of a spec; a bad value is a permanent failure.
+pub(crate) fn cidrs(
+    what: &str,
+    v4: &str,
+    v6: &str,
+) -> Result<osac_model::validate::DualCidrs, OpError> {
+    osac_model::validate::DualCidrs::parse_optional("spec", v4, v6)
+        .map_err(|e| OpError::permanent(format!("{what}: {e}")))
+}
+
+/// "VirtualNetwork 'net'" for messages.
+pub(crate) fn describe(rec: &Record) -> String {
+    format!("{} '{}'", rec.kind, rec.label())
+}
+
+/// The state of a VirtualNetwork record.
+pub(crate) fn vn_state(vn: &Record) -> Result<i32, ReconcileError> {
+    let v: pb::VirtualNetwork = decode(vn)?;
+    Ok(v.status.map_or(0, |s| s.state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn spec_hash_ignores_key_order_and_status() {
+        let a = json!({"spec": {"a": 1, "b": [1, 2]}, "status": {"state": "X"}});
+        let b = json!({"spec": {"b": [1, 2], "a": 1}});
+        let c = json!({"spec": {"b": [2, 1], "a": 1}});
+        assert_eq!(spec_hash(&a), spec_hash(&b));
+        assert_ne!(spec_hash(&a), spec_hash(&c));
+    }
+}

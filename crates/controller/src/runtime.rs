@@ -1,0 +1,261 @@
+//! The reconciler runtime: change feed + periodic resync → work queue → N workers.
+//! See the crate documentation for the contract reconcilers follow.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use osac_model::Kind;
+use osac_store::{Change, Store};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::dispatch::Dispatcher;
+use crate::metrics;
+use crate::queue::{Queue, Schedule};
+use crate::reconcile::external_ip_attachment::{NoWorkloads, TargetResolver};
+use crate::reconcile::tenant::{DefaultNetworking, NotConfigured};
+use crate::reconcile::{self, Action, Ctx, ReconcileError};
+
+/// Tuning of the runtime.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Reconciles running in parallel (different objects only).
+    pub workers: usize,
+    /// Every object is looked at again at least this often, change or not.
+    pub resync_interval: Duration,
+    /// First retry delay after a failure; doubles per consecutive failure.
+    pub backoff_base: Duration,
+    /// Longest retry delay; also the slow retry of DELETE_FAILED objects.
+    pub backoff_cap: Duration,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            workers: 4,
+            resync_interval: Duration::from_secs(300),
+            backoff_base: Duration::from_millis(500),
+            backoff_cap: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The controllers of one process.
+pub struct Controllers {
+    ctx: Ctx,
+    queue: Arc<Queue>,
+}
+
+/// Pokes the queue of running [`Controllers`] (e.g. the API after a write it wants handled
+/// before the feed delivers it).
+#[derive(Clone)]
+pub struct Handle {
+    queue: Arc<Queue>,
+}
+
+impl Handle {
+    /// Reconciles `id` soon (right after its current run if one is in progress).
+    pub fn enqueue(&self, kind: Kind, id: &str) {
+        self.queue.add(id, Some(kind));
+    }
+}
+
+impl Controllers {
+    /// Controllers over `store`, calling managers through `dispatcher`.
+    pub fn new(store: Arc<dyn Store>, dispatcher: Dispatcher, config: ControllerConfig) -> Self {
+        let queue = Arc::new(Queue::new(config.backoff_base, config.backoff_cap));
+        Controllers {
+            ctx: Ctx {
+                store,
+                dispatcher,
+                config,
+                targets: Arc::new(NoWorkloads),
+                default_networking: Arc::new(NotConfigured),
+            },
+            queue,
+        }
+    }
+
+    /// Replaces how ExternalIPAttachment targets (workloads) are resolved to an IP.
+    pub fn with_target_resolver(mut self, targets: Arc<dyn TargetResolver>) -> Self {
+        self.ctx.targets = targets;
+        self
+    }
+
+    /// Replaces the tenant default-networking step.
+    pub fn with_default_networking(mut self, step: Arc<dyn DefaultNetworking>) -> Self {
+        self.ctx.default_networking = step;
+        self
+    }
+
+    /// A handle to enqueue objects while [`Controllers::run`] runs.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            queue: self.queue.clone(),
+        }
+    }
+
+    /// Reconciles `id` soon.
+    pub fn enqueue(&self, kind: Kind, id: &str) {
+        self.queue.add(id, Some(kind));
+    }
+
+    /// Runs until `shutdown` becomes true (or its sender is dropped); reconciles in progress
+    /// finish first. Dropping the returned future aborts every task.
+    pub async fn run(self, shutdown: watch::Receiver<bool>) {
+        let Controllers { ctx, queue } = self;
+        let ctx = Arc::new(ctx);
+        // Subscribe before the first listing so no change falls between the two.
+        let feed = ctx.store.subscribe();
+        let mut tasks = JoinSet::new();
+        tasks.spawn(resync_loop(ctx.clone(), queue.clone(), shutdown.clone()));
+        tasks.spawn(feed_loop(
+            ctx.clone(),
+            queue.clone(),
+            feed,
+            shutdown.clone(),
+        ));
+        for _ in 0..ctx.config.workers.max(1) {
+            tasks.spawn(worker(ctx.clone(), queue.clone(), shutdown.clone()));
+        }
+        tracing::info!(workers = ctx.config.workers.max(1), "controllers started");
+        while tasks.join_next().await.is_some() {}
+        tracing::info!("controllers stopped");
+    }
+}
+
+/// Enqueues every object of every kind (start, periodic resync, lagged feed).
+async fn resync_all(ctx: &Ctx, queue: &Queue) {
+    for kind in Kind::ALL {
+        match ctx.store.ids(kind).await {
+            Ok(ids) => {
+                for id in ids {
+                    queue.add_if_idle(&id, kind);
+                }
+            }
+            Err(e) => tracing::warn!(%kind, error = %e, "resync listing failed"),
+        }
+    }
+}
+
+async fn resync_loop(ctx: Arc<Ctx>, queue: Arc<Queue>, mut shutdown: watch::Receiver<bool>) {
+    let period = ctx.config.resync_interval.max(Duration::from_millis(10));
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        tokio::select! {
+            // The first tick fires at once: the initial full listing.
+            _ = ticker.tick() => resync_all(&ctx, &queue).await,
+            changed = shutdown.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+async fn feed_loop(
+    ctx: Arc<Ctx>,
+    queue: Arc<Queue>,
+    mut feed: tokio::sync::broadcast::Receiver<Change>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let received = tokio::select! {
+            r = feed.recv() => r,
+            changed = shutdown.changed() => {
+                if changed.is_err() { return }
+                continue;
+            }
+        };
+        match received {
+            Ok(change) => on_change(&ctx, &queue, change).await,
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "change feed lagged; resyncing everything");
+                resync_all(&ctx, &queue).await;
+            }
+            Err(RecvError::Closed) => {
+                tracing::warn!("change feed closed; relying on periodic resync");
+                return;
+            }
+        }
+    }
+}
+
+/// Wakes the changed object, what it references and what references it.
+async fn on_change(ctx: &Ctx, queue: &Queue, change: Change) {
+    let kind = change.kind();
+    if change.gone {
+        queue.forget(&change.id);
+    } else {
+        queue.add(&change.id, kind);
+    }
+    for target in &change.refs {
+        queue.add(target, None);
+    }
+    // ExternalIPs do not depend on their pool's status, and a pool changes with every
+    // reservation: waking all its addresses each time would be quadratic.
+    if kind == Some(Kind::ExternalIpPool) {
+        return;
+    }
+    match ctx.store.referrers(&change.id).await {
+        Ok(refs) => {
+            for r in refs {
+                queue.add(&r.source, Some(r.source_kind));
+            }
+        }
+        Err(e) => tracing::warn!(id = %change.id, error = %e, "cannot list referrers"),
+    }
+}
+
+async fn worker(ctx: Arc<Ctx>, queue: Arc<Queue>, mut shutdown: watch::Receiver<bool>) {
+    while let Some(id) = queue.next(&mut shutdown).await {
+        let start = Instant::now();
+        // A panicking reconcile must not take the worker (or the queue's running mark) with it.
+        let task = tokio::spawn(run_one(ctx.clone(), queue.clone(), id.clone()));
+        let (kind, result) = match task.await {
+            Ok(r) => r,
+            Err(e) => (None, Err(ReconcileError::Panicked(format!("{id}: {e}")))),
+        };
+        let label = kind.map_or("unknown", Kind::collection);
+        let (outcome, schedule) = match &result {
+            Ok(Action::Done) => ("ok", Schedule::Done),
+            Ok(Action::After(d)) => ("requeue", Schedule::After(*d)),
+            Ok(Action::Retry) => ("retry", Schedule::Backoff),
+            Err(e) if e.is_conflict() => {
+                tracing::debug!(%id, kind = label, "conflict; requeueing");
+                ("conflict", Schedule::Backoff)
+            }
+            Err(e) => {
+                tracing::warn!(%id, kind = label, error = %e, "reconcile failed");
+                ("error", Schedule::Backoff)
+            }
+        };
+        metrics::reconcile_done(label, outcome, start.elapsed());
+        queue.done(&id, schedule);
+    }
+}
+
+/// Reads the object and runs its reconciler; a gone object needs nothing.
+async fn run_one(
+    ctx: Arc<Ctx>,
+    queue: Arc<Queue>,
+    id: String,
+) -> (Option<Kind>, Result<Action, ReconcileError>) {
+    let rec = match ctx.store.get(&id).await {
+        Ok(Some(rec)) => rec,
+        Ok(None) => {
+            queue.forget(&id);
+            return (None, Ok(Action::Done));
+        }
+        Err(e) => return (None, Err(e.into())),
+    };
+    let kind = rec.kind;
+    queue.learn(&id, kind);
+    tracing::trace!(%id, %kind, version = rec.version, "reconciling");
+    (Some(kind), reconcile::reconcile(&ctx, rec).await)
+}

@@ -1,0 +1,80 @@
+//! The contract conformance suites, run against every driver of this build.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use osac_fabric::conformance::{fabric_suite, k8s_suite};
+use osac_fabric::{
+    DriverConfig, DriverContext, ExecManager, Manager, MemorySimState, Registration, Registry,
+    Role, SimFabric, SimK8s, SimManager,
+};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/managers")
+}
+
+/// The demo-exec registration from the examples, with its state in `state_dir`.
+pub async fn demo_exec(state_dir: &Path) -> Arc<dyn Manager> {
+    let reg = Registry::load_dir(&examples(), &DriverContext::in_memory())
+        .await
+        .unwrap();
+    let mut registration: Registration = reg.check("demo-exec", Role::Fabric).unwrap().clone();
+    let DriverConfig::Exec(exec) = &mut registration.driver else {
+        panic!("demo-exec is not exec")
+    };
+    exec.env.insert(
+        "OSAC_DEMO_EXEC_STATE".into(),
+        state_dir.display().to_string(),
+    );
+    Arc::new(ExecManager::new(registration).unwrap())
+}
+
+#[tokio::test]
+async fn sim_fabric_conforms() {
+    let fabric = SimFabric::open(Arc::new(MemorySimState::new()))
+        .await
+        .unwrap();
+    let manager = Arc::new(
+        SimManager::fabric(
+            Registration::sim("sim-fabric", Role::Fabric),
+            fabric.clone(),
+        )
+        .unwrap(),
+    );
+    fabric_suite(manager.clone(), "c1").await.unwrap();
+    // Everything was cleaned up, and the suite can run again on the same engine.
+    assert!(fabric.dnat_rules().await.is_empty());
+    assert!(fabric.snat_rules().await.is_empty());
+    assert!(fabric.external_addresses().await.is_empty());
+    assert_eq!(fabric.subnet_count().await, 0);
+    fabric_suite(manager, "c2").await.unwrap();
+}
+
+#[tokio::test]
+async fn sim_fabric_from_registry_conforms() {
+    let reg = Registry::load_dir(&examples(), &DriverContext::in_memory())
+        .await
+        .unwrap();
+    fabric_suite(reg.get("sim-fabric").unwrap(), "reg")
+        .await
+        .unwrap();
+    k8s_suite(reg.get("sim-k8s").unwrap(), "reg").await.unwrap();
+}
+
+#[tokio::test]
+async fn sim_k8s_conforms() {
+    let k8s = SimK8s::open(Arc::new(MemorySimState::new())).await.unwrap();
+    let manager =
+        Arc::new(SimManager::k8s(Registration::sim("sim-k8s", Role::K8s), k8s.clone()).unwrap());
+    k8s_suite(manager, "k").await.unwrap();
+    assert!(k8s.overlays().await.is_empty());
+}
+
+#[tokio::test]
+async fn demo_exec_conforms() {
+    let state = tempfile::tempdir().unwrap();
+    let manager = demo_exec(state.path()).await;
+    fabric_suite(manager.clone(), "c1").await.unwrap();
+    fabric_suite(manager, "c2").await.unwrap();
+    assert!(state.path().join("state.json").is_file());
+}
