@@ -5,7 +5,11 @@ mod serve;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "osac", version, about = "osac-net: tenant networking for an OSAC cloud")]
+#[command(
+    name = "osac",
+    version,
+    about = "osac-net: tenant networking for an OSAC cloud"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -28,7 +32,10 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");

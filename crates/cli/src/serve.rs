@@ -51,7 +51,9 @@ pub struct ServerArgs {
 /// Runs the server until Ctrl-C / SIGTERM.
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if !args.dev && args.managers_dir.is_none() {
-        bail!("no managers configured: pass --managers-dir DIR (see examples/managers) or use --dev");
+        bail!(
+            "no managers configured: pass --managers-dir DIR (see examples/managers) or use --dev"
+        );
     }
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
@@ -59,13 +61,22 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .database_url
         .clone()
         .unwrap_or_else(|| format!("sqlite://{}", args.data_dir.join("osac.db").display()));
-    let token_file = args.token_file.clone().unwrap_or_else(|| args.data_dir.join("tokens.json"));
+    let token_file = args
+        .token_file
+        .clone()
+        .unwrap_or_else(|| args.data_dir.join("tokens.json"));
     let auth = match &args.jwks {
-        Some(jwks) => AuthConfig::Jwt { jwks: jwks.clone(), issuer: args.jwt_issuer.clone(), audience: args.jwt_audience.clone() },
+        Some(jwks) => AuthConfig::Jwt {
+            jwks: jwks.clone(),
+            issuer: args.jwt_issuer.clone(),
+            audience: args.jwt_audience.clone(),
+        },
         None => AuthConfig::TokenFile(token_file.clone()),
     };
     let admin_token = match (&args.jwks, args.dev) {
-        (None, true) => Some(ensure_admin_token(&token_file).context("cannot write the token file")?),
+        (None, true) => {
+            Some(ensure_admin_token(&token_file).context("cannot write the token file")?)
+        }
         _ => None,
     };
     let controller = ControllerConfig {
@@ -84,11 +95,16 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("{}", error_chain(&e)))?;
     let url = server.url();
     if args.dev {
-        dev::bootstrap(&server.service).await.map_err(|e| anyhow::anyhow!("dev bootstrap failed: {e}"))?;
+        dev::bootstrap(&server.service)
+            .await
+            .map_err(|e| anyhow::anyhow!("dev bootstrap failed: {e}"))?;
         if let Some(token) = &admin_token {
             let creds = args.data_dir.join("dev-credentials.json");
-            let text = serde_json::to_string_pretty(&serde_json::json!({"url": url, "admin_token": token}))?;
-            std::fs::write(&creds, text).with_context(|| format!("cannot write {}", creds.display()))?;
+            let text = serde_json::to_string_pretty(
+                &serde_json::json!({"url": url, "admin_token": token}),
+            )?;
+            std::fs::write(&creds, text)
+                .with_context(|| format!("cannot write {}", creds.display()))?;
             print_next_steps(&url, &creds);
         }
     }
@@ -116,7 +132,9 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 async fn wait_for_signal() {
     #[cfg(unix)]
     {
-        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}

@@ -102,7 +102,8 @@ impl Controllers {
     }
 
     /// Runs until `shutdown` becomes true (or its sender is dropped); reconciles in progress
-    /// finish first. Dropping the returned future aborts every task.
+    /// finish first. Dropping the returned future stops the workers at once (a reconcile
+    /// already in flight still completes on its own; optimistic locking keeps that safe).
     pub async fn run(self, shutdown: watch::Receiver<bool>) {
         let Controllers { ctx, queue } = self;
         let ctx = Arc::new(ctx);

@@ -16,7 +16,13 @@ pub struct Connection {
     #[arg(long, env = "OSAC_URL", global = true, value_name = "URL")]
     pub url: Option<String>,
     /// Bearer token
-    #[arg(long, env = "OSAC_TOKEN", global = true, value_name = "TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "OSAC_TOKEN",
+        global = true,
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
     pub token: Option<String>,
     /// Config file written by `osac login` [default: ~/.config/osac/config.json]
     #[arg(long, env = "OSAC_CONFIG", global = true, value_name = "FILE")]
@@ -136,7 +142,11 @@ pub enum CreateKind {
 #[derive(Debug, clap::Args)]
 pub struct CreateVirtualNetwork {
     /// IPv4 and/or IPv6 CIDR (at most one of each family)
-    #[arg(long = "cidr", value_name = "CIDR", required_unless_present = "from_file")]
+    #[arg(
+        long = "cidr",
+        value_name = "CIDR",
+        required_unless_present = "from_file"
+    )]
     pub cidrs: Vec<String>,
     /// NetworkClass (default: the deployment's default class)
     #[arg(long)]
@@ -152,7 +162,11 @@ pub struct CreateSubnet {
     #[arg(long, visible_alias = "vn", required_unless_present = "from_file")]
     pub virtual_network: Option<String>,
     /// IPv4 and/or IPv6 CIDR inside the VirtualNetwork's
-    #[arg(long = "cidr", value_name = "CIDR", required_unless_present = "from_file")]
+    #[arg(
+        long = "cidr",
+        value_name = "CIDR",
+        required_unless_present = "from_file"
+    )]
     pub cidrs: Vec<String>,
     #[command(flatten)]
     pub common: CreateCommon,
@@ -206,7 +220,11 @@ pub enum EndpointArg {
 #[derive(Debug, clap::Args)]
 pub struct CreateExternalIpAttachment {
     /// ExternalIP (name or id); must be ALLOCATED and unattached
-    #[arg(long = "externalip", visible_alias = "external-ip", required_unless_present = "from_file")]
+    #[arg(
+        long = "externalip",
+        visible_alias = "external-ip",
+        required_unless_present = "from_file"
+    )]
     pub external_ip: Option<String>,
     /// Target: a ComputeInstance
     #[arg(long, conflicts_with_all = ["cluster", "baremetal_instance"])]
@@ -231,7 +249,11 @@ pub struct CreateNatGateway {
     #[arg(long, visible_alias = "vn", required_unless_present = "from_file")]
     pub virtual_network: Option<String>,
     /// ExternalIP (name or id) used as the source address
-    #[arg(long = "externalip", visible_alias = "external-ip", required_unless_present = "from_file")]
+    #[arg(
+        long = "externalip",
+        visible_alias = "external-ip",
+        required_unless_present = "from_file"
+    )]
     pub external_ip: Option<String>,
     #[command(flatten)]
     pub common: CreateCommon,
@@ -470,7 +492,11 @@ pub struct CreateNetworkClass {
 #[derive(Debug, clap::Args)]
 pub struct CreatePool {
     /// CIDR (repeatable; one family)
-    #[arg(long = "cidr", value_name = "CIDR", required_unless_present = "from_file")]
+    #[arg(
+        long = "cidr",
+        value_name = "CIDR",
+        required_unless_present = "from_file"
+    )]
     pub cidrs: Vec<String>,
     /// Address family (default: the CIDRs')
     #[arg(long, value_enum)]

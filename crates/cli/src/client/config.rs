@@ -36,9 +36,12 @@ pub struct Endpoint {
 
 /// `~/.config/osac/config.json`, when `HOME` is set.
 pub fn default_config_path() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|h| PathBuf::from(h).join(".config").join("osac").join("config.json"))
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| {
+        PathBuf::from(h)
+            .join(".config")
+            .join("osac")
+            .join("config.json")
+    })
 }
 
 /// Reads the config file; `None` when it does not exist.
@@ -54,7 +57,10 @@ pub fn load(path: &Path) -> anyhow::Result<Option<ConfigFile>> {
 
 /// Writes the config file readable by its owner only (0600), creating its directory (0700).
 pub fn save(path: &Path, cfg: &ConfigFile) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     create_private_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let text = serde_json::to_string_pretty(cfg)? + "\n";
     let file_name = path
@@ -78,7 +84,10 @@ pub fn save(path: &Path, cfg: &ConfigFile) -> anyhow::Result<()> {
 #[cfg(unix)]
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 #[cfg(not(unix))]
@@ -89,7 +98,12 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(unix)]
 fn private_file(path: &Path) -> std::io::Result<fs::File> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let f = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
     f.set_permissions(fs::Permissions::from_mode(0o600))?;
     Ok(f)
 }
@@ -104,7 +118,10 @@ pub fn load_dev_credentials(path: &Path) -> anyhow::Result<DevCredentials> {
     let text = fs::read_to_string(path)
         .map_err(|e| anyhow!("cannot read dev credentials {}: {e}", path.display()))?;
     serde_json::from_str(&text).with_context(|| {
-        format!("invalid dev credentials {} (expected {{\"url\",\"admin_token\"}})", path.display())
+        format!(
+            "invalid dev credentials {} (expected {{\"url\",\"admin_token\"}})",
+            path.display()
+        )
     })
 }
 
@@ -126,7 +143,11 @@ pub fn resolve(
     token: Option<&str>,
     config: Option<&Path>,
 ) -> anyhow::Result<Endpoint> {
-    let nonempty = |s: Option<&str>| s.map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
+    let nonempty = |s: Option<&str>| {
+        s.map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
     let (mut url, mut token) = (nonempty(url), nonempty(token));
     if url.is_none() || token.is_none() {
         let file = match config {
@@ -139,7 +160,10 @@ pub fn resolve(
         }
     }
     match (url, token) {
-        (Some(url), Some(token)) => Ok(Endpoint { url: normalize_url(&url)?, token }),
+        (Some(url), Some(token)) => Ok(Endpoint {
+            url: normalize_url(&url)?,
+            token,
+        }),
         (None, None) => bail!("not logged in: {HINT}"),
         (None, Some(_)) => bail!("no osac URL configured: {HINT}"),
         (Some(_), None) => bail!("no osac token configured: {HINT}"),
@@ -160,7 +184,10 @@ mod tests {
     fn save_load_and_precedence() {
         let dir = tmpdir("cfg");
         let path = dir.join("sub").join("config.json");
-        let cfg = ConfigFile { url: Some("http://file:1".into()), token: Some("tf".into()) };
+        let cfg = ConfigFile {
+            url: Some("http://file:1".into()),
+            token: Some("tf".into()),
+        };
         save(&path, &cfg).unwrap();
         #[cfg(unix)]
         {
@@ -170,9 +197,21 @@ mod tests {
         }
         assert_eq!(load(&path).unwrap(), Some(cfg));
         let e = resolve(None, None, Some(&path)).unwrap();
-        assert_eq!(e, Endpoint { url: "http://file:1".into(), token: "tf".into() });
+        assert_eq!(
+            e,
+            Endpoint {
+                url: "http://file:1".into(),
+                token: "tf".into()
+            }
+        );
         let e = resolve(Some("http://flag:2/"), None, Some(&path)).unwrap();
-        assert_eq!(e, Endpoint { url: "http://flag:2".into(), token: "tf".into() });
+        assert_eq!(
+            e,
+            Endpoint {
+                url: "http://flag:2".into(),
+                token: "tf".into()
+            }
+        );
         let e = resolve(Some(""), Some("tok"), Some(&path)).unwrap();
         assert_eq!(e.url, "http://file:1");
         assert_eq!(e.token, "tok");
@@ -185,9 +224,13 @@ mod tests {
         let err = resolve(None, None, Some(&missing)).unwrap_err().to_string();
         assert!(err.contains("osac login --url"), "{err}");
         assert!(err.contains("OSAC_URL/OSAC_TOKEN"), "{err}");
-        let err = resolve(Some("http://x:1"), None, None).unwrap_err().to_string();
+        let err = resolve(Some("http://x:1"), None, None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no osac token"), "{err}");
-        let err = resolve(Some("ftp://x"), Some("t"), None).unwrap_err().to_string();
+        let err = resolve(Some("ftp://x"), Some("t"), None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("invalid URL"), "{err}");
     }
 }

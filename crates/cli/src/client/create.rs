@@ -44,7 +44,11 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
     let mut spec = Map::new();
     let (kind, common) = match what {
         CreateKind::VirtualNetwork(a) => {
-            let CreateVirtualNetwork { cidrs, network_class, common } = a;
+            let CreateVirtualNetwork {
+                cidrs,
+                network_class,
+                common,
+            } = a;
             let (v4, v6) = split_cidrs(cidrs).map_err(flag_err("cidr"))?;
             put(&mut spec, "network_class", network_class.clone());
             put(&mut spec, "ipv4_cidr", v4);
@@ -52,7 +56,11 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             (Kind::VirtualNetwork, common)
         }
         CreateKind::Subnet(a) => {
-            let CreateSubnet { virtual_network, cidrs, common } = a;
+            let CreateSubnet {
+                virtual_network,
+                cidrs,
+                common,
+            } = a;
             let (v4, v6) = split_cidrs(cidrs).map_err(flag_err("cidr"))?;
             put(&mut spec, "virtual_network", virtual_network.clone());
             put(&mut spec, "ipv4_cidr", v4);
@@ -60,7 +68,12 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             (Kind::Subnet, common)
         }
         CreateKind::SecurityGroup(a) => {
-            let CreateSecurityGroup { virtual_network, ingress, egress, common } = a;
+            let CreateSecurityGroup {
+                virtual_network,
+                ingress,
+                egress,
+                common,
+            } = a;
             put(&mut spec, "virtual_network", virtual_network.clone());
             if !ingress.is_empty() {
                 spec.insert(
@@ -77,9 +90,17 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             (Kind::SecurityGroup, common)
         }
         CreateKind::ExternalIp(a) => {
-            let CreateExternalIp { pool, ip_family, common } = a;
+            let CreateExternalIp {
+                pool,
+                ip_family,
+                common,
+            } = a;
             put(&mut spec, "pool", pool.clone());
-            put(&mut spec, "ip_family", ip_family.map(|f| family_arg(f).enum_name()));
+            put(
+                &mut spec,
+                "ip_family",
+                ip_family.map(|f| family_arg(f).enum_name()),
+            );
             (Kind::ExternalIp, common)
         }
         CreateKind::ExternalIpAttachment(a) => {
@@ -93,7 +114,9 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             } = a;
             let targets = [compute_instance, cluster, baremetal_instance];
             if common.from_file.is_none() && targets.iter().all(|t| t.is_none()) {
-                bail!("give the target: --compute-instance X, --cluster X --endpoint api|ingress, or --baremetal-instance X");
+                bail!(
+                    "give the target: --compute-instance X, --cluster X --endpoint api|ingress, or --baremetal-instance X"
+                );
             }
             put(&mut spec, "external_ip", external_ip.clone());
             put(&mut spec, "compute_instance", compute_instance.clone());
@@ -110,7 +133,11 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             (Kind::ExternalIpAttachment, common)
         }
         CreateKind::NatGateway(a) => {
-            let CreateNatGateway { virtual_network, external_ip, common } = a;
+            let CreateNatGateway {
+                virtual_network,
+                external_ip,
+                common,
+            } = a;
             put(&mut spec, "virtual_network", virtual_network.clone());
             put(&mut spec, "external_ip", external_ip.clone());
             (Kind::NatGateway, common)
@@ -119,8 +146,10 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
         CreateKind::BareMetalInstance(a) => (Kind::BareMetalInstance, &a.common),
         CreateKind::Cluster(a) => (Kind::Cluster, &a.common),
     };
-    if matches!(kind, Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster)
-        && common.from_file.is_none()
+    if matches!(
+        kind,
+        Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster
+    ) && common.from_file.is_none()
     {
         bail!(
             "`osac create {}` takes the object from a file: --from-file FILE (YAML or JSON)",
@@ -173,14 +202,20 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
                     .map_err(flag_err("default-egress"))?;
                 defaults.insert("egress_rules".into(), r);
             }
-            put(&mut defaults, "enable_nat_gateway", enable_nat_gateway.then_some(true));
+            put(
+                &mut defaults,
+                "enable_nat_gateway",
+                enable_nat_gateway.then_some(true),
+            );
             if !defaults.is_empty() {
                 spec.insert("defaults".into(), Value::Object(defaults));
             }
             let mut disabled = Map::new();
             for c in disable_capabilities {
                 disabled.insert(
-                    capability_field(c).map_err(flag_err("disable-capability"))?.into(),
+                    capability_field(c)
+                        .map_err(flag_err("disable-capability"))?
+                        .into(),
                     json!(true),
                 );
             }
@@ -191,7 +226,11 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
             (Kind::NetworkClass, common)
         }
         AdminCreateKind::Pool(a) => {
-            let CreatePool { cidrs, ip_family, common } = a;
+            let CreatePool {
+                cidrs,
+                ip_family,
+                common,
+            } = a;
             let mut family = ip_family.map(family_arg);
             for c in cidrs {
                 let f = cidr_family(c).map_err(flag_err("cidr"))?;
@@ -210,7 +249,12 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
             (Kind::ExternalIpPool, common)
         }
         AdminCreateKind::HostType(a) => {
-            let CreateHostType { interfaces, title, description, common } = a;
+            let CreateHostType {
+                interfaces,
+                title,
+                description,
+                common,
+            } = a;
             put(&mut top, "title", title.clone());
             put(&mut top, "description", description.clone());
             if !interfaces.is_empty() {
@@ -231,7 +275,12 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
             (Kind::Tenant, common)
         }
         AdminCreateKind::Host(a) => {
-            let CreateHost { host_type, interfaces, pool, common } = a;
+            let CreateHost {
+                host_type,
+                interfaces,
+                pool,
+                common,
+            } = a;
             put(&mut spec, "host_type", host_type.clone());
             if !interfaces.is_empty() {
                 let ifs = interfaces
@@ -261,7 +310,11 @@ fn metadata(common: &CreateCommon) -> anyhow::Result<Value> {
         }
         meta.insert("labels".into(), Value::Object(labels));
     }
-    Ok(if meta.is_empty() { json!({}) } else { json!({ "metadata": meta }) })
+    Ok(if meta.is_empty() {
+        json!({})
+    } else {
+        json!({ "metadata": meta })
+    })
 }
 
 /// The full request body: the file (if any), overridden by the flags.
@@ -288,11 +341,23 @@ async fn create(ctx: &Ctx, kind: Kind, common: &CreateCommon, flags: Value) -> a
     }
     let mut last = obj;
     if common.wait.wait {
-        let id = last.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let id = last
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let to_stderr = common.output.is_some();
-        if let Some(o) =
-            wait(&ctx.api, ctx.scope, kind, &id, &label, Goal::Ready, common.wait.timeout, to_stderr)
-                .await?
+        if let Some(o) = wait(
+            &ctx.api,
+            ctx.scope,
+            kind,
+            &id,
+            &label,
+            Goal::Ready,
+            common.wait.timeout,
+            to_stderr,
+        )
+        .await?
         {
             last = o;
         }
@@ -327,7 +392,10 @@ async fn create_token(ctx: &Ctx, t: &CreateToken) -> anyhow::Result<()> {
     body.insert("role".into(), json!(t.role.as_str()));
     put(&mut body, "subject", t.subject.clone());
     let url = ctx.api.endpoint(Scope::Private, &["tokens"]);
-    let resp = ctx.api.call(Method::POST, url, Some(&Value::Object(body))).await?;
+    let resp = ctx
+        .api
+        .call(Method::POST, url, Some(&Value::Object(body)))
+        .await?;
     let token = resp
         .get("token")
         .and_then(Value::as_str)
@@ -357,14 +425,20 @@ mod tests {
     }
 
     fn tenant(args: &[&str]) -> anyhow::Result<Value> {
-        let ClientCommand::Create(c) = parse(args) else { panic!("not create") };
+        let ClientCommand::Create(c) = parse(args) else {
+            panic!("not create")
+        };
         let (kind, common, flags) = tenant_body(&c.what)?;
         request_body(kind, common, flags)
     }
 
     fn admin(args: &[&str]) -> anyhow::Result<Value> {
-        let ClientCommand::Admin(a) = parse(args) else { panic!("not admin") };
-        let crate::client::args::AdminCommand::Create(c) = a.command else { panic!("not create") };
+        let ClientCommand::Admin(a) = parse(args) else {
+            panic!("not admin")
+        };
+        let crate::client::args::AdminCommand::Create(c) = a.command else {
+            panic!("not create")
+        };
         let (kind, common, flags) = admin_body(&c.what)?.expect("object");
         request_body(kind, common, flags)
     }
@@ -389,8 +463,18 @@ mod tests {
     #[test]
     fn virtual_network() {
         let v = tenant(&[
-            "create", "virtualnetwork", "--cidr", "10.0.0.0/16", "--cidr", "fd00::/48", "--name",
-            "my-net", "--label", "team=web", "--network-class", "default",
+            "create",
+            "virtualnetwork",
+            "--cidr",
+            "10.0.0.0/16",
+            "--cidr",
+            "fd00::/48",
+            "--name",
+            "my-net",
+            "--label",
+            "team=web",
+            "--network-class",
+            "default",
         ])
         .unwrap();
         assert_eq!(
@@ -398,7 +482,15 @@ mod tests {
             json!({"metadata": {"name": "my-net", "labels": {"team": "web"}},
                    "spec": {"network_class": "default", "ipv4_cidr": "10.0.0.0/16", "ipv6_cidr": "fd00::/48"}})
         );
-        let e = tenant(&["create", "vn", "--cidr", "10.0.0.0/16", "--cidr", "10.1.0.0/16"]).unwrap_err();
+        let e = tenant(&[
+            "create",
+            "vn",
+            "--cidr",
+            "10.0.0.0/16",
+            "--cidr",
+            "10.1.0.0/16",
+        ])
+        .unwrap_err();
         assert!(e.to_string().starts_with("--cidr: two CIDRs"), "{e}");
         let e = tenant(&["create", "vn", "--cidr", "10.0.0.0", "--name", "x"]).unwrap_err();
         assert!(e.to_string().contains("not a CIDR"), "{e}");
@@ -406,15 +498,32 @@ mod tests {
 
     #[test]
     fn subnet_and_security_group() {
-        let v = tenant(&["create", "subnet", "--virtual-network", "my-net", "--cidr", "10.0.1.0/24", "--name", "s"])
-            .unwrap();
+        let v = tenant(&[
+            "create",
+            "subnet",
+            "--virtual-network",
+            "my-net",
+            "--cidr",
+            "10.0.1.0/24",
+            "--name",
+            "s",
+        ])
+        .unwrap();
         assert_eq!(
             v,
             json!({"metadata": {"name": "s"}, "spec": {"virtual_network": "my-net", "ipv4_cidr": "10.0.1.0/24"}})
         );
         let v = tenant(&[
-            "create", "security-group", "--virtual-network", "my-net", "--name", "my-sg", "--ingress",
-            "protocol:tcp,port:443,source:0.0.0.0/0", "--egress", "protocol:all,destination:0.0.0.0/0",
+            "create",
+            "security-group",
+            "--virtual-network",
+            "my-net",
+            "--name",
+            "my-sg",
+            "--ingress",
+            "protocol:tcp,port:443,source:0.0.0.0/0",
+            "--egress",
+            "protocol:all,destination:0.0.0.0/0",
         ])
         .unwrap();
         assert_eq!(
@@ -423,32 +532,80 @@ mod tests {
                    "ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 443, "port_to": 443, "ipv4_cidr": "0.0.0.0/0"}],
                    "egress": [{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}]})
         );
-        let e = tenant(&["create", "sg", "--vn", "n", "--ingress", "protocol:tcp,port:x,source:0.0.0.0/0"])
-            .unwrap_err()
-            .to_string();
+        let e = tenant(&[
+            "create",
+            "sg",
+            "--vn",
+            "n",
+            "--ingress",
+            "protocol:tcp,port:x,source:0.0.0.0/0",
+        ])
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("--ingress: invalid rule"), "{e}");
     }
 
     #[test]
     fn external_ips_and_nat() {
         let v = tenant(&["create", "externalip", "--pool", "p", "--name", "my-ip"]).unwrap();
-        assert_eq!(v, json!({"metadata": {"name": "my-ip"}, "spec": {"pool": "p"}}));
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "my-ip"}, "spec": {"pool": "p"}})
+        );
         let v = tenant(&["create", "eip", "--ip-family", "ipv6"]).unwrap();
         assert_eq!(v, json!({"spec": {"ip_family": "IP_FAMILY_IPV6"}}));
-        let v = tenant(&["create", "externalipattachment", "--externalip", "my-ip", "--compute-instance", "vm1", "--name", "att"])
-            .unwrap();
-        assert_eq!(v["spec"], json!({"external_ip": "my-ip", "compute_instance": "vm1"}));
-        let v = tenant(&["create", "eipa", "--external-ip", "ip", "--cluster", "c1", "--endpoint", "ingress"]).unwrap();
+        let v = tenant(&[
+            "create",
+            "externalipattachment",
+            "--externalip",
+            "my-ip",
+            "--compute-instance",
+            "vm1",
+            "--name",
+            "att",
+        ])
+        .unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"external_ip": "my-ip", "compute_instance": "vm1"})
+        );
+        let v = tenant(&[
+            "create",
+            "eipa",
+            "--external-ip",
+            "ip",
+            "--cluster",
+            "c1",
+            "--endpoint",
+            "ingress",
+        ])
+        .unwrap();
         assert_eq!(
             v["spec"],
             json!({"external_ip": "ip", "cluster": "c1", "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS"})
         );
-        let e = tenant(&["create", "eipa", "--externalip", "ip"]).unwrap_err().to_string();
+        let e = tenant(&["create", "eipa", "--externalip", "ip"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("give the target"), "{e}");
-        let v = tenant(&["create", "natgateway", "--virtual-network", "my-net", "--externalip", "nat-ip", "--name", "my-nat"])
-            .unwrap();
-        assert_eq!(v["spec"], json!({"virtual_network": "my-net", "external_ip": "nat-ip"}));
-        let e = tenant(&["create", "computeinstance", "--name", "vm"]).unwrap_err().to_string();
+        let v = tenant(&[
+            "create",
+            "natgateway",
+            "--virtual-network",
+            "my-net",
+            "--externalip",
+            "nat-ip",
+            "--name",
+            "my-nat",
+        ])
+        .unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"virtual_network": "my-net", "external_ip": "nat-ip"})
+        );
+        let e = tenant(&["create", "computeinstance", "--name", "vm"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--from-file"), "{e}");
     }
 
@@ -458,14 +615,34 @@ mod tests {
             &["create", "subnet", "--cidr", "10.0.1.0/24"],
             &["create", "vn", "--name", "x"],
             &["create", "eipa", "--externalip", "ip", "--cluster", "c1"],
-            &["create", "eipa", "--externalip", "ip", "--compute-instance", "a", "--baremetal-instance", "b"],
-            &["create", "eipa", "--externalip", "ip", "--compute-instance", "a", "--endpoint", "api"],
+            &[
+                "create",
+                "eipa",
+                "--externalip",
+                "ip",
+                "--compute-instance",
+                "a",
+                "--baremetal-instance",
+                "b",
+            ],
+            &[
+                "create",
+                "eipa",
+                "--externalip",
+                "ip",
+                "--compute-instance",
+                "a",
+                "--endpoint",
+                "api",
+            ],
             &["get", "widgets"],
             &["get", "subnet", "a", "--filter", "x"],
             &["delete", "subnet"],
             &["label", "subnet", "a"],
             &["admin", "create", "tenant"],
-            &["admin", "create", "token", "--tenant", "t", "--role", "root"],
+            &[
+                "admin", "create", "token", "--tenant", "t", "--role", "root",
+            ],
             &["create", "vn", "--cidr", "10.0.0.0/8", "--timeout", "soon"],
         ];
         for args in bad {
@@ -477,18 +654,39 @@ mod tests {
 
     #[test]
     fn connection_flags_anywhere() {
-        let ClientCommand::Get(g) = parse(&["get", "vn", "--url", "http://x:1", "-o", "yaml"]) else { panic!() };
-        assert_eq!(g.conn.url.as_deref(), Some("http://x:1"));
-        let ClientCommand::Admin(a) =
-            parse(&["admin", "--token", "t", "create", "pool", "--cidr", "203.0.113.0/24", "--url", "http://y"])
+        let ClientCommand::Get(g) = parse(&["get", "vn", "--url", "http://x:1", "-o", "yaml"])
         else {
+            panic!()
+        };
+        assert_eq!(g.conn.url.as_deref(), Some("http://x:1"));
+        let ClientCommand::Admin(a) = parse(&[
+            "admin",
+            "--token",
+            "t",
+            "create",
+            "pool",
+            "--cidr",
+            "203.0.113.0/24",
+            "--url",
+            "http://y",
+        ]) else {
             panic!()
         };
         assert_eq!(a.conn.url.as_deref(), Some("http://y"));
         assert_eq!(a.conn.token.as_deref(), Some("t"));
-        let ClientCommand::Create(c) =
-            parse(&["create", "--url", "http://z", "subnet", "--vn", "n", "--cidr", "10.0.0.0/24", "--wait", "--timeout", "5s"])
-        else {
+        let ClientCommand::Create(c) = parse(&[
+            "create",
+            "--url",
+            "http://z",
+            "subnet",
+            "--vn",
+            "n",
+            "--cidr",
+            "10.0.0.0/24",
+            "--wait",
+            "--timeout",
+            "5s",
+        ]) else {
             panic!()
         };
         assert_eq!(c.conn.url.as_deref(), Some("http://z"));
@@ -497,11 +695,29 @@ mod tests {
     #[test]
     fn admin_objects() {
         let v = admin(&[
-            "admin", "create", "network-class", "--name", "default", "--fabric-manager", "sim-fabric",
-            "--k8s-manager", "sim-k8s", "--default", "--default-vn-cidr", "10.0.0.0/16",
-            "--default-subnet-cidr", "10.0.1.0/24", "--default-ingress", "protocol:tcp,port:22,source:0.0.0.0/0",
-            "--default-egress", "protocol:all,destination:0.0.0.0/0", "--enable-nat-gateway",
-            "--vip-prefix-length", "28", "--disable-capability", "dpu",
+            "admin",
+            "create",
+            "network-class",
+            "--name",
+            "default",
+            "--fabric-manager",
+            "sim-fabric",
+            "--k8s-manager",
+            "sim-k8s",
+            "--default",
+            "--default-vn-cidr",
+            "10.0.0.0/16",
+            "--default-subnet-cidr",
+            "10.0.1.0/24",
+            "--default-ingress",
+            "protocol:tcp,port:22,source:0.0.0.0/0",
+            "--default-egress",
+            "protocol:all,destination:0.0.0.0/0",
+            "--enable-nat-gateway",
+            "--vip-prefix-length",
+            "28",
+            "--disable-capability",
+            "dpu",
         ])
         .unwrap();
         assert_eq!(
@@ -521,17 +737,41 @@ mod tests {
                 }
             })
         );
-        let v = admin(&["admin", "create", "pool", "--name", "p", "--cidr", "203.0.113.0/24"]).unwrap();
+        let v = admin(&[
+            "admin",
+            "create",
+            "pool",
+            "--name",
+            "p",
+            "--cidr",
+            "203.0.113.0/24",
+        ])
+        .unwrap();
         assert_eq!(
             v,
             json!({"metadata": {"name": "p"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/24"]}})
         );
-        let e = admin(&["admin", "create", "pool", "--cidr", "203.0.113.0/24", "--ip-family", "ipv6"])
-            .unwrap_err()
-            .to_string();
+        let e = admin(&[
+            "admin",
+            "create",
+            "pool",
+            "--cidr",
+            "203.0.113.0/24",
+            "--ip-family",
+            "ipv6",
+        ])
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("one address family"), "{e}");
         let v = admin(&[
-            "admin", "create", "host-type", "--name", "h100", "--interface", "data-0:fabric", "--interface",
+            "admin",
+            "create",
+            "host-type",
+            "--name",
+            "h100",
+            "--interface",
+            "data-0:fabric",
+            "--interface",
             "bmc-0:lifecycle",
         ])
         .unwrap();
@@ -555,7 +795,18 @@ mod tests {
         )
         .unwrap();
         let path = f.to_string_lossy().to_string();
-        let v = admin(&["admin", "create", "nc", "--from-file", &path, "--label", "b=2", "--k8s-manager", "k"]).unwrap();
+        let v = admin(&[
+            "admin",
+            "create",
+            "nc",
+            "--from-file",
+            &path,
+            "--label",
+            "b=2",
+            "--k8s-manager",
+            "k",
+        ])
+        .unwrap();
         assert_eq!(
             v,
             json!({"metadata": {"name": "from-file", "labels": {"a": "1", "b": "2"}},
@@ -563,11 +814,20 @@ mod tests {
                    "spec": {"defaults": {"virtual_network_ipv4_cidr": "10.0.0.0/16"}}})
         );
         let f2 = dir.join("vm.json");
-        std::fs::write(&f2, r#"{"metadata":{"name":"vm1"},"spec":{"template":"ocp_virt_vm"}}"#).unwrap();
+        std::fs::write(
+            &f2,
+            r#"{"metadata":{"name":"vm1"},"spec":{"template":"ocp_virt_vm"}}"#,
+        )
+        .unwrap();
         let path2 = f2.to_string_lossy().to_string();
         let v = tenant(&["create", "vm", "-f", &path2]).unwrap();
-        assert_eq!(v, json!({"metadata": {"name": "vm1"}, "spec": {"template": "ocp_virt_vm"}}));
-        let e = tenant(&["create", "subnet", "-f", "/nonexistent/x.yaml"]).unwrap_err().to_string();
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "vm1"}, "spec": {"template": "ocp_virt_vm"}})
+        );
+        let e = tenant(&["create", "subnet", "-f", "/nonexistent/x.yaml"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot read /nonexistent/x.yaml"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -17,7 +17,11 @@ pub const MAX_PAGE: u64 = 1000;
 pub enum ClientError {
     /// The server answered with an error status.
     #[error("{message} ({code})")]
-    Api { status: u16, code: String, message: String },
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
     /// Nothing listens at the URL (or the name does not resolve).
     #[error("cannot reach osac at {url}: is `osac server --dev` running?")]
     Unreachable { url: String },
@@ -81,7 +85,10 @@ pub struct Api {
 impl Api {
     /// A client for the server at `url` (e.g. `http://127.0.0.1:8000`) using `token`.
     pub fn new(url: &str, token: &str) -> Result<Api, ClientError> {
-        let bad = |detail: String| ClientError::BadResponse { url: url.to_string(), detail };
+        let bad = |detail: String| ClientError::BadResponse {
+            url: url.to_string(),
+            detail,
+        };
         let base = Url::parse(url).map_err(|e| bad(format!("invalid URL: {e}")))?;
         if base.cannot_be_a_base() || !matches!(base.scheme(), "http" | "https") {
             return Err(bad("invalid URL: expected http://HOST:PORT".into()));
@@ -90,7 +97,10 @@ impl Api {
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(60))
             .build()
-            .map_err(|e| ClientError::Transport { url: url.to_string(), detail: chain(&e) })?;
+            .map_err(|e| ClientError::Transport {
+                url: url.to_string(),
+                detail: chain(&e),
+            })?;
         Ok(Api {
             http,
             base,
@@ -142,7 +152,11 @@ impl Api {
                 detail: format!("{method} {}: invalid JSON: {e}", url.path()),
             });
         }
-        Err(api_error(status, &text, &format!("{method} {}", url.path())))
+        Err(api_error(
+            status,
+            &text,
+            &format!("{method} {}", url.path()),
+        ))
     }
 
     fn transport(&self, e: reqwest::Error) -> ClientError {
@@ -152,7 +166,10 @@ impl Api {
         } else if e.is_timeout() {
             ClientError::Timeout { url }
         } else {
-            ClientError::Transport { url, detail: chain(&e) }
+            ClientError::Transport {
+                url,
+                detail: chain(&e),
+            }
         }
     }
 
@@ -189,7 +206,10 @@ impl Api {
                 });
             }
         };
-        Ok(Page { items, total: v.get("total").and_then(as_u64) })
+        Ok(Page {
+            items,
+            total: v.get("total").and_then(as_u64),
+        })
     }
 
     /// Lists items, page by page, up to `q.limit` (all when `None`).
@@ -210,12 +230,21 @@ impl Api {
                 break;
             }
             let page = self
-                .list_page(scope, collection, q.filter.as_deref(), q.order.as_deref(), offset, want)
+                .list_page(
+                    scope,
+                    collection,
+                    q.filter.as_deref(),
+                    q.order.as_deref(),
+                    offset,
+                    want,
+                )
                 .await?;
             let n = page.items.len() as u64;
             out.extend(page.items);
             offset += n;
-            let done = n == 0 || page.total.is_some_and(|t| offset >= t) || (page.total.is_none() && n < want);
+            let done = n == 0
+                || page.total.is_some_and(|t| offset >= t)
+                || (page.total.is_none() && n < want);
             if done {
                 break;
             }
@@ -224,8 +253,14 @@ impl Api {
     }
 
     /// `GET /x/{id}` (a name works too).
-    pub async fn get(&self, scope: Scope, collection: &str, id: &str) -> Result<Value, ClientError> {
-        self.call(Method::GET, self.endpoint(scope, &[collection, id]), None).await
+    pub async fn get(
+        &self,
+        scope: Scope,
+        collection: &str,
+        id: &str,
+    ) -> Result<Value, ClientError> {
+        self.call(Method::GET, self.endpoint(scope, &[collection, id]), None)
+            .await
     }
 
     /// `POST /x`.
@@ -235,7 +270,12 @@ impl Api {
         collection: &str,
         body: &Value,
     ) -> Result<Value, ClientError> {
-        self.call(Method::POST, self.endpoint(scope, &[collection]), Some(body)).await
+        self.call(
+            Method::POST,
+            self.endpoint(scope, &[collection]),
+            Some(body),
+        )
+        .await
     }
 
     /// `PATCH /x/{id}?update_mask=…[&lock=true]`.
@@ -265,8 +305,19 @@ impl Api {
     }
 
     /// `DELETE /x/{id}`.
-    pub async fn delete(&self, scope: Scope, collection: &str, id: &str) -> Result<(), ClientError> {
-        self.call(Method::DELETE, self.endpoint(scope, &[collection, id]), None).await.map(drop)
+    pub async fn delete(
+        &self,
+        scope: Scope,
+        collection: &str,
+        id: &str,
+    ) -> Result<(), ClientError> {
+        self.call(
+            Method::DELETE,
+            self.endpoint(scope, &[collection, id]),
+            None,
+        )
+        .await
+        .map(drop)
     }
 }
 
@@ -299,7 +350,10 @@ pub fn api_error(status: StatusCode, body: &str, request: &str) -> ClientError {
         Some(Value::Number(n)) => n.as_u64().map(grpc_name).unwrap_or("UNKNOWN").to_string(),
         _ => http_code_name(status),
     };
-    let message = match field("message").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+    let message = match field("message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+    {
         Some(m) => m.to_string(),
         None => {
             let reason = status.canonical_reason().unwrap_or("error").to_string();
@@ -311,7 +365,11 @@ pub fn api_error(status: StatusCode, body: &str, request: &str) -> ClientError {
             }
         }
     };
-    ClientError::Api { status: status.as_u16(), code, message }
+    ClientError::Api {
+        status: status.as_u16(),
+        code,
+        message,
+    }
 }
 
 fn http_code_name(status: StatusCode) -> String {
@@ -352,7 +410,11 @@ fn grpc_name(n: u64) -> &'static str {
         "DATA_LOSS",
         "UNAUTHENTICATED",
     ];
-    usize::try_from(n).ok().and_then(|i| NAMES.get(i)).copied().unwrap_or("UNKNOWN")
+    usize::try_from(n)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .copied()
+        .unwrap_or("UNKNOWN")
 }
 
 #[cfg(test)]
@@ -378,12 +440,22 @@ mod tests {
     #[test]
     fn error_without_body() {
         let e = api_error(StatusCode::NOT_FOUND, "", "GET /api/private/v1/managers");
-        assert_eq!(e.to_string(), "GET /api/private/v1/managers: HTTP 404 Not Found (NOT_FOUND)");
+        assert_eq!(
+            e.to_string(),
+            "GET /api/private/v1/managers: HTTP 404 Not Found (NOT_FOUND)"
+        );
         assert!(e.is_not_found());
-        let e = api_error(StatusCode::BAD_REQUEST, r#"{"code":5,"message":"gone"}"#, "GET /");
+        let e = api_error(
+            StatusCode::BAD_REQUEST,
+            r#"{"code":5,"message":"gone"}"#,
+            "GET /",
+        );
         assert_eq!(e.to_string(), "gone (NOT_FOUND)");
         let e = api_error(StatusCode::BAD_GATEWAY, "upstream down", "GET /");
-        assert_eq!(e.to_string(), "GET /: HTTP 502 Bad Gateway: upstream down (UNAVAILABLE)");
+        assert_eq!(
+            e.to_string(),
+            "GET /: HTTP 502 Bad Gateway: upstream down (UNAVAILABLE)"
+        );
         assert!(e.is_transient());
     }
 
@@ -391,7 +463,8 @@ mod tests {
     fn endpoints_encode_segments() {
         let api = Api::new("http://127.0.0.1:8000/", "t").unwrap();
         assert_eq!(
-            api.endpoint(Scope::Public, &["subnets", "my subnet"]).as_str(),
+            api.endpoint(Scope::Public, &["subnets", "my subnet"])
+                .as_str(),
             "http://127.0.0.1:8000/api/fulfillment/v1/subnets/my%20subnet"
         );
         let api = Api::new("http://host/prefix", "t").unwrap();

@@ -209,7 +209,9 @@ impl Kind {
             .collect();
         Kind::ALL
             .into_iter()
-            .find(|k| k.name() == norm || k.plural() == norm || k.aliases().contains(&norm.as_str()))
+            .find(|k| {
+                k.name() == norm || k.plural() == norm || k.aliases().contains(&norm.as_str())
+            })
             .ok_or_else(|| format!("unknown kind '{s}'; expected one of: {}", Kind::help_list()))
     }
 
@@ -302,7 +304,10 @@ mod tests {
     fn names_are_unique() {
         let mut seen = std::collections::HashSet::new();
         for k in Kind::ALL {
-            for n in [k.name(), k.plural()].into_iter().chain(k.aliases().iter().copied()) {
+            for n in [k.name(), k.plural()]
+                .into_iter()
+                .chain(k.aliases().iter().copied())
+            {
                 assert!(seen.insert(n), "duplicate spelling {n}");
                 assert_eq!(Kind::parse(n), Ok(k));
             }
@@ -320,7 +325,10 @@ mod tests {
     #[test]
     fn states() {
         assert_eq!(short_state("SUBNET_STATE_READY"), "READY");
-        assert_eq!(short_state("NETWORK_CLASS_STATE_DELETE_FAILED"), "DELETE_FAILED");
+        assert_eq!(
+            short_state("NETWORK_CLASS_STATE_DELETE_FAILED"),
+            "DELETE_FAILED"
+        );
         assert_eq!(short_state("READY"), "READY");
         assert!(Kind::ExternalIp.is_ready("ALLOCATED"));
         assert!(!Kind::Subnet.is_ready("PENDING"));

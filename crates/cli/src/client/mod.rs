@@ -1,1 +1,108 @@
-//! stub
+//! The `osac` client: every command but `osac server`.
+//!
+//! Entry point: [`run`] with a [`ClientCommand`], a clap `Subcommand` enum that `main.rs`
+//! flattens next to its own `Server` variant:
+//!
+//! ```ignore
+//! #[derive(clap::Parser)]
+//! struct Cli { #[command(subcommand)] command: Command }
+//!
+//! #[derive(clap::Subcommand)]
+//! enum Command {
+//!     /// Run the osac server
+//!     Server(ServerArgs),
+//!     #[command(flatten)]
+//!     Client(osac_cli::client::ClientCommand),
+//! }
+//!
+//! // in an async main:
+//! if let Command::Client(cmd) = cli.command {
+//!     if let Err(e) = osac_cli::client::run(cmd).await {
+//!         osac_cli::client::report_error(&e); // "error: <message> (<code>)" on stderr
+//!         std::process::exit(1);
+//!     }
+//! }
+//! ```
+//!
+//! Connection options ([`Connection`]: `--url`/`OSAC_URL`, `--token`/`OSAC_TOKEN`,
+//! `--config`/`OSAC_CONFIG`) are flattened into each command (`create`, `get`, `update`,
+//! `label`, `delete`, `admin`) as global arguments, so they work before or after the
+//! subcommand (`osac create --url U subnet …` and `osac create subnet … --url U`). Values
+//! missing from flags and environment come from the config file written by `osac login`.
+//!
+//! API errors print as `<message> (<code>)`; an unreachable server as
+//! "cannot reach osac at URL: is `osac server --dev` running?".
+
+mod args;
+mod config;
+mod create;
+mod http;
+mod kind;
+mod login;
+mod ops;
+mod output;
+mod parse;
+mod wait;
+
+pub use args::{
+    AdminArgs, AdminCommand, ClientCommand, Connection, CreateArgs, CreateKind, DeleteArgs,
+    GetArgs, LabelArgs, LoginArgs, UpdateArgs,
+};
+pub use config::{ConfigFile, Endpoint};
+pub use http::{Api, ClientError};
+pub use kind::{Kind, Scope};
+pub use output::OutputFormat;
+
+use ops::Ctx;
+
+impl Connection {
+    /// The URL and token after applying flag > environment > config file.
+    pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
+        let path = self.config.clone().or_else(config::default_config_path);
+        config::resolve(self.url.as_deref(), self.token.as_deref(), path.as_deref())
+    }
+
+    /// A REST client for the resolved endpoint.
+    pub fn api(&self) -> anyhow::Result<Api> {
+        let ep = self.endpoint()?;
+        Ok(Api::new(&ep.url, &ep.token)?)
+    }
+}
+
+fn ctx(conn: &Connection, scope: Scope) -> anyhow::Result<Ctx> {
+    Ok(Ctx {
+        api: conn.api()?,
+        scope,
+    })
+}
+
+/// Runs one client command. Output goes to stdout, progress of `--wait` to stdout (stderr
+/// with `-o`); errors are returned for the caller to print with [`report_error`] and exit 1.
+pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
+    match cmd {
+        ClientCommand::Login(a) => login::login(&a),
+        ClientCommand::Create(a) => {
+            create::run_tenant(&ctx(&a.conn, Scope::Public)?, &a.what).await
+        }
+        ClientCommand::Get(a) => ops::get(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
+        ClientCommand::Update(a) => ops::update(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
+        ClientCommand::Label(a) => ops::label(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
+        ClientCommand::Delete(a) => ops::delete(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
+        ClientCommand::Admin(a) => {
+            let c = ctx(&a.conn, Scope::Private)?;
+            match &a.command {
+                AdminCommand::Create(x) => create::run_admin(&c, &x.what).await,
+                AdminCommand::Get(o) => ops::get(&c, o).await,
+                AdminCommand::Update(o) => ops::update(&c, o).await,
+                AdminCommand::Label(o) => ops::label(&c, o).await,
+                AdminCommand::Delete(o) => ops::delete(&c, o).await,
+                AdminCommand::Managers(m) => ops::managers(&c, m.output).await,
+            }
+        }
+    }
+}
+
+/// Prints `error: <message>` (API errors read `<message> (<code>)`) on stderr.
+pub fn report_error(err: &anyhow::Error) {
+    ops::note(&format!("error: {err:#}"));
+}

@@ -10,7 +10,9 @@ use serde_json::{Map, Value, json};
 use super::args::{DeleteOpts, GetOpts, LabelOpts, UpdateOpts};
 use super::http::{Api, ClientError, ListQuery};
 use super::kind::{Access, Kind, Scope};
-use super::output::{OutputFormat, RefNames, emit, object_label, render_raw, table};
+use super::output::{
+    OutputFormat, RefNames, emit, managers_table, object_label, render_raw, table,
+};
 use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules};
 use super::wait::{Goal, wait};
 
@@ -41,7 +43,11 @@ pub fn check_access(kind: Kind, scope: Scope, verb: &str, write: bool) -> anyhow
                 kind.name()
             ),
             Scope::Private => {
-                bail!("{} is a tenant object: use `osac {verb} {}`", kind.name(), kind.name())
+                bail!(
+                    "{} is a tenant object: use `osac {verb} {}`",
+                    kind.name(),
+                    kind.name()
+                )
             }
         },
     }
@@ -54,7 +60,11 @@ async fn ref_names(ctx: &Ctx, kind: Kind) -> RefNames {
         if r.access(ctx.scope) == Access::None {
             continue;
         }
-        let Ok(items) = ctx.api.list(ctx.scope, r.collection(), &ListQuery::default()).await else {
+        let Ok(items) = ctx
+            .api
+            .list(ctx.scope, r.collection(), &ListQuery::default())
+            .await
+        else {
             continue;
         };
         for v in items {
@@ -143,8 +153,17 @@ pub async fn delete(ctx: &Ctx, o: &DeleteOpts) -> anyhow::Result<()> {
     }
     if o.wait.wait {
         for (id, label) in pending {
-            wait(&ctx.api, ctx.scope, o.kind, &id, &label, Goal::Gone, o.wait.timeout, false)
-                .await?;
+            wait(
+                &ctx.api,
+                ctx.scope,
+                o.kind,
+                &id,
+                &label,
+                Goal::Gone,
+                o.wait.timeout,
+                false,
+            )
+            .await?;
         }
     }
     Ok(())
@@ -179,10 +198,22 @@ pub async fn label(ctx: &Ctx, o: &LabelOpts) -> anyhow::Result<()> {
         let mask = ["metadata.labels".to_string()];
         match ctx
             .api
-            .patch(ctx.scope, o.kind.collection(), &id, &body, &mask, version.is_some())
+            .patch(
+                ctx.scope,
+                o.kind.collection(),
+                &id,
+                &body,
+                &mask,
+                version.is_some(),
+            )
             .await
         {
-            Ok(updated) => return emit(&format!("{} labeled\n", object_label(o.kind, &updated_or(&updated, &obj)))),
+            Ok(updated) => {
+                return emit(&format!(
+                    "{} labeled\n",
+                    object_label(o.kind, &updated_or(&updated, &obj))
+                ));
+            }
             Err(e) if e.code() == Some("ABORTED") && attempt < 5 => continue,
             Err(e) => return Err(e.into()),
         }
@@ -191,13 +222,18 @@ pub async fn label(ctx: &Ctx, o: &LabelOpts) -> anyhow::Result<()> {
 
 /// The PATCH answer when it is an object, else the object read before.
 fn updated_or(updated: &Value, before: &Value) -> Value {
-    if updated.is_object() { updated.clone() } else { before.clone() }
+    if updated.is_object() {
+        updated.clone()
+    } else {
+        before.clone()
+    }
 }
 
 /// `update`: security-group rule replacement and/or fields from a file.
 pub async fn update(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
     check_access(o.kind, ctx.scope, "update", true)?;
-    let rules_given = !o.ingress.is_empty() || !o.egress.is_empty() || o.clear_ingress || o.clear_egress;
+    let rules_given =
+        !o.ingress.is_empty() || !o.egress.is_empty() || o.clear_ingress || o.clear_egress;
     if rules_given && o.kind != Kind::SecurityGroup {
         bail!("--ingress/--egress/--clear-ingress/--clear-egress apply to security groups only");
     }
@@ -206,7 +242,12 @@ pub async fn update(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
         None => json!({}),
     };
     let mut mask: Vec<String> = match (&o.update_mask, &o.from_file) {
-        (Some(m), _) => m.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect(),
+        (Some(m), _) => m
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
         (None, Some(_)) => mask_of(&body),
         (None, None) => Vec::new(),
     };
@@ -225,16 +266,42 @@ pub async fn update(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
         }
     }
     if mask.is_empty() {
-        bail!("nothing to update: give --from-file FILE (or, for security groups, --ingress/--egress)");
+        bail!(
+            "nothing to update: give --from-file FILE (or, for security groups, --ingress/--egress)"
+        );
     }
     let obj = fetch(ctx, o.kind, &o.name).await?;
     let id = id_of(&obj)?;
-    let updated = ctx.api.patch(ctx.scope, o.kind.collection(), &id, &body, &mask, false).await?;
+    let updated = ctx
+        .api
+        .patch(ctx.scope, o.kind.collection(), &id, &body, &mask, false)
+        .await?;
     let updated = updated_or(&updated, &obj);
     match o.output {
         Some(f) => print_objects(ctx, o.kind, std::slice::from_ref(&updated), f, true).await,
         None => emit(&format!("{} updated\n", object_label(o.kind, &updated))),
     }
+}
+
+/// `osac admin managers`.
+pub async fn managers(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
+    let url = ctx.api.endpoint(Scope::Private, &["managers"]);
+    let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
+    let items = match resp.get("items") {
+        Some(Value::Array(a)) => a.clone(),
+        _ => Vec::new(),
+    };
+    let text = match format {
+        OutputFormat::Table => managers_table(&items).render(),
+        OutputFormat::Json => serde_json::to_string_pretty(&items)? + "\n",
+        OutputFormat::Yaml => serde_yaml::to_string(&items)?,
+        OutputFormat::Name | OutputFormat::Id => items
+            .iter()
+            .filter_map(|m| m.get("name").and_then(Value::as_str))
+            .map(|n| format!("{n}\n"))
+            .collect(),
+    };
+    emit(&text)
 }
 
 /// The update mask for a partial object: top-level fields, and the fields inside `spec` and
@@ -245,7 +312,12 @@ pub fn mask_of(body: &Value) -> Vec<String> {
         for (k, v) in o {
             match (k.as_str(), v.as_object()) {
                 ("spec" | "metadata", Some(inner)) if !inner.is_empty() => {
-                    out.extend(inner.keys().filter(|f| *f != "version").map(|f| format!("{k}.{f}")));
+                    out.extend(
+                        inner
+                            .keys()
+                            .filter(|f| *f != "version")
+                            .map(|f| format!("{k}.{f}")),
+                    );
                 }
                 _ => out.push(k.clone()),
             }
@@ -258,7 +330,9 @@ pub fn mask_of(body: &Value) -> Vec<String> {
 pub fn load_object_file(path: &Path) -> anyhow::Result<Value> {
     let text = if path.as_os_str() == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("cannot read stdin")?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read stdin")?;
         s
     } else {
         std::fs::read_to_string(path).map_err(|e| anyhow!("cannot read {}: {e}", path.display()))?
@@ -284,7 +358,13 @@ pub fn strip_read_only(kind: Kind, mut v: Value) -> Value {
             o.remove("capabilities");
         }
         if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-            for k in ["creation_timestamp", "deletion_timestamp", "version", "creator", "finalizers"] {
+            for k in [
+                "creation_timestamp",
+                "deletion_timestamp",
+                "version",
+                "creator",
+                "finalizers",
+            ] {
                 m.remove(k);
             }
         }
@@ -323,7 +403,10 @@ mod tests {
     #[test]
     fn merge_overrides_and_keeps() {
         let mut base = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"ipv4_cidr": "10.0.0.0/16"}});
-        merge(&mut base, json!({"metadata": {"labels": {"y": "2"}}, "spec": {"ipv6_cidr": "fd00::/48"}}));
+        merge(
+            &mut base,
+            json!({"metadata": {"labels": {"y": "2"}}, "spec": {"ipv6_cidr": "fd00::/48"}}),
+        );
         assert_eq!(
             base,
             json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}},
@@ -340,20 +423,38 @@ mod tests {
         )
         .unwrap();
         let v = strip_read_only(Kind::SecurityGroup, v);
-        assert_eq!(v, json!({"metadata": {"name": "web", "labels": {"a": "b"}}, "spec": {"ingress": []}}));
-        assert_eq!(mask_of(&v), ["metadata.labels", "metadata.name", "spec.ingress"]);
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "web", "labels": {"a": "b"}}, "spec": {"ingress": []}})
+        );
+        assert_eq!(
+            mask_of(&v),
+            ["metadata.labels", "metadata.name", "spec.ingress"]
+        );
         assert!(parse_object("[1, 2]").is_err());
         assert!(parse_object("{\"a\": ").is_err());
-        assert_eq!(parse_object("{\"title\": \"t\"}").unwrap(), json!({"title": "t"}));
+        assert_eq!(
+            parse_object("{\"title\": \"t\"}").unwrap(),
+            json!({"title": "t"})
+        );
     }
 
     #[test]
     fn access_messages_point_to_the_right_command() {
-        let e = check_access(Kind::Tenant, Scope::Public, "get", false).unwrap_err().to_string();
-        assert_eq!(e, "tenant is a provider object: use `osac admin get tenant`");
-        let e = check_access(Kind::Subnet, Scope::Private, "delete", true).unwrap_err().to_string();
+        let e = check_access(Kind::Tenant, Scope::Public, "get", false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "tenant is a provider object: use `osac admin get tenant`"
+        );
+        let e = check_access(Kind::Subnet, Scope::Private, "delete", true)
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "subnet is a tenant object: use `osac delete subnet`");
-        let e = check_access(Kind::NetworkClass, Scope::Public, "delete", true).unwrap_err().to_string();
+        let e = check_access(Kind::NetworkClass, Scope::Public, "delete", true)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("osac admin delete networkclass"), "{e}");
         assert!(check_access(Kind::NetworkClass, Scope::Public, "get", false).is_ok());
     }

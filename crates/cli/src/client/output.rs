@@ -53,7 +53,10 @@ fn text(v: &Value, path: &str) -> String {
 
 /// `true`/`false` for a boolean that proto JSON omits when false.
 fn flag(v: &Value, path: &str) -> String {
-    at(v, path).and_then(Value::as_bool).unwrap_or(false).to_string()
+    at(v, path)
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+        .to_string()
 }
 
 /// Strings of an array joined with `,`, `-` when none.
@@ -68,7 +71,11 @@ fn joined(v: &Value, paths: &[&str]) -> String {
             _ => {}
         }
     }
-    if parts.is_empty() { "-".into() } else { parts.join(",") }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(",")
+    }
 }
 
 /// The display name of an object: its name, else its id.
@@ -103,7 +110,10 @@ fn is_uuid(s: &str) -> bool {
 
 /// A reference column: the referenced object's name when known.
 fn reference(v: &Value, path: &str, names: &RefNames) -> String {
-    match at(v, path).and_then(Value::as_str).filter(|s| !s.is_empty()) {
+    match at(v, path)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
         None => "-".into(),
         Some(id) => match names.get(id) {
             Some(n) => n.clone(),
@@ -122,7 +132,10 @@ fn state(v: &Value) -> String {
 
 /// `status.message`, else the message of the first false condition.
 fn message(v: &Value) -> String {
-    if let Some(m) = at(v, "status/message").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+    if let Some(m) = at(v, "status/message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+    {
         return m.to_string();
     }
     at(v, "status/conditions")
@@ -143,7 +156,9 @@ fn rules(v: &Value, path: &str) -> String {
 }
 
 fn capabilities(v: &Value) -> String {
-    let caps = v.get("capabilities").or_else(|| at(v, "status/capabilities"));
+    let caps = v
+        .get("capabilities")
+        .or_else(|| at(v, "status/capabilities"));
     let Some(caps) = caps else { return "-".into() };
     let names: Vec<&str> = [
         ("supports_ipv4", "ipv4"),
@@ -155,7 +170,11 @@ fn capabilities(v: &Value) -> String {
     .filter(|(k, _)| caps.get(*k).and_then(Value::as_bool) == Some(true))
     .map(|(_, n)| n)
     .collect();
-    if names.is_empty() { "-".into() } else { names.join(",") }
+    if names.is_empty() {
+        "-".into()
+    } else {
+        names.join(",")
+    }
 }
 
 fn eipa_target(v: &Value, names: &RefNames) -> String {
@@ -168,7 +187,10 @@ fn eipa_target(v: &Value, names: &RefNames) -> String {
         if r != "-" {
             let endpoint = match at(v, "spec/target_endpoint").and_then(Value::as_str) {
                 Some(e) if !e.ends_with("UNSPECIFIED") => {
-                    format!(":{}", e.rsplit('_').next().unwrap_or(e).to_ascii_lowercase())
+                    format!(
+                        ":{}",
+                        e.rsplit('_').next().unwrap_or(e).to_ascii_lowercase()
+                    )
                 }
                 _ => String::new(),
             };
@@ -188,7 +210,10 @@ pub struct Table {
 impl Table {
     /// A table with these column headers.
     pub fn new(headers: &[&str]) -> Table {
-        Table { headers: headers.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
+        Table {
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     /// Adds a row (missing cells are blank).
@@ -226,14 +251,19 @@ impl Table {
 /// The table of objects of one kind.
 pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
     let (headers, row): (&[&str], fn(&Value, &RefNames) -> Vec<String>) = match kind {
-        Kind::VirtualNetwork => (&["NAME", "ID", "STATE", "CIDRS", "CLASS", "MESSAGE"], |v, n| {
-            vec![
-                joined(v, &["spec/ipv4_cidr", "spec/ipv6_cidr"]),
-                reference(v, "spec/network_class", n),
-            ]
-        }),
+        Kind::VirtualNetwork => (
+            &["NAME", "ID", "STATE", "CIDRS", "CLASS", "MESSAGE"],
+            |v, n| {
+                vec![
+                    joined(v, &["spec/ipv4_cidr", "spec/ipv6_cidr"]),
+                    reference(v, "spec/network_class", n),
+                ]
+            },
+        ),
         Kind::Subnet => (
-            &["NAME", "ID", "STATE", "NETWORK", "CIDRS", "SEGMENT", "GATEWAYS", "MESSAGE"],
+            &[
+                "NAME", "ID", "STATE", "NETWORK", "CIDRS", "SEGMENT", "GATEWAYS", "MESSAGE",
+            ],
             |v, n| {
                 vec![
                     reference(v, "spec/virtual_network", n),
@@ -243,26 +273,41 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                 ]
             },
         ),
-        Kind::SecurityGroup => {
-            (&["NAME", "ID", "STATE", "NETWORK", "INGRESS", "EGRESS", "MESSAGE"], |v, n| {
+        Kind::SecurityGroup => (
+            &[
+                "NAME", "ID", "STATE", "NETWORK", "INGRESS", "EGRESS", "MESSAGE",
+            ],
+            |v, n| {
                 vec![
                     reference(v, "spec/virtual_network", n),
                     rules(v, "spec/ingress"),
                     rules(v, "spec/egress"),
                 ]
-            })
-        }
-        Kind::ExternalIp => {
-            (&["NAME", "ID", "STATE", "ADDRESS", "POOL", "ATTACHED", "MESSAGE"], |v, n| {
+            },
+        ),
+        Kind::ExternalIp => (
+            &[
+                "NAME", "ID", "STATE", "ADDRESS", "POOL", "ATTACHED", "MESSAGE",
+            ],
+            |v, n| {
                 let pool = match reference(v, "status/pool", n).as_str() {
                     "-" => reference(v, "spec/pool", n),
                     p => p.to_string(),
                 };
                 vec![text(v, "status/address"), pool, flag(v, "status/attached")]
-            })
-        }
+            },
+        ),
         Kind::ExternalIpAttachment => (
-            &["NAME", "ID", "STATE", "EXTERNAL-IP", "ADDRESS", "TARGET", "TARGET-IP", "MESSAGE"],
+            &[
+                "NAME",
+                "ID",
+                "STATE",
+                "EXTERNAL-IP",
+                "ADDRESS",
+                "TARGET",
+                "TARGET-IP",
+                "MESSAGE",
+            ],
             |v, n| {
                 vec![
                     reference(v, "spec/external_ip", n),
@@ -272,17 +317,36 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                 ]
             },
         ),
-        Kind::NatGateway => {
-            (&["NAME", "ID", "STATE", "NETWORK", "EXTERNAL-IP", "ADDRESS", "MESSAGE"], |v, n| {
+        Kind::NatGateway => (
+            &[
+                "NAME",
+                "ID",
+                "STATE",
+                "NETWORK",
+                "EXTERNAL-IP",
+                "ADDRESS",
+                "MESSAGE",
+            ],
+            |v, n| {
                 vec![
                     reference(v, "spec/virtual_network", n),
                     reference(v, "spec/external_ip", n),
                     text(v, "status/address"),
                 ]
-            })
-        }
+            },
+        ),
         Kind::ExternalIpPool => (
-            &["NAME", "ID", "STATE", "FAMILY", "CIDRS", "TOTAL", "ALLOCATED", "AVAILABLE", "MESSAGE"],
+            &[
+                "NAME",
+                "ID",
+                "STATE",
+                "FAMILY",
+                "CIDRS",
+                "TOTAL",
+                "ALLOCATED",
+                "AVAILABLE",
+                "MESSAGE",
+            ],
             |v, _| {
                 let family = match at(v, "spec/ip_family").and_then(Value::as_str) {
                     Some(f) => f.trim_start_matches("IP_FAMILY_").to_string(),
@@ -298,7 +362,16 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
             },
         ),
         Kind::NetworkClass => (
-            &["NAME", "ID", "STATE", "DEFAULT", "FABRIC", "K8S", "CAPABILITIES", "MESSAGE"],
+            &[
+                "NAME",
+                "ID",
+                "STATE",
+                "DEFAULT",
+                "FABRIC",
+                "K8S",
+                "CAPABILITIES",
+                "MESSAGE",
+            ],
             |v, _| {
                 vec![
                     flag(v, "is_default"),
@@ -315,7 +388,15 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
             vec![joined(v, &["spec/domains"])]
         }),
         Kind::Host => (
-            &["NAME", "ID", "STATE", "HOST-TYPE", "POOL", "ASSIGNED-TO", "MESSAGE"],
+            &[
+                "NAME",
+                "ID",
+                "STATE",
+                "HOST-TYPE",
+                "POOL",
+                "ASSIGNED-TO",
+                "MESSAGE",
+            ],
             |v, n| {
                 vec![
                     reference(v, "spec/host_type", n),
@@ -324,11 +405,25 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                 ]
             },
         ),
-        Kind::ComputeInstance => (&["NAME", "ID", "STATE", "IP", "EXTERNAL-IP", "MESSAGE"], |v, _| {
-            vec![text(v, "status/internal_ip_address"), text(v, "status/external_ip_address")]
-        }),
+        Kind::ComputeInstance => (
+            &["NAME", "ID", "STATE", "IP", "EXTERNAL-IP", "MESSAGE"],
+            |v, _| {
+                vec![
+                    text(v, "status/internal_ip_address"),
+                    text(v, "status/external_ip_address"),
+                ]
+            },
+        ),
         Kind::BareMetalInstance => (
-            &["NAME", "ID", "STATE", "HOST-TYPE", "IP", "EXTERNAL-IP", "MESSAGE"],
+            &[
+                "NAME",
+                "ID",
+                "STATE",
+                "HOST-TYPE",
+                "IP",
+                "EXTERNAL-IP",
+                "MESSAGE",
+            ],
             |v, n| {
                 let ip = at(v, "status/network_attachment_statuses")
                     .and_then(Value::as_array)
@@ -339,18 +434,34 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                     })
                     .map(|s| text(s, "ip_address"))
                     .unwrap_or_else(|| "-".into());
-                vec![reference(v, "spec/host_type", n), ip, text(v, "status/external_ip_address")]
+                vec![
+                    reference(v, "spec/host_type", n),
+                    ip,
+                    text(v, "status/external_ip_address"),
+                ]
             },
         ),
-        Kind::Cluster => (&["NAME", "ID", "STATE", "API", "INGRESS", "MESSAGE"], |v, _| {
-            vec![text(v, "status/api_endpoint"), text(v, "status/ingress_endpoint")]
-        }),
+        Kind::Cluster => (
+            &["NAME", "ID", "STATE", "API", "INGRESS", "MESSAGE"],
+            |v, _| {
+                vec![
+                    text(v, "status/api_endpoint"),
+                    text(v, "status/ingress_endpoint"),
+                ]
+            },
+        ),
     };
     let mut t = Table::new(headers);
     for v in items {
         let mut cells = vec![
-            at(v, "metadata/name").and_then(Value::as_str).unwrap_or("-").to_string(),
-            v.get("id").and_then(Value::as_str).map(short_id).unwrap_or_else(|| "-".into()),
+            at(v, "metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("-")
+                .to_string(),
+            v.get("id")
+                .and_then(Value::as_str)
+                .map(short_id)
+                .unwrap_or_else(|| "-".into()),
             state(v),
         ];
         cells.extend(row(v, names));
@@ -376,7 +487,10 @@ fn host_type_table(items: &[Value]) -> Table {
             .unwrap_or_else(|| "-".into());
         t.push(vec![
             text(v, "metadata/name"),
-            v.get("id").and_then(Value::as_str).map(short_id).unwrap_or_else(|| "-".into()),
+            v.get("id")
+                .and_then(Value::as_str)
+                .map(short_id)
+                .unwrap_or_else(|| "-".into()),
             text(v, "title"),
             ifaces,
         ]);
@@ -389,9 +503,11 @@ pub fn managers_table(items: &[Value]) -> Table {
     let mut t = Table::new(&["NAME", "ROLE", "DRIVER", "CAPABILITIES", "DESCRIPTION"]);
     for v in items {
         let caps = match v.get("capabilities") {
-            Some(Value::Array(a)) => {
-                a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(",")
-            }
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(","),
             Some(Value::Object(o)) => o
                 .iter()
                 .filter(|(_, b)| b.as_bool() == Some(true))
@@ -405,7 +521,10 @@ pub fn managers_table(items: &[Value]) -> Table {
             text(v, "role"),
             text(v, "driver"),
             if caps.is_empty() { "-".into() } else { caps },
-            at(v, "description").and_then(Value::as_str).unwrap_or_default().to_string(),
+            at(v, "description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
         ]);
     }
     t
@@ -451,7 +570,10 @@ mod tests {
         let mut t = Table::new(&["A", "LONGER", "C"]);
         t.push(vec!["xxxx".into(), "y".into(), "".into()]);
         t.push(vec!["z".into(), "-".into(), "last col".into()]);
-        assert_eq!(t.render(), "A      LONGER   C\nxxxx   y\nz      -        last col\n");
+        assert_eq!(
+            t.render(),
+            "A      LONGER   C\nxxxx   y\nz      -        last col\n"
+        );
     }
 
     #[test]
@@ -475,7 +597,9 @@ mod tests {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(
             lines[0].split_whitespace().collect::<Vec<_>>(),
-            ["NAME", "ID", "STATE", "NETWORK", "CIDRS", "SEGMENT", "GATEWAYS", "MESSAGE"]
+            [
+                "NAME", "ID", "STATE", "NETWORK", "CIDRS", "SEGMENT", "GATEWAYS", "MESSAGE"
+            ]
         );
         assert_eq!(
             lines[1].split_whitespace().collect::<Vec<_>>(),
@@ -491,7 +615,18 @@ mod tests {
         );
         assert_eq!(
             lines[2].split_whitespace().collect::<Vec<_>>(),
-            ["b", "00000001", "FAILED", "0000ffff", "10.0.2.0/24", "-", "-", "fabric", "said", "no"]
+            [
+                "b",
+                "00000001",
+                "FAILED",
+                "0000ffff",
+                "10.0.2.0/24",
+                "-",
+                "-",
+                "fabric",
+                "said",
+                "no"
+            ]
         );
     }
 
@@ -514,7 +649,10 @@ mod tests {
         });
         let out = table(Kind::ExternalIp, &[eip], &RefNames::new()).render();
         let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
-        assert_eq!(row, ["my-ip", "e1", "ALLOCATED", "203.0.113.5", "p1", "false"]);
+        assert_eq!(
+            row,
+            ["my-ip", "e1", "ALLOCATED", "203.0.113.5", "p1", "false"]
+        );
     }
 
     #[test]
@@ -526,7 +664,19 @@ mod tests {
         });
         let out = table(Kind::ExternalIpPool, &[pool], &RefNames::new()).render();
         let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
-        assert_eq!(row, ["ext", "p", "READY", "IPV4", "203.0.113.0/24", "256", "2", "254"]);
+        assert_eq!(
+            row,
+            [
+                "ext",
+                "p",
+                "READY",
+                "IPV4",
+                "203.0.113.0/24",
+                "256",
+                "2",
+                "254"
+            ]
+        );
 
         let nc = json!({
             "id": "c", "metadata": {"name": "default"}, "is_default": true,
@@ -536,12 +686,26 @@ mod tests {
         });
         let out = table(Kind::NetworkClass, &[nc], &RefNames::new()).render();
         let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
-        assert_eq!(row, ["default", "c", "READY", "true", "sim-fabric", "-", "ipv4,ipv6,dual-stack"]);
+        assert_eq!(
+            row,
+            [
+                "default",
+                "c",
+                "READY",
+                "true",
+                "sim-fabric",
+                "-",
+                "ipv4,ipv6,dual-stack"
+            ]
+        );
 
         let ht = json!({"id": "h", "metadata": {"name": "h100"}, "title": "H100",
                         "interfaces": [{"name": "data-0", "role": "fabric"}, {"name": "bmc-0", "role": "lifecycle"}]});
         let out = table(Kind::HostType, &[ht], &RefNames::new()).render();
-        assert_eq!(out, "NAME   ID   TITLE   INTERFACES\nh100   h    H100    data-0:fabric,bmc-0:lifecycle\n");
+        assert_eq!(
+            out,
+            "NAME   ID   TITLE   INTERFACES\nh100   h    H100    data-0:fabric,bmc-0:lifecycle\n"
+        );
     }
 
     #[test]
@@ -557,7 +721,18 @@ mod tests {
         ]);
         let out = table(Kind::ExternalIpAttachment, &[a], &refs).render();
         let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
-        assert_eq!(row, ["att", "a", "PENDING", "my-ip", "203.0.113.9", "cluster/c1:api", "-"]);
+        assert_eq!(
+            row,
+            [
+                "att",
+                "a",
+                "PENDING",
+                "my-ip",
+                "203.0.113.9",
+                "cluster/c1:api",
+                "-"
+            ]
+        );
 
         let t = json!({
             "id": "t", "metadata": {"name": "acme"},
@@ -566,7 +741,10 @@ mod tests {
                  "message": "pool exhausted"}]}
         });
         let out = table(Kind::Tenant, &[t], &RefNames::new()).render();
-        assert!(out.ends_with("acme   t    FAILED   -         pool exhausted\n"), "{out}");
+        assert!(
+            out.ends_with("acme   t    FAILED   -         pool exhausted\n"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -574,17 +752,32 @@ mod tests {
         let m = json!({"name": "sim-fabric", "role": "fabric", "driver": "sim",
                        "capabilities": ["ipv4", "ipv6", "dual_stack"], "description": "simulated fabric"});
         let out = managers_table(&[m]).render();
-        assert!(out.contains("sim-fabric   fabric   sim      ipv4,ipv6,dual_stack   simulated fabric"), "{out}");
+        assert!(
+            out.contains("sim-fabric   fabric   sim      ipv4,ipv6,dual_stack   simulated fabric"),
+            "{out}"
+        );
 
         let v = json!({"id": "i1", "metadata": {"name": "n1"}});
         assert_eq!(
-            render_raw(OutputFormat::Json, Kind::Subnet, std::slice::from_ref(&v), true).unwrap(),
+            render_raw(
+                OutputFormat::Json,
+                Kind::Subnet,
+                std::slice::from_ref(&v),
+                true
+            )
+            .unwrap(),
             serde_json::to_string_pretty(&v).unwrap() + "\n"
         );
         let yaml = render_raw(OutputFormat::Yaml, Kind::Subnet, &[v.clone()], false).unwrap();
         assert!(yaml.starts_with("- id: i1"), "{yaml}");
-        assert_eq!(render_raw(OutputFormat::Name, Kind::Subnet, &[v.clone()], false).unwrap(), "subnet/n1\n");
-        assert_eq!(render_raw(OutputFormat::Id, Kind::Subnet, &[v], false).unwrap(), "i1\n");
+        assert_eq!(
+            render_raw(OutputFormat::Name, Kind::Subnet, &[v.clone()], false).unwrap(),
+            "subnet/n1\n"
+        );
+        assert_eq!(
+            render_raw(OutputFormat::Id, Kind::Subnet, &[v], false).unwrap(),
+            "i1\n"
+        );
     }
 
     #[test]

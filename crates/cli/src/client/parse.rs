@@ -40,10 +40,14 @@ pub fn cidr_family(s: &str) -> Result<Family, String> {
     } else if addr.parse::<Ipv6Addr>().is_ok() {
         (Family::V6, 128)
     } else {
-        return Err(format!("'{s}' is not a CIDR: '{addr}' is not an IPv4 or IPv6 address"));
+        return Err(format!(
+            "'{s}' is not a CIDR: '{addr}' is not an IPv4 or IPv6 address"
+        ));
     };
     if len > max {
-        return Err(format!("'{s}' is not a CIDR: prefix length {len} is larger than {max}"));
+        return Err(format!(
+            "'{s}' is not a CIDR: prefix length {len} is larger than {max}"
+        ));
     }
     Ok(family)
 }
@@ -101,7 +105,8 @@ pub fn parse_rule(spec: &str, dir: Direction) -> Result<Vec<SecurityRule>, Strin
         Direction::Ingress => RULE_EXAMPLE_IN,
         Direction::Egress => RULE_EXAMPLE_OUT,
     };
-    parse_rule_inner(spec, dir).map_err(|e| format!("invalid rule '{spec}': {e} (expected e.g. \"{example}\")"))
+    parse_rule_inner(spec, dir)
+        .map_err(|e| format!("invalid rule '{spec}': {e} (expected e.g. \"{example}\")"))
 }
 
 fn parse_rule_inner(spec: &str, dir: Direction) -> Result<Vec<SecurityRule>, String> {
@@ -110,7 +115,10 @@ fn parse_rule_inner(spec: &str, dir: Direction) -> Result<Vec<SecurityRule>, Str
         let sep = item
             .find([':', '='])
             .ok_or_else(|| format!("'{item}' is not KEY:VALUE"))?;
-        let (key, value) = (item[..sep].trim().to_ascii_lowercase(), item[sep + 1..].trim());
+        let (key, value) = (
+            item[..sep].trim().to_ascii_lowercase(),
+            item[sep + 1..].trim(),
+        );
         if value.is_empty() {
             return Err(format!("'{key}' has no value"));
         }
@@ -120,13 +128,17 @@ fn parse_rule_inner(spec: &str, dir: Direction) -> Result<Vec<SecurityRule>, Str
             "cidr" | "peer" => &mut peer,
             "source" | "src" | "from" => {
                 if dir == Direction::Egress {
-                    return Err("egress rules take 'destination:' (or 'cidr:'), not 'source:'".into());
+                    return Err(
+                        "egress rules take 'destination:' (or 'cidr:'), not 'source:'".into(),
+                    );
                 }
                 &mut peer
             }
             "destination" | "dest" | "dst" | "to" => {
                 if dir == Direction::Ingress {
-                    return Err("ingress rules take 'source:' (or 'cidr:'), not 'destination:'".into());
+                    return Err(
+                        "ingress rules take 'source:' (or 'cidr:'), not 'destination:'".into(),
+                    );
                 }
                 &mut peer
             }
@@ -177,7 +189,10 @@ fn parse_rule_inner(spec: &str, dir: Direction) -> Result<Vec<SecurityRule>, Str
         ipv6_cidr: v6.map(str::to_string),
     };
     if peer.eq_ignore_ascii_case("any") {
-        return Ok(vec![rule(Some("0.0.0.0/0"), None), rule(None, Some("::/0"))]);
+        return Ok(vec![
+            rule(Some("0.0.0.0/0"), None),
+            rule(None, Some("::/0")),
+        ]);
     }
     Ok(match cidr_family(peer)? {
         Family::V4 => vec![rule(Some(peer), None)],
@@ -192,7 +207,10 @@ fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
     let port = |p: &str| -> Result<u16, String> {
         match p.trim().parse::<u32>() {
             Ok(n @ 1..=65535) => Ok(n as u16),
-            _ => Err(format!("port '{}' is not a number between 1 and 65535", p.trim())),
+            _ => Err(format!(
+                "port '{}' is not a number between 1 and 65535",
+                p.trim()
+            )),
         }
     };
     match s.split_once('-') {
@@ -223,7 +241,10 @@ pub fn rule_summary(rule: &Value) -> String {
         .and_then(Value::as_str)
         .map(|p| p.trim_start_matches("PROTOCOL_").to_ascii_lowercase())
         .unwrap_or_else(|| "all".into());
-    let num = |k: &str| rule.get(k).and_then(|v| v.as_u64().or_else(|| v.as_str()?.parse().ok()));
+    let num = |k: &str| {
+        rule.get(k)
+            .and_then(|v| v.as_u64().or_else(|| v.as_str()?.parse().ok()))
+    };
     let ports = match (num("port_from"), num("port_to")) {
         (Some(1), Some(65535)) | (None, None) | (Some(0), _) => String::new(),
         (Some(a), Some(b)) if a == b => format!("/{a}"),
@@ -233,7 +254,11 @@ pub fn rule_summary(rule: &Value) -> String {
     };
     let peer = ["ipv4_cidr", "ipv6_cidr"]
         .iter()
-        .find_map(|k| rule.get(*k).and_then(Value::as_str).filter(|s| !s.is_empty()))
+        .find_map(|k| {
+            rule.get(*k)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        })
         .unwrap_or("any");
     format!("{proto}{ports} {peer}")
 }
@@ -253,7 +278,9 @@ pub fn parse_label_op(s: &str) -> Result<LabelOp, String> {
     }
     match s.strip_suffix('-') {
         Some(k) if valid_label_key(k) => Ok(LabelOp::Remove(k.to_string())),
-        _ => Err(format!("invalid label change '{s}': expected KEY=VALUE to set or KEY- to remove")),
+        _ => Err(format!(
+            "invalid label change '{s}': expected KEY=VALUE to set or KEY- to remove"
+        )),
     }
 }
 
@@ -263,7 +290,9 @@ pub fn parse_label(s: &str) -> Result<(String, String), String> {
         Some((k, v)) if valid_label_key(k) && !v.chars().any(char::is_whitespace) => {
             Ok((k.to_string(), v.to_string()))
         }
-        _ => Err(format!("invalid label '{s}': expected KEY=VALUE, e.g. team=web")),
+        _ => Err(format!(
+            "invalid label '{s}': expected KEY=VALUE, e.g. team=web"
+        )),
     }
 }
 
@@ -308,7 +337,9 @@ pub fn parse_host_interface(s: &str) -> Result<Value, String> {
         Some((n, m)) if !n.trim().is_empty() && !m.trim().is_empty() => {
             Ok(json!({"name": n.trim(), "mac_address": m.trim()}))
         }
-        _ => Err(format!("invalid interface '{s}': expected NAME=MAC, e.g. data-0=52:54:00:12:34:56")),
+        _ => Err(format!(
+            "invalid interface '{s}': expected NAME=MAC, e.g. data-0=52:54:00:12:34:56"
+        )),
     }
 }
 
@@ -319,14 +350,18 @@ pub fn capability_field(s: &str) -> Result<&'static str, String> {
         "ipv6" | "supports-ipv6" => Ok("supports_ipv6"),
         "dual-stack" | "dualstack" | "supports-dual-stack" => Ok("supports_dual_stack"),
         "dpu" | "dpu-support" => Ok("dpu_support"),
-        _ => Err(format!("unknown capability '{s}' (ipv4, ipv6, dual-stack, dpu)")),
+        _ => Err(format!(
+            "unknown capability '{s}' (ipv4, ipv6, dual-stack, dpu)"
+        )),
     }
 }
 
 /// Parses a duration: `120` (seconds), `90s`, `2m`, `500ms`, `1h`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: f64 = num
         .parse()
@@ -336,7 +371,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "ms" => n / 1000.0,
         "m" | "min" | "mins" => n * 60.0,
         "h" => n * 3600.0,
-        u => return Err(format!("invalid duration '{s}': unknown unit '{u}' (ms, s, m, h)")),
+        u => {
+            return Err(format!(
+                "invalid duration '{s}': unknown unit '{u}' (ms, s, m, h)"
+            ));
+        }
     };
     if !secs.is_finite() || secs < 0.0 {
         return Err(format!("invalid duration '{s}'"));
@@ -365,7 +404,10 @@ mod tests {
 
     #[test]
     fn rule_range_ipv6_and_equals() {
-        let r = one("protocol=UDP, port=8000-8080, cidr=fd00::/8", Direction::Ingress);
+        let r = one(
+            "protocol=UDP, port=8000-8080, cidr=fd00::/8",
+            Direction::Ingress,
+        );
         assert_eq!(r.protocol, "PROTOCOL_UDP");
         assert_eq!((r.port_from, r.port_to), (Some(8000), Some(8080)));
         assert_eq!(r.ipv6_cidr.as_deref(), Some("fd00::/8"));
@@ -400,22 +442,86 @@ mod tests {
     #[test]
     fn rule_errors_are_clear() {
         let cases = [
-            ("protocol:tcp,port:443", Direction::Ingress, "missing source"),
-            ("port:443,source:0.0.0.0/0", Direction::Ingress, "missing protocol"),
-            ("protocol:sctp,source:0.0.0.0/0", Direction::Ingress, "unknown protocol 'sctp'"),
-            ("protocol:tcp,port:0,source:0.0.0.0/0", Direction::Ingress, "between 1 and 65535"),
-            ("protocol:tcp,port:70000,source:0.0.0.0/0", Direction::Ingress, "between 1 and 65535"),
-            ("protocol:tcp,port:90-80,source:0.0.0.0/0", Direction::Ingress, "ends before it starts"),
-            ("protocol:icmp,port:1,source:0.0.0.0/0", Direction::Ingress, "tcp and udp only"),
-            ("protocol:tcp,source:10.0.0.0/33", Direction::Ingress, "larger than 32"),
-            ("protocol:tcp,source:bogus/8", Direction::Ingress, "not an IPv4 or IPv6"),
-            ("protocol:tcp,source:10.0.0.0", Direction::Ingress, "is not a CIDR"),
-            ("protocol:tcp,destination:0.0.0.0/0", Direction::Ingress, "ingress rules take 'source:'"),
-            ("protocol:all,source:0.0.0.0/0", Direction::Egress, "egress rules take 'destination:'"),
-            ("protocol:tcp,protocol:udp,source:0.0.0.0/0", Direction::Ingress, "given twice"),
-            ("tcp,source:0.0.0.0/0", Direction::Ingress, "'tcp' is not KEY:VALUE"),
-            ("protocol:tcp,colour:red", Direction::Ingress, "unknown key 'colour'"),
-            ("protocol:,source:0.0.0.0/0", Direction::Ingress, "'protocol' has no value"),
+            (
+                "protocol:tcp,port:443",
+                Direction::Ingress,
+                "missing source",
+            ),
+            (
+                "port:443,source:0.0.0.0/0",
+                Direction::Ingress,
+                "missing protocol",
+            ),
+            (
+                "protocol:sctp,source:0.0.0.0/0",
+                Direction::Ingress,
+                "unknown protocol 'sctp'",
+            ),
+            (
+                "protocol:tcp,port:0,source:0.0.0.0/0",
+                Direction::Ingress,
+                "between 1 and 65535",
+            ),
+            (
+                "protocol:tcp,port:70000,source:0.0.0.0/0",
+                Direction::Ingress,
+                "between 1 and 65535",
+            ),
+            (
+                "protocol:tcp,port:90-80,source:0.0.0.0/0",
+                Direction::Ingress,
+                "ends before it starts",
+            ),
+            (
+                "protocol:icmp,port:1,source:0.0.0.0/0",
+                Direction::Ingress,
+                "tcp and udp only",
+            ),
+            (
+                "protocol:tcp,source:10.0.0.0/33",
+                Direction::Ingress,
+                "larger than 32",
+            ),
+            (
+                "protocol:tcp,source:bogus/8",
+                Direction::Ingress,
+                "not an IPv4 or IPv6",
+            ),
+            (
+                "protocol:tcp,source:10.0.0.0",
+                Direction::Ingress,
+                "is not a CIDR",
+            ),
+            (
+                "protocol:tcp,destination:0.0.0.0/0",
+                Direction::Ingress,
+                "ingress rules take 'source:'",
+            ),
+            (
+                "protocol:all,source:0.0.0.0/0",
+                Direction::Egress,
+                "egress rules take 'destination:'",
+            ),
+            (
+                "protocol:tcp,protocol:udp,source:0.0.0.0/0",
+                Direction::Ingress,
+                "given twice",
+            ),
+            (
+                "tcp,source:0.0.0.0/0",
+                Direction::Ingress,
+                "'tcp' is not KEY:VALUE",
+            ),
+            (
+                "protocol:tcp,colour:red",
+                Direction::Ingress,
+                "unknown key 'colour'",
+            ),
+            (
+                "protocol:,source:0.0.0.0/0",
+                Direction::Ingress,
+                "'protocol' has no value",
+            ),
         ];
         for (spec, dir, want) in cases {
             let err = parse_rule(spec, dir).unwrap_err();
@@ -428,7 +534,10 @@ mod tests {
     #[test]
     fn rules_to_json_and_summary() {
         let v = parse_rules(
-            &["protocol:tcp,port:443,source:0.0.0.0/0".into(), "protocol:all,source:::/0".into()],
+            &[
+                "protocol:tcp,port:443,source:0.0.0.0/0".into(),
+                "protocol:all,source:::/0".into(),
+            ],
             Direction::Ingress,
         )
         .unwrap();
@@ -437,11 +546,15 @@ mod tests {
         assert_eq!(rule_summary(&arr[0]), "tcp/443 0.0.0.0/0");
         assert_eq!(rule_summary(&arr[1]), "all ::/0");
         assert_eq!(
-            rule_summary(&json!({"protocol":"PROTOCOL_UDP","port_from":53,"port_to":54,"ipv6_cidr":"fd00::/8"})),
+            rule_summary(
+                &json!({"protocol":"PROTOCOL_UDP","port_from":53,"port_to":54,"ipv6_cidr":"fd00::/8"})
+            ),
             "udp/53-54 fd00::/8"
         );
         assert_eq!(
-            rule_summary(&json!({"protocol":"PROTOCOL_TCP","port_from":1,"port_to":65535,"ipv4_cidr":"10.0.0.0/8"})),
+            rule_summary(
+                &json!({"protocol":"PROTOCOL_TCP","port_from":1,"port_to":65535,"ipv4_cidr":"10.0.0.0/8"})
+            ),
             "tcp 10.0.0.0/8"
         );
     }
@@ -461,15 +574,30 @@ mod tests {
 
     #[test]
     fn labels() {
-        assert_eq!(parse_label_op("team=web"), Ok(LabelOp::Set("team".into(), "web".into())));
-        assert_eq!(parse_label_op("team="), Ok(LabelOp::Set("team".into(), String::new())));
+        assert_eq!(
+            parse_label_op("team=web"),
+            Ok(LabelOp::Set("team".into(), "web".into()))
+        );
+        assert_eq!(
+            parse_label_op("team="),
+            Ok(LabelOp::Set("team".into(), String::new()))
+        );
         assert_eq!(parse_label_op("team-"), Ok(LabelOp::Remove("team".into())));
         assert_eq!(
             parse_label_op("osac.openshift.io/default=true"),
-            Ok(LabelOp::Set("osac.openshift.io/default".into(), "true".into()))
+            Ok(LabelOp::Set(
+                "osac.openshift.io/default".into(),
+                "true".into()
+            ))
         );
-        assert_eq!(parse_label_op("my-key-"), Ok(LabelOp::Remove("my-key".into())));
-        assert_eq!(parse_label_op("a-=b"), Ok(LabelOp::Set("a-".into(), "b".into())));
+        assert_eq!(
+            parse_label_op("my-key-"),
+            Ok(LabelOp::Remove("my-key".into()))
+        );
+        assert_eq!(
+            parse_label_op("a-=b"),
+            Ok(LabelOp::Set("a-".into(), "b".into()))
+        );
         for bad in ["team", "-", "=v", "a b=c", ""] {
             assert!(parse_label_op(bad).is_err(), "{bad}");
         }
@@ -478,7 +606,10 @@ mod tests {
         m.insert("old".into(), json!("x"));
         apply_label_ops(
             &mut m,
-            &[LabelOp::Set("a".into(), "1".into()), LabelOp::Remove("old".into())],
+            &[
+                LabelOp::Set("a".into(), "1".into()),
+                LabelOp::Remove("old".into()),
+            ],
         );
         assert_eq!(Value::Object(m), json!({"a":"1"}));
     }

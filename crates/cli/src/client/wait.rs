@@ -58,7 +58,14 @@ impl Progress {
         } else {
             std::io::stdout().is_terminal()
         };
-        Progress { label, stderr, tty, start: Instant::now(), last: None, frame: 0 }
+        Progress {
+            label,
+            stderr,
+            tty,
+            start: Instant::now(),
+            last: None,
+            frame: 0,
+        }
     }
 
     fn write(&self, s: &str) {
@@ -73,7 +80,11 @@ impl Progress {
     }
 
     fn describe(state: &str, message: &str) -> String {
-        if message.is_empty() { state.to_string() } else { format!("{state}: {message}") }
+        if message.is_empty() {
+            state.to_string()
+        } else {
+            format!("{state}: {message}")
+        }
     }
 
     fn update(&mut self, state: &str, message: &str) {
@@ -135,7 +146,7 @@ pub async fn wait(
     }
     let mut progress = Progress::new(label.to_string(), progress_to_stderr);
     let deadline = Instant::now() + timeout;
-    let mut last_seen = String::from("unknown state");
+    let mut last_seen: String;
     loop {
         match api.get(scope, kind.collection(), id).await {
             Ok(obj) => {
@@ -188,9 +199,13 @@ pub async fn wait(
                 Goal::Ready => "to become ready",
                 Goal::Gone => "to be deleted",
             };
-            bail!("timed out after {}s waiting for {label} {what} (last: {last_seen})", timeout.as_secs_f64());
+            bail!(
+                "timed out after {}s waiting for {label} {what} (last: {last_seen})",
+                timeout.as_secs_f64()
+            );
         }
-        tokio::time::sleep(POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now()))).await;
+        tokio::time::sleep(POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())))
+            .await;
     }
 }
 
@@ -201,11 +216,23 @@ mod tests {
     #[test]
     fn verdicts() {
         assert_eq!(judge(Kind::Subnet, Goal::Ready, "READY"), Verdict::Done);
-        assert_eq!(judge(Kind::ExternalIp, Goal::Ready, "ALLOCATED"), Verdict::Done);
-        assert_eq!(judge(Kind::Subnet, Goal::Ready, "PENDING"), Verdict::Pending);
+        assert_eq!(
+            judge(Kind::ExternalIp, Goal::Ready, "ALLOCATED"),
+            Verdict::Done
+        );
+        assert_eq!(
+            judge(Kind::Subnet, Goal::Ready, "PENDING"),
+            Verdict::Pending
+        );
         assert_eq!(judge(Kind::Subnet, Goal::Ready, "FAILED"), Verdict::Failed);
-        assert_eq!(judge(Kind::Subnet, Goal::Gone, "DELETING"), Verdict::Pending);
-        assert_eq!(judge(Kind::Subnet, Goal::Gone, "DELETE_FAILED"), Verdict::Failed);
+        assert_eq!(
+            judge(Kind::Subnet, Goal::Gone, "DELETING"),
+            Verdict::Pending
+        );
+        assert_eq!(
+            judge(Kind::Subnet, Goal::Gone, "DELETE_FAILED"),
+            Verdict::Failed
+        );
         assert_eq!(judge(Kind::Subnet, Goal::Gone, "READY"), Verdict::Pending);
     }
 }

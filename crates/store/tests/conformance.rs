@@ -1,0 +1,234 @@
+//! One conformance suite, run against every store backend (SQLite always; PostgreSQL when
+//! `OSAC_TEST_DATABASE_URL` is set, in a fresh database per run).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use osac_model::Kind;
+use osac_store::{ListQuery, Record, Store, StoreError};
+use serde_json::json;
+
+async fn sqlite() -> (Arc<dyn Store>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("osac.db").display());
+    (osac_store::open(&url).await.expect("open sqlite"), dir)
+}
+
+/// A fresh PostgreSQL database for this run, or None when no server is configured.
+async fn postgres() -> Option<Arc<dyn Store>> {
+    let base = std::env::var("OSAC_TEST_DATABASE_URL").ok()?;
+    let pool = sqlx::PgPool::connect(&base).await.expect("connect to OSAC_TEST_DATABASE_URL");
+    let name = format!("osac_store_{}", uuid_simple());
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.expect("create database");
+    let url = match base.rfind('/') {
+        Some(i) if base[..i].contains("://") && i > base.find("://").unwrap_or(0) + 2 => format!("{}/{name}", &base[..i]),
+        _ => format!("{base}/{name}"),
+    };
+    Some(osac_store::open(&url).await.expect("open postgres"))
+}
+
+fn uuid_simple() -> String {
+    format!("{:x}", Utc::now().timestamp_nanos_opt().unwrap_or_default())
+}
+
+fn subnet(tenant: &str, name: &str, vn: &str, labels: &[(&str, &str)]) -> Record {
+    let mut r = Record::new(
+        Kind::Subnet,
+        tenant,
+        json!({"spec": {"virtual_network": vn, "ipv4_cidr": "10.0.1.0/24"}, "status": {"state": "SUBNET_STATE_PENDING"}}),
+    );
+    r.name = Some(name.to_string());
+    r.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    r
+}
+
+async fn crud_and_versions(s: &dyn Store) {
+    let mut tx = s.begin().await.unwrap();
+    let rec = tx.insert(&subnet("t1", "a", "vn1", &[])).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(rec.version, 1);
+    let got = s.get(&rec.id).await.unwrap().expect("stored");
+    assert_eq!(got.name.as_deref(), Some("a"));
+    assert_eq!(got.body, rec.body);
+
+    let mut tx = s.begin().await.unwrap();
+    let mut next = got.clone();
+    next.body["status"]["state"] = json!("SUBNET_STATE_READY");
+    let updated = tx.update(&next).await.unwrap().expect("still there");
+    assert_eq!(updated.version, 2);
+    // A writer holding the old version loses.
+    let err = tx.update(&next).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { expected: 1, found: 2, .. }), "{err:?}");
+    tx.commit().await.unwrap();
+
+    let mut tx = s.begin().await.unwrap();
+    let found = tx.find_by_name(Kind::Subnet, "t1", "a").await.unwrap().expect("by name");
+    assert_eq!(found.id, rec.id);
+    assert!(tx.find_by_name(Kind::Subnet, "t2", "a").await.unwrap().is_none());
+}
+
+async fn names_are_unique_per_kind_and_tenant(s: &dyn Store) {
+    let mut tx = s.begin().await.unwrap();
+    tx.insert(&subnet("t1", "dup", "vn1", &[])).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let err = tx.insert(&subnet("t1", "dup", "vn1", &[])).await.unwrap_err();
+    assert!(matches!(err, StoreError::AlreadyExists(_)), "{err:?}");
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
+    tx.insert(&subnet("t2", "dup", "vn1", &[])).await.unwrap();
+    let mut unnamed = subnet("t1", "x", "vn1", &[]);
+    unnamed.name = None;
+    tx.insert(&unnamed).await.unwrap();
+    unnamed.id = uuid_simple();
+    tx.insert(&unnamed).await.unwrap();
+    tx.commit().await.unwrap();
+}
+
+async fn rollback_on_drop_and_feed_after_commit(s: &dyn Store) {
+    let mut feed = s.subscribe();
+    let mut tx = s.begin().await.unwrap();
+    let rec = tx.insert(&subnet("t3", "rolled-back", "vn1", &[])).await.unwrap();
+    drop(tx);
+    assert!(s.get(&rec.id).await.unwrap().is_none(), "dropped transaction must roll back");
+    let mut tx = s.begin().await.unwrap();
+    let rec = tx.insert(&subnet("t3", "kept", "vn9", &[])).await.unwrap();
+    tx.commit().await.unwrap();
+    let change = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let c = feed.recv().await.expect("feed open");
+            if c.id == rec.id {
+                return c;
+            }
+        }
+    })
+    .await
+    .expect("change published after commit");
+    assert_eq!(change.kind, "subnets");
+    assert!(!change.gone);
+    assert_eq!(change.refs, vec!["vn9".to_string()]);
+}
+
+async fn list_filter_order_paging(s: &dyn Store) {
+    let mut tx = s.begin().await.unwrap();
+    for i in 0..12 {
+        let color = if i % 3 == 0 { "red" } else { "blue" };
+        tx.insert(&subnet("t4", &format!("web-{i:02}"), "vn1", &[("color", color)])).await.unwrap();
+    }
+    tx.insert(&subnet("t5", "web-other-tenant", "vn1", &[("color", "red")])).await.unwrap();
+    tx.commit().await.unwrap();
+    let q = |filter: &str, order: &str, offset: i64, limit: i64| ListQuery {
+        kind: Kind::Subnet,
+        tenant: Some("t4".into()),
+        filter: filter.into(),
+        order: order.into(),
+        offset,
+        limit,
+    };
+    let red = s.list(&q("this.metadata.labels[\"color\"] == \"red\"", "", 0, 100)).await.unwrap();
+    assert_eq!(red.total, 4);
+    assert!(red.items.iter().all(|r| r.tenant == "t4"));
+    let page = s.list(&q("this.metadata.name.startsWith(\"web-\")", "metadata.name desc", 2, 3)).await.unwrap();
+    assert_eq!(page.total, 12);
+    let names: Vec<_> = page.items.iter().filter_map(|r| r.name.clone()).collect();
+    assert_eq!(names, vec!["web-09", "web-08", "web-07"]);
+    let by_state = s.list(&q("this.status.state == 1", "", 0, 100)).await.unwrap();
+    assert_eq!(by_state.total, 12, "enum compared by number");
+    let err = s.list(&q("this.spec.(", "", 0, 10)).await.unwrap_err();
+    assert!(matches!(err, StoreError::Filter(_)), "{err:?}");
+    let all = s.list(&ListQuery { tenant: None, ..q("this.metadata.labels[\"color\"] == \"red\"", "", 0, 100) }).await.unwrap();
+    assert_eq!(all.total, 5);
+}
+
+async fn references_and_finalizers(s: &dyn Store) {
+    let mut tx = s.begin().await.unwrap();
+    let mut vn = Record::new(Kind::VirtualNetwork, "t6", json!({"spec": {"ipv4_cidr": "10.0.0.0/16"}}));
+    vn.finalizers = vec!["osac.openshift.io/fabric".into()];
+    let vn = tx.insert(&vn).await.unwrap();
+    let child = tx.insert(&subnet("t6", "child", &vn.id, &[])).await.unwrap();
+    tx.commit().await.unwrap();
+    let refs = s.referrers(&vn.id).await.unwrap();
+    assert_eq!(refs.len(), 1);
+    assert_eq!(refs[0].source, child.id);
+    assert_eq!(refs[0].field, "spec.virtual_network");
+
+    // Deleting with a finalizer keeps the row; dropping the finalizer removes it.
+    let mut tx = s.begin().await.unwrap();
+    let mut deleting = vn.clone();
+    deleting.deleted_at = Some(Utc::now());
+    let kept = tx.update(&deleting).await.unwrap().expect("finalizer keeps it");
+    let mut done = kept.clone();
+    done.finalizers.clear();
+    assert!(tx.update(&done).await.unwrap().is_none());
+    tx.remove(&child.id).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(s.get(&vn.id).await.unwrap().is_none());
+    assert!(s.referrers(&vn.id).await.unwrap().is_empty());
+}
+
+async fn locked_read_modify_write_loses_nothing(s: Arc<dyn Store>) {
+    let mut tx = s.begin().await.unwrap();
+    let counter = tx
+        .insert(&Record::new(Kind::ExternalIpPool, "", json!({"status": {"allocated": "0"}})))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let (s, id) = (s.clone(), counter.id.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut tx = s.begin().await.unwrap();
+            let mut rec = tx.lock(&id).await.unwrap().unwrap();
+            let n: i64 = rec.body["status"]["allocated"].as_str().unwrap().parse().unwrap();
+            rec.body["status"]["allocated"] = json!((n + 1).to_string());
+            tx.update(&rec).await.unwrap();
+            tx.commit().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let rec = s.get(&counter.id).await.unwrap().unwrap();
+    assert_eq!(rec.body["status"]["allocated"], json!("20"));
+    assert_eq!(rec.version, 21);
+}
+
+async fn key_value_records(s: &dyn Store) {
+    s.kv_put("ns", "a", "1").await.unwrap();
+    s.kv_put("ns", "b", "2").await.unwrap();
+    s.kv_put("ns", "a", "3").await.unwrap();
+    s.kv_put("other", "a", "x").await.unwrap();
+    assert_eq!(s.kv_load("ns").await.unwrap(), vec![("a".into(), "3".into()), ("b".into(), "2".into())]);
+    s.kv_delete("ns", "a").await.unwrap();
+    s.kv_delete("ns", "missing").await.unwrap();
+    assert_eq!(s.kv_load("ns").await.unwrap().len(), 1);
+}
+
+async fn suite(s: Arc<dyn Store>) {
+    s.ping().await.unwrap();
+    crud_and_versions(s.as_ref()).await;
+    names_are_unique_per_kind_and_tenant(s.as_ref()).await;
+    rollback_on_drop_and_feed_after_commit(s.as_ref()).await;
+    list_filter_order_paging(s.as_ref()).await;
+    references_and_finalizers(s.as_ref()).await;
+    locked_read_modify_write_loses_nothing(s.clone()).await;
+    key_value_records(s.as_ref()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_conforms() {
+    let (s, _dir) = sqlite().await;
+    suite(s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_conforms() {
+    match postgres().await {
+        Some(s) => suite(s).await,
+        None if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true but OSAC_TEST_DATABASE_URL is not set: the PostgreSQL suite must run in CI")
+        }
+        None => eprintln!("OSAC_TEST_DATABASE_URL not set: PostgreSQL conformance skipped"),
+    }
+}
