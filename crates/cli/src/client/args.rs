@@ -66,7 +66,7 @@ pub enum ClientCommand {
     /// Save the server URL and token in the config file
     Login(LoginArgs),
     /// Create a tenant object
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// List or show objects
     Get(GetArgs),
     /// Change an object (security group rules, or fields from a file)
@@ -77,7 +77,7 @@ pub enum ClientCommand {
     Delete(DeleteArgs),
     /// Provider administration (private API): network classes, pools, host types, tenants,
     /// hosts, tokens, managers
-    Admin(AdminArgs),
+    Admin(Box<AdminArgs>),
 }
 
 /// `osac login`.
@@ -402,7 +402,7 @@ pub struct AdminArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum AdminCommand {
     /// Create a provider object or a token
-    Create(AdminCreateArgs),
+    Create(Box<AdminCreateArgs>),
     /// List or show provider objects
     Get(GetOpts),
     /// Change a provider object from a file

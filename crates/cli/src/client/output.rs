@@ -233,11 +233,11 @@ impl Table {
         let mut out = String::new();
         for row in std::iter::once(&self.headers).chain(&self.rows) {
             let mut line = String::new();
-            for i in 0..n {
+            for (i, width) in widths.iter().enumerate() {
                 let cell = row.get(i).map(String::as_str).unwrap_or("");
                 line.push_str(cell);
                 if i + 1 < n {
-                    let pad = widths[i] - cell.chars().count() + 3;
+                    let pad = width - cell.chars().count() + 3;
                     line.extend(std::iter::repeat_n(' ', pad));
                 }
             }
@@ -248,9 +248,12 @@ impl Table {
     }
 }
 
+/// The kind-specific cells of a row (between STATE and MESSAGE).
+type RowFn = fn(&Value, &RefNames) -> Vec<String>;
+
 /// The table of objects of one kind.
 pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
-    let (headers, row): (&[&str], fn(&Value, &RefNames) -> Vec<String>) = match kind {
+    let (headers, row): (&[&str], RowFn) = match kind {
         Kind::VirtualNetwork => (
             &["NAME", "ID", "STATE", "CIDRS", "CLASS", "MESSAGE"],
             |v, n| {
@@ -768,10 +771,10 @@ mod tests {
             .unwrap(),
             serde_json::to_string_pretty(&v).unwrap() + "\n"
         );
-        let yaml = render_raw(OutputFormat::Yaml, Kind::Subnet, &[v.clone()], false).unwrap();
+        let yaml = render_raw(OutputFormat::Yaml, Kind::Subnet, std::slice::from_ref(&v), false).unwrap();
         assert!(yaml.starts_with("- id: i1"), "{yaml}");
         assert_eq!(
-            render_raw(OutputFormat::Name, Kind::Subnet, &[v.clone()], false).unwrap(),
+            render_raw(OutputFormat::Name, Kind::Subnet, std::slice::from_ref(&v), false).unwrap(),
             "subnet/n1\n"
         );
         assert_eq!(
