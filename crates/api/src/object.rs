@@ -24,8 +24,10 @@ pub fn to_object(rec: &Record, show_finalizers: bool) -> Value {
     if !rec.labels.is_empty() {
         meta.insert("labels".into(), json!(rec.labels));
     }
-    if !rec.annotations.is_empty() {
-        meta.insert("annotations".into(), json!(rec.annotations));
+    let annotations: BTreeMap<&String, &String> =
+        rec.annotations.iter().filter(|(k, _)| !is_internal_annotation(k)).collect();
+    if !annotations.is_empty() {
+        meta.insert("annotations".into(), json!(annotations));
     }
     meta.insert("creation_timestamp".into(), json!(rec.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)));
     if let Some(d) = rec.deleted_at {
@@ -93,4 +95,9 @@ pub fn body_of(value: &Value) -> Value {
         o.remove("metadata");
     }
     v
+}
+
+/// Annotations the controllers keep for themselves: hidden from clients, kept across updates.
+pub fn is_internal_annotation(key: &str) -> bool {
+    key == osac_controller::APPLIED_SPEC_ANNOTATION || key == osac_controller::VIRTUAL_NETWORK_ANNOTATION
 }

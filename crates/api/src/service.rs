@@ -162,6 +162,7 @@ impl Service {
         rec.creator = caller.subject.clone();
         rec.labels = meta.labels;
         rec.annotations = meta.annotations;
+        rec.annotations.retain(|k, _| !crate::object::is_internal_annotation(k));
         if kind.needs_fabric_finalizer() {
             rec.finalizers.push(FABRIC_FINALIZER.to_string());
         }
@@ -248,6 +249,11 @@ impl Service {
         next.name = new_meta.name.clone();
         next.labels = new_meta.labels;
         next.annotations = new_meta.annotations;
+        for (k, v) in &current.annotations {
+            if crate::object::is_internal_annotation(k) {
+                next.annotations.insert(k.clone(), v.clone());
+            }
+        }
         let mut new_body = body_of(&new_obj);
         let mut cx = Cx { tx: tx.as_mut(), caller, tenant: current.tenant.clone(), registry: &self.registry };
         resources::prepare_update(&mut cx, kind, &current, &mut new_body).await?;

@@ -643,7 +643,7 @@ mod tests {
         });
         let out = table(Kind::SecurityGroup, &[sg], &names()).render();
         assert!(out.lines().nth(1).unwrap().starts_with("web "), "{out}");
-        assert!(out.contains("my-net   tcp/443 0.0.0.0/0   -"), "{out}");
+        assert!(out.contains("my-net    tcp/443 0.0.0.0/0   -\n"), "{out}");
         assert!(out.contains("PENDING"), "{out}");
 
         let eip = json!({
@@ -771,10 +771,22 @@ mod tests {
             .unwrap(),
             serde_json::to_string_pretty(&v).unwrap() + "\n"
         );
-        let yaml = render_raw(OutputFormat::Yaml, Kind::Subnet, std::slice::from_ref(&v), false).unwrap();
+        let yaml = render_raw(
+            OutputFormat::Yaml,
+            Kind::Subnet,
+            std::slice::from_ref(&v),
+            false,
+        )
+        .unwrap();
         assert!(yaml.starts_with("- id: i1"), "{yaml}");
         assert_eq!(
-            render_raw(OutputFormat::Name, Kind::Subnet, std::slice::from_ref(&v), false).unwrap(),
+            render_raw(
+                OutputFormat::Name,
+                Kind::Subnet,
+                std::slice::from_ref(&v),
+                false
+            )
+            .unwrap(),
             "subnet/n1\n"
         );
         assert_eq!(

@@ -1,0 +1,179 @@
+//! Running N operations over C concurrent clients and summarising their latencies.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+
+/// What a concurrent run produced.
+pub struct Run<T> {
+    /// One entry per operation, in operation order; `None` where it failed.
+    pub results: Vec<Option<T>>,
+    /// Latency of every operation (failed ones too), sorted ascending.
+    pub latencies: Latencies,
+    /// Wall time from the first operation's start to the last one's end.
+    pub elapsed: Duration,
+    pub errors: usize,
+    pub first_error: Option<String>,
+}
+
+impl<T> Run<T> {
+    /// Operations per second over the whole run.
+    pub fn rate(&self) -> f64 {
+        self.results.len() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The successful results.
+    pub fn ok(self) -> impl Iterator<Item = T> {
+        self.results.into_iter().flatten()
+    }
+}
+
+/// Runs operations `0..n`, `clients` at a time (each client takes the next index when its
+/// previous operation finished), timing each one.
+pub async fn run<T, F, Fut>(n: usize, clients: usize, op: F) -> Run<T>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = anyhow::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let op = Arc::new(op);
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut set = JoinSet::new();
+    for _ in 0..clients.clamp(1, n.max(1)) {
+        let op = op.clone();
+        let next = next.clone();
+        set.spawn(async move {
+            let mut out = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let t = Instant::now();
+                let r = op(i).await;
+                out.push((i, t.elapsed(), r));
+            }
+            out
+        });
+    }
+    let mut all = Vec::with_capacity(n);
+    while let Some(done) = set.join_next().await {
+        match done {
+            Ok(part) => all.extend(part),
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+    let elapsed = start.elapsed();
+    all.sort_by_key(|(i, _, _)| *i);
+    let mut latencies = Vec::with_capacity(all.len());
+    let mut results = Vec::with_capacity(all.len());
+    let mut errors = 0;
+    let mut first_error = None;
+    for (_, d, r) in all {
+        latencies.push(d);
+        match r {
+            Ok(v) => results.push(Some(v)),
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert_with(|| format!("{e:#}"));
+                results.push(None);
+            }
+        }
+    }
+    Run {
+        results,
+        latencies: Latencies::new(latencies),
+        elapsed,
+        errors,
+        first_error,
+    }
+}
+
+/// Sorted latencies.
+#[derive(Debug, Clone, Default)]
+pub struct Latencies(Vec<Duration>);
+
+impl Latencies {
+    pub fn new(mut v: Vec<Duration>) -> Self {
+        v.sort();
+        Self(v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The q-quantile (nearest rank), in milliseconds.
+    pub fn pct(&self, q: f64) -> f64 {
+        if self.0.is_empty() {
+            return f64::NAN;
+        }
+        let rank = ((q * self.0.len() as f64).ceil() as usize).clamp(1, self.0.len());
+        ms(self.0[rank - 1])
+    }
+
+    pub fn max(&self) -> f64 {
+        self.0.last().map_or(f64::NAN, |d| ms(*d))
+    }
+
+    pub fn mean(&self) -> f64 {
+        if self.0.is_empty() {
+            return f64::NAN;
+        }
+        ms(self.0.iter().sum::<Duration>()) / self.0.len() as f64
+    }
+
+    /// "p50 a / p90 b / p99 c / max d ms".
+    pub fn summary(&self) -> String {
+        format!(
+            "p50 {:.2} / p90 {:.2} / p99 {:.2} / max {:.2} ms (mean {:.2}, n={})",
+            self.pct(0.50),
+            self.pct(0.90),
+            self.pct(0.99),
+            self.max(),
+            self.mean(),
+            self.len()
+        )
+    }
+}
+
+/// A duration in milliseconds.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let l = Latencies::new((1..=100).rev().map(Duration::from_millis).collect());
+        assert_eq!(l.pct(0.5), 50.0);
+        assert_eq!(l.pct(0.99), 99.0);
+        assert_eq!(l.pct(1.0), 100.0);
+        assert_eq!(l.max(), 100.0);
+        assert!(Latencies::default().pct(0.5).is_nan());
+    }
+
+    #[tokio::test]
+    async fn runs_every_index_once_and_counts_errors() {
+        let r = run(50, 7, |i| async move {
+            if i % 10 == 0 {
+                anyhow::bail!("bad {i}")
+            }
+            Ok(i)
+        })
+        .await;
+        assert_eq!(r.results.len(), 50);
+        assert_eq!(r.errors, 5);
+        assert_eq!(r.first_error.as_deref().map(|e| e.starts_with("bad")), Some(true));
+        assert_eq!(r.results[1], Some(1));
+        assert_eq!(r.results[49], Some(49));
+        assert_eq!(r.latencies.len(), 50);
+    }
+}
