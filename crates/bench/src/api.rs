@@ -39,7 +39,10 @@ impl Api {
 
     async fn reply(what: &str, resp: reqwest::Response) -> Result<Value> {
         let status = resp.status();
-        let bytes = resp.bytes().await.with_context(|| format!("{what}: reading the body"))?;
+        let bytes = resp
+            .bytes()
+            .await
+            .with_context(|| format!("{what}: reading the body"))?;
         if !status.is_success() {
             bail!("{what}: HTTP {status}: {}", String::from_utf8_lossy(&bytes));
         }
@@ -112,7 +115,9 @@ impl Api {
                 let bad = self.count(path, failed).await?;
                 if bad > 0 {
                     let sample = self.list(path, failed, 1).await?;
-                    bail!("{bad} objects FAILED while waiting for {target} ({n} ready); e.g. {sample}");
+                    bail!(
+                        "{bad} objects FAILED while waiting for {target} ({n} ready); e.g. {sample}"
+                    );
                 }
             }
             if start.elapsed() > timeout {

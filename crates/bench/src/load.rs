@@ -171,7 +171,10 @@ mod tests {
         .await;
         assert_eq!(r.results.len(), 50);
         assert_eq!(r.errors, 5);
-        assert_eq!(r.first_error.as_deref().map(|e| e.starts_with("bad")), Some(true));
+        assert_eq!(
+            r.first_error.as_deref().map(|e| e.starts_with("bad")),
+            Some(true)
+        );
         assert_eq!(r.results[1], Some(1));
         assert_eq!(r.results[49], Some(49));
         assert_eq!(r.latencies.len(), 50);

@@ -109,10 +109,14 @@ const SN_FAILED: &str = "SUBNET_STATE_FAILED";
 fn main() -> Result<()> {
     let args = Args::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     let report = runtime.block_on(bench(args))?;
     println!("{}", report.render());
     Ok(())
@@ -165,15 +169,38 @@ async fn bench(args: Args) -> Result<Report> {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let rss_start = proc_status_kib("VmRSS");
     report.header = vec![
-        ("database".into(), format!("{} — {}", if sqlite { "SQLite" } else { "PostgreSQL" }, redact(&database_url))),
-        ("machine".into(), format!("{cpus} CPUs visible; server, controllers and clients share this one process")),
+        (
+            "database".into(),
+            format!(
+                "{} — {}",
+                if sqlite { "SQLite" } else { "PostgreSQL" },
+                redact(&database_url)
+            ),
+        ),
+        (
+            "machine".into(),
+            format!(
+                "{cpus} CPUs visible; server, controllers and clients share this one process ({} build)",
+                if cfg!(debug_assertions) {
+                    "DEBUG: numbers not meaningful"
+                } else {
+                    "release"
+                }
+            ),
+        ),
         (
             "clients".into(),
-            format!("{} concurrent HTTP/1.1 keep-alive clients (reqwest); {} raw store writers", args.clients, args.clients),
+            format!(
+                "{} concurrent HTTP/1.1 keep-alive clients (reqwest); {} raw store writers",
+                args.clients, args.clients
+            ),
         ),
         (
             "server".into(),
-            format!("osac-api in-process, sim fabric + sim k8s, {} reconcile workers, resync {} s", args.workers, args.resync_seconds),
+            format!(
+                "osac-api in-process, sim fabric + sim k8s, {} reconcile workers, resync {} s",
+                args.workers, args.resync_seconds
+            ),
         ),
     ];
     let tenant = format!("bench-{:06x}", rand::rng().random_range(0..0xff_ffff));
@@ -182,9 +209,21 @@ async fn bench(args: Args) -> Result<Report> {
     //    neither see nor compete with them); removed afterwards.
     let mut raw_rate = None;
     if !args.skip_raw {
-        progress!("1/5 raw store inserts: {} with {} writers…", args.raw_inserts, args.clients);
-        let store = osac_store::open(&database_url).await.context("opening the store")?;
-        let run = store::raw_inserts(store.clone(), &format!("{tenant}-raw"), args.raw_inserts, args.clients).await;
+        progress!(
+            "1/5 raw store inserts: {} with {} writers…",
+            args.raw_inserts,
+            args.clients
+        );
+        let store = osac_store::open(&database_url)
+            .await
+            .context("opening the store")?;
+        let run = store::raw_inserts(
+            store.clone(),
+            &format!("{tenant}-raw"),
+            args.raw_inserts,
+            args.clients,
+        )
+        .await;
         if let Some(e) = &run.first_error {
             bail!("raw inserts failed ({} errors): {e}", run.errors);
         }
@@ -197,11 +236,20 @@ async fn bench(args: Args) -> Result<Report> {
             value: rate,
             goal: Goal::None,
             goal_text: "(reference)".into(),
-            note: format!("{} inserts in {:.2} s", thousands(run.results.len() as f64), run.elapsed.as_secs_f64()),
+            note: format!(
+                "{} inserts in {:.2} s",
+                thousands(run.results.len() as f64),
+                run.elapsed.as_secs_f64()
+            ),
         });
-        report.details.push(format!("raw insert latency (incl. waiting for the write lock): {}", run.latencies.summary()));
+        report.details.push(format!(
+            "raw insert latency (incl. waiting for the write lock): {}",
+            run.latencies.summary()
+        ));
         let ids: Vec<String> = run.ok().collect();
-        store::remove_all(&*store, &ids, 1000).await.context("removing the raw rows")?;
+        store::remove_all(&*store, &ids, 1000)
+            .await
+            .context("removing the raw rows")?;
         drop(store);
     }
 
@@ -223,12 +271,30 @@ async fn bench(args: Args) -> Result<Report> {
     .await
     .context("starting the server")?;
     let rss_server = proc_status_kib("VmRSS");
-    osac_api::dev::bootstrap(&server.service).await.map_err(|e| anyhow::anyhow!("dev bootstrap: {e:?}"))?;
+    osac_api::dev::bootstrap(&server.service)
+        .await
+        .map_err(|e| anyhow::anyhow!("dev bootstrap: {e:?}"))?;
     let admin = Api::new(&server.url(), &admin_token, args.clients * 2)?;
-    admin.post("/api/private/v1/tenants", &json!({"metadata": {"name": tenant}})).await?;
-    let token = admin.post("/api/private/v1/tokens", &json!({"tenant": tenant, "role": "tenant-admin"})).await?;
-    let token = token["token"].as_str().context("no token minted")?.to_string();
-    let env = Env { api: admin.with_token(&token), server };
+    admin
+        .post(
+            "/api/private/v1/tenants",
+            &json!({"metadata": {"name": tenant}}),
+        )
+        .await?;
+    let token = admin
+        .post(
+            "/api/private/v1/tokens",
+            &json!({"tenant": tenant, "role": "tenant-admin"}),
+        )
+        .await?;
+    let token = token["token"]
+        .as_str()
+        .context("no token minted")?
+        .to_string();
+    let env = Env {
+        api: admin.with_token(&token),
+        server,
+    };
     report.header.push(("tenant".into(), tenant.clone()));
 
     let result = phases(&args, &env, raw_rate, &mut report).await;
@@ -245,7 +311,10 @@ async fn bench(args: Args) -> Result<Report> {
         mib(hwm)
     ));
     if sqlite && let Ok(m) = std::fs::metadata(tmp.path().join("osac.db")) {
-        report.details.push(format!("SQLite file: {:.0} MiB (plus WAL)", m.len() as f64 / 1048576.0));
+        report.details.push(format!(
+            "SQLite file: {:.0} MiB (plus WAL)",
+            m.len() as f64 / 1048576.0
+        ));
     }
     if args.keep {
         let kept = tmp.keep();
@@ -272,12 +341,21 @@ fn label_filter(value: &str) -> String {
 }
 
 fn state_filter(value: &str, state: &str) -> String {
-    format!("{} && this.status.state == \"{state}\"", label_filter(value))
+    format!(
+        "{} && this.status.state == \"{state}\"",
+        label_filter(value)
+    )
 }
 
 /// Creates `n` VirtualNetworks (10.0.0.0/16) labelled `bench=label` and waits until all are
 /// READY. Returns their ids in order.
-async fn create_vns(args: &Args, env: &Env, label: &str, n: usize, report: &mut Report) -> Result<Vec<String>> {
+async fn create_vns(
+    args: &Args,
+    env: &Env,
+    label: &str,
+    n: usize,
+    report: &mut Report,
+) -> Result<Vec<String>> {
     let api = env.api.clone();
     let label_owned = label.to_string();
     let run = load::run(n, args.clients, move |i| {
@@ -315,11 +393,19 @@ async fn create_vns(args: &Args, env: &Env, label: &str, n: usize, report: &mut 
 }
 
 /// Measure 2: subnet creates through REST, each in its own READY VirtualNetwork.
-async fn create_phase(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mut Report) -> Result<()> {
+async fn create_phase(
+    args: &Args,
+    env: &Env,
+    raw_rate: Option<f64>,
+    report: &mut Report,
+) -> Result<()> {
     let n = args.creates;
     progress!("2/5 create: {n} VirtualNetworks (untimed), waiting for READY…");
     let vns = Arc::new(create_vns(args, env, "create", n, report).await?);
-    progress!("2/5 create: timing {n} subnet creates with {} clients…", args.clients);
+    progress!(
+        "2/5 create: timing {n} subnet creates with {} clients…",
+        args.clients
+    );
     let api = env.api.clone();
     let run = load::run(n, args.clients, move |i| {
         let api = api.clone();
@@ -331,23 +417,36 @@ async fn create_phase(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mu
     })
     .await;
     if let Some(e) = &run.first_error {
-        report.warnings.push(format!("{} of {n} subnet creates failed, e.g. {e}", run.errors));
+        report.warnings.push(format!(
+            "{} of {n} subnet creates failed, e.g. {e}",
+            run.errors
+        ));
     }
     let rate = run.rate();
     let ok = run.results.iter().filter(|r| r.is_some()).count();
     match raw_rate {
         Some(raw) => report.lines.push(Line {
             id: "2".into(),
-            what: format!("subnet create via REST ({} clients, own VN each)", args.clients),
+            what: format!(
+                "subnet create via REST ({} clients, own VN each)",
+                args.clients
+            ),
             shown: format!("{} /s = {:.2}× raw", thousands(rate), rate / raw),
             value: rate / raw,
             goal: Goal::AtLeast(0.25),
             goal_text: "≥ 0.25× raw".into(),
-            note: format!("{} creates in {:.2} s", thousands(ok as f64), run.elapsed.as_secs_f64()),
+            note: format!(
+                "{} creates in {:.2} s",
+                thousands(ok as f64),
+                run.elapsed.as_secs_f64()
+            ),
         }),
         None => report.lines.push(Line {
             id: "2".into(),
-            what: format!("subnet create via REST ({} clients, own VN each)", args.clients),
+            what: format!(
+                "subnet create via REST ({} clients, own VN each)",
+                args.clients
+            ),
             shown: format!("{} /s", thousands(rate)),
             value: f64::NAN,
             goal: Goal::AtLeast(0.25),
@@ -358,13 +457,20 @@ async fn create_phase(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mu
     report.lines.push(Line {
         id: "".into(),
         what: "  create latency p50 / p99".into(),
-        shown: format!("{:.1} / {:.1} ms", run.latencies.pct(0.5), run.latencies.pct(0.99)),
+        shown: format!(
+            "{:.1} / {:.1} ms",
+            run.latencies.pct(0.5),
+            run.latencies.pct(0.99)
+        ),
         value: run.latencies.pct(0.99),
         goal: Goal::AtMost(20.0),
         goal_text: "p99 ≤ 20 ms".into(),
         note: format!("max {:.1} ms", run.latencies.max()),
     });
-    report.details.push(format!("[create] subnet create latency: {}", run.latencies.summary()));
+    report.details.push(format!(
+        "[create] subnet create latency: {}",
+        run.latencies.summary()
+    ));
     // Let the controllers finish these before the next phase, so phases do not overlap.
     let t = Instant::now();
     env.api
@@ -376,7 +482,10 @@ async fn create_phase(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mu
             Duration::from_secs(args.ready_timeout),
         )
         .await?;
-    report.details.push(format!("[create] all {ok} subnets READY {:.2} s after the last create returned", t.elapsed().as_secs_f64()));
+    report.details.push(format!(
+        "[create] all {ok} subnets READY {:.2} s after the last create returned",
+        t.elapsed().as_secs_f64()
+    ));
     Ok(())
 }
 
@@ -403,7 +512,10 @@ async fn ready_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()> 
     let run = creating.await?;
     let created_after = start.elapsed();
     if let Some(e) = &run.first_error {
-        report.warnings.push(format!("{} of {n} READY-run subnet creates failed, e.g. {e}", run.errors));
+        report.warnings.push(format!(
+            "{} of {n} READY-run subnet creates failed, e.g. {e}",
+            run.errors
+        ));
     }
     let ok = run.results.iter().filter(|r| r.is_some()).count();
     let wait = env
@@ -445,10 +557,18 @@ fn controller_activity() -> (i64, u64) {
     for family in prometheus::gather() {
         match family.name() {
             "osac_reconcile_queue_depth" => {
-                depth += family.get_metric().iter().map(|m| m.get_gauge().value() as i64).sum::<i64>();
+                depth += family
+                    .get_metric()
+                    .iter()
+                    .map(|m| m.get_gauge().get_value() as i64)
+                    .sum::<i64>();
             }
             "osac_reconcile_total" => {
-                total += family.get_metric().iter().map(|m| m.get_counter().value() as u64).sum::<u64>();
+                total += family
+                    .get_metric()
+                    .iter()
+                    .map(|m| m.get_counter().get_value() as u64)
+                    .sum::<u64>();
             }
             _ => {}
         }
@@ -474,7 +594,10 @@ async fn controllers_idle(timeout: Duration) -> Result<(Duration, u64)> {
         }
         last = now;
         if start.elapsed() > timeout {
-            bail!("controllers still busy after {timeout:?}: queue depth {}", now.0);
+            bail!(
+                "controllers still busy after {timeout:?}: queue depth {}",
+                now.0
+            );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -487,23 +610,51 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
     progress!("3/5 objects: creating the templates…");
     let vn = id_of(&env.api.post(VNS, &json!({"metadata": {"name": "template-vn", "labels": {"bench": "template"}}, "spec": {"ipv4_cidr": "10.0.0.0/16"}})).await?)?;
     env.api
-        .wait_count(VNS, &state_filter("template", VN_READY), &state_filter("template", VN_FAILED), 1, Duration::from_secs(60))
+        .wait_count(
+            VNS,
+            &state_filter("template", VN_READY),
+            &state_filter("template", VN_FAILED),
+            1,
+            Duration::from_secs(60),
+        )
         .await?;
     env.api
         .post(SUBNETS, &json!({"metadata": {"name": "template-sn", "labels": {"bench": "template"}}, "spec": {"virtual_network": vn, "ipv4_cidr": "10.0.1.0/24"}}))
         .await?;
     env.api
-        .wait_count(SUBNETS, &state_filter("template", SN_READY), &state_filter("template", SN_FAILED), 1, Duration::from_secs(60))
+        .wait_count(
+            SUBNETS,
+            &state_filter("template", SN_READY),
+            &state_filter("template", SN_FAILED),
+            1,
+            Duration::from_secs(60),
+        )
         .await?;
     let vn_template = store.get(&vn).await?.context("template VN vanished")?;
     let sn_list = env.api.list(SUBNETS, &label_filter("template"), 1).await?;
-    let sn_id = sn_list["items"][0]["id"].as_str().context("template subnet not listed")?.to_string();
-    let sn_template = store.get(&sn_id).await?.context("template subnet vanished")?;
+    let sn_id = sn_list["items"][0]["id"]
+        .as_str()
+        .context("template subnet not listed")?
+        .to_string();
+    let sn_template = store
+        .get(&sn_id)
+        .await?
+        .context("template subnet vanished")?;
 
     let existing = store::count_all(&*store).await?;
     let to_load = (args.objects as i64 - existing).max(0) as usize;
-    progress!("3/5 objects: {existing} objects stored; bulk-loading {to_load} more through the store…");
-    let bulk = store::bulk_load(store.clone(), &vn_template, &sn_template, to_load, args.load_batch, args.load_writers).await?;
+    progress!(
+        "3/5 objects: {existing} objects stored; bulk-loading {to_load} more through the store…"
+    );
+    let bulk = store::bulk_load(
+        store.clone(),
+        &vn_template,
+        &sn_template,
+        to_load,
+        args.load_batch,
+        args.load_writers,
+    )
+    .await?;
     let stored = store::count_all(&*store).await?;
     report.details.push(format!(
         "[objects] bulk-loaded {} VirtualNetworks + {} subnets in {:.2} s ({} obj/s, {} per transaction); {} objects stored",
@@ -522,18 +673,32 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
         thousands(reconciles as f64)
     ));
     // The copies must have been left alone (applied-spec hash matched).
-    for id in bulk.sample_ids.iter().step_by((bulk.sample_ids.len() / 20).max(1)) {
+    for id in bulk
+        .sample_ids
+        .iter()
+        .step_by((bulk.sample_ids.len() / 20).max(1))
+    {
         if let Some(r) = store.get(id).await?
             && r.version != 1
         {
-            report.warnings.push(format!("bulk subnet {id} was rewritten by a controller (version {})", r.version));
+            report.warnings.push(format!(
+                "bulk subnet {id} was rewritten by a controller (version {})",
+                r.version
+            ));
             break;
         }
     }
     if bulk.sample_ids.is_empty() || bulk.groups == 0 {
-        report.warnings.push(format!("only {} objects bulk-loaded: GET/LIST run against what exists", bulk.subnets));
+        report.warnings.push(format!(
+            "only {} objects bulk-loaded: GET/LIST run against what exists",
+            bulk.subnets
+        ));
     }
-    let get_ids = if bulk.sample_ids.is_empty() { vec![sn_id.clone()] } else { bulk.sample_ids.clone() };
+    let get_ids = if bulk.sample_ids.is_empty() {
+        vec![sn_id.clone()]
+    } else {
+        bulk.sample_ids.clone()
+    };
     let groups = bulk.groups.max(1);
 
     // GET: random bulk subnets.
@@ -565,13 +730,21 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
                 let v = api.list(SUBNETS, &filter, 100).await?;
                 let size = v["items"].as_array().map_or(0, Vec::len);
                 if full_groups > 0 && size != store::GROUP_SIZE {
-                    bail!("LIST {filter} returned {size} items, expected {}", store::GROUP_SIZE);
+                    bail!(
+                        "LIST {filter} returned {size} items, expected {}",
+                        store::GROUP_SIZE
+                    );
                 }
                 Ok(())
             }
         })
     };
-    progress!("3/5 objects: warming up, then {} GETs and {} LISTs with {} clients…", args.gets, args.lists, args.clients);
+    progress!(
+        "3/5 objects: warming up, then {} GETs and {} LISTs with {} clients…",
+        args.gets,
+        args.lists,
+        args.clients
+    );
     let _ = gets(args.gets.min(500), args.clients).await;
     let _ = lists(args.lists.min(100), args.clients).await;
     let g = gets(args.gets, args.clients).await;
@@ -579,28 +752,62 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
     progress!("3/5 objects: the same, one client at a time…");
     let g1 = gets(args.gets.div_ceil(5), 1).await;
     let l1 = lists(args.lists.div_ceil(5), 1).await;
-    for (what, run) in [("GET", &g.errors), ("LIST", &l.errors), ("GET (1 client)", &g1.errors), ("LIST (1 client)", &l1.errors)] {
+    for (what, run) in [
+        ("GET", &g.errors),
+        ("LIST", &l.errors),
+        ("GET (1 client)", &g1.errors),
+        ("LIST (1 client)", &l1.errors),
+    ] {
         if *run > 0 {
-            report.warnings.push(format!("{run} {what} requests failed"));
+            report
+                .warnings
+                .push(format!("{run} {what} requests failed"));
         }
     }
     if let Some(e) = g.first_error.as_ref().or(l.first_error.as_ref()) {
         report.warnings.push(format!("first GET/LIST error: {e}"));
     }
     let objects = thousands(stored as f64);
-    push_latency(report, "3", &format!("GET p99 at {objects} objects ({} clients)", args.clients), &g.latencies, 5.0, g.rate());
+    push_latency(
+        report,
+        "3",
+        &format!("GET p99 at {objects} objects ({} clients)", args.clients),
+        &g.latencies,
+        5.0,
+        g.rate(),
+    );
     push_latency(
         report,
         "",
-        &format!("LIST p99, label filter → {} of {objects} ({} cl.)", store::GROUP_SIZE, args.clients),
+        &format!(
+            "LIST p99, label filter → {} of {objects} ({} cl.)",
+            store::GROUP_SIZE,
+            args.clients
+        ),
         &l.latencies,
         50.0,
         l.rate(),
     );
-    report.details.push(format!("[objects] GET,  {} clients: {}; {} req/s", args.clients, g.latencies.summary(), thousands(g.rate())));
-    report.details.push(format!("[objects] LIST, {} clients: {}; {} req/s", args.clients, l.latencies.summary(), thousands(l.rate())));
-    report.details.push(format!("[objects] GET,  1 client:  {}", g1.latencies.summary()));
-    report.details.push(format!("[objects] LIST, 1 client:  {}", l1.latencies.summary()));
+    report.details.push(format!(
+        "[objects] GET,  {} clients: {}; {} req/s",
+        args.clients,
+        g.latencies.summary(),
+        thousands(g.rate())
+    ));
+    report.details.push(format!(
+        "[objects] LIST, {} clients: {}; {} req/s",
+        args.clients,
+        l.latencies.summary(),
+        thousands(l.rate())
+    ));
+    report.details.push(format!(
+        "[objects] GET,  1 client:  {}",
+        g1.latencies.summary()
+    ));
+    report.details.push(format!(
+        "[objects] LIST, 1 client:  {}",
+        l1.latencies.summary()
+    ));
 
     // 5. RSS with the objects stored, after they were read.
     let rss = mib(proc_status_kib("VmRSS"));
@@ -616,7 +823,14 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
     Ok(())
 }
 
-fn push_latency(report: &mut Report, id: &str, what: &str, lat: &Latencies, goal_ms: f64, rate: f64) {
+fn push_latency(
+    report: &mut Report,
+    id: &str,
+    what: &str,
+    lat: &Latencies,
+    goal_ms: f64,
+    rate: f64,
+) {
     report.lines.push(Line {
         id: id.into(),
         what: what.into(),
@@ -634,8 +848,14 @@ mod tests {
 
     #[test]
     fn redacts_passwords_only() {
-        assert_eq!(redact("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
-        assert_eq!(redact("postgres://postgres@127.0.0.1/db"), "postgres://postgres@127.0.0.1/db");
+        assert_eq!(
+            redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(
+            redact("postgres://postgres@127.0.0.1/db"),
+            "postgres://postgres@127.0.0.1/db"
+        );
         assert_eq!(redact("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
     }
 
@@ -648,8 +868,10 @@ mod tests {
     #[test]
     fn args_parse_with_defaults() {
         let a = Args::try_parse_from(["osac-bench", "--skip-ready", "--creates", "10"]).unwrap();
-        assert_eq!((a.clients, a.creates, a.objects, a.ready), (32, 10, 100_000, 10_000));
+        assert_eq!(
+            (a.clients, a.creates, a.objects, a.ready),
+            (32, 10, 100_000, 10_000)
+        );
         assert!(a.skip_ready && !a.skip_raw);
     }
-
 }

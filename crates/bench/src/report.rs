@@ -43,7 +43,9 @@ impl Line {
     /// measured / goal.
     pub fn ratio(&self) -> Option<f64> {
         match self.goal {
-            Goal::AtMost(g) | Goal::AtLeast(g) if self.value.is_finite() && g != 0.0 => Some(self.value / g),
+            Goal::AtMost(g) | Goal::AtLeast(g) if self.value.is_finite() && g != 0.0 => {
+                Some(self.value / g)
+            }
             _ => None,
         }
     }
@@ -59,20 +61,63 @@ pub struct Report {
 }
 
 impl Report {
+    /// Lines sorted by measure number; a line without a number stays under the one before it.
+    fn ordered(&self) -> Vec<&Line> {
+        let mut groups: Vec<Vec<&Line>> = Vec::new();
+        for l in &self.lines {
+            match groups.last_mut() {
+                Some(g) if l.id.is_empty() => g.push(l),
+                _ => groups.push(vec![l]),
+            }
+        }
+        groups.sort_by_key(|g| g[0].id.parse::<u32>().unwrap_or(u32::MAX));
+        groups.into_iter().flatten().collect()
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "== osac-bench report ==");
-        let hw = self.header.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+        let hw = self
+            .header
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .max()
+            .unwrap_or(0);
         for (k, v) in &self.header {
             let _ = writeln!(out, "{k:<hw$}  {v}");
         }
         let _ = writeln!(out);
-        let w_what = self.lines.iter().map(|l| l.what.chars().count()).max().unwrap_or(0).max(7);
-        let w_shown = self.lines.iter().map(|l| l.shown.chars().count()).max().unwrap_or(0).max(8);
-        let w_goal = self.lines.iter().map(|l| l.goal_text.chars().count()).max().unwrap_or(0).max(4);
-        let _ = writeln!(out, "{:<2} {:<w_what$}  {:>w_shown$}  {:<w_goal$}  result", "#", "measure", "measured", "goal");
-        for l in &self.lines {
-            let ratio = l.ratio().map(|r| format!("{r:.2}× goal")).unwrap_or_default();
+        let w_what = self
+            .lines
+            .iter()
+            .map(|l| l.what.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(7);
+        let w_shown = self
+            .lines
+            .iter()
+            .map(|l| l.shown.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(8);
+        let w_goal = self
+            .lines
+            .iter()
+            .map(|l| l.goal_text.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(4);
+        let _ = writeln!(
+            out,
+            "{:<2} {:<w_what$}  {:>w_shown$}  {:<w_goal$}  result",
+            "#", "measure", "measured", "goal"
+        );
+        for l in self.ordered() {
+            let ratio = l
+                .ratio()
+                .map(|r| format!("{r:.2}× goal"))
+                .unwrap_or_default();
             let note = match (ratio.is_empty(), l.note.is_empty()) {
                 (true, _) => l.note.clone(),
                 (false, true) => ratio,
@@ -81,7 +126,12 @@ impl Report {
             let what = pad(&l.what, w_what);
             let shown = pad_left(&l.shown, w_shown);
             let goal = pad(&l.goal_text, w_goal);
-            let _ = writeln!(out, "{:<2} {what}  {shown}  {goal}  {:<4}  {note}", l.id, l.verdict());
+            let _ = writeln!(
+                out,
+                "{:<2} {what}  {shown}  {goal}  {:<4}  {note}",
+                l.id,
+                l.verdict()
+            );
         }
         let judged: Vec<&Line> = self.lines.iter().filter(|l| l.goal != Goal::None).collect();
         let passed = judged.iter().filter(|l| l.verdict() == "PASS").count();
@@ -165,10 +215,16 @@ mod tests {
     #[test]
     fn render_counts_goals() {
         let r = Report {
-            lines: vec![line(10.0, Goal::AtMost(20.0)), line(30.0, Goal::AtMost(20.0)), line(1.0, Goal::None)],
+            lines: vec![
+                line(10.0, Goal::AtMost(20.0)),
+                line(30.0, Goal::AtMost(20.0)),
+                line(1.0, Goal::None),
+            ],
             ..Default::default()
         };
         let text = r.render();
+        let order: Vec<&str> = r.ordered().iter().map(|l| l.what.as_str()).collect();
+        assert_eq!(order.len(), 3);
         assert!(text.contains("goals met: 1 of 2"), "{text}");
         assert!(text.contains("MISS"));
     }

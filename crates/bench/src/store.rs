@@ -33,11 +33,20 @@ pub fn raw_subnet(tenant: &str, i: usize, vn: &str) -> Record {
 }
 
 /// `n` inserts, `writers` at a time, each in its own transaction. Returns the inserted ids.
-pub async fn raw_inserts(store: Arc<dyn Store>, tenant: &str, n: usize, writers: usize) -> Run<String> {
+pub async fn raw_inserts(
+    store: Arc<dyn Store>,
+    tenant: &str,
+    n: usize,
+    writers: usize,
+) -> Run<String> {
     let tenant = tenant.to_string();
     // Each raw subnet references its own (non-existent) VirtualNetwork, as every REST-created
     // subnet of the create benchmark has its own VN.
-    let vns: Arc<Vec<String>> = Arc::new((0..n).map(|_| Record::new(Kind::VirtualNetwork, "", json!({})).id).collect());
+    let vns: Arc<Vec<String>> = Arc::new(
+        (0..n)
+            .map(|_| Record::new(Kind::VirtualNetwork, "", json!({})).id)
+            .collect(),
+    );
     load::run(n, writers, move |i| {
         let store = store.clone();
         let rec = raw_subnet(&tenant, i, &vns[i]);
@@ -137,13 +146,19 @@ pub struct Bulk {
 
 /// A copy of `template` (a READY object created through the API) with a new id and name, the
 /// given labels and body, and the applied-spec annotation matching the new spec.
-fn copy_of(template: &Record, name: String, labels: BTreeMap<String, String>, body: Value) -> Record {
+fn copy_of(
+    template: &Record,
+    name: String,
+    labels: BTreeMap<String, String>,
+    body: Value,
+) -> Record {
     let mut rec = Record::new(template.kind, template.tenant.clone(), body);
     rec.name = Some(name);
     rec.creator = template.creator.clone();
     rec.labels = labels;
     rec.annotations = template.annotations.clone();
-    rec.annotations.insert(APPLIED_SPEC_ANNOTATION.to_string(), spec_hash(&rec.body));
+    rec.annotations
+        .insert(APPLIED_SPEC_ANNOTATION.to_string(), spec_hash(&rec.body));
     rec.finalizers = template.finalizers.clone();
     rec
 }
@@ -169,8 +184,16 @@ pub async fn bulk_load(
     writers: usize,
 ) -> Result<Bulk> {
     let start = Instant::now();
-    if sn_template.body.pointer("/spec/ipv4_cidr").and_then(Value::as_str) != Some("10.0.1.0/24") {
-        bail!("the template subnet must be 10.0.1.0/24: {}", sn_template.body);
+    if sn_template
+        .body
+        .pointer("/spec/ipv4_cidr")
+        .and_then(Value::as_str)
+        != Some("10.0.1.0/24")
+    {
+        bail!(
+            "the template subnet must be 10.0.1.0/24: {}",
+            sn_template.body
+        );
     }
     let vns = count.div_ceil(SUBNETS_PER_VN + 1);
     let subnets = count - vns;
@@ -183,7 +206,14 @@ pub async fn bulk_load(
     };
     // VirtualNetworks first, so the subnets can reference them.
     let vn_records: Vec<Record> = (0..vns)
-        .map(|v| copy_of(vn_template, format!("bulk-vn-{v}"), bulk_labels(None), vn_template.body.clone()))
+        .map(|v| {
+            copy_of(
+                vn_template,
+                format!("bulk-vn-{v}"),
+                bulk_labels(None),
+                vn_template.body.clone(),
+            )
+        })
         .collect();
     let vn_ids: Arc<Vec<String>> = Arc::new(vn_records.iter().map(|r| r.id.clone()).collect());
     insert_batches(store.clone(), vn_records, batch, writers).await?;
@@ -217,7 +247,11 @@ pub async fn bulk_load(
                         }
                         if let Some(seg) = status.get_mut("segment_id") {
                             let n = 1_000_000 + s as i64;
-                            *seg = if seg.is_string() { json!(n.to_string()) } else { json!(n) };
+                            *seg = if seg.is_string() {
+                                json!(n.to_string())
+                            } else {
+                                json!(n)
+                            };
                         }
                     }
                     let labels = bulk_labels(Some(format!("g{}", s / GROUP_SIZE)));
@@ -235,7 +269,10 @@ pub async fn bulk_load(
     })
     .await;
     if let Some(e) = run.first_error {
-        bail!("bulk load failed ({} of {chunks} transactions): {e}", run.errors);
+        bail!(
+            "bulk load failed ({} of {chunks} transactions): {e}",
+            run.errors
+        );
     }
     let sample_ids = std::mem::take(&mut *sample.lock().expect("sample lock"));
     Ok(Bulk {
@@ -247,8 +284,18 @@ pub async fn bulk_load(
     })
 }
 
-async fn insert_batches(store: Arc<dyn Store>, records: Vec<Record>, batch: usize, writers: usize) -> Result<()> {
-    let chunks: Arc<Vec<Vec<Record>>> = Arc::new(records.chunks(batch.max(1)).map(<[Record]>::to_vec).collect());
+async fn insert_batches(
+    store: Arc<dyn Store>,
+    records: Vec<Record>,
+    batch: usize,
+    writers: usize,
+) -> Result<()> {
+    let chunks: Arc<Vec<Vec<Record>>> = Arc::new(
+        records
+            .chunks(batch.max(1))
+            .map(<[Record]>::to_vec)
+            .collect(),
+    );
     let n = chunks.len();
     let run = load::run(n, writers, move |c| {
         let store = store.clone();
@@ -256,7 +303,9 @@ async fn insert_batches(store: Arc<dyn Store>, records: Vec<Record>, batch: usiz
         async move {
             let mut tx = store.begin().await?;
             for rec in &chunks[c] {
-                tx.insert(rec).await.with_context(|| format!("insert {}", rec.label()))?;
+                tx.insert(rec)
+                    .await
+                    .with_context(|| format!("insert {}", rec.label()))?;
             }
             tx.commit().await?;
             Ok(())
@@ -286,7 +335,9 @@ mod tests {
     }
 
     fn fnv(bytes: &[u8]) -> u64 {
-        bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
+        bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
     }
 
     #[test]

@@ -44,14 +44,18 @@ pub fn update(body: &mut Value) -> ApiResult<()> {
 }
 
 pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
-    let allocated = allocated(cx.tx, &rec.id).await?;
-    if allocated > 0 {
-        return Err(ApiError::precondition(format!(
-            "ExternalIPPool '{}' cannot be deleted: {allocated} address(es) are allocated from it",
-            rec.label()
-        )));
-    }
-    Ok(())
+    let refs = cx.tx.referrers(&rec.id).await?;
+    let mut users = refs.iter().filter(|r| r.source_kind == Kind::ExternalIp);
+    let Some(first) = users.next() else { return Ok(()) };
+    let allocated = 1 + users.count();
+    let example = match cx.tx.get(&first.source).await? {
+        Some(user) => format!(" (e.g. ExternalIP '{}' of tenant '{}')", user.label(), user.tenant),
+        None => String::new(),
+    };
+    Err(ApiError::precondition(format!(
+        "ExternalIPPool '{}' cannot be deleted: {allocated} address(es) are allocated from it{example}",
+        rec.label()
+    )))
 }
 
 /// Number of ExternalIPs holding capacity in the pool.

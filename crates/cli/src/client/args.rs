@@ -11,6 +11,7 @@ use super::parse::parse_duration;
 /// (they are global within the command, so they may come before or after the subcommand).
 /// Precedence: flag, then environment variable, then the config file.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Connection")]
 pub struct Connection {
     /// osac server URL, e.g. http://127.0.0.1:8000
     #[arg(long, env = "OSAC_URL", global = true, value_name = "URL")]

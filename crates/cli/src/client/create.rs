@@ -118,6 +118,9 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
                     "give the target: --compute-instance X, --cluster X --endpoint api|ingress, or --baremetal-instance X"
                 );
             }
+            if endpoint.is_some() && cluster.is_none() {
+                bail!("--endpoint applies to --cluster targets only");
+            }
             put(&mut spec, "external_ip", external_ip.clone());
             put(&mut spec, "compute_instance", compute_instance.clone());
             put(&mut spec, "cluster", cluster.clone());
@@ -406,8 +409,8 @@ async fn create_token(ctx: &Ctx, t: &CreateToken) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::args::ClientCommand;
-    use clap::{Parser, Subcommand};
+    use crate::client::args::{AdminCommand, ClientCommand};
+    use clap::{CommandFactory, Parser, Subcommand};
 
     #[derive(Debug, Parser)]
     struct Cli {
@@ -415,32 +418,36 @@ mod tests {
         cmd: ClientCommand,
     }
 
-    fn parse(args: &[&str]) -> ClientCommand {
-        let mut v = vec!["osac"];
-        v.extend(args);
-        match Cli::try_parse_from(v) {
-            Ok(c) => c.cmd,
-            Err(e) => panic!("{args:?}: {e}"),
-        }
+    /// Parses a command line given as one string (words split on whitespace).
+    fn try_parse(line: &str) -> Result<ClientCommand, clap::Error> {
+        Cli::try_parse_from(std::iter::once("osac").chain(line.split_whitespace())).map(|c| c.cmd)
     }
 
-    fn tenant(args: &[&str]) -> anyhow::Result<Value> {
-        let ClientCommand::Create(c) = parse(args) else {
-            panic!("not create")
+    fn parse(line: &str) -> ClientCommand {
+        try_parse(line).unwrap_or_else(|e| panic!("{line}: {e}"))
+    }
+
+    fn tenant(line: &str) -> anyhow::Result<Value> {
+        let ClientCommand::Create(c) = parse(line) else {
+            panic!("not create: {line}")
         };
         let (kind, common, flags) = tenant_body(&c.what)?;
         request_body(kind, common, flags)
     }
 
-    fn admin(args: &[&str]) -> anyhow::Result<Value> {
-        let ClientCommand::Admin(a) = parse(args) else {
-            panic!("not admin")
+    fn admin(line: &str) -> anyhow::Result<Value> {
+        let ClientCommand::Admin(a) = parse(line) else {
+            panic!("not admin: {line}")
         };
-        let crate::client::args::AdminCommand::Create(c) = a.command else {
-            panic!("not create")
+        let AdminCommand::Create(c) = a.command else {
+            panic!("not create: {line}")
         };
-        let (kind, common, flags) = admin_body(&c.what)?.expect("object");
+        let (kind, common, flags) = admin_body(&c.what)?.expect("an object kind");
         request_body(kind, common, flags)
+    }
+
+    fn err(r: anyhow::Result<Value>) -> String {
+        r.expect_err("should fail").to_string()
     }
 
     #[test]
@@ -456,332 +463,218 @@ mod tests {
             #[command(flatten)]
             Client(ClientCommand),
         }
-        use clap::CommandFactory;
         Top::command().debug_assert();
     }
 
     #[test]
     fn virtual_network() {
-        let v = tenant(&[
-            "create",
-            "virtualnetwork",
-            "--cidr",
-            "10.0.0.0/16",
-            "--cidr",
-            "fd00::/48",
-            "--name",
-            "my-net",
-            "--label",
-            "team=web",
-            "--network-class",
-            "default",
-        ])
+        let v = tenant(
+            "create virtualnetwork --cidr 10.0.0.0/16 --cidr fd00::/48 --name my-net \
+             --label team=web --network-class default",
+        )
         .unwrap();
-        assert_eq!(
-            v,
-            json!({"metadata": {"name": "my-net", "labels": {"team": "web"}},
-                   "spec": {"network_class": "default", "ipv4_cidr": "10.0.0.0/16", "ipv6_cidr": "fd00::/48"}})
-        );
-        let e = tenant(&[
-            "create",
-            "vn",
-            "--cidr",
-            "10.0.0.0/16",
-            "--cidr",
-            "10.1.0.0/16",
-        ])
-        .unwrap_err();
-        assert!(e.to_string().starts_with("--cidr: two CIDRs"), "{e}");
-        let e = tenant(&["create", "vn", "--cidr", "10.0.0.0", "--name", "x"]).unwrap_err();
-        assert!(e.to_string().contains("not a CIDR"), "{e}");
+        let want = json!({
+            "metadata": {"name": "my-net", "labels": {"team": "web"}},
+            "spec": {"network_class": "default", "ipv4_cidr": "10.0.0.0/16", "ipv6_cidr": "fd00::/48"}
+        });
+        assert_eq!(v, want);
+        let e = err(tenant("create vn --cidr 10.0.0.0/16 --cidr 10.1.0.0/16"));
+        assert!(e.starts_with("--cidr: two CIDRs"), "{e}");
+        let e = err(tenant("create vn --cidr 10.0.0.0 --name x"));
+        assert!(e.contains("not a CIDR"), "{e}");
+        let e = err(tenant("create vn --cidr 10.0.0.0/8 --label team"));
+        assert!(e.starts_with("--label: invalid label 'team'"), "{e}");
     }
 
     #[test]
     fn subnet_and_security_group() {
-        let v = tenant(&[
-            "create",
-            "subnet",
-            "--virtual-network",
-            "my-net",
-            "--cidr",
-            "10.0.1.0/24",
-            "--name",
-            "s",
-        ])
+        let v =
+            tenant("create subnet --virtual-network my-net --cidr 10.0.1.0/24 --name s").unwrap();
+        let want = json!({
+            "metadata": {"name": "s"},
+            "spec": {"virtual_network": "my-net", "ipv4_cidr": "10.0.1.0/24"}
+        });
+        assert_eq!(v, want);
+        let v = tenant(
+            "create security-group --virtual-network my-net --name my-sg \
+             --ingress protocol:tcp,port:443,source:0.0.0.0/0 \
+             --egress protocol:all,destination:0.0.0.0/0",
+        )
         .unwrap();
-        assert_eq!(
-            v,
-            json!({"metadata": {"name": "s"}, "spec": {"virtual_network": "my-net", "ipv4_cidr": "10.0.1.0/24"}})
-        );
-        let v = tenant(&[
-            "create",
-            "security-group",
-            "--virtual-network",
-            "my-net",
-            "--name",
-            "my-sg",
-            "--ingress",
-            "protocol:tcp,port:443,source:0.0.0.0/0",
-            "--egress",
-            "protocol:all,destination:0.0.0.0/0",
-        ])
-        .unwrap();
-        assert_eq!(
-            v["spec"],
-            json!({"virtual_network": "my-net",
-                   "ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 443, "port_to": 443, "ipv4_cidr": "0.0.0.0/0"}],
-                   "egress": [{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}]})
-        );
-        let e = tenant(&[
-            "create",
-            "sg",
-            "--vn",
-            "n",
-            "--ingress",
-            "protocol:tcp,port:x,source:0.0.0.0/0",
-        ])
-        .unwrap_err()
-        .to_string();
+        let want = json!({
+            "virtual_network": "my-net",
+            "ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 443, "port_to": 443, "ipv4_cidr": "0.0.0.0/0"}],
+            "egress": [{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}]
+        });
+        assert_eq!(v["spec"], want);
+        let e = err(tenant(
+            "create sg --vn n --ingress protocol:tcp,port:x,source:0.0.0.0/0",
+        ));
         assert!(e.starts_with("--ingress: invalid rule"), "{e}");
     }
 
     #[test]
     fn external_ips_and_nat() {
-        let v = tenant(&["create", "externalip", "--pool", "p", "--name", "my-ip"]).unwrap();
+        let v = tenant("create externalip --pool p --name my-ip").unwrap();
         assert_eq!(
             v,
             json!({"metadata": {"name": "my-ip"}, "spec": {"pool": "p"}})
         );
-        let v = tenant(&["create", "eip", "--ip-family", "ipv6"]).unwrap();
+        let v = tenant("create eip --ip-family ipv6").unwrap();
         assert_eq!(v, json!({"spec": {"ip_family": "IP_FAMILY_IPV6"}}));
-        let v = tenant(&[
-            "create",
-            "externalipattachment",
-            "--externalip",
-            "my-ip",
-            "--compute-instance",
-            "vm1",
-            "--name",
-            "att",
-        ])
+        let v = tenant(
+            "create externalipattachment --externalip my-ip --compute-instance vm1 --name att",
+        )
         .unwrap();
         assert_eq!(
             v["spec"],
             json!({"external_ip": "my-ip", "compute_instance": "vm1"})
         );
-        let v = tenant(&[
-            "create",
-            "eipa",
-            "--external-ip",
-            "ip",
-            "--cluster",
-            "c1",
-            "--endpoint",
-            "ingress",
-        ])
-        .unwrap();
+        let v = tenant("create eipa --external-ip ip --cluster c1 --endpoint ingress").unwrap();
+        let want = json!({
+            "external_ip": "ip", "cluster": "c1",
+            "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS"
+        });
+        assert_eq!(v["spec"], want);
+        let v = tenant("create eipa --externalip ip --baremetal-instance b").unwrap();
         assert_eq!(
             v["spec"],
-            json!({"external_ip": "ip", "cluster": "c1", "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS"})
+            json!({"external_ip": "ip", "baremetal_instance": "b"})
         );
-        let e = tenant(&["create", "eipa", "--externalip", "ip"])
-            .unwrap_err()
-            .to_string();
+        let e = err(tenant(
+            "create eipa --externalip ip --compute-instance a --endpoint api",
+        ));
+        assert!(e.contains("--endpoint applies to --cluster"), "{e}");
+        let e = err(tenant("create eipa --externalip ip"));
         assert!(e.contains("give the target"), "{e}");
-        let v = tenant(&[
-            "create",
-            "natgateway",
-            "--virtual-network",
-            "my-net",
-            "--externalip",
-            "nat-ip",
-            "--name",
-            "my-nat",
-        ])
-        .unwrap();
+        let v =
+            tenant("create natgateway --virtual-network my-net --externalip nat-ip --name my-nat")
+                .unwrap();
         assert_eq!(
             v["spec"],
             json!({"virtual_network": "my-net", "external_ip": "nat-ip"})
         );
-        let e = tenant(&["create", "computeinstance", "--name", "vm"])
-            .unwrap_err()
-            .to_string();
+        let e = err(tenant("create computeinstance --name vm"));
         assert!(e.contains("--from-file"), "{e}");
     }
 
     #[test]
     fn clap_rejects_bad_combinations() {
-        let bad: &[&[&str]] = &[
-            &["create", "subnet", "--cidr", "10.0.1.0/24"],
-            &["create", "vn", "--name", "x"],
-            &["create", "eipa", "--externalip", "ip", "--cluster", "c1"],
-            &[
-                "create",
-                "eipa",
-                "--externalip",
-                "ip",
-                "--compute-instance",
-                "a",
-                "--baremetal-instance",
-                "b",
-            ],
-            &[
-                "create",
-                "eipa",
-                "--externalip",
-                "ip",
-                "--compute-instance",
-                "a",
-                "--endpoint",
-                "api",
-            ],
-            &["get", "widgets"],
-            &["get", "subnet", "a", "--filter", "x"],
-            &["delete", "subnet"],
-            &["label", "subnet", "a"],
-            &["admin", "create", "tenant"],
-            &[
-                "admin", "create", "token", "--tenant", "t", "--role", "root",
-            ],
-            &["create", "vn", "--cidr", "10.0.0.0/8", "--timeout", "soon"],
+        let bad = [
+            "create subnet --cidr 10.0.1.0/24",
+            "create vn --name x",
+            "create eipa --externalip ip --cluster c1",
+            "create eipa --externalip ip --compute-instance a --baremetal-instance b",
+            "create eipa --externalip ip --compute-instance a --cluster c --endpoint api",
+            "get widgets",
+            "get subnet a --filter x",
+            "delete subnet",
+            "label subnet a",
+            "update sg a --ingress protocol:all,source:any --clear-ingress",
+            "admin create tenant",
+            "admin create token --tenant t --role root",
+            "create vn --cidr 10.0.0.0/8 --timeout soon",
+            "get vn -o xml",
         ];
-        for args in bad {
-            let mut v = vec!["osac"];
-            v.extend(*args);
-            assert!(Cli::try_parse_from(v).is_err(), "{args:?} should fail");
+        for line in bad {
+            assert!(try_parse(line).is_err(), "{line} should fail");
         }
     }
 
     #[test]
     fn connection_flags_anywhere() {
-        let ClientCommand::Get(g) = parse(&["get", "vn", "--url", "http://x:1", "-o", "yaml"])
-        else {
+        let ClientCommand::Get(g) = parse("get vn --url http://x:1 -o yaml") else {
             panic!()
         };
         assert_eq!(g.conn.url.as_deref(), Some("http://x:1"));
-        let ClientCommand::Admin(a) = parse(&[
-            "admin",
-            "--token",
-            "t",
-            "create",
-            "pool",
-            "--cidr",
-            "203.0.113.0/24",
-            "--url",
-            "http://y",
-        ]) else {
+        assert_eq!(g.opts.kind, Kind::VirtualNetwork);
+        let line = "admin --token t create pool --cidr 203.0.113.0/24 --url http://y";
+        let ClientCommand::Admin(a) = parse(line) else {
             panic!()
         };
         assert_eq!(a.conn.url.as_deref(), Some("http://y"));
         assert_eq!(a.conn.token.as_deref(), Some("t"));
-        let ClientCommand::Create(c) = parse(&[
-            "create",
-            "--url",
-            "http://z",
-            "subnet",
-            "--vn",
-            "n",
-            "--cidr",
-            "10.0.0.0/24",
-            "--wait",
-            "--timeout",
-            "5s",
-        ]) else {
+        let line = "create --url http://z subnet --vn n --cidr 10.0.0.0/24 --wait --timeout 5s";
+        let ClientCommand::Create(c) = parse(line) else {
             panic!()
         };
         assert_eq!(c.conn.url.as_deref(), Some("http://z"));
+        let ClientCommand::Delete(d) = parse("delete sg a b --wait --config /tmp/c.json") else {
+            panic!()
+        };
+        assert_eq!(d.opts.names, ["a", "b"]);
+        assert!(d.opts.wait.wait);
+        assert_eq!(d.opts.wait.timeout, std::time::Duration::from_secs(120));
+        assert_eq!(
+            d.conn.config.as_deref(),
+            Some(std::path::Path::new("/tmp/c.json"))
+        );
     }
 
     #[test]
     fn admin_objects() {
-        let v = admin(&[
-            "admin",
-            "create",
-            "network-class",
-            "--name",
-            "default",
-            "--fabric-manager",
-            "sim-fabric",
-            "--k8s-manager",
-            "sim-k8s",
-            "--default",
-            "--default-vn-cidr",
-            "10.0.0.0/16",
-            "--default-subnet-cidr",
-            "10.0.1.0/24",
-            "--default-ingress",
-            "protocol:tcp,port:22,source:0.0.0.0/0",
-            "--default-egress",
-            "protocol:all,destination:0.0.0.0/0",
-            "--enable-nat-gateway",
-            "--vip-prefix-length",
-            "28",
-            "--disable-capability",
-            "dpu",
-        ])
+        let v = admin(
+            "admin create network-class --name default --fabric-manager sim-fabric \
+             --k8s-manager sim-k8s --default --default-vn-cidr 10.0.0.0/16 \
+             --default-subnet-cidr 10.0.1.0/24 \
+             --default-ingress protocol:tcp,port:22,source:0.0.0.0/0 \
+             --default-egress protocol:all,destination:0.0.0.0/0 --enable-nat-gateway \
+             --vip-prefix-length 28 --disable-capability dpu",
+        )
         .unwrap();
-        assert_eq!(
-            v,
-            json!({
-                "metadata": {"name": "default"},
-                "fabric_manager": "sim-fabric", "k8s_manager": "sim-k8s", "is_default": true,
-                "spec": {
-                    "defaults": {
-                        "virtual_network_ipv4_cidr": "10.0.0.0/16", "subnet_ipv4_cidr": "10.0.1.0/24",
-                        "ingress_rules": [{"protocol": "PROTOCOL_TCP", "port_from": 22, "port_to": 22, "ipv4_cidr": "0.0.0.0/0"}],
-                        "egress_rules": [{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}],
-                        "enable_nat_gateway": true
-                    },
-                    "disable_capabilities": {"dpu_support": true},
-                    "vip_prefix_length": 28
-                }
-            })
-        );
-        let v = admin(&[
-            "admin",
-            "create",
-            "pool",
-            "--name",
-            "p",
-            "--cidr",
-            "203.0.113.0/24",
-        ])
-        .unwrap();
-        assert_eq!(
-            v,
-            json!({"metadata": {"name": "p"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/24"]}})
-        );
-        let e = admin(&[
-            "admin",
-            "create",
-            "pool",
-            "--cidr",
-            "203.0.113.0/24",
-            "--ip-family",
-            "ipv6",
-        ])
-        .unwrap_err()
-        .to_string();
+        let want = json!({
+            "metadata": {"name": "default"},
+            "fabric_manager": "sim-fabric", "k8s_manager": "sim-k8s", "is_default": true,
+            "spec": {
+                "defaults": {
+                    "virtual_network_ipv4_cidr": "10.0.0.0/16", "subnet_ipv4_cidr": "10.0.1.0/24",
+                    "ingress_rules": [{"protocol": "PROTOCOL_TCP", "port_from": 22, "port_to": 22, "ipv4_cidr": "0.0.0.0/0"}],
+                    "egress_rules": [{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}],
+                    "enable_nat_gateway": true
+                },
+                "disable_capabilities": {"dpu_support": true},
+                "vip_prefix_length": 28
+            }
+        });
+        assert_eq!(v, want);
+        let v = admin("admin create pool --name p --cidr 203.0.113.0/24").unwrap();
+        let want = json!({
+            "metadata": {"name": "p"},
+            "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/24"]}
+        });
+        assert_eq!(v, want);
+        let e = err(admin(
+            "admin create pool --cidr 203.0.113.0/24 --ip-family ipv6",
+        ));
         assert!(e.contains("one address family"), "{e}");
-        let v = admin(&[
-            "admin",
-            "create",
-            "host-type",
-            "--name",
-            "h100",
-            "--interface",
-            "data-0:fabric",
-            "--interface",
-            "bmc-0:lifecycle",
-        ])
-        .unwrap();
+        let v = admin("admin create host-type --name h100 --interface data-0:fabric --interface bmc-0:lifecycle")
+            .unwrap();
+        let want = json!({
+            "metadata": {"name": "h100"},
+            "interfaces": [{"name": "data-0", "role": "fabric"}, {"name": "bmc-0", "role": "lifecycle"}]
+        });
+        assert_eq!(v, want);
+        let v = admin("admin create tenant --name acme --domain acme.example").unwrap();
         assert_eq!(
             v,
-            json!({"metadata": {"name": "h100"},
-                   "interfaces": [{"name": "data-0", "role": "fabric"}, {"name": "bmc-0", "role": "lifecycle"}]})
+            json!({"metadata": {"name": "acme"}, "spec": {"domains": ["acme.example"]}})
         );
-        let v = admin(&["admin", "create", "tenant", "--name", "acme"]).unwrap();
-        assert_eq!(v, json!({"metadata": {"name": "acme"}}));
+        let v = admin("admin create host --name h1 --host-type h100 --interface data-0=52:54:00:00:00:01 --pool caas")
+            .unwrap();
+        let want = json!({
+            "metadata": {"name": "h1"},
+            "spec": {"host_type": "h100", "pool": "caas",
+                     "interfaces": [{"name": "data-0", "mac_address": "52:54:00:00:00:01"}]}
+        });
+        assert_eq!(v, want);
+        let ClientCommand::Admin(a) = parse("admin create token --tenant acme --role tenant-admin")
+        else {
+            panic!()
+        };
+        let AdminCommand::Create(c) = a.command else {
+            panic!()
+        };
+        assert!(admin_body(&c.what).unwrap().is_none());
     }
 
     #[test]
@@ -789,45 +682,32 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("osac-cli-create-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("nc.yaml");
-        std::fs::write(
-            &f,
-            "metadata:\n  name: from-file\n  labels: {a: \"1\"}\nfabric_manager: fab\nspec:\n  defaults:\n    virtual_network_ipv4_cidr: 10.0.0.0/16\n",
-        )
-        .unwrap();
-        let path = f.to_string_lossy().to_string();
-        let v = admin(&[
-            "admin",
-            "create",
-            "nc",
-            "--from-file",
-            &path,
-            "--label",
-            "b=2",
-            "--k8s-manager",
-            "k",
-        ])
-        .unwrap();
-        assert_eq!(
-            v,
-            json!({"metadata": {"name": "from-file", "labels": {"a": "1", "b": "2"}},
-                   "fabric_manager": "fab", "k8s_manager": "k",
-                   "spec": {"defaults": {"virtual_network_ipv4_cidr": "10.0.0.0/16"}}})
+        let yaml = "metadata:\n  name: from-file\n  labels: {a: \"1\"}\n  version: \"7\"\n\
+                    fabric_manager: fab\nspec:\n  defaults:\n    virtual_network_ipv4_cidr: 10.0.0.0/16\n\
+                    status:\n  state: NETWORK_CLASS_STATE_READY\n";
+        std::fs::write(&f, yaml).unwrap();
+        let line = format!(
+            "admin create nc --from-file {} --label b=2 --k8s-manager k",
+            f.display()
         );
+        let want = json!({
+            "metadata": {"name": "from-file", "labels": {"a": "1", "b": "2"}},
+            "fabric_manager": "fab", "k8s_manager": "k",
+            "spec": {"defaults": {"virtual_network_ipv4_cidr": "10.0.0.0/16"}}
+        });
+        assert_eq!(admin(&line).unwrap(), want);
         let f2 = dir.join("vm.json");
         std::fs::write(
             &f2,
             r#"{"metadata":{"name":"vm1"},"spec":{"template":"ocp_virt_vm"}}"#,
         )
         .unwrap();
-        let path2 = f2.to_string_lossy().to_string();
-        let v = tenant(&["create", "vm", "-f", &path2]).unwrap();
+        let v = tenant(&format!("create vm -f {} --name vm2", f2.display())).unwrap();
         assert_eq!(
             v,
-            json!({"metadata": {"name": "vm1"}, "spec": {"template": "ocp_virt_vm"}})
+            json!({"metadata": {"name": "vm2"}, "spec": {"template": "ocp_virt_vm"}})
         );
-        let e = tenant(&["create", "subnet", "-f", "/nonexistent/x.yaml"])
-            .unwrap_err()
-            .to_string();
+        let e = err(tenant("create subnet -f /nonexistent/x.yaml"));
         assert!(e.contains("cannot read /nonexistent/x.yaml"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

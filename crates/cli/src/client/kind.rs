@@ -185,6 +185,7 @@ impl Kind {
     /// Kinds whose ids appear in this kind's table columns (resolved to names for display).
     pub fn referenced(self) -> &'static [Kind] {
         match self {
+            Kind::VirtualNetwork => &[Kind::NetworkClass],
             Kind::Subnet | Kind::SecurityGroup => &[Kind::VirtualNetwork],
             Kind::NatGateway => &[Kind::VirtualNetwork, Kind::ExternalIp],
             Kind::ExternalIpAttachment => &[

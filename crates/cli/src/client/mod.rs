@@ -44,6 +44,9 @@ mod output;
 mod parse;
 mod wait;
 
+#[cfg(test)]
+mod fake_server_tests;
+
 pub use args::{
     AdminArgs, AdminCommand, ClientCommand, Connection, CreateArgs, CreateKind, DeleteArgs,
     GetArgs, LabelArgs, LoginArgs, UpdateArgs,

@@ -11,7 +11,7 @@ use super::args::{DeleteOpts, GetOpts, LabelOpts, UpdateOpts};
 use super::http::{Api, ClientError, ListQuery};
 use super::kind::{Access, Kind, Scope};
 use super::output::{
-    OutputFormat, RefNames, emit, managers_table, object_label, render_raw, table,
+    OutputFormat, RefNames, emit, managers_table, object_label, render_raw, table, to_json, to_yaml,
 };
 use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules};
 use super::wait::{Goal, wait};
@@ -293,8 +293,8 @@ pub async fn managers(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
     };
     let text = match format {
         OutputFormat::Table => managers_table(&items).render(),
-        OutputFormat::Json => serde_json::to_string_pretty(&items)? + "\n",
-        OutputFormat::Yaml => serde_yaml::to_string(&items)?,
+        OutputFormat::Json => to_json(&Value::Array(items))?,
+        OutputFormat::Yaml => to_yaml(&Value::Array(items))?,
         OutputFormat::Name | OutputFormat::Id => items
             .iter()
             .filter_map(|m| m.get("name").and_then(Value::as_str))

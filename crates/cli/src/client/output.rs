@@ -355,12 +355,17 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                     Some(f) => f.trim_start_matches("IP_FAMILY_").to_string(),
                     None => "-".into(),
                 };
+                // Proto JSON omits zero counters: show 0 when the pool reports a total.
+                let count = |path: &str| match text(v, path) {
+                    c if c == "-" && at(v, "status/total").is_some() => "0".to_string(),
+                    c => c,
+                };
                 vec![
                     family,
                     joined(v, &["spec/cidrs"]),
                     text(v, "status/total"),
-                    text(v, "status/allocated"),
-                    text(v, "status/available"),
+                    count("status/allocated"),
+                    count("status/available"),
                 ]
             },
         ),
@@ -533,6 +538,60 @@ pub fn managers_table(items: &[Value]) -> Table {
     t
 }
 
+/// Serialises a JSON value with object keys in reading order (id, name, metadata, …, spec,
+/// status) rather than alphabetically.
+struct Ordered<'a>(&'a Value);
+
+fn key_rank(k: &str) -> u8 {
+    match k {
+        "id" => 0,
+        "name" => 1,
+        "metadata" => 2,
+        "state" => 3,
+        "message" => 4,
+        "title" => 5,
+        "description" => 6,
+        "spec" => 100,
+        "status" => 101,
+        _ => 50,
+    }
+}
+
+impl serde::Serialize for Ordered<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort_by_key(|k| (key_rank(k), k.as_str()));
+                let mut map = ser.serialize_map(Some(keys.len()))?;
+                for k in keys {
+                    map.serialize_entry(k, &Ordered(&m[k.as_str()]))?;
+                }
+                map.end()
+            }
+            Value::Array(a) => {
+                let mut seq = ser.serialize_seq(Some(a.len()))?;
+                for v in a {
+                    seq.serialize_element(&Ordered(v))?;
+                }
+                seq.end()
+            }
+            other => other.serialize(ser),
+        }
+    }
+}
+
+/// Pretty JSON with keys in reading order, newline-terminated.
+pub fn to_json(v: &Value) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(&Ordered(v))? + "\n")
+}
+
+/// YAML with keys in reading order.
+pub fn to_yaml(v: &Value) -> anyhow::Result<String> {
+    Ok(serde_yaml::to_string(&Ordered(v))?)
+}
+
 /// Renders objects in a non-table format. `single` prints one object rather than a list.
 pub fn render_raw(
     format: OutputFormat,
@@ -545,8 +604,8 @@ pub fn render_raw(
         _ => Value::Array(items.to_vec()),
     };
     Ok(match format {
-        OutputFormat::Json => serde_json::to_string_pretty(&value)? + "\n",
-        OutputFormat::Yaml => serde_yaml::to_string(&value)?,
+        OutputFormat::Json => to_json(&value)?,
+        OutputFormat::Yaml => to_yaml(&value)?,
         OutputFormat::Name => items.iter().map(|v| object_label(kind, v) + "\n").collect(),
         OutputFormat::Id => items
             .iter()

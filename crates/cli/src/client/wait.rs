@@ -93,7 +93,7 @@ impl Progress {
             const SPIN: [char; 4] = ['|', '/', '-', '\\'];
             self.frame = (self.frame + 1) % SPIN.len();
             let line = format!(
-                "\r\x1b[2K{} {} {now} ({:.1}s)",
+                "\r\x1b[2K{} {}: {now} ({:.1}s)",
                 SPIN[self.frame],
                 self.label,
                 self.start.elapsed().as_secs_f64()

@@ -1,0 +1,154 @@
+//! The `osac` binary driven end to end against a real in-process server (SQLite, sim fabric):
+//! the SPEC §9 CLI flow for the networking resources, as a new user would type it.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use osac_api::auth::{AuthConfig, ensure_admin_token};
+use osac_api::{RunningServer, ServerConfig};
+use osac_controller::ControllerConfig;
+use serde_json::Value;
+
+struct Env {
+    server: RunningServer,
+    dir: tempfile::TempDir,
+    admin: String,
+}
+
+async fn start() -> Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.json");
+    let admin = ensure_admin_token(&tokens).expect("admin token");
+    let server = osac_api::start(ServerConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        database_url: format!("sqlite://{}", dir.path().join("osac.db").display()),
+        auth: AuthConfig::TokenFile(tokens),
+        managers_dir: None,
+        controller: ControllerConfig {
+            workers: 4,
+            resync_interval: Duration::from_secs(5),
+            backoff_base: Duration::from_millis(50),
+            backoff_cap: Duration::from_secs(1),
+        },
+    })
+    .await
+    .expect("server starts");
+    osac_api::dev::bootstrap(&server.service).await.expect("bootstrap");
+    Env { server, dir, admin }
+}
+
+impl Env {
+    /// Runs `osac` with the given token on a blocking thread (the server runs on this runtime).
+    async fn osac(&self, token: &str, args: &[&str]) -> Output {
+        let (url, token) = (self.server.url(), token.to_string());
+        let config = self.dir.path().join("cli-config.json");
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_osac"))
+                .args(&args)
+                .env("OSAC_URL", url)
+                .env("OSAC_TOKEN", token)
+                .env("OSAC_CONFIG", config)
+                .env_remove("RUST_LOG")
+                .output()
+                .expect("run osac")
+        })
+        .await
+        .expect("join")
+    }
+
+    async fn ok(&self, token: &str, args: &[&str]) -> String {
+        let out = self.osac(token, args).await;
+        assert!(
+            out.status.success(),
+            "osac {args:?} failed:\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    async fn json(&self, token: &str, args: &[&str]) -> Value {
+        let text = self.ok(token, args).await;
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("osac {args:?} printed non-JSON ({e}): {text}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn networking_flow_through_the_cli() {
+    let env = start().await;
+    let admin = env.admin.clone();
+    env.ok(&admin, &["admin", "create", "tenant", "--name", "acme"]).await;
+    let token = env.ok(&admin, &["admin", "create", "token", "--tenant", "acme", "--role", "tenant-admin"]).await;
+    assert!(token.starts_with("osac_"), "token printed alone: {token}");
+
+    env.ok(&token, &["create", "virtualnetwork", "--cidr", "10.0.0.0/16", "--name", "my-net", "--wait"]).await;
+    env.ok(&token, &["create", "subnet", "--virtual-network", "my-net", "--cidr", "10.0.1.0/24", "--name", "my-subnet", "--wait"])
+        .await;
+    env.ok(
+        &token,
+        &["create", "security-group", "--virtual-network", "my-net", "--name", "my-sg", "--ingress", "protocol:tcp,port:443,source:0.0.0.0/0", "--wait"],
+    )
+    .await;
+    env.ok(&token, &["create", "externalip", "--name", "nat-ip", "--wait"]).await;
+    env.ok(&token, &["create", "natgateway", "--virtual-network", "my-net", "--externalip", "nat-ip", "--name", "my-nat", "--wait"])
+        .await;
+
+    let subnet = env.json(&token, &["get", "subnet", "my-subnet", "-o", "json"]).await;
+    assert_eq!(subnet["status"]["state"], "SUBNET_STATE_READY");
+    assert_eq!(subnet["status"]["ipv4_gateway"], "10.0.1.1");
+    let nat = env.json(&token, &["get", "natgateway", "my-nat", "-o", "json"]).await;
+    assert_eq!(nat["status"]["state"], "NAT_GATEWAY_STATE_READY");
+    let eip = env.json(&token, &["get", "externalip", "nat-ip", "-o", "json"]).await;
+    assert_eq!(eip["status"]["address"], nat["status"]["address"]);
+    assert_eq!(eip["status"]["attached"], true);
+
+    let table = env.ok(&token, &["get", "subnets"]).await;
+    assert!(table.contains("my-subnet") && table.contains("READY") && table.contains("10.0.1.0/24"), "{table}");
+
+    // An overlapping subnet is refused with the rule in the message, and nothing is created.
+    let out = env
+        .osac(&token, &["create", "subnet", "--virtual-network", "my-net", "--cidr", "10.0.1.0/25", "--name", "clash"])
+        .await;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("overlaps with existing subnet 'my-subnet'") && err.contains("INVALID_ARGUMENT"), "{err}");
+    let listed = env.json(&token, &["get", "subnets", "-o", "json"]).await;
+    let names: Vec<&str> = match &listed {
+        Value::Array(items) => items.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect(),
+        other => other["items"].as_array().into_iter().flatten().filter_map(|i| i["metadata"]["name"].as_str()).collect(),
+    };
+    assert_eq!(names, vec!["my-subnet"]);
+
+    // Rules are mutable; the filter flag narrows lists.
+    env.ok(&token, &["update", "security-group", "my-sg", "--ingress", "protocol:tcp,port:22,source:10.0.0.0/8"]).await;
+    let sg = env.json(&token, &["get", "security-group", "my-sg", "-o", "json"]).await;
+    assert_eq!(sg["spec"]["ingress"][0]["port_from"], 22);
+    let filtered = env.ok(&token, &["get", "subnets", "--filter", "this.metadata.name == \"nope\"", "-o", "name"]).await;
+    assert!(filtered.is_empty(), "{filtered}");
+
+    // Deletion protection, then ordered deletes with --wait.
+    let out = env.osac(&token, &["delete", "virtualnetwork", "my-net"]).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FAILED_PRECONDITION"));
+    for (kind, name) in [("natgateway", "my-nat"), ("externalip", "nat-ip"), ("security-group", "my-sg"), ("subnet", "my-subnet"), ("virtualnetwork", "my-net")] {
+        env.ok(&token, &["delete", kind, name, "--wait"]).await;
+    }
+    let pools = env.json(&admin, &["admin", "get", "pool", "external-pool-1", "-o", "json"]).await;
+    assert_eq!(pools["status"]["available"], "254", "capacity returned: {pools}");
+
+    // A tenant token cannot use the private API; a bad token is refused.
+    let out = env.osac(&token, &["admin", "get", "tenants"]).await;
+    assert!(!out.status.success());
+    let out = env.osac("osac_not_a_token", &["get", "subnets"]).await;
+    assert!(String::from_utf8_lossy(&out.stderr).contains("UNAUTHENTICATED"));
+    env.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admin_managers_lists_the_registry() {
+    let env = start().await;
+    let out = env.ok(&env.admin.clone(), &["admin", "managers"]).await;
+    assert!(out.contains("sim-fabric") && out.contains("sim-k8s") && out.contains("fabric"), "{out}");
+    env.server.shutdown().await;
+}
