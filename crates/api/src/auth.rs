@@ -241,3 +241,79 @@ pub fn ensure_admin_token(path: &Path) -> std::io::Result<String> {
     write_token_file(path, &table)?;
     Ok(token)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{EncodingKey, Header, encode};
+
+    const SECRET: &[u8] = b"a-test-secret-of-enough-length-32b";
+
+    async fn jwt_auth(dir: &Path) -> Authenticator {
+        let k = base64url(SECRET);
+        let jwks = serde_json::json!({"keys": [{"kty": "oct", "kid": "k1", "alg": "HS256", "k": k}]});
+        let path = dir.join("jwks.json");
+        std::fs::write(&path, jwks.to_string()).unwrap();
+        let config = AuthConfig::Jwt {
+            jwks: path.display().to_string(),
+            issuer: Some("https://idp.test".into()),
+            audience: None,
+        };
+        Authenticator::new(&config).await.unwrap()
+    }
+
+    fn base64url(bytes: &[u8]) -> String {
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+            for i in 0..=chunk.len() {
+                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            }
+        }
+        out
+    }
+
+    fn token(claims: serde_json::Value) -> String {
+        let mut header = Header::new(jsonwebtoken::Algorithm::HS256);
+        header.kid = Some("k1".into());
+        encode(&header, &claims, &EncodingKey::from_secret(SECRET)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn jwt_claims_become_the_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = jwt_auth(dir.path()).await;
+        let exp = chrono::Utc::now().timestamp() + 600;
+        let t = token(serde_json::json!({"sub": "alice", "tenant": "acme", "roles": ["tenant-user", "tenant-admin"], "iss": "https://idp.test", "exp": exp}));
+        let caller = auth.authenticate(Some(&format!("Bearer {t}"))).unwrap();
+        assert_eq!(caller, Caller { subject: "alice".into(), tenant: Some("acme".into()), role: Role::TenantAdmin });
+
+        let wrong_issuer = token(serde_json::json!({"sub": "a", "roles": ["tenant-admin"], "iss": "https://evil", "exp": exp}));
+        assert_eq!(auth.authenticate(Some(&format!("Bearer {wrong_issuer}"))).unwrap_err().code, Code::Unauthenticated);
+        let expired = token(serde_json::json!({"sub": "a", "roles": ["tenant-admin"], "iss": "https://idp.test", "exp": 1000}));
+        assert_eq!(auth.authenticate(Some(&format!("Bearer {expired}"))).unwrap_err().code, Code::Unauthenticated);
+        let no_role = token(serde_json::json!({"sub": "a", "iss": "https://idp.test", "exp": exp}));
+        assert_eq!(auth.authenticate(Some(&format!("Bearer {no_role}"))).unwrap_err().code, Code::PermissionDenied);
+        assert!(auth.mint(caller).is_err(), "minting is token-file only");
+    }
+
+    #[tokio::test]
+    async fn token_file_mints_and_persists() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.json");
+        let admin = ensure_admin_token(&path).unwrap();
+        assert_eq!(ensure_admin_token(&path).unwrap(), admin, "idempotent");
+        let auth = Authenticator::new(&AuthConfig::TokenFile(path.clone())).await.unwrap();
+        assert!(auth.authenticate(Some(&format!("Bearer {admin}"))).unwrap().is_provider());
+        let minted = auth
+            .mint(Caller { subject: "bob".into(), tenant: Some("acme".into()), role: Role::TenantUser })
+            .unwrap();
+        let reloaded = Authenticator::new(&AuthConfig::TokenFile(path)).await.unwrap();
+        let bob = reloaded.authenticate(Some(&format!("Bearer {minted}"))).unwrap();
+        assert_eq!(bob.tenant.as_deref(), Some("acme"));
+        assert_eq!(reloaded.authenticate(Some("Bearer nope")).unwrap_err().code, Code::Unauthenticated);
+        assert_eq!(reloaded.authenticate(None).unwrap_err().code, Code::Unauthenticated);
+        assert_eq!(reloaded.authenticate(Some("Basic x")).unwrap_err().code, Code::Unauthenticated);
+    }
+}
