@@ -13,6 +13,7 @@ pub mod conformance;
 pub mod contract;
 pub mod exec;
 pub mod net;
+pub mod provision;
 pub mod registration;
 pub mod registry;
 pub mod sim;
