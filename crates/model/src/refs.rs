@@ -54,16 +54,50 @@ pub fn string_at<'a>(body: &'a Value, path: &str) -> Option<&'a str> {
         .as_str()
 }
 
+/// Expands a reference path into (concrete field, value) pairs. Path segments ending in `[]`
+/// walk every element of a list (`a[].b` → `a[0].b`, `a[1].b`), segments ending in `{}` every
+/// entry of a map (`node_sets{}.host_type` → `node_sets.workers.host_type`).
+fn expand<'a>(v: &'a Value, segs: &[&str], prefix: String, out: &mut Vec<(String, &'a str)>) {
+    let Some((seg, rest)) = segs.split_first() else {
+        if let Some(s) = v.as_str().filter(|s| !s.is_empty()) {
+            out.push((prefix, s));
+        }
+        return;
+    };
+    let join = |p: &str, s: &str| {
+        if p.is_empty() {
+            s.to_string()
+        } else {
+            format!("{p}.{s}")
+        }
+    };
+    if let Some(name) = seg.strip_suffix("[]") {
+        if let Some(items) = v.get(name).and_then(Value::as_array) {
+            for (i, item) in items.iter().enumerate() {
+                expand(item, rest, format!("{}[{i}]", join(&prefix, name)), out);
+            }
+        }
+    } else if let Some(name) = seg.strip_suffix("{}") {
+        if let Some(map) = v.get(name).and_then(Value::as_object) {
+            for (key, item) in map {
+                expand(item, rest, join(&join(&prefix, name), key), out);
+            }
+        }
+    } else if let Some(child) = v.get(*seg) {
+        expand(child, rest, join(&prefix, seg), out);
+    }
+}
+
 /// The (field, target id) pairs an object body holds; empty references are skipped.
-pub fn references(kind: Kind, body: &Value) -> Vec<(&'static str, String)> {
-    ref_fields(kind)
-        .iter()
-        .filter_map(|f| {
-            string_at(body, f.path)
-                .filter(|s| !s.is_empty())
-                .map(|s| (f.path, s.to_string()))
-        })
-        .collect()
+pub fn references(kind: Kind, body: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for f in ref_fields(kind) {
+        let segs: Vec<&str> = f.path.split('.').collect();
+        let mut found = Vec::new();
+        expand(body, &segs, String::new(), &mut found);
+        out.extend(found.into_iter().map(|(field, id)| (field, id.to_string())));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -78,9 +112,26 @@ mod tests {
         assert_eq!(
             refs,
             vec![
-                ("spec.external_ip", "e1".into()),
-                ("spec.cluster", "c1".into())
+                ("spec.external_ip".into(), "e1".into()),
+                ("spec.cluster".into(), "c1".into())
             ]
         );
+    }
+
+    #[test]
+    fn list_and_map_paths_expand() {
+        let body = json!({"a": [{"s": "x", "g": ["p", "q"]}, {"s": "y"}], "m": {"w": {"t": "h"}}});
+        let mut out = Vec::new();
+        expand(&body, &["a[]", "g[]"], String::new(), &mut out);
+        assert_eq!(
+            out,
+            vec![
+                ("a[0].g[0]".to_string(), "p"),
+                ("a[0].g[1]".to_string(), "q")
+            ]
+        );
+        let mut out = Vec::new();
+        expand(&body, &["m{}", "t"], String::new(), &mut out);
+        assert_eq!(out, vec![("m.w.t".to_string(), "h")]);
     }
 }

@@ -82,7 +82,9 @@ pub fn apply(current: &Value, body: &Value, mask: Option<&str>) -> Result<Value,
     for path in paths {
         let root = path.split('.').next().unwrap_or_default();
         if !WRITABLE_ROOTS.contains(&root) {
-            if matches!(root, "id" | "status") {
+            // Output-only parts (NetworkClass `capabilities` is computed) sent back in a
+            // GET-modify-update round trip are ignored, like `id` and `status`.
+            if matches!(root, "id" | "status" | "capabilities") {
                 continue;
             }
             return Err(Invalid::new(

@@ -48,7 +48,7 @@ impl Record {
     }
 
     /// The (field, target) references of this object.
-    pub fn references(&self) -> Vec<(&'static str, String)> {
+    pub fn references(&self) -> Vec<(String, String)> {
         osac_model::refs::references(self.kind, &self.body)
     }
 

@@ -18,11 +18,18 @@ async fn sqlite() -> (Arc<dyn Store>, tempfile::TempDir) {
 /// A fresh PostgreSQL database for this run, or None when no server is configured.
 async fn postgres() -> Option<Arc<dyn Store>> {
     let base = std::env::var("OSAC_TEST_DATABASE_URL").ok()?;
-    let pool = sqlx::PgPool::connect(&base).await.expect("connect to OSAC_TEST_DATABASE_URL");
+    let pool = sqlx::PgPool::connect(&base)
+        .await
+        .expect("connect to OSAC_TEST_DATABASE_URL");
     let name = format!("osac_store_{}", uuid_simple());
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.expect("create database");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&pool)
+        .await
+        .expect("create database");
     let url = match base.rfind('/') {
-        Some(i) if base[..i].contains("://") && i > base.find("://").unwrap_or(0) + 2 => format!("{}/{name}", &base[..i]),
+        Some(i) if base[..i].contains("://") && i > base.find("://").unwrap_or(0) + 2 => {
+            format!("{}/{name}", &base[..i])
+        }
         _ => format!("{base}/{name}"),
     };
     Some(osac_store::open(&url).await.expect("open postgres"))
@@ -39,7 +46,10 @@ fn subnet(tenant: &str, name: &str, vn: &str, labels: &[(&str, &str)]) -> Record
         json!({"spec": {"virtual_network": vn, "ipv4_cidr": "10.0.1.0/24"}, "status": {"state": "SUBNET_STATE_PENDING"}}),
     );
     r.name = Some(name.to_string());
-    r.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    r.labels = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     r
 }
 
@@ -59,13 +69,32 @@ async fn crud_and_versions(s: &dyn Store) {
     assert_eq!(updated.version, 2);
     // A writer holding the old version loses.
     let err = tx.update(&next).await.unwrap_err();
-    assert!(matches!(err, StoreError::Conflict { expected: 1, found: 2, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            StoreError::Conflict {
+                expected: 1,
+                found: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     tx.commit().await.unwrap();
 
     let mut tx = s.begin().await.unwrap();
-    let found = tx.find_by_name(Kind::Subnet, "t1", "a").await.unwrap().expect("by name");
+    let found = tx
+        .find_by_name(Kind::Subnet, "t1", "a")
+        .await
+        .unwrap()
+        .expect("by name");
     assert_eq!(found.id, rec.id);
-    assert!(tx.find_by_name(Kind::Subnet, "t2", "a").await.unwrap().is_none());
+    assert!(
+        tx.find_by_name(Kind::Subnet, "t2", "a")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn names_are_unique_per_kind_and_tenant(s: &dyn Store) {
@@ -73,7 +102,10 @@ async fn names_are_unique_per_kind_and_tenant(s: &dyn Store) {
     tx.insert(&subnet("t1", "dup", "vn1", &[])).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = s.begin().await.unwrap();
-    let err = tx.insert(&subnet("t1", "dup", "vn1", &[])).await.unwrap_err();
+    let err = tx
+        .insert(&subnet("t1", "dup", "vn1", &[]))
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::AlreadyExists(_)), "{err:?}");
     drop(tx);
     let mut tx = s.begin().await.unwrap();
@@ -89,9 +121,15 @@ async fn names_are_unique_per_kind_and_tenant(s: &dyn Store) {
 async fn rollback_on_drop_and_feed_after_commit(s: &dyn Store) {
     let mut feed = s.subscribe();
     let mut tx = s.begin().await.unwrap();
-    let rec = tx.insert(&subnet("t3", "rolled-back", "vn1", &[])).await.unwrap();
+    let rec = tx
+        .insert(&subnet("t3", "rolled-back", "vn1", &[]))
+        .await
+        .unwrap();
     drop(tx);
-    assert!(s.get(&rec.id).await.unwrap().is_none(), "dropped transaction must roll back");
+    assert!(
+        s.get(&rec.id).await.unwrap().is_none(),
+        "dropped transaction must roll back"
+    );
     let mut tx = s.begin().await.unwrap();
     let rec = tx.insert(&subnet("t3", "kept", "vn9", &[])).await.unwrap();
     tx.commit().await.unwrap();
@@ -114,9 +152,23 @@ async fn list_filter_order_paging(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     for i in 0..12 {
         let color = if i % 3 == 0 { "red" } else { "blue" };
-        tx.insert(&subnet("t4", &format!("web-{i:02}"), "vn1", &[("color", color)])).await.unwrap();
+        tx.insert(&subnet(
+            "t4",
+            &format!("web-{i:02}"),
+            "vn1",
+            &[("color", color)],
+        ))
+        .await
+        .unwrap();
     }
-    tx.insert(&subnet("t5", "web-other-tenant", "vn1", &[("color", "red")])).await.unwrap();
+    tx.insert(&subnet(
+        "t5",
+        "web-other-tenant",
+        "vn1",
+        &[("color", "red")],
+    ))
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     let q = |filter: &str, order: &str, offset: i64, limit: i64| ListQuery {
         kind: Kind::Subnet,
@@ -126,27 +178,54 @@ async fn list_filter_order_paging(s: &dyn Store) {
         offset,
         limit,
     };
-    let red = s.list(&q("this.metadata.labels[\"color\"] == \"red\"", "", 0, 100)).await.unwrap();
+    let red = s
+        .list(&q("this.metadata.labels[\"color\"] == \"red\"", "", 0, 100))
+        .await
+        .unwrap();
     assert_eq!(red.total, 4);
     assert!(red.items.iter().all(|r| r.tenant == "t4"));
-    let page = s.list(&q("this.metadata.name.startsWith(\"web-\")", "metadata.name desc", 2, 3)).await.unwrap();
+    let page = s
+        .list(&q(
+            "this.metadata.name.startsWith(\"web-\")",
+            "metadata.name desc",
+            2,
+            3,
+        ))
+        .await
+        .unwrap();
     assert_eq!(page.total, 12);
     let names: Vec<_> = page.items.iter().filter_map(|r| r.name.clone()).collect();
     assert_eq!(names, vec!["web-09", "web-08", "web-07"]);
-    let by_state = s.list(&q("this.status.state == 1", "", 0, 100)).await.unwrap();
+    let by_state = s
+        .list(&q("this.status.state == 1", "", 0, 100))
+        .await
+        .unwrap();
     assert_eq!(by_state.total, 12, "enum compared by number");
     let err = s.list(&q("this.spec.(", "", 0, 10)).await.unwrap_err();
     assert!(matches!(err, StoreError::Filter(_)), "{err:?}");
-    let all = s.list(&ListQuery { tenant: None, ..q("this.metadata.labels[\"color\"] == \"red\"", "", 0, 100) }).await.unwrap();
+    let all = s
+        .list(&ListQuery {
+            tenant: None,
+            ..q("this.metadata.labels[\"color\"] == \"red\"", "", 0, 100)
+        })
+        .await
+        .unwrap();
     assert_eq!(all.total, 5);
 }
 
 async fn references_and_finalizers(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
-    let mut vn = Record::new(Kind::VirtualNetwork, "t6", json!({"spec": {"ipv4_cidr": "10.0.0.0/16"}}));
+    let mut vn = Record::new(
+        Kind::VirtualNetwork,
+        "t6",
+        json!({"spec": {"ipv4_cidr": "10.0.0.0/16"}}),
+    );
     vn.finalizers = vec!["osac.openshift.io/fabric".into()];
     let vn = tx.insert(&vn).await.unwrap();
-    let child = tx.insert(&subnet("t6", "child", &vn.id, &[])).await.unwrap();
+    let child = tx
+        .insert(&subnet("t6", "child", &vn.id, &[]))
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     let refs = s.referrers(&vn.id).await.unwrap();
     assert_eq!(refs.len(), 1);
@@ -157,7 +236,11 @@ async fn references_and_finalizers(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     let mut deleting = vn.clone();
     deleting.deleted_at = Some(Utc::now());
-    let kept = tx.update(&deleting).await.unwrap().expect("finalizer keeps it");
+    let kept = tx
+        .update(&deleting)
+        .await
+        .unwrap()
+        .expect("finalizer keeps it");
     let mut done = kept.clone();
     done.finalizers.clear();
     assert!(tx.update(&done).await.unwrap().is_none());
@@ -170,7 +253,11 @@ async fn references_and_finalizers(s: &dyn Store) {
 async fn locked_read_modify_write_loses_nothing(s: Arc<dyn Store>) {
     let mut tx = s.begin().await.unwrap();
     let counter = tx
-        .insert(&Record::new(Kind::ExternalIpPool, "", json!({"status": {"allocated": "0"}})))
+        .insert(&Record::new(
+            Kind::ExternalIpPool,
+            "",
+            json!({"status": {"allocated": "0"}}),
+        ))
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -180,7 +267,11 @@ async fn locked_read_modify_write_loses_nothing(s: Arc<dyn Store>) {
         tasks.push(tokio::spawn(async move {
             let mut tx = s.begin().await.unwrap();
             let mut rec = tx.lock(&id).await.unwrap().unwrap();
-            let n: i64 = rec.body["status"]["allocated"].as_str().unwrap().parse().unwrap();
+            let n: i64 = rec.body["status"]["allocated"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
             rec.body["status"]["allocated"] = json!((n + 1).to_string());
             tx.update(&rec).await.unwrap();
             tx.commit().await.unwrap();
@@ -199,7 +290,10 @@ async fn key_value_records(s: &dyn Store) {
     s.kv_put("ns", "b", "2").await.unwrap();
     s.kv_put("ns", "a", "3").await.unwrap();
     s.kv_put("other", "a", "x").await.unwrap();
-    assert_eq!(s.kv_load("ns").await.unwrap(), vec![("a".into(), "3".into()), ("b".into(), "2".into())]);
+    assert_eq!(
+        s.kv_load("ns").await.unwrap(),
+        vec![("a".into(), "3".into()), ("b".into(), "2".into())]
+    );
     s.kv_delete("ns", "a").await.unwrap();
     s.kv_delete("ns", "missing").await.unwrap();
     assert_eq!(s.kv_load("ns").await.unwrap().len(), 1);
@@ -227,7 +321,9 @@ async fn postgres_conforms() {
     match postgres().await {
         Some(s) => suite(s).await,
         None if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but OSAC_TEST_DATABASE_URL is not set: the PostgreSQL suite must run in CI")
+            panic!(
+                "CI=true but OSAC_TEST_DATABASE_URL is not set: the PostgreSQL suite must run in CI"
+            )
         }
         None => eprintln!("OSAC_TEST_DATABASE_URL not set: PostgreSQL conformance skipped"),
     }
