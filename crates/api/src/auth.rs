@@ -73,7 +73,11 @@ pub enum AuthConfig {
     TokenFile(PathBuf),
     /// JWTs signed by a key of the JWKS (file path or http(s) URL). Claims: `sub`, `tenant`,
     /// `roles` (array) or `role`.
-    Jwt { jwks: String, issuer: Option<String>, audience: Option<String> },
+    Jwt {
+        jwks: String,
+        issuer: Option<String>,
+        audience: Option<String>,
+    },
 }
 
 /// Authenticates bearer tokens.
@@ -82,19 +86,32 @@ pub struct Authenticator {
 }
 
 enum Mode {
-    Tokens { path: PathBuf, tokens: RwLock<HashMap<String, Caller>> },
-    Jwt { keys: JwkSet, issuer: Option<String>, audience: Option<String> },
+    Tokens {
+        path: PathBuf,
+        tokens: RwLock<HashMap<String, Caller>>,
+    },
+    Jwt {
+        keys: JwkSet,
+        issuer: Option<String>,
+        audience: Option<String>,
+    },
 }
 
 /// Failure to set up authentication.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthSetupError {
     #[error("cannot read token file {path}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("token file {path} is not valid: {message}")]
     Invalid { path: PathBuf, message: String },
     #[error("cannot load JWKS from {source_name}: {message}")]
-    Jwks { source_name: String, message: String },
+    Jwks {
+        source_name: String,
+        message: String,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -114,29 +131,67 @@ impl Authenticator {
         match config {
             AuthConfig::TokenFile(path) => {
                 let file = if path.exists() {
-                    let text = std::fs::read_to_string(path)
-                        .map_err(|source| AuthSetupError::Read { path: path.clone(), source })?;
-                    serde_json::from_str::<TokenFile>(&text)
-                        .map_err(|e| AuthSetupError::Invalid { path: path.clone(), message: e.to_string() })?
+                    let text =
+                        std::fs::read_to_string(path).map_err(|source| AuthSetupError::Read {
+                            path: path.clone(),
+                            source,
+                        })?;
+                    serde_json::from_str::<TokenFile>(&text).map_err(|e| {
+                        AuthSetupError::Invalid {
+                            path: path.clone(),
+                            message: e.to_string(),
+                        }
+                    })?
                 } else {
                     TokenFile::default()
                 };
-                let tokens = file.tokens.into_iter().map(|t| (t.token, t.caller)).collect();
-                Ok(Self { mode: Mode::Tokens { path: path.clone(), tokens: RwLock::new(tokens) } })
+                let tokens = file
+                    .tokens
+                    .into_iter()
+                    .map(|t| (t.token, t.caller))
+                    .collect();
+                Ok(Self {
+                    mode: Mode::Tokens {
+                        path: path.clone(),
+                        tokens: RwLock::new(tokens),
+                    },
+                })
             }
-            AuthConfig::Jwt { jwks, issuer, audience } => {
+            AuthConfig::Jwt {
+                jwks,
+                issuer,
+                audience,
+            } => {
                 let text = if jwks.starts_with("http://") || jwks.starts_with("https://") {
-                    let resp = reqwest::get(jwks.as_str())
-                        .await
-                        .map_err(|e| AuthSetupError::Jwks { source_name: jwks.clone(), message: e.to_string() })?;
-                    resp.text().await.map_err(|e| AuthSetupError::Jwks { source_name: jwks.clone(), message: e.to_string() })?
+                    let resp =
+                        reqwest::get(jwks.as_str())
+                            .await
+                            .map_err(|e| AuthSetupError::Jwks {
+                                source_name: jwks.clone(),
+                                message: e.to_string(),
+                            })?;
+                    resp.text().await.map_err(|e| AuthSetupError::Jwks {
+                        source_name: jwks.clone(),
+                        message: e.to_string(),
+                    })?
                 } else {
-                    std::fs::read_to_string(jwks)
-                        .map_err(|e| AuthSetupError::Jwks { source_name: jwks.clone(), message: e.to_string() })?
+                    std::fs::read_to_string(jwks).map_err(|e| AuthSetupError::Jwks {
+                        source_name: jwks.clone(),
+                        message: e.to_string(),
+                    })?
                 };
-                let keys: JwkSet = serde_json::from_str(&text)
-                    .map_err(|e| AuthSetupError::Jwks { source_name: jwks.clone(), message: e.to_string() })?;
-                Ok(Self { mode: Mode::Jwt { keys, issuer: issuer.clone(), audience: audience.clone() } })
+                let keys: JwkSet =
+                    serde_json::from_str(&text).map_err(|e| AuthSetupError::Jwks {
+                        source_name: jwks.clone(),
+                        message: e.to_string(),
+                    })?;
+                Ok(Self {
+                    mode: Mode::Jwt {
+                        keys,
+                        issuer: issuer.clone(),
+                        audience: audience.clone(),
+                    },
+                })
             }
         }
     }
@@ -144,7 +199,8 @@ impl Authenticator {
     /// Resolves an `Authorization` header value to a caller.
     pub fn authenticate(&self, header: Option<&str>) -> ApiResult<Caller> {
         let unauth = |m: &str| ApiError::new(Code::Unauthenticated, m.to_string());
-        let header = header.ok_or_else(|| unauth("missing bearer token (Authorization: Bearer <token>)"))?;
+        let header =
+            header.ok_or_else(|| unauth("missing bearer token (Authorization: Bearer <token>)"))?;
         let token = header
             .strip_prefix("Bearer ")
             .or_else(|| header.strip_prefix("bearer "))
@@ -157,14 +213,20 @@ impl Authenticator {
                 .get(token)
                 .cloned()
                 .ok_or_else(|| unauth("invalid token")),
-            Mode::Jwt { keys, issuer, audience } => {
-                let header = decode_header(token).map_err(|e| unauth(&format!("invalid token: {e}")))?;
+            Mode::Jwt {
+                keys,
+                issuer,
+                audience,
+            } => {
+                let header =
+                    decode_header(token).map_err(|e| unauth(&format!("invalid token: {e}")))?;
                 let jwk = match &header.kid {
                     Some(kid) => keys.find(kid),
                     None => keys.keys.first(),
                 }
                 .ok_or_else(|| unauth("token signed by an unknown key"))?;
-                let key = DecodingKey::from_jwk(jwk).map_err(|e| unauth(&format!("unusable key: {e}")))?;
+                let key = DecodingKey::from_jwk(jwk)
+                    .map_err(|e| unauth(&format!("unusable key: {e}")))?;
                 let mut validation = Validation::new(header.alg);
                 match audience {
                     Some(a) => validation.set_audience(&[a]),
@@ -184,7 +246,11 @@ impl Authenticator {
                     .filter_map(Role::parse)
                     .min_by_key(|r| *r as u8)
                     .ok_or_else(|| ApiError::denied("token carries no known role"))?;
-                Ok(Caller { subject: claims.sub, tenant: claims.tenant, role })
+                Ok(Caller {
+                    subject: claims.sub,
+                    tenant: claims.tenant,
+                    role,
+                })
             }
         }
     }
@@ -192,24 +258,43 @@ impl Authenticator {
     /// Mints a token (token-file mode only) and persists it.
     pub fn mint(&self, caller: Caller) -> ApiResult<String> {
         let Mode::Tokens { path, tokens } = &self.mode else {
-            return Err(ApiError::precondition("tokens can only be minted in token-file mode; use your identity provider"));
+            return Err(ApiError::precondition(
+                "tokens can only be minted in token-file mode; use your identity provider",
+            ));
         };
         let mut bytes = [0u8; 24];
         rand::rng().fill(&mut bytes);
-        let token = format!("osac_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
-        let mut table = tokens.write().map_err(|_| ApiError::new(Code::Internal, "token table poisoned"))?;
+        let token = format!(
+            "osac_{}",
+            bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
+        let mut table = tokens
+            .write()
+            .map_err(|_| ApiError::new(Code::Internal, "token table poisoned"))?;
         table.insert(token.clone(), caller);
-        write_token_file(path, &table).map_err(|e| ApiError::new(Code::Internal, format!("cannot persist token: {e}")))?;
+        write_token_file(path, &table)
+            .map_err(|e| ApiError::new(Code::Internal, format!("cannot persist token: {e}")))?;
         Ok(token)
     }
 }
 
 /// Writes the token table atomically (temp file + rename), readable only by the owner.
 fn write_token_file(path: &Path, table: &HashMap<String, Caller>) -> std::io::Result<()> {
-    let mut entries: Vec<TokenEntry> =
-        table.iter().map(|(t, c)| TokenEntry { token: t.clone(), caller: c.clone() }).collect();
-    entries.sort_by(|a, b| a.caller.subject.cmp(&b.caller.subject).then(a.token.cmp(&b.token)));
-    let text = serde_json::to_string_pretty(&TokenFile { tokens: entries }).map_err(std::io::Error::other)?;
+    let mut entries: Vec<TokenEntry> = table
+        .iter()
+        .map(|(t, c)| TokenEntry {
+            token: t.clone(),
+            caller: c.clone(),
+        })
+        .collect();
+    entries.sort_by(|a, b| {
+        a.caller
+            .subject
+            .cmp(&b.caller.subject)
+            .then(a.token.cmp(&b.token))
+    });
+    let text = serde_json::to_string_pretty(&TokenFile { tokens: entries })
+        .map_err(std::io::Error::other)?;
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, text)?;
     #[cfg(unix)]
@@ -227,17 +312,32 @@ pub fn ensure_admin_token(path: &Path) -> std::io::Result<String> {
     } else {
         TokenFile::default()
     };
-    if let Some(t) = file.tokens.iter().find(|t| t.caller.role == Role::ProviderAdmin) {
+    if let Some(t) = file
+        .tokens
+        .iter()
+        .find(|t| t.caller.role == Role::ProviderAdmin)
+    {
         return Ok(t.token.clone());
     }
     let mut bytes = [0u8; 24];
     rand::rng().fill(&mut bytes);
-    let token = format!("osac_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let token = format!(
+        "osac_{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
     file.tokens.push(TokenEntry {
         token: token.clone(),
-        caller: Caller { subject: "admin".into(), tenant: None, role: Role::ProviderAdmin },
+        caller: Caller {
+            subject: "admin".into(),
+            tenant: None,
+            role: Role::ProviderAdmin,
+        },
     });
-    let table = file.tokens.into_iter().map(|t| (t.token, t.caller)).collect();
+    let table = file
+        .tokens
+        .into_iter()
+        .map(|t| (t.token, t.caller))
+        .collect();
     write_token_file(path, &table)?;
     Ok(token)
 }
@@ -251,7 +351,8 @@ mod tests {
 
     async fn jwt_auth(dir: &Path) -> Authenticator {
         let k = base64url(SECRET);
-        let jwks = serde_json::json!({"keys": [{"kty": "oct", "kid": "k1", "alg": "HS256", "k": k}]});
+        let jwks =
+            serde_json::json!({"keys": [{"kty": "oct", "kid": "k1", "alg": "HS256", "k": k}]});
         let path = dir.join("jwks.json");
         std::fs::write(&path, jwks.to_string()).unwrap();
         let config = AuthConfig::Jwt {
@@ -266,7 +367,10 @@ mod tests {
         const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
         let mut out = String::new();
         for chunk in bytes.chunks(3) {
-            let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
             for i in 0..=chunk.len() {
                 out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
             }
@@ -285,16 +389,44 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let auth = jwt_auth(dir.path()).await;
         let exp = chrono::Utc::now().timestamp() + 600;
-        let t = token(serde_json::json!({"sub": "alice", "tenant": "acme", "roles": ["tenant-user", "tenant-admin"], "iss": "https://idp.test", "exp": exp}));
+        let t = token(
+            serde_json::json!({"sub": "alice", "tenant": "acme", "roles": ["tenant-user", "tenant-admin"], "iss": "https://idp.test", "exp": exp}),
+        );
         let caller = auth.authenticate(Some(&format!("Bearer {t}"))).unwrap();
-        assert_eq!(caller, Caller { subject: "alice".into(), tenant: Some("acme".into()), role: Role::TenantAdmin });
+        assert_eq!(
+            caller,
+            Caller {
+                subject: "alice".into(),
+                tenant: Some("acme".into()),
+                role: Role::TenantAdmin
+            }
+        );
 
-        let wrong_issuer = token(serde_json::json!({"sub": "a", "roles": ["tenant-admin"], "iss": "https://evil", "exp": exp}));
-        assert_eq!(auth.authenticate(Some(&format!("Bearer {wrong_issuer}"))).unwrap_err().code, Code::Unauthenticated);
-        let expired = token(serde_json::json!({"sub": "a", "roles": ["tenant-admin"], "iss": "https://idp.test", "exp": 1000}));
-        assert_eq!(auth.authenticate(Some(&format!("Bearer {expired}"))).unwrap_err().code, Code::Unauthenticated);
+        let wrong_issuer = token(
+            serde_json::json!({"sub": "a", "roles": ["tenant-admin"], "iss": "https://evil", "exp": exp}),
+        );
+        assert_eq!(
+            auth.authenticate(Some(&format!("Bearer {wrong_issuer}")))
+                .unwrap_err()
+                .code,
+            Code::Unauthenticated
+        );
+        let expired = token(
+            serde_json::json!({"sub": "a", "roles": ["tenant-admin"], "iss": "https://idp.test", "exp": 1000}),
+        );
+        assert_eq!(
+            auth.authenticate(Some(&format!("Bearer {expired}")))
+                .unwrap_err()
+                .code,
+            Code::Unauthenticated
+        );
         let no_role = token(serde_json::json!({"sub": "a", "iss": "https://idp.test", "exp": exp}));
-        assert_eq!(auth.authenticate(Some(&format!("Bearer {no_role}"))).unwrap_err().code, Code::PermissionDenied);
+        assert_eq!(
+            auth.authenticate(Some(&format!("Bearer {no_role}")))
+                .unwrap_err()
+                .code,
+            Code::PermissionDenied
+        );
         assert!(auth.mint(caller).is_err(), "minting is token-file only");
     }
 
@@ -304,16 +436,39 @@ mod tests {
         let path = dir.path().join("tokens.json");
         let admin = ensure_admin_token(&path).unwrap();
         assert_eq!(ensure_admin_token(&path).unwrap(), admin, "idempotent");
-        let auth = Authenticator::new(&AuthConfig::TokenFile(path.clone())).await.unwrap();
-        assert!(auth.authenticate(Some(&format!("Bearer {admin}"))).unwrap().is_provider());
-        let minted = auth
-            .mint(Caller { subject: "bob".into(), tenant: Some("acme".into()), role: Role::TenantUser })
+        let auth = Authenticator::new(&AuthConfig::TokenFile(path.clone()))
+            .await
             .unwrap();
-        let reloaded = Authenticator::new(&AuthConfig::TokenFile(path)).await.unwrap();
-        let bob = reloaded.authenticate(Some(&format!("Bearer {minted}"))).unwrap();
+        assert!(
+            auth.authenticate(Some(&format!("Bearer {admin}")))
+                .unwrap()
+                .is_provider()
+        );
+        let minted = auth
+            .mint(Caller {
+                subject: "bob".into(),
+                tenant: Some("acme".into()),
+                role: Role::TenantUser,
+            })
+            .unwrap();
+        let reloaded = Authenticator::new(&AuthConfig::TokenFile(path))
+            .await
+            .unwrap();
+        let bob = reloaded
+            .authenticate(Some(&format!("Bearer {minted}")))
+            .unwrap();
         assert_eq!(bob.tenant.as_deref(), Some("acme"));
-        assert_eq!(reloaded.authenticate(Some("Bearer nope")).unwrap_err().code, Code::Unauthenticated);
-        assert_eq!(reloaded.authenticate(None).unwrap_err().code, Code::Unauthenticated);
-        assert_eq!(reloaded.authenticate(Some("Basic x")).unwrap_err().code, Code::Unauthenticated);
+        assert_eq!(
+            reloaded.authenticate(Some("Bearer nope")).unwrap_err().code,
+            Code::Unauthenticated
+        );
+        assert_eq!(
+            reloaded.authenticate(None).unwrap_err().code,
+            Code::Unauthenticated
+        );
+        assert_eq!(
+            reloaded.authenticate(Some("Basic x")).unwrap_err().code,
+            Code::Unauthenticated
+        );
     }
 }

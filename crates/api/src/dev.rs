@@ -52,7 +52,11 @@ pub fn default_class() -> Value {
 
 /// Creates the dev provider objects that do not exist yet.
 pub async fn bootstrap(service: &Service) -> ApiResult<()> {
-    let admin = Caller { subject: "dev-bootstrap".into(), tenant: None, role: Role::ProviderAdmin };
+    let admin = Caller {
+        subject: "dev-bootstrap".into(),
+        tenant: None,
+        role: Role::ProviderAdmin,
+    };
     let objects = [
         (Kind::NetworkClass, default_class()),
         (

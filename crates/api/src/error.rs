@@ -83,7 +83,10 @@ pub type ApiResult<T> = Result<T, ApiError>;
 impl ApiError {
     /// Builds an error.
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
     /// INVALID_ARGUMENT.
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -112,8 +115,12 @@ impl From<Invalid> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match &e {
-            StoreError::NotFound(id) => ApiError::not_found(format!("object '{id}' does not exist")),
-            StoreError::AlreadyExists(what) => ApiError::new(Code::AlreadyExists, format!("already exists: {what}")),
+            StoreError::NotFound(id) => {
+                ApiError::not_found(format!("object '{id}' does not exist"))
+            }
+            StoreError::AlreadyExists(what) => {
+                ApiError::new(Code::AlreadyExists, format!("already exists: {what}"))
+            }
             StoreError::Conflict { .. } => ApiError::new(Code::Aborted, e.to_string()),
             StoreError::Filter(f) => ApiError::invalid(format!("filter: {f}")),
             StoreError::Database(source) => {
@@ -136,7 +143,8 @@ impl From<ApiError> for tonic::Status {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({"code": self.code.name(), "message": self.message, "details": []});
+        let body =
+            serde_json::json!({"code": self.code.name(), "message": self.message, "details": []});
         (self.code.http(), axum::Json(body)).into_response()
     }
 }

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
-use crate::service::{ListParams, Service, Surface};
+use crate::service::{ListParams, Service, Surface, UpdateOptions};
 
 /// Shared state of every gRPC service.
 #[derive(Clone)]
@@ -22,7 +22,10 @@ pub struct Grpc {
 
 impl Grpc {
     fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
-        let header = req.metadata().get("authorization").and_then(|v| v.to_str().ok());
+        let header = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
         Ok(self.service.auth.authenticate(header)?)
     }
 }
@@ -36,7 +39,12 @@ fn from_value<T: DeserializeOwned>(v: serde_json::Value) -> Result<T, Status> {
 }
 
 fn params(r: pb::ListRequest) -> ListParams {
-    ListParams { offset: i64::from(r.offset), limit: i64::from(r.limit), filter: r.filter, order: r.order }
+    ListParams {
+        offset: i64::from(r.offset),
+        limit: i64::from(r.limit),
+        filter: r.filter,
+        order: r.order,
+    }
 }
 
 /// Builds a list response from items and the total count.
@@ -102,7 +110,7 @@ macro_rules! grpc_service {
                 let object = r.object.ok_or_else(|| Status::invalid_argument("object is required"))?;
                 let body = to_value(&object)?;
                 let mask = (!r.update_mask.is_empty()).then_some(r.update_mask.as_str());
-                let out = self.0.service.update(&caller, $surface, $kind, &object.id, body, mask, r.lock).await?;
+                let out = self.0.service.update(&caller, $surface, $kind, &object.id, body, UpdateOptions { mask, lock: r.lock }).await?;
                 Ok(Response::new(from_value(out)?))
             }
 
@@ -117,30 +125,132 @@ macro_rules! grpc_service {
 }
 
 use admin::{
-    external_ip_pools_server as a_pools, host_types_server as a_host_types, network_classes_server as a_classes,
-    tenants_server, tokens_server,
+    external_ip_pools_server as a_pools, host_types_server as a_host_types,
+    network_classes_server as a_classes, tenants_server, tokens_server,
 };
 use pb::{
-    external_i_ps_server, external_ip_attachments_server, external_ip_pools_server, host_types_server,
-    nat_gateways_server, network_classes_server, security_groups_server, subnets_server, virtual_networks_server,
+    external_i_ps_server, external_ip_attachments_server, external_ip_pools_server,
+    host_types_server, nat_gateways_server, network_classes_server, security_groups_server,
+    subnets_server, virtual_networks_server,
 };
 
 const PUB: Surface = Surface::Public;
 const PRIV: Surface = Surface::Private;
 
-grpc_service!(VirtualNetworks, virtual_networks_server::VirtualNetworks, Kind::VirtualNetwork, PUB, pb::VirtualNetwork, pb::VirtualNetworkListResponse, pb::VirtualNetworkUpdateRequest);
-grpc_service!(Subnets, subnets_server::Subnets, Kind::Subnet, PUB, pb::Subnet, pb::SubnetListResponse, pb::SubnetUpdateRequest);
-grpc_service!(SecurityGroups, security_groups_server::SecurityGroups, Kind::SecurityGroup, PUB, pb::SecurityGroup, pb::SecurityGroupListResponse, pb::SecurityGroupUpdateRequest);
-grpc_service!(ExternalIps, external_i_ps_server::ExternalIPs, Kind::ExternalIp, PUB, pb::ExternalIp, pb::ExternalIpListResponse, pb::ExternalIpUpdateRequest);
-grpc_service!(ExternalIpAttachments, external_ip_attachments_server::ExternalIpAttachments, Kind::ExternalIpAttachment, PUB, pb::ExternalIpAttachment, pb::ExternalIpAttachmentListResponse, pb::ExternalIpAttachmentUpdateRequest);
-grpc_service!(NatGateways, nat_gateways_server::NatGateways, Kind::NatGateway, PUB, pb::NatGateway, pb::NatGatewayListResponse, pb::NatGatewayUpdateRequest);
-grpc_service!(PublicPools, external_ip_pools_server::ExternalIpPools, Kind::ExternalIpPool, PUB, pb::ExternalIpPool, pb::ExternalIpPoolListResponse);
-grpc_service!(PublicClasses, network_classes_server::NetworkClasses, Kind::NetworkClass, PUB, pb::NetworkClass, pb::NetworkClassListResponse);
-grpc_service!(PublicHostTypes, host_types_server::HostTypes, Kind::HostType, PUB, pb::HostType, pb::HostTypeListResponse);
-grpc_service!(AdminClasses, a_classes::NetworkClasses, Kind::NetworkClass, PRIV, pb::NetworkClass, admin::NetworkClassListResponse, admin::NetworkClassUpdateRequest);
-grpc_service!(AdminPools, a_pools::ExternalIpPools, Kind::ExternalIpPool, PRIV, pb::ExternalIpPool, admin::ExternalIpPoolListResponse, admin::ExternalIpPoolUpdateRequest);
-grpc_service!(AdminHostTypes, a_host_types::HostTypes, Kind::HostType, PRIV, pb::HostType, admin::HostTypeListResponse, admin::HostTypeUpdateRequest);
-grpc_service!(AdminTenants, tenants_server::Tenants, Kind::Tenant, PRIV, pb::Tenant, admin::TenantListResponse, admin::TenantUpdateRequest);
+grpc_service!(
+    VirtualNetworks,
+    virtual_networks_server::VirtualNetworks,
+    Kind::VirtualNetwork,
+    PUB,
+    pb::VirtualNetwork,
+    pb::VirtualNetworkListResponse,
+    pb::VirtualNetworkUpdateRequest
+);
+grpc_service!(
+    Subnets,
+    subnets_server::Subnets,
+    Kind::Subnet,
+    PUB,
+    pb::Subnet,
+    pb::SubnetListResponse,
+    pb::SubnetUpdateRequest
+);
+grpc_service!(
+    SecurityGroups,
+    security_groups_server::SecurityGroups,
+    Kind::SecurityGroup,
+    PUB,
+    pb::SecurityGroup,
+    pb::SecurityGroupListResponse,
+    pb::SecurityGroupUpdateRequest
+);
+grpc_service!(
+    ExternalIps,
+    external_i_ps_server::ExternalIPs,
+    Kind::ExternalIp,
+    PUB,
+    pb::ExternalIp,
+    pb::ExternalIpListResponse,
+    pb::ExternalIpUpdateRequest
+);
+grpc_service!(
+    ExternalIpAttachments,
+    external_ip_attachments_server::ExternalIpAttachments,
+    Kind::ExternalIpAttachment,
+    PUB,
+    pb::ExternalIpAttachment,
+    pb::ExternalIpAttachmentListResponse,
+    pb::ExternalIpAttachmentUpdateRequest
+);
+grpc_service!(
+    NatGateways,
+    nat_gateways_server::NatGateways,
+    Kind::NatGateway,
+    PUB,
+    pb::NatGateway,
+    pb::NatGatewayListResponse,
+    pb::NatGatewayUpdateRequest
+);
+grpc_service!(
+    PublicPools,
+    external_ip_pools_server::ExternalIpPools,
+    Kind::ExternalIpPool,
+    PUB,
+    pb::ExternalIpPool,
+    pb::ExternalIpPoolListResponse
+);
+grpc_service!(
+    PublicClasses,
+    network_classes_server::NetworkClasses,
+    Kind::NetworkClass,
+    PUB,
+    pb::NetworkClass,
+    pb::NetworkClassListResponse
+);
+grpc_service!(
+    PublicHostTypes,
+    host_types_server::HostTypes,
+    Kind::HostType,
+    PUB,
+    pb::HostType,
+    pb::HostTypeListResponse
+);
+grpc_service!(
+    AdminClasses,
+    a_classes::NetworkClasses,
+    Kind::NetworkClass,
+    PRIV,
+    pb::NetworkClass,
+    admin::NetworkClassListResponse,
+    admin::NetworkClassUpdateRequest
+);
+grpc_service!(
+    AdminPools,
+    a_pools::ExternalIpPools,
+    Kind::ExternalIpPool,
+    PRIV,
+    pb::ExternalIpPool,
+    admin::ExternalIpPoolListResponse,
+    admin::ExternalIpPoolUpdateRequest
+);
+grpc_service!(
+    AdminHostTypes,
+    a_host_types::HostTypes,
+    Kind::HostType,
+    PRIV,
+    pb::HostType,
+    admin::HostTypeListResponse,
+    admin::HostTypeUpdateRequest
+);
+grpc_service!(
+    AdminTenants,
+    tenants_server::Tenants,
+    Kind::Tenant,
+    PRIV,
+    pb::Tenant,
+    admin::TenantListResponse,
+    admin::TenantUpdateRequest
+);
 
 /// Token minting over gRPC.
 pub struct Tokens(pub Grpc);
@@ -153,30 +263,60 @@ impl tokens_server::Tokens for Tokens {
     ) -> Result<Response<admin::CreateTokenResponse>, Status> {
         let caller = self.0.caller(&req)?;
         let r = req.into_inner();
-        let token = self.0.service.mint_token(&caller, &r.tenant, &r.role, &r.subject).await?;
+        let token = self
+            .0
+            .service
+            .mint_token(&caller, &r.tenant, &r.role, &r.subject)
+            .await?;
         Ok(Response::new(admin::CreateTokenResponse { token }))
     }
 }
 
 /// Every gRPC service plus reflection, as routes that can be merged into the HTTP router.
-pub fn routes(service: Arc<Service>) -> Result<tonic::service::Routes, tonic_reflection::server::Error> {
+pub fn routes(
+    service: Arc<Service>,
+) -> Result<tonic::service::Routes, tonic_reflection::server::Error> {
     let g = Grpc { service };
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(osac_proto::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    Ok(tonic::service::Routes::new(virtual_networks_server::VirtualNetworksServer::new(VirtualNetworks(g.clone())))
+    Ok(
+        tonic::service::Routes::new(virtual_networks_server::VirtualNetworksServer::new(
+            VirtualNetworks(g.clone()),
+        ))
         .add_service(subnets_server::SubnetsServer::new(Subnets(g.clone())))
-        .add_service(security_groups_server::SecurityGroupsServer::new(SecurityGroups(g.clone())))
-        .add_service(external_i_ps_server::ExternalIPsServer::new(ExternalIps(g.clone())))
-        .add_service(external_ip_attachments_server::ExternalIpAttachmentsServer::new(ExternalIpAttachments(g.clone())))
-        .add_service(nat_gateways_server::NatGatewaysServer::new(NatGateways(g.clone())))
-        .add_service(external_ip_pools_server::ExternalIpPoolsServer::new(PublicPools(g.clone())))
-        .add_service(network_classes_server::NetworkClassesServer::new(PublicClasses(g.clone())))
-        .add_service(host_types_server::HostTypesServer::new(PublicHostTypes(g.clone())))
-        .add_service(a_classes::NetworkClassesServer::new(AdminClasses(g.clone())))
+        .add_service(security_groups_server::SecurityGroupsServer::new(
+            SecurityGroups(g.clone()),
+        ))
+        .add_service(external_i_ps_server::ExternalIPsServer::new(ExternalIps(
+            g.clone(),
+        )))
+        .add_service(
+            external_ip_attachments_server::ExternalIpAttachmentsServer::new(
+                ExternalIpAttachments(g.clone()),
+            ),
+        )
+        .add_service(nat_gateways_server::NatGatewaysServer::new(NatGateways(
+            g.clone(),
+        )))
+        .add_service(external_ip_pools_server::ExternalIpPoolsServer::new(
+            PublicPools(g.clone()),
+        ))
+        .add_service(network_classes_server::NetworkClassesServer::new(
+            PublicClasses(g.clone()),
+        ))
+        .add_service(host_types_server::HostTypesServer::new(PublicHostTypes(
+            g.clone(),
+        )))
+        .add_service(a_classes::NetworkClassesServer::new(AdminClasses(
+            g.clone(),
+        )))
         .add_service(a_pools::ExternalIpPoolsServer::new(AdminPools(g.clone())))
-        .add_service(a_host_types::HostTypesServer::new(AdminHostTypes(g.clone())))
+        .add_service(a_host_types::HostTypesServer::new(AdminHostTypes(
+            g.clone(),
+        )))
         .add_service(tenants_server::TenantsServer::new(AdminTenants(g.clone())))
         .add_service(tokens_server::TokensServer::new(Tokens(g)))
-        .add_service(reflection))
+        .add_service(reflection),
+    )
 }

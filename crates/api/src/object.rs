@@ -24,14 +24,26 @@ pub fn to_object(rec: &Record, show_finalizers: bool) -> Value {
     if !rec.labels.is_empty() {
         meta.insert("labels".into(), json!(rec.labels));
     }
-    let annotations: BTreeMap<&String, &String> =
-        rec.annotations.iter().filter(|(k, _)| !is_internal_annotation(k)).collect();
+    let annotations: BTreeMap<&String, &String> = rec
+        .annotations
+        .iter()
+        .filter(|(k, _)| !is_internal_annotation(k))
+        .collect();
     if !annotations.is_empty() {
         meta.insert("annotations".into(), json!(annotations));
     }
-    meta.insert("creation_timestamp".into(), json!(rec.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)));
+    meta.insert(
+        "creation_timestamp".into(),
+        json!(
+            rec.created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        ),
+    );
     if let Some(d) = rec.deleted_at {
-        meta.insert("deletion_timestamp".into(), json!(d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)));
+        meta.insert(
+            "deletion_timestamp".into(),
+            json!(d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+        );
     }
     meta.insert("version".into(), json!(rec.version.to_string()));
     if show_finalizers && !rec.finalizers.is_empty() {
@@ -48,10 +60,51 @@ pub fn to_object(rec: &Record, show_finalizers: bool) -> Value {
     Value::Object(obj)
 }
 
-/// Parses a JSON object into its proto type: unknown fields and wrong types are INVALID_ARGUMENT.
+/// Parses a JSON object into its proto type: unknown fields and wrong types are INVALID_ARGUMENT
+/// naming the offending field (e.g. `spec.ingress[0].protocol: unknown variant …`).
 pub fn parse<T: DeserializeOwned>(kind: Kind, value: &Value) -> ApiResult<T> {
-    serde_json::from_value(value.clone())
-        .map_err(|e| ApiError::invalid(format!("invalid {} object: {e}", kind.display_name())))
+    serde_path_to_error::deserialize(value.clone()).map_err(|e| {
+        // pbjson's "expecting" text already starts with "expected".
+        let inner = e
+            .inner()
+            .to_string()
+            .replace("expected expected", "expected");
+        let path = e.path().to_string();
+        if path.is_empty() || path == "." {
+            ApiError::invalid(format!("invalid {} object: {inner}", kind.display_name()))
+        } else {
+            ApiError::invalid(format!(
+                "{path}: {inner} (in {} object)",
+                kind.display_name()
+            ))
+        }
+    })
+}
+
+/// Checks the `metadata` of an update body as strictly as a create does: unknown fields and
+/// wrongly typed values (e.g. a number as a label value) are INVALID_ARGUMENT, never ignored.
+pub fn check_metadata(kind: Kind, body: &Value) -> ApiResult<()> {
+    let Some(meta) = body.get("metadata") else {
+        return Ok(());
+    };
+    serde_path_to_error::deserialize::<_, osac_model::pb::Metadata>(meta.clone())
+        .map(|_| ())
+        .map_err(|e| {
+            let inner = e
+                .inner()
+                .to_string()
+                .replace("expected expected", "expected");
+            let path = e.path().to_string();
+            let field = if path.is_empty() || path == "." {
+                "metadata".to_string()
+            } else {
+                format!("metadata.{path}")
+            };
+            ApiError::invalid(format!(
+                "{field}: {inner} (in {} object)",
+                kind.display_name()
+            ))
+        })
 }
 
 /// Serialises a proto value to its JSON object.
@@ -72,18 +125,36 @@ pub struct UserMetadata {
 /// Reads metadata from a request object (read-only fields are ignored, except the tenant and
 /// version which callers may need).
 pub fn user_metadata(value: &Value) -> UserMetadata {
-    let Some(m) = value.get("metadata") else { return UserMetadata::default() };
+    let Some(m) = value.get("metadata") else {
+        return UserMetadata::default();
+    };
     let map = |v: Option<&Value>| -> BTreeMap<String, String> {
         v.and_then(Value::as_object)
-            .map(|o| o.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     UserMetadata {
-        name: m.get("name").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string),
-        tenant: m.get("tenant").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string),
+        name: m
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        tenant: m
+            .get("tenant")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
         labels: map(m.get("labels")),
         annotations: map(m.get("annotations")),
-        version: m.get("version").and_then(|v| v.as_str().and_then(|s| s.parse().ok()).or_else(|| v.as_i64())),
+        version: m.get("version").and_then(|v| {
+            v.as_str()
+                .and_then(|s| s.parse().ok())
+                .or_else(|| v.as_i64())
+        }),
     }
 }
 
@@ -99,5 +170,6 @@ pub fn body_of(value: &Value) -> Value {
 
 /// Annotations the controllers keep for themselves: hidden from clients, kept across updates.
 pub fn is_internal_annotation(key: &str) -> bool {
-    key == osac_controller::APPLIED_SPEC_ANNOTATION || key == osac_controller::VIRTUAL_NETWORK_ANNOTATION
+    key == osac_controller::APPLIED_SPEC_ANNOTATION
+        || key == osac_controller::VIRTUAL_NETWORK_ANNOTATION
 }

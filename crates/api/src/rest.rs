@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -15,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::service::{ListParams, Service, Surface};
+use crate::service::{ListParams, Service, Surface, UpdateOptions};
 
 /// Largest request body accepted.
 pub const BODY_LIMIT: usize = 1024 * 1024;
@@ -28,7 +29,8 @@ pub fn router(service: Arc<Service>) -> Router {
         Router::new()
             .route(
                 "/{collection}",
-                get(move |s, p, q, h| list(s, p, q, h, surface)).post(move |s, p, h, b| create(s, p, h, b, surface)),
+                get(move |s, p, q, h| list(s, p, q, h, surface))
+                    .post(move |s, p, h, b| create(s, p, h, b, surface)),
             )
             .route(
                 "/{collection}/{id}",
@@ -49,7 +51,9 @@ pub fn router(service: Arc<Service>) -> Router {
 }
 
 fn caller(service: &Service, headers: &HeaderMap) -> ApiResult<Caller> {
-    service.auth.authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))
+    service
+        .auth
+        .authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))
 }
 
 fn kind_of(collection: &str) -> ApiResult<Kind> {
@@ -61,19 +65,53 @@ fn kind_of(collection: &str) -> ApiResult<Kind> {
 
 fn json_body(body: &Bytes) -> ApiResult<Value> {
     if body.is_empty() {
-        return Err(ApiError::invalid("request body is empty; expected a JSON object"));
+        return Err(ApiError::invalid(
+            "request body is empty; expected a JSON object",
+        ));
     }
-    let v: Value = serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))?;
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))?;
     if !v.is_object() {
         return Err(ApiError::invalid("request body must be a JSON object"));
     }
     Ok(v)
 }
 
+/// A body that could not be read (over [`BODY_LIMIT`]: 413) as the JSON error body. An
+/// oversized message is RESOURCE_EXHAUSTED in gRPC terms; REST keeps the specific 413.
+fn body_rejection(r: BytesRejection) -> Response {
+    let status = r.status();
+    let (code, message) = if status == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        (
+            "RESOURCE_EXHAUSTED",
+            format!("request body is larger than the limit of {BODY_LIMIT} bytes"),
+        )
+    } else {
+        (
+            "INVALID_ARGUMENT",
+            format!("cannot read the request body: {}", r.body_text()),
+        )
+    };
+    let mut resp = (
+        status,
+        Json(json!({"code": code, "message": message, "details": []})),
+    )
+        .into_response();
+    // The unread rest of the body is still on the wire: tell HTTP/1 clients not to reuse the
+    // connection (hyper strips this header on HTTP/2).
+    resp.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    resp
+}
+
 fn int_param(q: &HashMap<String, String>, name: &str) -> ApiResult<i64> {
     match q.get(name).map(|s| s.trim()).filter(|s| !s.is_empty()) {
         None => Ok(0),
-        Some(s) => s.parse().map_err(|_| ApiError::invalid(format!("{name}: '{s}' is not an integer"))),
+        Some(s) => s
+            .parse()
+            .map_err(|_| ApiError::invalid(format!("{name}: '{s}' is not an integer"))),
     }
 }
 
@@ -91,34 +129,42 @@ async fn list(
     headers: HeaderMap,
     surface: Surface,
 ) -> Response {
-    reply(async {
-        let caller = caller(&s, &headers)?;
-        let kind = kind_of(&collection)?;
-        let params = ListParams {
-            offset: int_param(&q, "offset")?,
-            limit: int_param(&q, "limit")?,
-            filter: q.get("filter").cloned().unwrap_or_default(),
-            order: q.get("order").cloned().unwrap_or_default(),
-        };
-        let res = s.list(&caller, surface, kind, params).await?;
-        Ok(json!({"size": res.items.len(), "total": res.total, "items": res.items}))
-    }
-    .await)
+    reply(
+        async {
+            let caller = caller(&s, &headers)?;
+            let kind = kind_of(&collection)?;
+            let params = ListParams {
+                offset: int_param(&q, "offset")?,
+                limit: int_param(&q, "limit")?,
+                filter: q.get("filter").cloned().unwrap_or_default(),
+                order: q.get("order").cloned().unwrap_or_default(),
+            };
+            let res = s.list(&caller, surface, kind, params).await?;
+            Ok(json!({"size": res.items.len(), "total": res.total, "items": res.items}))
+        }
+        .await,
+    )
 }
 
 async fn create(
     State(s): State<AppState>,
     Path(collection): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
     surface: Surface,
 ) -> Response {
-    reply(async {
-        let caller = caller(&s, &headers)?;
-        let kind = kind_of(&collection)?;
-        s.create(&caller, surface, kind, json_body(&body)?).await
-    }
-    .await)
+    let body = match body {
+        Ok(b) => b,
+        Err(r) => return body_rejection(r),
+    };
+    reply(
+        async {
+            let caller = caller(&s, &headers)?;
+            let kind = kind_of(&collection)?;
+            s.create(&caller, surface, kind, json_body(&body)?).await
+        }
+        .await,
+    )
 }
 
 async fn get_one(
@@ -127,11 +173,13 @@ async fn get_one(
     headers: HeaderMap,
     surface: Surface,
 ) -> Response {
-    reply(async {
-        let caller = caller(&s, &headers)?;
-        s.get(&caller, surface, kind_of(&collection)?, &id).await
-    }
-    .await)
+    reply(
+        async {
+            let caller = caller(&s, &headers)?;
+            s.get(&caller, surface, kind_of(&collection)?, &id).await
+        }
+        .await,
+    )
 }
 
 async fn update(
@@ -139,25 +187,41 @@ async fn update(
     Path((collection, id)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
     surface: Surface,
 ) -> Response {
-    reply(async {
-        let caller = caller(&s, &headers)?;
-        let kind = kind_of(&collection)?;
-        let mut body = json_body(&body)?;
-        let mut mask = q.get("update_mask").cloned();
-        if let Some(Value::String(m)) = body.as_object_mut().and_then(|o| o.remove("update_mask")) {
-            mask.get_or_insert(m);
+    let body = match body {
+        Ok(b) => b,
+        Err(r) => return body_rejection(r),
+    };
+    reply(
+        async {
+            let caller = caller(&s, &headers)?;
+            let kind = kind_of(&collection)?;
+            let mut body = json_body(&body)?;
+            let mut mask = q.get("update_mask").cloned();
+            if let Some(Value::String(m)) =
+                body.as_object_mut().and_then(|o| o.remove("update_mask"))
+            {
+                mask.get_or_insert(m);
+            }
+            let lock = match q.get("lock").map(String::as_str) {
+                None | Some("false") | Some("") => false,
+                Some("true") => true,
+                Some(other) => {
+                    return Err(ApiError::invalid(format!(
+                        "lock: '{other}' is not true or false"
+                    )));
+                }
+            };
+            let how = UpdateOptions {
+                mask: mask.as_deref(),
+                lock,
+            };
+            s.update(&caller, surface, kind, &id, body, how).await
         }
-        let lock = match q.get("lock").map(String::as_str) {
-            None | Some("false") | Some("") => false,
-            Some("true") => true,
-            Some(other) => return Err(ApiError::invalid(format!("lock: '{other}' is not true or false"))),
-        };
-        s.update(&caller, surface, kind, &id, body, mask.as_deref(), lock).await
-    }
-    .await)
+        .await,
+    )
 }
 
 async fn delete(
@@ -166,35 +230,63 @@ async fn delete(
     headers: HeaderMap,
     surface: Surface,
 ) -> Response {
-    reply(async {
-        let caller = caller(&s, &headers)?;
-        s.delete(&caller, surface, kind_of(&collection)?, &id).await?;
-        Ok(json!({}))
-    }
-    .await)
+    reply(
+        async {
+            let caller = caller(&s, &headers)?;
+            s.delete(&caller, surface, kind_of(&collection)?, &id)
+                .await?;
+            Ok(json!({}))
+        }
+        .await,
+    )
 }
 
-async fn mint_token(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    reply(async {
-        let caller = caller(&s, &headers)?;
-        let v = json_body(&body)?;
-        if let Some(extra) = v.as_object().and_then(|o| o.keys().find(|k| !["tenant", "role", "subject"].contains(&k.as_str()))) {
-            return Err(ApiError::invalid(format!("unknown field '{extra}' (expected tenant, role, subject)")));
+async fn mint_token(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(r) => return body_rejection(r),
+    };
+    reply(
+        async {
+            let caller = caller(&s, &headers)?;
+            let v = json_body(&body)?;
+            if let Some(extra) = v.as_object().and_then(|o| {
+                o.keys()
+                    .find(|k| !["tenant", "role", "subject"].contains(&k.as_str()))
+            }) {
+                return Err(ApiError::invalid(format!(
+                    "unknown field '{extra}' (expected tenant, role, subject)"
+                )));
+            }
+            let field = |n: &str| {
+                v.get(n)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let token = s
+                .mint_token(&caller, &field("tenant"), &field("role"), &field("subject"))
+                .await?;
+            Ok(json!({"token": token}))
         }
-        let field = |n: &str| v.get(n).and_then(Value::as_str).unwrap_or_default().to_string();
-        let token = s.mint_token(&caller, &field("tenant"), &field("role"), &field("subject")).await?;
-        Ok(json!({"token": token}))
-    }
-    .await)
+        .await,
+    )
 }
 
 async fn managers(State(s): State<AppState>, headers: HeaderMap) -> Response {
-    reply(async {
-        let caller = caller(&s, &headers)?;
-        if !caller.is_provider() {
-            return Err(ApiError::denied("the private API is for provider administrators"));
-        }
-        let items: Vec<Value> = s
+    reply(
+        async {
+            let caller = caller(&s, &headers)?;
+            if !caller.is_provider() {
+                return Err(ApiError::denied(
+                    "the private API is for provider administrators",
+                ));
+            }
+            let items: Vec<Value> = s
             .registry
             .registrations()
             .into_iter()
@@ -209,7 +301,8 @@ async fn managers(State(s): State<AppState>, headers: HeaderMap) -> Response {
                 })
             })
             .collect();
-        Ok(json!({"size": items.len(), "total": items.len(), "items": items}))
-    }
-    .await)
+            Ok(json!({"size": items.len(), "total": items.len(), "items": items}))
+        }
+        .await,
+    )
 }

@@ -42,7 +42,10 @@ pub enum ServerError {
     #[error("cannot build gRPC reflection")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("cannot listen on {addr}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// A started server.
@@ -91,11 +94,38 @@ impl SimStateStore for StoreSimState {
         self.0.kv_load(namespace).await.map_err(|e| e.to_string())
     }
     async fn put(&self, namespace: &str, key: &str, value: &str) -> Result<(), String> {
-        self.0.kv_put(namespace, key, value).await.map_err(|e| e.to_string())
+        self.0
+            .kv_put(namespace, key, value)
+            .await
+            .map_err(|e| e.to_string())
     }
     async fn delete(&self, namespace: &str, key: &str) -> Result<(), String> {
-        self.0.kv_delete(namespace, key).await.map_err(|e| e.to_string())
+        self.0
+            .kv_delete(namespace, key)
+            .await
+            .map_err(|e| e.to_string())
     }
+}
+
+/// Unknown paths: gRPC clients get UNIMPLEMENTED (as tonic would answer), everyone else a 404
+/// with the JSON error body (tonic's catch-all would otherwise answer REST clients 200).
+async fn no_route(req: axum::extract::Request) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let grpc = req
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/grpc"));
+    if grpc {
+        return tonic::Status::unimplemented(format!("unknown method {}", req.uri().path()))
+            .into_http();
+    }
+    crate::error::ApiError::not_found(format!(
+        "no route for {} {}",
+        req.method(),
+        req.uri().path()
+    ))
+    .into_response()
 }
 
 /// Opens everything and starts serving.
@@ -107,7 +137,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         None => Registry::sim_dev(&ctx).await?,
     });
     let auth = Arc::new(Authenticator::new(&config.auth).await?);
-    let service = Arc::new(Service { store: store.clone(), registry: registry.clone(), auth });
+    let service = Arc::new(Service::new(store.clone(), registry.clone(), auth));
 
     let ready_store = store.clone();
     let app = Router::new()
@@ -121,18 +151,30 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
                 async move {
                     match s.ping().await {
                         Ok(()) => (axum::http::StatusCode::OK, "ready"),
-                        Err(_) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
+                        Err(_) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            "database unavailable",
+                        ),
                     }
                 }
             }),
         )
         .route("/metrics", get(metrics::render))
+        .fallback(no_route)
         .layer(axum::middleware::from_fn(metrics::track));
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|source| ServerError::Listen { addr: config.listen, source })?;
-    let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.listen, source })?;
+        .map_err(|source| ServerError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Listen {
+            addr: config.listen,
+            source,
+        })?;
     let (shutdown, rx) = watch::channel(false);
 
     let mut http_rx = rx.clone();
@@ -140,12 +182,26 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         let stop = async move {
             let _ = http_rx.wait_for(|v| *v).await;
         };
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
             tracing::error!(error = %e, "HTTP server failed");
         }
     });
-    let controllers = Controllers::new(store.clone(), Dispatcher::new(registry.clone()), config.controller.clone());
+    let controllers = Controllers::new(
+        store.clone(),
+        Dispatcher::new(registry.clone()),
+        config.controller.clone(),
+    );
     let ctl = tokio::spawn(controllers.run(rx));
     tracing::info!(%addr, "osac-net listening (REST + gRPC)");
-    Ok(RunningServer { addr, store, registry, service, shutdown, tasks: vec![http, ctl] })
+    Ok(RunningServer {
+        addr,
+        store,
+        registry,
+        service,
+        shutdown,
+        tasks: vec![http, ctl],
+    })
 }

@@ -33,6 +33,15 @@ pub struct ListParams {
     pub order: String,
 }
 
+/// How an update applies its body.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UpdateOptions<'a> {
+    /// Comma-separated field paths to change; None = every field present in the body.
+    pub mask: Option<&'a str>,
+    /// Fail with ABORTED unless `metadata.version` in the body is current.
+    pub lock: bool,
+}
+
 /// A page of objects.
 #[derive(Debug, Clone)]
 pub struct ListResult {
@@ -50,6 +59,10 @@ pub struct Service {
     pub store: Arc<dyn Store>,
     pub registry: Arc<Registry>,
     pub auth: Arc<Authenticator>,
+    /// Serialises writes of provider kinds whose rules span every object of the kind (pool
+    /// CIDRs never overlap, exactly one default NetworkClass): on PostgreSQL nothing else
+    /// orders two such transactions. SQLite serialises all writes anyway.
+    provider_writes: tokio::sync::Mutex<()>,
 }
 
 /// What a per-kind rule needs while a write transaction is open.
@@ -78,7 +91,9 @@ pub fn state_prefix(kind: Kind) -> Option<&'static str> {
 }
 
 fn set_state(body: &mut Value, kind: Kind, state: &str) {
-    let Some(prefix) = state_prefix(kind) else { return };
+    let Some(prefix) = state_prefix(kind) else {
+        return;
+    };
     if let Some(obj) = body.as_object_mut() {
         let status = obj.entry("status").or_insert_with(|| json!({}));
         if let Some(s) = status.as_object_mut() {
@@ -88,37 +103,71 @@ fn set_state(body: &mut Value, kind: Kind, state: &str) {
 }
 
 impl Service {
-    fn authorize(&self, caller: &Caller, surface: Surface, kind: Kind, write: bool) -> ApiResult<()> {
-        let denied = || ApiError::denied(format!("role {:?} may not {} {}", caller.role, if write { "modify" } else { "read" }, kind.collection()));
+    /// The service over a store, the manager registry and an authenticator.
+    pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, auth: Arc<Authenticator>) -> Self {
+        Self {
+            store,
+            registry,
+            auth,
+            provider_writes: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Taken before a write transaction of a kind with kind-wide rules (see `provider_writes`).
+    async fn kind_wide_guard(&self, kind: Kind) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match kind {
+            Kind::NetworkClass | Kind::ExternalIpPool => Some(self.provider_writes.lock().await),
+            _ => None,
+        }
+    }
+
+    fn authorize(
+        &self,
+        caller: &Caller,
+        surface: Surface,
+        kind: Kind,
+        write: bool,
+    ) -> ApiResult<()> {
+        let denied = || {
+            ApiError::denied(format!(
+                "role {:?} may not {} {}",
+                caller.role,
+                if write { "modify" } else { "read" },
+                kind.collection()
+            ))
+        };
         match surface {
             Surface::Private => {
                 if !caller.is_provider() {
-                    return Err(ApiError::denied("the private API is for provider administrators"));
+                    return Err(ApiError::denied(
+                        "the private API is for provider administrators",
+                    ));
                 }
                 if kind.scope() != Scope::Provider {
-                    return Err(ApiError::not_found(format!("{} is not a provider collection", kind.collection())));
+                    return Err(ApiError::not_found(format!(
+                        "{} is not a provider collection",
+                        kind.collection()
+                    )));
                 }
             }
-            Surface::Public => {
-                match kind.scope() {
-                    Scope::Provider => {
-                        if write || kind == Kind::Tenant {
-                            return Err(ApiError::not_found(format!(
-                                "{} is managed through the private API",
-                                kind.collection()
-                            )));
-                        }
-                    }
-                    Scope::Tenant => {
-                        if !caller.is_provider() && caller.tenant.is_none() {
-                            return Err(denied());
-                        }
-                        if write && caller.role == Role::TenantUser {
-                            return Err(denied());
-                        }
+            Surface::Public => match kind.scope() {
+                Scope::Provider => {
+                    if write || kind == Kind::Tenant {
+                        return Err(ApiError::not_found(format!(
+                            "{} is managed through the private API",
+                            kind.collection()
+                        )));
                     }
                 }
-            }
+                Scope::Tenant => {
+                    if !caller.is_provider() && caller.tenant.is_none() {
+                        return Err(denied());
+                    }
+                    if write && caller.role == Role::TenantUser {
+                        return Err(denied());
+                    }
+                }
+            },
         }
         Ok(())
     }
@@ -127,12 +176,21 @@ impl Service {
     fn scope(caller: &Caller, kind: Kind) -> Option<String> {
         match kind.scope() {
             Scope::Provider => Some(String::new()),
-            Scope::Tenant => caller.tenant.clone().or_else(|| (!caller.is_provider()).then(String::new)),
+            Scope::Tenant => caller
+                .tenant
+                .clone()
+                .or_else(|| (!caller.is_provider()).then(String::new)),
         }
     }
 
     /// Creates an object.
-    pub async fn create(&self, caller: &Caller, surface: Surface, kind: Kind, obj: Value) -> ApiResult<Value> {
+    pub async fn create(
+        &self,
+        caller: &Caller,
+        surface: Surface,
+        kind: Kind,
+        obj: Value,
+    ) -> ApiResult<Value> {
         self.authorize(caller, surface, kind, true)?;
         let meta = user_metadata(&obj);
         let tenant = match kind.scope() {
@@ -140,15 +198,35 @@ impl Service {
             Scope::Tenant => match (&caller.tenant, &meta.tenant) {
                 (Some(t), _) => t.clone(),
                 (None, Some(t)) if caller.is_provider() => t.clone(),
-                _ => return Err(ApiError::invalid("metadata.tenant is required when a provider admin creates a tenant object")),
+                _ => {
+                    return Err(ApiError::invalid(
+                        "metadata.tenant is required when a provider admin creates a tenant object",
+                    ));
+                }
             },
         };
         validate_metadata(&meta)?;
+        let _kind_wide = self.kind_wide_guard(kind).await;
         let mut tx = self.store.begin().await?;
-        if kind.scope() == Scope::Tenant && caller.is_provider() && caller.tenant.is_none() {
-            resources::tenant::require_exists(tx.as_mut(), &tenant).await?;
+        if kind.scope() == Scope::Tenant {
+            if caller.is_provider() && caller.tenant.is_none() {
+                resources::tenant::require_exists(tx.as_mut(), &tenant).await?;
+            } else if resources::tenant::require_exists(tx.as_mut(), &tenant)
+                .await
+                .is_err()
+            {
+                // A token of a deleted tenant must not create objects nobody owns.
+                return Err(ApiError::denied(format!(
+                    "the tenant of this token, '{tenant}', does not exist"
+                )));
+            }
         }
-        let mut cx = Cx { tx: tx.as_mut(), caller, tenant: tenant.clone(), registry: &self.registry };
+        let mut cx = Cx {
+            tx: tx.as_mut(),
+            caller,
+            tenant: tenant.clone(),
+            registry: &self.registry,
+        };
         let mut body = resources::prepare_create(&mut cx, kind, &obj).await?;
         if let Some(o) = body.as_object_mut() {
             o.remove("status");
@@ -162,19 +240,34 @@ impl Service {
         rec.creator = caller.subject.clone();
         rec.labels = meta.labels;
         rec.annotations = meta.annotations;
-        rec.annotations.retain(|k, _| !crate::object::is_internal_annotation(k));
+        rec.annotations
+            .retain(|k, _| !crate::object::is_internal_annotation(k));
         if kind.needs_fabric_finalizer() {
             rec.finalizers.push(FABRIC_FINALIZER.to_string());
         }
-        let rec = tx.insert(&rec).await.map_err(|e| name_taken(e, kind, &meta.name, &tenant))?;
-        let mut cx = Cx { tx: tx.as_mut(), caller, tenant, registry: &self.registry };
+        let rec = tx
+            .insert(&rec)
+            .await
+            .map_err(|e| name_taken(e, kind, &meta.name, &tenant))?;
+        let mut cx = Cx {
+            tx: tx.as_mut(),
+            caller,
+            tenant,
+            registry: &self.registry,
+        };
         resources::after_insert(&mut cx, &rec).await?;
         tx.commit().await?;
         Ok(self.render(surface, &rec))
     }
 
     /// Reads one object by id or name.
-    pub async fn get(&self, caller: &Caller, surface: Surface, kind: Kind, key: &str) -> ApiResult<Value> {
+    pub async fn get(
+        &self,
+        caller: &Caller,
+        surface: Surface,
+        kind: Kind,
+        key: &str,
+    ) -> ApiResult<Value> {
         self.authorize(caller, surface, kind, false)?;
         let scope = Self::scope(caller, kind);
         let rec = self.find(kind, scope.as_deref(), key).await?;
@@ -185,26 +278,55 @@ impl Service {
     }
 
     /// Lists objects.
-    pub async fn list(&self, caller: &Caller, surface: Surface, kind: Kind, p: ListParams) -> ApiResult<ListResult> {
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        surface: Surface,
+        kind: Kind,
+        p: ListParams,
+    ) -> ApiResult<ListResult> {
         self.authorize(caller, surface, kind, false)?;
         if p.limit < 0 || p.offset < 0 {
             return Err(ApiError::invalid("offset and limit must not be negative"));
         }
-        let limit = if p.limit == 0 { DEFAULT_LIMIT } else { p.limit.min(MAX_LIMIT) };
+        let limit = if p.limit == 0 {
+            DEFAULT_LIMIT
+        } else {
+            p.limit.min(MAX_LIMIT)
+        };
         let mut filter = p.filter.trim().to_string();
         if !filter.is_empty() {
-            osac_model::filter::parse_filter(&filter).map_err(|e| ApiError::invalid(format!("filter: {e}")))?;
+            osac_model::filter::parse_filter(&filter)
+                .map_err(|e| ApiError::invalid(format!("filter: {e}")))?;
+        }
+        if !p.order.trim().is_empty() {
+            osac_model::filter::parse_order(&p.order)
+                .map_err(|e| ApiError::invalid(format!("order: {e}")))?;
         }
         if surface == Surface::Public
             && let Some(extra) = resources::public_filter(kind)
         {
-            filter = if filter.is_empty() { extra.to_string() } else { format!("({extra}) && ({filter})") };
+            filter = if filter.is_empty() {
+                extra.to_string()
+            } else {
+                format!("({extra}) && ({filter})")
+            };
         }
         let page = self
             .store
-            .list(&ListQuery { kind, tenant: Self::scope(caller, kind), filter, order: p.order, offset: p.offset, limit })
+            .list(&ListQuery {
+                kind,
+                tenant: Self::scope(caller, kind),
+                filter,
+                order: p.order,
+                offset: p.offset,
+                limit,
+            })
             .await?;
-        Ok(ListResult { total: page.total, items: page.items.iter().map(|r| self.render(surface, r)).collect() })
+        Ok(ListResult {
+            total: page.total,
+            items: page.items.iter().map(|r| self.render(surface, r)).collect(),
+        })
     }
 
     /// Updates the mutable fields of an object.
@@ -215,36 +337,57 @@ impl Service {
         kind: Kind,
         key: &str,
         body: Value,
-        mask: Option<&str>,
-        lock: bool,
+        how: UpdateOptions<'_>,
     ) -> ApiResult<Value> {
+        let UpdateOptions { mask, lock } = how;
         self.authorize(caller, surface, kind, true)?;
         let scope = Self::scope(caller, kind);
+        crate::object::check_metadata(kind, &body)?;
         let meta = user_metadata(&body);
         validate_metadata(&meta)?;
+        let _kind_wide = self.kind_wide_guard(kind).await;
         let mut tx = self.store.begin().await?;
         let found = find_in_tx(tx.as_mut(), kind, scope.as_deref(), key).await?;
-        let current = tx.lock(&found.id).await?.ok_or_else(|| not_found(kind, key))?;
+        let current = tx
+            .lock(&found.id)
+            .await?
+            .ok_or_else(|| not_found(kind, key))?;
         if lock {
             match meta.version {
                 Some(v) if v == current.version => {}
                 Some(v) => {
                     return Err(ApiError::new(
                         Code::Aborted,
-                        format!("{} '{}' changed: version {v} is stale (current {})", kind, current.label(), current.version),
+                        format!(
+                            "{} '{}' changed: version {v} is stale (current {})",
+                            kind,
+                            current.label(),
+                            current.version
+                        ),
                     ));
                 }
-                None => return Err(ApiError::invalid("metadata.version is required with lock=true")),
+                None => {
+                    return Err(ApiError::invalid(
+                        "metadata.version is required with lock=true",
+                    ));
+                }
             }
         }
         if current.deleted_at.is_some() {
-            return Err(ApiError::precondition(format!("{} '{}' is being deleted", kind, current.label())));
+            return Err(ApiError::precondition(format!(
+                "{} '{}' is being deleted",
+                kind,
+                current.label()
+            )));
         }
         let old_obj = to_object(&current, true);
         let new_obj = osac_model::update::apply(&old_obj, &body, mask)?;
         osac_model::update::check_immutable(kind, &old_obj, &new_obj)?;
         let new_meta = user_metadata(&new_obj);
         validate_metadata(&new_meta)?;
+        if kind == Kind::Tenant {
+            resources::tenant::check_rename(&current, new_meta.name.as_deref())?;
+        }
         let mut next = current.clone();
         next.name = new_meta.name.clone();
         next.labels = new_meta.labels;
@@ -255,7 +398,12 @@ impl Service {
             }
         }
         let mut new_body = body_of(&new_obj);
-        let mut cx = Cx { tx: tx.as_mut(), caller, tenant: current.tenant.clone(), registry: &self.registry };
+        let mut cx = Cx {
+            tx: tx.as_mut(),
+            caller,
+            tenant: current.tenant.clone(),
+            registry: &self.registry,
+        };
         resources::prepare_update(&mut cx, kind, &current, &mut new_body).await?;
         next.body = new_body;
         let updated = tx
@@ -268,23 +416,42 @@ impl Service {
     }
 
     /// Starts the two-phase deletion of an object (idempotent).
-    pub async fn delete(&self, caller: &Caller, surface: Surface, kind: Kind, key: &str) -> ApiResult<()> {
+    pub async fn delete(
+        &self,
+        caller: &Caller,
+        surface: Surface,
+        kind: Kind,
+        key: &str,
+    ) -> ApiResult<()> {
         self.authorize(caller, surface, kind, true)?;
         let scope = Self::scope(caller, kind);
         let mut tx = self.store.begin().await?;
         let found = find_in_tx(tx.as_mut(), kind, scope.as_deref(), key).await?;
-        let current = tx.lock(&found.id).await?.ok_or_else(|| not_found(kind, key))?;
+        let current = tx
+            .lock(&found.id)
+            .await?
+            .ok_or_else(|| not_found(kind, key))?;
         if current.deleted_at.is_some() {
             return Ok(());
         }
-        let mut cx = Cx { tx: tx.as_mut(), caller, tenant: current.tenant.clone(), registry: &self.registry };
+        let mut cx = Cx {
+            tx: tx.as_mut(),
+            caller,
+            tenant: current.tenant.clone(),
+            registry: &self.registry,
+        };
         resources::check_delete(&mut cx, &current).await?;
         let mut next = current.clone();
         next.deleted_at = Some(Utc::now());
         set_state(&mut next.body, kind, "DELETING");
         let gone = tx.update(&next).await?.is_none();
         if gone {
-            let mut cx = Cx { tx: tx.as_mut(), caller, tenant: current.tenant.clone(), registry: &self.registry };
+            let mut cx = Cx {
+                tx: tx.as_mut(),
+                caller,
+                tenant: current.tenant.clone(),
+                registry: &self.registry,
+            };
             resources::after_remove(&mut cx, &current).await?;
         }
         tx.commit().await?;
@@ -292,15 +459,28 @@ impl Service {
     }
 
     /// Mints a bearer token for a tenant (private API, token-file mode).
-    pub async fn mint_token(&self, caller: &Caller, tenant: &str, role: &str, subject: &str) -> ApiResult<String> {
+    pub async fn mint_token(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+        role: &str,
+        subject: &str,
+    ) -> ApiResult<String> {
         if !caller.is_provider() {
             return Err(ApiError::denied("only provider administrators mint tokens"));
         }
-        let role = Role::parse(role)
-            .ok_or_else(|| ApiError::invalid(format!("role: '{role}' is not one of provider-admin, tenant-admin, tenant-user")))?;
+        let role = Role::parse(role).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "role: '{role}' is not one of provider-admin, tenant-admin, tenant-user"
+            ))
+        })?;
         let tenant = match (role, tenant.trim()) {
             (Role::ProviderAdmin, "") => None,
-            (_, "") => return Err(ApiError::invalid("tenant: a tenant is required for tenant roles")),
+            (_, "") => {
+                return Err(ApiError::invalid(
+                    "tenant: a tenant is required for tenant roles",
+                ));
+            }
             (_, t) => {
                 let mut tx = self.store.begin().await?;
                 resources::tenant::require_exists(tx.as_mut(), t).await?;
@@ -308,11 +488,19 @@ impl Service {
             }
         };
         let subject = if subject.trim().is_empty() {
-            format!("{}-{}", tenant.as_deref().unwrap_or("provider"), uuid::Uuid::new_v4().simple())
+            format!(
+                "{}-{}",
+                tenant.as_deref().unwrap_or("provider"),
+                uuid::Uuid::new_v4().simple()
+            )
         } else {
             subject.trim().to_string()
         };
-        self.auth.mint(Caller { subject, tenant, role })
+        self.auth.mint(Caller {
+            subject,
+            tenant,
+            role,
+        })
     }
 
     fn render(&self, surface: Surface, rec: &Record) -> Value {
@@ -330,21 +518,42 @@ impl Service {
         {
             return Ok(rec);
         }
-        let filter = format!("this.metadata.name == {}", serde_json::to_string(key).unwrap_or_default());
+        let filter = format!(
+            "this.metadata.name == {}",
+            serde_json::to_string(key).unwrap_or_default()
+        );
         let page = self
             .store
-            .list(&ListQuery { kind, tenant: scope.map(str::to_string), filter, order: String::new(), offset: 0, limit: 2 })
+            .list(&ListQuery {
+                kind,
+                tenant: scope.map(str::to_string),
+                filter,
+                order: String::new(),
+                offset: 0,
+                limit: 2,
+            })
             .await?;
         match page.items.len() {
-            1 => Ok(page.items.into_iter().next().ok_or_else(|| not_found(kind, key))?),
+            1 => Ok(page
+                .items
+                .into_iter()
+                .next()
+                .ok_or_else(|| not_found(kind, key))?),
             0 => Err(not_found(kind, key)),
-            _ => Err(ApiError::invalid(format!("name '{key}' matches objects in several tenants; use the id"))),
+            _ => Err(ApiError::invalid(format!(
+                "name '{key}' matches objects in several tenants; use the id"
+            ))),
         }
     }
 }
 
 /// Finds an object by id or name inside a transaction.
-pub async fn find_in_tx(tx: &mut dyn Tx, kind: Kind, scope: Option<&str>, key: &str) -> ApiResult<Record> {
+pub async fn find_in_tx(
+    tx: &mut dyn Tx,
+    kind: Kind,
+    scope: Option<&str>,
+    key: &str,
+) -> ApiResult<Record> {
     if let Some(rec) = tx.get(key).await?
         && rec.kind == kind
         && scope.is_none_or(|t| t == rec.tenant)
@@ -352,14 +561,35 @@ pub async fn find_in_tx(tx: &mut dyn Tx, kind: Kind, scope: Option<&str>, key: &
         return Ok(rec);
     }
     if let Some(t) = scope {
-        return tx.find_by_name(kind, t, key).await?.ok_or_else(|| not_found(kind, key));
+        return tx
+            .find_by_name(kind, t, key)
+            .await?
+            .ok_or_else(|| not_found(kind, key));
     }
-    let filter = format!("this.metadata.name == {}", serde_json::to_string(key).unwrap_or_default());
-    let page = tx.list(&ListQuery { kind, tenant: None, filter, order: String::new(), offset: 0, limit: 2 }).await?;
+    let filter = format!(
+        "this.metadata.name == {}",
+        serde_json::to_string(key).unwrap_or_default()
+    );
+    let page = tx
+        .list(&ListQuery {
+            kind,
+            tenant: None,
+            filter,
+            order: String::new(),
+            offset: 0,
+            limit: 2,
+        })
+        .await?;
     match page.items.len() {
-        1 => page.items.into_iter().next().ok_or_else(|| not_found(kind, key)),
+        1 => page
+            .items
+            .into_iter()
+            .next()
+            .ok_or_else(|| not_found(kind, key)),
         0 => Err(not_found(kind, key)),
-        _ => Err(ApiError::invalid(format!("name '{key}' matches objects in several tenants; use the id"))),
+        _ => Err(ApiError::invalid(format!(
+            "name '{key}' matches objects in several tenants; use the id"
+        ))),
     }
 }
 
@@ -370,9 +600,18 @@ pub fn not_found(kind: Kind, key: &str) -> ApiError {
 
 fn name_taken(e: StoreError, kind: Kind, name: &Option<String>, tenant: &str) -> ApiError {
     match (&e, name) {
-        (StoreError::AlreadyExists(c), Some(n)) if c.contains("objects_name") || c.contains("UNIQUE") || c.contains("name") => {
-            let scope = if tenant.is_empty() { String::new() } else { format!(" in tenant '{tenant}'") };
-            ApiError::new(Code::AlreadyExists, format!("{} named '{n}' already exists{scope}", kind.display_name()))
+        (StoreError::AlreadyExists(c), Some(n))
+            if c.contains("objects_name") || c.contains("UNIQUE") || c.contains("name") =>
+        {
+            let scope = if tenant.is_empty() {
+                String::new()
+            } else {
+                format!(" in tenant '{tenant}'")
+            };
+            ApiError::new(
+                Code::AlreadyExists,
+                format!("{} named '{n}' already exists{scope}", kind.display_name()),
+            )
         }
         _ => e.into(),
     }

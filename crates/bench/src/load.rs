@@ -39,9 +39,21 @@ where
     Fut: Future<Output = anyhow::Result<T>> + Send + 'static,
     T: Send + 'static,
 {
+    run_for(n, clients, None, op).await
+}
+
+/// Like [`run`], but no operation starts after `limit` has passed (so a slow measure cannot
+/// take forever); `results` then holds only the operations that ran.
+pub async fn run_for<T, F, Fut>(n: usize, clients: usize, limit: Option<Duration>, op: F) -> Run<T>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = anyhow::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
     let op = Arc::new(op);
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
+    let deadline = limit.map(|l| start + l);
     let mut set = JoinSet::new();
     for _ in 0..clients.clamp(1, n.max(1)) {
         let op = op.clone();
@@ -50,7 +62,7 @@ where
             let mut out = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
+                if i >= n || deadline.is_some_and(|d| Instant::now() >= d) {
                     break;
                 }
                 let t = Instant::now();
@@ -178,5 +190,16 @@ mod tests {
         assert_eq!(r.results[1], Some(1));
         assert_eq!(r.results[49], Some(49));
         assert_eq!(r.latencies.len(), 50);
+    }
+
+    #[tokio::test]
+    async fn stops_starting_operations_after_the_limit() {
+        let r = run_for(1_000_000, 2, Some(Duration::from_millis(50)), |_| async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            Ok(())
+        })
+        .await;
+        assert!(r.results.len() < 100, "{}", r.results.len());
+        assert!(!r.results.is_empty());
     }
 }

@@ -29,11 +29,17 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
                 family.label()
             )));
         }
-        let (allocated, total) = (pools::allocated(cx.tx, &pool.id).await?, pools::total(&pool)?);
+        let (allocated, total) = (
+            pools::allocated(cx.tx, &pool.id).await?,
+            pools::total(&pool)?,
+        );
         if allocated >= total {
             return Err(ApiError::new(
                 Code::ResourceExhausted,
-                format!("ExternalIPPool '{}' has no available capacity ({allocated} of {total} allocated)", pool.label()),
+                format!(
+                    "ExternalIPPool '{}' has no available capacity ({allocated} of {total} allocated)",
+                    pool.label()
+                ),
             ));
         }
         pool
@@ -58,22 +64,36 @@ pub async fn choose_pool(tx: &mut dyn Tx, family: Family) -> ApiResult<Record> {
             candidates.push(pool);
         }
     }
-    candidates.sort_by(|a, b| pools::available(b).cmp(&pools::available(a)).then_with(|| a.label().cmp(b.label())));
+    candidates.sort_by(|a, b| {
+        pools::available(b)
+            .cmp(&pools::available(a))
+            .then_with(|| a.label().cmp(b.label()))
+    });
     for c in candidates {
-        let Some(pool) = tx.lock(&c.id).await? else { continue };
+        let Some(pool) = tx.lock(&c.id).await? else {
+            continue;
+        };
         if pools::allocated(tx, &pool.id).await? < pools::total(&pool)? {
             return Ok(pool);
         }
     }
     Err(ApiError::new(
         Code::ResourceExhausted,
-        format!("ExternalIPPool exhaustion: no available capacity in any READY pool for {}", family.label()),
+        format!(
+            "ExternalIPPool exhaustion: no available capacity in any READY pool for {}",
+            family.label()
+        ),
     ))
 }
 
 /// Updates the pool counters to include the new address.
 pub async fn after_insert(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
-    let pool_id = rec.body.pointer("/spec/pool").and_then(Value::as_str).unwrap_or_default().to_string();
+    let pool_id = rec
+        .body
+        .pointer("/spec/pool")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if let Some(pool) = cx.tx.lock(&pool_id).await? {
         pools::write_counters(cx.tx, pool).await?;
     }

@@ -19,7 +19,9 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let (field, what) = match target {
         AttachmentTarget::ComputeInstance(_) => ("spec.compute_instance", "compute instances"),
         AttachmentTarget::Cluster(..) => ("spec.cluster", "clusters"),
-        AttachmentTarget::BaremetalInstance(_) => ("spec.baremetal_instance", "bare-metal instances"),
+        AttachmentTarget::BaremetalInstance(_) => {
+            ("spec.baremetal_instance", "bare-metal instances")
+        }
     };
     if !workload_targets_supported() {
         return Err(ApiError::precondition(format!(

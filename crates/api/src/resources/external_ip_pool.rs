@@ -15,10 +15,19 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let nets = validate::external_ip_pool(&pool)?;
     let others = cx.tx.list(&ListQuery::all(Kind::ExternalIpPool)).await?;
     for other in others.items {
-        let spec = other.decode::<pb::ExternalIpPool>()?.spec.unwrap_or_default();
+        let spec = other
+            .decode::<pb::ExternalIpPool>()?
+            .spec
+            .unwrap_or_default();
         for c in &spec.cidrs {
-            let Ok(theirs) = c.parse::<ipnet::IpNet>() else { continue };
-            if let Some((i, mine)) = nets.iter().enumerate().find(|(_, n)| net::overlaps(n, &theirs)) {
+            let Ok(theirs) = c.parse::<ipnet::IpNet>() else {
+                continue;
+            };
+            if let Some((i, mine)) = nets
+                .iter()
+                .enumerate()
+                .find(|(_, n)| net::overlaps(n, &theirs))
+            {
                 return Err(ApiError::invalid(format!(
                     "spec.cidrs[{i}]: CIDR '{mine}' overlaps with CIDR '{theirs}' of ExternalIPPool '{}'",
                     other.label()
@@ -32,7 +41,12 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
 /// Capacity of a new pool: everything available.
 pub fn initial_status(obj: &Value) -> Option<Value> {
     let pool: pb::ExternalIpPool = serde_json::from_value(obj.clone()).ok()?;
-    let nets: Vec<ipnet::IpNet> = pool.spec?.cidrs.iter().filter_map(|c| c.parse().ok()).collect();
+    let nets: Vec<ipnet::IpNet> = pool
+        .spec?
+        .cidrs
+        .iter()
+        .filter_map(|c| c.parse().ok())
+        .collect();
     let total = total_capacity(&nets);
     Some(json!({"total": total.to_string(), "allocated": "0", "available": total.to_string()}))
 }
@@ -46,10 +60,16 @@ pub fn update(body: &mut Value) -> ApiResult<()> {
 pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
     let refs = cx.tx.referrers(&rec.id).await?;
     let mut users = refs.iter().filter(|r| r.source_kind == Kind::ExternalIp);
-    let Some(first) = users.next() else { return Ok(()) };
+    let Some(first) = users.next() else {
+        return Ok(());
+    };
     let allocated = 1 + users.count();
     let example = match cx.tx.get(&first.source).await? {
-        Some(user) => format!(" (e.g. ExternalIP '{}' of tenant '{}')", user.label(), user.tenant),
+        Some(user) => format!(
+            " (e.g. ExternalIP '{}' of tenant '{}')",
+            user.label(),
+            user.tenant
+        ),
         None => String::new(),
     };
     Err(ApiError::precondition(format!(
@@ -61,7 +81,10 @@ pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
 /// Number of ExternalIPs holding capacity in the pool.
 pub async fn allocated(tx: &mut dyn Tx, pool_id: &str) -> ApiResult<i64> {
     let refs = tx.referrers(pool_id).await?;
-    Ok(refs.iter().filter(|r| r.source_kind == Kind::ExternalIp).count() as i64)
+    Ok(refs
+        .iter()
+        .filter(|r| r.source_kind == Kind::ExternalIp)
+        .count() as i64)
 }
 
 /// Total capacity of a stored pool.
@@ -75,12 +98,18 @@ pub fn total(rec: &Record) -> ApiResult<i64> {
 pub async fn write_counters(tx: &mut dyn Tx, mut pool: Record) -> ApiResult<()> {
     let allocated = allocated(tx, &pool.id).await?;
     let total = total(&pool)?;
-    if let Some(status) = pool.body.as_object_mut().map(|o| o.entry("status").or_insert_with(|| json!({}))) {
-        if let Some(s) = status.as_object_mut() {
-            s.insert("total".into(), json!(total.to_string()));
-            s.insert("allocated".into(), json!(allocated.to_string()));
-            s.insert("available".into(), json!((total - allocated).max(0).to_string()));
-        }
+    if let Some(s) = pool
+        .body
+        .as_object_mut()
+        .map(|o| o.entry("status").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+    {
+        s.insert("total".into(), json!(total.to_string()));
+        s.insert("allocated".into(), json!(allocated.to_string()));
+        s.insert(
+            "available".into(),
+            json!((total - allocated).max(0).to_string()),
+        );
     }
     tx.update(&pool).await?;
     Ok(())
@@ -88,7 +117,9 @@ pub async fn write_counters(tx: &mut dyn Tx, mut pool: Record) -> ApiResult<()> 
 
 /// Whether tenants may use (and see) the pool: READY with capacity left.
 pub fn usable(rec: &Record) -> bool {
-    super::state_of(rec) == "EXTERNAL_IP_POOL_STATE_READY" && available(rec) > 0 && rec.deleted_at.is_none()
+    super::state_of(rec) == "EXTERNAL_IP_POOL_STATE_READY"
+        && available(rec) > 0
+        && rec.deleted_at.is_none()
 }
 
 /// `status.available` of a stored pool.
@@ -96,12 +127,20 @@ pub fn available(rec: &Record) -> i64 {
     rec.body
         .get("status")
         .and_then(|s| s.get("available"))
-        .and_then(|v| v.as_str().and_then(|s| s.parse().ok()).or_else(|| v.as_i64()))
+        .and_then(|v| {
+            v.as_str()
+                .and_then(|s| s.parse().ok())
+                .or_else(|| v.as_i64())
+        })
         .unwrap_or(0)
 }
 
 /// The pool family as the model names it.
 pub fn family(rec: &Record) -> ApiResult<net::Family> {
     let spec = rec.decode::<pb::ExternalIpPool>()?.spec.unwrap_or_default();
-    Ok(if spec.ip_family == pb::IpFamily::Ipv6 as i32 { net::Family::V6 } else { net::Family::V4 })
+    Ok(if spec.ip_family == pb::IpFamily::Ipv6 as i32 {
+        net::Family::V6
+    } else {
+        net::Family::V4
+    })
 }

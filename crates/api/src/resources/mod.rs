@@ -57,12 +57,17 @@ pub async fn after_remove(_cx: &mut Cx<'_>, _rec: &Record) -> ApiResult<()> {
 }
 
 /// Re-validates an updated body; `body` already has the requested changes applied.
-pub async fn prepare_update(cx: &mut Cx<'_>, kind: Kind, current: &Record, body: &mut Value) -> ApiResult<()> {
+pub async fn prepare_update(
+    cx: &mut Cx<'_>,
+    kind: Kind,
+    current: &Record,
+    body: &mut Value,
+) -> ApiResult<()> {
     match kind {
         Kind::NetworkClass => network_class::update(cx, current, body).await,
         Kind::ExternalIpPool => external_ip_pool::update(body),
         Kind::HostType => host_type::update(body),
-        Kind::Tenant => tenant::update(body),
+        Kind::Tenant => tenant::update(current, body),
         Kind::VirtualNetwork => virtual_network::update(body),
         Kind::Subnet => subnet::update(body),
         Kind::SecurityGroup => security_group::update(body),
@@ -75,32 +80,61 @@ pub async fn prepare_update(cx: &mut Cx<'_>, kind: Kind, current: &Record, body:
 /// Refuses deletes that would strand other objects (FAILED_PRECONDITION naming the user).
 pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
     match rec.kind {
-        Kind::NetworkClass => refuse_if_used(cx.tx, rec, &[Kind::VirtualNetwork], "is used by").await,
+        Kind::NetworkClass => {
+            refuse_if_used(cx.tx, rec, &[Kind::VirtualNetwork], "is used by").await
+        }
         Kind::ExternalIpPool => external_ip_pool::check_delete(cx, rec).await,
         Kind::HostType => Ok(()),
         Kind::Tenant => tenant::check_delete(cx, rec).await,
         Kind::VirtualNetwork => {
-            refuse_if_used(cx.tx, rec, &[Kind::Subnet, Kind::SecurityGroup, Kind::NatGateway], "still has").await
+            refuse_if_used(
+                cx.tx,
+                rec,
+                &[Kind::Subnet, Kind::SecurityGroup, Kind::NatGateway],
+                "still has",
+            )
+            .await
         }
-        Kind::ExternalIp => refuse_if_used(cx.tx, rec, &[Kind::NatGateway, Kind::ExternalIpAttachment], "is attached to").await,
-        Kind::Subnet | Kind::SecurityGroup | Kind::ExternalIpAttachment | Kind::NatGateway => Ok(()),
+        Kind::ExternalIp => {
+            refuse_if_used(
+                cx.tx,
+                rec,
+                &[Kind::NatGateway, Kind::ExternalIpAttachment],
+                "is attached to",
+            )
+            .await
+        }
+        Kind::Subnet | Kind::SecurityGroup | Kind::ExternalIpAttachment | Kind::NatGateway => {
+            Ok(())
+        }
     }
 }
 
 /// Fails when a live object of one of `kinds` references `rec`.
-pub async fn refuse_if_used(tx: &mut dyn Tx, rec: &Record, kinds: &[Kind], verb: &str) -> ApiResult<()> {
+pub async fn refuse_if_used(
+    tx: &mut dyn Tx,
+    rec: &Record,
+    kinds: &[Kind],
+    verb: &str,
+) -> ApiResult<()> {
     for r in tx.referrers(&rec.id).await? {
         if !kinds.contains(&r.source_kind) {
             continue;
         }
-        let Some(user) = tx.get(&r.source).await? else { continue };
+        let Some(user) = tx.get(&r.source).await? else {
+            continue;
+        };
         return Err(ApiError::precondition(format!(
             "{} '{}' cannot be deleted: it {verb} {} '{}'{}",
             rec.kind,
             rec.label(),
             user.kind,
             user.label(),
-            if user.deleted_at.is_some() { " (being deleted; retry when it is gone)" } else { "" }
+            if user.deleted_at.is_some() {
+                " (being deleted; retry when it is gone)"
+            } else {
+                ""
+            }
         )));
     }
     Ok(())
@@ -108,7 +142,13 @@ pub async fn refuse_if_used(tx: &mut dyn Tx, rec: &Record, kinds: &[Kind], verb:
 
 /// Resolves a reference (id or name) to a live object of `kind` visible to the writer.
 /// Provider kinds are looked up among provider objects; tenant kinds in the writer's tenant.
-pub async fn resolve(cx: &mut Cx<'_>, kind: Kind, field: &str, key: &str, lock: bool) -> ApiResult<Record> {
+pub async fn resolve(
+    cx: &mut Cx<'_>,
+    kind: Kind,
+    field: &str,
+    key: &str,
+    lock: bool,
+) -> ApiResult<Record> {
     if key.is_empty() {
         return Err(ApiError::invalid(format!("{field} is required")));
     }
@@ -116,21 +156,42 @@ pub async fn resolve(cx: &mut Cx<'_>, kind: Kind, field: &str, key: &str, lock: 
         osac_model::Scope::Provider => String::new(),
         osac_model::Scope::Tenant => cx.tenant.clone(),
     };
-    let missing = || ApiError::not_found(format!("{field}: {} '{key}' does not exist", kind.display_name()));
+    let missing = || {
+        ApiError::not_found(format!(
+            "{field}: {} '{key}' does not exist",
+            kind.display_name()
+        ))
+    };
     let found = match cx.tx.get(key).await? {
         Some(r) if r.kind == kind && r.tenant == tenant => r,
-        _ => cx.tx.find_by_name(kind, &tenant, key).await?.ok_or_else(missing)?,
+        _ => cx
+            .tx
+            .find_by_name(kind, &tenant, key)
+            .await?
+            .ok_or_else(missing)?,
     };
-    let rec = if lock { cx.tx.lock(&found.id).await?.ok_or_else(missing)? } else { found };
+    let rec = if lock {
+        cx.tx.lock(&found.id).await?.ok_or_else(missing)?
+    } else {
+        found
+    };
     if rec.deleted_at.is_some() {
-        return Err(ApiError::precondition(format!("{field}: {} '{}' is being deleted", kind, rec.label())));
+        return Err(ApiError::precondition(format!(
+            "{field}: {} '{}' is being deleted",
+            kind,
+            rec.label()
+        )));
     }
     Ok(rec)
 }
 
 /// The `status.state` name of a record ("" when unset).
 pub fn state_of(rec: &Record) -> &str {
-    rec.body.get("status").and_then(|s| s.get("state")).and_then(Value::as_str).unwrap_or("")
+    rec.body
+        .get("status")
+        .and_then(|s| s.get("state"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// Fails unless `rec` is in `state` (a dependency must be READY before use, SPEC §7).
@@ -144,7 +205,11 @@ pub fn require_state(rec: &Record, field: &str, state: &str) -> ApiResult<()> {
         "{field}: {} '{}' is {}, it must be {}",
         rec.kind,
         rec.label(),
-        if current.is_empty() { "PENDING".to_string() } else { short(current) },
+        if current.is_empty() {
+            "PENDING".to_string()
+        } else {
+            short(current)
+        },
         short(state)
     )))
 }
@@ -160,9 +225,9 @@ pub fn publicly_visible(kind: Kind, rec: &Record) -> bool {
 /// Extra filter applied to public lists.
 pub fn public_filter(kind: Kind) -> Option<&'static str> {
     match kind {
-        Kind::ExternalIpPool => {
-            Some("this.status.state == \"EXTERNAL_IP_POOL_STATE_READY\" && this.status.available > 0")
-        }
+        Kind::ExternalIpPool => Some(
+            "this.status.state == \"EXTERNAL_IP_POOL_STATE_READY\" && this.status.available > 0",
+        ),
         _ => None,
     }
 }
@@ -170,12 +235,22 @@ pub fn public_filter(kind: Kind) -> Option<&'static str> {
 /// What tenants see of an object (provider objects are trimmed).
 pub fn public_view(kind: Kind, obj: Value) -> Value {
     let keep: &[&str] = match kind {
-        Kind::NetworkClass => &["id", "metadata", "title", "description", "capabilities", "is_default"],
+        Kind::NetworkClass => &[
+            "id",
+            "metadata",
+            "title",
+            "description",
+            "capabilities",
+            "is_default",
+        ],
         Kind::ExternalIpPool => &["id", "metadata", "spec", "status"],
         _ => return obj,
     };
     let Value::Object(map) = obj else { return obj };
-    let mut out: Map<String, Value> = map.into_iter().filter(|(k, _)| keep.contains(&k.as_str())).collect();
+    let mut out: Map<String, Value> = map
+        .into_iter()
+        .filter(|(k, _)| keep.contains(&k.as_str()))
+        .collect();
     if let Some(Value::Object(meta)) = out.get_mut("metadata") {
         meta.retain(|k, _| k == "name" || k == "creation_timestamp" || k == "version");
     }

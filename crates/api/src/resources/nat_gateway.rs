@@ -11,7 +11,14 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut n: pb::NatGateway = parse(Kind::NatGateway, obj)?;
     validate::nat_gateway(&n)?;
     let spec = n.spec.get_or_insert_with(Default::default);
-    let vn = super::resolve(cx, Kind::VirtualNetwork, "spec.virtual_network", &spec.virtual_network, true).await?;
+    let vn = super::resolve(
+        cx,
+        Kind::VirtualNetwork,
+        "spec.virtual_network",
+        &spec.virtual_network,
+        true,
+    )
+    .await?;
     super::require_state(&vn, "spec.virtual_network", "VIRTUAL_NETWORK_STATE_READY")?;
     for r in cx.tx.referrers(&vn.id).await? {
         if r.source_kind == Kind::NatGateway
@@ -19,7 +26,11 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         {
             return Err(ApiError::new(
                 Code::AlreadyExists,
-                format!("VirtualNetwork '{}' already has NATGateway '{}' (one per network)", vn.label(), existing.label()),
+                format!(
+                    "VirtualNetwork '{}' already has NATGateway '{}' (one per network)",
+                    vn.label(),
+                    existing.label()
+                ),
             ));
         }
     }

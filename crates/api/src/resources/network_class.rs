@@ -27,9 +27,17 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     Ok(body_of(&to_json(&nc)?))
 }
 
-pub async fn update(cx: &mut Cx<'_>, current: &osac_store::Record, body: &mut Value) -> ApiResult<()> {
+pub async fn update(
+    cx: &mut Cx<'_>,
+    current: &osac_store::Record,
+    body: &mut Value,
+) -> ApiResult<()> {
     let mut nc: pb::NetworkClass = parse(Kind::NetworkClass, body)?;
-    let was_default = current.body.get("is_default").and_then(Value::as_bool).unwrap_or(false);
+    let was_default = current
+        .body
+        .get("is_default")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     complete(cx, &mut nc)?;
     if was_default && !nc.is_default {
         return Err(ApiError::precondition(
@@ -52,14 +60,16 @@ fn complete(cx: &Cx<'_>, nc: &mut pb::NetworkClass) -> ApiResult<()> {
         .map_err(|e| ApiError::invalid(format!("fabric_manager: {e}")))?;
     let k8s = (!nc.k8s_manager.is_empty()).then_some(nc.k8s_manager.as_str());
     if let Some(k) = k8s {
-        cx.registry.check(k, Role::K8s).map_err(|e| ApiError::invalid(format!("k8s_manager: {e}")))?;
+        cx.registry
+            .check(k, Role::K8s)
+            .map_err(|e| ApiError::invalid(format!("k8s_manager: {e}")))?;
     }
     let declared = cx
         .registry
         .class_capabilities(&nc.fabric_manager, k8s)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     let spec = nc.spec.get_or_insert_with(Default::default);
-    let off = spec.disable_capabilities.clone().unwrap_or_default();
+    let off = spec.disable_capabilities.unwrap_or_default();
     let has = |c: Capability, disabled: bool| declared.contains(&c) && !disabled;
     let caps = pb::Capabilities {
         supports_ipv4: has(Capability::Ipv4, off.supports_ipv4),
@@ -77,17 +87,31 @@ fn complete(cx: &Cx<'_>, nc: &mut pb::NetworkClass) -> ApiResult<()> {
             if ok {
                 Ok(())
             } else {
-                Err(ApiError::invalid(format!("{field}: {what} defaults need the {what} capability, which this class lacks")))
+                Err(ApiError::invalid(format!(
+                    "{field}: {what} defaults need the {what} capability, which this class lacks"
+                )))
             }
         };
         if v4 {
-            need(caps.supports_ipv4, "spec.defaults.virtual_network_ipv4_cidr", "IPv4")?;
+            need(
+                caps.supports_ipv4,
+                "spec.defaults.virtual_network_ipv4_cidr",
+                "IPv4",
+            )?;
         }
         if v6 {
-            need(caps.supports_ipv6, "spec.defaults.virtual_network_ipv6_cidr", "IPv6")?;
+            need(
+                caps.supports_ipv6,
+                "spec.defaults.virtual_network_ipv6_cidr",
+                "IPv6",
+            )?;
         }
         if !d.virtual_network_ipv4_cidr.is_empty() && !d.virtual_network_ipv6_cidr.is_empty() {
-            need(caps.supports_dual_stack, "spec.defaults.virtual_network_ipv6_cidr", "dual-stack")?;
+            need(
+                caps.supports_dual_stack,
+                "spec.defaults.virtual_network_ipv6_cidr",
+                "dual-stack",
+            )?;
         }
     }
     nc.capabilities = Some(caps);
@@ -96,10 +120,18 @@ fn complete(cx: &Cx<'_>, nc: &mut pb::NetworkClass) -> ApiResult<()> {
 
 async fn unset_other_defaults(cx: &mut Cx<'_>, keep: Option<&str>) -> ApiResult<()> {
     let page = cx.tx.list(&ListQuery::all(Kind::NetworkClass)).await?;
-    for mut rec in page.items {
-        if Some(rec.id.as_str()) == keep || rec.deleted_at.is_some() {
+    for listed in page.items {
+        if Some(listed.id.as_str()) == keep || listed.deleted_at.is_some() {
             continue;
         }
+        if listed.body.get("is_default").and_then(Value::as_bool) != Some(true) {
+            continue;
+        }
+        // Re-read under the row lock: the controller may have written its status since the
+        // list (an unlocked read would make this write fail with a version conflict).
+        let Some(mut rec) = cx.tx.lock(&listed.id).await? else {
+            continue;
+        };
         if rec.body.get("is_default").and_then(Value::as_bool) == Some(true) {
             if let Some(o) = rec.body.as_object_mut() {
                 o.remove("is_default");
@@ -123,7 +155,11 @@ pub async fn resolve_for_vn(cx: &mut Cx<'_>, key: &str) -> ApiResult<osac_store:
         page.items
             .into_iter()
             .find(|r| r.deleted_at.is_none())
-            .ok_or_else(|| ApiError::precondition("spec.network_class: no default NetworkClass is configured; ask your provider"))?
+            .ok_or_else(|| {
+                ApiError::precondition(
+                    "spec.network_class: no default NetworkClass is configured; ask your provider",
+                )
+            })?
     } else {
         super::resolve(cx, Kind::NetworkClass, "spec.network_class", key, false).await?
     };

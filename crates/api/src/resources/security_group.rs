@@ -12,7 +12,14 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut sg: pb::SecurityGroup = parse(Kind::SecurityGroup, obj)?;
     validate::security_group(&sg)?;
     let spec = sg.spec.get_or_insert_with(Default::default);
-    let vn = super::resolve(cx, Kind::VirtualNetwork, "spec.virtual_network", &spec.virtual_network, false).await?;
+    let vn = super::resolve(
+        cx,
+        Kind::VirtualNetwork,
+        "spec.virtual_network",
+        &spec.virtual_network,
+        false,
+    )
+    .await?;
     super::require_state(&vn, "spec.virtual_network", "VIRTUAL_NETWORK_STATE_READY")?;
     spec.virtual_network = vn.id.clone();
     Ok(body_of(&to_json(&sg)?))

@@ -13,21 +13,43 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut s: pb::Subnet = parse(Kind::Subnet, obj)?;
     let cidrs = validate::subnet(&s)?;
     let spec = s.spec.get_or_insert_with(Default::default);
-    let vn = super::resolve(cx, Kind::VirtualNetwork, "spec.virtual_network", &spec.virtual_network, true).await?;
+    let vn = super::resolve(
+        cx,
+        Kind::VirtualNetwork,
+        "spec.virtual_network",
+        &spec.virtual_network,
+        true,
+    )
+    .await?;
     super::require_state(&vn, "spec.virtual_network", "VIRTUAL_NETWORK_STATE_READY")?;
     let vn_spec = vn.decode::<pb::VirtualNetwork>()?.spec.unwrap_or_default();
     let vn_cidrs = DualCidrs::parse_optional("spec", &vn_spec.ipv4_cidr, &vn_spec.ipv6_cidr)?;
-    subnet_within(&cidrs, &vn_cidrs, "spec", &format!("VirtualNetwork '{}'", vn.label()))?;
+    subnet_within(
+        &cidrs,
+        &vn_cidrs,
+        "spec",
+        &format!("VirtualNetwork '{}'", vn.label()),
+    )?;
     for r in cx.tx.referrers(&vn.id).await? {
         if r.source_kind != Kind::Subnet {
             continue;
         }
-        let Some(sibling) = cx.tx.get(&r.source).await? else { continue };
+        let Some(sibling) = cx.tx.get(&r.source).await? else {
+            continue;
+        };
         let sib = sibling.decode::<pb::Subnet>()?.spec.unwrap_or_default();
         let theirs = DualCidrs::parse_optional("spec", &sib.ipv4_cidr, &sib.ipv6_cidr)?;
         let pairs = [
-            (cidrs.v4.map(ipnet::IpNet::V4), theirs.v4.map(ipnet::IpNet::V4), "IPv4"),
-            (cidrs.v6.map(ipnet::IpNet::V6), theirs.v6.map(ipnet::IpNet::V6), "IPv6"),
+            (
+                cidrs.v4.map(ipnet::IpNet::V4),
+                theirs.v4.map(ipnet::IpNet::V4),
+                "IPv4",
+            ),
+            (
+                cidrs.v6.map(ipnet::IpNet::V6),
+                theirs.v6.map(ipnet::IpNet::V6),
+                "IPv6",
+            ),
         ];
         for (mine, other, family) in pairs {
             if let (Some(m), Some(o)) = (mine, other)

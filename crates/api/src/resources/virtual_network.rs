@@ -13,7 +13,10 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let cidrs = validate::virtual_network(&vn)?;
     let spec = vn.spec.get_or_insert_with(Default::default);
     let class = super::network_class::resolve_for_vn(cx, &spec.network_class).await?;
-    let caps = class.decode::<pb::NetworkClass>()?.capabilities.unwrap_or_default();
+    let caps = class
+        .decode::<pb::NetworkClass>()?
+        .capabilities
+        .unwrap_or_default();
     let denied = |field: &str, what: &str| {
         ApiError::invalid(format!(
             "{field}: NetworkClass '{}' does not support {what}",

@@ -1,4 +1,13 @@
-//! Integration tests: the real server in-process on a random port, driven over REST and gRPC.
+//! Integration tests: the real server in-process on a random port with a fresh database,
+//! driven over REST and gRPC. Database-sensitive tests also run on PostgreSQL when
+//! `OSAC_TEST_DATABASE_URL` is set (a fresh database per test).
 
 mod common;
+mod concurrency;
+mod grpc;
+mod lifecycle;
+mod lists;
+mod ops;
 mod provider;
+mod restart;
+mod tenancy;

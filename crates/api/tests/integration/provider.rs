@@ -20,7 +20,9 @@ fn class(name: &str, fabric: &str, k8s: &str, spec: Value) -> Value {
 }
 
 async fn class_count(s: &TestServer) -> i64 {
-    s.admin.get(&format!("{PRIV}/network_classes")).await.ok()["total"].as_i64().unwrap()
+    s.admin.get(&format!("{PRIV}/network_classes")).await.ok()["total"]
+        .as_i64()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,91 +32,178 @@ async fn network_class_validation() {
     let before = s.admin.get(&format!("{path}/default")).await.ok();
 
     // Unknown manager, wrong role (both ways).
-    s.admin.post(&path, class("c1", "nope", "", json!({"defaults": defaults_v4()}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["fabric_manager", "nope"],
-    );
-    s.admin.post(&path, class("c1", "sim-k8s", "", json!({"defaults": defaults_v4()}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["fabric_manager", "sim-k8s", "k8s"],
-    );
-    s.admin.post(&path, class("c1", "sim-fabric", "sim-fabric", json!({"defaults": defaults_v4()}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["k8s_manager", "sim-fabric"],
-    );
-    s.admin.post(&path, class("c1", "sim-fabric", "ghost", json!({"defaults": defaults_v4()}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["k8s_manager", "ghost"],
-    );
+    s.admin
+        .post(
+            &path,
+            class("c1", "nope", "", json!({"defaults": defaults_v4()})),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["fabric_manager", "nope"]);
+    s.admin
+        .post(
+            &path,
+            class("c1", "sim-k8s", "", json!({"defaults": defaults_v4()})),
+        )
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["fabric_manager", "sim-k8s", "k8s"],
+        );
+    s.admin
+        .post(
+            &path,
+            class(
+                "c1",
+                "sim-fabric",
+                "sim-fabric",
+                json!({"defaults": defaults_v4()}),
+            ),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["k8s_manager", "sim-fabric"]);
+    s.admin
+        .post(
+            &path,
+            class(
+                "c1",
+                "sim-fabric",
+                "ghost",
+                json!({"defaults": defaults_v4()}),
+            ),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["k8s_manager", "ghost"]);
     // fabric_manager required.
-    s.admin.post(&path, class("c1", "", "", json!({"defaults": defaults_v4()}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["fabric_manager", "required"],
-    );
+    s.admin
+        .post(
+            &path,
+            class("c1", "", "", json!({"defaults": defaults_v4()})),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["fabric_manager", "required"]);
     // Defaults missing.
-    s.admin.post(&path, class("c1", "sim-fabric", "", json!({}))).await.err(400, "INVALID_ARGUMENT", &["spec.defaults", "required"]);
-    s.admin.post(&path, json!({"metadata": {"name": "c1"}, "fabric_manager": "sim-fabric"})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.defaults"],
-    );
+    s.admin
+        .post(&path, class("c1", "sim-fabric", "", json!({})))
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.defaults", "required"]);
+    s.admin
+        .post(
+            &path,
+            json!({"metadata": {"name": "c1"}, "fabric_manager": "sim-fabric"}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.defaults"]);
     // Defaults invalid: subnet outside the VN CIDR, bad CIDR syntax, host bits, wrong family.
     let mut d = defaults_v4();
     d["subnet_ipv4_cidr"] = json!("10.1.0.0/24");
-    s.admin.post(&path, class("c1", "sim-fabric", "", json!({"defaults": d}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.defaults.subnet_ipv4_cidr", "10.1.0.0/24", "not inside", "10.0.0.0/16"],
-    );
+    s.admin
+        .post(&path, class("c1", "sim-fabric", "", json!({"defaults": d})))
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &[
+                "spec.defaults.subnet_ipv4_cidr",
+                "10.1.0.0/24",
+                "not inside",
+                "10.0.0.0/16",
+            ],
+        );
     let mut d = defaults_v4();
     d["virtual_network_ipv4_cidr"] = json!("10.0.0.0/33");
-    s.admin.post(&path, class("c1", "sim-fabric", "", json!({"defaults": d}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.defaults.virtual_network_ipv4_cidr", "not a valid CIDR"],
-    );
+    s.admin
+        .post(&path, class("c1", "sim-fabric", "", json!({"defaults": d})))
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &[
+                "spec.defaults.virtual_network_ipv4_cidr",
+                "not a valid CIDR",
+            ],
+        );
     let mut d = defaults_v4();
     d["subnet_ipv4_cidr"] = json!("10.0.1.1/24");
-    s.admin.post(&path, class("c1", "sim-fabric", "", json!({"defaults": d}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.defaults.subnet_ipv4_cidr", "host bits"],
-    );
+    s.admin
+        .post(&path, class("c1", "sim-fabric", "", json!({"defaults": d})))
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.defaults.subnet_ipv4_cidr", "host bits"],
+        );
     let mut d = defaults_v4();
     d["virtual_network_ipv4_cidr"] = json!("fd00::/48");
-    s.admin.post(&path, class("c1", "sim-fabric", "", json!({"defaults": d}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.defaults.virtual_network_ipv4_cidr", "IPv6", "expected IPv4"],
-    );
+    s.admin
+        .post(&path, class("c1", "sim-fabric", "", json!({"defaults": d})))
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &[
+                "spec.defaults.virtual_network_ipv4_cidr",
+                "IPv6",
+                "expected IPv4",
+            ],
+        );
     let mut d = defaults_v4();
     d["ingress_rules"] = json!([{"protocol": "PROTOCOL_ICMP", "port_from": 1, "port_to": 2, "ipv4_cidr": "0.0.0.0/0"}]);
-    s.admin.post(&path, class("c1", "sim-fabric", "", json!({"defaults": d}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.defaults.ingress_rules[0].port_from", "only allowed for TCP and UDP"],
-    );
+    s.admin
+        .post(&path, class("c1", "sim-fabric", "", json!({"defaults": d})))
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &[
+                "spec.defaults.ingress_rules[0].port_from",
+                "only allowed for TCP and UDP",
+            ],
+        );
     // IPv6 defaults while IPv6 is disabled on the class.
     let mut d = defaults_v4();
     d["virtual_network_ipv6_cidr"] = json!("fd00::/48");
     d["subnet_ipv6_cidr"] = json!("fd00:0:0:1::/64");
     s.admin
-        .post(&path, class("c1", "sim-fabric", "", json!({"defaults": d.clone(), "disable_capabilities": {"supports_ipv6": true}})))
+        .post(
+            &path,
+            class(
+                "c1",
+                "sim-fabric",
+                "",
+                json!({"defaults": d.clone(), "disable_capabilities": {"supports_ipv6": true}}),
+            ),
+        )
         .await
-        .err(400, "INVALID_ARGUMENT", &["spec.defaults.virtual_network_ipv6_cidr", "IPv6"]);
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.defaults.virtual_network_ipv6_cidr", "IPv6"],
+        );
     // Dual-stack defaults while dual stack is disabled.
     s.admin
-        .post(&path, class("c1", "sim-fabric", "", json!({"defaults": d, "disable_capabilities": {"supports_dual_stack": true}})))
+        .post(
+            &path,
+            class(
+                "c1",
+                "sim-fabric",
+                "",
+                json!({"defaults": d, "disable_capabilities": {"supports_dual_stack": true}}),
+            ),
+        )
         .await
         .err(400, "INVALID_ARGUMENT", &["dual-stack"]);
     // vip_prefix_length out of range.
     s.admin
-        .post(&path, class("c1", "sim-fabric", "", json!({"defaults": defaults_v4(), "vip_prefix_length": 40})))
+        .post(
+            &path,
+            class(
+                "c1",
+                "sim-fabric",
+                "",
+                json!({"defaults": defaults_v4(), "vip_prefix_length": 40}),
+            ),
+        )
         .await
         .err(400, "INVALID_ARGUMENT", &["spec.vip_prefix_length"]);
 
@@ -138,45 +227,106 @@ async fn network_class_validation() {
         .await
         .ok();
     assert_eq!(c["capabilities"], json!({"supports_ipv4": true}), "{c}");
-    assert_eq!(c["spec"]["vip_prefix_length"], 28, "default VIP prefix filled in");
-    assert!(c["is_default"].as_bool() != Some(true), "a second class is not the default: {c}");
-    let c = s.admin.wait_for_state(PRIV, "network_classes", "v4only", "NETWORK_CLASS_STATE_READY").await;
-    assert_eq!(c["metadata"]["finalizers"], Value::Null, "classes carry no fabric finalizer: {c}");
+    assert_eq!(
+        c["spec"]["vip_prefix_length"], 28,
+        "default VIP prefix filled in"
+    );
+    assert!(
+        c["is_default"].as_bool() != Some(true),
+        "a second class is not the default: {c}"
+    );
+    let c = s
+        .admin
+        .wait_for_state(
+            PRIV,
+            "network_classes",
+            "v4only",
+            "NETWORK_CLASS_STATE_READY",
+        )
+        .await;
+    assert_eq!(
+        c["metadata"]["finalizers"],
+        Value::Null,
+        "classes carry no fabric finalizer: {c}"
+    );
 
     // Its VNs follow its capabilities.
     let t = s.tenant("acme").await;
-    t.post(&format!("{PUB}/virtual_networks"), json!({"spec": {"network_class": "v4only", "ipv6_cidr": "fd00::/48"}}))
-        .await
-        .err(400, "INVALID_ARGUMENT", &["spec.ipv6_cidr", "v4only", "IPv6"]);
-    let vn = t.create("virtual_networks", json!({"spec": {"network_class": "v4only", "ipv4_cidr": "10.0.0.0/16"}})).await;
-    assert_eq!(vn["spec"]["network_class"], c["id"], "class name resolved to its id");
-    let vn = t.create("virtual_networks", json!({"spec": {"ipv4_cidr": "10.0.0.0/16", "ipv6_cidr": "fd00::/48"}})).await;
-    assert_eq!(vn["spec"]["network_class"], before["id"], "default class used when omitted");
-    assert_eq!(vn["spec"]["capabilities"], json!({"enable_ipv4": true, "enable_ipv6": true, "enable_dual_stack": true}));
+    t.post(
+        &format!("{PUB}/virtual_networks"),
+        json!({"spec": {"network_class": "v4only", "ipv6_cidr": "fd00::/48"}}),
+    )
+    .await
+    .err(
+        400,
+        "INVALID_ARGUMENT",
+        &["spec.ipv6_cidr", "v4only", "IPv6"],
+    );
+    let vn = t
+        .create(
+            "virtual_networks",
+            json!({"spec": {"network_class": "v4only", "ipv4_cidr": "10.0.0.0/16"}}),
+        )
+        .await;
+    assert_eq!(
+        vn["spec"]["network_class"], c["id"],
+        "class name resolved to its id"
+    );
+    let vn = t
+        .create(
+            "virtual_networks",
+            json!({"spec": {"ipv4_cidr": "10.0.0.0/16", "ipv6_cidr": "fd00::/48"}}),
+        )
+        .await;
+    assert_eq!(
+        vn["spec"]["network_class"], before["id"],
+        "default class used when omitted"
+    );
+    assert_eq!(
+        vn["spec"]["capabilities"],
+        json!({"enable_ipv4": true, "enable_ipv6": true, "enable_dual_stack": true})
+    );
 
     // Immutable / set-once fields.
-    s.admin.patch(&format!("{path}/v4only"), json!({"fabric_manager": "sim-k8s"})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["fabric_manager", "immutable"],
-    );
-    s.admin.patch(&format!("{path}/default"), json!({"k8s_manager": ""})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["k8s_manager", "cannot change once set"],
-    );
+    s.admin
+        .patch(
+            &format!("{path}/v4only"),
+            json!({"fabric_manager": "sim-k8s"}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["fabric_manager", "immutable"]);
+    s.admin
+        .patch(&format!("{path}/default"), json!({"k8s_manager": ""}))
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["k8s_manager", "cannot change once set"],
+        );
     // k8s_manager may be set once, and is validated like at creation.
-    s.admin.patch(&format!("{path}/v4only"), json!({"k8s_manager": "sim-fabric"})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["k8s_manager", "sim-fabric"],
-    );
-    let c = s.admin.patch(&format!("{path}/v4only"), json!({"k8s_manager": "sim-k8s", "title": "IPv4 only"})).await.ok();
+    s.admin
+        .patch(
+            &format!("{path}/v4only"),
+            json!({"k8s_manager": "sim-fabric"}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["k8s_manager", "sim-fabric"]);
+    let c = s
+        .admin
+        .patch(
+            &format!("{path}/v4only"),
+            json!({"k8s_manager": "sim-k8s", "title": "IPv4 only"}),
+        )
+        .await
+        .ok();
     assert_eq!(c["k8s_manager"], "sim-k8s");
     assert_eq!(c["title"], "IPv4 only");
     // Updates re-validate the defaults and re-compute capabilities.
     s.admin
-        .patch(&format!("{path}/v4only"), json!({"spec": {"defaults": {"virtual_network_ipv6_cidr": "fd00::/48"}}}))
+        .patch(
+            &format!("{path}/v4only"),
+            json!({"spec": {"defaults": {"virtual_network_ipv6_cidr": "fd00::/48"}}}),
+        )
         .await
         .err(400, "INVALID_ARGUMENT", &["IPv6"]);
     let c = s
@@ -184,33 +334,70 @@ async fn network_class_validation() {
         .patch(&format!("{path}/v4only"), json!({"spec": {"disable_capabilities": {"supports_ipv6": false, "supports_dual_stack": true}}}))
         .await
         .ok();
-    assert_eq!(c["capabilities"], json!({"supports_ipv4": true, "supports_ipv6": true}), "{c}");
+    assert_eq!(
+        c["capabilities"],
+        json!({"supports_ipv4": true, "supports_ipv6": true}),
+        "{c}"
+    );
+
+    // A GET-modify-PATCH round trip works (read-only fields sent back are ignored).
+    let mut round = s.admin.get(&format!("{path}/v4only")).await.ok();
+    round["description"] = json!("round trip");
+    let c = s
+        .admin
+        .patch(&format!("{path}/v4only"), round.clone())
+        .await
+        .ok();
+    assert_eq!(c["description"], "round trip");
+    assert_eq!(c["capabilities"], round["capabilities"]);
 
     // Exactly one default: making another class the default moves the flag.
-    let c = s.admin.patch(&format!("{path}/v4only"), json!({"is_default": true})).await.ok();
+    let c = s
+        .admin
+        .patch(&format!("{path}/v4only"), json!({"is_default": true}))
+        .await
+        .ok();
     assert_eq!(c["is_default"], true);
-    let defaults = s.admin.get(&format!("{path}?filter=this.is_default%20%3D%3D%20true")).await.ok();
+    let defaults = s
+        .admin
+        .get(&format!("{path}?filter=this.is_default%20%3D%3D%20true"))
+        .await
+        .ok();
     assert_eq!(defaults["total"], 1, "{defaults}");
     assert_eq!(defaults["items"][0]["metadata"]["name"], "v4only");
-    s.admin.patch(&format!("{path}/v4only"), json!({"is_default": false})).await.err(
-        412,
-        "FAILED_PRECONDITION",
-        &["is_default", "exactly one"],
-    );
-    let c = s.admin.post(&path, {
-        let mut c = class("third", "sim-fabric", "sim-k8s", json!({"defaults": defaults_v4()}));
-        c["is_default"] = json!(true);
-        c
-    })
-    .await
-    .ok();
+    s.admin
+        .patch(&format!("{path}/v4only"), json!({"is_default": false}))
+        .await
+        .err(412, "FAILED_PRECONDITION", &["is_default", "exactly one"]);
+    let c = s
+        .admin
+        .post(&path, {
+            let mut c = class(
+                "third",
+                "sim-fabric",
+                "sim-k8s",
+                json!({"defaults": defaults_v4()}),
+            );
+            c["is_default"] = json!(true);
+            c
+        })
+        .await
+        .ok();
     assert_eq!(c["is_default"], true);
-    let defaults = s.admin.get(&format!("{path}?filter=this.is_default%20%3D%3D%20true")).await.ok();
+    let defaults = s
+        .admin
+        .get(&format!("{path}?filter=this.is_default%20%3D%3D%20true"))
+        .await
+        .ok();
     assert_eq!(defaults["total"], 1, "{defaults}");
     assert_eq!(defaults["items"][0]["metadata"]["name"], "third");
 
     // A class in use cannot be deleted.
-    s.admin.delete(&format!("{path}/default")).await.err(412, "FAILED_PRECONDITION", &["'default'", "VirtualNetwork"]);
+    s.admin.delete(&format!("{path}/default")).await.err(
+        412,
+        "FAILED_PRECONDITION",
+        &["'default'", "VirtualNetwork"],
+    );
     s.finish().await;
 }
 
@@ -222,23 +409,61 @@ async fn network_class_capabilities_are_the_intersection() {
         "name: fab\nrole: fabric\ndescription: d\ncapabilities: [ipv4, ipv6, dual_stack]\ndriver: sim\n",
     )
     .unwrap();
-    std::fs::write(managers.path().join("kube.yaml"), "name: kube\nrole: k8s\ncapabilities: [ipv4, ipv6]\ndriver: sim\n")
+    std::fs::write(
+        managers.path().join("kube.yaml"),
+        "name: kube\nrole: k8s\ncapabilities: [ipv4, ipv6]\ndriver: sim\n",
+    )
+    .unwrap();
+    std::fs::write(
+        managers.path().join("v4fab.yaml"),
+        "name: v4fab\nrole: fabric\ncapabilities: [ipv4]\ndriver: sim\n",
+    )
+    .unwrap();
+    let s = TestServer::start_bare(Backend::Sqlite, Some(managers.path().to_path_buf()))
+        .await
         .unwrap();
-    std::fs::write(managers.path().join("v4fab.yaml"), "name: v4fab\nrole: fabric\ncapabilities: [ipv4]\ndriver: sim\n").unwrap();
-    let s = TestServer::start_bare(Backend::Sqlite, Some(managers.path().to_path_buf())).await.unwrap();
     let path = format!("{PRIV}/network_classes");
 
     let list = s.admin.get(&format!("{PRIV}/managers")).await.ok();
     assert_eq!(list["total"], 3, "{list}");
 
-    let c = s.admin.post(&path, class("both", "fab", "kube", json!({"defaults": defaults_v4()}))).await.ok();
-    assert_eq!(c["capabilities"], json!({"supports_ipv4": true, "supports_ipv6": true}), "no dual stack in kube: {c}");
-    assert_eq!(c["is_default"], true, "the first class becomes the default");
-    let c = s.admin.post(&path, class("fab-only", "fab", "", json!({"defaults": defaults_v4()}))).await.ok();
-    assert_eq!(c["capabilities"], json!({"supports_ipv4": true, "supports_ipv6": true, "supports_dual_stack": true}));
     let c = s
         .admin
-        .post(&path, class("fab-v4", "fab", "kube", json!({"defaults": defaults_v4(), "disable_capabilities": {"supports_ipv6": true}})))
+        .post(
+            &path,
+            class("both", "fab", "kube", json!({"defaults": defaults_v4()})),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        c["capabilities"],
+        json!({"supports_ipv4": true, "supports_ipv6": true}),
+        "no dual stack in kube: {c}"
+    );
+    assert_eq!(c["is_default"], true, "the first class becomes the default");
+    let c = s
+        .admin
+        .post(
+            &path,
+            class("fab-only", "fab", "", json!({"defaults": defaults_v4()})),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        c["capabilities"],
+        json!({"supports_ipv4": true, "supports_ipv6": true, "supports_dual_stack": true})
+    );
+    let c = s
+        .admin
+        .post(
+            &path,
+            class(
+                "fab-v4",
+                "fab",
+                "kube",
+                json!({"defaults": defaults_v4(), "disable_capabilities": {"supports_ipv6": true}}),
+            ),
+        )
         .await
         .ok();
     assert_eq!(c["capabilities"], json!({"supports_ipv4": true}));
@@ -246,27 +471,45 @@ async fn network_class_capabilities_are_the_intersection() {
     // Defaults needing a capability the managers lack.
     let mut dual = defaults_v4();
     dual["virtual_network_ipv6_cidr"] = json!("fd00::/48");
-    s.admin.post(&path, class("c", "fab", "kube", json!({"defaults": dual}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["dual-stack"],
-    );
-    let v6 = json!({"virtual_network_ipv6_cidr": "fd00::/48", "subnet_ipv6_cidr": "fd00:0:0:1::/64"});
-    s.admin.post(&path, class("c", "v4fab", "", json!({"defaults": v6}))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.defaults.virtual_network_ipv6_cidr", "IPv6"],
-    );
+    s.admin
+        .post(&path, class("c", "fab", "kube", json!({"defaults": dual})))
+        .await
+        .err(400, "INVALID_ARGUMENT", &["dual-stack"]);
+    let v6 =
+        json!({"virtual_network_ipv6_cidr": "fd00::/48", "subnet_ipv6_cidr": "fd00:0:0:1::/64"});
+    s.admin
+        .post(&path, class("c", "v4fab", "", json!({"defaults": v6})))
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.defaults.virtual_network_ipv6_cidr", "IPv6"],
+        );
     assert_eq!(class_count(&s).await, 3);
 
     // VNs on the class: dual stack refused, IPv6 alone fine.
-    s.admin.wait_for_state(PRIV, "network_classes", "both", "NETWORK_CLASS_STATE_READY").await;
+    s.admin
+        .wait_for_state(PRIV, "network_classes", "both", "NETWORK_CLASS_STATE_READY")
+        .await;
     let t = s.tenant("acme").await;
-    t.post(&format!("{PUB}/virtual_networks"), json!({"spec": {"ipv4_cidr": "10.0.0.0/16", "ipv6_cidr": "fd00::/48"}}))
-        .await
-        .err(400, "INVALID_ARGUMENT", &["spec.ipv6_cidr", "'both'", "dual-stack"]);
-    let vn = t.create("virtual_networks", json!({"spec": {"ipv6_cidr": "fd00::/48"}})).await;
-    t.wait("virtual_networks", &id(&vn), "VIRTUAL_NETWORK_STATE_READY").await;
+    t.post(
+        &format!("{PUB}/virtual_networks"),
+        json!({"spec": {"ipv4_cidr": "10.0.0.0/16", "ipv6_cidr": "fd00::/48"}}),
+    )
+    .await
+    .err(
+        400,
+        "INVALID_ARGUMENT",
+        &["spec.ipv6_cidr", "'both'", "dual-stack"],
+    );
+    let vn = t
+        .create(
+            "virtual_networks",
+            json!({"spec": {"ipv6_cidr": "fd00::/48"}}),
+        )
+        .await;
+    t.wait("virtual_networks", &id(&vn), "VIRTUAL_NETWORK_STATE_READY")
+        .await;
     s.finish().await;
 }
 
@@ -276,74 +519,177 @@ async fn external_ip_pool_rules() {
     let path = format!("{PRIV}/external_ip_pools");
     let pool = |name: &str, family: &str, cidrs: Value| json!({"metadata": {"name": name}, "spec": {"ip_family": family, "cidrs": cidrs}});
 
-    s.admin.post(&path, pool("p", "IP_FAMILY_IPV4", json!(["198.51.100.0/33"]))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.cidrs[0]", "not a valid CIDR"],
-    );
-    s.admin.post(&path, pool("p", "IP_FAMILY_IPV4", json!(["198.51.100.0/25", "198.51.100.129/25"]))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.cidrs[1]", "host bits"],
-    );
-    s.admin.post(&path, pool("p", "IP_FAMILY_IPV4", json!(["198.51.100.0/25", "2001:db8::/64"]))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.cidrs[1]", "IPv6", "expected IPv4"],
-    );
-    s.admin.post(&path, pool("p", "IP_FAMILY_IPV6", json!(["198.51.100.0/25"]))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.cidrs[0]", "expected IPv6"],
-    );
-    s.admin.post(&path, pool("p", "IP_FAMILY_IPV4", json!(["198.51.100.0/24", "198.51.100.128/25"]))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.cidrs[1]", "overlaps"],
-    );
-    s.admin.post(&path, pool("p", "IP_FAMILY_IPV4", json!(["203.0.113.128/25"]))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.cidrs[0]", "203.0.113.128/25", "overlaps", "203.0.113.0/24", "external-pool-1"],
-    );
-    s.admin.post(&path, pool("p", "IP_FAMILY_IPV4", json!(["203.0.0.0/16"]))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["overlaps", "external-pool-1"],
-    );
-    s.admin.post(&path, pool("p", "IP_FAMILY_IPV4", json!([]))).await.err(400, "INVALID_ARGUMENT", &["spec.cidrs", "at least one"]);
-    s.admin.post(&path, json!({"metadata": {"name": "p"}, "spec": {"cidrs": ["198.51.100.0/24"]}})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.ip_family", "required"],
-    );
-    s.admin.post(&path, pool("p", "IP_FAMILY_IPV5", json!(["198.51.100.0/24"]))).await.err(400, "INVALID_ARGUMENT", &["IP_FAMILY_IPV5"]);
+    s.admin
+        .post(
+            &path,
+            pool("p", "IP_FAMILY_IPV4", json!(["198.51.100.0/33"])),
+        )
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.cidrs[0]", "not a valid CIDR"],
+        );
+    s.admin
+        .post(
+            &path,
+            pool(
+                "p",
+                "IP_FAMILY_IPV4",
+                json!(["198.51.100.0/25", "198.51.100.129/25"]),
+            ),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.cidrs[1]", "host bits"]);
+    s.admin
+        .post(
+            &path,
+            pool(
+                "p",
+                "IP_FAMILY_IPV4",
+                json!(["198.51.100.0/25", "2001:db8::/64"]),
+            ),
+        )
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.cidrs[1]", "IPv6", "expected IPv4"],
+        );
+    s.admin
+        .post(
+            &path,
+            pool("p", "IP_FAMILY_IPV6", json!(["198.51.100.0/25"])),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.cidrs[0]", "expected IPv6"]);
+    s.admin
+        .post(
+            &path,
+            pool(
+                "p",
+                "IP_FAMILY_IPV4",
+                json!(["198.51.100.0/24", "198.51.100.128/25"]),
+            ),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.cidrs[1]", "overlaps"]);
+    s.admin
+        .post(
+            &path,
+            pool("p", "IP_FAMILY_IPV4", json!(["203.0.113.128/25"])),
+        )
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &[
+                "spec.cidrs[0]",
+                "203.0.113.128/25",
+                "overlaps",
+                "203.0.113.0/24",
+                "external-pool-1",
+            ],
+        );
+    s.admin
+        .post(&path, pool("p", "IP_FAMILY_IPV4", json!(["203.0.0.0/16"])))
+        .await
+        .err(400, "INVALID_ARGUMENT", &["overlaps", "external-pool-1"]);
+    s.admin
+        .post(&path, pool("p", "IP_FAMILY_IPV4", json!([])))
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.cidrs", "at least one"]);
+    s.admin
+        .post(
+            &path,
+            json!({"metadata": {"name": "p"}, "spec": {"cidrs": ["198.51.100.0/24"]}}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.ip_family", "required"]);
+    s.admin
+        .post(
+            &path,
+            pool("p", "IP_FAMILY_IPV5", json!(["198.51.100.0/24"])),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["IP_FAMILY_IPV5"]);
     // Nothing stored.
     assert_eq!(s.admin.get(&path).await.ok()["total"], 1);
 
     // Capacity: IPv4 excludes network and broadcast addresses.
-    let p = s.admin.post(&path, pool("pool-b", "IP_FAMILY_IPV4", json!(["198.51.100.0/25", "198.51.100.128/26"]))).await.ok();
-    assert_eq!((counter(&p, "total"), counter(&p, "allocated"), counter(&p, "available")), (188, 0, 188), "{p}");
-    assert_eq!(p["status"]["total"], "188", "int64 counters are JSON strings");
-    let p = s.admin.wait_for_state(PRIV, "external_ip_pools", "pool-b", "EXTERNAL_IP_POOL_STATE_READY").await;
+    let p = s
+        .admin
+        .post(
+            &path,
+            pool(
+                "pool-b",
+                "IP_FAMILY_IPV4",
+                json!(["198.51.100.0/25", "198.51.100.128/26"]),
+            ),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        (
+            counter(&p, "total"),
+            counter(&p, "allocated"),
+            counter(&p, "available")
+        ),
+        (188, 0, 188),
+        "{p}"
+    );
+    assert_eq!(
+        p["status"]["total"], "188",
+        "int64 counters are JSON strings"
+    );
+    let p = s
+        .admin
+        .wait_for_state(
+            PRIV,
+            "external_ip_pools",
+            "pool-b",
+            "EXTERNAL_IP_POOL_STATE_READY",
+        )
+        .await;
     assert_eq!(counter(&p, "available"), 188);
-    let v6 = s.admin.post(&path, pool("pool-v6", "IP_FAMILY_IPV6", json!(["2001:db8:1::/120"]))).await.ok();
+    let v6 = s
+        .admin
+        .post(
+            &path,
+            pool("pool-v6", "IP_FAMILY_IPV6", json!(["2001:db8:1::/120"])),
+        )
+        .await
+        .ok();
     assert_eq!(counter(&v6, "total"), 256);
 
     // Immutable CIDRs and family.
-    s.admin.patch(&format!("{path}/pool-b"), json!({"spec": {"cidrs": ["198.51.100.0/24"]}})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.cidrs", "immutable"],
-    );
-    s.admin.patch(&format!("{path}/pool-b"), json!({"spec": {"ip_family": "IP_FAMILY_IPV6"}})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["spec.ip_family", "immutable"],
-    );
-    let p = s.admin.patch(&format!("{path}/pool-b"), json!({"metadata": {"labels": {"zone": "a"}}})).await.ok();
+    s.admin
+        .patch(
+            &format!("{path}/pool-b"),
+            json!({"spec": {"cidrs": ["198.51.100.0/24"]}}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.cidrs", "immutable"]);
+    s.admin
+        .patch(
+            &format!("{path}/pool-b"),
+            json!({"spec": {"ip_family": "IP_FAMILY_IPV6"}}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.ip_family", "immutable"]);
+    let p = s
+        .admin
+        .patch(
+            &format!("{path}/pool-b"),
+            json!({"metadata": {"labels": {"zone": "a"}}}),
+        )
+        .await
+        .ok();
     assert_eq!(p["metadata"]["labels"]["zone"], "a");
-    assert_eq!(p["spec"]["cidrs"], json!(["198.51.100.0/25", "198.51.100.128/26"]));
+    assert_eq!(
+        p["spec"]["cidrs"],
+        json!(["198.51.100.0/25", "198.51.100.128/26"])
+    );
 
     // Allocation counts; delete refused while allocated, naming an allocation.
     let t = s.tenant("acme").await;
@@ -351,47 +697,144 @@ async fn external_ip_pool_rules() {
     let addr: std::net::Ipv4Addr = eip["status"]["address"].as_str().unwrap().parse().unwrap();
     assert_eq!(addr.octets()[..3], [198, 51, 100]);
     let p = s.admin.get(&format!("{path}/pool-b")).await.ok();
-    assert_eq!((counter(&p, "total"), counter(&p, "allocated"), counter(&p, "available")), (188, 1, 187), "{p}");
-    s.admin.delete(&format!("{path}/pool-b")).await.err(412, "FAILED_PRECONDITION", &["pool-b", "allocated", "ip1"]);
-    s.admin.wait_for_state(PRIV, "external_ip_pools", "pool-b", "EXTERNAL_IP_POOL_STATE_READY").await;
+    assert_eq!(
+        (
+            counter(&p, "total"),
+            counter(&p, "allocated"),
+            counter(&p, "available")
+        ),
+        (188, 1, 187),
+        "{p}"
+    );
+    s.admin.delete(&format!("{path}/pool-b")).await.err(
+        412,
+        "FAILED_PRECONDITION",
+        &["pool-b", "allocated", "ip1"],
+    );
+    s.admin
+        .wait_for_state(
+            PRIV,
+            "external_ip_pools",
+            "pool-b",
+            "EXTERNAL_IP_POOL_STATE_READY",
+        )
+        .await;
 
     // Tenants see READY pools with capacity, with the family and availability only.
     let list = t.get(&format!("{PUB}/external_ip_pools")).await.ok();
     assert_eq!(list["total"], 3, "{list}");
-    let b = list["items"].as_array().unwrap().iter().find(|i| i["metadata"]["name"] == "pool-b").expect("pool-b listed").clone();
+    let b = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == "pool-b")
+        .expect("pool-b listed")
+        .clone();
     assert_eq!(b["spec"], json!({"ip_family": "IP_FAMILY_IPV4"}), "{b}");
     assert_eq!(b["status"], json!({"available": "187"}), "{b}");
     assert!(b["metadata"].get("creator").is_none(), "{b}");
-    let one = t.get(&format!("{PUB}/external_ip_pools/pool-v6")).await.ok();
-    assert_eq!(one["spec"], json!({"ip_family": "IP_FAMILY_IPV6"}));
-    t.post(&format!("{PUB}/external_ip_pools"), pool("x", "IP_FAMILY_IPV4", json!(["192.0.2.0/24"])))
+    // Automatic choice: the READY pool of the family with the most available addresses.
+    let auto = t.allocated_eip("auto", "").await;
+    assert_eq!(
+        auto["status"]["pool"],
+        s.admin.get(&format!("{path}/external-pool-1")).await.ok()["id"],
+        "253 > 187 available"
+    );
+    let v6 = t
+        .create(
+            "external_ips",
+            json!({"metadata": {"name": "v6"}, "spec": {"ip_family": "IP_FAMILY_IPV6"}}),
+        )
+        .await;
+    let v6 = t
+        .wait("external_ips", &id(&v6), "EXTERNAL_IP_STATE_ALLOCATED")
+        .await;
+    assert!(
+        v6["status"]["address"]
+            .as_str()
+            .unwrap()
+            .starts_with("2001:db8:1::"),
+        "{v6}"
+    );
+    assert_eq!(v6["spec"]["ip_family"], "IP_FAMILY_IPV6");
+    let one = t
+        .get(&format!("{PUB}/external_ip_pools/pool-v6"))
         .await
-        .err(404, "NOT_FOUND", &["private API"]);
-    t.delete(&format!("{PUB}/external_ip_pools/pool-b")).await.err(404, "NOT_FOUND", &[]);
+        .ok();
+    assert_eq!(one["spec"], json!({"ip_family": "IP_FAMILY_IPV6"}));
+    t.post(
+        &format!("{PUB}/external_ip_pools"),
+        pool("x", "IP_FAMILY_IPV4", json!(["192.0.2.0/24"])),
+    )
+    .await
+    .err(404, "NOT_FOUND", &["private API"]);
+    t.delete(&format!("{PUB}/external_ip_pools/pool-b"))
+        .await
+        .err(404, "NOT_FOUND", &[]);
 
     // An exhausted pool disappears from the public view (and from GET).
-    s.admin.post(&path, pool("tiny", "IP_FAMILY_IPV4", json!(["192.0.2.0/30"]))).await.ok();
-    s.admin.wait_for_state(PRIV, "external_ip_pools", "tiny", "EXTERNAL_IP_POOL_STATE_READY").await;
-    assert_eq!(t.get(&format!("{PUB}/external_ip_pools")).await.ok()["total"], 4);
+    s.admin
+        .post(
+            &path,
+            pool("tiny", "IP_FAMILY_IPV4", json!(["192.0.2.0/30"])),
+        )
+        .await
+        .ok();
+    s.admin
+        .wait_for_state(
+            PRIV,
+            "external_ip_pools",
+            "tiny",
+            "EXTERNAL_IP_POOL_STATE_READY",
+        )
+        .await;
+    assert_eq!(
+        t.get(&format!("{PUB}/external_ip_pools")).await.ok()["total"],
+        4
+    );
     t.allocated_eip("t1", "tiny").await;
     t.allocated_eip("t2", "tiny").await;
-    t.post(&format!("{PUB}/external_ips"), json!({"spec": {"pool": "tiny"}})).await.err(
+    t.post(
+        &format!("{PUB}/external_ips"),
+        json!({"spec": {"pool": "tiny"}}),
+    )
+    .await
+    .err(
         429,
         "RESOURCE_EXHAUSTED",
         &["tiny", "no available capacity", "2 of 2"],
     );
     let list = t.get(&format!("{PUB}/external_ip_pools")).await.ok();
     assert_eq!(list["total"], 3, "{list}");
-    assert!(list["items"].as_array().unwrap().iter().all(|i| i["metadata"]["name"] != "tiny"));
-    t.get(&format!("{PUB}/external_ip_pools/tiny")).await.err(404, "NOT_FOUND", &["tiny"]);
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["metadata"]["name"] != "tiny")
+    );
+    t.get(&format!("{PUB}/external_ip_pools/tiny"))
+        .await
+        .err(404, "NOT_FOUND", &["tiny"]);
     let tiny = s.admin.get(&format!("{path}/tiny")).await.ok();
-    assert_eq!((counter(&tiny, "total"), counter(&tiny, "allocated"), counter(&tiny, "available")), (2, 2, 0));
+    assert_eq!(
+        (
+            counter(&tiny, "total"),
+            counter(&tiny, "allocated"),
+            counter(&tiny, "available")
+        ),
+        (2, 2, 0)
+    );
 
     // Releasing gives the capacity back; then the pool can go.
     t.delete(&format!("{PUB}/external_ips/ip1")).await.ok();
     t.wait_gone(PUB, "external_ips", "ip1").await;
     let p = s.admin.get(&format!("{path}/pool-b")).await.ok();
-    assert_eq!((counter(&p, "allocated"), counter(&p, "available")), (0, 188), "{p}");
+    assert_eq!(
+        (counter(&p, "allocated"), counter(&p, "available")),
+        (0, 188),
+        "{p}"
+    );
     s.admin.delete(&format!("{path}/pool-b")).await.ok();
     s.admin.wait_gone(PRIV, "external_ip_pools", "pool-b").await;
     s.finish().await;
@@ -402,39 +845,91 @@ async fn host_type_rules() {
     let s = TestServer::sqlite().await;
     let path = format!("{PRIV}/host_types");
     let iface = |n: &str, r: &str| json!({"name": n, "role": r});
-    let ht = |ifaces: Value| json!({"metadata": {"name": "gpu"}, "title": "GPU", "interfaces": ifaces});
+    let ht =
+        |ifaces: Value| json!({"metadata": {"name": "gpu"}, "title": "GPU", "interfaces": ifaces});
 
-    s.admin.post(&path, ht(json!([iface("data-0", "fabric"), iface("data-0", "management")]))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["interfaces[1].name", "data-0", "twice"],
-    );
-    s.admin.post(&path, ht(json!([iface("data-0", "uplink")]))).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["interfaces[0].role", "uplink", "fabric, management, storage, lifecycle"],
-    );
-    s.admin.post(&path, ht(json!([iface("Data_0", "fabric")]))).await.err(400, "INVALID_ARGUMENT", &["interfaces[0].name", "DNS label"]);
-    s.admin.post(&path, ht(json!([iface("", "fabric")]))).await.err(400, "INVALID_ARGUMENT", &["interfaces[0].name", "required"]);
-    s.admin.post(&path, json!({"metadata": {"name": "gpu"}, "spec": {}})).await.err(400, "INVALID_ARGUMENT", &["spec"]);
+    s.admin
+        .post(
+            &path,
+            ht(json!([
+                iface("data-0", "fabric"),
+                iface("data-0", "management")
+            ])),
+        )
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["interfaces[1].name", "data-0", "twice"],
+        );
+    s.admin
+        .post(&path, ht(json!([iface("data-0", "uplink")])))
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &[
+                "interfaces[0].role",
+                "uplink",
+                "fabric, management, storage, lifecycle",
+            ],
+        );
+    s.admin
+        .post(&path, ht(json!([iface("Data_0", "fabric")])))
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["interfaces[0].name", "DNS label"],
+        );
+    s.admin
+        .post(&path, ht(json!([iface("", "fabric")])))
+        .await
+        .err(400, "INVALID_ARGUMENT", &["interfaces[0].name", "required"]);
+    s.admin
+        .post(&path, json!({"metadata": {"name": "gpu"}, "spec": {}}))
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec"]);
     assert_eq!(s.admin.get(&path).await.ok()["total"], 1);
 
-    let h = s.admin.post(&path, ht(json!([iface("data-0", "fabric"), iface("bmc", "lifecycle")]))).await.ok();
+    let h = s
+        .admin
+        .post(
+            &path,
+            ht(json!([
+                iface("data-0", "fabric"),
+                iface("bmc", "lifecycle")
+            ])),
+        )
+        .await
+        .ok();
     assert_eq!(h["interfaces"][1]["role"], "lifecycle");
-    assert!(h.get("spec").is_none() && h.get("status").is_none(), "no spec/status wrapper: {h}");
-    s.admin.post(&path, ht(json!([]))).await.err(409, "ALREADY_EXISTS", &["gpu"]);
-    // Updates are validated too and change nothing when refused.
-    s.admin.patch(&format!("{path}/gpu"), json!({"interfaces": [iface("a", "fabric"), iface("a", "fabric")]})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["interfaces[1].name"],
+    assert!(
+        h.get("spec").is_none() && h.get("status").is_none(),
+        "no spec/status wrapper: {h}"
     );
+    s.admin
+        .post(&path, ht(json!([])))
+        .await
+        .err(409, "ALREADY_EXISTS", &["gpu"]);
+    // Updates are validated too and change nothing when refused.
+    s.admin
+        .patch(
+            &format!("{path}/gpu"),
+            json!({"interfaces": [iface("a", "fabric"), iface("a", "fabric")]}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["interfaces[1].name"]);
     let t = s.tenant("acme").await;
     let seen = t.get(&format!("{PUB}/host_types/gpu")).await.ok();
     assert_eq!(seen["interfaces"], h["interfaces"]);
     assert_eq!(t.get(&format!("{PUB}/host_types")).await.ok()["total"], 2);
-    t.post(&format!("{PUB}/host_types"), ht(json!([]))).await.err(404, "NOT_FOUND", &["private API"]);
-    t.patch(&format!("{PUB}/host_types/gpu"), json!({"title": "x"})).await.err(404, "NOT_FOUND", &["private API"]);
+    t.post(&format!("{PUB}/host_types"), ht(json!([])))
+        .await
+        .err(404, "NOT_FOUND", &["private API"]);
+    t.patch(&format!("{PUB}/host_types/gpu"), json!({"title": "x"}))
+        .await
+        .err(404, "NOT_FOUND", &["private API"]);
     s.finish().await;
 }
 
@@ -444,28 +939,71 @@ async fn private_api_is_for_the_provider() {
     let admin = s.tenant("acme").await;
     let user = s.client_for("acme", "tenant-user").await;
     for api in [&admin, &user] {
-        for col in ["network_classes", "external_ip_pools", "host_types", "tenants"] {
-            api.get(&format!("{PRIV}/{col}")).await.err(403, "PERMISSION_DENIED", &["private API"]);
-            api.get(&format!("{PRIV}/{col}/default")).await.err(403, "PERMISSION_DENIED", &[]);
+        for col in [
+            "network_classes",
+            "external_ip_pools",
+            "host_types",
+            "tenants",
+        ] {
+            api.get(&format!("{PRIV}/{col}"))
+                .await
+                .err(403, "PERMISSION_DENIED", &["private API"]);
+            api.get(&format!("{PRIV}/{col}/default"))
+                .await
+                .err(403, "PERMISSION_DENIED", &[]);
         }
-        api.post(&format!("{PRIV}/network_classes"), class("x", "sim-fabric", "", json!({"defaults": defaults_v4()})))
+        api.post(
+            &format!("{PRIV}/network_classes"),
+            class("x", "sim-fabric", "", json!({"defaults": defaults_v4()})),
+        )
+        .await
+        .err(403, "PERMISSION_DENIED", &[]);
+        api.patch(
+            &format!("{PRIV}/network_classes/default"),
+            json!({"title": "mine"}),
+        )
+        .await
+        .err(403, "PERMISSION_DENIED", &[]);
+        api.delete(&format!("{PRIV}/external_ip_pools/external-pool-1"))
             .await
             .err(403, "PERMISSION_DENIED", &[]);
-        api.patch(&format!("{PRIV}/network_classes/default"), json!({"title": "mine"})).await.err(403, "PERMISSION_DENIED", &[]);
-        api.delete(&format!("{PRIV}/external_ip_pools/external-pool-1")).await.err(403, "PERMISSION_DENIED", &[]);
-        api.post(&format!("{PRIV}/tokens"), json!({"tenant": "acme", "role": "provider-admin"})).await.err(
-            403,
-            "PERMISSION_DENIED",
-            &[],
-        );
-        api.post(&format!("{PRIV}/tenants"), json!({"metadata": {"name": "evil"}})).await.err(403, "PERMISSION_DENIED", &[]);
-        api.get(&format!("{PRIV}/managers")).await.err(403, "PERMISSION_DENIED", &[]);
+        api.post(
+            &format!("{PRIV}/tokens"),
+            json!({"tenant": "acme", "role": "provider-admin"}),
+        )
+        .await
+        .err(403, "PERMISSION_DENIED", &[]);
+        api.post(
+            &format!("{PRIV}/tenants"),
+            json!({"metadata": {"name": "evil"}}),
+        )
+        .await
+        .err(403, "PERMISSION_DENIED", &[]);
+        api.get(&format!("{PRIV}/managers"))
+            .await
+            .err(403, "PERMISSION_DENIED", &[]);
     }
-    assert_eq!(s.admin.get(&format!("{PRIV}/tenants")).await.ok()["total"], 1);
-    assert_eq!(s.admin.get(&format!("{PRIV}/network_classes/default")).await.ok()["title"], "Default (simulated fabric)");
+    assert_eq!(
+        s.admin.get(&format!("{PRIV}/tenants")).await.ok()["total"],
+        1
+    );
+    assert_eq!(
+        s.admin
+            .get(&format!("{PRIV}/network_classes/default"))
+            .await
+            .ok()["title"],
+        "Default (simulated fabric)"
+    );
     // Tenant collections are not on the private API.
-    s.admin.get(&format!("{PRIV}/virtual_networks")).await.err(404, "NOT_FOUND", &["virtual_networks"]);
-    s.admin.get(&format!("{PRIV}/nonsense")).await.err(404, "NOT_FOUND", &["nonsense"]);
+    s.admin.get(&format!("{PRIV}/virtual_networks")).await.err(
+        404,
+        "NOT_FOUND",
+        &["virtual_networks"],
+    );
+    s.admin
+        .get(&format!("{PRIV}/nonsense"))
+        .await
+        .err(404, "NOT_FOUND", &["nonsense"]);
 
     // The public view of classes never shows managers or the spec.
     let list = admin.get(&format!("{PUB}/network_classes")).await.ok();
@@ -477,28 +1015,43 @@ async fn private_api_is_for_the_provider() {
     assert_eq!(c["is_default"], true);
     assert_eq!(c["capabilities"]["supports_ipv4"], true);
     assert!(!list.to_string().contains("sim-fabric"), "{list}");
-    let one = user.get(&format!("{PUB}/network_classes/default")).await.ok();
+    let one = user
+        .get(&format!("{PUB}/network_classes/default"))
+        .await
+        .ok();
     assert_eq!(&one, c);
     assert!(!one.to_string().contains("sim-k8s"));
     // Tenants do not exist on the public API.
-    admin.get(&format!("{PUB}/tenants")).await.err(404, "NOT_FOUND", &[]);
+    admin
+        .get(&format!("{PUB}/tenants"))
+        .await
+        .err(404, "NOT_FOUND", &[]);
 
     // Token minting rules.
-    s.admin.post(&format!("{PRIV}/tokens"), json!({"tenant": "ghost", "role": "tenant-admin"})).await.err(
-        404,
-        "NOT_FOUND",
-        &["ghost"],
-    );
-    s.admin.post(&format!("{PRIV}/tokens"), json!({"tenant": "acme", "role": "root"})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["role", "root"],
-    );
-    s.admin.post(&format!("{PRIV}/tokens"), json!({"role": "tenant-admin"})).await.err(400, "INVALID_ARGUMENT", &["tenant"]);
-    s.admin.post(&format!("{PRIV}/tokens"), json!({"tenant": "acme", "role": "tenant-admin", "ttl": 5})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["ttl"],
-    );
+    s.admin
+        .post(
+            &format!("{PRIV}/tokens"),
+            json!({"tenant": "ghost", "role": "tenant-admin"}),
+        )
+        .await
+        .err(404, "NOT_FOUND", &["ghost"]);
+    s.admin
+        .post(
+            &format!("{PRIV}/tokens"),
+            json!({"tenant": "acme", "role": "root"}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["role", "root"]);
+    s.admin
+        .post(&format!("{PRIV}/tokens"), json!({"role": "tenant-admin"}))
+        .await
+        .err(400, "INVALID_ARGUMENT", &["tenant"]);
+    s.admin
+        .post(
+            &format!("{PRIV}/tokens"),
+            json!({"tenant": "acme", "role": "tenant-admin", "ttl": 5}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["ttl"]);
     s.finish().await;
 }

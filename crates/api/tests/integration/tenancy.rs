@@ -13,14 +13,28 @@ async fn tenants_are_isolated() {
 
     let bvn = b.ready_vn("bnet", "10.0.0.0/16").await;
     let bsub = b.ready_subnet("bsub", "bnet", "10.0.1.0/24").await;
-    let bsg = b.create("security_groups", json!({"metadata": {"name": "bsg"}, "spec": {"virtual_network": "bnet"}})).await;
+    let bsg = b
+        .create(
+            "security_groups",
+            json!({"metadata": {"name": "bsg"}, "spec": {"virtual_network": "bnet"}}),
+        )
+        .await;
     let beip = b.allocated_eip("beip", "").await;
     let bvn_id = id(&bvn);
 
     // A sees nothing of B.
-    for col in ["virtual_networks", "subnets", "security_groups", "external_ips"] {
+    for col in [
+        "virtual_networks",
+        "subnets",
+        "security_groups",
+        "external_ips",
+    ] {
         let l = a.list(col, &[]).await.ok();
-        assert_eq!((l["total"].as_i64(), l["size"].as_i64()), (Some(0), Some(0)), "{col}: {l}");
+        assert_eq!(
+            (l["total"].as_i64(), l["size"].as_i64()),
+            (Some(0), Some(0)),
+            "{col}: {l}"
+        );
     }
     for (col, obj, name) in [
         ("virtual_networks", &bvn, "bnet"),
@@ -30,34 +44,58 @@ async fn tenants_are_isolated() {
     ] {
         for key in [id(obj), name.to_string()] {
             let path = format!("{PUB}/{col}/{key}");
-            a.get(&path).await.err(404, "NOT_FOUND", &[&key, "does not exist"]);
-            a.patch(&path, json!({"metadata": {"labels": {"owned": "yes"}}})).await.err(404, "NOT_FOUND", &[&key]);
+            a.get(&path)
+                .await
+                .err(404, "NOT_FOUND", &[&key, "does not exist"]);
+            a.patch(&path, json!({"metadata": {"labels": {"owned": "yes"}}}))
+                .await
+                .err(404, "NOT_FOUND", &[&key]);
             a.delete(&path).await.err(404, "NOT_FOUND", &[&key]);
         }
     }
     // A filter naming B's object finds nothing either.
-    let l = a.list("subnets", &[("filter", &format!("this.spec.virtual_network == \"{bvn_id}\""))]).await.ok();
+    let l = a
+        .list(
+            "subnets",
+            &[(
+                "filter",
+                &format!("this.spec.virtual_network == \"{bvn_id}\""),
+            )],
+        )
+        .await
+        .ok();
     assert_eq!(l["total"], 0);
 
     // References into B are "does not exist", by id and by name.
     for key in [bvn_id.as_str(), "bnet"] {
-        a.post(&format!("{PUB}/subnets"), json!({"spec": {"virtual_network": key, "ipv4_cidr": "10.0.2.0/24"}})).await.err(
+        a.post(
+            &format!("{PUB}/subnets"),
+            json!({"spec": {"virtual_network": key, "ipv4_cidr": "10.0.2.0/24"}}),
+        )
+        .await
+        .err(
             404,
             "NOT_FOUND",
             &["spec.virtual_network", key, "does not exist"],
         );
-        a.post(&format!("{PUB}/security_groups"), json!({"spec": {"virtual_network": key}})).await.err(
+        a.post(
+            &format!("{PUB}/security_groups"),
+            json!({"spec": {"virtual_network": key}}),
+        )
+        .await
+        .err(
             404,
             "NOT_FOUND",
             &["spec.virtual_network", "does not exist"],
         );
     }
     let avn = a.ready_vn("anet", "10.0.0.0/16").await;
-    a.post(&format!("{PUB}/nat_gateways"), json!({"spec": {"virtual_network": "anet", "external_ip": id(&beip)}})).await.err(
-        404,
-        "NOT_FOUND",
-        &["spec.external_ip", "does not exist"],
-    );
+    a.post(
+        &format!("{PUB}/nat_gateways"),
+        json!({"spec": {"virtual_network": "anet", "external_ip": id(&beip)}}),
+    )
+    .await
+    .err(404, "NOT_FOUND", &["spec.external_ip", "does not exist"]);
     // Same names in another tenant are fine.
     let a_bnet = a.ready_vn("bnet", "10.0.0.0/16").await;
     assert_ne!(id(&a_bnet), bvn_id);
@@ -65,9 +103,15 @@ async fn tenants_are_isolated() {
     assert_eq!(a.count("nat_gateways").await, 0);
 
     // B's objects are untouched.
-    let again = b.get(&format!("{PUB}/virtual_networks/{bvn_id}")).await.ok();
+    let again = b
+        .get(&format!("{PUB}/virtual_networks/{bvn_id}"))
+        .await
+        .ok();
     assert_eq!(again, bvn);
-    assert_eq!(b.get(&format!("{PUB}/subnets/bsub")).await.ok()["metadata"]["version"], bsub["metadata"]["version"]);
+    assert_eq!(
+        b.get(&format!("{PUB}/subnets/bsub")).await.ok()["metadata"]["version"],
+        bsub["metadata"]["version"]
+    );
     assert_eq!(b.count("virtual_networks").await, 1);
     assert_eq!(a.count("virtual_networks").await, 2);
 
@@ -89,24 +133,32 @@ async fn roles_and_tokens() {
     let vn = admin.ready_vn("net", "10.0.0.0/16").await;
 
     // tenant-user reads but never writes.
-    assert_eq!(user.get(&format!("{PUB}/virtual_networks/net")).await.ok()["id"], vn["id"]);
+    assert_eq!(
+        user.get(&format!("{PUB}/virtual_networks/net")).await.ok()["id"],
+        vn["id"]
+    );
     assert_eq!(user.count("virtual_networks").await, 1);
-    user.post(&format!("{PUB}/virtual_networks"), json!({"spec": {"ipv4_cidr": "10.1.0.0/16"}})).await.err(
-        403,
-        "PERMISSION_DENIED",
-        &["virtual_networks"],
-    );
-    user.patch(&format!("{PUB}/virtual_networks/net"), json!({"metadata": {"labels": {"a": "b"}}})).await.err(
-        403,
-        "PERMISSION_DENIED",
-        &[],
-    );
-    user.delete(&format!("{PUB}/virtual_networks/net")).await.err(403, "PERMISSION_DENIED", &[]);
-    user.post(&format!("{PUB}/subnets"), json!({"spec": {"virtual_network": "net", "ipv4_cidr": "10.0.1.0/24"}})).await.err(
-        403,
-        "PERMISSION_DENIED",
-        &[],
-    );
+    user.post(
+        &format!("{PUB}/virtual_networks"),
+        json!({"spec": {"ipv4_cidr": "10.1.0.0/16"}}),
+    )
+    .await
+    .err(403, "PERMISSION_DENIED", &["virtual_networks"]);
+    user.patch(
+        &format!("{PUB}/virtual_networks/net"),
+        json!({"metadata": {"labels": {"a": "b"}}}),
+    )
+    .await
+    .err(403, "PERMISSION_DENIED", &[]);
+    user.delete(&format!("{PUB}/virtual_networks/net"))
+        .await
+        .err(403, "PERMISSION_DENIED", &[]);
+    user.post(
+        &format!("{PUB}/subnets"),
+        json!({"spec": {"virtual_network": "net", "ipv4_cidr": "10.0.1.0/24"}}),
+    )
+    .await
+    .err(403, "PERMISSION_DENIED", &[]);
     let after = admin.get(&format!("{PUB}/virtual_networks/net")).await.ok();
     assert_eq!(after, vn, "refused writes change nothing");
     assert_eq!(admin.count("virtual_networks").await, 1);
@@ -114,19 +166,30 @@ async fn roles_and_tokens() {
 
     // Authentication failures are 401 with the JSON error body.
     let anon = s.anonymous();
-    anon.get(&format!("{PUB}/virtual_networks")).await.err(401, "UNAUTHENTICATED", &["bearer token"]);
-    anon.post(&format!("{PUB}/virtual_networks"), json!({"spec": {"ipv4_cidr": "10.1.0.0/16"}})).await.err(
+    anon.get(&format!("{PUB}/virtual_networks")).await.err(
         401,
         "UNAUTHENTICATED",
-        &[],
+        &["bearer token"],
     );
-    anon.get(&format!("{PRIV}/network_classes")).await.err(401, "UNAUTHENTICATED", &[]);
-    anon.post(&format!("{PRIV}/tokens"), json!({"tenant": "acme", "role": "tenant-admin"})).await.err(401, "UNAUTHENTICATED", &[]);
-    s.with_token("osac_not-a-real-token").get(&format!("{PUB}/virtual_networks")).await.err(
-        401,
-        "UNAUTHENTICATED",
-        &["invalid token"],
-    );
+    anon.post(
+        &format!("{PUB}/virtual_networks"),
+        json!({"spec": {"ipv4_cidr": "10.1.0.0/16"}}),
+    )
+    .await
+    .err(401, "UNAUTHENTICATED", &[]);
+    anon.get(&format!("{PRIV}/network_classes"))
+        .await
+        .err(401, "UNAUTHENTICATED", &[]);
+    anon.post(
+        &format!("{PRIV}/tokens"),
+        json!({"tenant": "acme", "role": "tenant-admin"}),
+    )
+    .await
+    .err(401, "UNAUTHENTICATED", &[]);
+    s.with_token("osac_not-a-real-token")
+        .get(&format!("{PUB}/virtual_networks"))
+        .await
+        .err(401, "UNAUTHENTICATED", &["invalid token"]);
     let r = reqwest::Client::new()
         .get(format!("{}{PUB}/virtual_networks", s.url()))
         .header("authorization", "Basic YWRtaW46YWRtaW4=")
@@ -136,17 +199,29 @@ async fn roles_and_tokens() {
     assert_eq!(r.status().as_u16(), 401);
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["code"], "UNAUTHENTICATED");
-    assert!(body["message"].as_str().unwrap().contains("Bearer"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("Bearer"),
+        "{body}"
+    );
     assert_eq!(admin.count("virtual_networks").await, 1);
 
     // Minted tokens survive a restart (the token file is the source of truth).
     let mut s = s;
     s.restart().await;
     assert_eq!(user.count("virtual_networks").await, 1);
-    assert_eq!(admin.get(&format!("{PUB}/virtual_networks/net")).await.ok()["id"], vn["id"]);
+    assert_eq!(
+        admin.get(&format!("{PUB}/virtual_networks/net")).await.ok()["id"],
+        vn["id"]
+    );
 
     // A provider admin may act in a tenant's scope by naming the tenant.
-    let p = s.admin.post(&format!("{PUB}/virtual_networks"), json!({"metadata": {"name": "ops"}, "spec": {"ipv4_cidr": "10.9.0.0/16"}})).await;
+    let p = s
+        .admin
+        .post(
+            &format!("{PUB}/virtual_networks"),
+            json!({"metadata": {"name": "ops"}, "spec": {"ipv4_cidr": "10.9.0.0/16"}}),
+        )
+        .await;
     p.err(400, "INVALID_ARGUMENT", &["metadata.tenant"]);
     s.admin
         .post(&format!("{PUB}/virtual_networks"), json!({"metadata": {"name": "ops", "tenant": "ghost"}, "spec": {"ipv4_cidr": "10.9.0.0/16"}}))
@@ -159,6 +234,61 @@ async fn roles_and_tokens() {
         .ok();
     assert_eq!(ops["metadata"]["tenant"], "acme");
     assert_eq!(admin.count("virtual_networks").await, 2);
+
+    // Tenants: validated on update too; the name is the identity and never changes.
+    s.admin
+        .patch(
+            &format!("{PRIV}/tenants/acme"),
+            json!({"spec": {"domains": ["not a domain!"]}}),
+        )
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.domains[0]", "not a DNS domain"],
+        );
+    s.admin
+        .patch(
+            &format!("{PRIV}/tenants/acme"),
+            json!({"metadata": {"name": "acme2"}}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["metadata.name", "identity"]);
+    let tn = s
+        .admin
+        .patch(
+            &format!("{PRIV}/tenants/acme"),
+            json!({"spec": {"domains": ["acme.example.com"]}}),
+        )
+        .await
+        .ok();
+    assert_eq!(tn["spec"]["domains"], json!(["acme.example.com"]));
+    assert_eq!(tn["metadata"]["name"], "acme");
+    assert_eq!(admin.count("virtual_networks").await, 2);
+
+    // Tenants: deletion refused while they own objects; a deleted tenant's token creates nothing.
+    s.admin.delete(&format!("{PRIV}/tenants/acme")).await.err(
+        412,
+        "FAILED_PRECONDITION",
+        &["Tenant 'acme'", "virtual_networks"],
+    );
+    let gone = s.tenant("gone").await;
+    s.admin.delete(&format!("{PRIV}/tenants/gone")).await.ok();
+    s.admin.wait_gone(PRIV, "tenants", "gone").await;
+    gone.post(
+        &format!("{PUB}/virtual_networks"),
+        json!({"spec": {"ipv4_cidr": "10.0.0.0/16"}}),
+    )
+    .await
+    .err(403, "PERMISSION_DENIED", &["'gone'", "does not exist"]);
+    assert_eq!(gone.count("virtual_networks").await, 0);
+    s.admin
+        .post(
+            &format!("{PRIV}/tenants"),
+            json!({"metadata": {"name": "acme"}}),
+        )
+        .await
+        .err(409, "ALREADY_EXISTS", &["acme"]);
     s.finish().await;
 }
 
@@ -170,10 +300,18 @@ async fn names_are_accepted_wherever_ids_are() {
     // Reference by name: stored as the id.
     let sn = t.create("subnets", json!({"metadata": {"name": "web"}, "spec": {"virtual_network": "net", "ipv4_cidr": "10.0.1.0/24"}})).await;
     assert_eq!(sn["spec"]["virtual_network"], vn["id"]);
-    let sg = t.create("security_groups", json!({"metadata": {"name": "sg"}, "spec": {"virtual_network": "net"}})).await;
+    let sg = t
+        .create(
+            "security_groups",
+            json!({"metadata": {"name": "sg"}, "spec": {"virtual_network": "net"}}),
+        )
+        .await;
     assert_eq!(sg["spec"]["virtual_network"], vn["id"]);
     let eip = t.allocated_eip("ip", "external-pool-1").await;
-    assert_ne!(eip["spec"]["pool"], "external-pool-1", "pool stored by id: {eip}");
+    assert_ne!(
+        eip["spec"]["pool"], "external-pool-1",
+        "pool stored by id: {eip}"
+    );
     let nat = t.create("nat_gateways", json!({"metadata": {"name": "nat"}, "spec": {"virtual_network": "net", "external_ip": "ip"}})).await;
     assert_eq!(nat["spec"]["virtual_network"], vn["id"]);
     assert_eq!(nat["spec"]["external_ip"], eip["id"]);
@@ -181,17 +319,32 @@ async fn names_are_accepted_wherever_ids_are() {
     t.wait("subnets", "web", "SUBNET_STATE_READY").await;
     let got = t.get(&format!("{PUB}/subnets/web")).await.ok();
     assert_eq!(got["id"], sn["id"]);
-    let upd = t.patch(&format!("{PUB}/subnets/web"), json!({"metadata": {"labels": {"tier": "web"}}})).await.ok();
+    let upd = t
+        .patch(
+            &format!("{PUB}/subnets/web"),
+            json!({"metadata": {"labels": {"tier": "web"}}}),
+        )
+        .await
+        .ok();
     assert_eq!(upd["metadata"]["labels"]["tier"], "web");
     // Rename, then the new name works and the old one does not.
-    let upd = t.patch(&format!("{PUB}/subnets/web"), json!({"metadata": {"name": "frontend"}})).await.ok();
+    let upd = t
+        .patch(
+            &format!("{PUB}/subnets/web"),
+            json!({"metadata": {"name": "frontend"}}),
+        )
+        .await
+        .ok();
     assert_eq!(upd["metadata"]["name"], "frontend");
-    t.get(&format!("{PUB}/subnets/web")).await.err(404, "NOT_FOUND", &["web"]);
-    t.patch(&format!("{PUB}/subnets/frontend"), json!({"metadata": {"name": "Bad_Name"}})).await.err(
-        400,
-        "INVALID_ARGUMENT",
-        &["metadata.name", "DNS label"],
-    );
+    t.get(&format!("{PUB}/subnets/web"))
+        .await
+        .err(404, "NOT_FOUND", &["web"]);
+    t.patch(
+        &format!("{PUB}/subnets/frontend"),
+        json!({"metadata": {"name": "Bad_Name"}}),
+    )
+    .await
+    .err(400, "INVALID_ARGUMENT", &["metadata.name", "DNS label"]);
     t.delete(&format!("{PUB}/nat_gateways/nat")).await.ok();
     t.wait_gone(PUB, "nat_gateways", "nat").await;
     t.delete(&format!("{PUB}/subnets/frontend")).await.ok();

@@ -54,7 +54,10 @@ impl TestDb {
     /// None when the backend is PostgreSQL and `OSAC_TEST_DATABASE_URL` is not set.
     pub async fn new(backend: Backend, dir: &Path) -> Option<TestDb> {
         match backend {
-            Backend::Sqlite => Some(TestDb { url: format!("sqlite://{}", dir.join("osac.db").display()), postgres: None }),
+            Backend::Sqlite => Some(TestDb {
+                url: format!("sqlite://{}", dir.join("osac.db").display()),
+                postgres: None,
+            }),
             Backend::Postgres => {
                 let Ok(base) = std::env::var("OSAC_TEST_DATABASE_URL") else {
                     eprintln!("OSAC_TEST_DATABASE_URL is not set: skipping the PostgreSQL variant");
@@ -67,25 +70,46 @@ impl TestDb {
                     .await
                     .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
                 let url = with_database(&base, &name);
-                Some(TestDb { url, postgres: Some((base, name)) })
-            }
-        }
-    }
-
-    /// Drops the PostgreSQL database (best effort).
-    pub async fn drop_database(&self) {
-        if let Some((base, name)) = &self.postgres {
-            let mut conn = connect_pg(base).await;
-            if let Err(e) = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await {
-                eprintln!("cannot drop test database {name}: {e}");
+                Some(TestDb {
+                    url,
+                    postgres: Some((base, name)),
+                })
             }
         }
     }
 }
 
+/// The PostgreSQL database goes with the test, also when it fails (best effort; `WITH (FORCE)`
+/// ends the connections of a server that is still running).
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((base, name)) = self.postgres.take() else {
+            return;
+        };
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                let mut conn = connect_pg(&base).await;
+                if let Err(e) = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut conn)
+                    .await
+                {
+                    eprintln!("cannot drop test database {name}: {e}");
+                }
+            });
+        });
+        let _ = dropped.join();
+    }
+}
+
 async fn connect_pg(url: &str) -> sqlx::PgConnection {
     use sqlx::Connection;
-    sqlx::PgConnection::connect(url).await.unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
+    sqlx::PgConnection::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
 }
 
 /// Replaces the database name of a PostgreSQL URL.
@@ -127,7 +151,9 @@ struct PausedServer {
 impl TestServer {
     /// A server on SQLite with the dev provider objects READY.
     pub async fn sqlite() -> TestServer {
-        Self::start(Backend::Sqlite).await.expect("SQLite is always available")
+        Self::start(Backend::Sqlite)
+            .await
+            .expect("SQLite is always available")
     }
 
     /// A server on `backend` with the dev provider objects READY (None: backend unavailable).
@@ -146,7 +172,16 @@ impl TestServer {
         let server = launch(&db.url, &token_file, managers_dir.clone()).await;
         let base: Base = Arc::new(RwLock::new(server.url()));
         let admin = Api::new(&base, Some(&admin_token));
-        Some(TestServer { server: Some(server), paused: None, db, dir, token_file, managers_dir, base, admin })
+        Some(TestServer {
+            server: Some(server),
+            paused: None,
+            db,
+            dir,
+            token_file,
+            managers_dir,
+            base,
+            admin,
+        })
     }
 
     /// The running server.
@@ -170,19 +205,44 @@ impl TestServer {
 
     /// The simulated fabric of the running server.
     pub fn sim_fabric(&self) -> Arc<SimFabric> {
-        self.server().registry.sim_fabric("sim-fabric").expect("dev registry has sim-fabric")
+        self.server()
+            .registry
+            .sim_fabric("sim-fabric")
+            .expect("dev registry has sim-fabric")
     }
 
     /// Creates the dev provider objects and waits until they are READY.
     pub async fn bootstrap(&self) {
-        osac_api::dev::bootstrap(&self.service()).await.expect("bootstrap");
-        self.admin.wait_for_state(PRIV, "network_classes", "default", "NETWORK_CLASS_STATE_READY").await;
-        self.admin.wait_for_state(PRIV, "external_ip_pools", "external-pool-1", "EXTERNAL_IP_POOL_STATE_READY").await;
+        osac_api::dev::bootstrap(&self.service())
+            .await
+            .expect("bootstrap");
+        self.admin
+            .wait_for_state(
+                PRIV,
+                "network_classes",
+                "default",
+                "NETWORK_CLASS_STATE_READY",
+            )
+            .await;
+        self.admin
+            .wait_for_state(
+                PRIV,
+                "external_ip_pools",
+                "external-pool-1",
+                "EXTERNAL_IP_POOL_STATE_READY",
+            )
+            .await;
     }
 
     /// Creates a tenant and returns a tenant-admin client for it.
     pub async fn tenant(&self, name: &str) -> Api {
-        self.admin.post(&format!("{PRIV}/tenants"), json!({"metadata": {"name": name}})).await.ok();
+        self.admin
+            .post(
+                &format!("{PRIV}/tenants"),
+                json!({"metadata": {"name": name}}),
+            )
+            .await
+            .ok();
         self.client_for(name, "tenant-admin").await
     }
 
@@ -190,7 +250,10 @@ impl TestServer {
     pub async fn client_for(&self, tenant: &str, role: &str) -> Api {
         let r = self
             .admin
-            .post(&format!("{PRIV}/tokens"), json!({"tenant": tenant, "role": role, "subject": format!("{tenant}-{role}")}))
+            .post(
+                &format!("{PRIV}/tokens"),
+                json!({"tenant": tenant, "role": role, "subject": format!("{tenant}-{role}")}),
+            )
             .await
             .ok();
         let token = r["token"].as_str().expect("token").to_string();
@@ -238,8 +301,11 @@ impl TestServer {
         let server = self.server.take().expect("server is running");
         let service = server.service.clone();
         server.shutdown().await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        *self.base.write().expect("base") = format!("http://{}", listener.local_addr().expect("addr"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        *self.base.write().expect("base") =
+            format!("http://{}", listener.local_addr().expect("addr"));
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
         let app = osac_api::rest::router(service.clone());
         let http = tokio::spawn(async move {
@@ -250,18 +316,25 @@ impl TestServer {
                 .await;
         });
         let controllers = OwnControllers::new(service.store.clone()).await;
-        self.paused = Some(PausedServer { service, stop, http });
+        self.paused = Some(PausedServer {
+            service,
+            stop,
+            http,
+        });
         controllers
     }
 
-    /// Stops the server and drops the test database.
+    /// Stops the server; dropping `self` then drops the test database.
     pub async fn finish(mut self) {
         self.stop().await;
-        self.db.drop_database().await;
     }
 }
 
-async fn launch(database_url: &str, token_file: &Path, managers_dir: Option<PathBuf>) -> RunningServer {
+async fn launch(
+    database_url: &str,
+    token_file: &Path,
+    managers_dir: Option<PathBuf>,
+) -> RunningServer {
     osac_api::start(ServerConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         database_url: database_url.to_string(),
@@ -283,10 +356,16 @@ impl SimStateStore for KvSimState {
         self.0.kv_load(namespace).await.map_err(|e| e.to_string())
     }
     async fn put(&self, namespace: &str, key: &str, value: &str) -> Result<(), String> {
-        self.0.kv_put(namespace, key, value).await.map_err(|e| e.to_string())
+        self.0
+            .kv_put(namespace, key, value)
+            .await
+            .map_err(|e| e.to_string())
     }
     async fn delete(&self, namespace: &str, key: &str) -> Result<(), String> {
-        self.0.kv_delete(namespace, key).await.map_err(|e| e.to_string())
+        self.0
+            .kv_delete(namespace, key)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -305,7 +384,12 @@ impl OwnControllers {
         let ctx = DriverContext::new(Arc::new(KvSimState(store.clone())));
         let registry = Arc::new(Registry::sim_dev(&ctx).await.expect("dev registry"));
         let (shutdown, _) = tokio::sync::watch::channel(false);
-        OwnControllers { registry, shutdown, task: None, store }
+        OwnControllers {
+            registry,
+            shutdown,
+            task: None,
+            store,
+        }
     }
 
     pub fn sim_fabric(&self) -> Arc<SimFabric> {
@@ -314,8 +398,11 @@ impl OwnControllers {
 
     /// Starts reconciling.
     pub fn run(&mut self) {
-        let controllers =
-            Controllers::new(self.store.clone(), Dispatcher::new(self.registry.clone()), controller_config());
+        let controllers = Controllers::new(
+            self.store.clone(),
+            Dispatcher::new(self.registry.clone()),
+            controller_config(),
+        );
         let rx = self.shutdown.subscribe();
         self.task = Some(tokio::spawn(controllers.run(rx)));
     }
@@ -341,7 +428,11 @@ impl Resp {
     /// Asserts a 200 and returns the body.
     #[track_caller]
     pub fn ok(self) -> Value {
-        assert_eq!(self.status, 200, "expected 200, got {}: {}", self.status, self.text);
+        assert_eq!(
+            self.status, 200,
+            "expected 200, got {}: {}",
+            self.status, self.text
+        );
         self.body
     }
 
@@ -349,10 +440,21 @@ impl Resp {
     /// fragment. Returns the message.
     #[track_caller]
     pub fn err(&self, status: u16, code: &str, fragments: &[&str]) -> String {
-        assert_eq!(self.status, status, "expected {status} {code}, got {}: {}", self.status, self.text);
+        assert_eq!(
+            self.status, status,
+            "expected {status} {code}, got {}: {}",
+            self.status, self.text
+        );
         assert_eq!(self.body["code"], code, "wrong code in {}", self.text);
-        assert!(self.body.get("details").is_some_and(Value::is_array), "error body without details: {}", self.text);
-        let msg = self.body["message"].as_str().unwrap_or_default().to_string();
+        assert!(
+            self.body.get("details").is_some_and(Value::is_array),
+            "error body without details: {}",
+            self.text
+        );
+        let msg = self.body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         for f in fragments {
             assert!(msg.contains(f), "message {msg:?} does not contain {f:?}");
         }
@@ -374,8 +476,15 @@ pub struct Api {
 
 impl Api {
     pub fn new(base: &Base, token: Option<&str>) -> Api {
-        let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("client");
-        Api { http, base: base.clone(), token: token.map(str::to_string) }
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(256)
+            .build()
+            .expect("client");
+        Api {
+            http,
+            base: base.clone(),
+            token: token.map(str::to_string),
+        }
     }
 
     /// Base URL of the current server.
@@ -403,10 +512,12 @@ impl Api {
         self.send_raw(Method::GET, path, None).await
     }
     pub async fn post(&self, path: &str, body: Value) -> Resp {
-        self.send_raw(Method::POST, path, Some(body.to_string().into_bytes())).await
+        self.send_raw(Method::POST, path, Some(body.to_string().into_bytes()))
+            .await
     }
     pub async fn patch(&self, path: &str, body: Value) -> Resp {
-        self.send_raw(Method::PATCH, path, Some(body.to_string().into_bytes())).await
+        self.send_raw(Method::PATCH, path, Some(body.to_string().into_bytes()))
+            .await
     }
     pub async fn delete(&self, path: &str) -> Resp {
         self.send_raw(Method::DELETE, path, None).await
@@ -415,26 +526,43 @@ impl Api {
     /// `POST {PUB}/{collection}` asserting success.
     pub async fn create(&self, collection: &str, body: Value) -> Value {
         let r = self.post(&format!("{PUB}/{collection}"), body).await;
-        assert_eq!(r.status, 200, "create {collection}: {} {}", r.status, r.text);
+        assert_eq!(
+            r.status, 200,
+            "create {collection}: {} {}",
+            r.status, r.text
+        );
         r.body
     }
 
     /// Lists a collection of the public API with raw query parameters.
     pub async fn list(&self, collection: &str, query: &[(&str, &str)]) -> Resp {
-        let url = reqwest::Url::parse_with_params(&format!("{}{PUB}/{collection}", self.base()), query).expect("url");
+        let url =
+            reqwest::Url::parse_with_params(&format!("{}{PUB}/{collection}", self.base()), query)
+                .expect("url");
         let path = format!("{}?{}", url.path(), url.query().unwrap_or_default());
         self.get(&path).await
     }
 
     /// Polls `{prefix}/{collection}/{key}` until `status.state == state`; returns the object.
-    pub async fn wait_for_state(&self, prefix: &str, collection: &str, key: &str, state: &str) -> Value {
+    pub async fn wait_for_state(
+        &self,
+        prefix: &str,
+        collection: &str,
+        key: &str,
+        state: &str,
+    ) -> Value {
         let start = Instant::now();
         loop {
             let r = self.get(&format!("{prefix}/{collection}/{key}")).await;
             if r.status == 200 && r.body["status"]["state"] == state {
                 return r.body;
             }
-            assert!(start.elapsed() < WAIT, "{collection}/{key} did not reach {state}; last: {} {}", r.status, r.text);
+            assert!(
+                start.elapsed() < WAIT,
+                "{collection}/{key} did not reach {state}; last: {} {}",
+                r.status,
+                r.text
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -447,7 +575,12 @@ impl Api {
             if r.status == 404 {
                 return;
             }
-            assert!(start.elapsed() < WAIT, "{collection}/{key} was not deleted; last: {} {}", r.status, r.text);
+            assert!(
+                start.elapsed() < WAIT,
+                "{collection}/{key} was not deleted; last: {} {}",
+                r.status,
+                r.text
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -460,7 +593,12 @@ impl Api {
             if r.status == 200 && pred(&r.body) {
                 return r.body;
             }
-            assert!(start.elapsed() < WAIT, "{path}: timed out waiting for {what}; last: {} {}", r.status, r.text);
+            assert!(
+                start.elapsed() < WAIT,
+                "{path}: timed out waiting for {what}; last: {} {}",
+                r.status,
+                r.text
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -472,8 +610,18 @@ impl Api {
 
     /// Creates a READY VirtualNetwork.
     pub async fn ready_vn(&self, name: &str, cidr: &str) -> Value {
-        let vn = self.create("virtual_networks", json!({"metadata": {"name": name}, "spec": {"ipv4_cidr": cidr}})).await;
-        self.wait("virtual_networks", vn["id"].as_str().expect("id"), "VIRTUAL_NETWORK_STATE_READY").await
+        let vn = self
+            .create(
+                "virtual_networks",
+                json!({"metadata": {"name": name}, "spec": {"ipv4_cidr": cidr}}),
+            )
+            .await;
+        self.wait(
+            "virtual_networks",
+            vn["id"].as_str().expect("id"),
+            "VIRTUAL_NETWORK_STATE_READY",
+        )
+        .await
     }
 
     /// Creates a READY subnet.
@@ -481,7 +629,12 @@ impl Api {
         let s = self
             .create("subnets", json!({"metadata": {"name": name}, "spec": {"virtual_network": vn, "ipv4_cidr": cidr}}))
             .await;
-        self.wait("subnets", s["id"].as_str().expect("id"), "SUBNET_STATE_READY").await
+        self.wait(
+            "subnets",
+            s["id"].as_str().expect("id"),
+            "SUBNET_STATE_READY",
+        )
+        .await
     }
 
     /// Creates an ALLOCATED ExternalIP from `pool` (empty = automatic choice).
@@ -490,13 +643,25 @@ impl Api {
         if !pool.is_empty() {
             spec["pool"] = json!(pool);
         }
-        let e = self.create("external_ips", json!({"metadata": {"name": name}, "spec": spec})).await;
-        self.wait("external_ips", e["id"].as_str().expect("id"), "EXTERNAL_IP_STATE_ALLOCATED").await
+        let e = self
+            .create(
+                "external_ips",
+                json!({"metadata": {"name": name}, "spec": spec}),
+            )
+            .await;
+        self.wait(
+            "external_ips",
+            e["id"].as_str().expect("id"),
+            "EXTERNAL_IP_STATE_ALLOCATED",
+        )
+        .await
     }
 
     /// The number of objects in a public collection (`total` of an unfiltered list).
     pub async fn count(&self, collection: &str) -> i64 {
-        self.list(collection, &[]).await.ok()["total"].as_i64().expect("total")
+        self.list(collection, &[]).await.ok()["total"]
+            .as_i64()
+            .expect("total")
     }
 }
 
