@@ -15,6 +15,9 @@ TENANT_FULL = [
     ("ExternalIP", "ExternalIPs", "external_ip"),
     ("ExternalIPAttachment", "ExternalIPAttachments", "external_ip_attachment"),
     ("NATGateway", "NATGateways", "nat_gateway"),
+    ("ComputeInstance", "ComputeInstances", "compute_instance"),
+    ("BareMetalInstance", "BareMetalInstances", "baremetal_instance"),
+    ("Cluster", "Clusters", "cluster"),
 ]
 TENANT_READ = [
     ("ExternalIPPool", "ExternalIPPools", "external_ip_pool"),
@@ -26,6 +29,7 @@ ADMIN_FULL = [
     ("ExternalIPPool", "ExternalIPPools", "external_ip_pool"),
     ("HostType", "HostTypes", "host_type"),
     ("Tenant", "Tenants", "tenant"),
+    ("Host", "Hosts", "host"),
 ]
 
 

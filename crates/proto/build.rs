@@ -8,6 +8,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptor = out.join("osacnet_descriptor.bin");
     let mut files = Vec::new();
     for dir in ["osacnet/v1", "osacnet/admin/v1"] {
+        // A new file in the directory must re-run the build too.
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
         for entry in std::fs::read_dir(root.join(dir))? {
             let path = entry?.path();
             if path.extension().is_some_and(|e| e == "proto") {

@@ -87,7 +87,22 @@ pub fn state_prefix(kind: Kind) -> Option<&'static str> {
         Kind::ExternalIp => "EXTERNAL_IP_STATE",
         Kind::ExternalIpAttachment => "EXTERNAL_IP_ATTACHMENT_STATE",
         Kind::NatGateway => "NAT_GATEWAY_STATE",
+        Kind::Host => "HOST_STATE",
+        Kind::ComputeInstance => "COMPUTE_INSTANCE_STATE",
+        Kind::BareMetalInstance => "BARE_METAL_INSTANCE_STATE",
+        Kind::Cluster => "CLUSTER_STATE",
     })
+}
+
+/// The state a new object starts in (its enum's first working state).
+pub fn initial_state(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Host => "FREE",
+        Kind::ComputeInstance => "STARTING",
+        Kind::BareMetalInstance => "PROVISIONING",
+        Kind::Cluster => "PROGRESSING",
+        _ => "PENDING",
+    }
 }
 
 fn set_state(body: &mut Value, kind: Kind, state: &str) {
@@ -234,7 +249,7 @@ impl Service {
                 o.insert("status".into(), status);
             }
         }
-        set_state(&mut body, kind, "PENDING");
+        set_state(&mut body, kind, initial_state(kind));
         let mut rec = Record::new(kind, tenant.clone(), body);
         rec.name = meta.name.clone();
         rec.creator = caller.subject.clone();

@@ -33,7 +33,9 @@ async fn start() -> Env {
     })
     .await
     .expect("server starts");
-    osac_api::dev::bootstrap(&server.service).await.expect("bootstrap");
+    osac_api::dev::bootstrap(&server.service)
+        .await
+        .expect("bootstrap");
     Env { server, dir, admin }
 }
 
@@ -70,7 +72,8 @@ impl Env {
 
     async fn json(&self, token: &str, args: &[&str]) -> Value {
         let text = self.ok(token, args).await;
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("osac {args:?} printed non-JSON ({e}): {text}"))
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("osac {args:?} printed non-JSON ({e}): {text}"))
     }
 }
 
@@ -78,64 +81,203 @@ impl Env {
 async fn networking_flow_through_the_cli() {
     let env = start().await;
     let admin = env.admin.clone();
-    env.ok(&admin, &["admin", "create", "tenant", "--name", "acme"]).await;
-    let token = env.ok(&admin, &["admin", "create", "token", "--tenant", "acme", "--role", "tenant-admin"]).await;
+    env.ok(&admin, &["admin", "create", "tenant", "--name", "acme"])
+        .await;
+    let token = env
+        .ok(
+            &admin,
+            &[
+                "admin",
+                "create",
+                "token",
+                "--tenant",
+                "acme",
+                "--role",
+                "tenant-admin",
+            ],
+        )
+        .await;
     assert!(token.starts_with("osac_"), "token printed alone: {token}");
 
-    env.ok(&token, &["create", "virtualnetwork", "--cidr", "10.0.0.0/16", "--name", "my-net", "--wait"]).await;
-    env.ok(&token, &["create", "subnet", "--virtual-network", "my-net", "--cidr", "10.0.1.0/24", "--name", "my-subnet", "--wait"])
-        .await;
     env.ok(
         &token,
-        &["create", "security-group", "--virtual-network", "my-net", "--name", "my-sg", "--ingress", "protocol:tcp,port:443,source:0.0.0.0/0", "--wait"],
+        &[
+            "create",
+            "virtualnetwork",
+            "--cidr",
+            "10.0.0.0/16",
+            "--name",
+            "my-net",
+            "--wait",
+        ],
     )
     .await;
-    env.ok(&token, &["create", "externalip", "--name", "nat-ip", "--wait"]).await;
-    env.ok(&token, &["create", "natgateway", "--virtual-network", "my-net", "--externalip", "nat-ip", "--name", "my-nat", "--wait"])
-        .await;
+    env.ok(
+        &token,
+        &[
+            "create",
+            "subnet",
+            "--virtual-network",
+            "my-net",
+            "--cidr",
+            "10.0.1.0/24",
+            "--name",
+            "my-subnet",
+            "--wait",
+        ],
+    )
+    .await;
+    env.ok(
+        &token,
+        &[
+            "create",
+            "security-group",
+            "--virtual-network",
+            "my-net",
+            "--name",
+            "my-sg",
+            "--ingress",
+            "protocol:tcp,port:443,source:0.0.0.0/0",
+            "--wait",
+        ],
+    )
+    .await;
+    env.ok(
+        &token,
+        &["create", "externalip", "--name", "nat-ip", "--wait"],
+    )
+    .await;
+    env.ok(
+        &token,
+        &[
+            "create",
+            "natgateway",
+            "--virtual-network",
+            "my-net",
+            "--externalip",
+            "nat-ip",
+            "--name",
+            "my-nat",
+            "--wait",
+        ],
+    )
+    .await;
 
-    let subnet = env.json(&token, &["get", "subnet", "my-subnet", "-o", "json"]).await;
+    let subnet = env
+        .json(&token, &["get", "subnet", "my-subnet", "-o", "json"])
+        .await;
     assert_eq!(subnet["status"]["state"], "SUBNET_STATE_READY");
     assert_eq!(subnet["status"]["ipv4_gateway"], "10.0.1.1");
-    let nat = env.json(&token, &["get", "natgateway", "my-nat", "-o", "json"]).await;
+    let nat = env
+        .json(&token, &["get", "natgateway", "my-nat", "-o", "json"])
+        .await;
     assert_eq!(nat["status"]["state"], "NAT_GATEWAY_STATE_READY");
-    let eip = env.json(&token, &["get", "externalip", "nat-ip", "-o", "json"]).await;
+    let eip = env
+        .json(&token, &["get", "externalip", "nat-ip", "-o", "json"])
+        .await;
     assert_eq!(eip["status"]["address"], nat["status"]["address"]);
     assert_eq!(eip["status"]["attached"], true);
 
     let table = env.ok(&token, &["get", "subnets"]).await;
-    assert!(table.contains("my-subnet") && table.contains("READY") && table.contains("10.0.1.0/24"), "{table}");
+    assert!(
+        table.contains("my-subnet") && table.contains("READY") && table.contains("10.0.1.0/24"),
+        "{table}"
+    );
 
     // An overlapping subnet is refused with the rule in the message, and nothing is created.
     let out = env
-        .osac(&token, &["create", "subnet", "--virtual-network", "my-net", "--cidr", "10.0.1.0/25", "--name", "clash"])
+        .osac(
+            &token,
+            &[
+                "create",
+                "subnet",
+                "--virtual-network",
+                "my-net",
+                "--cidr",
+                "10.0.1.0/25",
+                "--name",
+                "clash",
+            ],
+        )
         .await;
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("overlaps with existing subnet 'my-subnet'") && err.contains("INVALID_ARGUMENT"), "{err}");
+    assert!(
+        err.contains("overlaps with existing subnet 'my-subnet'")
+            && err.contains("INVALID_ARGUMENT"),
+        "{err}"
+    );
     let listed = env.json(&token, &["get", "subnets", "-o", "json"]).await;
     let names: Vec<&str> = match &listed {
-        Value::Array(items) => items.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect(),
-        other => other["items"].as_array().into_iter().flatten().filter_map(|i| i["metadata"]["name"].as_str()).collect(),
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|i| i["metadata"]["name"].as_str())
+            .collect(),
+        other => other["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["metadata"]["name"].as_str())
+            .collect(),
     };
     assert_eq!(names, vec!["my-subnet"]);
 
     // Rules are mutable; the filter flag narrows lists.
-    env.ok(&token, &["update", "security-group", "my-sg", "--ingress", "protocol:tcp,port:22,source:10.0.0.0/8"]).await;
-    let sg = env.json(&token, &["get", "security-group", "my-sg", "-o", "json"]).await;
+    env.ok(
+        &token,
+        &[
+            "update",
+            "security-group",
+            "my-sg",
+            "--ingress",
+            "protocol:tcp,port:22,source:10.0.0.0/8",
+        ],
+    )
+    .await;
+    let sg = env
+        .json(&token, &["get", "security-group", "my-sg", "-o", "json"])
+        .await;
     assert_eq!(sg["spec"]["ingress"][0]["port_from"], 22);
-    let filtered = env.ok(&token, &["get", "subnets", "--filter", "this.metadata.name == \"nope\"", "-o", "name"]).await;
+    let filtered = env
+        .ok(
+            &token,
+            &[
+                "get",
+                "subnets",
+                "--filter",
+                "this.metadata.name == \"nope\"",
+                "-o",
+                "name",
+            ],
+        )
+        .await;
     assert!(filtered.is_empty(), "{filtered}");
 
     // Deletion protection, then ordered deletes with --wait.
-    let out = env.osac(&token, &["delete", "virtualnetwork", "my-net"]).await;
+    let out = env
+        .osac(&token, &["delete", "virtualnetwork", "my-net"])
+        .await;
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("FAILED_PRECONDITION"));
-    for (kind, name) in [("natgateway", "my-nat"), ("externalip", "nat-ip"), ("security-group", "my-sg"), ("subnet", "my-subnet"), ("virtualnetwork", "my-net")] {
+    for (kind, name) in [
+        ("natgateway", "my-nat"),
+        ("externalip", "nat-ip"),
+        ("security-group", "my-sg"),
+        ("subnet", "my-subnet"),
+        ("virtualnetwork", "my-net"),
+    ] {
         env.ok(&token, &["delete", kind, name, "--wait"]).await;
     }
-    let pools = env.json(&admin, &["admin", "get", "pool", "external-pool-1", "-o", "json"]).await;
-    assert_eq!(pools["status"]["available"], "254", "capacity returned: {pools}");
+    let pools = env
+        .json(
+            &admin,
+            &["admin", "get", "pool", "external-pool-1", "-o", "json"],
+        )
+        .await;
+    assert_eq!(
+        pools["status"]["available"], "254",
+        "capacity returned: {pools}"
+    );
 
     // A tenant token cannot use the private API; a bad token is refused.
     let out = env.osac(&token, &["admin", "get", "tenants"]).await;
@@ -149,6 +291,9 @@ async fn networking_flow_through_the_cli() {
 async fn admin_managers_lists_the_registry() {
     let env = start().await;
     let out = env.ok(&env.admin.clone(), &["admin", "managers"]).await;
-    assert!(out.contains("sim-fabric") && out.contains("sim-k8s") && out.contains("fabric"), "{out}");
+    assert!(
+        out.contains("sim-fabric") && out.contains("sim-k8s") && out.contains("fabric"),
+        "{out}"
+    );
     env.server.shutdown().await;
 }

@@ -29,6 +29,14 @@ pub fn enum_name(kind: Kind, path: &[String], n: i64) -> Option<String> {
                 .ok()?
                 .as_str_name()
         }
+        (Kind::Host, ["status", "state"]) => pb::HostState::try_from(n).ok()?.as_str_name(),
+        (Kind::ComputeInstance, ["status", "state"]) => {
+            pb::ComputeInstanceState::try_from(n).ok()?.as_str_name()
+        }
+        (Kind::BareMetalInstance, ["status", "state"]) => {
+            pb::BareMetalInstanceState::try_from(n).ok()?.as_str_name()
+        }
+        (Kind::Cluster, ["status", "state"]) => pb::ClusterState::try_from(n).ok()?.as_str_name(),
         (Kind::NatGateway, ["status", "state"]) => {
             pb::NatGatewayState::try_from(n).ok()?.as_str_name()
         }

@@ -9,11 +9,15 @@ pub enum Kind {
     NetworkClass,
     ExternalIpPool,
     HostType,
+    Host,
     Tenant,
     VirtualNetwork,
     Subnet,
     SecurityGroup,
     ExternalIp,
+    ComputeInstance,
+    BareMetalInstance,
+    Cluster,
     ExternalIpAttachment,
     NatGateway,
 }
@@ -27,17 +31,28 @@ pub enum Scope {
 
 impl Kind {
     /// All kinds, in dependency order (a kind only references kinds before it).
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 14] = [
         Kind::NetworkClass,
         Kind::ExternalIpPool,
         Kind::HostType,
+        Kind::Host,
         Kind::Tenant,
         Kind::VirtualNetwork,
         Kind::Subnet,
         Kind::SecurityGroup,
         Kind::ExternalIp,
+        Kind::ComputeInstance,
+        Kind::BareMetalInstance,
+        Kind::Cluster,
         Kind::ExternalIpAttachment,
         Kind::NatGateway,
+    ];
+
+    /// The workload kinds (network consumers).
+    pub const WORKLOADS: [Kind; 3] = [
+        Kind::ComputeInstance,
+        Kind::BareMetalInstance,
+        Kind::Cluster,
     ];
 
     /// REST collection name, also the kind's stable identifier in the store.
@@ -46,6 +61,10 @@ impl Kind {
             Kind::NetworkClass => "network_classes",
             Kind::ExternalIpPool => "external_ip_pools",
             Kind::HostType => "host_types",
+            Kind::Host => "hosts",
+            Kind::ComputeInstance => "compute_instances",
+            Kind::BareMetalInstance => "baremetal_instances",
+            Kind::Cluster => "clusters",
             Kind::Tenant => "tenants",
             Kind::VirtualNetwork => "virtual_networks",
             Kind::Subnet => "subnets",
@@ -62,6 +81,10 @@ impl Kind {
             Kind::NetworkClass => "NetworkClass",
             Kind::ExternalIpPool => "ExternalIPPool",
             Kind::HostType => "HostType",
+            Kind::Host => "Host",
+            Kind::ComputeInstance => "ComputeInstance",
+            Kind::BareMetalInstance => "BareMetalInstance",
+            Kind::Cluster => "Cluster",
             Kind::Tenant => "Tenant",
             Kind::VirtualNetwork => "VirtualNetwork",
             Kind::Subnet => "Subnet",
@@ -75,9 +98,11 @@ impl Kind {
     /// Whether objects of this kind belong to the provider or to a tenant.
     pub const fn scope(self) -> Scope {
         match self {
-            Kind::NetworkClass | Kind::ExternalIpPool | Kind::HostType | Kind::Tenant => {
-                Scope::Provider
-            }
+            Kind::NetworkClass
+            | Kind::ExternalIpPool
+            | Kind::HostType
+            | Kind::Host
+            | Kind::Tenant => Scope::Provider,
             _ => Scope::Tenant,
         }
     }
@@ -94,6 +119,23 @@ impl Kind {
                 "pools",
             ],
             Kind::HostType => &["hosttype", "hosttypes", "host-type", "ht"],
+            Kind::Host => &["host", "hosts"],
+            Kind::ComputeInstance => &[
+                "computeinstance",
+                "computeinstances",
+                "compute-instance",
+                "vm",
+                "vms",
+                "ci",
+            ],
+            Kind::BareMetalInstance => &[
+                "baremetalinstance",
+                "baremetalinstances",
+                "baremetal-instance",
+                "bm",
+                "bmi",
+            ],
+            Kind::Cluster => &["cluster", "clusters"],
             Kind::Tenant => &["tenant", "tenants"],
             Kind::VirtualNetwork => &[
                 "virtualnetwork",
@@ -131,6 +173,9 @@ impl Kind {
                 | Kind::ExternalIp
                 | Kind::ExternalIpAttachment
                 | Kind::NatGateway
+                | Kind::ComputeInstance
+                | Kind::BareMetalInstance
+                | Kind::Cluster
         )
     }
 }

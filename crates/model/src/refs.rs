@@ -43,6 +43,32 @@ pub fn ref_fields(kind: Kind) -> &'static [RefField] {
             field!("spec.virtual_network", Some(VirtualNetwork)),
             field!("spec.external_ip", Some(ExternalIp)),
         ],
+        Host => &[field!("spec.host_type", Some(HostType))],
+        ComputeInstance => &[
+            field!("spec.compute_network_attachments[].subnet", Some(Subnet)),
+            field!(
+                "spec.compute_network_attachments[].security_groups[]",
+                Some(SecurityGroup)
+            ),
+        ],
+        BareMetalInstance => &[
+            field!("spec.host_type", Some(HostType)),
+            field!("spec.network_attachments[].subnet", Some(Subnet)),
+            field!(
+                "spec.network_attachments[].security_groups[]",
+                Some(SecurityGroup)
+            ),
+            field!("status.host", Some(Host)),
+        ],
+        Cluster => &[
+            field!("spec.network_attachment.subnet", Some(Subnet)),
+            field!(
+                "spec.network_attachment.security_groups[]",
+                Some(SecurityGroup)
+            ),
+            field!("spec.node_sets{}.host_type", Some(HostType)),
+            field!("status.node_sets{}.agents[].host", Some(Host)),
+        ],
         NetworkClass | ExternalIpPool | HostType | Tenant => &[],
     }
 }

@@ -52,6 +52,30 @@ pub fn immutable_fields(kind: Kind) -> &'static [&'static str] {
             "spec.target_endpoint",
         ],
         Kind::NatGateway => &["spec.virtual_network", "spec.external_ip"],
+        Kind::Host => &["spec.host_type"],
+        Kind::ComputeInstance => &[
+            "spec.template",
+            "spec.template_parameters",
+            "spec.auto_external_ip_attachment",
+            "spec.compute_network_attachments[].subnet",
+            "spec.compute_network_attachments[].primary",
+        ],
+        Kind::BareMetalInstance => &[
+            "spec.host_type",
+            "spec.catalog_item",
+            "spec.template_parameters",
+            "spec.auto_external_ip_attachment",
+            "spec.network_attachments[].subnet",
+            "spec.network_attachments[].interface",
+            "spec.network_attachments[].primary",
+        ],
+        Kind::Cluster => &[
+            "spec.template",
+            "spec.template_parameters",
+            "spec.auto_external_ip_attachment",
+            "spec.node_sets",
+            "spec.network_attachment.subnet",
+        ],
         Kind::HostType | Kind::Tenant => &[],
     }
 }
@@ -109,13 +133,22 @@ pub fn apply(current: &Value, body: &Value, mask: Option<&str>) -> Result<Value,
     Ok(next)
 }
 
+/// Values at a path where `list[]` segments walk every element (a list of values, so a
+/// changed element or a changed length both show as a difference).
+fn values_at(v: &Value, path: &str) -> Value {
+    match path.split_once("[].") {
+        None => normalized(get_path(v, path)),
+        Some((list, rest)) => match get_path(v, list).and_then(Value::as_array) {
+            None => Value::Null,
+            Some(items) => Value::Array(items.iter().map(|i| values_at(i, rest)).collect()),
+        },
+    }
+}
+
 /// Fails when an immutable field differs between `old` and `new` (missing = default).
 pub fn check_immutable(kind: Kind, old: &Value, new: &Value) -> Result<(), Invalid> {
     for field in immutable_fields(kind) {
-        let (a, b) = (
-            normalized(get_path(old, field)),
-            normalized(get_path(new, field)),
-        );
+        let (a, b) = (values_at(old, field), values_at(new, field));
         if a != b {
             return Err(Invalid::new(
                 *field,

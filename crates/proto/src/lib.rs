@@ -20,4 +20,5 @@ pub mod admin {
 }
 
 /// Encoded file descriptor set for gRPC server reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/osacnet_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/osacnet_descriptor.bin"));

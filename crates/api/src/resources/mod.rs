@@ -1,9 +1,13 @@
 //! Per-kind API rules (one file per resource): what a create needs, what an update may change,
 //! what blocks a delete, and what tenants may see of provider objects.
 
+pub mod baremetal_instance;
+pub mod cluster;
+pub mod compute_instance;
 pub mod external_ip;
 pub mod external_ip_attachment;
 pub mod external_ip_pool;
+pub mod host;
 pub mod host_type;
 pub mod nat_gateway;
 pub mod network_class;
@@ -32,6 +36,10 @@ pub async fn prepare_create(cx: &mut Cx<'_>, kind: Kind, obj: &Value) -> ApiResu
         Kind::ExternalIp => external_ip::create(cx, obj).await,
         Kind::ExternalIpAttachment => external_ip_attachment::create(cx, obj).await,
         Kind::NatGateway => nat_gateway::create(cx, obj).await,
+        Kind::Host => host::create(cx, obj).await,
+        Kind::ComputeInstance => compute_instance::create(cx, obj).await,
+        Kind::BareMetalInstance => baremetal_instance::create(cx, obj).await,
+        Kind::Cluster => cluster::create(cx, obj).await,
     }
 }
 
@@ -74,6 +82,10 @@ pub async fn prepare_update(
         Kind::ExternalIp => external_ip::update(body),
         Kind::ExternalIpAttachment => external_ip_attachment::update(body),
         Kind::NatGateway => nat_gateway::update(body),
+        Kind::Host => host::update(cx, current, body).await,
+        Kind::ComputeInstance => compute_instance::update(cx, current, body).await,
+        Kind::BareMetalInstance => baremetal_instance::update(cx, current, body).await,
+        Kind::Cluster => cluster::update(cx, current, body).await,
     }
 }
 
@@ -84,7 +96,17 @@ pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
             refuse_if_used(cx.tx, rec, &[Kind::VirtualNetwork], "is used by").await
         }
         Kind::ExternalIpPool => external_ip_pool::check_delete(cx, rec).await,
-        Kind::HostType => Ok(()),
+        Kind::HostType => {
+            refuse_if_used(
+                cx.tx,
+                rec,
+                &[Kind::Host, Kind::BareMetalInstance, Kind::Cluster],
+                "is used by",
+            )
+            .await
+        }
+        Kind::Host => host::check_delete(cx, rec).await,
+        Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster => Ok(()),
         Kind::Tenant => tenant::check_delete(cx, rec).await,
         Kind::VirtualNetwork => {
             refuse_if_used(
@@ -104,9 +126,10 @@ pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
             )
             .await
         }
-        Kind::Subnet | Kind::SecurityGroup | Kind::ExternalIpAttachment | Kind::NatGateway => {
-            Ok(())
+        Kind::Subnet | Kind::SecurityGroup => {
+            refuse_if_used(cx.tx, rec, &Kind::WORKLOADS, "is used by").await
         }
+        Kind::ExternalIpAttachment | Kind::NatGateway => Ok(()),
     }
 }
 

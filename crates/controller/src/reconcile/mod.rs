@@ -90,6 +90,10 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         Kind::ExternalIpAttachment => external_ip_attachment::reconcile(ctx, rec).await,
         Kind::NatGateway => nat_gateway::reconcile(ctx, rec).await,
         Kind::HostType => Ok(Action::Done),
+        // Workload reconcilers land with the workloads issue.
+        Kind::Host | Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster => {
+            Ok(Action::Done)
+        }
     }
 }
 
