@@ -101,6 +101,11 @@ pub trait Tx: Send {
     /// Reads one object and locks it until the transaction ends, so checks made against it and
     /// the writes that follow are atomic (PostgreSQL `FOR UPDATE`; SQLite is already serial).
     async fn lock(&mut self, id: &str) -> Result<Option<Record>>;
+    /// Serialises this transaction with every other one that locks the same kind, until it
+    /// ends — for rules over a whole kind that no row lock covers (pool CIDRs never overlap,
+    /// one default NetworkClass), also across processes sharing a PostgreSQL database
+    /// (`pg_advisory_xact_lock`; SQLite write transactions are already serial).
+    async fn lock_kind(&mut self, kind: Kind) -> Result<()>;
     /// Finds an object by name within a tenant.
     async fn find_by_name(
         &mut self,

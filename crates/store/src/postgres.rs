@@ -312,6 +312,14 @@ impl Tx for PgTx {
         get_row(&mut self.tx, id, true).await
     }
 
+    async fn lock_kind(&mut self, kind: Kind) -> Result<()> {
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+            .bind(format!("osac-kind:{}", kind.collection()))
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
     async fn find_by_name(
         &mut self,
         kind: Kind,

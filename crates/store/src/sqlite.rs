@@ -303,6 +303,10 @@ impl Tx for SqliteTx {
         get_row(&mut self.tx, id).await
     }
 
+    async fn lock_kind(&mut self, _kind: Kind) -> Result<()> {
+        Ok(())
+    }
+
     async fn find_by_name(
         &mut self,
         kind: Kind,

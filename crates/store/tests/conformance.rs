@@ -285,6 +285,35 @@ async fn locked_read_modify_write_loses_nothing(s: Arc<dyn Store>) {
     assert_eq!(rec.version, 21);
 }
 
+async fn kind_lock_serialises_whole_kind_rules(s: Arc<dyn Store>) {
+    let mut tx = s.begin().await.unwrap();
+    let counter = tx
+        .insert(&Record::new(Kind::NetworkClass, "", json!({"title": "0"})))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let (s, id) = (s.clone(), counter.id.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut tx = s.begin().await.unwrap();
+            tx.lock_kind(Kind::NetworkClass).await.unwrap();
+            // A plain read: only the kind lock keeps the read-modify-write race-free.
+            let mut rec = tx.get(&id).await.unwrap().unwrap();
+            let n: i64 = rec.body["title"].as_str().unwrap().parse().unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            rec.body["title"] = json!((n + 1).to_string());
+            tx.update(&rec).await.unwrap();
+            tx.commit().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let rec = s.get(&counter.id).await.unwrap().unwrap();
+    assert_eq!(rec.body["title"], json!("10"));
+}
+
 async fn key_value_records(s: &dyn Store) {
     s.kv_put("ns", "a", "1").await.unwrap();
     s.kv_put("ns", "b", "2").await.unwrap();
@@ -307,6 +336,7 @@ async fn suite(s: Arc<dyn Store>) {
     list_filter_order_paging(s.as_ref()).await;
     references_and_finalizers(s.as_ref()).await;
     locked_read_modify_write_loses_nothing(s.clone()).await;
+    kind_lock_serialises_whole_kind_rules(s.clone()).await;
     key_value_records(s.as_ref()).await;
 }
 
