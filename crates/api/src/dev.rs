@@ -50,6 +50,38 @@ pub fn default_class() -> Value {
     })
 }
 
+/// Dev-mode inventory: bare-metal hosts per pool, all of type `bm-standard`.
+pub const DEV_HOSTS: [(&str, usize); 2] = [("baremetal", 4), ("caas", 6)];
+
+/// Interfaces of `bm-standard`, in order.
+const DEV_INTERFACES: [&str; 4] = ["data-0", "data-1", "mgmt-0", "bmc-0"];
+
+/// The dev hosts: `baremetal-0…3` and `caas-0…5`. MACs are deterministic and unique:
+/// `0e:00:00:00:<host number>:<interface number>` (locally administered, unicast, and never
+/// `02:…` like the controllers' generated VM MACs).
+pub fn dev_hosts() -> Vec<(Kind, Value)> {
+    let mut out = Vec::new();
+    let mut n = 0usize;
+    for (pool, count) in DEV_HOSTS {
+        for i in 0..count {
+            n += 1;
+            let interfaces: Vec<Value> = DEV_INTERFACES
+                .iter()
+                .enumerate()
+                .map(|(k, name)| json!({"name": name, "mac_address": format!("0e:00:00:00:{n:02x}:{k:02x}")}))
+                .collect();
+            out.push((
+                Kind::Host,
+                json!({
+                    "metadata": {"name": format!("{pool}-{i}")},
+                    "spec": {"host_type": "bm-standard", "interfaces": interfaces, "pool": pool}
+                }),
+            ));
+        }
+    }
+    out
+}
+
 /// Creates the dev provider objects that do not exist yet.
 pub async fn bootstrap(service: &Service) -> ApiResult<()> {
     let admin = Caller {
@@ -78,7 +110,8 @@ pub async fn bootstrap(service: &Service) -> ApiResult<()> {
             }),
         ),
     ];
-    for (kind, obj) in objects {
+    let hosts = dev_hosts();
+    for (kind, obj) in objects.into_iter().chain(hosts) {
         match service.create(&admin, Surface::Private, kind, obj).await {
             Ok(_) => {}
             Err(e) if e.code == Code::AlreadyExists => {}

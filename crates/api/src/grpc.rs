@@ -72,6 +72,10 @@ list_response!(
     pb::ExternalIpPoolListResponse => pb::ExternalIpPool,
     pb::NetworkClassListResponse => pb::NetworkClass,
     pb::HostTypeListResponse => pb::HostType,
+    pb::ComputeInstanceListResponse => pb::ComputeInstance,
+    pb::BareMetalInstanceListResponse => pb::BareMetalInstance,
+    pb::ClusterListResponse => pb::Cluster,
+    admin::HostListResponse => pb::Host,
     admin::NetworkClassListResponse => pb::NetworkClass,
     admin::ExternalIpPoolListResponse => pb::ExternalIpPool,
     admin::HostTypeListResponse => pb::HostType,
@@ -125,13 +129,14 @@ macro_rules! grpc_service {
 }
 
 use admin::{
-    external_ip_pools_server as a_pools, host_types_server as a_host_types,
+    external_ip_pools_server as a_pools, host_types_server as a_host_types, hosts_server,
     network_classes_server as a_classes, tenants_server, tokens_server,
 };
 use pb::{
-    external_i_ps_server, external_ip_attachments_server, external_ip_pools_server,
-    host_types_server, nat_gateways_server, network_classes_server, security_groups_server,
-    subnets_server, virtual_networks_server,
+    bare_metal_instances_server, clusters_server, compute_instances_server, external_i_ps_server,
+    external_ip_attachments_server, external_ip_pools_server, host_types_server,
+    nat_gateways_server, network_classes_server, security_groups_server, subnets_server,
+    virtual_networks_server,
 };
 
 const PUB: Surface = Surface::Public;
@@ -192,6 +197,33 @@ grpc_service!(
     pb::NatGatewayUpdateRequest
 );
 grpc_service!(
+    ComputeInstances,
+    compute_instances_server::ComputeInstances,
+    Kind::ComputeInstance,
+    PUB,
+    pb::ComputeInstance,
+    pb::ComputeInstanceListResponse,
+    pb::ComputeInstanceUpdateRequest
+);
+grpc_service!(
+    BareMetalInstances,
+    bare_metal_instances_server::BareMetalInstances,
+    Kind::BareMetalInstance,
+    PUB,
+    pb::BareMetalInstance,
+    pb::BareMetalInstanceListResponse,
+    pb::BareMetalInstanceUpdateRequest
+);
+grpc_service!(
+    Clusters,
+    clusters_server::Clusters,
+    Kind::Cluster,
+    PUB,
+    pb::Cluster,
+    pb::ClusterListResponse,
+    pb::ClusterUpdateRequest
+);
+grpc_service!(
     PublicPools,
     external_ip_pools_server::ExternalIpPools,
     Kind::ExternalIpPool,
@@ -241,6 +273,15 @@ grpc_service!(
     pb::HostType,
     admin::HostTypeListResponse,
     admin::HostTypeUpdateRequest
+);
+grpc_service!(
+    AdminHosts,
+    hosts_server::Hosts,
+    Kind::Host,
+    PRIV,
+    pb::Host,
+    admin::HostListResponse,
+    admin::HostUpdateRequest
 );
 grpc_service!(
     AdminTenants,
@@ -299,6 +340,13 @@ pub fn routes(
         .add_service(nat_gateways_server::NatGatewaysServer::new(NatGateways(
             g.clone(),
         )))
+        .add_service(compute_instances_server::ComputeInstancesServer::new(
+            ComputeInstances(g.clone()),
+        ))
+        .add_service(bare_metal_instances_server::BareMetalInstancesServer::new(
+            BareMetalInstances(g.clone()),
+        ))
+        .add_service(clusters_server::ClustersServer::new(Clusters(g.clone())))
         .add_service(external_ip_pools_server::ExternalIpPoolsServer::new(
             PublicPools(g.clone()),
         ))
@@ -315,6 +363,7 @@ pub fn routes(
         .add_service(a_host_types::HostTypesServer::new(AdminHostTypes(
             g.clone(),
         )))
+        .add_service(hosts_server::HostsServer::new(AdminHosts(g.clone())))
         .add_service(tenants_server::TenantsServer::new(AdminTenants(g.clone())))
         .add_service(tokens_server::TokensServer::new(Tokens(g)))
         .add_service(reflection),

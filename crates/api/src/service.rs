@@ -396,7 +396,14 @@ impl Service {
             )));
         }
         let old_obj = to_object(&current, true);
-        let new_obj = osac_model::update::apply(&old_obj, &body, mask)?;
+        let mut new_obj = osac_model::update::apply(&old_obj, &body, mask)?;
+        let mut cx = Cx {
+            tx: tx.as_mut(),
+            caller,
+            tenant: current.tenant.clone(),
+            registry: &self.registry,
+        };
+        resources::canonicalize_update(&mut cx, kind, &current, &mut new_obj).await?;
         osac_model::update::check_immutable(kind, &old_obj, &new_obj)?;
         let new_meta = user_metadata(&new_obj);
         validate_metadata(&new_meta)?;

@@ -94,6 +94,11 @@ struct Args {
     /// Longest time one GET or LIST measurement may take (no request starts after it).
     #[arg(long, default_value_t = 60)]
     phase_seconds: u64,
+    /// Refresh the database's planner statistics (`ANALYZE`) before each timed run. Off by
+    /// default: the server does not do it itself, and the default run measures the server as it
+    /// is. See docs/benchmarks.md.
+    #[arg(long)]
+    analyze: bool,
     /// Keep the temporary directory (SQLite database, token file) and print its path.
     #[arg(long)]
     keep: bool,
@@ -193,6 +198,13 @@ fn heap() -> (usize, usize) {
     (0, 0)
 }
 
+/// The 1, 5 and 15 minute load averages.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
 fn mib(kib: Option<u64>) -> f64 {
     kib.map_or(f64::NAN, |k| k as f64 / 1024.0)
 }
@@ -214,6 +226,36 @@ fn redact(url: &str) -> String {
 struct Env {
     api: Api,
     server: RunningServer,
+    database_url: String,
+}
+
+impl Env {
+    /// With `--analyze`: `ANALYZE` on a connection of our own, so the planner knows the
+    /// current table sizes before a timed run.
+    async fn analyze(&self, args: &Args, report: &mut Report, when: &str) -> Result<()> {
+        if !args.analyze {
+            return Ok(());
+        }
+        use sqlx::Connection;
+        let t = Instant::now();
+        if self.database_url.starts_with("postgres") {
+            let mut c = sqlx::PgConnection::connect(&self.database_url).await?;
+            sqlx::query("ANALYZE").execute(&mut c).await?;
+            c.close().await?;
+        } else {
+            let opts: sqlx::sqlite::SqliteConnectOptions = self.database_url.parse()?;
+            let mut c =
+                sqlx::SqliteConnection::connect_with(&opts.busy_timeout(Duration::from_secs(30)))
+                    .await?;
+            sqlx::query("ANALYZE").execute(&mut c).await?;
+            c.close().await?;
+        }
+        report.details.push(format!(
+            "--analyze: ANALYZE {when} took {:.2} s",
+            t.elapsed().as_secs_f64()
+        ));
+        Ok(())
+    }
 }
 
 async fn bench(args: Args) -> Result<Report> {
@@ -261,6 +303,7 @@ async fn bench(args: Args) -> Result<Report> {
             ),
         ),
     ];
+    let load_start = loadavg();
     let tenant = format!("bench-{:06x}", rand::rng().random_range(0..0xff_ffff));
 
     // 1. Raw store inserts, on the same database, before the server starts (so the controllers
@@ -352,9 +395,30 @@ async fn bench(args: Args) -> Result<Report> {
         .as_str()
         .context("no token minted")?
         .to_string();
+    // The default NetworkClass and the tenant must be READY before VirtualNetworks can be made.
+    for (path, name, state) in [
+        (
+            "/api/private/v1/network_classes",
+            "default",
+            "NETWORK_CLASS_STATE",
+        ),
+        ("/api/private/v1/tenants", tenant.as_str(), "TENANT_STATE"),
+    ] {
+        let named = format!("this.metadata.name == \"{name}\" && this.status.state == ");
+        admin
+            .wait_count(
+                path,
+                &format!("{named}\"{state}_READY\""),
+                &format!("{named}\"{state}_FAILED\""),
+                1,
+                Duration::from_secs(60),
+            )
+            .await?;
+    }
     let env = Env {
         api: admin.with_token(&token),
         server,
+        database_url: database_url.clone(),
     };
     report.header.push(("tenant".into(), tenant.clone()));
 
@@ -364,6 +428,13 @@ async fn bench(args: Args) -> Result<Report> {
     progress!("stopping the server…");
     env.server.shutdown().await;
     result?;
+    report.header.push((
+        "load".into(),
+        format!(
+            "1/5/15-min load average {load_start} at the start, {} at the end (other work on the machine skews the figures)",
+            loadavg()
+        ),
+    ));
     report.details.push(format!(
         "process RSS: {:.0} MiB at start, {:.0} MiB with the server started, {:.0} MiB at the end; peak (VmHWM) {:.0} MiB",
         mib(rss_start),
@@ -385,22 +456,51 @@ async fn bench(args: Args) -> Result<Report> {
 }
 
 async fn phases(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mut Report) -> Result<()> {
+    // A failed run is reported (MISS) and the next one still runs.
     if !args.skip_create {
-        create_phase(args, env, raw_rate, report).await?;
+        if let Err(e) = create_phase(args, env, raw_rate, report).await {
+            failed(report, "2", "subnet create via REST", &e);
+        }
         report
             .details
             .push(format!("memory, after the create run: {}", Mem::now()));
     }
     if !args.skip_ready {
-        ready_phase(args, env, report).await?;
+        if let Err(e) = ready_phase(args, env, report).await {
+            failed(
+                report,
+                "4",
+                &format!("{} subnets to READY", thousands(args.ready as f64)),
+                &e,
+            );
+        }
         report
             .details
             .push(format!("memory, after the READY run: {}", Mem::now()));
     }
-    if !args.skip_objects {
-        objects_phase(args, env, report).await?;
+    if !args.skip_objects
+        && let Err(e) = objects_phase(args, env, report).await
+    {
+        failed(report, "3", "GET/LIST at 100k objects", &e);
     }
     Ok(())
+}
+
+/// A run that could not finish: a MISS line and the error among the warnings.
+fn failed(report: &mut Report, id: &str, what: &str, e: &anyhow::Error) {
+    progress!("run {id} failed: {e:#}");
+    report.lines.push(Line {
+        id: id.into(),
+        what: what.into(),
+        shown: "did not finish".into(),
+        value: f64::INFINITY,
+        goal: Goal::AtMost(0.0),
+        goal_text: "see warnings".into(),
+        note: String::new(),
+    });
+    report
+        .warnings
+        .push(format!("run {id} ({what}) failed: {e:#}"));
 }
 
 fn label_filter(value: &str) -> String {
@@ -469,6 +569,8 @@ async fn create_phase(
     let n = args.creates;
     progress!("2/5 create: {n} VirtualNetworks (untimed), waiting for READY…");
     let vns = Arc::new(create_vns(args, env, "create", n, report).await?);
+    env.analyze(args, report, "before the subnet creates")
+        .await?;
     progress!(
         "2/5 create: timing {n} subnet creates with {} clients…",
         args.clients
@@ -563,6 +665,7 @@ async fn ready_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()> 
     let n_vn = n.div_ceil(per_vn);
     progress!("4/5 ready: {n_vn} VirtualNetworks (untimed), waiting for READY…");
     let vns = Arc::new(create_vns(args, env, "ready", n_vn, report).await?);
+    env.analyze(args, report, "before the READY run").await?;
     progress!("4/5 ready: creating {n} subnets ({per_vn} per VN) and waiting until all are READY…");
     let start = Instant::now();
     let api = env.api.clone();
@@ -735,6 +838,7 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
     report
         .details
         .push(format!("memory, after the bulk load: {}", Mem::now()));
+    env.analyze(args, report, "after the bulk load").await?;
     progress!("3/5 objects: waiting for the controllers to go idle after the load…");
     let (settle, reconciles) = controllers_idle(Duration::from_secs(args.ready_timeout)).await?;
     report.details.push(format!(

@@ -33,7 +33,7 @@ impl Line {
     pub fn verdict(&self) -> &'static str {
         match self.goal {
             Goal::None => "-",
-            _ if !self.value.is_finite() => "n/a",
+            _ if self.value.is_nan() => "n/a",
             Goal::AtMost(g) if self.value <= g => "PASS",
             Goal::AtLeast(g) if self.value >= g => "PASS",
             _ => "MISS",
@@ -202,6 +202,7 @@ mod tests {
         assert_eq!(line(f64::NAN, Goal::AtMost(1.0)).verdict(), "n/a");
         assert_eq!(line(1.0, Goal::None).verdict(), "-");
         assert_eq!(line(10.0, Goal::AtMost(20.0)).ratio(), Some(0.5));
+        assert_eq!(line(f64::INFINITY, Goal::AtMost(0.0)).verdict(), "MISS");
     }
 
     #[test]

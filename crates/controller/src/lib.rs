@@ -30,6 +30,16 @@
 //! - **Managers are never called inside a store transaction** (a transaction may hold the only
 //!   database connection the manager's own state store needs).
 //!
+//! # Workloads
+//!
+//! ComputeInstances, BareMetalInstances and Clusters follow `docs/workloads.md`: phases with
+//! conditions, each skipped once its condition is TRUE for the current spec, every step
+//! idempotent; host reservation and cluster VIP allocation are store transactions that also
+//! write the workload. Provisioning goes through the [`osac_fabric::provision::Provisioner`]
+//! given to [`Controllers::with_provisioner`] (none ⇒ workloads wait with a message). A host
+//! that becomes FREE wakes the workloads of its HostType (they may be waiting for inventory).
+//! Phase durations go to `osac_workload_phase_duration_seconds{kind, phase}`.
+//!
 //! # What the API layer does
 //!
 //! At create it stores the object with its initial state (`*_PENDING`, ExternalIP `PENDING`
@@ -45,8 +55,12 @@ pub mod reconcile;
 pub mod runtime;
 
 pub use dispatch::{Dispatcher, Managers};
+pub use reconcile::cluster::agent_attachment_id;
 pub use reconcile::external_ip::{PoolCounts, recount_pool};
 pub use reconcile::external_ip_attachment::{NoWorkloads, Target, TargetResolver};
+pub use reconcile::host::{PARKED_ANNOTATION, parking_attachment_id};
+pub use reconcile::targets::WorkloadTargets;
 pub use reconcile::tenant::{DefaultNetworking, DefaultNetworkingStatus, NotConfigured};
+pub use reconcile::workload::{HOSTING_CLUSTER_ANNOTATION, hosting_cluster_for, vm_mac};
 pub use reconcile::{APPLIED_SPEC_ANNOTATION, ReconcileError, VIRTUAL_NETWORK_ANNOTATION};
-pub use runtime::{ControllerConfig, Controllers, Handle};
+pub use runtime::{ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Handle};

@@ -12,6 +12,7 @@ struct Metrics {
     queue_depth: IntGaugeVec,
     manager_ops: IntCounterVec,
     manager_duration: HistogramVec,
+    workload_phase: HistogramVec,
 }
 
 impl Metrics {
@@ -49,6 +50,18 @@ impl Metrics {
                 ),
                 &["manager", "operation"],
             )?,
+            workload_phase: HistogramVec::new(
+                HistogramOpts::new(
+                    "osac_workload_phase_duration_seconds",
+                    "Duration of one workload phase step (manager or provisioner calls, store \
+                     transactions) inside a reconcile, by workload kind and phase.",
+                )
+                .buckets(vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                    10.0, 30.0, 60.0, 300.0,
+                ]),
+                &["kind", "phase"],
+            )?,
         };
         let r = prometheus::default_registry();
         r.register(Box::new(m.reconcile_total.clone()))?;
@@ -56,6 +69,7 @@ impl Metrics {
         r.register(Box::new(m.queue_depth.clone()))?;
         r.register(Box::new(m.manager_ops.clone()))?;
         r.register(Box::new(m.manager_duration.clone()))?;
+        r.register(Box::new(m.workload_phase.clone()))?;
         Ok(m)
     }
 }
@@ -94,6 +108,15 @@ pub(crate) fn manager_op(manager: &str, operation: &str, outcome: &str, elapsed:
             .inc();
         m.manager_duration
             .with_label_values(&[manager, operation])
+            .observe(elapsed.as_secs_f64());
+    }
+}
+
+/// Records how long one phase step of a workload reconcile took.
+pub(crate) fn workload_phase(kind: &str, phase: &str, elapsed: Duration) {
+    if let Some(m) = METRICS.as_ref() {
+        m.workload_phase
+            .with_label_values(&[kind, phase])
             .observe(elapsed.as_secs_f64());
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use osac_fabric::provision::Provisioner;
 use osac_model::Kind;
 use osac_store::{Change, Store};
 use tokio::sync::broadcast::error::RecvError;
@@ -13,7 +14,8 @@ use tokio::task::JoinSet;
 use crate::dispatch::Dispatcher;
 use crate::metrics;
 use crate::queue::{Queue, Schedule};
-use crate::reconcile::external_ip_attachment::{NoWorkloads, TargetResolver};
+use crate::reconcile::external_ip_attachment::TargetResolver;
+use crate::reconcile::targets::WorkloadTargets;
 use crate::reconcile::tenant::{DefaultNetworking, NotConfigured};
 use crate::reconcile::{self, Action, Ctx, ReconcileError};
 
@@ -40,6 +42,9 @@ impl Default for ControllerConfig {
         }
     }
 }
+
+/// Default of [`Controllers::with_ip_discovery_timeout`].
+pub const DEFAULT_IP_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The controllers of one process.
 pub struct Controllers {
@@ -70,14 +75,31 @@ impl Controllers {
                 store,
                 dispatcher,
                 config,
-                targets: Arc::new(NoWorkloads),
+                targets: Arc::new(WorkloadTargets),
                 default_networking: Arc::new(NotConfigured),
+                provisioner: None,
+                ip_discovery_timeout: DEFAULT_IP_DISCOVERY_TIMEOUT,
             },
             queue,
         }
     }
 
-    /// Replaces how ExternalIPAttachment targets (workloads) are resolved to an IP.
+    /// Sets the provisioner that boots VMs, installs bare-metal servers and builds clusters.
+    /// Without one, workloads stop before their provisioning phase with a message saying so.
+    pub fn with_provisioner(mut self, provisioner: Arc<dyn Provisioner>) -> Self {
+        self.ctx.provisioner = Some(provisioner);
+        self
+    }
+
+    /// How long a cluster waits for its agents' DHCP leases before it shows the
+    /// `NetworkingIPDiscoveryTimeout` condition (it keeps retrying); default 300 s.
+    pub fn with_ip_discovery_timeout(mut self, timeout: Duration) -> Self {
+        self.ctx.ip_discovery_timeout = timeout;
+        self
+    }
+
+    /// Replaces how ExternalIPAttachment targets (workloads) are resolved to an IP (the
+    /// default, [`WorkloadTargets`], reads the workloads from the store).
     pub fn with_target_resolver(mut self, targets: Arc<dyn TargetResolver>) -> Self {
         self.ctx.targets = targets;
         self
@@ -203,6 +225,9 @@ async fn on_change(ctx: &Ctx, queue: &Queue, change: Change) {
     if kind == Some(Kind::ExternalIpPool) {
         return;
     }
+    if kind == Some(Kind::Host) && !change.gone {
+        wake_inventory_waiters(ctx, queue, &change.id).await;
+    }
     match ctx.store.referrers(&change.id).await {
         Ok(refs) => {
             for r in refs {
@@ -210,6 +235,36 @@ async fn on_change(ctx: &Ctx, queue: &Queue, change: Change) {
             }
         }
         Err(e) => tracing::warn!(id = %change.id, error = %e, "cannot list referrers"),
+    }
+}
+
+/// A FREE host (new, or released by a workload) wakes the workloads of its HostType: those
+/// waiting for inventory reserve it (nothing references a host before it is reserved).
+async fn wake_inventory_waiters(ctx: &Ctx, queue: &Queue, host_id: &str) {
+    let host = match ctx.store.get(host_id).await {
+        Ok(Some(h)) if h.deleted_at.is_none() => h,
+        Ok(_) => return,
+        Err(e) => {
+            tracing::warn!(id = %host_id, error = %e, "cannot read host");
+            return;
+        }
+    };
+    let free = osac_model::refs::string_at(&host.body, "status.state") == Some("HOST_STATE_FREE");
+    let Some(host_type) = osac_model::refs::string_at(&host.body, "spec.host_type") else {
+        return;
+    };
+    if !free || host_type.is_empty() {
+        return;
+    }
+    match ctx.store.referrers(host_type).await {
+        Ok(refs) => {
+            for r in refs {
+                if matches!(r.source_kind, Kind::BareMetalInstance | Kind::Cluster) {
+                    queue.add(&r.source, Some(r.source_kind));
+                }
+            }
+        }
+        Err(e) => tracing::warn!(id = %host_type, error = %e, "cannot list referrers"),
     }
 }
 

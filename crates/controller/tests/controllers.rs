@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use osac_controller::{
-    ControllerConfig, Controllers, Dispatcher, Target, TargetResolver, recount_pool,
+    ControllerConfig, Controllers, Dispatcher, NoWorkloads, Target, TargetResolver, recount_pool,
 };
 use osac_fabric::{
     DriverContext, FailureKind, MemorySimState, Operation, Registry, SimFabric, SimK8s,
@@ -674,7 +674,11 @@ async fn external_ip_attachment_pending_until_target_known() {
             }),
         )
         .await;
-    env.start();
+    // Before workloads exist: the no-workload resolver waits for every target.
+    let c = env
+        .controllers()
+        .with_target_resolver(Arc::new(NoWorkloads));
+    env.start_with(c);
     env.wait_state(&eip, "EXTERNAL_IP_STATE_ALLOCATED").await;
     let a = env
         .wait(&att, "waiting for target", |r| {

@@ -443,6 +443,411 @@ pub fn nat_gateway(n: &pb::NatGateway) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// The pools a host may serve.
+pub const HOST_POOLS: [&str; 2] = ["baremetal", "caas"];
+
+/// Interface roles of a HostType that tenants may never attach.
+pub const LIFECYCLE_ROLE: &str = "lifecycle";
+
+/// The first `fabric` interface of a host type (the default attachment and cluster interface).
+pub fn first_fabric_interface(ht: &pb::HostType) -> Option<&str> {
+    ht.interfaces
+        .iter()
+        .find(|i| i.role == "fabric")
+        .map(|i| i.name.as_str())
+}
+
+/// Normalises a MAC address: six hex octets separated by `:` or `-` → lowercase, `:`-separated.
+/// Multicast and all-zero addresses are not interface addresses.
+pub fn mac_address(field: &str, mac: &str) -> Result<String, Invalid> {
+    let bad = || {
+        Invalid::new(
+            field,
+            format!("'{mac}' is not a MAC address (six hex octets, e.g. 0e:00:00:00:01:00)"),
+        )
+    };
+    let sep = if mac.contains('-') { '-' } else { ':' };
+    let parts: Vec<&str> = mac.split(sep).collect();
+    if parts.len() != 6 || parts.iter().any(|p| p.len() != 2) {
+        return Err(bad());
+    }
+    let mut octets = [0u8; 6];
+    for (o, p) in octets.iter_mut().zip(&parts) {
+        *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    if octets[0] & 1 == 1 {
+        return Err(Invalid::new(
+            field,
+            format!("'{mac}' is a multicast MAC address; an interface needs a unicast one"),
+        ));
+    }
+    if octets == [0; 6] {
+        return Err(Invalid::new(
+            field,
+            format!("'{mac}' is the all-zero MAC address"),
+        ));
+    }
+    Ok(octets
+        .iter()
+        .map(|o| format!("{o:02x}"))
+        .collect::<Vec<_>>()
+        .join(":"))
+}
+
+/// Checks a Host against its HostType and returns the spec to store: every interface of the
+/// type exactly once (in the type's order) with a normalised MAC, no MAC twice, a known pool.
+/// `host_type` is the resolved id to store.
+pub fn host(
+    h: &pb::Host,
+    ht: &pb::HostType,
+    type_label: &str,
+    host_type: &str,
+) -> Result<pb::HostSpec, Invalid> {
+    metadata(h.metadata.as_ref())?;
+    let spec = h.spec.clone().unwrap_or_default();
+    if !HOST_POOLS.contains(&spec.pool.as_str()) {
+        return Err(Invalid::new(
+            "spec.pool",
+            if spec.pool.is_empty() {
+                "pool is required (baremetal or caas)".to_string()
+            } else {
+                format!("pool '{}' is not one of baremetal, caas", spec.pool)
+            },
+        ));
+    }
+    if ht.interfaces.is_empty() {
+        return Err(Invalid::new(
+            "spec.host_type",
+            format!(
+                "HostType '{type_label}' has no interfaces (a virtual-machine type); a host needs a bare-metal type"
+            ),
+        ));
+    }
+    let names: Vec<&str> = ht.interfaces.iter().map(|i| i.name.as_str()).collect();
+    let mut given: std::collections::HashMap<&str, (usize, String)> =
+        std::collections::HashMap::new();
+    let mut macs: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
+    for (i, iface) in spec.interfaces.iter().enumerate() {
+        let at = format!("spec.interfaces[{i}]");
+        if !names.contains(&iface.name.as_str()) {
+            return Err(Invalid::new(
+                format!("{at}.name"),
+                format!(
+                    "HostType '{type_label}' has no interface '{}' (it has {})",
+                    iface.name,
+                    names.join(", ")
+                ),
+            ));
+        }
+        if given.contains_key(iface.name.as_str()) {
+            return Err(Invalid::new(
+                format!("{at}.name"),
+                format!("interface '{}' is listed twice", iface.name),
+            ));
+        }
+        let mac = mac_address(&format!("{at}.mac_address"), &iface.mac_address)?;
+        if let Some(other) = macs.get(&mac) {
+            return Err(Invalid::new(
+                format!("{at}.mac_address"),
+                format!("MAC {mac} is also given for interface '{other}'; MACs are unique"),
+            ));
+        }
+        macs.insert(mac.clone(), iface.name.as_str());
+        given.insert(iface.name.as_str(), (i, mac));
+    }
+    let missing: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !given.contains_key(n))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Invalid::new(
+            "spec.interfaces",
+            format!(
+                "every interface of HostType '{type_label}' needs its MAC address; missing: {}",
+                missing.join(", ")
+            ),
+        ));
+    }
+    Ok(pb::HostSpec {
+        host_type: host_type.to_string(),
+        interfaces: names
+            .iter()
+            .filter_map(|n| {
+                given.get(n).map(|(_, mac)| pb::HostInterface {
+                    name: (*n).to_string(),
+                    mac_address: mac.clone(),
+                })
+            })
+            .collect(),
+        pool: spec.pool,
+    })
+}
+
+/// Checks the security-group references of one attachment: no empty entry, none twice.
+pub fn security_group_refs(field: &str, sgs: &[String]) -> Result<(), Invalid> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, sg) in sgs.iter().enumerate() {
+        if sg.is_empty() {
+            return Err(Invalid::new(
+                format!("{field}[{i}]"),
+                "security group reference is empty",
+            ));
+        }
+        if !seen.insert(sg.as_str()) {
+            return Err(Invalid::new(
+                format!("{field}[{i}]"),
+                format!("security group '{sg}' is listed twice"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The multi-NIC primary rule (SPEC §3.3): one attachment ⇒ it is primary; several ⇒ exactly
+/// one `primary: true`. Returns the primary flags to store.
+pub fn primary_flags(field: &str, flags: &[bool]) -> Result<Vec<bool>, Invalid> {
+    if flags.len() == 1 {
+        return Ok(vec![true]);
+    }
+    let n = flags.iter().filter(|p| **p).count();
+    if flags.len() > 1 && n != 1 {
+        return Err(Invalid::new(
+            field,
+            format!(
+                "with several network attachments exactly one must be primary (got {n} of {} marked primary: true)",
+                flags.len()
+            ),
+        ));
+    }
+    Ok(flags.to_vec())
+}
+
+/// The network attachments of a ComputeInstance as stored: the deprecated
+/// `network_attachments` input converted, subnets named, SG references well-formed, the
+/// primary rule applied. An empty list is returned as is (the caller decides).
+pub fn compute_attachments(
+    spec: &pb::ComputeInstanceSpec,
+) -> Result<Vec<pb::ComputeNetworkAttachment>, Invalid> {
+    let (field, atts): (&str, Vec<pb::ComputeNetworkAttachment>) = match (
+        spec.compute_network_attachments.is_empty(),
+        spec.network_attachments.is_empty(),
+    ) {
+        (false, false) => {
+            return Err(Invalid::new(
+                "spec.network_attachments",
+                "set either compute_network_attachments or the deprecated network_attachments, not both",
+            ));
+        }
+        (true, false) => (
+            "spec.network_attachments",
+            spec.network_attachments
+                .iter()
+                .map(|a| pb::ComputeNetworkAttachment {
+                    subnet: a.subnet.clone(),
+                    security_groups: a.security_groups.clone(),
+                    primary: false,
+                })
+                .collect(),
+        ),
+        _ => (
+            "spec.compute_network_attachments",
+            spec.compute_network_attachments.clone(),
+        ),
+    };
+    for (i, a) in atts.iter().enumerate() {
+        if a.subnet.is_empty() {
+            return Err(Invalid::new(
+                format!("{field}[{i}].subnet"),
+                "subnet is required",
+            ));
+        }
+        security_group_refs(&format!("{field}[{i}].security_groups"), &a.security_groups)?;
+    }
+    let flags: Vec<bool> = if field == "spec.network_attachments" && atts.len() > 1 {
+        // The deprecated form has no `primary`: its first attachment is the primary one.
+        (0..atts.len()).map(|i| i == 0).collect()
+    } else {
+        atts.iter().map(|a| a.primary).collect()
+    };
+    let flags = primary_flags(field, &flags)?;
+    Ok(atts
+        .into_iter()
+        .zip(flags)
+        .map(|(mut a, p)| {
+            a.primary = p;
+            a
+        })
+        .collect())
+}
+
+/// The network attachments of a BareMetalInstance checked against its HostType (SPEC §3.3):
+/// interfaces exist, never `lifecycle`, none twice, named when there are several, no more than
+/// the attachable interfaces; a single attachment without interface gets the first `fabric`
+/// one; the primary rule. Returns the attachments to store.
+pub fn baremetal_attachments(
+    atts: &[pb::BareMetalNetworkAttachment],
+    ht: &pb::HostType,
+    type_label: &str,
+) -> Result<Vec<pb::BareMetalNetworkAttachment>, Invalid> {
+    let field = "spec.network_attachments";
+    if ht.interfaces.is_empty() {
+        return Err(Invalid::new(
+            "spec.host_type",
+            format!(
+                "HostType '{type_label}' has no interfaces (a virtual-machine type); a bare-metal instance needs a bare-metal type"
+            ),
+        ));
+    }
+    let attachable: Vec<&str> = ht
+        .interfaces
+        .iter()
+        .filter(|i| i.role != LIFECYCLE_ROLE)
+        .map(|i| i.name.as_str())
+        .collect();
+    if atts.len() > attachable.len() {
+        return Err(Invalid::new(
+            field,
+            format!(
+                "{} network attachments but HostType '{type_label}' has only {} tenant-attachable interfaces ({})",
+                atts.len(),
+                attachable.len(),
+                attachable.join(", ")
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(atts.len());
+    let mut used = std::collections::HashSet::new();
+    for (i, a) in atts.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        if a.subnet.is_empty() {
+            return Err(Invalid::new(format!("{at}.subnet"), "subnet is required"));
+        }
+        security_group_refs(&format!("{at}.security_groups"), &a.security_groups)?;
+        let mut a = a.clone();
+        if a.interface.is_empty() {
+            if atts.len() > 1 {
+                return Err(Invalid::new(
+                    format!("{at}.interface"),
+                    "with several network attachments every attachment must name its interface",
+                ));
+            }
+            a.interface = first_fabric_interface(ht)
+                .ok_or_else(|| {
+                    Invalid::new(
+                        format!("{at}.interface"),
+                        format!(
+                            "HostType '{type_label}' has no fabric interface to default to; name the interface"
+                        ),
+                    )
+                })?
+                .to_string();
+        }
+        let Some(iface) = ht.interfaces.iter().find(|x| x.name == a.interface) else {
+            return Err(Invalid::new(
+                format!("{at}.interface"),
+                format!(
+                    "HostType '{type_label}' has no interface '{}' (attachable: {})",
+                    a.interface,
+                    attachable.join(", ")
+                ),
+            ));
+        };
+        if iface.role == LIFECYCLE_ROLE {
+            return Err(Invalid::new(
+                format!("{at}.interface"),
+                format!(
+                    "interface '{}' is a lifecycle interface and is never tenant-attachable",
+                    a.interface
+                ),
+            ));
+        }
+        if !used.insert(a.interface.clone()) {
+            return Err(Invalid::new(
+                format!("{at}.interface"),
+                format!("interface '{}' is attached twice", a.interface),
+            ));
+        }
+        out.push(a);
+    }
+    let flags = primary_flags(field, &out.iter().map(|a| a.primary).collect::<Vec<_>>())?;
+    for (a, p) in out.iter_mut().zip(flags) {
+        a.primary = p;
+    }
+    Ok(out)
+}
+
+/// Checks the shape of a Cluster: node sets named (DNS labels), each with a host type and a
+/// size ≥ 1; the attachment's SG references well-formed. Host types are checked with
+/// [`cluster_node_set`] once resolved.
+pub fn cluster(c: &pb::Cluster) -> Result<(), Invalid> {
+    metadata(c.metadata.as_ref())?;
+    let spec = c.spec.clone().unwrap_or_default();
+    if spec.node_sets.is_empty() {
+        return Err(Invalid::new(
+            "spec.node_sets",
+            "at least one node set is required",
+        ));
+    }
+    let mut names: Vec<&String> = spec.node_sets.keys().collect();
+    names.sort();
+    for name in names {
+        let at = format!("spec.node_sets.{name}");
+        if name.is_empty() {
+            return Err(Invalid::new("spec.node_sets", "a node set needs a name"));
+        }
+        check_name(&at, name)?;
+        let ns = &spec.node_sets[name];
+        if ns.host_type.is_empty() {
+            return Err(Invalid::new(
+                format!("{at}.host_type"),
+                "host_type is required",
+            ));
+        }
+        if ns.size < 1 {
+            return Err(Invalid::new(
+                format!("{at}.size"),
+                format!("size must be at least 1 (got {})", ns.size),
+            ));
+        }
+    }
+    if let Some(a) = &spec.network_attachment {
+        security_group_refs(
+            "spec.network_attachment.security_groups",
+            &a.security_groups,
+        )?;
+    }
+    Ok(())
+}
+
+/// The `fabric_interface` of a cluster node set: the first `fabric` interface of its HostType.
+/// v1 builds clusters from bare-metal agents only.
+pub fn cluster_node_set(
+    name: &str,
+    ht: &pb::HostType,
+    type_label: &str,
+) -> Result<String, Invalid> {
+    let at = format!("spec.node_sets.{name}.host_type");
+    if ht.interfaces.is_empty() {
+        return Err(Invalid::new(
+            at,
+            format!(
+                "HostType '{type_label}' has no interfaces (a virtual-machine type); v1 supports bare-metal node sets only"
+            ),
+        ));
+    }
+    first_fabric_interface(ht)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Invalid::new(
+                at,
+                format!(
+                    "HostType '{type_label}' has no fabric interface; cluster agents join the subnet through one"
+                ),
+            )
+        })
+}
+
 /// Parses a peer CIDR of a rule (either family) for drivers and the CLI.
 pub fn rule_peer(rule: &pb::SecurityRule) -> Result<IpNet, Invalid> {
     if rule.ipv4_cidr.is_empty() {
@@ -544,5 +949,279 @@ mod tests {
         );
         p.spec.as_mut().unwrap().cidrs = vec!["2001:db8::/64".into()];
         assert!(external_ip_pool(&p).unwrap_err().message.contains("IPv6"));
+    }
+
+    fn bm_type() -> pb::HostType {
+        let iface = |name: &str, role: &str| pb::HostTypeInterface {
+            name: name.into(),
+            role: role.into(),
+            description: String::new(),
+        };
+        pb::HostType {
+            interfaces: vec![
+                iface("mgmt-0", "management"),
+                iface("data-0", "fabric"),
+                iface("data-1", "fabric"),
+                iface("bmc-0", "lifecycle"),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn macs_normalise_and_reject_non_unicast() {
+        assert_eq!(
+            mac_address("m", "0E-AA-bb-00-01-FF").unwrap(),
+            "0e:aa:bb:00:01:ff"
+        );
+        assert!(mac_address("m", "0e:aa:bb:00:01").is_err());
+        assert!(mac_address("m", "0e:aa:bb:00:01:zz").is_err());
+        assert!(mac_address("m", "0e:aa-bb:00:01:ff").is_err());
+        assert!(
+            mac_address("m", "01:00:5e:00:00:01")
+                .unwrap_err()
+                .message
+                .contains("multicast")
+        );
+        assert!(mac_address("m", "00:00:00:00:00:00").is_err());
+    }
+
+    #[test]
+    fn host_interfaces_match_the_type() {
+        let ht = bm_type();
+        let ifaces = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(n, m)| pb::HostInterface {
+                    name: (*n).into(),
+                    mac_address: (*m).into(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let all = [
+            ("data-1", "0E:00:00:00:00:02"),
+            ("data-0", "0e:00:00:00:00:01"),
+            ("mgmt-0", "0e:00:00:00:00:03"),
+            ("bmc-0", "0e:00:00:00:00:04"),
+        ];
+        let mut h = pb::Host {
+            spec: Some(pb::HostSpec {
+                host_type: "bm".into(),
+                interfaces: ifaces(&all),
+                pool: "caas".into(),
+            }),
+            ..Default::default()
+        };
+        let spec = host(&h, &ht, "bm", "id-1").unwrap();
+        assert_eq!(spec.host_type, "id-1");
+        let order: Vec<_> = spec.interfaces.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(order, ["mgmt-0", "data-0", "data-1", "bmc-0"]);
+        assert_eq!(spec.interfaces[2].mac_address, "0e:00:00:00:00:02");
+
+        h.spec.as_mut().unwrap().pool = "vm".into();
+        assert_eq!(host(&h, &ht, "bm", "i").unwrap_err().field, "spec.pool");
+        h.spec.as_mut().unwrap().pool = "baremetal".into();
+        h.spec.as_mut().unwrap().interfaces = ifaces(&all[..3]);
+        assert!(
+            host(&h, &ht, "bm", "i")
+                .unwrap_err()
+                .message
+                .contains("missing: bmc-0")
+        );
+        let mut extra = ifaces(&all);
+        extra.push(pb::HostInterface {
+            name: "eth9".into(),
+            mac_address: "0e:00:00:00:00:09".into(),
+        });
+        h.spec.as_mut().unwrap().interfaces = extra;
+        assert_eq!(
+            host(&h, &ht, "bm", "i").unwrap_err().field,
+            "spec.interfaces[4].name"
+        );
+        let mut dup = ifaces(&all);
+        dup[1].mac_address = "0e:00:00:00:00:02".into();
+        h.spec.as_mut().unwrap().interfaces = dup;
+        assert_eq!(
+            host(&h, &ht, "bm", "i").unwrap_err().field,
+            "spec.interfaces[1].mac_address"
+        );
+        assert!(host(&h, &pb::HostType::default(), "vm", "i").is_err());
+    }
+
+    #[test]
+    fn compute_attachment_rules() {
+        let att = |subnet: &str, primary: bool| pb::ComputeNetworkAttachment {
+            subnet: subnet.into(),
+            security_groups: vec![],
+            primary,
+        };
+        let mut spec = pb::ComputeInstanceSpec {
+            compute_network_attachments: vec![att("a", false)],
+            ..Default::default()
+        };
+        assert!(compute_attachments(&spec).unwrap()[0].primary);
+        spec.compute_network_attachments = vec![att("a", false), att("b", false)];
+        let e = compute_attachments(&spec).unwrap_err();
+        assert!(e.message.contains("exactly one must be primary"), "{e}");
+        spec.compute_network_attachments = vec![att("a", true), att("b", true)];
+        assert!(compute_attachments(&spec).is_err());
+        spec.compute_network_attachments = vec![att("a", false), att("b", true)];
+        let out = compute_attachments(&spec).unwrap();
+        assert_eq!(
+            out.iter().map(|a| a.primary).collect::<Vec<_>>(),
+            [false, true]
+        );
+        spec.network_attachments = vec![pb::NetworkAttachment {
+            subnet: "c".into(),
+            security_groups: vec![],
+        }];
+        assert_eq!(
+            compute_attachments(&spec).unwrap_err().field,
+            "spec.network_attachments"
+        );
+        spec.compute_network_attachments.clear();
+        spec.network_attachments.push(pb::NetworkAttachment {
+            subnet: "d".into(),
+            security_groups: vec!["x".into(), "x".into()],
+        });
+        assert_eq!(
+            compute_attachments(&spec).unwrap_err().field,
+            "spec.network_attachments[1].security_groups[1]"
+        );
+        spec.network_attachments[1].security_groups.pop();
+        let out = compute_attachments(&spec).unwrap();
+        assert_eq!(
+            out.iter()
+                .map(|a| (a.subnet.as_str(), a.primary))
+                .collect::<Vec<_>>(),
+            [("c", true), ("d", false)]
+        );
+        spec.network_attachments.clear();
+        assert!(compute_attachments(&spec).unwrap().is_empty());
+        spec.compute_network_attachments = vec![att("", true)];
+        assert_eq!(
+            compute_attachments(&spec).unwrap_err().field,
+            "spec.compute_network_attachments[0].subnet"
+        );
+    }
+
+    #[test]
+    fn baremetal_attachment_rules() {
+        let ht = bm_type();
+        let att = |iface: &str, primary: bool| pb::BareMetalNetworkAttachment {
+            subnet: "s".into(),
+            security_groups: vec![],
+            interface: iface.into(),
+            primary,
+        };
+        let check =
+            |atts: &[pb::BareMetalNetworkAttachment]| baremetal_attachments(atts, &ht, "bm");
+        // A single attachment defaults to the first fabric interface and is primary.
+        let out = check(&[att("", false)]).unwrap();
+        assert_eq!(
+            (out[0].interface.as_str(), out[0].primary),
+            ("data-0", true)
+        );
+        let e = check(&[att("eth7", false)]).unwrap_err();
+        assert_eq!(e.field, "spec.network_attachments[0].interface");
+        assert!(e.message.contains("no interface 'eth7'"));
+        assert!(
+            check(&[att("bmc-0", false)])
+                .unwrap_err()
+                .message
+                .contains("lifecycle")
+        );
+        assert!(
+            check(&[att("data-0", true), att("data-0", false)])
+                .unwrap_err()
+                .message
+                .contains("attached twice")
+        );
+        assert!(
+            check(&[att("data-0", true), att("", false)])
+                .unwrap_err()
+                .message
+                .contains("must name its interface")
+        );
+        assert!(
+            check(&[att("data-0", false), att("data-1", false)])
+                .unwrap_err()
+                .message
+                .contains("exactly one must be primary")
+        );
+        let out = check(&[att("data-0", false), att("data-1", true)]).unwrap();
+        assert!(!out[0].primary && out[1].primary);
+        let four = [
+            att("data-0", true),
+            att("data-1", false),
+            att("mgmt-0", false),
+            att("bmc-0", false),
+        ];
+        assert!(
+            check(&four)
+                .unwrap_err()
+                .message
+                .contains("only 3 tenant-attachable")
+        );
+        let no_fabric = pb::HostType {
+            interfaces: vec![ht.interfaces[0].clone()],
+            ..Default::default()
+        };
+        assert!(
+            baremetal_attachments(&[att("", false)], &no_fabric, "x")
+                .unwrap_err()
+                .message
+                .contains("no fabric interface")
+        );
+        assert_eq!(
+            baremetal_attachments(&[att("", false)], &pb::HostType::default(), "vm")
+                .unwrap_err()
+                .field,
+            "spec.host_type"
+        );
+    }
+
+    #[test]
+    fn cluster_rules() {
+        let mut c = pb::Cluster {
+            spec: Some(pb::ClusterSpec::default()),
+            ..Default::default()
+        };
+        assert_eq!(cluster(&c).unwrap_err().field, "spec.node_sets");
+        let ns = |ht: &str, size: i32| pb::ClusterNodeSet {
+            host_type: ht.into(),
+            size,
+            fabric_interface: String::new(),
+        };
+        let spec = c.spec.as_mut().unwrap();
+        spec.node_sets.insert("workers".into(), ns("bm", 0));
+        assert_eq!(
+            cluster(&c).unwrap_err().field,
+            "spec.node_sets.workers.size"
+        );
+        let spec = c.spec.as_mut().unwrap();
+        spec.node_sets.insert("workers".into(), ns("", 3));
+        assert_eq!(
+            cluster(&c).unwrap_err().field,
+            "spec.node_sets.workers.host_type"
+        );
+        let spec = c.spec.as_mut().unwrap();
+        spec.node_sets.clear();
+        spec.node_sets.insert("Bad_Name".into(), ns("bm", 3));
+        assert!(cluster(&c).is_err());
+        let spec = c.spec.as_mut().unwrap();
+        spec.node_sets.clear();
+        spec.node_sets.insert("workers".into(), ns("bm", 3));
+        assert!(cluster(&c).is_ok());
+        assert_eq!(
+            cluster_node_set("workers", &bm_type(), "bm").unwrap(),
+            "data-0"
+        );
+        assert!(
+            cluster_node_set("workers", &pb::HostType::default(), "vm")
+                .unwrap_err()
+                .message
+                .contains("bare-metal node sets only")
+        );
     }
 }

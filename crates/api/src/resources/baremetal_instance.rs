@@ -1,19 +1,88 @@
-//! BareMetalInstance: placeholder until the workloads issue implements its rules.
+//! BareMetalInstance: attachments checked against the HostType (SPEC §3.3) and stored with the
+//! resolved interface, ids and primary flag; `host_type` stored as an id. Only the security
+//! groups of an attachment (and metadata) change afterwards.
 
+use osac_model::{Kind, pb, validate};
 use osac_store::Record;
 use serde_json::Value;
 
+use super::workload::{self, AttachmentInput};
 use crate::error::{ApiError, ApiResult};
+use crate::object::{body_of, parse, to_json};
 use crate::service::Cx;
 
-pub async fn create(_cx: &mut Cx<'_>, _obj: &Value) -> ApiResult<Value> {
-    Err(ApiError::precondition(
-        "BareMetalInstance is not supported yet",
-    ))
+const FIELD: &str = "spec.network_attachments";
+
+pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+    let mut bm: pb::BareMetalInstance = parse(Kind::BareMetalInstance, obj)?;
+    validate::metadata(bm.metadata.as_ref())?;
+    let spec = bm.spec.get_or_insert_with(Default::default);
+    if !spec.catalog_item.is_empty() {
+        return Err(ApiError::invalid(
+            "spec.catalog_item: catalog items are not available in this deployment; set spec.host_type",
+        ));
+    }
+    if spec.host_type.is_empty() {
+        return Err(ApiError::invalid("spec.host_type: host_type is required"));
+    }
+    workload::refuse_auto_external_ip(spec.auto_external_ip_attachment)?;
+    let ht_rec = super::resolve(cx, Kind::HostType, "spec.host_type", &spec.host_type, false)
+        .await?;
+    let ht: pb::HostType = ht_rec.decode()?;
+    if spec.network_attachments.is_empty() {
+        if ht.interfaces.is_empty() {
+            // A VM type is the more useful thing to say.
+            validate::baremetal_attachments(&[], &ht, ht_rec.label())?;
+        }
+        return Err(workload::no_attachments(FIELD));
+    }
+    let mut atts = validate::baremetal_attachments(&spec.network_attachments, &ht, ht_rec.label())?;
+    let inputs: Vec<AttachmentInput<'_>> = atts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| AttachmentInput {
+            field: format!("{FIELD}[{i}]"),
+            subnet: &a.subnet,
+            security_groups: &a.security_groups,
+        })
+        .collect();
+    let net = workload::resolve_attachments(cx, &inputs).await?;
+    for ((a, subnet), sgs) in atts.iter_mut().zip(net.subnets).zip(net.security_groups) {
+        a.subnet = subnet;
+        a.security_groups = sgs;
+    }
+    workload::lock_refs(cx, vec![(ht_rec.id.clone(), "spec.host_type".into())]).await?;
+    spec.network_attachments = atts;
+    spec.host_type = ht_rec.id.clone();
+    Ok(body_of(&to_json(&bm)?))
 }
 
-pub async fn update(_cx: &mut Cx<'_>, _current: &Record, _body: &mut Value) -> ApiResult<()> {
-    Err(ApiError::precondition(
-        "BareMetalInstance is not supported yet",
-    ))
+/// Only the security groups of the attachments (re-validated) and metadata may change.
+pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
+    let mut bm: pb::BareMetalInstance = parse(Kind::BareMetalInstance, body)?;
+    validate::metadata(bm.metadata.as_ref())?;
+    let spec = bm.spec.get_or_insert_with(Default::default);
+    let old: pb::BareMetalInstance = current.decode()?;
+    let first = old
+        .spec
+        .as_ref()
+        .and_then(|s| s.network_attachments.first())
+        .map(|a| a.subnet.clone())
+        .unwrap_or_default();
+    let vn = workload::stored_vn(cx, &first).await?;
+    let mut refs = Vec::new();
+    for (i, a) in spec.network_attachments.iter_mut().enumerate() {
+        let field = format!("{FIELD}[{i}].security_groups");
+        a.security_groups =
+            workload::resolve_security_groups(cx, &field, &a.security_groups, &vn).await?;
+        refs.extend(
+            a.security_groups
+                .iter()
+                .enumerate()
+                .map(|(j, id)| (id.clone(), format!("{field}[{j}]"))),
+        );
+    }
+    workload::lock_refs(cx, refs).await?;
+    *body = body_of(&to_json(&bm)?);
+    Ok(())
 }

@@ -1,19 +1,78 @@
-//! ComputeInstance: placeholder until the workloads issue implements its rules.
+//! ComputeInstance (VM): network attachments resolved and stored with ids and the primary flag;
+//! the deprecated `network_attachments` input is converted. Only the security groups of an
+//! attachment (and metadata) change afterwards. VMs need a k8s manager (hosting clusters).
 
+use osac_model::{Kind, pb, validate};
 use osac_store::Record;
 use serde_json::Value;
 
+use super::workload::{self, AttachmentInput};
 use crate::error::{ApiError, ApiResult};
+use crate::object::{body_of, parse, to_json};
 use crate::service::Cx;
 
-pub async fn create(_cx: &mut Cx<'_>, _obj: &Value) -> ApiResult<Value> {
-    Err(ApiError::precondition(
-        "ComputeInstance is not supported yet",
-    ))
+const FIELD: &str = "spec.compute_network_attachments";
+
+pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+    let mut ci: pb::ComputeInstance = parse(Kind::ComputeInstance, obj)?;
+    validate::metadata(ci.metadata.as_ref())?;
+    let spec = ci.spec.get_or_insert_with(Default::default);
+    let mut atts = validate::compute_attachments(spec)?;
+    workload::refuse_auto_external_ip(spec.auto_external_ip_attachment)?;
+    if atts.is_empty() {
+        return Err(workload::no_attachments(FIELD));
+    }
+    let inputs: Vec<AttachmentInput<'_>> = atts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| AttachmentInput {
+            field: format!("{FIELD}[{i}]"),
+            subnet: &a.subnet,
+            security_groups: &a.security_groups,
+        })
+        .collect();
+    let net = workload::resolve_attachments(cx, &inputs).await?;
+    workload::require_k8s(cx, &net.vn, "virtual machines").await?;
+    for ((a, subnet), sgs) in atts.iter_mut().zip(net.subnets).zip(net.security_groups) {
+        a.subnet = subnet;
+        a.security_groups = sgs;
+    }
+    spec.compute_network_attachments = atts;
+    spec.network_attachments.clear();
+    Ok(body_of(&to_json(&ci)?))
 }
 
-pub async fn update(_cx: &mut Cx<'_>, _current: &Record, _body: &mut Value) -> ApiResult<()> {
-    Err(ApiError::precondition(
-        "ComputeInstance is not supported yet",
-    ))
+/// Only the security groups of the attachments (re-validated) and metadata may change.
+pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
+    let mut ci: pb::ComputeInstance = parse(Kind::ComputeInstance, body)?;
+    validate::metadata(ci.metadata.as_ref())?;
+    let spec = ci.spec.get_or_insert_with(Default::default);
+    if !spec.network_attachments.is_empty() {
+        return Err(ApiError::invalid(
+            "spec.network_attachments: the deprecated form is accepted at creation only; change spec.compute_network_attachments[].security_groups instead",
+        ));
+    }
+    let old: pb::ComputeInstance = current.decode()?;
+    let first = old
+        .spec
+        .as_ref()
+        .and_then(|s| s.compute_network_attachments.first())
+        .map(|a| a.subnet.clone())
+        .unwrap_or_default();
+    let vn = workload::stored_vn(cx, &first).await?;
+    let mut refs = Vec::new();
+    for (i, a) in spec.compute_network_attachments.iter_mut().enumerate() {
+        let field = format!("{FIELD}[{i}].security_groups");
+        a.security_groups =
+            workload::resolve_security_groups(cx, &field, &a.security_groups, &vn).await?;
+        refs.extend(
+            a.security_groups
+                .iter()
+                .enumerate()
+                .map(|(j, id)| (id.clone(), format!("{field}[{j}]"))),
+        );
+    }
+    workload::lock_refs(cx, refs).await?;
+    *body = body_of(&to_json(&ci)?);
+    Ok(())
 }

@@ -1,12 +1,13 @@
 //! ExternalIPAttachment (inbound DNAT): external IP ALLOCATED and free, exactly one target,
-//! `target_endpoint` only for clusters. Workload targets arrive with the workloads release:
-//! until then a create that passes every other rule is refused with FAILED_PRECONDITION.
+//! `target_endpoint` only for clusters. The target workload must exist in the writer's tenant
+//! (another tenant's ⇒ NOT_FOUND) and not be deleting; its id is stored. It may not have an IP
+//! yet: the attachment then stays PENDING until it has one (docs/workloads.md).
 
 use osac_model::validate::AttachmentTarget;
 use osac_model::{Kind, pb, validate};
 use serde_json::Value;
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::object::{body_of, parse, to_json};
 use crate::service::Cx;
 
@@ -16,17 +17,20 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let spec = a.spec.get_or_insert_with(Default::default);
     let eip = super::external_ip::require_free(cx, &spec.external_ip).await?;
     spec.external_ip = eip.id.clone();
-    let (field, what) = match target {
-        AttachmentTarget::ComputeInstance(_) => ("spec.compute_instance", "compute instances"),
-        AttachmentTarget::Cluster(..) => ("spec.cluster", "clusters"),
-        AttachmentTarget::BaremetalInstance(_) => {
-            ("spec.baremetal_instance", "bare-metal instances")
+    let (kind, field, key) = match &target {
+        AttachmentTarget::ComputeInstance(k) => {
+            (Kind::ComputeInstance, "spec.compute_instance", k)
+        }
+        AttachmentTarget::Cluster(k, _) => (Kind::Cluster, "spec.cluster", k),
+        AttachmentTarget::BaremetalInstance(k) => {
+            (Kind::BareMetalInstance, "spec.baremetal_instance", k)
         }
     };
-    if !workload_targets_supported() {
-        return Err(ApiError::precondition(format!(
-            "{field}: attaching external IPs to {what} is not supported yet (workloads arrive in the next release)"
-        )));
+    let workload = super::resolve(cx, kind, field, key, true).await?;
+    match kind {
+        Kind::ComputeInstance => spec.compute_instance = workload.id,
+        Kind::Cluster => spec.cluster = workload.id,
+        _ => spec.baremetal_instance = workload.id,
     }
     Ok(body_of(&to_json(&a)?))
 }
@@ -35,9 +39,4 @@ pub fn update(body: &mut Value) -> ApiResult<()> {
     let a: pb::ExternalIpAttachment = parse(Kind::ExternalIpAttachment, body)?;
     validate::metadata(a.metadata.as_ref())?;
     Ok(())
-}
-
-/// Workload kinds are not part of this release; the seam for the next one.
-const fn workload_targets_supported() -> bool {
-    false
 }

@@ -1,9 +1,12 @@
-//! HostType: a class of hosts and its ordered interfaces.
+//! HostType: a class of hosts and its ordered interfaces. Hosts and workloads depend on the
+//! interfaces (hosts list a MAC per interface, attachments and node sets name them), so the
+//! interfaces cannot change while anything uses the type.
 
 use osac_model::{Kind, pb, validate};
+use osac_store::Record;
 use serde_json::Value;
 
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
 use crate::service::Cx;
 
@@ -13,8 +16,38 @@ pub async fn create(_cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     Ok(body_of(&to_json(&ht)?))
 }
 
-pub fn update(body: &mut Value) -> ApiResult<()> {
+pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
     let ht: pb::HostType = parse(Kind::HostType, body)?;
     validate::host_type(&ht)?;
+    let old: pb::HostType = current.decode()?;
+    if old.interfaces == ht.interfaces {
+        return Ok(());
+    }
+    // Descriptions are documentation; names, roles and order are what others rely on.
+    let shape = |t: &pb::HostType| {
+        t.interfaces
+            .iter()
+            .map(|i| (i.name.clone(), i.role.clone()))
+            .collect::<Vec<_>>()
+    };
+    if shape(&old) == shape(&ht) {
+        return Ok(());
+    }
+    for r in cx.tx.referrers(&current.id).await? {
+        if !matches!(
+            r.source_kind,
+            Kind::Host | Kind::BareMetalInstance | Kind::Cluster
+        ) {
+            continue;
+        }
+        if let Some(user) = cx.tx.get(&r.source).await? {
+            return Err(ApiError::precondition(format!(
+                "interfaces: the interfaces of HostType '{}' cannot change while {} '{}' uses it",
+                current.label(),
+                user.kind,
+                user.label()
+            )));
+        }
+    }
     Ok(())
 }

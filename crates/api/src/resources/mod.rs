@@ -15,6 +15,7 @@ pub mod security_group;
 pub mod subnet;
 pub mod tenant;
 pub mod virtual_network;
+pub mod workload;
 
 use osac_model::Kind;
 use osac_store::{Record, Tx};
@@ -74,7 +75,7 @@ pub async fn prepare_update(
     match kind {
         Kind::NetworkClass => network_class::update(cx, current, body).await,
         Kind::ExternalIpPool => external_ip_pool::update(body),
-        Kind::HostType => host_type::update(body),
+        Kind::HostType => host_type::update(cx, current, body).await,
         Kind::Tenant => tenant::update(current, body),
         Kind::VirtualNetwork => virtual_network::update(body),
         Kind::Subnet => subnet::update(body),
@@ -86,6 +87,23 @@ pub async fn prepare_update(
         Kind::ComputeInstance => compute_instance::update(cx, current, body).await,
         Kind::BareMetalInstance => baremetal_instance::update(cx, current, body).await,
         Kind::Cluster => cluster::update(cx, current, body).await,
+    }
+}
+
+/// Before the immutability check of an update: names written where ids are stored, and
+/// resolved defaults left out, are made equal to the stored values (see
+/// [`workload::canonicalize_update`]).
+pub async fn canonicalize_update(
+    cx: &mut Cx<'_>,
+    kind: Kind,
+    current: &Record,
+    new_obj: &mut Value,
+) -> ApiResult<()> {
+    match kind {
+        Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster | Kind::Host => {
+            workload::canonicalize_update(cx, kind, current, new_obj).await
+        }
+        _ => Ok(()),
     }
 }
 

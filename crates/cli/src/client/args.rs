@@ -128,15 +128,78 @@ pub enum CreateKind {
     /// A NATGateway (outbound SNAT of a VirtualNetwork)
     #[command(name = "natgateway", visible_aliases = ["nat-gateway", "nat"])]
     NatGateway(CreateNatGateway),
-    /// A ComputeInstance (from a file)
+    /// A ComputeInstance (virtual machine) on one or more subnets
     #[command(name = "computeinstance", visible_aliases = ["compute-instance", "vm"])]
-    ComputeInstance(FileOnly),
-    /// A BareMetalInstance (from a file)
-    #[command(name = "baremetalinstance", visible_aliases = ["baremetal-instance", "bmi"])]
-    BareMetalInstance(FileOnly),
-    /// A Cluster (from a file)
+    ComputeInstance(CreateComputeInstance),
+    /// A BareMetalInstance (a server from the inventory) on one or more subnets
+    #[command(name = "baremetalinstance", visible_aliases = ["baremetal-instance", "bmi", "bm"])]
+    BareMetalInstance(CreateBareMetalInstance),
+    /// A Cluster of bare-metal nodes on one subnet, with API and ingress endpoints
     #[command(name = "cluster")]
-    Cluster(FileOnly),
+    Cluster(CreateCluster),
+}
+
+/// `osac create computeinstance`.
+#[derive(Debug, clap::Args)]
+pub struct CreateComputeInstance {
+    /// VM template, e.g. ocp_virt_vm
+    #[arg(long, required_unless_present = "from_file")]
+    pub template: Option<String>,
+    /// Network attachment "subnet=NAME[,security-groups=A;B][,primary]" (repeatable; one
+    /// per NIC, exactly one primary when several; default: the tenant's default subnet)
+    #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
+    pub network_attachments: Vec<String>,
+    /// Template parameter KEY=VALUE (repeatable; JSON values such as 4 or true are typed)
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    /// Give the instance an ExternalIP and an attachment to its primary IP automatically
+    #[arg(long)]
+    pub external_ip_attachment: bool,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac create baremetalinstance`.
+#[derive(Debug, clap::Args)]
+pub struct CreateBareMetalInstance {
+    /// HostType of the server, e.g. h100
+    #[arg(long, required_unless_present = "from_file")]
+    pub host_type: Option<String>,
+    /// Network attachment "interface=NAME,subnet=NAME[,security-groups=A;B][,primary]"
+    /// (repeatable; every attachment names its interface when several, exactly one primary)
+    #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
+    pub network_attachments: Vec<String>,
+    /// Template parameter KEY=VALUE (repeatable)
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    /// Give the server an ExternalIP and an attachment to its primary IP automatically
+    #[arg(long)]
+    pub external_ip_attachment: bool,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac create cluster`.
+#[derive(Debug, clap::Args)]
+pub struct CreateCluster {
+    /// Cluster template, e.g. ocp_4_17_small
+    #[arg(long, required_unless_present = "from_file")]
+    pub template: Option<String>,
+    /// The cluster's network attachment "subnet=NAME[,security-groups=A;B]" (one per
+    /// cluster; default: the tenant's default subnet)
+    #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
+    pub network_attachment: Option<String>,
+    /// Node set NAME=HOST_TYPE,size=N, e.g. workers=h100,size=3 (repeatable)
+    #[arg(long = "node-set", value_name = "NAME=HOST_TYPE,size=N")]
+    pub node_sets: Vec<String>,
+    /// Template parameter KEY=VALUE (repeatable)
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    /// Give the cluster an ExternalIP and an attachment to its API endpoint automatically
+    #[arg(long)]
+    pub external_ip_attachment: bool,
+    #[command(flatten)]
+    pub common: CreateCommon,
 }
 
 /// `osac create virtualnetwork`.
@@ -256,13 +319,6 @@ pub struct CreateNatGateway {
         required_unless_present = "from_file"
     )]
     pub external_ip: Option<String>,
-    #[command(flatten)]
-    pub common: CreateCommon,
-}
-
-/// Kinds created from a file only.
-#[derive(Debug, clap::Args)]
-pub struct FileOnly {
     #[command(flatten)]
     pub common: CreateCommon,
 }
@@ -539,14 +595,31 @@ pub struct CreateHost {
     /// HostType
     #[arg(long, required_unless_present = "from_file")]
     pub host_type: Option<String>,
-    /// Interface NAME=MAC (repeatable)
-    #[arg(long = "interface", value_name = "NAME=MAC")]
+    /// Interfaces NAME=MAC[,NAME=MAC…], one per interface of the HostType (repeatable)
+    #[arg(long = "interface", value_name = "NAME=MAC,…")]
     pub interfaces: Vec<String>,
-    /// Inventory pool: baremetal or caas
-    #[arg(long)]
-    pub pool: Option<String>,
+    /// Inventory pool: baremetal (BareMetalInstances) or caas (cluster agents)
+    #[arg(long, value_enum)]
+    pub pool: Option<HostPoolArg>,
     #[command(flatten)]
     pub common: CreateCommon,
+}
+
+/// Host inventory pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HostPoolArg {
+    Baremetal,
+    Caas,
+}
+
+impl HostPoolArg {
+    /// The pool as the API names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostPoolArg::Baremetal => "baremetal",
+            HostPoolArg::Caas => "caas",
+        }
+    }
 }
 
 /// Token roles.

@@ -5,19 +5,23 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use super::args::{
-    AdminCreateKind, CreateCommon, CreateExternalIp, CreateExternalIpAttachment, CreateHost,
-    CreateHostType, CreateKind, CreateNatGateway, CreateNetworkClass, CreatePool,
-    CreateSecurityGroup, CreateSubnet, CreateTenant, CreateToken, CreateVirtualNetwork,
-    EndpointArg, IpFamilyArg,
+    AdminCreateKind, CreateBareMetalInstance, CreateCluster, CreateCommon, CreateComputeInstance,
+    CreateExternalIp, CreateExternalIpAttachment, CreateHost, CreateHostType, CreateKind,
+    CreateNatGateway, CreateNetworkClass, CreatePool, CreateSecurityGroup, CreateSubnet,
+    CreateTenant, CreateToken, CreateVirtualNetwork, EndpointArg, IpFamilyArg,
 };
 use super::kind::{Kind, Scope};
 use super::ops::{Ctx, check_access, load_object_file, merge, print_objects, put, strip_read_only};
 use super::output::{emit, object_label};
 use super::parse::{
-    Direction, Family, capability_field, cidr_family, parse_host_interface,
+    Direction, Family, capability_field, cidr_family, parse_host_interfaces,
     parse_host_type_interface, parse_label, parse_rules, split_cidrs,
 };
 use super::wait::{Goal, wait};
+use super::workload::{
+    AttachmentFor, parse_network_attachment, parse_network_attachments, parse_node_sets,
+    parse_params,
+};
 
 fn flag_err(flag: &'static str) -> impl Fn(String) -> anyhow::Error {
     move |e| anyhow!("--{flag}: {e}")
@@ -145,21 +149,90 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             put(&mut spec, "external_ip", external_ip.clone());
             (Kind::NatGateway, common)
         }
-        CreateKind::ComputeInstance(a) => (Kind::ComputeInstance, &a.common),
-        CreateKind::BareMetalInstance(a) => (Kind::BareMetalInstance, &a.common),
-        CreateKind::Cluster(a) => (Kind::Cluster, &a.common),
+        CreateKind::ComputeInstance(a) => {
+            let CreateComputeInstance {
+                template,
+                network_attachments,
+                params,
+                external_ip_attachment,
+                common,
+            } = a;
+            put(&mut spec, "template", template.clone());
+            workload_common(&mut spec, params, *external_ip_attachment)?;
+            if !network_attachments.is_empty() {
+                spec.insert(
+                    "compute_network_attachments".into(),
+                    parse_network_attachments(network_attachments, AttachmentFor::Vm)
+                        .map_err(flag_err("network-attachment"))?,
+                );
+            }
+            (Kind::ComputeInstance, common)
+        }
+        CreateKind::BareMetalInstance(a) => {
+            let CreateBareMetalInstance {
+                host_type,
+                network_attachments,
+                params,
+                external_ip_attachment,
+                common,
+            } = a;
+            put(&mut spec, "host_type", host_type.clone());
+            workload_common(&mut spec, params, *external_ip_attachment)?;
+            if !network_attachments.is_empty() {
+                spec.insert(
+                    "network_attachments".into(),
+                    parse_network_attachments(network_attachments, AttachmentFor::BareMetal)
+                        .map_err(flag_err("network-attachment"))?,
+                );
+            }
+            (Kind::BareMetalInstance, common)
+        }
+        CreateKind::Cluster(a) => {
+            let CreateCluster {
+                template,
+                network_attachment,
+                node_sets,
+                params,
+                external_ip_attachment,
+                common,
+            } = a;
+            put(&mut spec, "template", template.clone());
+            workload_common(&mut spec, params, *external_ip_attachment)?;
+            if let Some(na) = network_attachment {
+                let att = parse_network_attachment(na, AttachmentFor::Cluster)
+                    .map_err(flag_err("network-attachment"))?;
+                spec.insert("network_attachment".into(), att.to_json());
+            }
+            if !node_sets.is_empty() {
+                spec.insert(
+                    "node_sets".into(),
+                    parse_node_sets(node_sets).map_err(flag_err("node-set"))?,
+                );
+            }
+            (Kind::Cluster, common)
+        }
     };
-    if matches!(
-        kind,
-        Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster
-    ) && common.from_file.is_none()
-    {
-        bail!(
-            "`osac create {}` takes the object from a file: --from-file FILE (YAML or JSON)",
-            kind.name()
+    Ok((kind, common, with_spec(Map::new(), spec)))
+}
+
+/// `template_parameters` and `auto_external_ip_attachment`, shared by the workload kinds.
+fn workload_common(
+    spec: &mut Map<String, Value>,
+    params: &[String],
+    auto_external_ip: bool,
+) -> anyhow::Result<()> {
+    if !params.is_empty() {
+        spec.insert(
+            "template_parameters".into(),
+            parse_params(params).map_err(flag_err("param"))?,
         );
     }
-    Ok((kind, common, with_spec(Map::new(), spec)))
+    put(
+        spec,
+        "auto_external_ip_attachment",
+        auto_external_ip.then_some(true),
+    );
+    Ok(())
 }
 
 /// The object a provider create command describes.
@@ -286,14 +359,20 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
             } = a;
             put(&mut spec, "host_type", host_type.clone());
             if !interfaces.is_empty() {
-                let ifs = interfaces
-                    .iter()
-                    .map(|i| parse_host_interface(i))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(flag_err("interface"))?;
+                let mut ifs = Vec::new();
+                for i in interfaces {
+                    ifs.extend(parse_host_interfaces(i).map_err(flag_err("interface"))?);
+                }
+                let mut seen = std::collections::HashSet::new();
+                for i in &ifs {
+                    let name = i["name"].as_str().unwrap_or_default();
+                    if !seen.insert(name.to_string()) {
+                        bail!("--interface: interface '{name}' is given twice");
+                    }
+                }
                 spec.insert("interfaces".into(), Value::Array(ifs));
             }
-            put(&mut spec, "pool", pool.clone());
+            put(&mut spec, "pool", pool.map(|p| p.as_str()));
             (Kind::Host, common)
         }
         AdminCreateKind::Token(_) => return Ok(None),
@@ -554,8 +633,6 @@ mod tests {
             v["spec"],
             json!({"virtual_network": "my-net", "external_ip": "nat-ip"})
         );
-        let e = err(tenant("create computeinstance --name vm"));
-        assert!(e.contains("--from-file"), "{e}");
     }
 
     #[test]
@@ -563,6 +640,8 @@ mod tests {
         let bad = [
             "create subnet --cidr 10.0.1.0/24",
             "create vn --name x",
+            "create computeinstance --name vm",
+            "create cluster --node-set w=h,size=1",
             "create eipa --externalip ip --cluster c1",
             "create eipa --externalip ip --compute-instance a --baremetal-instance b",
             "create eipa --externalip ip --compute-instance a --cluster c --endpoint api",
@@ -675,6 +754,203 @@ mod tests {
             panic!()
         };
         assert!(admin_body(&c.what).unwrap().is_none());
+    }
+
+    /// Splits like a shell would for the test lines below: words on whitespace, except inside
+    /// single quotes.
+    fn tenant_words(words: &[&str]) -> anyhow::Result<Value> {
+        let c = Cli::try_parse_from(std::iter::once("osac").chain(words.iter().copied()))
+            .unwrap_or_else(|e| panic!("{words:?}: {e}"))
+            .cmd;
+        let ClientCommand::Create(c) = c else {
+            panic!("not create")
+        };
+        let (kind, common, flags) = tenant_body(&c.what)?;
+        request_body(kind, common, flags)
+    }
+
+    #[test]
+    fn compute_instance_spec_forms() {
+        let v = tenant(
+            "create computeinstance --template ocp_virt_vm \
+             --network-attachment subnet=my-subnet,security-groups=my-sg --name my-vm",
+        )
+        .unwrap();
+        let want = json!({
+            "metadata": {"name": "my-vm"},
+            "spec": {"template": "ocp_virt_vm", "compute_network_attachments": [
+                {"subnet": "my-subnet", "security_groups": ["my-sg"]}]}
+        });
+        assert_eq!(v, want);
+        let v = tenant_words(&[
+            "create",
+            "vm",
+            "--template",
+            "t",
+            "--network-attachment",
+            "subnet=a,security-groups=web;ssh,primary",
+            "--network-attachment",
+            "subnet=b",
+            "--param",
+            "cpus=4",
+            "--param",
+            "image=rhel9",
+            "--name",
+            "vm1",
+            "--wait",
+        ])
+        .unwrap();
+        let want = json!({
+            "metadata": {"name": "vm1"},
+            "spec": {"template": "t",
+                "template_parameters": {"cpus": 4, "image": "rhel9"},
+                "compute_network_attachments": [
+                    {"subnet": "a", "security_groups": ["web", "ssh"], "primary": true},
+                    {"subnet": "b"}]}
+        });
+        assert_eq!(v, want);
+        let v = tenant(
+            "create computeinstance --template ocp_virt_vm --external-ip-attachment --name my-vm",
+        )
+        .unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"template": "ocp_virt_vm", "auto_external_ip_attachment": true})
+        );
+        let e = err(tenant(
+            "create vm --template t --network-attachment subnet=a,interface=eth0",
+        ));
+        assert!(
+            e.starts_with("--network-attachment: invalid network attachment"),
+            "{e}"
+        );
+        let e = err(tenant(
+            "create vm --template t --network-attachment subnet=a --network-attachment subnet=b",
+        ));
+        assert!(e.contains("exactly one is primary"), "{e}");
+        assert!(
+            try_parse("create vm --name x").is_err(),
+            "--template is required"
+        );
+    }
+
+    #[test]
+    fn baremetal_instance_spec_form() {
+        let v = tenant(
+            "create baremetalinstance --host-type h100 \
+             --network-attachment interface=data-0,subnet=a,primary \
+             --network-attachment interface=data-1,subnet=b --name s1",
+        )
+        .unwrap();
+        let want = json!({
+            "metadata": {"name": "s1"},
+            "spec": {"host_type": "h100", "network_attachments": [
+                {"subnet": "a", "interface": "data-0", "primary": true},
+                {"subnet": "b", "interface": "data-1"}]}
+        });
+        assert_eq!(v, want);
+        let e = err(tenant(
+            "create bmi --host-type h --network-attachment subnet=a,primary --network-attachment interface=data-1,subnet=b",
+        ));
+        assert!(e.contains("names its interface"), "{e}");
+        assert!(
+            try_parse("create bmi --name x").is_err(),
+            "--host-type is required"
+        );
+    }
+
+    #[test]
+    fn cluster_spec_form() {
+        let v = tenant(
+            "create cluster --template ocp_4_17_small --network-attachment subnet=my-subnet \
+             --node-set workers=h100,size=3 --name c1",
+        )
+        .unwrap();
+        let want = json!({
+            "metadata": {"name": "c1"},
+            "spec": {"template": "ocp_4_17_small",
+                     "network_attachment": {"subnet": "my-subnet"},
+                     "node_sets": {"workers": {"host_type": "h100", "size": 3}}}
+        });
+        assert_eq!(v, want);
+        let v = tenant(
+            "create cluster --template t --network-attachment subnet=s,security-groups=a;b \
+             --node-set workers=h100,size=3 --node-set infra=bm,size=1 --external-ip-attachment",
+        )
+        .unwrap();
+        assert_eq!(
+            v["spec"]["network_attachment"],
+            json!({"subnet": "s", "security_groups": ["a", "b"]})
+        );
+        assert_eq!(
+            v["spec"]["node_sets"]["infra"],
+            json!({"host_type": "bm", "size": 1})
+        );
+        assert_eq!(v["spec"]["auto_external_ip_attachment"], true);
+        let e = err(tenant(
+            "create cluster --template t --node-set workers=h100",
+        ));
+        assert!(e.starts_with("--node-set: invalid node set"), "{e}");
+        let e = err(tenant(
+            "create cluster --template t --network-attachment subnet=s,primary",
+        ));
+        assert!(e.contains("no 'primary'"), "{e}");
+        assert!(
+            try_parse("create cluster --template t --network-attachment subnet=a --network-attachment subnet=b")
+                .is_err(),
+            "one attachment per cluster"
+        );
+    }
+
+    #[test]
+    fn external_ip_attachment_targets() {
+        let v =
+            tenant("create externalipattachment --externalip ip --compute-instance vm1").unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"external_ip": "ip", "compute_instance": "vm1"})
+        );
+        let v = tenant("create eipa --externalip ip --baremetal-instance s1").unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"external_ip": "ip", "baremetal_instance": "s1"})
+        );
+        let v = tenant("create eipa --externalip ip --cluster c1 --endpoint ingress").unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"external_ip": "ip", "cluster": "c1",
+                   "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS"})
+        );
+        assert!(try_parse("create eipa --externalip ip --cluster c1").is_err());
+        assert!(
+            try_parse(
+                "create eipa --externalip ip --compute-instance a --cluster c --endpoint api"
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn host_with_interface_list() {
+        let v = admin(
+            "admin create host --name h1 --host-type bm-standard \
+             --interface data-0=02:00:00:00:00:01,data-1=02:00:00:00:00:02 \
+             --interface mgmt-0=02:00:00:00:00:03 --pool baremetal",
+        )
+        .unwrap();
+        let want = json!({
+            "metadata": {"name": "h1"},
+            "spec": {"host_type": "bm-standard", "pool": "baremetal", "interfaces": [
+                {"name": "data-0", "mac_address": "02:00:00:00:00:01"},
+                {"name": "data-1", "mac_address": "02:00:00:00:00:02"},
+                {"name": "mgmt-0", "mac_address": "02:00:00:00:00:03"}]}
+        });
+        assert_eq!(v, want);
+        let e = err(admin(
+            "admin create host --host-type t --interface data-0=02:00:00:00:00:01,data-0=02:00:00:00:00:02",
+        ));
+        assert!(e.contains("'data-0' is given twice"), "{e}");
+        assert!(try_parse("admin create host --host-type t --pool gpu").is_err());
     }
 
     #[test]

@@ -195,7 +195,8 @@ impl Kind {
                 Kind::BareMetalInstance,
             ],
             Kind::ExternalIp => &[Kind::ExternalIpPool],
-            Kind::Host | Kind::BareMetalInstance => &[Kind::HostType],
+            Kind::Host => &[Kind::HostType],
+            Kind::ComputeInstance => &[Kind::Subnet],
             _ => &[],
         }
     }

@@ -43,6 +43,7 @@ mod ops;
 mod output;
 mod parse;
 mod wait;
+mod workload;
 
 #[cfg(test)]
 mod fake_server_tests;

@@ -200,6 +200,132 @@ fn eipa_target(v: &Value, names: &RefNames) -> String {
     "-".into()
 }
 
+/// An attachment status's address: IPv4, else IPv6.
+fn status_ip(s: &Value) -> Option<String> {
+    ["ip_address", "ipv6_address"].iter().find_map(|k| {
+        s.get(*k)
+            .and_then(Value::as_str)
+            .filter(|ip| !ip.is_empty())
+            .map(str::to_string)
+    })
+}
+
+/// A VM's primary IP: `status.internal_ip_address`, else the primary attachment status's.
+fn vm_internal_ip(v: &Value) -> String {
+    let ip = text(v, "status/internal_ip_address");
+    if ip != "-" {
+        return ip;
+    }
+    at(v, "status/compute_network_attachment_statuses")
+        .and_then(Value::as_array)
+        .and_then(|a| {
+            a.iter()
+                .find(|s| s.get("primary").and_then(Value::as_bool) == Some(true))
+                .or(if a.len() == 1 { a.first() } else { None })
+        })
+        .and_then(status_ip)
+        .unwrap_or_else(|| "-".into())
+}
+
+/// A VM's subnets (names when known), primary first; secondary attachments that have an
+/// address show it: `front,back=10.0.2.7`.
+fn vm_subnets(v: &Value, names: &RefNames) -> String {
+    let spec = [
+        "spec/compute_network_attachments",
+        "spec/network_attachments",
+    ]
+    .iter()
+    .find_map(|p| at(v, p).and_then(Value::as_array).filter(|a| !a.is_empty()));
+    let statuses = at(v, "status/compute_network_attachment_statuses")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut parts: Vec<(bool, String)> = Vec::new();
+    match spec {
+        Some(atts) => {
+            for (i, a) in atts.iter().enumerate() {
+                let primary =
+                    a.get("primary").and_then(Value::as_bool) == Some(true) || atts.len() == 1;
+                let mut cell = reference(a, "subnet", names);
+                let subnet = a.get("subnet").and_then(Value::as_str);
+                let status = statuses
+                    .iter()
+                    .find(|s| {
+                        subnet.is_some() && s.get("subnet_ref").and_then(Value::as_str) == subnet
+                    })
+                    .or_else(|| statuses.get(i));
+                if !primary && let Some(ip) = status.and_then(status_ip) {
+                    cell = format!("{cell}={ip}");
+                }
+                parts.push((primary, cell));
+            }
+        }
+        None => {
+            for s in &statuses {
+                let primary = s.get("primary").and_then(Value::as_bool) == Some(true);
+                parts.push((primary, reference(s, "subnet_ref", names)));
+            }
+        }
+    }
+    parts.sort_by_key(|(primary, _)| !primary);
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// A bare-metal instance's addresses per interface: `data-0=10.0.1.5,data-1=10.0.2.7`.
+fn bm_ips(v: &Value) -> String {
+    let parts: Vec<String> = at(v, "status/network_attachment_statuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            let ip = status_ip(s)?;
+            Some(match s.get("interface").and_then(Value::as_str) {
+                Some(i) if !i.is_empty() => format!("{i}={ip}"),
+                _ => ip,
+            })
+        })
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(",")
+    }
+}
+
+/// A cluster's nodes: agents that have an address / nodes requested (`3/3`).
+fn cluster_nodes(v: &Value) -> String {
+    let size = |n: &Value| {
+        n.get("size")
+            .and_then(|s| s.as_u64().or_else(|| s.as_str()?.parse().ok()))
+            .unwrap_or(0)
+    };
+    let requested: u64 = at(v, "spec/node_sets")
+        .and_then(Value::as_object)
+        .map(|m| m.values().map(size).sum())
+        .unwrap_or(0);
+    let with_ip = at(v, "status/node_sets")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter_map(|ns| ns.get("agents").and_then(Value::as_array))
+        .flatten()
+        .filter(|a| status_ip(a).is_some())
+        .count();
+    if requested == 0 && with_ip == 0 {
+        "-".into()
+    } else {
+        format!("{with_ip}/{requested}")
+    }
+}
+
 /// A plain text table.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
@@ -400,7 +526,7 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                 "NAME",
                 "ID",
                 "STATE",
-                "HOST-TYPE",
+                "TYPE",
                 "POOL",
                 "ASSIGNED-TO",
                 "MESSAGE",
@@ -414,11 +540,20 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
             },
         ),
         Kind::ComputeInstance => (
-            &["NAME", "ID", "STATE", "IP", "EXTERNAL-IP", "MESSAGE"],
-            |v, _| {
+            &[
+                "NAME",
+                "ID",
+                "STATE",
+                "INTERNAL-IP",
+                "EXTERNAL-IP",
+                "SUBNETS",
+                "MESSAGE",
+            ],
+            |v, n| {
                 vec![
-                    text(v, "status/internal_ip_address"),
+                    vm_internal_ip(v),
                     text(v, "status/external_ip_address"),
+                    vm_subnets(v, n),
                 ]
             },
         ),
@@ -427,34 +562,36 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                 "NAME",
                 "ID",
                 "STATE",
-                "HOST-TYPE",
-                "IP",
+                "HOST",
+                "IPS",
                 "EXTERNAL-IP",
                 "MESSAGE",
             ],
             |v, n| {
-                let ip = at(v, "status/network_attachment_statuses")
-                    .and_then(Value::as_array)
-                    .and_then(|a| {
-                        a.iter()
-                            .find(|s| s.get("primary").and_then(Value::as_bool) == Some(true))
-                            .or(a.first())
-                    })
-                    .map(|s| text(s, "ip_address"))
-                    .unwrap_or_else(|| "-".into());
                 vec![
-                    reference(v, "spec/host_type", n),
-                    ip,
+                    reference(v, "status/host", n),
+                    bm_ips(v),
                     text(v, "status/external_ip_address"),
                 ]
             },
         ),
         Kind::Cluster => (
-            &["NAME", "ID", "STATE", "API", "INGRESS", "MESSAGE"],
+            &[
+                "NAME",
+                "ID",
+                "STATE",
+                "API",
+                "INGRESS",
+                "NODES",
+                "EXTERNAL-IP",
+                "MESSAGE",
+            ],
             |v, _| {
                 vec![
                     text(v, "status/api_endpoint"),
                     text(v, "status/ingress_endpoint"),
+                    cluster_nodes(v),
+                    text(v, "status/external_ip_address"),
                 ]
             },
         ),
@@ -851,6 +988,208 @@ mod tests {
         assert_eq!(
             render_raw(OutputFormat::Id, Kind::Subnet, &[v], false).unwrap(),
             "i1\n"
+        );
+    }
+
+    fn row(kind: Kind, v: Value, refs: &RefNames) -> (Vec<String>, Vec<String>) {
+        let out = table(kind, &[v], refs).render();
+        let mut lines = out.lines();
+        let words = |l: &str| l.split_whitespace().map(str::to_string).collect();
+        (words(lines.next().unwrap()), words(lines.next().unwrap()))
+    }
+
+    #[test]
+    fn compute_instance_table_shows_ips_and_subnets() {
+        let refs = RefNames::from([
+            ("sub-a".to_string(), "front".to_string()),
+            ("sub-b".to_string(), "back".to_string()),
+        ]);
+        let vm = json!({
+            "id": "01939a6e-2222-7000-8000-0000000000c1", "metadata": {"name": "vm1"},
+            "spec": {"template": "ocp_virt_vm", "compute_network_attachments": [
+                {"subnet": "sub-b", "security_groups": ["sg"]},
+                {"subnet": "sub-a", "primary": true}
+            ]},
+            "status": {"state": "COMPUTE_INSTANCE_STATE_RUNNING",
+                "conditions": [{"type": "Ready", "status": "CONDITION_STATUS_TRUE"}],
+                "compute_network_attachment_statuses": [
+                    {"subnet_ref": "sub-b", "ip_address": "10.0.2.7"},
+                    {"subnet_ref": "sub-a", "ip_address": "10.0.1.5", "primary": true}
+                ],
+                "internal_ip_address": "10.0.1.5", "external_ip_address": "203.0.113.7"}
+        });
+        let (head, row) = row(Kind::ComputeInstance, vm, &refs);
+        assert_eq!(
+            head,
+            [
+                "NAME",
+                "ID",
+                "STATE",
+                "INTERNAL-IP",
+                "EXTERNAL-IP",
+                "SUBNETS",
+                "MESSAGE"
+            ]
+        );
+        assert_eq!(
+            row,
+            [
+                "vm1",
+                "000000c1",
+                "RUNNING",
+                "10.0.1.5",
+                "203.0.113.7",
+                "front,back=10.0.2.7"
+            ]
+        );
+        // Still starting: no addresses yet, the pending condition's message.
+        let vm = json!({
+            "id": "v2", "metadata": {"name": "vm2"},
+            "spec": {"compute_network_attachments": [{"subnet": "sub-a", "primary": true}]},
+            "status": {"state": "COMPUTE_INSTANCE_STATE_STARTING", "conditions": [
+                {"type": "IPDiscoveryComplete", "status": "CONDITION_STATUS_FALSE", "message": "no lease yet"}]}
+        });
+        let (_, row) = super::tests::row(Kind::ComputeInstance, vm, &refs);
+        assert_eq!(
+            row,
+            [
+                "vm2", "v2", "STARTING", "-", "-", "front", "no", "lease", "yet"
+            ]
+        );
+    }
+
+    #[test]
+    fn baremetal_table_shows_ips_per_interface() {
+        let bm = json!({
+            "id": "b1", "metadata": {"name": "s1"},
+            "spec": {"host_type": "ht", "network_attachments": [
+                {"interface": "data-0", "subnet": "a", "primary": true},
+                {"interface": "data-1", "subnet": "b"}]},
+            "status": {"state": "BARE_METAL_INSTANCE_STATE_RUNNING",
+                "host": "01939a6e-2222-7000-8000-00000000h0st",
+                "network_attachment_statuses": [
+                    {"interface": "data-0", "subnet_ref": "a", "ip_address": "10.0.1.5", "primary": true},
+                    {"interface": "data-1", "subnet_ref": "b", "ip_address": "10.0.2.9"}],
+                "external_ip_address": "203.0.113.8"}
+        });
+        let refs = RefNames::from([(
+            "01939a6e-2222-7000-8000-00000000h0st".to_string(),
+            "bm-1".to_string(),
+        )]);
+        let (head, row) = row(Kind::BareMetalInstance, bm, &refs);
+        assert_eq!(
+            head,
+            [
+                "NAME",
+                "ID",
+                "STATE",
+                "HOST",
+                "IPS",
+                "EXTERNAL-IP",
+                "MESSAGE"
+            ]
+        );
+        assert_eq!(
+            row,
+            [
+                "s1",
+                "b1",
+                "RUNNING",
+                "bm-1",
+                "data-0=10.0.1.5,data-1=10.0.2.9",
+                "203.0.113.8"
+            ]
+        );
+        let bm = json!({"id": "b2", "metadata": {"name": "s2"},
+            "status": {"state": "BARE_METAL_INSTANCE_STATE_PROVISIONING", "conditions": [
+                {"type": "InventoryAssigned", "status": "CONDITION_STATUS_FALSE",
+                 "reason": "NoFreeHost", "message": "waiting for a free host"}]}});
+        let (_, row) = super::tests::row(Kind::BareMetalInstance, bm, &RefNames::new());
+        assert_eq!(
+            row.join(" "),
+            "s2 b2 PROVISIONING - - - waiting for a free host"
+        );
+    }
+
+    #[test]
+    fn cluster_table_counts_nodes_with_ips() {
+        let c = json!({
+            "id": "c1", "metadata": {"name": "c1"},
+            "spec": {"template": "ocp_4_17_small", "node_sets": {
+                "workers": {"host_type": "h", "size": 3, "fabric_interface": "data-0"},
+                "infra": {"host_type": "h", "size": 1}}},
+            "status": {"state": "CLUSTER_STATE_PROGRESSING",
+                "api_endpoint": "10.0.1.240", "ingress_endpoint": "10.0.1.241",
+                "node_sets": {"workers": {"agents": [
+                    {"host": "h1", "ip_address": "10.0.1.10"},
+                    {"host": "h2", "ip_address": "10.0.1.11"},
+                    {"host": "h3"}]}}}
+        });
+        let (head, row) = row(Kind::Cluster, c, &RefNames::new());
+        assert_eq!(
+            head,
+            [
+                "NAME",
+                "ID",
+                "STATE",
+                "API",
+                "INGRESS",
+                "NODES",
+                "EXTERNAL-IP",
+                "MESSAGE"
+            ]
+        );
+        assert_eq!(
+            row,
+            [
+                "c1",
+                "c1",
+                "PROGRESSING",
+                "10.0.1.240",
+                "10.0.1.241",
+                "2/4",
+                "-"
+            ]
+        );
+        let c = json!({"id": "c2", "metadata": {"name": "c2"},
+                       "status": {"state": "CLUSTER_STATE_READY", "external_ip_address": "203.0.113.9"}});
+        let (_, row) = super::tests::row(Kind::Cluster, c, &RefNames::new());
+        assert_eq!(row, ["c2", "c2", "READY", "-", "-", "-", "203.0.113.9"]);
+    }
+
+    #[test]
+    fn host_table() {
+        let h = json!({
+            "id": "01939a6e-2222-7000-8000-0000000000a1", "metadata": {"name": "bm-1"},
+            "spec": {"host_type": "ht-id", "pool": "baremetal",
+                     "interfaces": [{"name": "data-0", "mac_address": "02:00:00:00:00:01"}]},
+            "status": {"state": "HOST_STATE_ASSIGNED",
+                       "assigned_to": "01939a6e-2222-7000-8000-0000000000b1"}
+        });
+        let refs = RefNames::from([("ht-id".to_string(), "bm-standard".to_string())]);
+        let (head, row) = row(Kind::Host, h, &refs);
+        assert_eq!(
+            head,
+            [
+                "NAME",
+                "ID",
+                "STATE",
+                "TYPE",
+                "POOL",
+                "ASSIGNED-TO",
+                "MESSAGE"
+            ]
+        );
+        assert_eq!(
+            row,
+            [
+                "bm-1",
+                "000000a1",
+                "ASSIGNED",
+                "bm-standard",
+                "baremetal",
+                "000000b1"
+            ]
         );
     }
 

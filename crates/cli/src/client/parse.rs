@@ -343,6 +343,22 @@ pub fn parse_host_interface(s: &str) -> Result<Value, String> {
     }
 }
 
+/// Parses one `--interface` value of a Host: `NAME=MAC`, or several separated by commas
+/// (`data-0=02:00:00:00:00:01,data-1=02:00:00:00:00:02`).
+pub fn parse_host_interfaces(s: &str) -> Result<Vec<Value>, String> {
+    let items: Vec<&str> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .collect();
+    if items.is_empty() {
+        return Err(format!(
+            "invalid interface '{s}': expected NAME=MAC, e.g. data-0=52:54:00:12:34:56"
+        ));
+    }
+    items.into_iter().map(parse_host_interface).collect()
+}
+
 /// Maps a capability name (`ipv4`, `ipv6`, `dual-stack`, `dpu`) to its JSON field.
 pub fn capability_field(s: &str) -> Result<&'static str, String> {
     match s.to_ascii_lowercase().replace('_', "-").as_str() {
@@ -630,6 +646,16 @@ mod tests {
             json!({"name":"data-0","mac_address":"52:54:00:00:00:01"})
         );
         assert!(parse_host_interface("data-0").is_err());
+        assert_eq!(
+            parse_host_interfaces("data-0=02:00:00:00:00:01, data-1=02:00:00:00:00:02").unwrap(),
+            vec![
+                json!({"name": "data-0", "mac_address": "02:00:00:00:00:01"}),
+                json!({"name": "data-1", "mac_address": "02:00:00:00:00:02"})
+            ]
+        );
+        let e = parse_host_interfaces("data-0=02:00:00:00:00:01,data-1").unwrap_err();
+        assert!(e.contains("invalid interface 'data-1'"), "{e}");
+        assert!(parse_host_interfaces(",").is_err());
         assert_eq!(capability_field("dual-stack"), Ok("supports_dual_stack"));
         assert!(capability_field("wifi").is_err());
     }

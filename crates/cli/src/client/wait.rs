@@ -1,7 +1,9 @@
 //! `--wait`: poll an object until it is ready, failed or gone, showing its state.
 //!
 //! On a terminal the state is shown on one updating line with the elapsed time; otherwise one
-//! line is printed per state (or message) change.
+//! line is printed per state (or message) change. Objects with conditions (the workloads) show
+//! the condition they wait on: `baremetalinstance/s1: PROVISIONING — InventoryAssigned:
+//! waiting for a free host`.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -11,6 +13,7 @@ use serde_json::Value;
 
 use super::http::Api;
 use super::kind::{Kind, Scope, short_state};
+use super::workload::progress_text;
 
 /// How often the object is read.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -79,16 +82,8 @@ impl Progress {
         }
     }
 
-    fn describe(state: &str, message: &str) -> String {
-        if message.is_empty() {
-            state.to_string()
-        } else {
-            format!("{state}: {message}")
-        }
-    }
-
-    fn update(&mut self, state: &str, message: &str) {
-        let now = Self::describe(state, message);
+    /// Shows `now` (the state and what it waits on, from [`progress_text`]).
+    fn update(&mut self, now: String) {
         if self.tty {
             const SPIN: [char; 4] = ['|', '/', '-', '\\'];
             self.frame = (self.frame + 1) % SPIN.len();
@@ -157,12 +152,8 @@ pub async fn wait(
                     .map(short_state)
                     .unwrap_or("UNSPECIFIED")
                     .to_string();
-                let message = status
-                    .and_then(|s| s.get("message"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                progress.update(&state, &message);
+                let now = progress_text(&state, status);
+                progress.update(now.clone());
                 match judge(kind, goal, &state) {
                     Verdict::Done => {
                         progress.finish(&state);
@@ -170,14 +161,11 @@ pub async fn wait(
                     }
                     Verdict::Failed => {
                         progress.abandon();
-                        if message.is_empty() {
-                            bail!("{label} is {state}");
-                        }
-                        bail!("{label} is {state}: {message}");
+                        bail!("{label} is {}", failure_text(&state, status));
                     }
                     Verdict::Pending => {}
                 }
-                last_seen = Progress::describe(&state, &message);
+                last_seen = now;
             }
             Err(e) if e.is_not_found() => {
                 if goal == Goal::Gone {
@@ -206,6 +194,20 @@ pub async fn wait(
         }
         tokio::time::sleep(POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())))
             .await;
+    }
+}
+
+/// Why an object failed: `FAILED: <status.message>`, else the failing condition
+/// (`FAILED — ProvisioningComplete: boot timed out`).
+fn failure_text(state: &str, status: Option<&Value>) -> String {
+    let message = status
+        .and_then(|s| s.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if message.is_empty() {
+        progress_text(state, status)
+    } else {
+        format!("{state}: {message}")
     }
 }
 

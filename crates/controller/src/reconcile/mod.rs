@@ -1,15 +1,21 @@
 //! One reconciler per kind (SPEC §4 dispatch table) and the helpers they share: status writes
 //! under optimistic locking, the applied-spec hash, failure handling and finalizer removal.
 
+pub mod baremetal_instance;
+pub mod cluster;
+pub mod compute_instance;
 pub mod external_ip;
 pub mod external_ip_attachment;
 pub mod external_ip_pool;
+pub mod host;
 pub mod nat_gateway;
 pub mod network_class;
 pub mod security_group;
 pub mod subnet;
+pub mod targets;
 pub mod tenant;
 pub mod virtual_network;
+pub(crate) mod workload;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,6 +74,10 @@ pub(crate) struct Ctx {
     pub config: ControllerConfig,
     pub targets: Arc<dyn external_ip_attachment::TargetResolver>,
     pub default_networking: Arc<dyn tenant::DefaultNetworking>,
+    /// Boots VMs, installs bare-metal servers, builds clusters (None: workloads wait).
+    pub provisioner: Option<Arc<dyn osac_fabric::provision::Provisioner>>,
+    /// When a cluster shows `NetworkingIPDiscoveryTimeout`.
+    pub ip_discovery_timeout: Duration,
 }
 
 /// Reconciles one stored object.
@@ -90,10 +100,10 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         Kind::ExternalIpAttachment => external_ip_attachment::reconcile(ctx, rec).await,
         Kind::NatGateway => nat_gateway::reconcile(ctx, rec).await,
         Kind::HostType => Ok(Action::Done),
-        // Workload reconcilers land with the workloads issue.
-        Kind::Host | Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster => {
-            Ok(Action::Done)
-        }
+        Kind::Host => host::reconcile(ctx, rec).await,
+        Kind::ComputeInstance => compute_instance::reconcile(ctx, rec).await,
+        Kind::BareMetalInstance => baremetal_instance::reconcile(ctx, rec).await,
+        Kind::Cluster => cluster::reconcile(ctx, rec).await,
     }
 }
 

@@ -1,0 +1,335 @@
+//! Rules shared by the three workload kinds (SPEC §3.3, docs/workloads.md): every attachment's
+//! subnet and security groups exist in the writer's tenant (another tenant's ⇒ NOT_FOUND) and
+//! are READY, all subnets are in one VirtualNetwork, security groups belong to that network;
+//! VMs and clusters need a NetworkClass with a k8s manager. References are stored as ids.
+
+use osac_model::{Kind, pb};
+use osac_store::Record;
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::service::Cx;
+
+/// One attachment as requested: where it sits in the body and what it references.
+pub struct AttachmentInput<'a> {
+    /// Path of the attachment, e.g. `spec.compute_network_attachments[0]`.
+    pub field: String,
+    pub subnet: &'a str,
+    pub security_groups: &'a [String],
+}
+
+/// The resolved network of a workload.
+pub struct Network {
+    pub vn: Record,
+    /// Subnet ids, in attachment order.
+    pub subnets: Vec<String>,
+    /// Security-group ids per attachment.
+    pub security_groups: Vec<Vec<String>>,
+}
+
+/// The message when no attachment is given (optional attachments arrive with default
+/// networking, SPEC §6.2).
+pub fn no_attachments(field: &str) -> ApiError {
+    ApiError::invalid(format!(
+        "{field}: at least one network attachment is required (default networking arrives in a later release)"
+    ))
+}
+
+/// `auto_external_ip_attachment` arrives with default networking (SPEC §6.3).
+pub fn refuse_auto_external_ip(requested: bool) -> ApiResult<()> {
+    if requested {
+        return Err(ApiError::precondition(
+            "spec.auto_external_ip_attachment: automatic external IP attachment is not supported yet (it arrives in a later release); create an ExternalIPAttachment instead",
+        ));
+    }
+    Ok(())
+}
+
+fn vn_of(rec: &Record) -> &str {
+    rec.body
+        .pointer("/spec/virtual_network")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Resolves every attachment (see the module documentation) and locks what it references.
+pub async fn resolve_attachments(
+    cx: &mut Cx<'_>,
+    atts: &[AttachmentInput<'_>],
+) -> ApiResult<Network> {
+    let mut subnets: Vec<Record> = Vec::with_capacity(atts.len());
+    let mut first: Option<(String, String)> = None;
+    for a in atts {
+        let field = format!("{}.subnet", a.field);
+        let sn = super::resolve(cx, Kind::Subnet, &field, a.subnet, false).await?;
+        super::require_state(&sn, &field, "SUBNET_STATE_READY")?;
+        match &first {
+            None => first = Some((vn_of(&sn).to_string(), field)),
+            Some((vn, first_field)) if vn.as_str() != vn_of(&sn) => {
+                let theirs = label_of(cx, vn_of(&sn)).await?;
+                let ours = label_of(cx, vn).await?;
+                return Err(ApiError::invalid(format!(
+                    "{field}: Subnet '{}' is in VirtualNetwork '{theirs}', but {first_field} is in VirtualNetwork '{ours}': all subnets of a workload must be in one VirtualNetwork",
+                    sn.label()
+                )));
+            }
+            Some(_) => {}
+        }
+        subnets.push(sn);
+    }
+    let Some((vn_id, _)) = first else {
+        return Err(no_attachments("spec"));
+    };
+    let vn = cx.tx.get(&vn_id).await?.ok_or_else(|| {
+        ApiError::precondition(format!("VirtualNetwork '{vn_id}' of the subnets does not exist"))
+    })?;
+    let mut security_groups = Vec::with_capacity(atts.len());
+    for a in atts {
+        let field = format!("{}.security_groups", a.field);
+        security_groups.push(resolve_security_groups(cx, &field, a.security_groups, &vn).await?);
+    }
+    let mut refs: Vec<(String, String)> = subnets
+        .iter()
+        .zip(atts)
+        .map(|(s, a)| (s.id.clone(), format!("{}.subnet", a.field)))
+        .collect();
+    for (ids, a) in security_groups.iter().zip(atts) {
+        for (j, id) in ids.iter().enumerate() {
+            refs.push((id.clone(), format!("{}.security_groups[{j}]", a.field)));
+        }
+    }
+    lock_refs(cx, refs).await?;
+    Ok(Network {
+        vn,
+        subnets: subnets.into_iter().map(|s| s.id).collect(),
+        security_groups,
+    })
+}
+
+/// Resolves security-group references of one attachment: in the tenant, READY, of `vn`,
+/// none twice. Returns their ids.
+pub async fn resolve_security_groups(
+    cx: &mut Cx<'_>,
+    field: &str,
+    keys: &[String],
+    vn: &Record,
+) -> ApiResult<Vec<String>> {
+    osac_model::validate::security_group_refs(field, keys)?;
+    let mut ids: Vec<String> = Vec::with_capacity(keys.len());
+    for (j, key) in keys.iter().enumerate() {
+        let f = format!("{field}[{j}]");
+        let sg = super::resolve(cx, Kind::SecurityGroup, &f, key, false).await?;
+        super::require_state(&sg, &f, "SECURITY_GROUP_STATE_READY")?;
+        if vn_of(&sg) != vn.id {
+            let theirs = label_of(cx, vn_of(&sg)).await?;
+            return Err(ApiError::invalid(format!(
+                "{f}: SecurityGroup '{}' belongs to VirtualNetwork '{theirs}', not to VirtualNetwork '{}' of the workload's subnets: a workload may only use security groups of its VirtualNetwork",
+                sg.label(),
+                vn.label()
+            )));
+        }
+        if ids.contains(&sg.id) {
+            return Err(ApiError::invalid(format!(
+                "{f}: SecurityGroup '{}' is listed twice",
+                sg.label()
+            )));
+        }
+        ids.push(sg.id);
+    }
+    Ok(ids)
+}
+
+/// Locks referenced rows in id order (no lock-order deadlocks between concurrent writers), so
+/// a concurrent delete of a subnet or security group cannot pass its "in use" check while this
+/// workload is written; fails if one started being deleted meanwhile.
+pub async fn lock_refs(cx: &mut Cx<'_>, mut refs: Vec<(String, String)>) -> ApiResult<()> {
+    refs.sort();
+    refs.dedup_by(|a, b| a.0 == b.0);
+    for (id, field) in refs {
+        match cx.tx.lock(&id).await? {
+            Some(r) if r.deleted_at.is_none() => {}
+            Some(r) => {
+                return Err(ApiError::precondition(format!(
+                    "{field}: {} '{}' is being deleted",
+                    r.kind,
+                    r.label()
+                )));
+            }
+            None => {
+                return Err(ApiError::not_found(format!(
+                    "{field}: object '{id}' does not exist"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn label_of(cx: &mut Cx<'_>, id: &str) -> ApiResult<String> {
+    Ok(cx
+        .tx
+        .get(id)
+        .await?
+        .map(|r| r.label().to_string())
+        .unwrap_or_else(|| id.to_string()))
+}
+
+/// VMs and clusters live on hosting clusters: the network's class needs a k8s manager.
+pub async fn require_k8s(cx: &mut Cx<'_>, vn: &Record, what: &str) -> ApiResult<()> {
+    let class_id = vn
+        .body
+        .pointer("/spec/network_class")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let class = cx.tx.get(class_id).await?;
+    let k8s = match &class {
+        Some(c) => c.decode::<pb::NetworkClass>()?.k8s_manager,
+        None => String::new(),
+    };
+    if k8s.is_empty() {
+        return Err(ApiError::precondition(format!(
+            "BM-only deployment: this NetworkClass has no k8s manager, so {what} are not available (VirtualNetwork '{}' uses NetworkClass '{}')",
+            vn.label(),
+            class
+                .as_ref()
+                .map(|c| c.label().to_string())
+                .unwrap_or_else(|| class_id.to_string())
+        )));
+    }
+    Ok(())
+}
+
+/// The VirtualNetwork of a stored workload (the network of its first subnet).
+pub async fn stored_vn(cx: &mut Cx<'_>, subnet_id: &str) -> ApiResult<Record> {
+    let sn = cx.tx.get(subnet_id).await?.ok_or_else(|| {
+        ApiError::precondition(format!("the workload's Subnet '{subnet_id}' no longer exists"))
+    })?;
+    let vn_id = vn_of(&sn).to_string();
+    cx.tx.get(&vn_id).await?.ok_or_else(|| {
+        ApiError::precondition(format!(
+            "the workload's VirtualNetwork '{vn_id}' no longer exists"
+        ))
+    })
+}
+
+/// Before the immutability check of an update: references the client wrote by name are
+/// replaced with the stored id when they name the same object, and resolved defaults the
+/// client left out (an attachment's interface and primary flag, a node set's
+/// `fabric_interface`) are taken from the stored object, so a GET-modify-update round trip or
+/// a body written with names only changes what it means to change.
+pub async fn canonicalize_update(
+    cx: &mut Cx<'_>,
+    kind: Kind,
+    current: &Record,
+    new_obj: &mut Value,
+) -> ApiResult<()> {
+    let list = match kind {
+        Kind::ComputeInstance => "compute_network_attachments",
+        Kind::BareMetalInstance => "network_attachments",
+        Kind::Cluster => {
+            let cur = current
+                .body
+                .pointer("/spec/network_attachment/subnet")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            if let Some(v) = new_obj.pointer_mut("/spec/network_attachment/subnet") {
+                same_ref(cx, Kind::Subnet, &cx.tenant.clone(), &cur, v).await?;
+            }
+            let cur_sets = current
+                .body
+                .pointer("/spec/node_sets")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            if let Some(sets) = new_obj
+                .pointer_mut("/spec/node_sets")
+                .and_then(Value::as_object_mut)
+            {
+                for (name, ns) in sets.iter_mut() {
+                    let Some(old) = cur_sets.get(name) else {
+                        continue;
+                    };
+                    let old_type = old["host_type"].as_str().unwrap_or_default();
+                    if let Some(v) = ns.get_mut("host_type") {
+                        same_ref(cx, Kind::HostType, "", old_type, v).await?;
+                    }
+                    if let (Some(o), Some(f)) = (ns.as_object_mut(), old.get("fabric_interface"))
+                        && o.get("fabric_interface")
+                            .and_then(Value::as_str)
+                            .is_none_or(str::is_empty)
+                    {
+                        o.insert("fabric_interface".into(), f.clone());
+                    }
+                }
+            }
+            return Ok(());
+        }
+        Kind::Host => {
+            let cur = current
+                .body
+                .pointer("/spec/host_type")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            if let Some(v) = new_obj.pointer_mut("/spec/host_type") {
+                same_ref(cx, Kind::HostType, "", &cur, v).await?;
+            }
+            return Ok(());
+        }
+        _ => return Ok(()),
+    };
+    let cur: Vec<Value> = current
+        .body
+        .pointer(&format!("/spec/{list}"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let tenant = cx.tenant.clone();
+    let Some(new) = new_obj
+        .pointer_mut(&format!("/spec/{list}"))
+        .and_then(Value::as_array_mut)
+    else {
+        return Ok(());
+    };
+    let same_len = new.len() == cur.len();
+    let no_primary = new.iter().all(|a| a.get("primary") != Some(&json!(true)));
+    for (a, old) in new.iter_mut().zip(&cur) {
+        let old_subnet = old["subnet"].as_str().unwrap_or_default();
+        if let Some(v) = a.get_mut("subnet") {
+            same_ref(cx, Kind::Subnet, &tenant, old_subnet, v).await?;
+        }
+        let Some(o) = a.as_object_mut() else { continue };
+        if kind == Kind::BareMetalInstance
+            && o.get("interface")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            && let Some(i) = old.get("interface")
+        {
+            o.insert("interface".into(), i.clone());
+        }
+        if same_len && no_primary && old.get("primary") == Some(&json!(true)) {
+            o.insert("primary".into(), json!(true));
+        }
+    }
+    Ok(())
+}
+
+/// Replaces `v` (a name) with `stored_id` when the name resolves to that object.
+async fn same_ref(
+    cx: &mut Cx<'_>,
+    kind: Kind,
+    tenant: &str,
+    stored_id: &str,
+    v: &mut Value,
+) -> ApiResult<()> {
+    let Some(given) = v.as_str().filter(|s| !s.is_empty() && *s != stored_id) else {
+        return Ok(());
+    };
+    if let Some(r) = cx.tx.find_by_name(kind, tenant, given).await?
+        && r.id == stored_id
+    {
+        *v = json!(stored_id);
+    }
+    Ok(())
+}

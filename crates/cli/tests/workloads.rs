@@ -1,0 +1,522 @@
+//! The `osac` binary driven end to end against a real in-process server (SQLite, sim fabric,
+//! sim provisioners): the SPEC §9 CLI flow for the workloads, as a new user would type it — a
+//! VM, a two-NIC bare-metal server (primary on data-0) and a three-node cluster reached through
+//! an ExternalIPAttachment to its API endpoint, all reaching RUNNING/READY, then deleted.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use osac_api::auth::{AuthConfig, ensure_admin_token};
+use osac_api::{RunningServer, ServerConfig};
+use osac_controller::ControllerConfig;
+use serde_json::Value;
+
+struct Env {
+    server: RunningServer,
+    dir: tempfile::TempDir,
+    admin: String,
+}
+
+async fn start() -> Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.json");
+    let admin = ensure_admin_token(&tokens).expect("admin token");
+    let server = osac_api::start(ServerConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        database_url: format!("sqlite://{}", dir.path().join("osac.db").display()),
+        auth: AuthConfig::TokenFile(tokens),
+        managers_dir: None,
+        controller: ControllerConfig {
+            workers: 4,
+            resync_interval: Duration::from_secs(5),
+            backoff_base: Duration::from_millis(50),
+            backoff_cap: Duration::from_secs(1),
+        },
+    })
+    .await
+    .expect("server starts");
+    osac_api::dev::bootstrap(&server.service)
+        .await
+        .expect("bootstrap");
+    Env { server, dir, admin }
+}
+
+impl Env {
+    /// Runs `osac` with the given token on a blocking thread (the server runs on this runtime).
+    async fn osac(&self, token: &str, args: &[&str]) -> Output {
+        let (url, token) = (self.server.url(), token.to_string());
+        let config = self.dir.path().join("cli-config.json");
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_osac"))
+                .args(&args)
+                .env("OSAC_URL", url)
+                .env("OSAC_TOKEN", token)
+                .env("OSAC_CONFIG", config)
+                .env_remove("RUST_LOG")
+                .output()
+                .expect("run osac")
+        })
+        .await
+        .expect("join")
+    }
+
+    async fn ok(&self, token: &str, args: &[&str]) -> String {
+        let out = self.osac(token, args).await;
+        assert!(
+            out.status.success(),
+            "osac {args:?} failed:\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    async fn json(&self, token: &str, args: &[&str]) -> Value {
+        let text = self.ok(token, args).await;
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("osac {args:?} printed non-JSON ({e}): {text}"))
+    }
+
+    /// `osac get KIND NAME -o json` until `done` holds (or panics after 30 s).
+    async fn get_until(
+        &self,
+        token: &str,
+        get: &[&str],
+        what: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut args = get.to_vec();
+        args.extend(["-o", "json"]);
+        loop {
+            let v = self.json(token, &args).await;
+            if done(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// The items of `osac get KINDS -o json` (an array; tolerate a list object).
+fn items(v: &Value) -> Vec<Value> {
+    match v {
+        Value::Array(a) => a.clone(),
+        other => other["items"].as_array().cloned().unwrap_or_default(),
+    }
+}
+
+fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The last line of a `--wait` output is the final state.
+fn assert_waited(out: &str, label: &str, state: &str) {
+    assert!(
+        out.lines().next().unwrap_or_default().contains("created"),
+        "{out}"
+    );
+    let last = out.lines().last().unwrap_or_default();
+    assert_eq!(last, format!("{label}: {state}"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workload_flow_through_the_cli() {
+    let env = start().await;
+    let admin = env.admin.clone();
+
+    // Inventory: the dev hosts, plus one added the way a provider would.
+    let hosts = items(
+        &env.json(&admin, &["admin", "get", "hosts", "-o", "json"])
+            .await,
+    );
+    let pool_count = |hs: &[Value], pool: &str| {
+        hs.iter()
+            .filter(|h| str_at(h, "/spec/pool") == pool)
+            .count()
+    };
+    assert!(pool_count(&hosts, "baremetal") >= 1, "{hosts:?}");
+    assert!(pool_count(&hosts, "caas") >= 3, "{hosts:?}");
+    env.ok(
+        &admin,
+        &[
+            "admin",
+            "create",
+            "host",
+            "--name",
+            "extra-1",
+            "--host-type",
+            "bm-standard",
+            "--interface",
+            "data-0=02:aa:00:00:00:01,data-1=02:aa:00:00:00:02",
+            "--interface",
+            "mgmt-0=02:aa:00:00:00:03,bmc-0=02:aa:00:00:00:04",
+            "--pool",
+            "baremetal",
+            "--wait",
+        ],
+    )
+    .await;
+    let table = env.ok(&admin, &["admin", "get", "hosts"]).await;
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "ID",
+            "STATE",
+            "TYPE",
+            "POOL",
+            "ASSIGNED-TO",
+            "MESSAGE"
+        ]
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("extra-1 ") && l.contains("FREE") && l.contains("bm-standard")),
+        "{table}"
+    );
+
+    // A tenant and its network.
+    env.ok(
+        &admin,
+        &["admin", "create", "tenant", "--name", "acme", "--wait"],
+    )
+    .await;
+    let token = env
+        .ok(
+            &admin,
+            &[
+                "admin",
+                "create",
+                "token",
+                "--tenant",
+                "acme",
+                "--role",
+                "tenant-admin",
+            ],
+        )
+        .await;
+    let out = env.osac(&token, &["get", "hosts"]).await;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("osac admin get host"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for args in [
+        &[
+            "create",
+            "virtualnetwork",
+            "--cidr",
+            "10.0.0.0/16",
+            "--name",
+            "my-net",
+        ][..],
+        &[
+            "create",
+            "subnet",
+            "--virtual-network",
+            "my-net",
+            "--cidr",
+            "10.0.1.0/24",
+            "--name",
+            "my-subnet",
+        ],
+        &[
+            "create",
+            "subnet",
+            "--virtual-network",
+            "my-net",
+            "--cidr",
+            "10.0.2.0/24",
+            "--name",
+            "my-subnet-b",
+        ],
+        &[
+            "create",
+            "security-group",
+            "--virtual-network",
+            "my-net",
+            "--name",
+            "my-sg",
+            "--ingress",
+            "protocol:tcp,port:443,source:0.0.0.0/0",
+        ],
+    ] {
+        let mut args = args.to_vec();
+        args.push("--wait");
+        env.ok(&token, &args).await;
+    }
+
+    // A VM (SPEC §9 form).
+    let out = env
+        .ok(
+            &token,
+            &[
+                "create",
+                "computeinstance",
+                "--template",
+                "ocp_virt_vm",
+                "--network-attachment",
+                "subnet=my-subnet,security-groups=my-sg",
+                "--name",
+                "my-vm",
+                "--wait",
+                "--timeout",
+                "60s",
+            ],
+        )
+        .await;
+    assert_waited(&out, "computeinstance/my-vm", "RUNNING");
+
+    // A two-NIC bare-metal server, primary on data-0.
+    let out = env
+        .ok(
+            &token,
+            &[
+                "create",
+                "baremetalinstance",
+                "--host-type",
+                "bm-standard",
+                "--network-attachment",
+                "interface=data-0,subnet=my-subnet,primary",
+                "--network-attachment",
+                "interface=data-1,subnet=my-subnet-b",
+                "--name",
+                "s1",
+                "--wait",
+                "--timeout",
+                "60s",
+            ],
+        )
+        .await;
+    assert_waited(&out, "baremetalinstance/s1", "RUNNING");
+
+    // A three-node cluster, and external access to its API endpoint.
+    let out = env
+        .ok(
+            &token,
+            &[
+                "create",
+                "cluster",
+                "--template",
+                "ocp_4_17_small",
+                "--network-attachment",
+                "subnet=my-subnet",
+                "--node-set",
+                "workers=bm-standard,size=3",
+                "--name",
+                "c1",
+                "--wait",
+                "--timeout",
+                "60s",
+            ],
+        )
+        .await;
+    assert_waited(&out, "cluster/c1", "READY");
+    env.ok(
+        &token,
+        &[
+            "create",
+            "externalip",
+            "--pool",
+            "external-pool-1",
+            "--name",
+            "api-ip",
+            "--wait",
+        ],
+    )
+    .await;
+    let out = env
+        .ok(
+            &token,
+            &[
+                "create",
+                "externalipattachment",
+                "--externalip",
+                "api-ip",
+                "--cluster",
+                "c1",
+                "--endpoint",
+                "api",
+                "--name",
+                "c1-api",
+                "--wait",
+                "--timeout",
+                "60s",
+            ],
+        )
+        .await;
+    assert_waited(&out, "externalipattachment/c1-api", "READY");
+
+    // What the objects say.
+    let vm = env
+        .json(&token, &["get", "computeinstance", "my-vm", "-o", "json"])
+        .await;
+    let vm_ip = str_at(&vm, "/status/internal_ip_address").to_string();
+    assert!(vm_ip.starts_with("10.0.1."), "{vm}");
+    let statuses = vm["status"]["compute_network_attachment_statuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(statuses.len(), 1, "{vm}");
+    assert_eq!(str_at(&statuses[0], "/ip_address"), vm_ip);
+
+    let bm = env
+        .json(&token, &["get", "baremetalinstance", "s1", "-o", "json"])
+        .await;
+    let nics = bm["status"]["network_attachment_statuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let nic = |name: &str| {
+        nics.iter()
+            .find(|n| str_at(n, "/interface") == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no status for {name}: {bm}"))
+    };
+    let (d0, d1) = (nic("data-0"), nic("data-1"));
+    assert!(str_at(&d0, "/ip_address").starts_with("10.0.1."), "{bm}");
+    assert!(str_at(&d1, "/ip_address").starts_with("10.0.2."), "{bm}");
+    assert_eq!(d0["primary"], true, "{bm}");
+    assert_ne!(d1["primary"], true, "{bm}");
+    assert!(!str_at(&bm, "/status/host").is_empty(), "{bm}");
+
+    let cluster = env
+        .json(&token, &["get", "cluster", "c1", "-o", "json"])
+        .await;
+    let api = str_at(&cluster, "/status/api_endpoint").to_string();
+    let ingress = str_at(&cluster, "/status/ingress_endpoint").to_string();
+    assert!(
+        api.starts_with("10.0.1.") && ingress.starts_with("10.0.1."),
+        "{cluster}"
+    );
+    assert_ne!(api, ingress);
+    let agents = cluster["status"]["node_sets"]["workers"]["agents"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(agents.len(), 3, "{cluster}");
+    for a in &agents {
+        assert!(str_at(a, "/ip_address").starts_with("10.0.1."), "{cluster}");
+    }
+
+    let eip = env
+        .json(&token, &["get", "externalip", "api-ip", "-o", "json"])
+        .await;
+    let address = str_at(&eip, "/status/address").to_string();
+    assert!(address.starts_with("203.0.113."), "{eip}");
+    let att = env
+        .json(
+            &token,
+            &["get", "externalipattachment", "c1-api", "-o", "json"],
+        )
+        .await;
+    assert_eq!(str_at(&att, "/status/target_ip"), api, "{att}");
+    assert_eq!(
+        str_at(&att, "/status/external_ip_address"),
+        address,
+        "{att}"
+    );
+    env.get_until(
+        &token,
+        &["get", "cluster", "c1"],
+        "the cluster's external address",
+        |c| str_at(c, "/status/external_ip_address") == address,
+    )
+    .await;
+
+    // The tables show the discovered addresses and endpoints.
+    let table = env.ok(&token, &["get", "computeinstances"]).await;
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("my-vm "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        row.contains("RUNNING") && row.contains(&vm_ip) && row.contains("my-subnet"),
+        "{table}"
+    );
+    let single = env.ok(&token, &["get", "computeinstance", "my-vm"]).await;
+    assert_eq!(single.lines().count(), 2, "{single}");
+    assert!(single.contains(&vm_ip), "{single}");
+    let table = env.ok(&token, &["get", "baremetalinstances"]).await;
+    let ips = format!(
+        "data-0={},data-1={}",
+        str_at(&d0, "/ip_address"),
+        str_at(&d1, "/ip_address")
+    );
+    assert!(table.contains(&ips) && table.contains("RUNNING"), "{table}");
+    let table = env.ok(&token, &["get", "clusters"]).await;
+    let row: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("c1 "))
+        .unwrap_or_else(|| panic!("{table}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row[2..7],
+        [
+            "READY",
+            api.as_str(),
+            ingress.as_str(),
+            "3/3",
+            address.as_str()
+        ],
+        "{table}"
+    );
+    let yaml = env
+        .ok(&token, &["get", "cluster", "c1", "-o", "yaml"])
+        .await;
+    assert!(yaml.contains(&format!("api_endpoint: {api}")), "{yaml}");
+
+    // The inventory shows what is in use: one bare-metal host, three caas agents.
+    let hosts = items(
+        &env.json(&admin, &["admin", "get", "hosts", "-o", "json"])
+            .await,
+    );
+    let in_use = |pool: &str| {
+        hosts
+            .iter()
+            .filter(|h| {
+                str_at(h, "/spec/pool") == pool && str_at(h, "/status/state") != "HOST_STATE_FREE"
+            })
+            .count()
+    };
+    assert_eq!(in_use("baremetal"), 1, "{hosts:?}");
+    assert_eq!(in_use("caas"), 3, "{hosts:?}");
+
+    // Deletion frees everything again.
+    for (kind, name) in [
+        ("externalipattachment", "c1-api"),
+        ("cluster", "c1"),
+        ("baremetalinstance", "s1"),
+        ("computeinstance", "my-vm"),
+    ] {
+        env.ok(
+            &token,
+            &["delete", kind, name, "--wait", "--timeout", "60s"],
+        )
+        .await;
+    }
+    env.get_until(
+        &admin,
+        &["admin", "get", "hosts"],
+        "every host to be FREE again",
+        |v| {
+            items(v)
+                .iter()
+                .all(|h| str_at(h, "/status/state") == "HOST_STATE_FREE")
+        },
+    )
+    .await;
+    env.ok(&admin, &["admin", "delete", "host", "extra-1", "--wait"])
+        .await;
+    env.server.shutdown().await;
+}

@@ -1,0 +1,128 @@
+//! [`WorkloadTargets`]: the ExternalIPAttachment target resolver over the stored workloads.
+//! VM → `status.internal_ip_address` (its primary attachment's address); bare-metal instance →
+//! `status.internal_ip_address` (its primary interface's); cluster → `status.api_endpoint` or
+//! `status.ingress_endpoint` per `target_endpoint` once the cluster is READY. The
+//! VirtualNetwork is the one the workload controller recorded (or its first subnet's). A target
+//! that is gone or being deleted is waited for: the attachment's DNAT is removed and it shows
+//! PENDING with the reason.
+
+use std::net::IpAddr;
+
+use async_trait::async_trait;
+use osac_model::{Kind, pb};
+use osac_store::{Record, Store, StoreError};
+
+use super::VIRTUAL_NETWORK_ANNOTATION;
+use super::external_ip_attachment::{Target, TargetResolver};
+
+/// Resolves attachment targets from the store (the default of `Controllers::new`).
+pub struct WorkloadTargets;
+
+/// The target an attachment spec names.
+fn target_of(spec: &pb::ExternalIpAttachmentSpec) -> Option<(Kind, &str)> {
+    if !spec.compute_instance.is_empty() {
+        Some((Kind::ComputeInstance, &spec.compute_instance))
+    } else if !spec.baremetal_instance.is_empty() {
+        Some((Kind::BareMetalInstance, &spec.baremetal_instance))
+    } else if !spec.cluster.is_empty() {
+        Some((Kind::Cluster, &spec.cluster))
+    } else {
+        None
+    }
+}
+
+/// "ComputeInstance 'web'" for messages.
+fn label(rec: &Record) -> String {
+    format!("{} '{}'", rec.kind, rec.label())
+}
+
+/// The VirtualNetwork of a workload: recorded by its controller, else its first subnet's.
+async fn virtual_network(store: &dyn Store, rec: &Record) -> Result<Option<String>, StoreError> {
+    if let Some(vn) = rec.annotations.get(VIRTUAL_NETWORK_ANNOTATION)
+        && !vn.is_empty()
+    {
+        return Ok(Some(vn.clone()));
+    }
+    let subnet = rec
+        .references()
+        .into_iter()
+        .find(|(field, _)| field.ends_with(".subnet"))
+        .map(|(_, id)| id);
+    let Some(subnet) = subnet else {
+        return Ok(None);
+    };
+    Ok(store.get(&subnet).await?.and_then(|s| {
+        osac_model::refs::string_at(&s.body, "spec.virtual_network")
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    }))
+}
+
+#[async_trait]
+impl TargetResolver for WorkloadTargets {
+    async fn resolve(
+        &self,
+        store: &dyn Store,
+        spec: &pb::ExternalIpAttachmentSpec,
+    ) -> Result<Target, StoreError> {
+        let Some((kind, id)) = target_of(spec) else {
+            return Ok(Target::Waiting(
+                "waiting for a target (no compute_instance, cluster or baremetal_instance set)"
+                    .to_string(),
+            ));
+        };
+        let Some(rec) = store.get(id).await?.filter(|r| r.kind == kind) else {
+            return Ok(Target::Waiting(format!(
+                "target {kind} '{id}' no longer exists"
+            )));
+        };
+        if rec.deleted_at.is_some() {
+            return Ok(Target::Waiting(format!(
+                "target {} is being deleted",
+                label(&rec)
+            )));
+        }
+        let (ip, waiting_for) = match kind {
+            Kind::ComputeInstance => {
+                let vm: pb::ComputeInstance = rec.decode()?;
+                let ip = vm.status.map(|s| s.internal_ip_address).unwrap_or_default();
+                (ip, "a primary IP")
+            }
+            Kind::BareMetalInstance => {
+                let bm: pb::BareMetalInstance = rec.decode()?;
+                let ip = bm.status.map(|s| s.internal_ip_address).unwrap_or_default();
+                (ip, "a primary IP")
+            }
+            _ => {
+                let c: pb::Cluster = rec.decode()?;
+                let ingress =
+                    spec.target_endpoint == pb::ExternalIpAttachmentEndpoint::Ingress as i32;
+                let what = if ingress {
+                    "an ingress VIP"
+                } else {
+                    "an API VIP"
+                };
+                let status = c.status.unwrap_or_default();
+                let ready = status.state == pb::ClusterState::Ready as i32;
+                let ip = match (ready, ingress) {
+                    (false, _) => String::new(),
+                    (true, true) => status.ingress_endpoint,
+                    (true, false) => status.api_endpoint,
+                };
+                (ip, what)
+            }
+        };
+        let waiting =
+            || Target::Waiting(format!("waiting for {} to have {waiting_for}", label(&rec)));
+        let Ok(ip) = ip.parse::<IpAddr>() else {
+            return Ok(waiting());
+        };
+        let Some(virtual_network) = virtual_network(store, &rec).await? else {
+            return Ok(waiting());
+        };
+        Ok(Target::Known {
+            ip,
+            virtual_network,
+        })
+    }
+}
