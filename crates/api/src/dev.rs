@@ -112,6 +112,15 @@ pub async fn bootstrap(service: &Service) -> ApiResult<()> {
     ];
     let hosts = dev_hosts();
     for (kind, obj) in objects.into_iter().chain(hosts) {
+        // Idempotent: an object of that name (from an earlier start) is left as it is.
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        if service
+            .get(&admin, Surface::Private, kind, name)
+            .await
+            .is_ok()
+        {
+            continue;
+        }
         match service.create(&admin, Surface::Private, kind, obj).await {
             Ok(_) => {}
             Err(e) if e.code == Code::AlreadyExists => {}

@@ -172,4 +172,6 @@ pub fn body_of(value: &Value) -> Value {
 pub fn is_internal_annotation(key: &str) -> bool {
     key == osac_controller::APPLIED_SPEC_ANNOTATION
         || key == osac_controller::VIRTUAL_NETWORK_ANNOTATION
+        || key == osac_controller::HOSTING_CLUSTER_ANNOTATION
+        || key == osac_controller::PARKED_ANNOTATION
 }

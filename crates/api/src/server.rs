@@ -8,7 +8,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use axum::Router;
 use axum::routing::get;
-use osac_controller::{ControllerConfig, Controllers, Dispatcher};
+use std::time::Duration;
+
+use osac_controller::{ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Dispatcher};
+use osac_fabric::provision::SimProvisioner;
 use osac_fabric::{DriverContext, Registry, SimStateStore};
 use osac_store::Store;
 use tokio::sync::watch;
@@ -28,6 +31,14 @@ pub struct ServerConfig {
     /// Manager registrations directory; None = the dev registry (sim fabric + sim k8s).
     pub managers_dir: Option<PathBuf>,
     pub controller: ControllerConfig,
+    /// How long a cluster waits for its agents' DHCP leases before it shows the
+    /// `NetworkingIPDiscoveryTimeout` condition (it keeps retrying).
+    pub ip_discovery_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// Default of [`ServerConfig::ip_discovery_timeout`] (300 s).
+    pub const DEFAULT_IP_DISCOVERY_TIMEOUT: Duration = DEFAULT_IP_DISCOVERY_TIMEOUT;
 }
 
 /// Why the server could not start.
@@ -37,6 +48,8 @@ pub enum ServerError {
     Store(#[from] osac_store::StoreError),
     #[error("cannot load manager registrations")]
     Registry(#[from] osac_fabric::RegistryError),
+    #[error("cannot open the simulated provisioner")]
+    Provisioner(#[from] osac_fabric::SimError),
     #[error("cannot set up authentication")]
     Auth(#[from] crate::auth::AuthSetupError),
     #[error("cannot build gRPC reflection")]
@@ -54,6 +67,9 @@ pub struct RunningServer {
     pub store: Arc<dyn Store>,
     pub registry: Arc<Registry>,
     pub service: Arc<Service>,
+    /// The provisioner the workload controllers use (simulated; persisted in the store), for
+    /// tests to inject failures and inspect machines.
+    pub provisioner: Arc<SimProvisioner>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -131,7 +147,9 @@ async fn no_route(req: axum::extract::Request) -> axum::response::Response {
 /// Opens everything and starts serving.
 pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let store = osac_store::open(&config.database_url).await?;
-    let ctx = DriverContext::new(Arc::new(StoreSimState(store.clone())));
+    let sim_state: Arc<dyn SimStateStore> = Arc::new(StoreSimState(store.clone()));
+    let ctx = DriverContext::new(sim_state.clone());
+    let provisioner = SimProvisioner::open(sim_state).await?;
     let registry = Arc::new(match &config.managers_dir {
         Some(dir) => Registry::load_dir(dir, &ctx).await?,
         None => Registry::sim_dev(&ctx).await?,
@@ -193,7 +211,9 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         store.clone(),
         Dispatcher::new(registry.clone()),
         config.controller.clone(),
-    );
+    )
+    .with_provisioner(provisioner.clone())
+    .with_ip_discovery_timeout(config.ip_discovery_timeout);
     let ctl = tokio::spawn(controllers.run(rx));
     tracing::info!(%addr, "osac-net listening (REST + gRPC)");
     Ok(RunningServer {
@@ -201,6 +221,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         store,
         registry,
         service,
+        provisioner,
         shutdown,
         tasks: vec![http, ctl],
     })

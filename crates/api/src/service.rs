@@ -167,7 +167,9 @@ impl Service {
             }
             Surface::Public => match kind.scope() {
                 Scope::Provider => {
-                    if write || kind == Kind::Tenant {
+                    // Tenants read classes, pools and host types; the inventory and the
+                    // tenants themselves are the provider's business.
+                    if write || matches!(kind, Kind::Tenant | Kind::Host) {
                         return Err(ApiError::not_found(format!(
                             "{} is managed through the private API",
                             kind.collection()

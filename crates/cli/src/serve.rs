@@ -46,6 +46,10 @@ pub struct ServerArgs {
     /// Seconds between full resyncs of every object.
     #[arg(long, default_value_t = 60)]
     pub resync_seconds: u64,
+    /// Seconds a cluster waits for its agents' DHCP leases before it shows the
+    /// NetworkingIPDiscoveryTimeout condition (it keeps retrying)
+    #[arg(long, default_value_t = ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT.as_secs())]
+    pub ip_discovery_timeout_seconds: u64,
 }
 
 /// Runs the server until Ctrl-C / SIGTERM.
@@ -90,6 +94,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         auth,
         managers_dir: args.managers_dir.clone(),
         controller,
+        ip_discovery_timeout: Duration::from_secs(args.ip_discovery_timeout_seconds),
     })
     .await
     .map_err(|e| anyhow::anyhow!("{}", error_chain(&e)))?;

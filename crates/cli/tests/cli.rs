@@ -30,6 +30,7 @@ async fn start() -> Env {
             backoff_base: Duration::from_millis(50),
             backoff_cap: Duration::from_secs(1),
         },
+        ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
     })
     .await
     .expect("server starts");

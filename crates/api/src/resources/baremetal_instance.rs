@@ -26,8 +26,8 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         return Err(ApiError::invalid("spec.host_type: host_type is required"));
     }
     workload::refuse_auto_external_ip(spec.auto_external_ip_attachment)?;
-    let ht_rec = super::resolve(cx, Kind::HostType, "spec.host_type", &spec.host_type, false)
-        .await?;
+    let ht_rec =
+        super::resolve(cx, Kind::HostType, "spec.host_type", &spec.host_type, false).await?;
     let ht: pb::HostType = ht_rec.decode()?;
     if spec.network_attachments.is_empty() {
         if ht.interfaces.is_empty() {

@@ -46,7 +46,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         }],
     )
     .await?;
-    workload::require_k8s(cx, &net.vn, "clusters (no VIP pool)").await?;
+    workload::require_k8s(cx, &net.vn, "clusters", ": there is no VIP pool").await?;
     let subnet_id = net.subnets.into_iter().next().unwrap_or_default();
     if let Some(sn) = cx.tx.get(&subnet_id).await?
         && sn

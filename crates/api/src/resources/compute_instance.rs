@@ -32,7 +32,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         })
         .collect();
     let net = workload::resolve_attachments(cx, &inputs).await?;
-    workload::require_k8s(cx, &net.vn, "virtual machines").await?;
+    workload::require_k8s(cx, &net.vn, "virtual machines", "").await?;
     for ((a, subnet), sgs) in atts.iter_mut().zip(net.subnets).zip(net.security_groups) {
         a.subnet = subnet;
         a.security_groups = sgs;

@@ -18,9 +18,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let eip = super::external_ip::require_free(cx, &spec.external_ip).await?;
     spec.external_ip = eip.id.clone();
     let (kind, field, key) = match &target {
-        AttachmentTarget::ComputeInstance(k) => {
-            (Kind::ComputeInstance, "spec.compute_instance", k)
-        }
+        AttachmentTarget::ComputeInstance(k) => (Kind::ComputeInstance, "spec.compute_instance", k),
         AttachmentTarget::Cluster(k, _) => (Kind::Cluster, "spec.cluster", k),
         AttachmentTarget::BaremetalInstance(k) => {
             (Kind::BareMetalInstance, "spec.baremetal_instance", k)

@@ -81,7 +81,9 @@ pub async fn resolve_attachments(
         return Err(no_attachments("spec"));
     };
     let vn = cx.tx.get(&vn_id).await?.ok_or_else(|| {
-        ApiError::precondition(format!("VirtualNetwork '{vn_id}' of the subnets does not exist"))
+        ApiError::precondition(format!(
+            "VirtualNetwork '{vn_id}' of the subnets does not exist"
+        ))
     })?;
     let mut security_groups = Vec::with_capacity(atts.len());
     for a in atts {
@@ -175,7 +177,8 @@ async fn label_of(cx: &mut Cx<'_>, id: &str) -> ApiResult<String> {
 }
 
 /// VMs and clusters live on hosting clusters: the network's class needs a k8s manager.
-pub async fn require_k8s(cx: &mut Cx<'_>, vn: &Record, what: &str) -> ApiResult<()> {
+/// `what` is "virtual machines" or "clusters"; `why` an optional explanation.
+pub async fn require_k8s(cx: &mut Cx<'_>, vn: &Record, what: &str, why: &str) -> ApiResult<()> {
     let class_id = vn
         .body
         .pointer("/spec/network_class")
@@ -188,7 +191,7 @@ pub async fn require_k8s(cx: &mut Cx<'_>, vn: &Record, what: &str) -> ApiResult<
     };
     if k8s.is_empty() {
         return Err(ApiError::precondition(format!(
-            "BM-only deployment: this NetworkClass has no k8s manager, so {what} are not available (VirtualNetwork '{}' uses NetworkClass '{}')",
+            "BM-only deployment: this NetworkClass has no k8s manager, so {what} are not available{why} (VirtualNetwork '{}' uses NetworkClass '{}')",
             vn.label(),
             class
                 .as_ref()
@@ -202,7 +205,9 @@ pub async fn require_k8s(cx: &mut Cx<'_>, vn: &Record, what: &str) -> ApiResult<
 /// The VirtualNetwork of a stored workload (the network of its first subnet).
 pub async fn stored_vn(cx: &mut Cx<'_>, subnet_id: &str) -> ApiResult<Record> {
     let sn = cx.tx.get(subnet_id).await?.ok_or_else(|| {
-        ApiError::precondition(format!("the workload's Subnet '{subnet_id}' no longer exists"))
+        ApiError::precondition(format!(
+            "the workload's Subnet '{subnet_id}' no longer exists"
+        ))
     })?;
     let vn_id = vn_of(&sn).to_string();
     cx.tx.get(&vn_id).await?.ok_or_else(|| {

@@ -1,4 +1,5 @@
-//! Races the API must win on both databases: overlapping sibling subnets and pool capacity.
+//! Races the API must win on both databases: overlapping sibling subnets, pool capacity, unique
+//! host MACs, and a subnet deleted while workloads are created on it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::Ipv4Addr;
@@ -13,7 +14,8 @@ use crate::common::*;
 both_backends!(
     concurrent_overlapping_subnets,
     concurrent_external_ips_never_over_allocate,
-    concurrent_provider_writes
+    concurrent_provider_writes,
+    concurrent_inventory_and_workload_writes
 );
 
 /// 64 concurrent creates in one VN: 16 /23s, 32 /24s and 16 /25s over 10.0.0.0/19, each /25 inside
@@ -349,6 +351,17 @@ async fn concurrent_provider_writes(backend: Backend) {
         .await
         .ok();
     assert_eq!(defaults["total"], 1, "{defaults}");
+    // The new default must be READY before networks use it.
+    for i in 0..8 {
+        s.admin
+            .wait_for_state(
+                PRIV,
+                "network_classes",
+                &format!("class-{i}"),
+                "NETWORK_CLASS_STATE_READY",
+            )
+            .await;
+    }
 
     // One NAT gateway per VN, one consumer per ExternalIP, under concurrency.
     let t = s.tenant("acme").await;
@@ -393,5 +406,79 @@ async fn concurrent_provider_writes(backend: Backend) {
         results.iter().map(|r| &r.text).collect::<Vec<_>>()
     );
     assert_eq!(t.count("nat_gateways").await, 2);
+    s.finish().await;
+}
+
+/// 16 concurrent host creates sharing one MAC pairwise: one host per MAC survives. Then a
+/// subnet delete racing 16 VM creates on it: either the delete loses (412, VMs exist) or the
+/// VMs that lost see the subnet being deleted (412) — never a VM on a deleted subnet.
+async fn concurrent_inventory_and_workload_writes(backend: Backend) {
+    let Some(s) = TestServer::start(backend).await else {
+        return;
+    };
+    let results = join_all((0..16u8).map(|i| {
+        let a = s.admin.clone();
+        // Hosts 2k and 2k+1 share their data-0 MAC.
+        let interfaces: Vec<serde_json::Value> = ["data-0", "data-1", "mgmt-0", "bmc-0"]
+            .iter()
+            .enumerate()
+            .map(|(k, n)| {
+                let owner = if k == 0 { i / 2 } else { 100 + i };
+                json!({"name": n, "mac_address": format!("0a:00:00:00:{owner:02x}:{k:02x}")})
+            })
+            .collect();
+        let body = json!({"metadata": {"name": format!("h{i}")}, "spec": {"host_type": "bm-standard", "pool": "caas", "interfaces": interfaces}});
+        async move { a.post(&format!("{PRIV}/hosts"), body).await }
+    }))
+    .await;
+    let won = results.iter().filter(|r| r.status == 200).count();
+    for r in results.iter().filter(|r| r.status != 200) {
+        r.err(409, "ALREADY_EXISTS", &["already used by Host"]);
+    }
+    assert_eq!(won, 8);
+
+    let t = s.tenant("acme").await;
+    t.ready_vn("net", "10.0.0.0/16").await;
+    t.ready_subnet("a", "net", "10.0.1.0/24").await;
+    let mut calls: Vec<_> = (0..16)
+        .map(|i| {
+            let t = t.clone();
+            tokio::spawn(async move {
+                t.post(
+                    &format!("{PUB}/compute_instances"),
+                    vm_body(&format!("vm{i}"), json!([{"subnet": "a"}])),
+                )
+                .await
+            })
+        })
+        .collect();
+    let del = {
+        let t = t.clone();
+        tokio::spawn(async move { t.delete(&format!("{PUB}/subnets/a")).await })
+    };
+    calls.push(del);
+    let mut created = 0;
+    let mut deleted = false;
+    for (i, c) in join_all(calls).await.into_iter().enumerate() {
+        let r = c.expect("task");
+        if i == 16 {
+            deleted = r.status == 200;
+            if !deleted {
+                r.err(412, "FAILED_PRECONDITION", &["is used by ComputeInstance"]);
+            }
+        } else if r.status == 200 {
+            created += 1;
+        } else if r.status == 404 {
+            // The subnet was deleted and already gone.
+            r.err(404, "NOT_FOUND", &["Subnet 'a' does not exist"]);
+        } else {
+            r.err(412, "FAILED_PRECONDITION", &["Subnet 'a' is being deleted"]);
+        }
+    }
+    assert!(
+        !(deleted && created > 0),
+        "{created} VMs on a deleted subnet"
+    );
+    assert_eq!(t.count("compute_instances").await, created);
     s.finish().await;
 }

@@ -452,3 +452,172 @@ async fn grpc_reflection_lists_the_services() {
     assert_eq!(err.code(), Code::Unimplemented);
     s.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_workload_services() {
+    let s = TestServer::sqlite().await;
+    let t = s.tenant("acme").await;
+    t.ready_vn("net", "10.0.0.0/16").await;
+    let subnet = t.ready_subnet("a", "net", "10.0.1.0/24").await;
+    let ch = channel(&s).await;
+    let admin = Bearer(s.admin.token.clone());
+    let user = Bearer(t.token.clone());
+
+    // Hosts are on the admin surface only.
+    let mut hosts = admin::hosts_client::HostsClient::with_interceptor(ch.clone(), admin.clone());
+    let list = hosts
+        .list(pb::ListRequest::default())
+        .await
+        .expect("hosts")
+        .into_inner();
+    assert_eq!((list.size, list.total), (10, 10));
+    let h = hosts
+        .get(pb::GetRequest {
+            id: "caas-0".into(),
+        })
+        .await
+        .expect("host")
+        .into_inner();
+    assert_eq!(h.spec.as_ref().unwrap().pool, "caas");
+    let mut changed = h.clone();
+    changed
+        .metadata
+        .as_mut()
+        .unwrap()
+        .labels
+        .insert("rack".into(), "r1".into());
+    let up = hosts
+        .update(admin::HostUpdateRequest {
+            object: Some(changed),
+            update_mask: String::new(),
+            lock: true,
+        })
+        .await
+        .expect("update host")
+        .into_inner();
+    assert_eq!(up.metadata.unwrap().labels["rack"], "r1");
+    let mut as_tenant =
+        admin::hosts_client::HostsClient::with_interceptor(ch.clone(), user.clone());
+    let err = as_tenant
+        .list(pb::ListRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied);
+
+    let mut vms = pb::compute_instances_client::ComputeInstancesClient::with_interceptor(
+        ch.clone(),
+        user.clone(),
+    );
+    let vm = vms
+        .create(pb::ComputeInstance {
+            metadata: meta("vm"),
+            spec: Some(pb::ComputeInstanceSpec {
+                template: "small".into(),
+                compute_network_attachments: vec![pb::ComputeNetworkAttachment {
+                    subnet: "a".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("create VM")
+        .into_inner();
+    let att = &vm.spec.as_ref().unwrap().compute_network_attachments[0];
+    assert_eq!(att.subnet, id(&subnet));
+    assert!(att.primary);
+    let err = vms
+        .create(pb::ComputeInstance {
+            metadata: meta("none"),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("at least one network attachment"),
+        "{err:?}"
+    );
+    let list = vms
+        .list(pb::ListRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((list.size, list.total), (1, 1));
+
+    let mut bms = pb::bare_metal_instances_client::BareMetalInstancesClient::with_interceptor(
+        ch.clone(),
+        user.clone(),
+    );
+    let bm = bms
+        .create(pb::BareMetalInstance {
+            metadata: meta("bm"),
+            spec: Some(pb::BareMetalInstanceSpec {
+                host_type: "bm-standard".into(),
+                network_attachments: vec![pb::BareMetalNetworkAttachment {
+                    subnet: "a".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("create BM")
+        .into_inner();
+    assert_eq!(
+        bm.spec.as_ref().unwrap().network_attachments[0].interface,
+        "data-0"
+    );
+    let err = bms
+        .create(pb::BareMetalInstance {
+            metadata: meta("bad"),
+            spec: Some(pb::BareMetalInstanceSpec {
+                host_type: "ghost".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+
+    let mut clusters = pb::clusters_client::ClustersClient::with_interceptor(ch.clone(), user);
+    let mut node_sets = std::collections::HashMap::new();
+    node_sets.insert(
+        "workers".to_string(),
+        pb::ClusterNodeSet {
+            host_type: "bm-standard".into(),
+            size: 1,
+            ..Default::default()
+        },
+    );
+    let c = clusters
+        .create(pb::Cluster {
+            metadata: meta("c"),
+            spec: Some(pb::ClusterSpec {
+                node_sets,
+                network_attachment: Some(pb::ClusterNetworkAttachment {
+                    subnet: "a".into(),
+                    ..Default::default()
+                }),
+                auto_external_ip_attachment: true,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(c.code(), Code::FailedPrecondition, "{c:?}");
+    let list = clusters
+        .list(pb::ListRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.total, 0);
+    bms.delete(pb::DeleteRequest { id: bm.id.clone() })
+        .await
+        .expect("delete BM");
+    s.finish().await;
+}

@@ -908,21 +908,28 @@ async fn external_ip_attachments() {
             404,
             vec!["spec.external_ip", "ghost", "does not exist"],
         ),
-        // Every rule passes: workload targets arrive with the next release.
+        // Every rule of the attachment passes; the targets do not exist (workload targets are
+        // covered in workloads.rs).
         (
             json!({"external_ip": "ip", "compute_instance": "vm"}),
-            412,
-            vec!["spec.compute_instance", "not supported yet"],
+            404,
+            vec![
+                "spec.compute_instance",
+                "ComputeInstance 'vm' does not exist",
+            ],
         ),
         (
             json!({"external_ip": "ip", "cluster": "c", "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_API"}),
-            412,
-            vec!["spec.cluster", "not supported yet"],
+            404,
+            vec!["spec.cluster", "Cluster 'c' does not exist"],
         ),
         (
             json!({"external_ip": "ip", "baremetal_instance": "bm"}),
-            412,
-            vec!["spec.baremetal_instance", "not supported yet"],
+            404,
+            vec![
+                "spec.baremetal_instance",
+                "BareMetalInstance 'bm' does not exist",
+            ],
         ),
     ] {
         let code_name = match code {

@@ -5,9 +5,12 @@
 mod common;
 mod concurrency;
 mod grpc;
+mod hosts;
 mod lifecycle;
 mod lists;
 mod ops;
 mod provider;
 mod restart;
 mod tenancy;
+mod workload_flows;
+mod workloads;

@@ -196,7 +196,9 @@ impl Kind {
             ],
             Kind::ExternalIp => &[Kind::ExternalIpPool],
             Kind::Host => &[Kind::HostType],
-            Kind::ComputeInstance => &[Kind::Subnet],
+            // Attachments give the workloads' external addresses (see output::add_external_ips).
+            Kind::ComputeInstance => &[Kind::Subnet, Kind::ExternalIpAttachment],
+            Kind::BareMetalInstance | Kind::Cluster => &[Kind::ExternalIpAttachment],
             _ => &[],
         }
     }

@@ -11,7 +11,8 @@ use super::args::{DeleteOpts, GetOpts, LabelOpts, UpdateOpts};
 use super::http::{Api, ClientError, ListQuery};
 use super::kind::{Access, Kind, Scope};
 use super::output::{
-    OutputFormat, RefNames, emit, managers_table, object_label, render_raw, table, to_json, to_yaml,
+    OutputFormat, RefNames, add_external_ips, emit, managers_table, object_label, render_raw,
+    table, to_json, to_yaml,
 };
 use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules};
 use super::wait::{Goal, wait};
@@ -67,6 +68,9 @@ async fn ref_names(ctx: &Ctx, kind: Kind) -> RefNames {
         else {
             continue;
         };
+        if *r == Kind::ExternalIpAttachment {
+            add_external_ips(&mut names, &items);
+        }
         for v in items {
             let id = v.get("id").and_then(Value::as_str);
             let name = v.pointer("/metadata/name").and_then(Value::as_str);

@@ -36,6 +36,79 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
 /// Id → name of objects that other objects reference, for table columns.
 pub type RefNames = HashMap<String, String>;
 
+/// The [`RefNames`] key under which a workload's external addresses are carried (from the READY
+/// ExternalIPAttachments that target it; see [`add_external_ips`]).
+pub fn external_key(target_id: &str) -> String {
+    format!("external-ip/{target_id}")
+}
+
+/// Records, per workload id, the addresses of the READY ExternalIPAttachments targeting it: the
+/// address alone when there is one, `api=…,ingress=…` for several on a cluster. (Clusters carry
+/// no address in their status; VMs and bare-metal servers fall back to this when theirs is
+/// empty.)
+pub fn add_external_ips(names: &mut RefNames, attachments: &[Value]) {
+    let mut per_target: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for a in attachments {
+        if at(a, "status/state").and_then(Value::as_str)
+            != Some("EXTERNAL_IP_ATTACHMENT_STATE_READY")
+        {
+            continue;
+        }
+        let Some(address) = at(a, "status/external_ip_address")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        else {
+            continue;
+        };
+        let Some(target) = ["compute_instance", "cluster", "baremetal_instance"]
+            .iter()
+            .find_map(|f| {
+                at(a, &format!("spec/{f}"))
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+            })
+        else {
+            continue;
+        };
+        let endpoint = match at(a, "spec/target_endpoint").and_then(Value::as_str) {
+            Some(e) if !e.ends_with("UNSPECIFIED") => {
+                e.rsplit('_').next().unwrap_or(e).to_ascii_lowercase()
+            }
+            _ => String::new(),
+        };
+        let entry = (endpoint, address.to_string());
+        match per_target.iter_mut().find(|(t, _)| t == target) {
+            Some((_, list)) => list.push(entry),
+            None => per_target.push((target.to_string(), vec![entry])),
+        }
+    }
+    for (target, mut list) in per_target {
+        list.sort();
+        let text = if list.len() == 1 {
+            list.remove(0).1
+        } else {
+            list.into_iter()
+                .map(|(e, a)| if e.is_empty() { a } else { format!("{e}={a}") })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        names.insert(external_key(&target), text);
+    }
+}
+
+/// A workload's external address: `status.external_ip_address`, else what its attachments say.
+fn external_ip(v: &Value, names: &RefNames) -> String {
+    let own = text(v, "status/external_ip_address");
+    if own != "-" {
+        return own;
+    }
+    v.get("id")
+        .and_then(Value::as_str)
+        .and_then(|id| names.get(&external_key(id)))
+        .cloned()
+        .unwrap_or(own)
+}
+
 /// String at a `/`-separated JSON pointer without the leading slash: `status/state`.
 fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('/').try_fold(v, |cur, k| cur.get(k))
@@ -549,13 +622,7 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                 "SUBNETS",
                 "MESSAGE",
             ],
-            |v, n| {
-                vec![
-                    vm_internal_ip(v),
-                    text(v, "status/external_ip_address"),
-                    vm_subnets(v, n),
-                ]
-            },
+            |v, n| vec![vm_internal_ip(v), external_ip(v, n), vm_subnets(v, n)],
         ),
         Kind::BareMetalInstance => (
             &[
@@ -567,13 +634,7 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                 "EXTERNAL-IP",
                 "MESSAGE",
             ],
-            |v, n| {
-                vec![
-                    reference(v, "status/host", n),
-                    bm_ips(v),
-                    text(v, "status/external_ip_address"),
-                ]
-            },
+            |v, n| vec![reference(v, "status/host", n), bm_ips(v), external_ip(v, n)],
         ),
         Kind::Cluster => (
             &[
@@ -586,12 +647,12 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                 "EXTERNAL-IP",
                 "MESSAGE",
             ],
-            |v, _| {
+            |v, n| {
                 vec![
                     text(v, "status/api_endpoint"),
                     text(v, "status/ingress_endpoint"),
                     cluster_nodes(v),
-                    text(v, "status/external_ip_address"),
+                    external_ip(v, n),
                 ]
             },
         ),
@@ -1155,6 +1216,81 @@ mod tests {
                        "status": {"state": "CLUSTER_STATE_READY", "external_ip_address": "203.0.113.9"}});
         let (_, row) = super::tests::row(Kind::Cluster, c, &RefNames::new());
         assert_eq!(row, ["c2", "c2", "READY", "-", "-", "-", "203.0.113.9"]);
+    }
+
+    #[test]
+    fn external_addresses_come_from_ready_attachments() {
+        let att = |target: &str, id: &str, endpoint: Option<&str>, state: &str, addr: &str| {
+            let mut spec = json!({"external_ip": "e"});
+            spec[target] = json!(id);
+            if let Some(e) = endpoint {
+                spec["target_endpoint"] = json!(e);
+            }
+            json!({"spec": spec, "status": {"state": state, "external_ip_address": addr}})
+        };
+        const READY: &str = "EXTERNAL_IP_ATTACHMENT_STATE_READY";
+        let mut names = RefNames::new();
+        add_external_ips(
+            &mut names,
+            &[
+                att(
+                    "cluster",
+                    "c1",
+                    Some("EXTERNAL_IP_ATTACHMENT_ENDPOINT_API"),
+                    READY,
+                    "203.0.113.5",
+                ),
+                att(
+                    "cluster",
+                    "c2",
+                    Some("EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS"),
+                    READY,
+                    "203.0.113.7",
+                ),
+                att(
+                    "cluster",
+                    "c2",
+                    Some("EXTERNAL_IP_ATTACHMENT_ENDPOINT_API"),
+                    READY,
+                    "203.0.113.6",
+                ),
+                att(
+                    "compute_instance",
+                    "v1",
+                    None,
+                    "EXTERNAL_IP_ATTACHMENT_STATE_PENDING",
+                    "203.0.113.8",
+                ),
+                att("baremetal_instance", "b1", None, READY, "203.0.113.9"),
+            ],
+        );
+        let cluster = |id: &str| json!({"id": id, "metadata": {"name": id}, "status": {"state": "CLUSTER_STATE_READY"}});
+        let out = table(
+            Kind::Cluster,
+            &[cluster("c1"), cluster("c2"), cluster("c3")],
+            &names,
+        )
+        .render();
+        let col: Vec<&str> = out
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().nth(6).unwrap())
+            .collect();
+        assert_eq!(
+            col,
+            ["203.0.113.5", "api=203.0.113.6,ingress=203.0.113.7", "-"]
+        );
+        // A pending attachment is not an address yet; a VM's own status field wins.
+        let vm = json!({"id": "v1", "metadata": {"name": "v1"}, "status": {"state": "COMPUTE_INSTANCE_STATE_RUNNING"}});
+        let (_, row) = super::tests::row(Kind::ComputeInstance, vm, &names);
+        assert_eq!(row[4], "-");
+        let bm = json!({"id": "b1", "metadata": {"name": "b1"}, "status": {"state": "BARE_METAL_INSTANCE_STATE_RUNNING"}});
+        let (_, row) = super::tests::row(Kind::BareMetalInstance, bm, &names);
+        assert_eq!(row[5], "203.0.113.9");
+        let bm = json!({"id": "b1", "metadata": {"name": "b1"},
+                        "status": {"state": "BARE_METAL_INSTANCE_STATE_RUNNING", "external_ip_address": "198.51.100.1"}});
+        let (_, row) = super::tests::row(Kind::BareMetalInstance, bm, &names);
+        assert_eq!(row[5], "198.51.100.1");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use osac_api::auth::AuthConfig;
 use osac_api::{RunningServer, ServerConfig, Service};
 use osac_controller::{ControllerConfig, Controllers, Dispatcher};
+use osac_fabric::provision::SimProvisioner;
 use osac_fabric::{DriverContext, Registry, SimFabric, SimStateStore};
 use osac_store::Store;
 use reqwest::Method;
@@ -137,6 +138,8 @@ pub struct TestServer {
     pub dir: TempDir,
     pub token_file: PathBuf,
     pub managers_dir: Option<PathBuf>,
+    /// Used by the next [`TestServer::restart`] (default: the server default, 300 s).
+    pub ip_discovery_timeout: Duration,
     pub base: Base,
     pub admin: Api,
 }
@@ -169,7 +172,14 @@ impl TestServer {
         let db = TestDb::new(backend, dir.path()).await?;
         let token_file = dir.path().join("tokens.json");
         let admin_token = osac_api::auth::ensure_admin_token(&token_file).expect("admin token");
-        let server = launch(&db.url, &token_file, managers_dir.clone()).await;
+        let ip_discovery_timeout = ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT;
+        let server = launch(
+            &db.url,
+            &token_file,
+            managers_dir.clone(),
+            ip_discovery_timeout,
+        )
+        .await;
         let base: Base = Arc::new(RwLock::new(server.url()));
         let admin = Api::new(&base, Some(&admin_token));
         Some(TestServer {
@@ -179,6 +189,7 @@ impl TestServer {
             dir,
             token_file,
             managers_dir,
+            ip_discovery_timeout,
             base,
             admin,
         })
@@ -209,6 +220,11 @@ impl TestServer {
             .registry
             .sim_fabric("sim-fabric")
             .expect("dev registry has sim-fabric")
+    }
+
+    /// The simulated provisioner of the running server.
+    pub fn provisioner(&self) -> Arc<SimProvisioner> {
+        self.server().provisioner.clone()
     }
 
     /// Creates the dev provider objects and waits until they are READY.
@@ -289,7 +305,13 @@ impl TestServer {
     /// Starts a new server on the same database and token file (clients follow it).
     pub async fn restart(&mut self) {
         self.stop().await;
-        let server = launch(&self.db.url, &self.token_file, self.managers_dir.clone()).await;
+        let server = launch(
+            &self.db.url,
+            &self.token_file,
+            self.managers_dir.clone(),
+            self.ip_discovery_timeout,
+        )
+        .await;
         *self.base.write().expect("base") = server.url();
         self.server = Some(server);
     }
@@ -334,6 +356,7 @@ async fn launch(
     database_url: &str,
     token_file: &Path,
     managers_dir: Option<PathBuf>,
+    ip_discovery_timeout: Duration,
 ) -> RunningServer {
     osac_api::start(ServerConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
@@ -341,6 +364,7 @@ async fn launch(
         auth: AuthConfig::TokenFile(token_file.to_path_buf()),
         managers_dir,
         controller: controller_config(),
+        ip_discovery_timeout,
     })
     .await
     .unwrap_or_else(|e| panic!("server start on {database_url}: {e:?}"))
@@ -373,6 +397,7 @@ impl SimStateStore for KvSimState {
 /// injected for an object *before* any controller sees it (a running server would race).
 pub struct OwnControllers {
     pub registry: Arc<Registry>,
+    pub provisioner: Arc<SimProvisioner>,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: Option<tokio::task::JoinHandle<()>>,
     store: Arc<dyn Store>,
@@ -381,11 +406,14 @@ pub struct OwnControllers {
 impl OwnControllers {
     /// Opens the dev registry over `store` (sim state persisted in it), not yet running.
     pub async fn new(store: Arc<dyn Store>) -> OwnControllers {
-        let ctx = DriverContext::new(Arc::new(KvSimState(store.clone())));
+        let state: Arc<dyn SimStateStore> = Arc::new(KvSimState(store.clone()));
+        let ctx = DriverContext::new(state.clone());
         let registry = Arc::new(Registry::sim_dev(&ctx).await.expect("dev registry"));
+        let provisioner = SimProvisioner::open(state).await.expect("sim provisioner");
         let (shutdown, _) = tokio::sync::watch::channel(false);
         OwnControllers {
             registry,
+            provisioner,
             shutdown,
             task: None,
             store,
@@ -402,7 +430,8 @@ impl OwnControllers {
             self.store.clone(),
             Dispatcher::new(self.registry.clone()),
             controller_config(),
-        );
+        )
+        .with_provisioner(self.provisioner.clone());
         let rx = self.shutdown.subscribe();
         self.task = Some(tokio::spawn(controllers.run(rx)));
     }
@@ -657,6 +686,24 @@ impl Api {
         .await
     }
 
+    /// Creates a READY SecurityGroup allowing SSH.
+    pub async fn ready_sg(&self, name: &str, vn: &str) -> Value {
+        let sg = self
+            .create(
+                "security_groups",
+                json!({"metadata": {"name": name}, "spec": {"virtual_network": vn, "ingress": [
+                    {"protocol": "PROTOCOL_TCP", "port_from": 22, "port_to": 22, "ipv4_cidr": "0.0.0.0/0"}
+                ]}}),
+            )
+            .await;
+        self.wait(
+            "security_groups",
+            sg["id"].as_str().expect("id"),
+            "SECURITY_GROUP_STATE_READY",
+        )
+        .await
+    }
+
     /// The number of objects in a public collection (`total` of an unfiltered list).
     pub async fn count(&self, collection: &str) -> i64 {
         self.list(collection, &[]).await.ok()["total"]
@@ -696,4 +743,31 @@ macro_rules! both_backends {
             }
         })*
     };
+}
+
+/// A ComputeInstance body.
+pub fn vm_body(name: &str, attachments: Value) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"template": "small", "compute_network_attachments": attachments}})
+}
+
+/// A BareMetalInstance body of the dev host type `bm-standard`.
+pub fn bm_body(name: &str, attachments: Value) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"host_type": "bm-standard", "network_attachments": attachments}})
+}
+
+/// A Cluster body: one node set `workers` of `size` `bm-standard` hosts.
+pub fn cluster_body(name: &str, subnet: &str, security_groups: Value, size: i32) -> Value {
+    json!({"metadata": {"name": name}, "spec": {
+        "template": "ocp",
+        "node_sets": {"workers": {"host_type": "bm-standard", "size": size}},
+        "network_attachment": {"subnet": subnet, "security_groups": security_groups}
+    }})
+}
+
+/// The condition of `kind_type` in an object's status, if any.
+pub fn condition<'a>(obj: &'a Value, kind_type: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind_type)
 }
