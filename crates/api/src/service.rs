@@ -59,10 +59,6 @@ pub struct Service {
     pub store: Arc<dyn Store>,
     pub registry: Arc<Registry>,
     pub auth: Arc<Authenticator>,
-    /// Serialises writes of provider kinds whose rules span every object of the kind (pool
-    /// CIDRs never overlap, exactly one default NetworkClass): on PostgreSQL nothing else
-    /// orders two such transactions. SQLite serialises all writes anyway.
-    provider_writes: tokio::sync::Mutex<()>,
 }
 
 /// What a per-kind rule needs while a write transaction is open.
@@ -124,15 +120,6 @@ impl Service {
             store,
             registry,
             auth,
-            provider_writes: tokio::sync::Mutex::new(()),
-        }
-    }
-
-    /// Taken before a write transaction of a kind with kind-wide rules (see `provider_writes`).
-    async fn kind_wide_guard(&self, kind: Kind) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        match kind {
-            Kind::NetworkClass | Kind::ExternalIpPool => Some(self.provider_writes.lock().await),
-            _ => None,
         }
     }
 
@@ -223,8 +210,10 @@ impl Service {
             },
         };
         validate_metadata(&meta)?;
-        let _kind_wide = self.kind_wide_guard(kind).await;
         let mut tx = self.store.begin().await?;
+        if has_kind_wide_rules(kind) {
+            tx.lock_kind(kind).await?;
+        }
         if kind.scope() == Scope::Tenant {
             if caller.is_provider() && caller.tenant.is_none() {
                 resources::tenant::require_exists(tx.as_mut(), &tenant).await?;
@@ -362,8 +351,10 @@ impl Service {
         crate::object::check_metadata(kind, &body)?;
         let meta = user_metadata(&body);
         validate_metadata(&meta)?;
-        let _kind_wide = self.kind_wide_guard(kind).await;
         let mut tx = self.store.begin().await?;
+        if has_kind_wide_rules(kind) {
+            tx.lock_kind(kind).await?;
+        }
         let found = find_in_tx(tx.as_mut(), kind, scope.as_deref(), key).await?;
         let current = tx
             .lock(&found.id)
@@ -648,4 +639,11 @@ fn validate_metadata(meta: &crate::object::UserMetadata) -> ApiResult<()> {
     let labels: HashMap<String, String> = meta.labels.clone().into_iter().collect();
     osac_model::labels::check_labels("metadata.labels", &labels)?;
     Ok(())
+}
+
+/// Kinds whose rules span every object of the kind (pool CIDRs never overlap, exactly one
+/// default NetworkClass): their writes take the store's kind lock, which also orders
+/// transactions of other processes sharing a PostgreSQL database.
+fn has_kind_wide_rules(kind: Kind) -> bool {
+    matches!(kind, Kind::NetworkClass | Kind::ExternalIpPool)
 }

@@ -382,10 +382,17 @@ impl Translator<'_> {
         negate: bool,
         cond: impl FnOnce(&mut Self) -> String,
     ) -> String {
-        let mut sql = String::from(if negate { "NOT EXISTS (" } else { "EXISTS (" });
+        // Labels use `o.id IN (…)` rather than a correlated EXISTS: the planner can then drive
+        // the query from the (key, value) index instead of probing it once per object.
+        let mut sql = String::from(match (kind, negate) {
+            (MapKind::Labels, false) => "o.id IN (",
+            (MapKind::Labels, true) => "o.id NOT IN (",
+            (MapKind::Annotations, false) => "EXISTS (",
+            (MapKind::Annotations, true) => "NOT EXISTS (",
+        });
         match (kind, self.dialect, key) {
             (MapKind::Labels, _, _) => {
-                sql.push_str("SELECT 1 FROM object_labels l WHERE l.object_id = o.id");
+                sql.push_str("SELECT l.object_id FROM object_labels l WHERE 1 = 1");
                 if let Some(k) = key {
                     let p = self.text(k);
                     sql.push_str(&format!(" AND l.key = {p}"));
@@ -836,7 +843,7 @@ mod tests {
         let f = sql(src, Dialect::Sqlite, 1);
         assert_eq!(
             f.sql,
-            "EXISTS (SELECT 1 FROM object_labels l WHERE l.object_id = o.id AND l.key = ? AND l.value = ?)"
+            "o.id IN (SELECT l.object_id FROM object_labels l WHERE 1 = 1 AND l.key = ? AND l.value = ?)"
         );
         assert_eq!(
             f.params,
@@ -849,12 +856,12 @@ mod tests {
         );
         assert_eq!(
             f.sql,
-            "NOT EXISTS (SELECT 1 FROM object_labels l WHERE l.object_id = o.id AND l.key = $5 AND l.value = $6)"
+            "o.id NOT IN (SELECT l.object_id FROM object_labels l WHERE 1 = 1 AND l.key = $5 AND l.value = $6)"
         );
         let f = sql(r#"has(this.metadata.labels.env)"#, Dialect::Postgres, 1);
         assert_eq!(
             f.sql,
-            "EXISTS (SELECT 1 FROM object_labels l WHERE l.object_id = o.id AND l.key = $1)"
+            "o.id IN (SELECT l.object_id FROM object_labels l WHERE 1 = 1 AND l.key = $1)"
         );
     }
 
@@ -966,7 +973,7 @@ mod tests {
         );
         assert_eq!(
             f.sql,
-            "(EXISTS (SELECT 1 FROM object_labels l WHERE l.object_id = o.id AND l.key = $4 AND (strpos(l.value, $5) > 0)) OR \
+            "(o.id IN (SELECT l.object_id FROM object_labels l WHERE 1 = 1 AND l.key = $4 AND (strpos(l.value, $5) > 0)) OR \
              EXISTS (SELECT 1 FROM (SELECT o.annotations ->> $6 AS value) l WHERE l.value IS NOT NULL AND l.value = $7))"
         );
         let f = sql(

@@ -46,6 +46,7 @@ impl PostgresStore {
             .await
             .map_err(|e| StoreError::Database(sqlx::Error::Migrate(Box::new(e))))?;
         let (feed, _) = broadcast::channel(65536);
+        spawn_statistics_refresh(pool.clone());
         let origin = uuid::Uuid::new_v4().to_string();
         let mut listener = PgListener::connect_with(&pool).await?;
         listener.listen(CHANNEL).await?;
@@ -69,6 +70,27 @@ impl PostgresStore {
         });
         Ok(Self { pool, feed, origin })
     }
+}
+
+/// How often planner statistics are refreshed; autovacuum normally does it, but is not
+/// always on, and without statistics PostgreSQL picks nested loops for label filters.
+const STATISTICS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn spawn_statistics_refresh(pool: PgPool) {
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = sqlx::query("ANALYZE objects, object_labels, object_refs")
+                .execute(&pool)
+                .await
+            {
+                tracing::debug!(error = %e, "statistics refresh failed");
+            }
+            if pool.is_closed() {
+                return;
+            }
+            tokio::time::sleep(STATISTICS_INTERVAL).await;
+        }
+    });
 }
 
 fn decode(row: &PgRow) -> Result<Record> {

@@ -43,7 +43,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true)
-            .pragma("cache_size", "-65536")
+            .pragma("cache_size", "-8192")
             .pragma("temp_store", "memory");
         // An in-memory database exists per connection: keep exactly one.
         let max = if memory { 1 } else { 8 };
@@ -57,12 +57,39 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Database(sqlx::Error::Migrate(Box::new(e))))?;
         let (feed, _) = broadcast::channel(65536);
+        let write_lock = Arc::new(Mutex::new(()));
+        spawn_statistics_refresh(pool.clone(), write_lock.clone());
         Ok(Self {
             pool,
             write_lock: Arc::new(Mutex::new(())),
             feed,
         })
     }
+}
+
+/// How often planner statistics are refreshed. Label filters are only fast when SQLite knows
+/// the label index is selective, and tables grow quickly after bulk loads.
+const STATISTICS_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Refreshes planner statistics now and then (sampled `ANALYZE`, a few milliseconds).
+fn spawn_statistics_refresh(pool: SqlitePool, write_lock: Arc<Mutex<()>>) {
+    tokio::spawn(async move {
+        loop {
+            {
+                let _guard = write_lock.lock().await;
+                if let Err(e) = sqlx::query("PRAGMA analysis_limit = 400; ANALYZE")
+                    .execute(&pool)
+                    .await
+                {
+                    tracing::debug!(error = %e, "statistics refresh failed");
+                }
+            }
+            if pool.is_closed() {
+                return;
+            }
+            tokio::time::sleep(STATISTICS_INTERVAL).await;
+        }
+    });
 }
 
 fn decode(row: &SqliteRow) -> Result<Record> {
