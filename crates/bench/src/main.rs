@@ -7,14 +7,23 @@
 //! 3. GET p99 and label-filtered LIST p99 with 100,000 objects stored (bulk-loaded through the
 //!    store, measured through REST);
 //! 4. the time for 10,000 subnets to reach READY;
-//! 5. the process RSS (the server runs in this process) at 100,000 objects.
+//! 5. the process RSS (the server runs in this process) at 100,000 objects;
+//! 6. (issue 3) 2,000 ComputeInstances, each with an ExternalIPAttachment: creates/s, time until
+//!    every attachment is READY, end-to-end workloads/s and the controllers' phase durations.
 //!
 //! See docs/benchmarks.md.
 
+/// Progress on stderr (the report goes to stdout).
+macro_rules! progress {
+    ($($t:tt)*) => { eprintln!("[osac-bench] {}", format!($($t)*)) };
+}
+
 mod api;
 mod load;
+mod metrics;
 mod report;
 mod store;
+mod workloads;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,6 +100,15 @@ struct Args {
     /// Skip the 100k-object load and measures 3 and 5.
     #[arg(long)]
     skip_objects: bool,
+    /// Workloads (ComputeInstance + ExternalIP + ExternalIPAttachment) of measure 6.
+    #[arg(long, default_value_t = 2_000)]
+    workloads: usize,
+    /// /21 subnets (one VN) the workloads' VMs are spread over (more if they do not fit).
+    #[arg(long, default_value_t = 4)]
+    workload_subnets: usize,
+    /// Skip measure 6.
+    #[arg(long)]
+    skip_workloads: bool,
     /// Longest time one GET or LIST measurement may take (no request starts after it).
     #[arg(long, default_value_t = 60)]
     phase_seconds: u64,
@@ -128,11 +146,6 @@ fn main() -> Result<()> {
     let report = runtime.block_on(bench(args))?;
     println!("{}", report.render());
     Ok(())
-}
-
-/// Progress on stderr (the report goes to stdout).
-macro_rules! progress {
-    ($($t:tt)*) => { eprintln!("[osac-bench] {}", format!($($t)*)) };
 }
 
 /// A kB figure of /proc/self/status (VmRSS, VmHWM).
@@ -224,7 +237,10 @@ fn redact(url: &str) -> String {
 }
 
 struct Env {
+    /// The tenant's client.
     api: Api,
+    /// The admin's client (private API).
+    admin: Api,
     server: RunningServer,
     database_url: String,
 }
@@ -418,6 +434,7 @@ async fn bench(args: Args) -> Result<Report> {
     }
     let env = Env {
         api: admin.with_token(&token),
+        admin,
         server,
         database_url: database_url.clone(),
     };
@@ -478,6 +495,22 @@ async fn phases(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mut Repo
         report
             .details
             .push(format!("memory, after the READY run: {}", Mem::now()));
+    }
+    if !args.skip_workloads {
+        if let Err(e) = workloads::workloads_phase(args, env, report).await {
+            failed(
+                report,
+                "6",
+                &format!(
+                    "{} VMs with an ExternalIPAttachment",
+                    thousands(args.workloads as f64)
+                ),
+                &e,
+            );
+        }
+        report
+            .details
+            .push(format!("memory, after the workload run: {}", Mem::now()));
     }
     if !args.skip_objects
         && let Err(e) = objects_phase(args, env, report).await
@@ -1070,5 +1103,6 @@ mod tests {
             (32, 10, 100_000, 10_000)
         );
         assert!(a.skip_ready && !a.skip_raw);
+        assert!(a.workloads == 2_000 && !a.skip_workloads);
     }
 }

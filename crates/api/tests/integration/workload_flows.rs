@@ -460,6 +460,14 @@ async fn cluster_with_external_access() {
             .expect("DNAT rule");
         assert_eq!(rule.target_ip.to_string(), target.to_string());
     }
+    // The cluster shows the external address of its API endpoint.
+    let api_address = api_ip["status"]["address"].clone();
+    t.wait_until(
+        &format!("{PUB}/clusters/{}", id(&c)),
+        "status.external_ip_address",
+        |o| o["status"]["external_ip_address"] == api_address,
+    )
+    .await;
     // The ExternalIPs cannot go while attached.
     t.delete(&format!("{PUB}/external_ips/api-ip")).await.err(
         412,

@@ -369,7 +369,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
     }
     let mut w = Work::new(rec, cluster);
     if settled(&w.rec, &w.obj) {
-        return Ok(Action::Done);
+        return refresh_external_ip(ctx, &mut w).await;
     }
     let spec = w.obj.spec.clone().unwrap_or_default();
     let attachment = spec.network_attachment.clone().unwrap_or_default();
@@ -547,6 +547,11 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         w.set(PROVISIONING_COMPLETE, true, "Provisioned", m);
     }
 
+    let external = api_external_ip(ctx, w.id()).await?;
+    w.obj
+        .status
+        .get_or_insert_with(Default::default)
+        .external_ip_address = external;
     w.obj.set_state(pb::Cluster::READY);
     w.obj.set_message(String::new());
     let started = Instant::now();
@@ -618,4 +623,46 @@ async fn delete(ctx: &Ctx, rec: Record, cluster: pb::Cluster) -> Result<Action, 
         }
     }
     finalize_with_hosts(ctx, &w.rec, &hosts).await
+}
+
+/// The address of the READY ExternalIPAttachment to the cluster's API endpoint ("" if none).
+async fn api_external_ip(ctx: &Ctx, cluster_id: &str) -> Result<String, ReconcileError> {
+    let mut found = Vec::new();
+    for r in ctx.store.referrers(cluster_id).await? {
+        if r.source_kind != Kind::ExternalIpAttachment || r.field != "spec.cluster" {
+            continue;
+        }
+        let Some(rec) = ctx.store.get(&r.source).await? else {
+            continue;
+        };
+        if rec.deleted_at.is_some() {
+            continue;
+        }
+        let att: pb::ExternalIpAttachment = rec.decode()?;
+        let (Some(spec), Some(status)) = (att.spec, att.status) else {
+            continue;
+        };
+        if spec.target_endpoint == pb::ExternalIpAttachmentEndpoint::Api as i32
+            && status.state == pb::ExternalIpAttachmentState::Ready as i32
+            && !status.external_ip_address.is_empty()
+        {
+            found.push((rec.id.clone(), status.external_ip_address));
+        }
+    }
+    found.sort();
+    Ok(found.into_iter().next().map(|(_, a)| a).unwrap_or_default())
+}
+
+/// A converged cluster: only the external address (from attachments) may change.
+async fn refresh_external_ip(
+    ctx: &Ctx,
+    w: &mut Work<pb::Cluster>,
+) -> Result<Action, ReconcileError> {
+    let external = api_external_ip(ctx, w.id()).await?;
+    let status = w.obj.status.get_or_insert_with(Default::default);
+    if status.external_ip_address != external {
+        status.external_ip_address = external;
+        w.write(ctx).await?;
+    }
+    Ok(Action::Done)
 }
