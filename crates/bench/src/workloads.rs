@@ -261,8 +261,8 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
         what: format!("  {count} attachments READY (first create → last READY)"),
         shown: format!("{:.1} s", total.as_secs_f64()),
         value: total.as_secs_f64(),
-        goal: Goal::AtMost(ok as f64 / GOAL_PER_S),
-        goal_text: format!("≤ {:.0} s", ok as f64 / GOAL_PER_S),
+        goal: Goal::None,
+        goal_text: format!("(≤ {:.0} s at goal)", ok as f64 / GOAL_PER_S),
         note: format!("creates done at {:.1} s", created_after.as_secs_f64()),
     });
     report.lines.push(Line {

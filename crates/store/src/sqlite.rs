@@ -181,7 +181,9 @@ async fn referrers_of(conn: &mut SqliteConnection, target: &str) -> Result<Vec<R
 impl Store for SqliteStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         let guard = self.write_lock.clone().lock_owned().await;
-        let tx = self.pool.begin().await?;
+        // IMMEDIATE takes SQLite's write lock at BEGIN, so the snapshot a transaction reads can
+        // never be overtaken by another connection's commit (no SQLITE_BUSY_SNAPSHOT).
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         Ok(Box::new(SqliteTx {
             tx,
             _guard: guard,
