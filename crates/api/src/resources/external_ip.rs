@@ -94,9 +94,7 @@ pub async fn after_insert(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    if let Some(pool) = cx.tx.lock(&pool_id).await? {
-        pools::write_counters(cx.tx, pool).await?;
-    }
+    osac_controller::recount_pool(cx.tx, &pool_id).await?;
     Ok(())
 }
 

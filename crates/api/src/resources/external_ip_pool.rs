@@ -94,27 +94,6 @@ pub fn total(rec: &Record) -> ApiResult<i64> {
     Ok(total_capacity(&nets))
 }
 
-/// Rewrites a locked pool's counters from the reference index.
-pub async fn write_counters(tx: &mut dyn Tx, mut pool: Record) -> ApiResult<()> {
-    let allocated = allocated(tx, &pool.id).await?;
-    let total = total(&pool)?;
-    if let Some(s) = pool
-        .body
-        .as_object_mut()
-        .map(|o| o.entry("status").or_insert_with(|| json!({})))
-        .and_then(Value::as_object_mut)
-    {
-        s.insert("total".into(), json!(total.to_string()));
-        s.insert("allocated".into(), json!(allocated.to_string()));
-        s.insert(
-            "available".into(),
-            json!((total - allocated).max(0).to_string()),
-        );
-    }
-    tx.update(&pool).await?;
-    Ok(())
-}
-
 /// Whether tenants may use (and see) the pool: READY with capacity left.
 pub fn usable(rec: &Record) -> bool {
     super::state_of(rec) == "EXTERNAL_IP_POOL_STATE_READY"
