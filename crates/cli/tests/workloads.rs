@@ -3,82 +3,14 @@
 //! VM, a two-NIC bare-metal server (primary on data-0) and a three-node cluster reached through
 //! an ExternalIPAttachment to its API endpoint, all reaching RUNNING/READY, then deleted.
 
-use std::process::{Command, Output};
+mod common;
+
 use std::time::{Duration, Instant};
 
-use osac_api::auth::{AuthConfig, ensure_admin_token};
-use osac_api::{RunningServer, ServerConfig};
-use osac_controller::ControllerConfig;
+use common::{Env, start};
 use serde_json::Value;
 
-struct Env {
-    server: RunningServer,
-    dir: tempfile::TempDir,
-    admin: String,
-}
-
-async fn start() -> Env {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tokens = dir.path().join("tokens.json");
-    let admin = ensure_admin_token(&tokens).expect("admin token");
-    let server = osac_api::start(ServerConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        database_url: format!("sqlite://{}", dir.path().join("osac.db").display()),
-        auth: AuthConfig::TokenFile(tokens),
-        managers_dir: None,
-        controller: ControllerConfig {
-            workers: 4,
-            resync_interval: Duration::from_secs(5),
-            backoff_base: Duration::from_millis(50),
-            backoff_cap: Duration::from_secs(1),
-        },
-        ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
-    })
-    .await
-    .expect("server starts");
-    osac_api::dev::bootstrap(&server.service)
-        .await
-        .expect("bootstrap");
-    Env { server, dir, admin }
-}
-
 impl Env {
-    /// Runs `osac` with the given token on a blocking thread (the server runs on this runtime).
-    async fn osac(&self, token: &str, args: &[&str]) -> Output {
-        let (url, token) = (self.server.url(), token.to_string());
-        let config = self.dir.path().join("cli-config.json");
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_osac"))
-                .args(&args)
-                .env("OSAC_URL", url)
-                .env("OSAC_TOKEN", token)
-                .env("OSAC_CONFIG", config)
-                .env_remove("RUST_LOG")
-                .output()
-                .expect("run osac")
-        })
-        .await
-        .expect("join")
-    }
-
-    async fn ok(&self, token: &str, args: &[&str]) -> String {
-        let out = self.osac(token, args).await;
-        assert!(
-            out.status.success(),
-            "osac {args:?} failed:\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    async fn json(&self, token: &str, args: &[&str]) -> Value {
-        let text = self.ok(token, args).await;
-        serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("osac {args:?} printed non-JSON ({e}): {text}"))
-    }
-
     /// `osac get KIND NAME -o json` until `done` holds (or panics after 30 s).
     async fn get_until(
         &self,
