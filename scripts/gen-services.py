@@ -23,6 +23,8 @@ TENANT_READ = [
     ("ExternalIPPool", "ExternalIPPools", "external_ip_pool"),
     ("NetworkClass", "NetworkClasses", "network_class"),
     ("HostType", "HostTypes", "host_type"),
+    # Written by the server only: List/Get.
+    ("Event", "Events", "event"),
 ]
 ADMIN_FULL = [
     ("NetworkClass", "NetworkClasses", "network_class"),

@@ -9,6 +9,11 @@ use crate::service::{Service, Surface};
 
 /// The default NetworkClass of dev mode (sim fabric + sim k8s).
 pub fn default_class() -> Value {
+    default_class_for("sim-fabric", "sim-k8s", "Default (simulated fabric)")
+}
+
+/// The default NetworkClass of dev mode on the given managers.
+pub fn default_class_for(fabric_manager: &str, k8s_manager: &str, title: &str) -> Value {
     let rule = |proto: &str, port: Option<i32>, v4: bool| {
         let mut r = json!({"protocol": proto});
         if let Some(p) = port {
@@ -30,10 +35,11 @@ pub fn default_class() -> Value {
     }
     json!({
         "metadata": {"name": "default"},
-        "title": "Default (simulated fabric)",
-        "description": "Dev-mode class: simulated fabric and hosting clusters",
-        "fabric_manager": "sim-fabric",
-        "k8s_manager": "sim-k8s",
+        "title": title,
+        // Tenants read the description: it must not name the managers (backends stay hidden).
+        "description": "Dev-mode class: tenant networks with hosting clusters",
+        "fabric_manager": fabric_manager,
+        "k8s_manager": k8s_manager,
         "is_default": true,
         "spec": {
             "defaults": {
@@ -82,6 +88,16 @@ pub fn dev_hosts() -> Vec<(Kind, Value)> {
     out
 }
 
+/// The dev class on the registered dev managers: linux when `--fabric linux`, else sim.
+fn dev_class(service: &Service) -> Value {
+    use crate::dataplane::{LINUX_FABRIC, LINUX_K8S};
+    if service.registry.get(LINUX_FABRIC).is_some() {
+        default_class_for(LINUX_FABRIC, LINUX_K8S, "Default (real dataplane)")
+    } else {
+        default_class()
+    }
+}
+
 /// Creates the dev provider objects that do not exist yet.
 pub async fn bootstrap(service: &Service) -> ApiResult<()> {
     let admin = Caller {
@@ -90,7 +106,7 @@ pub async fn bootstrap(service: &Service) -> ApiResult<()> {
         role: Role::ProviderAdmin,
     };
     let objects = [
-        (Kind::NetworkClass, default_class()),
+        (Kind::NetworkClass, dev_class(service)),
         (
             Kind::ExternalIpPool,
             json!({"metadata": {"name": "external-pool-1"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/24"]}}),

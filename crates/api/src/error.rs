@@ -100,6 +100,13 @@ impl ApiError {
     pub fn precondition(message: impl Into<String>) -> Self {
         Self::new(Code::FailedPrecondition, message)
     }
+    /// The same error with `what` (e.g. the object being created) in front of its message.
+    pub fn context(self, what: impl std::fmt::Display) -> Self {
+        Self {
+            code: self.code,
+            message: format!("{what}: {}", self.message),
+        }
+    }
     /// PERMISSION_DENIED.
     pub fn denied(message: impl Into<String>) -> Self {
         Self::new(Code::PermissionDenied, message)

@@ -72,6 +72,7 @@ list_response!(
     pb::ExternalIpPoolListResponse => pb::ExternalIpPool,
     pb::NetworkClassListResponse => pb::NetworkClass,
     pb::HostTypeListResponse => pb::HostType,
+    pb::EventListResponse => pb::Event,
     pb::ComputeInstanceListResponse => pb::ComputeInstance,
     pb::BareMetalInstanceListResponse => pb::BareMetalInstance,
     pb::ClusterListResponse => pb::Cluster,
@@ -133,10 +134,10 @@ use admin::{
     network_classes_server as a_classes, tenants_server, tokens_server,
 };
 use pb::{
-    bare_metal_instances_server, clusters_server, compute_instances_server, external_i_ps_server,
-    external_ip_attachments_server, external_ip_pools_server, host_types_server,
-    nat_gateways_server, network_classes_server, security_groups_server, subnets_server,
-    virtual_networks_server,
+    bare_metal_instances_server, clusters_server, compute_instances_server, events_server,
+    external_i_ps_server, external_ip_attachments_server, external_ip_pools_server,
+    host_types_server, nat_gateways_server, network_classes_server, security_groups_server,
+    subnets_server, virtual_networks_server,
 };
 
 const PUB: Surface = Surface::Public;
@@ -247,6 +248,15 @@ grpc_service!(
     pb::HostType,
     pb::HostTypeListResponse
 );
+// Events are written by the server only: List and Get.
+grpc_service!(
+    Events,
+    events_server::Events,
+    Kind::Event,
+    PUB,
+    pb::Event,
+    pb::EventListResponse
+);
 grpc_service!(
     AdminClasses,
     a_classes::NetworkClasses,
@@ -356,6 +366,7 @@ pub fn routes(
         .add_service(host_types_server::HostTypesServer::new(PublicHostTypes(
             g.clone(),
         )))
+        .add_service(events_server::EventsServer::new(Events(g.clone())))
         .add_service(a_classes::NetworkClassesServer::new(AdminClasses(
             g.clone(),
         )))

@@ -2,6 +2,7 @@
 //! write) behind two transports, REST (axum) and gRPC (tonic), plus the server wiring.
 
 pub mod auth;
+pub mod dataplane;
 pub mod dev;
 pub mod error;
 pub mod grpc;

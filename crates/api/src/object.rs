@@ -174,4 +174,5 @@ pub fn is_internal_annotation(key: &str) -> bool {
         || key == osac_controller::VIRTUAL_NETWORK_ANNOTATION
         || key == osac_controller::HOSTING_CLUSTER_ANNOTATION
         || key == osac_controller::PARKED_ANNOTATION
+        || key == osac_controller::DELETE_FAILURES_ANNOTATION
 }

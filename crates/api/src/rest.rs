@@ -42,6 +42,7 @@ pub fn router(service: Arc<Service>) -> Router {
     let private = Router::new()
         .route("/tokens", post(mint_token))
         .route("/managers", get(managers))
+        .route("/dataplane:gc", post(crate::dataplane::gc))
         .merge(collection(Surface::Private));
     Router::new()
         .nest("/api/fulfillment/v1", collection(Surface::Public))

@@ -11,13 +11,15 @@ use axum::routing::get;
 use std::time::Duration;
 
 use osac_controller::{ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Dispatcher};
-use osac_fabric::provision::SimProvisioner;
+use osac_fabric::provision::{Provisioner, SimProvisioner};
 use osac_fabric::{DriverContext, Registry, SimStateStore};
+use osac_linux::provision::LinuxProvisioner;
 use osac_store::Store;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::auth::{AuthConfig, Authenticator};
+use crate::dataplane::{self, FabricChoice};
 use crate::service::Service;
 use crate::{grpc, metrics, rest};
 
@@ -34,6 +36,9 @@ pub struct ServerConfig {
     /// How long a cluster waits for its agents' DHCP leases before it shows the
     /// `NetworkingIPDiscoveryTimeout` condition (it keeps retrying).
     pub ip_discovery_timeout: Duration,
+    /// Dev registry on simulated or real (linux, root) managers; with `managers_dir` the
+    /// registrations decide, and any `linux` registration brings the linux provisioner.
+    pub fabric: FabricChoice,
 }
 
 impl ServerConfig {
@@ -50,6 +55,8 @@ pub enum ServerError {
     Registry(#[from] osac_fabric::RegistryError),
     #[error("cannot open the simulated provisioner")]
     Provisioner(#[from] osac_fabric::SimError),
+    #[error("{0}")]
+    Dataplane(String),
     #[error("cannot set up authentication")]
     Auth(#[from] crate::auth::AuthSetupError),
     #[error("cannot build gRPC reflection")]
@@ -70,6 +77,9 @@ pub struct RunningServer {
     /// The provisioner the workload controllers use (simulated; persisted in the store), for
     /// tests to inject failures and inspect machines.
     pub provisioner: Arc<SimProvisioner>,
+    /// The provisioner of the real dataplane, when a `linux` manager is registered (it is
+    /// then the one the controllers use).
+    pub linux_provisioner: Option<Arc<LinuxProvisioner>>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -85,6 +95,9 @@ impl RunningServer {
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = t.await;
+        }
+        if let Some(p) = &self.linux_provisioner {
+            p.shutdown().await;
         }
     }
 
@@ -121,6 +134,17 @@ impl SimStateStore for StoreSimState {
             .await
             .map_err(|e| e.to_string())
     }
+    /// One store transaction for all records of a sim batch.
+    async fn put_many(
+        &self,
+        namespace: &str,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), String> {
+        self.0
+            .kv_write(namespace, changes)
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// Unknown paths: gRPC clients get UNIMPLEMENTED (as tonic would answer), everyone else a 404
@@ -148,12 +172,24 @@ async fn no_route(req: axum::extract::Request) -> axum::response::Response {
 pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let store = osac_store::open(&config.database_url).await?;
     let sim_state: Arc<dyn SimStateStore> = Arc::new(StoreSimState(store.clone()));
-    let ctx = DriverContext::new(sim_state.clone());
+    let ctx = dataplane::with_linux(DriverContext::new(sim_state.clone()));
     let provisioner = SimProvisioner::open(sim_state).await?;
-    let registry = Arc::new(match &config.managers_dir {
-        Some(dir) => Registry::load_dir(dir, &ctx).await?,
-        None => Registry::sim_dev(&ctx).await?,
+    if let (None, FabricChoice::Linux(_)) = (&config.managers_dir, &config.fabric) {
+        dataplane::preflight()
+            .await
+            .map_err(ServerError::Dataplane)?;
+    }
+    let registry = Arc::new(match (&config.managers_dir, &config.fabric) {
+        (Some(dir), _) => Registry::load_dir(dir, &ctx).await?,
+        (None, FabricChoice::Sim) => Registry::sim_dev(&ctx).await?,
+        (None, FabricChoice::Linux(settings)) => dataplane::dev_registry(&ctx, settings).await?,
     });
+    let linux_provisioner = dataplane::uses_linux(&registry)
+        .then(|| LinuxProvisioner::start(osac_linux::dhcp::Timing::default()));
+    let active_provisioner: Arc<dyn Provisioner> = match &linux_provisioner {
+        Some(p) => p.clone(),
+        None => provisioner.clone(),
+    };
     let auth = Arc::new(Authenticator::new(&config.auth).await?);
     let service = Arc::new(Service::new(store.clone(), registry.clone(), auth));
 
@@ -212,7 +248,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         Dispatcher::new(registry.clone()),
         config.controller.clone(),
     )
-    .with_provisioner(provisioner.clone())
+    .with_provisioner(active_provisioner)
     .with_ip_discovery_timeout(config.ip_discovery_timeout);
     let ctl = tokio::spawn(controllers.run(rx));
     tracing::info!(%addr, "osac-net listening (REST + gRPC)");
@@ -222,6 +258,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         registry,
         service,
         provisioner,
+        linux_provisioner,
         shutdown,
         tasks: vec![http, ctl],
     })

@@ -68,6 +68,30 @@ pub struct Cx<'a> {
     /// Tenant that owns the object being written ("" for provider objects).
     pub tenant: String,
     pub registry: &'a Registry,
+    /// Ids inserted earlier in this transaction (onboarding defaults, auto-provisioned
+    /// ExternalIPs): they count as present in their initial state (SPEC §6.1, §6.3).
+    pub created: Vec<String>,
+    /// Events (reason, message) about the object being created, recorded once it has an id.
+    pub notes: Vec<(&'static str, String)>,
+}
+
+impl<'a> Cx<'a> {
+    /// The context of a write by `caller` to objects of `tenant` ("" for provider objects).
+    pub fn new(
+        tx: &'a mut dyn Tx,
+        caller: &'a Caller,
+        tenant: String,
+        registry: &'a Registry,
+    ) -> Self {
+        Cx {
+            tx,
+            caller,
+            tenant,
+            registry,
+            created: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
 }
 
 /// The JSON name of a kind's state enum prefix, e.g. `SUBNET_STATE`.
@@ -75,7 +99,7 @@ pub fn state_prefix(kind: Kind) -> Option<&'static str> {
     Some(match kind {
         Kind::NetworkClass => "NETWORK_CLASS_STATE",
         Kind::ExternalIpPool => "EXTERNAL_IP_POOL_STATE",
-        Kind::HostType => return None,
+        Kind::HostType | Kind::Event => return None,
         Kind::Tenant => "TENANT_STATE",
         Kind::VirtualNetwork => "VIRTUAL_NETWORK_STATE",
         Kind::Subnet => "SUBNET_STATE",
@@ -227,41 +251,25 @@ impl Service {
                 )));
             }
         }
-        let mut cx = Cx {
-            tx: tx.as_mut(),
-            caller,
-            tenant: tenant.clone(),
-            registry: &self.registry,
-        };
-        let mut body = resources::prepare_create(&mut cx, kind, &obj).await?;
-        if let Some(o) = body.as_object_mut() {
-            o.remove("status");
-            if let Some(status) = resources::initial_status(kind, &obj) {
-                o.insert("status".into(), status);
+        let mut cx = Cx::new(tx.as_mut(), caller, tenant.clone(), &self.registry);
+        let rec = match insert_new(&mut cx, kind, &obj).await {
+            Ok(rec) => rec,
+            Err(e) => {
+                drop(tx);
+                if e.code == Code::ResourceExhausted {
+                    let event = osac_controller::events::NewEvent::warning(
+                        tenant,
+                        kind,
+                        "",
+                        meta.name.clone().unwrap_or_default(),
+                        "ExternalIPPoolExhausted",
+                        e.message.clone(),
+                    );
+                    osac_controller::events::record_now(&*self.store, event).await;
+                }
+                return Err(e);
             }
-        }
-        set_state(&mut body, kind, initial_state(kind));
-        let mut rec = Record::new(kind, tenant.clone(), body);
-        rec.name = meta.name.clone();
-        rec.creator = caller.subject.clone();
-        rec.labels = meta.labels;
-        rec.annotations = meta.annotations;
-        rec.annotations
-            .retain(|k, _| !crate::object::is_internal_annotation(k));
-        if kind.needs_fabric_finalizer() {
-            rec.finalizers.push(FABRIC_FINALIZER.to_string());
-        }
-        let rec = tx
-            .insert(&rec)
-            .await
-            .map_err(|e| name_taken(e, kind, &meta.name, &tenant))?;
-        let mut cx = Cx {
-            tx: tx.as_mut(),
-            caller,
-            tenant,
-            registry: &self.registry,
         };
-        resources::after_insert(&mut cx, &rec).await?;
         tx.commit().await?;
         Ok(self.render(surface, &rec))
     }
@@ -390,12 +398,7 @@ impl Service {
         }
         let old_obj = to_object(&current, true);
         let mut new_obj = osac_model::update::apply(&old_obj, &body, mask)?;
-        let mut cx = Cx {
-            tx: tx.as_mut(),
-            caller,
-            tenant: current.tenant.clone(),
-            registry: &self.registry,
-        };
+        let mut cx = Cx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
         resources::canonicalize_update(&mut cx, kind, &current, &mut new_obj).await?;
         osac_model::update::check_immutable(kind, &old_obj, &new_obj)?;
         let new_meta = user_metadata(&new_obj);
@@ -413,12 +416,7 @@ impl Service {
             }
         }
         let mut new_body = body_of(&new_obj);
-        let mut cx = Cx {
-            tx: tx.as_mut(),
-            caller,
-            tenant: current.tenant.clone(),
-            registry: &self.registry,
-        };
+        let mut cx = Cx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
         resources::prepare_update(&mut cx, kind, &current, &mut new_body).await?;
         next.body = new_body;
         let updated = tx
@@ -449,24 +447,17 @@ impl Service {
         if current.deleted_at.is_some() {
             return Ok(());
         }
-        let mut cx = Cx {
-            tx: tx.as_mut(),
-            caller,
-            tenant: current.tenant.clone(),
-            registry: &self.registry,
-        };
+        let mut cx = Cx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
         resources::check_delete(&mut cx, &current).await?;
         let mut next = current.clone();
         next.deleted_at = Some(Utc::now());
         set_state(&mut next.body, kind, "DELETING");
-        let gone = tx.update(&next).await?.is_none();
+        // With its `Deleting` (or, when no finalizer holds it, `Deleted`) event.
+        let gone = osac_controller::events::update(tx.as_mut(), &current, &next)
+            .await?
+            .is_none();
         if gone {
-            let mut cx = Cx {
-                tx: tx.as_mut(),
-                caller,
-                tenant: current.tenant.clone(),
-                registry: &self.registry,
-            };
+            let mut cx = Cx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
             resources::after_remove(&mut cx, &current).await?;
         }
         tx.commit().await?;
@@ -611,6 +602,58 @@ pub async fn find_in_tx(
 /// NOT_FOUND for a kind and the key the caller used.
 pub fn not_found(kind: Kind, key: &str) -> ApiError {
     ApiError::not_found(format!("{} '{key}' does not exist", kind.display_name()))
+}
+
+/// Creates one object inside the caller's transaction: per-kind rules, initial state,
+/// finalizers, insert, then the work that needs the row (pool counters, onboarding defaults,
+/// auto-provisioned ExternalIPs). Used by every create, and by creates that make further
+/// objects in the same transaction (SPEC §7: all of it exists or none of it does).
+pub(crate) fn insert_new<'c, 'a: 'c>(
+    cx: &'c mut Cx<'a>,
+    kind: Kind,
+    obj: &'c Value,
+) -> futures::future::BoxFuture<'c, ApiResult<Record>> {
+    Box::pin(async move {
+        let meta = user_metadata(obj);
+        validate_metadata(&meta)?;
+        let mut body = resources::prepare_create(cx, kind, obj).await?;
+        if let Some(o) = body.as_object_mut() {
+            o.remove("status");
+            if let Some(status) = resources::initial_status(kind, obj) {
+                o.insert("status".into(), status);
+            }
+        }
+        set_state(&mut body, kind, initial_state(kind));
+        let mut rec = Record::new(kind, cx.tenant.clone(), body);
+        rec.name = meta.name.clone();
+        rec.creator = cx.caller.subject.clone();
+        rec.labels = meta.labels;
+        rec.annotations = meta.annotations;
+        rec.annotations
+            .retain(|k, _| !crate::object::is_internal_annotation(k));
+        if kind.needs_fabric_finalizer() {
+            rec.finalizers.push(FABRIC_FINALIZER.to_string());
+        }
+        if resources::workload::wants_auto_external_ip(kind, &rec.body) {
+            rec.finalizers
+                .push(osac_model::defaults::CLEANUP_FINALIZER.to_string());
+        }
+        let rec = cx
+            .tx
+            .insert(&rec)
+            .await
+            .map_err(|e| name_taken(e, kind, &meta.name, &cx.tenant))?;
+        cx.created.push(rec.id.clone());
+        let created = format!("{kind} '{}' created by {}", rec.label(), cx.caller.subject);
+        let event = osac_controller::events::for_record(&rec, false, "Created", created);
+        osac_controller::events::record(cx.tx, event).await?;
+        for (reason, message) in std::mem::take(&mut cx.notes) {
+            let event = osac_controller::events::for_record(&rec, false, reason, message);
+            osac_controller::events::record(cx.tx, event).await?;
+        }
+        resources::after_insert(cx, &rec).await?;
+        Ok(rec)
+    })
 }
 
 fn name_taken(e: StoreError, kind: Kind, name: &Option<String>, tenant: &str) -> ApiError {

@@ -62,6 +62,18 @@ impl Api {
         Self::reply(&format!("POST {path}"), resp).await
     }
 
+    /// `DELETE path` (the body of the answer, e.g. the object marked for deletion).
+    pub async fn delete(&self, path: &str) -> Result<Value> {
+        let resp = self
+            .http
+            .delete(format!("{}{path}", self.base))
+            .header("authorization", &self.auth)
+            .send()
+            .await
+            .with_context(|| format!("DELETE {path}"))?;
+        Self::reply(&format!("DELETE {path}"), resp).await
+    }
+
     /// `GET path`.
     pub async fn get(&self, path: &str) -> Result<Value> {
         let resp = self

@@ -9,7 +9,10 @@
 //! 4. the time for 10,000 subnets to reach READY;
 //! 5. the process RSS (the server runs in this process) at 100,000 objects;
 //! 6. (issue 3) 2,000 ComputeInstances, each with an ExternalIPAttachment: creates/s, time until
-//!    every attachment is READY, end-to-end workloads/s and the controllers' phase durations.
+//!    every attachment is READY, end-to-end workloads/s and the controllers' phase durations;
+//! 7. (issue 4) single-call creation: 1,000 VMs each created in one call with an automatic
+//!    external IP in a fresh tenant's default networking, the time until every attachment is
+//!    READY, then the time after deleting them until the pool's capacity is back.
 //!
 //! See docs/benchmarks.md.
 
@@ -22,6 +25,7 @@ mod api;
 mod load;
 mod metrics;
 mod report;
+mod single_call;
 mod store;
 mod workloads;
 
@@ -109,6 +113,12 @@ struct Args {
     /// Skip measure 6.
     #[arg(long)]
     skip_workloads: bool,
+    /// VMs created in one call each (no attachments, auto external IP) in measure 7.
+    #[arg(long, default_value_t = 1_000)]
+    single_call: usize,
+    /// Skip measure 7 (single-call creation, issue 4).
+    #[arg(long)]
+    skip_single_call: bool,
     /// Longest time one GET or LIST measurement may take (no request starts after it).
     #[arg(long, default_value_t = 60)]
     phase_seconds: u64,
@@ -243,6 +253,8 @@ struct Env {
     admin: Api,
     server: RunningServer,
     database_url: String,
+    /// The bench tenant's name (measure 7 makes its own tenant from it).
+    tenant: String,
 }
 
 impl Env {
@@ -385,6 +397,7 @@ async fn bench(args: Args) -> Result<Report> {
             ..ControllerConfig::default()
         },
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
+        fabric: Default::default(),
     })
     .await
     .context("starting the server")?;
@@ -437,6 +450,7 @@ async fn bench(args: Args) -> Result<Report> {
         admin,
         server,
         database_url: database_url.clone(),
+        tenant: tenant.clone(),
     };
     report.header.push(("tenant".into(), tenant.clone()));
 
@@ -511,6 +525,22 @@ async fn phases(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mut Repo
         report
             .details
             .push(format!("memory, after the workload run: {}", Mem::now()));
+    }
+    if !args.skip_single_call {
+        if let Err(e) = single_call::single_call_phase(args, env, report).await {
+            failed(
+                report,
+                "7",
+                &format!(
+                    "{} single-call VM creates (issue 4)",
+                    thousands(args.single_call as f64)
+                ),
+                &e,
+            );
+        }
+        report
+            .details
+            .push(format!("memory, after the single-call run: {}", Mem::now()));
     }
     if !args.skip_objects
         && let Err(e) = objects_phase(args, env, report).await
@@ -1104,5 +1134,9 @@ mod tests {
         );
         assert!(a.skip_ready && !a.skip_raw);
         assert!(a.workloads == 2_000 && !a.skip_workloads);
+        assert!(a.single_call == 1_000 && !a.skip_single_call);
+        let a = Args::try_parse_from(["osac-bench", "--skip-single-call", "--single-call", "50"])
+            .unwrap();
+        assert!(a.single_call == 50 && a.skip_single_call);
     }
 }

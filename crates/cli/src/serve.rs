@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use osac_api::auth::{AuthConfig, ensure_admin_token};
+use osac_api::dataplane::FabricChoice;
 use osac_api::{ServerConfig, dev};
 use osac_controller::ControllerConfig;
 
@@ -40,6 +41,10 @@ pub struct ServerArgs {
     /// Directory of manager registrations (`*.yaml`); dev mode uses the built-in sim managers.
     #[arg(long, env = "OSAC_MANAGERS_DIR")]
     pub managers_dir: Option<PathBuf>,
+    /// Dev-mode managers: `sim` (in-process, no privileges) or `linux` (a real dataplane of
+    /// network namespaces, bridges, nftables and dnsmasq on this machine; needs root).
+    #[arg(long, value_enum, env = "OSAC_FABRIC", default_value = "sim")]
+    pub fabric: FabricArg,
     /// Reconcile workers.
     #[arg(long, default_value_t = 8)]
     pub workers: usize,
@@ -52,11 +57,25 @@ pub struct ServerArgs {
     pub ip_discovery_timeout_seconds: u64,
 }
 
+/// Which dev-mode managers `osac server` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FabricArg {
+    /// Simulated fabric, hosting clusters and provisioner.
+    Sim,
+    /// The real dataplane on this machine (root).
+    Linux,
+}
+
 /// Runs the server until Ctrl-C / SIGTERM.
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if !args.dev && args.managers_dir.is_none() {
         bail!(
             "no managers configured: pass --managers-dir DIR (see examples/managers) or use --dev"
+        );
+    }
+    if args.fabric == FabricArg::Linux && !args.dev {
+        bail!(
+            "--fabric linux selects the dev-mode managers; without --dev, register `driver: linux` managers in --managers-dir (see README, \"Real dataplane\")"
         );
     }
     std::fs::create_dir_all(&args.data_dir)
@@ -95,6 +114,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         managers_dir: args.managers_dir.clone(),
         controller,
         ip_discovery_timeout: Duration::from_secs(args.ip_discovery_timeout_seconds),
+        fabric: match args.fabric {
+            FabricArg::Sim => FabricChoice::Sim,
+            FabricArg::Linux => FabricChoice::Linux(osac_linux_settings(&args.data_dir)),
+        },
     })
     .await
     .map_err(|e| anyhow::anyhow!("{}", error_chain(&e)))?;
@@ -121,6 +144,16 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     });
     server.wait().await;
     Ok(())
+}
+
+/// Dev-mode dataplane settings: defaults, with the fabric's state next to the database (the
+/// store and the allocations must survive together).
+fn osac_linux_settings(data_dir: &std::path::Path) -> osac_linux::LinuxSettings {
+    let dir = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    osac_linux::LinuxSettings {
+        state_dir: dir.join("dataplane"),
+        ..Default::default()
+    }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -49,18 +49,24 @@
 //! controller undoes the fabric state and removes the finalizer, which removes the row.
 
 pub mod dispatch;
+pub mod events;
 mod metrics;
 mod queue;
 pub mod reconcile;
 pub mod runtime;
 
 pub use dispatch::{Dispatcher, Managers};
+pub use events::{NewEvent, for_record, record, record_now};
 pub use reconcile::cluster::agent_attachment_id;
 pub use reconcile::external_ip::{PoolCounts, recount_pool};
 pub use reconcile::external_ip_attachment::{NoWorkloads, Target, TargetResolver};
 pub use reconcile::host::{PARKED_ANNOTATION, parking_attachment_id};
 pub use reconcile::targets::WorkloadTargets;
-pub use reconcile::tenant::{DefaultNetworking, DefaultNetworkingStatus, NotConfigured};
+pub use reconcile::tenant::{
+    DefaultNetworking, DefaultNetworkingStatus, LabelledDefaults, NotConfigured,
+};
 pub use reconcile::workload::{HOSTING_CLUSTER_ANNOTATION, hosting_cluster_for, vm_mac};
-pub use reconcile::{APPLIED_SPEC_ANNOTATION, ReconcileError, VIRTUAL_NETWORK_ANNOTATION};
+pub use reconcile::{
+    APPLIED_SPEC_ANNOTATION, DELETE_FAILURES_ANNOTATION, ReconcileError, VIRTUAL_NETWORK_ANNOTATION,
+};
 pub use runtime::{ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Handle};

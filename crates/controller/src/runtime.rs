@@ -16,7 +16,7 @@ use crate::metrics;
 use crate::queue::{Queue, Schedule};
 use crate::reconcile::external_ip_attachment::TargetResolver;
 use crate::reconcile::targets::WorkloadTargets;
-use crate::reconcile::tenant::{DefaultNetworking, NotConfigured};
+use crate::reconcile::tenant::{DefaultNetworking, LabelledDefaults, TenantWatch};
 use crate::reconcile::{self, Action, Ctx, ReconcileError};
 
 /// Tuning of the runtime.
@@ -30,6 +30,13 @@ pub struct ControllerConfig {
     pub backoff_base: Duration,
     /// Longest retry delay; also the slow retry of DELETE_FAILED objects.
     pub backoff_cap: Duration,
+    /// Failed undo attempts of one auto-provisioned object after which a workload's cleanup
+    /// gives up, labels the leftovers orphaned and lets the workload go (SPEC §6.4).
+    pub cleanup_retry_limit: u32,
+    /// How long events are kept (default one hour, as in Kubernetes).
+    pub event_ttl: Duration,
+    /// How often expired events are pruned.
+    pub event_prune_interval: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -39,6 +46,9 @@ impl Default for ControllerConfig {
             resync_interval: Duration::from_secs(300),
             backoff_base: Duration::from_millis(500),
             backoff_cap: Duration::from_secs(300),
+            cleanup_retry_limit: 8,
+            event_ttl: crate::events::DEFAULT_EVENT_TTL,
+            event_prune_interval: Duration::from_secs(60),
         }
     }
 }
@@ -76,7 +86,8 @@ impl Controllers {
                 dispatcher,
                 config,
                 targets: Arc::new(WorkloadTargets),
-                default_networking: Arc::new(NotConfigured),
+                default_networking: Arc::new(LabelledDefaults),
+                tenant_watch: TenantWatch::default(),
                 provisioner: None,
                 ip_discovery_timeout: DEFAULT_IP_DISCOVERY_TIMEOUT,
             },
@@ -133,6 +144,12 @@ impl Controllers {
         let feed = ctx.store.subscribe();
         let mut tasks = JoinSet::new();
         tasks.spawn(resync_loop(ctx.clone(), queue.clone(), shutdown.clone()));
+        tasks.spawn(crate::events::prune_loop(
+            ctx.store.clone(),
+            ctx.config.event_ttl,
+            ctx.config.event_prune_interval,
+            shutdown.clone(),
+        ));
         tasks.spawn(feed_loop(
             ctx.clone(),
             queue.clone(),
@@ -150,7 +167,7 @@ impl Controllers {
 
 /// Enqueues every object of every kind (start, periodic resync, lagged feed).
 async fn resync_all(ctx: &Ctx, queue: &Queue) {
-    for kind in Kind::ALL {
+    for kind in Kind::ALL.into_iter().filter(|k| k.is_reconciled()) {
         match ctx.store.ids(kind).await {
             Ok(ids) => {
                 for id in ids {
@@ -212,6 +229,10 @@ async fn feed_loop(
 /// Wakes the changed object, what it references and what references it.
 async fn on_change(ctx: &Ctx, queue: &Queue, change: Change) {
     let kind = change.kind();
+    // Events wake nothing (the store does not publish them; this guards other feeds).
+    if kind.is_some_and(|k| !k.is_reconciled()) {
+        return;
+    }
     if change.gone {
         queue.forget(&change.id);
     } else {
@@ -219,6 +240,9 @@ async fn on_change(ctx: &Ctx, queue: &Queue, change: Change) {
     }
     for target in &change.refs {
         queue.add(target, None);
+    }
+    if let Some(tenant) = ctx.tenant_watch.watcher(&change.tenant) {
+        queue.add(&tenant, Some(Kind::Tenant));
     }
     // ExternalIPs do not depend on their pool's status, and a pool changes with every
     // reservation: waking all its addresses each time would be quadratic.

@@ -34,6 +34,7 @@ fn config() -> ControllerConfig {
         resync_interval: Duration::from_secs(2),
         backoff_base: Duration::from_millis(20),
         backoff_cap: Duration::from_millis(300),
+        ..ControllerConfig::default()
     }
 }
 
@@ -259,7 +260,8 @@ async fn network_class_tenant_and_virtual_network_become_ready() {
         "TENANT_CONDITION_TYPE_DEFAULT_NETWORKING_READY"
     );
     assert_eq!(cond["status"], "CONDITION_STATUS_TRUE");
-    assert_eq!(cond["reason"], "NotConfigured");
+    // Inserted without default networking (no API onboarding): nothing to wait for.
+    assert_eq!(cond["reason"], "NoDefaults");
     let v = env.wait_state(&vn, "VIRTUAL_NETWORK_STATE_READY").await;
     assert!(
         v.annotations

@@ -29,6 +29,7 @@ fn config() -> ControllerConfig {
         resync_interval: Duration::from_secs(2),
         backoff_base: Duration::from_millis(20),
         backoff_cap: Duration::from_millis(200),
+        ..ControllerConfig::default()
     }
 }
 

@@ -23,7 +23,7 @@ pub use client::{FabricClient, K8sClient};
 pub use contract::{Capability, Manager, OpError, Operation, Role, UnknownOperation, ensure_role};
 pub use exec::{EXIT_TEMPFAIL, ExecManager};
 pub use registration::{DriverConfig, ExecConfig, Registration, RegistrationError};
-pub use registry::{DriverContext, Registry, RegistryError};
+pub use registry::{DriverContext, DriverFactory, Registry, RegistryError};
 pub use sim::{
     FailureKind, MemorySimState, SimError, SimFabric, SimK8s, SimManager, SimStateStore,
 };

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Mutex as AsyncMutex;
 
 use crate::contract::OpError;
+use crate::sim::engine::{Engine, Tables};
 use crate::sim::{FailureKind, SimError, SimStateStore};
 
 /// One network interface of a machine being provisioned.
@@ -104,11 +104,30 @@ pub enum SimMachine {
 /// Default state-store namespace of the sim provisioner.
 pub const SIM_PROVISIONER_NAMESPACE: &str = "sim-provisioner";
 
-/// In-process provisioner: records machines (persisted), supports failure injection.
+/// The sim provisioner's table: machines by workload id (the key is the workload id).
+#[derive(Clone, Default)]
+struct Machines(BTreeMap<String, SimMachine>);
+
+impl Tables for Machines {
+    type Record = SimMachine;
+
+    fn record(&self, key: &str) -> Option<&SimMachine> {
+        self.0.get(key)
+    }
+
+    fn apply(&mut self, key: String, record: Option<SimMachine>) {
+        match record {
+            Some(m) => self.0.insert(key, m),
+            None => self.0.remove(&key),
+        };
+    }
+}
+
+/// In-process provisioner: records machines (persisted), supports failure injection. Calls run
+/// through the sim [`Engine`]: repeated calls are answered without a write, and the machines
+/// recorded by concurrent calls are persisted together in one store transaction.
 pub struct SimProvisioner {
-    store: Arc<dyn SimStateStore>,
-    namespace: String,
-    machines: AsyncMutex<BTreeMap<String, SimMachine>>,
+    engine: Engine<Machines>,
     faults: Mutex<HashMap<(ProvisionOp, String), (u32, FailureKind)>>,
     counts: Mutex<HashMap<ProvisionOp, u64>>,
 }
@@ -124,19 +143,17 @@ impl SimProvisioner {
                 namespace: namespace.clone(),
                 message,
             })?;
-        let mut machines = BTreeMap::new();
+        let mut machines = Machines::default();
         for (key, value) in records {
             let m: SimMachine = serde_json::from_str(&value).map_err(|e| SimError::Corrupt {
                 namespace: namespace.clone(),
                 key: key.clone(),
                 message: e.to_string(),
             })?;
-            machines.insert(key, m);
+            machines.0.insert(key, m);
         }
         Ok(Arc::new(Self {
-            store,
-            namespace,
-            machines: AsyncMutex::new(machines),
+            engine: Engine::start(store, &namespace, machines),
             faults: Mutex::new(HashMap::new()),
             counts: Mutex::new(HashMap::new()),
         }))
@@ -172,12 +189,12 @@ impl SimProvisioner {
 
     /// The machine recorded for a workload id, if any.
     pub async fn machine(&self, id: &str) -> Option<SimMachine> {
-        self.machines.lock().await.get(id).cloned()
+        self.engine.read().0.get(id).cloned()
     }
 
     /// Number of machines.
     pub async fn machine_count(&self) -> usize {
-        self.machines.lock().await.len()
+        self.engine.read().0.len()
     }
 
     fn enter(&self, op: ProvisionOp, id: &str) -> Result<(), OpError> {
@@ -207,32 +224,31 @@ impl SimProvisioner {
     }
 
     async fn record(&self, id: &str, machine: SimMachine) -> Result<(), OpError> {
-        let mut machines = self.machines.lock().await;
-        if let Some(existing) = machines.get(id)
-            && existing != &machine
-        {
-            return Err(OpError::Permanent(format!(
-                "workload '{id}' is already provisioned with a different shape"
-            )));
-        }
-        let text =
-            serde_json::to_string(&machine).map_err(|e| OpError::Permanent(e.to_string()))?;
-        self.store
-            .put(&self.namespace, id, &text)
+        let id = id.to_string();
+        self.engine
+            .run(move |machines: &Machines| {
+                if let Some(existing) = machines.record(&id)
+                    && existing != &machine
+                {
+                    return Err(OpError::Permanent(format!(
+                        "workload '{id}' is already provisioned with a different shape"
+                    )));
+                }
+                Ok((
+                    vec![(id.clone(), Some(machine.clone()))],
+                    serde_json::Value::Null,
+                ))
+            })
             .await
-            .map_err(OpError::Transient)?;
-        machines.insert(id.to_string(), machine);
-        Ok(())
+            .map(drop)
     }
 
     async fn forget(&self, id: &str) -> Result<(), OpError> {
-        let mut machines = self.machines.lock().await;
-        self.store
-            .delete(&self.namespace, id)
+        let id = id.to_string();
+        self.engine
+            .run(move |_: &Machines| Ok((vec![(id.clone(), None)], serde_json::Value::Null)))
             .await
-            .map_err(OpError::Transient)?;
-        machines.remove(id);
-        Ok(())
+            .map(drop)
     }
 }
 

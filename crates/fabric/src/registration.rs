@@ -14,7 +14,8 @@ pub const DEFAULT_SIM_HOSTING_CLUSTERS: [&str; 2] = ["hosting-a", "hosting-b"];
 /// Default per-call timeout of the `exec` driver.
 pub const DEFAULT_EXEC_TIMEOUT_SECONDS: u64 = 30;
 
-/// Drivers this build knows how to run (`linux` comes later).
+/// Drivers this crate runs itself; `linux` needs a driver factory in the
+/// [`crate::DriverContext`] (the `osac` server registers the one of `osac-linux`).
 pub const AVAILABLE_DRIVERS: [&str; 2] = ["sim", "exec"];
 
 /// A registered manager: who it is, what it does, and how to reach it.
@@ -37,13 +38,15 @@ pub struct Registration {
 }
 
 /// Driver of a registration with its settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "driver", content = "exec", rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DriverConfig {
     /// In-process simulation.
     Sim,
     /// Runs a command per operation.
     Exec(ExecConfig),
+    /// The real dataplane on the local kernel; the value is the file's `linux:` block (Null
+    /// when absent), interpreted by the driver factory that starts it (`osac-linux`).
+    Linux(serde_yaml::Value),
 }
 
 impl DriverConfig {
@@ -52,7 +55,24 @@ impl DriverConfig {
         match self {
             DriverConfig::Sim => "sim",
             DriverConfig::Exec(_) => "exec",
+            DriverConfig::Linux(_) => "linux",
         }
+    }
+}
+
+/// Listed as `driver: <kind>` plus the driver's settings under `exec:` / `linux:`.
+impl Serialize for DriverConfig {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("driver", self.kind())?;
+        match self {
+            DriverConfig::Sim => {}
+            DriverConfig::Exec(e) => map.serialize_entry("exec", e)?,
+            DriverConfig::Linux(v) if v.is_null() => {}
+            DriverConfig::Linux(v) => map.serialize_entry("linux", v)?,
+        }
+        map.end()
     }
 }
 
@@ -87,8 +107,10 @@ pub enum RegistrationError {
         /// The offending value.
         value: String,
     },
-    /// The `linux` driver (or another known one) is not compiled in.
-    #[error("driver '{0}' is not available in this build (available: sim, exec)")]
+    /// The `linux` driver (or another known one) has no factory in this process.
+    #[error(
+        "driver '{0}' is not available in this build (available: sim, exec); the osac server provides linux"
+    )]
     DriverNotAvailable(String),
     /// A driver name nobody knows.
     #[error("unknown driver '{0}' (available: sim, exec)")]
@@ -135,7 +157,7 @@ struct RawRegistration {
     hosting_clusters: Option<Vec<String>>,
     #[serde(default)]
     exec: Option<RawExec>,
-    /// Accepted so a `linux` file fails with the clear driver error, not "unknown field".
+    /// Settings of the `linux` driver (checked by its factory).
     #[serde(default)]
     linux: Option<serde_yaml::Value>,
 }
@@ -188,7 +210,7 @@ impl Registration {
 
     /// Parses one registration; `base_dir` resolves relative `exec.command` paths.
     pub fn from_yaml(text: &str, base_dir: &Path) -> Result<Registration, RegistrationError> {
-        let raw: RawRegistration = serde_yaml::from_str(text)?;
+        let mut raw: RawRegistration = serde_yaml::from_str(text)?;
         if !is_dns_label(&raw.name) {
             return Err(RegistrationError::NotDnsLabel {
                 what: "manager name",
@@ -209,7 +231,15 @@ impl Registration {
                 let exec = raw.exec.ok_or(RegistrationError::MissingExecSettings)?;
                 DriverConfig::Exec(exec_config(exec, base_dir)?)
             }
-            "linux" => return Err(RegistrationError::DriverNotAvailable(raw.driver)),
+            "linux" => {
+                if raw.exec.is_some() {
+                    return Err(RegistrationError::UnexpectedSettings {
+                        driver: raw.driver,
+                        key: "exec",
+                    });
+                }
+                DriverConfig::Linux(raw.linux.take().unwrap_or(serde_yaml::Value::Null))
+            }
             _ => return Err(RegistrationError::UnknownDriver(raw.driver)),
         };
         if raw.linux.is_some() {
@@ -224,6 +254,9 @@ impl Registration {
             (Role::K8s, Some(list)) => list,
             (Role::K8s, None) if matches!(driver, DriverConfig::Sim) => {
                 DEFAULT_SIM_HOSTING_CLUSTERS.map(String::from).to_vec()
+            }
+            (Role::K8s, None) if matches!(driver, DriverConfig::Linux(_)) => {
+                linux_hosting_clusters(&driver)
             }
             (Role::K8s, None) => Vec::new(),
         };
@@ -255,6 +288,22 @@ impl Registration {
     /// Whether the manager declares `cap`.
     pub fn supports(&self, cap: Capability) -> bool {
         self.capabilities.contains(&cap)
+    }
+}
+
+/// A `linux` k8s registration without `hosting_clusters`: the `linux.hosting_clusters` list,
+/// else the same defaults as `sim`.
+fn linux_hosting_clusters(driver: &DriverConfig) -> Vec<String> {
+    let listed = match driver {
+        DriverConfig::Linux(v) => v.get("hosting_clusters").and_then(|l| l.as_sequence()),
+        _ => None,
+    };
+    match listed {
+        Some(list) => list
+            .iter()
+            .filter_map(|c| c.as_str().map(String::from))
+            .collect(),
+        None => DEFAULT_SIM_HOSTING_CLUSTERS.map(String::from).to_vec(),
     }
 }
 
@@ -343,8 +392,8 @@ mod tests {
             ),
             ("name: X_Y\nrole: fabric\ndriver: sim\n", "not a DNS label"),
             (
-                "name: x\nrole: fabric\ndriver: linux\nlinux: {}\n",
-                "driver 'linux' is not available in this build",
+                "name: x\nrole: fabric\ndriver: linux\nexec: {command: a}\n",
+                "not valid for driver 'linux'",
             ),
             (
                 "name: x\nrole: fabric\ndriver: netris\n",
@@ -383,6 +432,24 @@ mod tests {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(want), "{text:?}: {err:?} lacks {want:?}");
         }
+    }
+
+    #[test]
+    fn parses_linux_with_its_settings() {
+        let r = parse("name: l\nrole: fabric\ndriver: linux\nlinux: {mtu: 1400}\n").unwrap();
+        let DriverConfig::Linux(v) = &r.driver else {
+            panic!("not linux")
+        };
+        assert_eq!(v["mtu"].as_u64(), Some(1400));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["driver"], "linux");
+        assert_eq!(v["linux"]["mtu"], 1400);
+        let k = parse("name: k\nrole: k8s\ndriver: linux\n").unwrap();
+        assert_eq!(k.hosting_clusters, vec!["hosting-a", "hosting-b"]);
+        assert_eq!(k.driver, DriverConfig::Linux(serde_yaml::Value::Null));
+        let k =
+            parse("name: k\nrole: k8s\ndriver: linux\nlinux: {hosting_clusters: [x]}\n").unwrap();
+        assert_eq!(k.hosting_clusters, vec!["x"]);
     }
 
     #[test]

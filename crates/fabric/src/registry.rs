@@ -12,6 +12,14 @@ use crate::exec::{ExecManager, NotExecDriver};
 use crate::registration::{DriverConfig, Registration, RegistrationError, is_dns_label};
 use crate::sim::{MemorySimState, SimError, SimFabric, SimK8s, SimManager, SimStateStore};
 
+/// Starts managers of a driver this crate does not implement itself (`linux` lives in
+/// `osac-linux`, which depends on this crate, so it plugs in through the context).
+#[async_trait::async_trait]
+pub trait DriverFactory: Send + Sync {
+    /// Starts the manager of `registration` (its [`DriverConfig`] carries the settings).
+    async fn start(&self, registration: Registration) -> Result<Arc<dyn Manager>, String>;
+}
+
 /// What drivers need from the process.
 #[derive(Clone)]
 pub struct DriverContext {
@@ -22,6 +30,8 @@ pub struct DriverContext {
     pub sim_fabric: Option<Arc<SimFabric>>,
     /// Same for `sim` k8s registrations (own namespace: `sim-k8s/<name>`).
     pub sim_k8s: Option<Arc<SimK8s>>,
+    /// Factories of drivers implemented outside this crate, by driver name (`linux`).
+    pub factories: BTreeMap<String, Arc<dyn DriverFactory>>,
 }
 
 impl DriverContext {
@@ -31,6 +41,7 @@ impl DriverContext {
             sim_state,
             sim_fabric: None,
             sim_k8s: None,
+            factories: BTreeMap::new(),
         }
     }
 
@@ -42,6 +53,12 @@ impl DriverContext {
     /// Shares one fabric engine between all sim fabric registrations.
     pub fn with_sim_fabric(mut self, engine: Arc<SimFabric>) -> Self {
         self.sim_fabric = Some(engine);
+        self
+    }
+
+    /// Lets registrations with driver `driver` (e.g. `linux`) start through `factory`.
+    pub fn with_driver_factory(mut self, driver: &str, factory: Arc<dyn DriverFactory>) -> Self {
+        self.factories.insert(driver.to_string(), factory);
         self
     }
 
@@ -259,6 +276,15 @@ impl Registry {
                     SimManager::k8s(registration, engine)
                         .map_err(|e: SimError| driver_error(e.to_string()))?,
                 )
+            }
+            (DriverConfig::Linux(_), _) => {
+                let kind = registration.driver.kind();
+                let Some(factory) = ctx.factories.get(kind) else {
+                    return Err(driver_error(
+                        RegistrationError::DriverNotAvailable(kind.to_string()).to_string(),
+                    ));
+                };
+                factory.start(registration).await.map_err(driver_error)?
             }
             (DriverConfig::Exec(_), _) => Arc::new(
                 ExecManager::new(registration)

@@ -3,10 +3,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use osac_fabric::conformance::{fabric_suite, k8s_suite};
+use async_trait::async_trait;
+use osac_fabric::conformance::{
+    FabricSuiteOptions, LeaseReporting, fabric_suite, fabric_suite_with, k8s_suite,
+};
 use osac_fabric::{
-    DriverConfig, DriverContext, ExecManager, Manager, MemorySimState, Registration, Registry,
-    Role, SimFabric, SimK8s, SimManager,
+    DriverConfig, DriverContext, ExecManager, Manager, MemorySimState, OpError, Operation,
+    Registration, Registry, Role, SimFabric, SimK8s, SimManager,
 };
 
 fn examples() -> PathBuf {
@@ -77,4 +80,54 @@ async fn demo_exec_conforms() {
     fabric_suite(manager.clone(), "c1").await.unwrap();
     fabric_suite(manager, "c2").await.unwrap();
     assert!(state.path().join("state.json").is_file());
+}
+
+/// A sim fabric whose `query_dhcp_lease` always answers the given lease (`{}`: none yet, as
+/// with a real driver before any DHCP client ran).
+struct FixedLease(Arc<dyn Manager>, serde_json::Value);
+
+#[async_trait]
+impl Manager for FixedLease {
+    fn registration(&self) -> &Registration {
+        self.0.registration()
+    }
+
+    async fn call(
+        &self,
+        op: Operation,
+        request: serde_json::Value,
+    ) -> Result<serde_json::Value, OpError> {
+        match op {
+            Operation::QueryDhcpLease => Ok(self.1.clone()),
+            _ => self.0.call(op, request).await,
+        }
+    }
+}
+
+async fn sim_fabric_manager() -> Arc<dyn Manager> {
+    let fabric = SimFabric::open(Arc::new(MemorySimState::new()))
+        .await
+        .unwrap();
+    Arc::new(SimManager::fabric(Registration::sim("sim-fabric", Role::Fabric), fabric).unwrap())
+}
+
+#[tokio::test]
+async fn no_lease_before_dhcp_passes_only_when_the_driver_declares_it() {
+    let none = serde_json::json!({});
+    let manager: Arc<dyn Manager> = Arc::new(FixedLease(sim_fabric_manager().await, none));
+    let err = fabric_suite(manager.clone(), "strict").await.unwrap_err();
+    assert_eq!(err.step, "lease matches the attachment");
+    let after_dhcp = FabricSuiteOptions {
+        leases: LeaseReporting::AfterDhcp,
+    };
+    fabric_suite_with(manager, "after-dhcp", after_dhcp)
+        .await
+        .unwrap();
+    // A lease that is there must still be the attachment's, also under the relaxed reading.
+    let wrong = serde_json::json!({"ipv4_address": "10.77.1.200"});
+    let manager: Arc<dyn Manager> = Arc::new(FixedLease(sim_fabric_manager().await, wrong));
+    let err = fabric_suite_with(manager, "wrong", after_dhcp)
+        .await
+        .unwrap_err();
+    assert_eq!(err.step, "lease matches the attachment");
 }

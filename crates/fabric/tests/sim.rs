@@ -232,6 +232,46 @@ async fn ten_thousand_subnets_write_one_record_each() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_attachments_get_distinct_addresses_and_persist() {
+    let (store, _fabric, c) = setup().await;
+    vn(&c, "vn", "10.0.0.0/16").await;
+    c.create_subnet(&subnet_req("s", "vn", "10.0.1.0/24", None))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..100u32 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            let mac = format!("02:00:00:00:{:02x}:{:02x}", i / 256, i % 256);
+            let req = attach_req(&format!("a{i}"), &format!("eth{i}"), &mac, "s", "vn");
+            let addrs = c.create_network_attachment(&req).await.unwrap();
+            // A query right after the create sees its lease.
+            let lease = c
+                .query_dhcp_lease(&QueryDhcpLeaseRequest {
+                    subnet_id: "s".into(),
+                    mac_address: mac,
+                })
+                .await
+                .unwrap();
+            assert_eq!(lease.ipv4_address, addrs.ipv4_address);
+            addrs.ipv4_address.unwrap()
+        }));
+    }
+    let mut seen = HashSet::new();
+    for t in tasks {
+        assert!(
+            seen.insert(t.await.unwrap()),
+            "an address was handed out twice"
+        );
+    }
+    let reopened = SimFabric::open(Arc::new(store.clone())).await.unwrap();
+    for i in 0..100u32 {
+        let a = reopened.network_attachment(&format!("a{i}")).await.unwrap();
+        assert!(seen.contains(&a.ipv4_address.unwrap()));
+    }
+}
+
 #[tokio::test]
 async fn failure_injection() {
     let (_, fabric, c) = setup().await;

@@ -40,6 +40,7 @@ pub fn enum_name(kind: Kind, path: &[String], n: i64) -> Option<String> {
         (Kind::NatGateway, ["status", "state"]) => {
             pb::NatGatewayState::try_from(n).ok()?.as_str_name()
         }
+        (Kind::Event, ["spec", "type"]) => pb::EventType::try_from(n).ok()?.as_str_name(),
         (Kind::ExternalIpPool | Kind::ExternalIp, ["spec", "ip_family"]) => {
             pb::IpFamily::try_from(n).ok()?.as_str_name()
         }

@@ -20,6 +20,9 @@ pub enum Kind {
     Cluster,
     ExternalIpAttachment,
     NatGateway,
+    /// A read-only record of something that happened to another object (server-written,
+    /// expires after a TTL); no state, no controller.
+    Event,
 }
 
 /// Who owns objects of a kind: the provider (private API) or a tenant (public API).
@@ -31,7 +34,7 @@ pub enum Scope {
 
 impl Kind {
     /// All kinds, in dependency order (a kind only references kinds before it).
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 15] = [
         Kind::NetworkClass,
         Kind::ExternalIpPool,
         Kind::HostType,
@@ -46,6 +49,7 @@ impl Kind {
         Kind::Cluster,
         Kind::ExternalIpAttachment,
         Kind::NatGateway,
+        Kind::Event,
     ];
 
     /// The workload kinds (network consumers).
@@ -72,6 +76,7 @@ impl Kind {
             Kind::ExternalIp => "external_ips",
             Kind::ExternalIpAttachment => "external_ip_attachments",
             Kind::NatGateway => "nat_gateways",
+            Kind::Event => "events",
         }
     }
 
@@ -92,6 +97,7 @@ impl Kind {
             Kind::ExternalIp => "ExternalIP",
             Kind::ExternalIpAttachment => "ExternalIPAttachment",
             Kind::NatGateway => "NATGateway",
+            Kind::Event => "Event",
         }
     }
 
@@ -160,14 +166,22 @@ impl Kind {
                 "eipa",
             ],
             Kind::NatGateway => &["natgateway", "natgateways", "nat-gateway", "nat", "natgw"],
+            Kind::Event => &["event", "events", "ev"],
         }
+    }
+
+    /// Whether objects of this kind have a lifecycle that controllers reconcile and that a
+    /// tenant's deletion must wait for. Events do not: they are records that expire.
+    pub const fn is_reconciled(self) -> bool {
+        !matches!(self, Kind::Event)
     }
 
     /// Whether a controller must undo fabric state before the object may disappear.
     pub const fn needs_fabric_finalizer(self) -> bool {
         matches!(
             self,
-            Kind::VirtualNetwork
+            Kind::Tenant
+                | Kind::VirtualNetwork
                 | Kind::Subnet
                 | Kind::SecurityGroup
                 | Kind::ExternalIp

@@ -69,7 +69,9 @@ pub fn ref_fields(kind: Kind) -> &'static [RefField] {
             field!("spec.node_sets{}.host_type", Some(HostType)),
             field!("status.node_sets{}.agents[].host", Some(Host)),
         ],
-        NetworkClass | ExternalIpPool | HostType | Tenant => &[],
+        // An event names its object by id without referencing it: no deletion protection, no
+        // wake-ups, and the object may be gone.
+        NetworkClass | ExternalIpPool | HostType | Tenant | Event => &[],
     }
 }
 

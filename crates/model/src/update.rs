@@ -77,6 +77,8 @@ pub fn immutable_fields(kind: Kind) -> &'static [&'static str] {
             "spec.network_attachment.subnet",
         ],
         Kind::HostType | Kind::Tenant => &[],
+        // Events are never updated: the API refuses every change (PERMISSION_DENIED).
+        Kind::Event => &[],
     }
 }
 

@@ -91,6 +91,34 @@ pub trait Store: Send + Sync + 'static {
     async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()>;
     /// Removes one driver record.
     async fn kv_delete(&self, ns: &str, key: &str) -> Result<()>;
+    /// Removes up to `limit` events (kind `events`) created before `before`, oldest first, and
+    /// returns how many: event retention, one statement on an index, not on the change feed.
+    async fn prune_events(&self, before: chrono::DateTime<chrono::Utc>, limit: i64) -> Result<u64>;
+    /// Puts (`Some(value)`) and removes (`None`) several driver records in ONE transaction —
+    /// all or nothing, one commit — so a driver operation that changes several records (or a
+    /// batch of concurrent ones) costs one write; for a key given twice the last change wins.
+    async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()>;
+}
+
+/// Rows of a kv table statement (bounds the number of bound parameters per statement).
+const KV_CHUNK: usize = 256;
+
+/// The net effect of a `kv_write` batch: the records to upsert and the keys to delete, each key
+/// once (its last change), in key order.
+fn kv_coalesce(changes: &[(String, Option<String>)]) -> (Vec<(&str, &str)>, Vec<&str>) {
+    let mut last: std::collections::BTreeMap<&str, Option<&str>> = Default::default();
+    for (key, value) in changes {
+        last.insert(key, value.as_deref());
+    }
+    let mut puts = Vec::new();
+    let mut deletes = Vec::new();
+    for (key, value) in last {
+        match value {
+            Some(v) => puts.push((key, v)),
+            None => deletes.push(key),
+        }
+    }
+    (puts, deletes)
 }
 
 /// A write transaction. Dropping it without `commit` rolls back.

@@ -247,12 +247,53 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
+        // The literal kind lets PostgreSQL use the partial index `objects_event_age`.
+        let done = sqlx::query(
+            "DELETE FROM objects WHERE id IN (SELECT id FROM objects WHERE kind = 'events' AND created_at < $1 ORDER BY created_at LIMIT $2)",
+        )
+        .bind(before)
+        .bind(limit)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
         sqlx::query("DELETE FROM kv WHERE ns = $1 AND key = $2")
             .bind(ns)
             .bind(key)
             .execute(&self.pool)
             .await?;
+        Ok(())
+    }
+
+    async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
+        let (puts, deletes) = crate::kv_coalesce(changes);
+        if puts.is_empty() && deletes.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        for chunk in puts.chunks(crate::KV_CHUNK) {
+            let mut q =
+                sqlx::QueryBuilder::<sqlx::Postgres>::new("INSERT INTO kv (ns, key, value) ");
+            q.push_values(chunk, |mut row, (key, value)| {
+                row.push_bind(ns).push_bind(*key).push_bind(*value);
+            });
+            q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
+            q.build().execute(&mut *tx).await?;
+        }
+        for chunk in deletes.chunks(crate::KV_CHUNK) {
+            let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new("DELETE FROM kv WHERE ns = ");
+            q.push_bind(ns).push(" AND key IN (");
+            let mut keys = q.separated(", ");
+            for key in chunk {
+                keys.push_bind(*key);
+            }
+            q.push(")");
+            q.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 }
@@ -460,6 +501,7 @@ impl Tx for PgTx {
 
     async fn commit(self: Box<Self>) -> Result<()> {
         let mut this = *self;
+        this.changes.retain(Change::is_watched);
         for c in &this.changes {
             let notice = Notice {
                 origin: this.origin.clone(),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use osac_model::Kind;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
@@ -245,6 +246,19 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
+        let _guard = self.write_lock.lock().await;
+        // The literal kind lets SQLite use the partial index `objects_event_age`.
+        let done = sqlx::query(
+            "DELETE FROM objects WHERE id IN (SELECT id FROM objects WHERE kind = 'events' AND created_at < ? ORDER BY created_at LIMIT ?)",
+        )
+        .bind(ts_text(&before))
+        .bind(limit)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
         let _guard = self.write_lock.lock().await;
         sqlx::query("DELETE FROM kv WHERE ns = ? AND key = ?")
@@ -252,6 +266,35 @@ impl Store for SqliteStore {
             .bind(key)
             .execute(&self.pool)
             .await?;
+        Ok(())
+    }
+
+    async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
+        let (puts, deletes) = crate::kv_coalesce(changes);
+        if puts.is_empty() && deletes.is_empty() {
+            return Ok(());
+        }
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        for chunk in puts.chunks(crate::KV_CHUNK) {
+            let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT INTO kv (ns, key, value) ");
+            q.push_values(chunk, |mut row, (key, value)| {
+                row.push_bind(ns).push_bind(*key).push_bind(*value);
+            });
+            q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
+            q.build().execute(&mut *tx).await?;
+        }
+        for chunk in deletes.chunks(crate::KV_CHUNK) {
+            let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new("DELETE FROM kv WHERE ns = ");
+            q.push_bind(ns).push(" AND key IN (");
+            let mut keys = q.separated(", ");
+            for key in chunk {
+                keys.push_bind(*key);
+            }
+            q.push(")");
+            q.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 }
@@ -455,7 +498,7 @@ impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<()> {
         let this = *self;
         this.tx.commit().await?;
-        for c in this.changes {
+        for c in this.changes.into_iter().filter(Change::is_watched) {
             let _ = this.feed.send(c);
         }
         Ok(())

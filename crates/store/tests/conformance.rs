@@ -326,6 +326,32 @@ async fn key_value_records(s: &dyn Store) {
     s.kv_delete("ns", "a").await.unwrap();
     s.kv_delete("ns", "missing").await.unwrap();
     assert_eq!(s.kv_load("ns").await.unwrap().len(), 1);
+    // A batch: upserts, deletes, and a key changed twice (the last change wins).
+    let batch: Vec<(String, Option<String>)> = vec![
+        ("b".into(), None),
+        ("c".into(), Some("4".into())),
+        ("d".into(), Some("5".into())),
+        ("d".into(), Some("6".into())),
+        ("e".into(), Some("7".into())),
+        ("e".into(), None),
+        ("missing".into(), None),
+    ];
+    s.kv_write("ns", &batch).await.unwrap();
+    s.kv_write("ns", &[]).await.unwrap();
+    assert_eq!(
+        s.kv_load("ns").await.unwrap(),
+        vec![("c".into(), "4".into()), ("d".into(), "6".into())]
+    );
+    assert_eq!(s.kv_load("other").await.unwrap().len(), 1);
+    // More rows than one statement carries.
+    let many: Vec<(String, Option<String>)> = (0..600)
+        .map(|i| (format!("k{i:03}"), Some(i.to_string())))
+        .collect();
+    s.kv_write("bulk", &many).await.unwrap();
+    assert_eq!(s.kv_load("bulk").await.unwrap().len(), 600);
+    let gone: Vec<(String, Option<String>)> = many.into_iter().map(|(k, _)| (k, None)).collect();
+    s.kv_write("bulk", &gone).await.unwrap();
+    assert!(s.kv_load("bulk").await.unwrap().is_empty());
 }
 
 async fn suite(s: Arc<dyn Store>) {

@@ -25,7 +25,6 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     if spec.host_type.is_empty() {
         return Err(ApiError::invalid("spec.host_type: host_type is required"));
     }
-    workload::refuse_auto_external_ip(spec.auto_external_ip_attachment)?;
     let ht_rec =
         super::resolve(cx, Kind::HostType, "spec.host_type", &spec.host_type, false).await?;
     let ht: pb::HostType = ht_rec.decode()?;
@@ -34,7 +33,15 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
             // A VM type is the more useful thing to say.
             validate::baremetal_attachments(&[], &ht, ht_rec.label())?;
         }
-        return Err(workload::no_attachments(FIELD));
+        // Defaults on the first `fabric` interface (resolved by the attachment rules).
+        let d = workload::default_attachment(cx).await?;
+        spec.network_attachments
+            .push(pb::BareMetalNetworkAttachment {
+                subnet: d.subnet,
+                security_groups: d.security_groups,
+                interface: String::new(),
+                primary: true,
+            });
     }
     let mut atts = validate::baremetal_attachments(&spec.network_attachments, &ht, ht_rec.label())?;
     let inputs: Vec<AttachmentInput<'_>> = atts

@@ -18,7 +18,6 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut c: pb::Cluster = parse(Kind::Cluster, obj)?;
     validate::cluster(&c)?;
     let spec = c.spec.get_or_insert_with(Default::default);
-    workload::refuse_auto_external_ip(spec.auto_external_ip_attachment)?;
     let mut names: Vec<String> = spec.node_sets.keys().cloned().collect();
     names.sort();
     let mut type_refs = Vec::new();
@@ -35,7 +34,11 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     }
     let att = spec.network_attachment.get_or_insert_with(Default::default);
     if att.subnet.is_empty() {
-        return Err(workload::no_attachments(FIELD));
+        let d = workload::default_attachment(cx).await?;
+        att.subnet = d.subnet;
+        if att.security_groups.is_empty() {
+            att.security_groups = d.security_groups;
+        }
     }
     let net = workload::resolve_attachments(
         cx,

@@ -18,9 +18,13 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     validate::metadata(ci.metadata.as_ref())?;
     let spec = ci.spec.get_or_insert_with(Default::default);
     let mut atts = validate::compute_attachments(spec)?;
-    workload::refuse_auto_external_ip(spec.auto_external_ip_attachment)?;
     if atts.is_empty() {
-        return Err(workload::no_attachments(FIELD));
+        let d = workload::default_attachment(cx).await?;
+        atts.push(pb::ComputeNetworkAttachment {
+            subnet: d.subnet,
+            security_groups: d.security_groups,
+            primary: true,
+        });
     }
     let inputs: Vec<AttachmentInput<'_>> = atts
         .iter()

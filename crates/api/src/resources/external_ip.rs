@@ -119,7 +119,7 @@ pub async fn consumer(tx: &mut dyn Tx, eip_id: &str) -> ApiResult<Option<Record>
 /// Resolves an ExternalIP for a new consumer: ALLOCATED and not attached (one consumer at most).
 pub async fn require_free(cx: &mut Cx<'_>, key: &str) -> ApiResult<Record> {
     let eip = super::resolve(cx, Kind::ExternalIp, "spec.external_ip", key, true).await?;
-    super::require_state(&eip, "spec.external_ip", "EXTERNAL_IP_STATE_ALLOCATED")?;
+    super::require_state_in(cx, &eip, "spec.external_ip", "EXTERNAL_IP_STATE_ALLOCATED")?;
     if let Some(user) = consumer(cx.tx, &eip.id).await? {
         return Err(ApiError::precondition(format!(
             "spec.external_ip: ExternalIP '{}' is already attached to {} '{}'",

@@ -4,6 +4,7 @@
 pub mod baremetal_instance;
 pub mod cluster;
 pub mod compute_instance;
+pub mod event;
 pub mod external_ip;
 pub mod external_ip_attachment;
 pub mod external_ip_pool;
@@ -41,6 +42,7 @@ pub async fn prepare_create(cx: &mut Cx<'_>, kind: Kind, obj: &Value) -> ApiResu
         Kind::ComputeInstance => compute_instance::create(cx, obj).await,
         Kind::BareMetalInstance => baremetal_instance::create(cx, obj).await,
         Kind::Cluster => cluster::create(cx, obj).await,
+        Kind::Event => event::create(obj),
     }
 }
 
@@ -56,6 +58,10 @@ pub fn initial_status(kind: Kind, obj: &Value) -> Option<Value> {
 pub async fn after_insert(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
     match rec.kind {
         Kind::ExternalIp => external_ip::after_insert(cx, rec).await,
+        Kind::Tenant => tenant::onboard(cx, rec).await,
+        Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster => {
+            workload::auto_external_ips(cx, rec).await
+        }
         _ => Ok(()),
     }
 }
@@ -87,6 +93,7 @@ pub async fn prepare_update(
         Kind::ComputeInstance => compute_instance::update(cx, current, body).await,
         Kind::BareMetalInstance => baremetal_instance::update(cx, current, body).await,
         Kind::Cluster => cluster::update(cx, current, body).await,
+        Kind::Event => event::update(body),
     }
 }
 
@@ -148,6 +155,7 @@ pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
             refuse_if_used(cx.tx, rec, &Kind::WORKLOADS, "is used by").await
         }
         Kind::ExternalIpAttachment | Kind::NatGateway => Ok(()),
+        Kind::Event => event::check_delete(rec),
     }
 }
 
@@ -253,6 +261,15 @@ pub fn require_state(rec: &Record, field: &str, state: &str) -> ApiResult<()> {
         },
         short(state)
     )))
+}
+
+/// [`require_state`], except that a dependency inserted earlier in the same transaction
+/// (onboarding, auto-provisioning) is accepted in its initial state.
+pub fn require_state_in(cx: &Cx<'_>, rec: &Record, field: &str, state: &str) -> ApiResult<()> {
+    if cx.created.contains(&rec.id) {
+        return Ok(());
+    }
+    require_state(rec, field, state)
 }
 
 /// Whether tenants may see this provider object.

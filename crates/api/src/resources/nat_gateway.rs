@@ -19,7 +19,12 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         true,
     )
     .await?;
-    super::require_state(&vn, "spec.virtual_network", "VIRTUAL_NETWORK_STATE_READY")?;
+    super::require_state_in(
+        cx,
+        &vn,
+        "spec.virtual_network",
+        "VIRTUAL_NETWORK_STATE_READY",
+    )?;
     for r in cx.tx.referrers(&vn.id).await? {
         if r.source_kind == Kind::NatGateway
             && let Some(existing) = cx.tx.get(&r.source).await?

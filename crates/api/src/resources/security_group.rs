@@ -20,7 +20,12 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         false,
     )
     .await?;
-    super::require_state(&vn, "spec.virtual_network", "VIRTUAL_NETWORK_STATE_READY")?;
+    super::require_state_in(
+        cx,
+        &vn,
+        "spec.virtual_network",
+        "VIRTUAL_NETWORK_STATE_READY",
+    )?;
     spec.virtual_network = vn.id.clone();
     Ok(body_of(&to_json(&sg)?))
 }

@@ -21,7 +21,12 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         true,
     )
     .await?;
-    super::require_state(&vn, "spec.virtual_network", "VIRTUAL_NETWORK_STATE_READY")?;
+    super::require_state_in(
+        cx,
+        &vn,
+        "spec.virtual_network",
+        "VIRTUAL_NETWORK_STATE_READY",
+    )?;
     let vn_spec = vn.decode::<pb::VirtualNetwork>()?.spec.unwrap_or_default();
     let vn_cidrs = DualCidrs::parse_optional("spec", &vn_spec.ipv4_cidr, &vn_spec.ipv6_cidr)?;
     subnet_within(

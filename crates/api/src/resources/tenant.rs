@@ -1,12 +1,15 @@
 //! Tenant: the unit of isolation; its name is the tenant identity in tokens and objects.
+//! Creating one creates its default networking in the same transaction (SPEC §6.1); deleting
+//! one is refused while it has workloads, then the controller removes what it owns.
 
+use osac_model::defaults::onboarding_objects;
 use osac_model::{Kind, pb, validate};
 use osac_store::{ListQuery, Record, Tx};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::{Cx, insert_new};
 
 pub async fn create(_cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let t: pb::Tenant = parse(Kind::Tenant, obj)?;
@@ -36,15 +39,13 @@ pub fn check_rename(current: &Record, new_name: Option<&str>) -> ApiResult<()> {
     Ok(())
 }
 
-/// A tenant is deleted only when it owns nothing (its objects are deleted first).
+/// A tenant is deleted only when it has no workloads; its networking (defaults and anything
+/// else it owns) is then removed by the tenant controller, consumers first.
 pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
     let Some(name) = rec.name.as_deref() else {
         return Ok(());
     };
-    for kind in Kind::ALL
-        .into_iter()
-        .filter(|k| k.scope() == osac_model::Scope::Tenant)
-    {
+    for kind in Kind::WORKLOADS {
         let page = cx
             .tx
             .list(&ListQuery {
@@ -55,13 +56,65 @@ pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
             .await?;
         if let Some(obj) = page.items.first() {
             return Err(ApiError::precondition(format!(
-                "Tenant '{name}' cannot be deleted: it still owns {} {} (e.g. '{}')",
+                "Tenant '{name}' cannot be deleted: it still has {} {} (e.g. '{}'{}); delete its workloads first",
                 page.total,
                 kind.collection(),
-                obj.label()
+                obj.label(),
+                if obj.deleted_at.is_some() {
+                    ", being deleted"
+                } else {
+                    ""
+                }
             )));
         }
     }
+    Ok(())
+}
+
+/// The default NetworkClass, if the deployment has one (a tenant without one gets no defaults).
+async fn default_class(tx: &mut dyn Tx) -> ApiResult<Option<Record>> {
+    let page = tx
+        .list(&ListQuery {
+            filter: "this.is_default == true".into(),
+            ..ListQuery::all(Kind::NetworkClass)
+        })
+        .await?;
+    Ok(page.items.into_iter().find(|r| r.deleted_at.is_none()))
+}
+
+/// Creates the tenant's default networking in the tenant's transaction (SPEC §6.1). Any
+/// failure (e.g. no pool capacity for the NAT address) fails the tenant's creation too; the
+/// error names the default object.
+pub async fn onboard(cx: &mut Cx<'_>, tenant: &Record) -> ApiResult<()> {
+    let Some(name) = tenant.name.clone() else {
+        return Ok(());
+    };
+    let Some(class) = default_class(cx.tx).await? else {
+        return Ok(());
+    };
+    let nc: pb::NetworkClass = class.decode()?;
+    let Some(defaults) = nc.spec.and_then(|s| s.defaults) else {
+        return Ok(());
+    };
+    let outer = std::mem::replace(&mut cx.tenant, name);
+    let mut result = Ok(());
+    let mut made = Vec::new();
+    for obj in onboarding_objects(&class.id, &defaults) {
+        if let Err(e) = insert_new(cx, obj.kind, &obj.body).await {
+            result = Err(e.context(format!(
+                "tenant default networking: {} '{}'",
+                obj.kind, obj.name
+            )));
+            break;
+        }
+        made.push(format!("{} '{}'", obj.kind, obj.name));
+    }
+    cx.tenant = outer;
+    result?;
+    let message = format!("from NetworkClass '{}': {}", class.label(), made.join(", "));
+    let event =
+        osac_controller::events::for_record(tenant, false, "DefaultNetworkingCreated", message);
+    osac_controller::events::record(cx.tx, event).await?;
     Ok(())
 }
 

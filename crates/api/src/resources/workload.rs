@@ -3,12 +3,12 @@
 //! are READY, all subnets are in one VirtualNetwork, security groups belong to that network;
 //! VMs and clusters need a NetworkClass with a k8s manager. References are stored as ids.
 
-use osac_model::{Kind, pb};
+use osac_model::{Kind, defaults, pb};
 use osac_store::Record;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
-use crate::service::Cx;
+use crate::service::{Cx, insert_new};
 
 /// One attachment as requested: where it sits in the body and what it references.
 pub struct AttachmentInput<'a> {
@@ -27,20 +27,161 @@ pub struct Network {
     pub security_groups: Vec<Vec<String>>,
 }
 
-/// The message when no attachment is given (optional attachments arrive with default
-/// networking, SPEC §6.2).
+/// The message when a workload names no subnet at all (only reachable through a malformed
+/// request: omitted attachments are filled from the defaults).
 pub fn no_attachments(field: &str) -> ApiError {
     ApiError::invalid(format!(
-        "{field}: at least one network attachment is required (default networking arrives in a later release)"
+        "{field}: at least one network attachment is required"
     ))
 }
 
-/// `auto_external_ip_attachment` arrives with default networking (SPEC §6.3).
-pub fn refuse_auto_external_ip(requested: bool) -> ApiResult<()> {
-    if requested {
-        return Err(ApiError::precondition(
-            "spec.auto_external_ip_attachment: automatic external IP attachment is not supported yet (it arrives in a later release); create an ExternalIPAttachment instead",
-        ));
+/// The tenant's default subnet and security group for a workload created without attachments
+/// (SPEC §6.2).
+pub struct DefaultAttachment {
+    /// Subnet id (the IPv4 default subnet, else the IPv6 one).
+    pub subnet: String,
+    /// The default security group's id.
+    pub security_groups: Vec<String>,
+}
+
+fn is_default(rec: &Record) -> bool {
+    rec.labels.get(defaults::DEFAULT_LABEL).map(String::as_str) == Some("true")
+}
+
+/// Finds the writer's default subnet and security group; FAILED_PRECONDITION with the SPEC
+/// message when the tenant has none. Their state is checked by the normal attachment rules.
+pub async fn default_attachment(cx: &mut Cx<'_>) -> ApiResult<DefaultAttachment> {
+    let tenant = cx.tenant.clone();
+    let mut subnet = None;
+    for name in [defaults::DEFAULT_SUBNET_V4, defaults::DEFAULT_SUBNET_V6] {
+        if let Some(r) = cx.tx.find_by_name(Kind::Subnet, &tenant, name).await?
+            && is_default(&r)
+        {
+            subnet = Some(r);
+            break;
+        }
+    }
+    let sg = cx
+        .tx
+        .find_by_name(
+            Kind::SecurityGroup,
+            &tenant,
+            defaults::DEFAULT_SECURITY_GROUP,
+        )
+        .await?
+        .filter(is_default);
+    match (subnet, sg) {
+        (Some(subnet), Some(sg)) => {
+            cx.notes.push((
+                "NetworkAttachmentsPopulated",
+                format!(
+                    "no network attachments given: using the default Subnet '{}' and SecurityGroup '{}'",
+                    subnet.label(),
+                    sg.label()
+                ),
+            ));
+            Ok(DefaultAttachment {
+                subnet: subnet.id,
+                security_groups: vec![sg.id],
+            })
+        }
+        _ => Err(ApiError::precondition(defaults::NO_DEFAULTS_MESSAGE)),
+    }
+}
+
+/// Whether a workload body asks for `auto_external_ip_attachment` (SPEC §6.3).
+pub fn wants_auto_external_ip(kind: Kind, body: &Value) -> bool {
+    Kind::WORKLOADS.contains(&kind)
+        && body.pointer("/spec/auto_external_ip_attachment") == Some(&json!(true))
+}
+
+/// The subnet that gives a workload its primary address (DNAT targets it).
+fn primary_subnet(kind: Kind, body: &Value) -> String {
+    let pick = |list: &str| {
+        let atts = body
+            .pointer(&format!("/spec/{list}"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        atts.iter()
+            .find(|a| a.get("primary") == Some(&json!(true)))
+            .or(atts.first())
+            .and_then(|a| a.get("subnet"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    match kind {
+        Kind::ComputeInstance => pick("compute_network_attachments"),
+        Kind::BareMetalInstance => pick("network_attachments"),
+        _ => body
+            .pointer("/spec/network_attachment/subnet")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
+
+/// `auto_external_ip_attachment` (SPEC §6.3): in the workload's transaction, an ExternalIP from
+/// the automatically chosen pool (family of the primary subnet) and a PENDING attachment to the
+/// workload — two of each (API and INGRESS) for a cluster. No capacity ⇒ RESOURCE_EXHAUSTED and
+/// the whole transaction, workload included, is rolled back.
+pub async fn auto_external_ips(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+    if !wants_auto_external_ip(rec.kind, &rec.body) {
+        return Ok(());
+    }
+    let subnet = primary_subnet(rec.kind, &rec.body);
+    let family = match cx.tx.get(&subnet).await? {
+        Some(sn)
+            if sn
+                .body
+                .pointer("/spec/ipv4_cidr")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty) =>
+        {
+            "IP_FAMILY_IPV6"
+        }
+        _ => "IP_FAMILY_IPV4",
+    };
+    let (target, endpoints): (&str, &[&str]) = match rec.kind {
+        Kind::ComputeInstance => (
+            "compute_instance",
+            &["EXTERNAL_IP_ATTACHMENT_ENDPOINT_UNSPECIFIED"],
+        ),
+        Kind::BareMetalInstance => (
+            "baremetal_instance",
+            &["EXTERNAL_IP_ATTACHMENT_ENDPOINT_UNSPECIFIED"],
+        ),
+        _ => (
+            "cluster",
+            &[
+                "EXTERNAL_IP_ATTACHMENT_ENDPOINT_API",
+                "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS",
+            ],
+        ),
+    };
+    let labels = json!({
+        defaults::AUTO_PROVISIONED_LABEL: "true",
+        defaults::AUTO_PROVISIONED_FOR_LABEL: rec.id,
+    });
+    for endpoint in endpoints {
+        let eip_body = json!({"metadata": {"labels": labels}, "spec": {"ip_family": family}});
+        let eip = insert_new(cx, Kind::ExternalIp, &eip_body).await?;
+        let mut spec = json!({"external_ip": eip.id, target: rec.id});
+        if rec.kind == Kind::Cluster {
+            spec["target_endpoint"] = json!(endpoint);
+        }
+        let att_body = json!({"metadata": {"labels": labels}, "spec": spec});
+        let att = insert_new(cx, Kind::ExternalIpAttachment, &att_body).await?;
+        let message = format!(
+            "ExternalIP {} and ExternalIPAttachment {} created ({})",
+            eip.id,
+            att.id,
+            endpoint.rsplit('_').next().unwrap_or(endpoint)
+        );
+        let event =
+            osac_controller::events::for_record(rec, false, "AutoExternalIPCreated", message);
+        osac_controller::events::record(cx.tx, event).await?;
     }
     Ok(())
 }

@@ -118,7 +118,10 @@ async fn concurrent_overlapping_subnets(backend: Backend) {
         );
     }
     // The store holds exactly the survivors, and they all become READY.
-    let list = t.list("subnets", &[("limit", "1000")]).await.ok();
+    let list = t
+        .list("subnets", &[("limit", "1000"), ("filter", NOT_DEFAULT)])
+        .await
+        .ok();
     assert_eq!(list["total"].as_u64(), Some(winners.len() as u64));
     let stored: BTreeMap<String, String> = list["items"]
         .as_array()

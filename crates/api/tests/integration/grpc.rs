@@ -271,6 +271,7 @@ async fn grpc_services() {
     let list = subnets
         .list(pb::ListRequest {
             limit: 10,
+            filter: NOT_DEFAULT.into(),
             ..Default::default()
         })
         .await
@@ -527,24 +528,25 @@ async fn grpc_workload_services() {
     let att = &vm.spec.as_ref().unwrap().compute_network_attachments[0];
     assert_eq!(att.subnet, id(&subnet));
     assert!(att.primary);
-    let err = vms
+    // Without attachments: the tenant's defaults, stored in the spec.
+    let defaulted = vms
         .create(pb::ComputeInstance {
             metadata: meta("none"),
             ..Default::default()
         })
         .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(
-        err.message().contains("at least one network attachment"),
-        "{err:?}"
-    );
+        .expect("create VM with defaults")
+        .into_inner();
+    let att = &defaulted.spec.as_ref().unwrap().compute_network_attachments[0];
+    assert_ne!(att.subnet, id(&subnet));
+    assert_eq!(att.security_groups.len(), 1);
+    assert!(att.primary);
     let list = vms
         .list(pb::ListRequest::default())
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((list.size, list.total), (1, 1));
+    assert_eq!((list.size, list.total), (2, 2));
 
     let mut bms = pb::bare_metal_instances_client::BareMetalInstancesClient::with_interceptor(
         ch.clone(),
@@ -608,14 +610,19 @@ async fn grpc_workload_services() {
             ..Default::default()
         })
         .await
-        .unwrap_err();
-    assert_eq!(c.code(), Code::FailedPrecondition, "{c:?}");
+        .expect("a cluster with automatic external addresses")
+        .into_inner();
+    assert!(c.spec.as_ref().unwrap().auto_external_ip_attachment);
     let list = clusters
         .list(pb::ListRequest::default())
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(list.total, 0);
+    assert_eq!(list.total, 1);
+    clusters
+        .delete(pb::DeleteRequest { id: c.id.clone() })
+        .await
+        .expect("delete cluster");
     bms.delete(pb::DeleteRequest { id: bm.id.clone() })
         .await
         .expect("delete BM");

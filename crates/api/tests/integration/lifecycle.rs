@@ -673,6 +673,7 @@ async fn security_groups() {
 async fn external_ips_and_nat_gateways() {
     let s = TestServer::sqlite().await;
     let t = s.tenant("acme").await;
+    t.drop_defaults().await;
     let sim = s.sim_fabric();
     let vn = t.ready_vn("net", "10.0.0.0/16").await;
     t.ready_vn("net2", "10.0.0.0/16").await;

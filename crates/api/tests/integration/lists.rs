@@ -26,6 +26,7 @@ async fn lists_filters_and_order(backend: Backend) {
         return;
     };
     let t = s.tenant("acme").await;
+    t.drop_defaults().await;
     let other = s.tenant("other").await;
     t.ready_vn("net", "10.0.0.0/16").await;
     other.ready_vn("net", "10.0.0.0/16").await;

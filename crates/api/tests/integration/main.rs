@@ -4,6 +4,8 @@
 
 mod common;
 mod concurrency;
+mod defaults;
+mod events;
 mod grpc;
 mod hosts;
 mod lifecycle;

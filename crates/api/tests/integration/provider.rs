@@ -11,7 +11,8 @@ fn defaults_v4() -> Value {
         "subnet_ipv4_cidr": "10.0.1.0/24",
         "ingress_rules": [{"protocol": "PROTOCOL_TCP", "port_from": 22, "port_to": 22, "ipv4_cidr": "0.0.0.0/0"}],
         "egress_rules": [{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}],
-        "enable_nat_gateway": true
+        // No pool in these tests: tenants get no NAT gateway (and so need no address).
+        "enable_nat_gateway": false
     })
 }
 

@@ -208,7 +208,8 @@ async fn interrupted_reconciles_converge_after_restart(backend: Backend) {
         .get(&format!("{PRIV}/external_ip_pools/external-pool-1"))
         .await
         .ok();
-    assert_eq!(counter(&pool, "allocated"), 1);
+    // The test's address and the tenant's default NAT address.
+    assert_eq!(counter(&pool, "allocated"), 2);
     assert_eq!(
         counter(&pool, "allocated") + counter(&pool, "available"),
         counter(&pool, "total")

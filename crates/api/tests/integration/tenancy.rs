@@ -10,6 +10,8 @@ async fn tenants_are_isolated() {
     let s = TestServer::sqlite().await;
     let a = s.tenant("alpha").await;
     let b = s.tenant("beta").await;
+    a.drop_defaults().await;
+    b.drop_defaults().await;
 
     let bvn = b.ready_vn("bnet", "10.0.0.0/16").await;
     let bsub = b.ready_subnet("bsub", "bnet", "10.0.1.0/24").await;
@@ -266,11 +268,18 @@ async fn roles_and_tokens() {
     assert_eq!(tn["metadata"]["name"], "acme");
     assert_eq!(admin.count("virtual_networks").await, 2);
 
-    // Tenants: deletion refused while they own objects; a deleted tenant's token creates nothing.
+    // Tenants: deletion refused while they have workloads; a deleted tenant's token creates
+    // nothing.
+    admin
+        .create(
+            "compute_instances",
+            json!({"metadata": {"name": "vm"}, "spec": {"template": "small"}}),
+        )
+        .await;
     s.admin.delete(&format!("{PRIV}/tenants/acme")).await.err(
         412,
         "FAILED_PRECONDITION",
-        &["Tenant 'acme'", "virtual_networks"],
+        &["Tenant 'acme'", "compute_instances", "'vm'"],
     );
     let gone = s.tenant("gone").await;
     s.admin.delete(&format!("{PRIV}/tenants/gone")).await.ok();

@@ -97,16 +97,6 @@ async fn compute_instance_rules() {
         "compute_instances",
         vec![
             (
-                json!({"metadata": {"name": "vm"}, "spec": {"template": "small"}}),
-                400,
-                vec![f, "at least one network attachment is required", "later release"],
-            ),
-            (
-                json!({"spec": {"compute_network_attachments": [{"subnet": "a"}], "auto_external_ip_attachment": true}}),
-                412,
-                vec!["spec.auto_external_ip_attachment", "not supported yet"],
-            ),
-            (
                 json!({"spec": {"compute_network_attachments": [{"subnet": "a"}], "network_attachments": [{"subnet": "b"}]}}),
                 400,
                 vec!["spec.network_attachments", "not both"],
@@ -375,16 +365,6 @@ async fn baremetal_instance_rules() {
                 ],
             ),
             (
-                bm(json!([])),
-                400,
-                vec![f, "at least one network attachment is required"],
-            ),
-            (
-                json!({"spec": {"host_type": "bm-standard", "network_attachments": [{"subnet": "a"}], "auto_external_ip_attachment": true}}),
-                412,
-                vec!["spec.auto_external_ip_attachment", "not supported yet"],
-            ),
-            (
                 bm(json!([{"subnet": "a", "interface": "eth9"}])),
                 400,
                 vec![
@@ -545,7 +525,10 @@ async fn cluster_rules() {
             (
                 with_sets(ns("ghost", 3)),
                 404,
-                vec!["spec.node_sets.workers.host_type", "HostType 'ghost' does not exist"],
+                vec![
+                    "spec.node_sets.workers.host_type",
+                    "HostType 'ghost' does not exist",
+                ],
             ),
             (
                 with_sets(ns("vm-small", 3)),
@@ -564,11 +547,6 @@ async fn cluster_rules() {
                 ],
             ),
             (
-                json!({"spec": {"node_sets": ns("bm-standard", 3)}}),
-                400,
-                vec!["spec.network_attachment", "at least one network attachment is required"],
-            ),
-            (
                 cluster_body("c", &their_subnet, json!([]), 3),
                 404,
                 vec!["spec.network_attachment.subnet", "does not exist"],
@@ -580,11 +558,6 @@ async fn cluster_rules() {
                     "spec.network_attachment.security_groups[0]",
                     "belongs to VirtualNetwork 'net2'",
                 ],
-            ),
-            (
-                json!({"spec": {"node_sets": ns("bm-standard", 3), "network_attachment": {"subnet": "a"}, "auto_external_ip_attachment": true}}),
-                412,
-                vec!["spec.auto_external_ip_attachment", "not supported yet"],
             ),
             (
                 cluster_body("c", "tiny", json!([]), 3),

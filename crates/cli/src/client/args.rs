@@ -76,6 +76,8 @@ pub enum ClientCommand {
     Label(LabelArgs),
     /// Delete objects
     Delete(DeleteArgs),
+    /// Show what happened to objects (state changes, onboarding, cleanup, refused requests)
+    Events(EventsArgs),
     /// Provider administration (private API): network classes, pools, host types, tenants,
     /// hosts, tokens, managers
     Admin(Box<AdminArgs>),
@@ -323,6 +325,25 @@ pub struct CreateNatGateway {
     pub common: CreateCommon,
 }
 
+/// `osac events`.
+#[derive(Debug, clap::Args)]
+pub struct EventsArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    /// Only the events of this object, e.g. subnet/my-subnet (kind aliases as in `get`)
+    #[arg(long = "for", value_name = "KIND/NAME")]
+    pub target: Option<String>,
+    /// Output format
+    #[arg(long, short = 'o', value_enum, default_value = "table")]
+    pub output: OutputFormat,
+    /// At most this many events [default: all with --for, else the latest 100]
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Skip this many events (the newest ones without --for)
+    #[arg(long, default_value_t = 0)]
+    pub offset: u64,
+}
+
 /// `osac get`.
 #[derive(Debug, clap::Args)]
 pub struct GetArgs {
@@ -470,6 +491,35 @@ pub enum AdminCommand {
     Delete(DeleteOpts),
     /// List the registered networking managers
     Managers(ManagersArgs),
+    /// List what workload cleanups gave up on (labelled osac.openshift.io/orphaned)
+    Orphans(ManagersArgs),
+    /// The real (linux) dataplane: garbage collection
+    Dataplane(DataplaneArgs),
+}
+
+/// `osac admin dataplane …`.
+#[derive(Debug, clap::Args)]
+pub struct DataplaneArgs {
+    #[command(subcommand)]
+    pub command: DataplaneCommand,
+}
+
+/// Dataplane commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum DataplaneCommand {
+    /// Remove kernel state (namespaces, bridges, dnsmasq) of objects the store no longer has
+    Gc(DataplaneGcArgs),
+}
+
+/// `osac admin dataplane gc`.
+#[derive(Debug, clap::Args)]
+pub struct DataplaneGcArgs {
+    /// Only consider these namespaces (several deployments sharing one machine)
+    #[arg(long = "scope", value_name = "NAMESPACE")]
+    pub scope: Vec<String>,
+    /// Output format (table prints a summary)
+    #[arg(long, short = 'o', value_enum, default_value = "table")]
+    pub output: OutputFormat,
 }
 
 /// `osac admin create`.

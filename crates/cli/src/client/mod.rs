@@ -26,7 +26,7 @@
 //!
 //! Connection options ([`Connection`]: `--url`/`OSAC_URL`, `--token`/`OSAC_TOKEN`,
 //! `--config`/`OSAC_CONFIG`) are flattened into each command (`create`, `get`, `update`,
-//! `label`, `delete`, `admin`) as global arguments, so they work before or after the
+//! `label`, `delete`, `events`, `admin`) as global arguments, so they work before or after the
 //! subcommand (`osac create --url U subnet …` and `osac create subnet … --url U`). Values
 //! missing from flags and environment come from the config file written by `osac login`.
 //!
@@ -36,10 +36,13 @@
 mod args;
 mod config;
 mod create;
+mod dataplane;
+mod events;
 mod http;
 mod kind;
 mod login;
 mod ops;
+mod orphans;
 mod output;
 mod parse;
 mod wait;
@@ -50,7 +53,7 @@ mod fake_server_tests;
 
 pub use args::{
     AdminArgs, AdminCommand, ClientCommand, Connection, CreateArgs, CreateKind, DeleteArgs,
-    GetArgs, LabelArgs, LoginArgs, UpdateArgs,
+    EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs,
 };
 pub use config::{ConfigFile, Endpoint};
 pub use http::{Api, ClientError};
@@ -92,6 +95,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Update(a) => ops::update(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
         ClientCommand::Label(a) => ops::label(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
         ClientCommand::Delete(a) => ops::delete(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
+        ClientCommand::Events(a) => events::run(&ctx(&a.conn, Scope::Public)?, &a).await,
         ClientCommand::Admin(a) => {
             let c = ctx(&a.conn, Scope::Private)?;
             match &a.command {
@@ -101,6 +105,8 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
                 AdminCommand::Label(o) => ops::label(&c, o).await,
                 AdminCommand::Delete(o) => ops::delete(&c, o).await,
                 AdminCommand::Managers(m) => ops::managers(&c, m.output).await,
+                AdminCommand::Orphans(m) => orphans::run(&c, m.output).await,
+                AdminCommand::Dataplane(d) => dataplane::run(&c, d).await,
             }
         }
     }

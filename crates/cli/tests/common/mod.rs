@@ -30,8 +30,10 @@ pub async fn start() -> Env {
             resync_interval: Duration::from_secs(5),
             backoff_base: Duration::from_millis(50),
             backoff_cap: Duration::from_secs(1),
+            ..ControllerConfig::default()
         },
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
+        fabric: Default::default(),
     })
     .await
     .expect("server starts");

@@ -72,7 +72,7 @@ pub(crate) async fn recount_with(
     let mut next = rec.clone();
     next.encode(&pool)?;
     if next != rec {
-        tx.update(&next).await?;
+        crate::events::update(tx, &rec, &next).await?;
     }
     Ok(Some(counts))
 }
@@ -228,7 +228,7 @@ async fn delete(
     let mut next = rec.clone();
     next.finalizers
         .retain(|f| f != osac_model::FABRIC_FINALIZER);
-    tx.update(&next).await?;
+    crate::events::update(&mut *tx, &rec, &next).await?;
     if !pool_id.is_empty() {
         recount_pool(&mut *tx, &pool_id).await?;
     }

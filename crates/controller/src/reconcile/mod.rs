@@ -2,6 +2,7 @@
 //! under optimistic locking, the applied-spec hash, failure handling and finalizer removal.
 
 pub mod baremetal_instance;
+pub(crate) mod cleanup;
 pub mod cluster;
 pub mod compute_instance;
 pub mod external_ip;
@@ -37,6 +38,18 @@ pub const APPLIED_SPEC_ANNOTATION: &str = "osac.openshift.io/applied-spec";
 /// Annotation of an ExternalIPAttachment: the VirtualNetwork its DNAT was programmed in, so the
 /// delete can undo it even after the target is gone.
 pub const VIRTUAL_NETWORK_ANNOTATION: &str = "osac.openshift.io/virtual-network";
+
+/// Annotation counting failed undo attempts of a deleted object; a workload's cleanup gives up
+/// on it after `cleanup_retry_limit` (SPEC §6.4).
+pub const DELETE_FAILURES_ANNOTATION: &str = "osac.openshift.io/delete-failures";
+
+/// Failed undo attempts recorded on `rec`.
+pub(crate) fn delete_failures(rec: &Record) -> u32 {
+    rec.annotations
+        .get(DELETE_FAILURES_ANNOTATION)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
 
 /// Why a reconcile could not finish; the runtime backs off and retries.
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +87,8 @@ pub(crate) struct Ctx {
     pub config: ControllerConfig,
     pub targets: Arc<dyn external_ip_attachment::TargetResolver>,
     pub default_networking: Arc<dyn tenant::DefaultNetworking>,
+    /// Tenants waiting for their defaults, woken by changes to their objects.
+    pub tenant_watch: tenant::TenantWatch,
     /// Boots VMs, installs bare-metal servers, builds clusters (None: workloads wait).
     pub provisioner: Option<Arc<dyn osac_fabric::provision::Provisioner>>,
     /// When a cluster shows `NetworkingIPDiscoveryTimeout`.
@@ -85,9 +100,12 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
     if rec.deleted_at.is_some() && rec.finalizers.is_empty() {
         // Deleted without finalizers: writing it back removes the row.
         let mut tx = ctx.store.begin().await?;
-        tx.update(&rec).await?;
+        crate::events::update(&mut *tx, &rec, &rec).await?;
         tx.commit().await?;
         return Ok(Action::Done);
+    }
+    if cleanup::pending(&rec) {
+        return cleanup::reconcile(ctx, &rec).await;
     }
     match rec.kind {
         Kind::NetworkClass => network_class::reconcile(ctx, rec).await,
@@ -99,7 +117,8 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         Kind::ExternalIp => external_ip::reconcile(ctx, rec).await,
         Kind::ExternalIpAttachment => external_ip_attachment::reconcile(ctx, rec).await,
         Kind::NatGateway => nat_gateway::reconcile(ctx, rec).await,
-        Kind::HostType => Ok(Action::Done),
+        // Events are records: nothing to converge.
+        Kind::HostType | Kind::Event => Ok(Action::Done),
         Kind::Host => host::reconcile(ctx, rec).await,
         Kind::ComputeInstance => compute_instance::reconcile(ctx, rec).await,
         Kind::BareMetalInstance => baremetal_instance::reconcile(ctx, rec).await,
@@ -154,14 +173,15 @@ pub(crate) fn decode<T: DeserializeOwned>(rec: &Record) -> Result<T, ReconcileEr
     Ok(rec.decode()?)
 }
 
-/// Writes `next` (same id and version as `read`) unless nothing changed. Returns whether a
-/// write happened.
+/// Writes `next` (same id and version as `read`) unless nothing changed, with the event of a
+/// state change or of the row's removal in the same transaction. Returns whether a write
+/// happened.
 pub(crate) async fn write(ctx: &Ctx, read: &Record, next: Record) -> Result<bool, ReconcileError> {
     if *read == next {
         return Ok(false);
     }
     let mut tx = ctx.store.begin().await?;
-    tx.update(&next).await?;
+    crate::events::update(&mut *tx, read, &next).await?;
     tx.commit().await?;
     Ok(true)
 }
@@ -311,7 +331,12 @@ pub(crate) async fn delete_failed<T: Object>(
     };
     obj.set_state(state);
     obj.set_message(err.message().to_string());
-    save(ctx, rec, rec.clone(), &obj).await?;
+    let mut next = rec.clone();
+    next.annotations.insert(
+        DELETE_FAILURES_ANNOTATION.to_string(),
+        (delete_failures(rec) + 1).to_string(),
+    );
+    save(ctx, rec, next, &obj).await?;
     Ok(action)
 }
 

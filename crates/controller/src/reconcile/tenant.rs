@@ -1,11 +1,20 @@
-//! Tenant: READY once its default networking is ready. Creating the defaults is a later issue;
-//! [`DefaultNetworking`] is the seam it plugs into, and [`NotConfigured`] the no-op used now.
+//! Tenant: READY once its default networking is (SPEC §6.1). The API creates the defaults in
+//! the tenant's transaction; [`LabelledDefaults`] reports on them as the
+//! `DefaultNetworkingReady` condition. A deleted tenant (refused by the API while it has
+//! workloads) removes everything it owns, consumers first, then goes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use osac_model::defaults::{DEFAULT_KINDS, DEFAULT_LABEL, TENANT_TEARDOWN_ORDER, failure_reason};
 use osac_model::pb;
-use osac_store::{Record, Store, StoreError};
+use osac_store::{ListQuery, Record, Store, StoreError};
 
-use super::{Action, Ctx, Object, ReconcileError, decode, finalize, has_finalizer, save};
+use super::cleanup::mark_deleting;
+use super::{Action, Ctx, Object, ReconcileError, decode, describe, finalize, has_finalizer, save};
+use crate::events;
 
 super::object!(pb::Tenant, pb::TenantStatus,
     pending: pb::TenantState::Pending, ready: pb::TenantState::Ready,
@@ -26,8 +35,8 @@ pub struct DefaultNetworkingStatus {
     pub message: String,
 }
 
-/// Checks (and later: drives) a tenant's default networking. Follows the reconciler contract:
-/// idempotent, reads the store, never blocks.
+/// Checks a tenant's default networking. Follows the reconciler contract: idempotent, reads
+/// the store, never blocks.
 #[async_trait]
 pub trait DefaultNetworking: Send + Sync {
     /// The condition for `tenant`.
@@ -38,7 +47,7 @@ pub trait DefaultNetworking: Send + Sync {
     ) -> Result<DefaultNetworkingStatus, StoreError>;
 }
 
-/// No default networking configured yet: the condition is TRUE with reason `NotConfigured`.
+/// For tests of tenants in isolation: the condition is always TRUE with reason `NotConfigured`.
 pub struct NotConfigured;
 
 #[async_trait]
@@ -56,6 +65,122 @@ impl DefaultNetworking for NotConfigured {
     }
 }
 
+/// The default: the tenant's objects labelled `osac.openshift.io/default: "true"` decide. All
+/// READY (ALLOCATED for the NAT address) ⇒ TRUE; one FAILED ⇒ FALSE with the kind's reason and
+/// a message naming it; otherwise UNKNOWN naming what is awaited. A tenant without defaults
+/// (no default NetworkClass when it was created) has nothing to wait for: TRUE, `NoDefaults`.
+pub struct LabelledDefaults;
+
+fn state_suffix(rec: &Record) -> String {
+    let state = rec
+        .body
+        .pointer("/status/state")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("PENDING");
+    state.rsplit("_STATE_").next().unwrap_or(state).to_string()
+}
+
+fn status_message(rec: &Record) -> String {
+    rec.body
+        .pointer("/status/message")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[async_trait]
+impl DefaultNetworking for LabelledDefaults {
+    async fn status(
+        &self,
+        store: &dyn Store,
+        tenant: &Record,
+    ) -> Result<DefaultNetworkingStatus, StoreError> {
+        let name = tenant.name.clone().unwrap_or_default();
+        let mut found = 0;
+        let mut waiting = Vec::new();
+        for kind in DEFAULT_KINDS {
+            let page = store
+                .list(&ListQuery {
+                    tenant: Some(name.clone()),
+                    filter: format!("this.metadata.labels[\"{DEFAULT_LABEL}\"] == \"true\""),
+                    ..ListQuery::all(kind)
+                })
+                .await?;
+            for rec in page.items {
+                found += 1;
+                let state = state_suffix(&rec);
+                match state.as_str() {
+                    "READY" | "ALLOCATED" => {}
+                    "FAILED" | "DELETE_FAILED" => {
+                        let why = status_message(&rec);
+                        return Ok(DefaultNetworkingStatus {
+                            status: pb::ConditionStatus::False,
+                            reason: failure_reason(kind).to_string(),
+                            message: format!(
+                                "default {} failed{}",
+                                describe(&rec),
+                                if why.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(": {why}")
+                                }
+                            ),
+                        });
+                    }
+                    _ => waiting.push(format!("{} ({state})", describe(&rec))),
+                }
+            }
+        }
+        Ok(if found == 0 {
+            DefaultNetworkingStatus {
+                status: pb::ConditionStatus::True,
+                reason: "NoDefaults".to_string(),
+                message: "the tenant has no default networking (no default NetworkClass when it was created)".to_string(),
+            }
+        } else if waiting.is_empty() {
+            DefaultNetworkingStatus {
+                status: pb::ConditionStatus::True,
+                reason: "DefaultNetworkingReady".to_string(),
+                message: format!("{found} default networking resources are ready"),
+            }
+        } else {
+            DefaultNetworkingStatus {
+                status: pb::ConditionStatus::Unknown,
+                reason: "DefaultNetworkingProvisioning".to_string(),
+                message: format!("waiting for {}", waiting.join(", ")),
+            }
+        })
+    }
+}
+
+/// Tenants whose defaults are still settling, by name: any change to an object of such a
+/// tenant wakes it (its defaults do not reference it by id).
+#[derive(Clone, Default)]
+pub struct TenantWatch(Arc<Mutex<HashMap<String, String>>>);
+
+impl TenantWatch {
+    fn set(&self, name: &str, id: Option<&str>) {
+        if let Ok(mut map) = self.0.lock() {
+            match id {
+                Some(id) => {
+                    map.insert(name.to_string(), id.to_string());
+                }
+                None => {
+                    map.remove(name);
+                }
+            }
+        }
+    }
+
+    /// The id of the watching tenant named `tenant`, if any.
+    pub(crate) fn watcher(&self, tenant: &str) -> Option<String> {
+        if tenant.is_empty() {
+            return None;
+        }
+        self.0.lock().ok().and_then(|m| m.get(tenant).cloned())
+    }
+}
+
 fn now() -> pbjson_types::Timestamp {
     let t = chrono::Utc::now();
     pbjson_types::Timestamp {
@@ -65,12 +190,13 @@ fn now() -> pbjson_types::Timestamp {
 }
 
 pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+    let name = rec.name.clone().unwrap_or_default();
     if rec.deleted_at.is_some() {
-        return if has_finalizer(&rec) {
-            finalize(ctx, &rec).await
-        } else {
-            Ok(Action::Done)
-        };
+        if !has_finalizer(&rec) {
+            ctx.tenant_watch.set(&name, None);
+            return Ok(Action::Done);
+        }
+        return teardown(ctx, rec).await;
     }
     let mut tenant: pb::Tenant = decode(&rec)?;
     let step = ctx.default_networking.status(&*ctx.store, &rec).await?;
@@ -84,15 +210,16 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         .conditions
         .iter()
         .position(|c| c.r#type == DEFAULT_NETWORKING_READY);
+    let changed = previous.map(|i| status.conditions[i].status) != Some(step.status as i32);
     let transition = match previous.map(|i| &status.conditions[i]) {
-        Some(c) if c.status == step.status as i32 => c.last_transition_time,
+        Some(c) if !changed => c.last_transition_time,
         _ => Some(now()),
     };
     let condition = pb::Condition {
         r#type: DEFAULT_NETWORKING_READY.to_string(),
         status: step.status as i32,
-        reason: step.reason,
-        message: step.message,
+        reason: step.reason.clone(),
+        message: step.message.clone(),
         last_transition_time: transition,
     };
     match previous {
@@ -102,9 +229,94 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
     tenant.set_state(state);
     tenant.set_message(message);
     save(ctx, &rec, rec.clone(), &tenant).await?;
-    Ok(if state == pb::Tenant::READY {
-        Action::Done
-    } else {
-        Action::Retry
+    if changed {
+        let event = match step.status {
+            pb::ConditionStatus::True => Some(("DefaultNetworkingReady", false)),
+            pb::ConditionStatus::False => Some(("DefaultNetworkingFailed", true)),
+            _ => None,
+        };
+        if let Some((reason, warning)) = event {
+            let ev = events::for_record(&rec, warning, reason, step.message.clone());
+            events::record_now(&*ctx.store, ev).await;
+        }
+    }
+    Ok(match state {
+        s if s == pb::Tenant::READY => {
+            ctx.tenant_watch.set(&name, None);
+            Action::Done
+        }
+        s if s == pb::Tenant::FAILED => {
+            ctx.tenant_watch.set(&name, Some(&rec.id));
+            Action::Retry
+        }
+        _ => {
+            ctx.tenant_watch.set(&name, Some(&rec.id));
+            Action::After(Duration::from_secs(2))
+        }
     })
+}
+
+/// One pass of a deleted tenant's teardown: the first tier of [`TENANT_TEARDOWN_ORDER`] that
+/// still has objects is deleted (their controllers undo them) and waited for; when nothing is
+/// left the tenant goes.
+async fn teardown(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+    let name = rec.name.clone().unwrap_or_default();
+    ctx.tenant_watch.set(&name, Some(&rec.id));
+    for tier in TENANT_TEARDOWN_ORDER {
+        let mut left = Vec::new();
+        for kind in tier.iter().copied() {
+            let page = ctx
+                .store
+                .list(&ListQuery {
+                    tenant: Some(name.clone()),
+                    limit: 1000,
+                    ..ListQuery::all(kind)
+                })
+                .await?;
+            left.extend(page.items);
+        }
+        if left.is_empty() {
+            continue;
+        }
+        for obj in left.iter().filter(|o| o.deleted_at.is_none()) {
+            let mut tx = ctx.store.begin().await?;
+            if let Some(mut current) = tx.lock(&obj.id).await?
+                && current.deleted_at.is_none()
+            {
+                mark_deleting(&mut current);
+                tx.update(&current).await?;
+                let event = events::for_record(
+                    &current,
+                    false,
+                    events::REASON_DELETING,
+                    format!("deleted with Tenant '{name}'"),
+                );
+                events::record(&mut *tx, event).await?;
+            }
+            tx.commit().await?;
+        }
+        let mut tenant: pb::Tenant = decode(&rec)?;
+        let first = &left[0];
+        let detail = status_message(first);
+        tenant.set_state(pb::Tenant::DELETING);
+        tenant.set_message(format!(
+            "deleting what the tenant owns: waiting for {} of {} (e.g. {} {}{})",
+            left.len(),
+            tier.iter()
+                .map(|k| k.collection())
+                .collect::<Vec<_>>()
+                .join("/"),
+            describe(first),
+            state_suffix(first),
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {detail}")
+            }
+        ));
+        save(ctx, &rec, rec.clone(), &tenant).await?;
+        return Ok(Action::After(Duration::from_millis(500)));
+    }
+    ctx.tenant_watch.set(&name, None);
+    finalize(ctx, &rec).await
 }

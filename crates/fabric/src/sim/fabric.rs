@@ -6,11 +6,10 @@ use std::sync::{Arc, Mutex};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Mutex as AsyncMutex;
 
+use super::engine::{Engine, Tables};
 use super::{
-    FailureKind, Faults, SimError, SimStateStore, parse_request, require_non_empty, store_error,
-    to_json,
+    FailureKind, Faults, SimError, SimStateStore, parse_request, require_non_empty, to_json,
 };
 use crate::contract::{OpError, Operation};
 use crate::net::{has_host_bits, ipv4_gateway, ipv6_gateway, lowest_free, to_u128};
@@ -224,7 +223,7 @@ type Change = (String, Option<Record>);
 /// Sorted, non-overlapping prefixes of one family of one VN: start → (end, subnet id).
 type RangeIndex = BTreeMap<u128, (u128, String)>;
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct State {
     records: HashMap<String, Record>,
     next_segment_id: i64,
@@ -500,14 +499,30 @@ impl State {
     }
 }
 
+impl Tables for State {
+    type Record = Record;
+
+    fn record(&self, key: &str) -> Option<&Record> {
+        self.get(key)
+    }
+
+    fn apply(&mut self, key: String, record: Option<Record>) {
+        State::apply(self, key, record);
+    }
+}
+
+/// MACs whose `query_dhcp_lease` answers "not yet" for a number of calls.
+type HeldLeases = Arc<Mutex<HashMap<String, u32>>>;
+
 /// The simulated fabric engine. Share it (`Arc`) between registrations and tests; bind it to a
-/// registration with [`super::SimManager::fabric`].
+/// registration with [`super::SimManager::fabric`]. Operations run through an [`Engine`]:
+/// queries and no-op calls are answered from the committed tables without waiting, changes of
+/// concurrent calls are persisted together in one store transaction.
 pub struct SimFabric {
-    store: Arc<dyn SimStateStore>,
     namespace: String,
-    state: AsyncMutex<State>,
+    engine: Engine<State>,
     faults: Faults,
-    held_leases: Mutex<HashMap<String, u32>>,
+    held_leases: HeldLeases,
 }
 
 /// Namespace [`SimFabric::open`] uses.
@@ -551,11 +566,10 @@ impl SimFabric {
             state.apply(key, Some(record));
         }
         Ok(Arc::new(SimFabric {
-            store,
             namespace: namespace.to_string(),
-            state: AsyncMutex::new(state),
+            engine: Engine::start(store, namespace, state),
             faults: Faults::default(),
-            held_leases: Mutex::new(HashMap::new()),
+            held_leases: HeldLeases::default(),
         }))
     }
 
@@ -600,44 +614,22 @@ impl SimFabric {
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
         self.faults.enter(op, &request)?;
-        let mut state = self.state.lock().await;
-        let (changes, response) = plan(&state, op, request, &self.held_leases)?;
-        for (key, record) in &changes {
-            let unchanged = match (state.get(key), record) {
-                (Some(old), Some(new)) => old == new,
-                (None, None) => true,
-                _ => false,
-            };
-            if unchanged {
-                continue;
-            }
-            let result = match record {
-                Some(r) => {
-                    let value = serde_json::to_string(r).map_err(|e| {
-                        OpError::permanent(format!("cannot encode sim record: {e}"))
-                    })?;
-                    self.store.put(&self.namespace, key, &value).await
-                }
-                None => self.store.delete(&self.namespace, key).await,
-            };
-            result.map_err(|e| store_error(&self.namespace, e))?;
-        }
-        for (key, record) in changes {
-            state.apply(key, record);
-        }
-        Ok(response)
+        let held = self.held_leases.clone();
+        self.engine
+            .run(move |state: &State| plan(state, op, request.clone(), &held))
+            .await
     }
 
     // ---- inspection (tests, dev tooling) ----
 
     /// A virtual network.
     pub async fn virtual_network(&self, id: &str) -> Option<SimVirtualNetwork> {
-        self.state.lock().await.vn(id).cloned()
+        self.engine.read().vn(id).cloned()
     }
 
     /// A subnet with its segment, gateways and VIP range.
     pub async fn subnet(&self, subnet_id: &str) -> Option<SimSubnet> {
-        self.state.lock().await.subnet(subnet_id).cloned()
+        self.engine.read().subnet(subnet_id).cloned()
     }
 
     /// The segment id of a subnet.
@@ -647,7 +639,7 @@ impl SimFabric {
 
     /// Number of subnets.
     pub async fn subnet_count(&self) -> usize {
-        let state = self.state.lock().await;
+        let state = self.engine.read();
         state
             .records
             .values()
@@ -657,12 +649,12 @@ impl SimFabric {
 
     /// A security group's programmed rules.
     pub async fn security_group(&self, id: &str) -> Option<SimSecurityGroup> {
-        self.state.lock().await.sg(id).cloned()
+        self.engine.read().sg(id).cloned()
     }
 
     /// Every external address allocation, sorted by address.
     pub async fn external_addresses(&self) -> Vec<SimExternalIp> {
-        let state = self.state.lock().await;
+        let state = self.engine.read();
         let mut out: Vec<SimExternalIp> = state
             .records
             .values()
@@ -677,7 +669,7 @@ impl SimFabric {
 
     /// The DNAT table, sorted by external address.
     pub async fn dnat_rules(&self) -> Vec<DnatRule> {
-        let state = self.state.lock().await;
+        let state = self.engine.read();
         let mut out: Vec<DnatRule> = state
             .records
             .values()
@@ -692,7 +684,7 @@ impl SimFabric {
 
     /// The SNAT table, sorted by external address.
     pub async fn snat_rules(&self) -> Vec<SnatRule> {
-        let state = self.state.lock().await;
+        let state = self.engine.read();
         let mut out: Vec<SnatRule> = state
             .records
             .values()
@@ -707,13 +699,13 @@ impl SimFabric {
 
     /// A network attachment.
     pub async fn network_attachment(&self, attachment_id: &str) -> Option<SimNetworkAttachment> {
-        self.state.lock().await.attachment(attachment_id).cloned()
+        self.engine.read().attachment(attachment_id).cloned()
     }
 
     /// The lease of a MAC on a subnet (ignores [`SimFabric::hold_lease`]).
     pub async fn lease(&self, subnet_id: &str, mac_address: &str) -> Option<PortAddresses> {
         let mac = normalize_mac(mac_address).ok()?;
-        let state = self.state.lock().await;
+        let state = self.engine.read();
         let id = state.leases.get(&(subnet_id.to_string(), mac))?;
         state.attachment(id).map(|a| PortAddresses {
             ipv4_address: a.ipv4_address,
@@ -723,7 +715,7 @@ impl SimFabric {
 
     /// Where a host port is plugged (None = never touched by the fabric).
     pub async fn port(&self, host: &str, interface: &str) -> Option<PortLocation> {
-        let state = self.state.lock().await;
+        let state = self.engine.read();
         state.port(host, interface).map(|p| p.location.clone())
     }
 }

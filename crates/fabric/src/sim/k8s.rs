@@ -5,11 +5,9 @@ use std::sync::Arc;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Mutex as AsyncMutex;
 
-use super::{
-    FailureKind, Faults, SimError, SimStateStore, parse_request, require_non_empty, store_error,
-};
+use super::engine::{Engine, Planned, Tables};
+use super::{FailureKind, Faults, SimError, SimStateStore, parse_request, require_non_empty};
 use crate::contract::{OpError, Operation};
 use crate::net::has_host_bits;
 use crate::types::{CreateSubnetOverlayRequest, DeleteSubnetOverlayRequest};
@@ -41,7 +39,7 @@ fn overlay_key(cluster: &str, subnet: &str) -> String {
     format!("overlay/{cluster}/{subnet}")
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct State {
     overlays: BTreeMap<String, SimOverlay>,
     /// (cluster, segment) → subnet: one VNI carries one subnet per cluster.
@@ -64,11 +62,22 @@ impl State {
     }
 }
 
+impl Tables for State {
+    type Record = SimOverlay;
+
+    fn record(&self, key: &str) -> Option<&SimOverlay> {
+        self.overlays.get(key)
+    }
+
+    fn apply(&mut self, key: String, record: Option<SimOverlay>) {
+        State::apply(self, key, record);
+    }
+}
+
 /// The simulated k8s engine; bind it to a registration with [`super::SimManager::k8s`].
+/// Operations run through an [`Engine`] like the sim fabric's.
 pub struct SimK8s {
-    store: Arc<dyn SimStateStore>,
-    namespace: String,
-    state: AsyncMutex<State>,
+    engine: Engine<State>,
     faults: Faults,
 }
 
@@ -101,9 +110,7 @@ impl SimK8s {
             state.apply(key, Some(overlay));
         }
         Ok(Arc::new(SimK8s {
-            store,
-            namespace: namespace.to_string(),
-            state: AsyncMutex::new(state),
+            engine: Engine::start(store, namespace, state),
             faults: Faults::default(),
         }))
     }
@@ -126,7 +133,7 @@ impl SimK8s {
 
     /// A subnet's overlay on a hosting cluster.
     pub async fn overlay(&self, subnet_id: &str, hosting_cluster: &str) -> Option<SimOverlay> {
-        let state = self.state.lock().await;
+        let state = self.engine.read();
         state
             .overlays
             .get(&overlay_key(hosting_cluster, subnet_id))
@@ -135,7 +142,7 @@ impl SimK8s {
 
     /// Every overlay, sorted by cluster then subnet.
     pub async fn overlays(&self) -> Vec<SimOverlay> {
-        self.state.lock().await.overlays.values().cloned().collect()
+        self.engine.read().overlays.values().cloned().collect()
     }
 
     /// Runs one k8s operation; `hosting_clusters` are the clusters the calling registration
@@ -147,81 +154,80 @@ impl SimK8s {
         hosting_clusters: &[String],
     ) -> Result<serde_json::Value, OpError> {
         self.faults.enter(op, &request)?;
-        let mut state = self.state.lock().await;
-        let (key, record) = match op {
-            Operation::CreateSubnetOverlay => {
-                let r: CreateSubnetOverlayRequest = parse_request(op, request)?;
-                require_non_empty("subnet_id", &r.subnet_id)?;
-                check_cluster(&r.hosting_cluster, hosting_clusters)?;
-                if !(1..=MAX_VNI).contains(&r.segment_id) {
-                    return Err(OpError::permanent(format!(
-                        "segment_id {} is outside the VXLAN range 1-{MAX_VNI}",
-                        r.segment_id
-                    )));
-                }
-                if r.ipv4_cidr.is_none() && r.ipv6_cidr.is_none() {
-                    return Err(OpError::permanent(
-                        "an overlay needs ipv4_cidr, ipv6_cidr or both",
-                    ));
-                }
-                if let Some(vip) = r.vip_cidr {
-                    let inside = match vip {
-                        IpNet::V4(v) => r.ipv4_cidr.is_some_and(|n| n.contains(&v)),
-                        IpNet::V6(v) => r.ipv6_cidr.is_some_and(|n| n.contains(&v)),
-                    };
-                    if !inside || has_host_bits(vip) {
-                        return Err(OpError::permanent(format!(
-                            "vip_cidr '{vip}' is not a prefix inside the subnet's CIDR"
-                        )));
-                    }
-                }
-                if let Some(other) = state
-                    .segments
-                    .get(&(r.hosting_cluster.clone(), r.segment_id))
-                    && *other != r.subnet_id
-                {
-                    return Err(OpError::permanent(format!(
-                        "segment {} is already bridged for subnet '{other}' on hosting cluster '{}'",
-                        r.segment_id, r.hosting_cluster
-                    )));
-                }
-                let key = overlay_key(&r.hosting_cluster, &r.subnet_id);
-                let overlay = SimOverlay {
-                    subnet_id: r.subnet_id,
-                    hosting_cluster: r.hosting_cluster,
-                    segment_id: r.segment_id,
-                    ipv4_cidr: r.ipv4_cidr,
-                    ipv6_cidr: r.ipv6_cidr,
-                    vip_cidr: r.vip_cidr,
-                };
-                (key, Some(overlay))
-            }
-            Operation::DeleteSubnetOverlay => {
-                let r: DeleteSubnetOverlayRequest = parse_request(op, request)?;
-                check_cluster(&r.hosting_cluster, hosting_clusters)?;
-                (overlay_key(&r.hosting_cluster, &r.subnet_id), None)
-            }
-            _ => {
+        let hosting_clusters = hosting_clusters.to_vec();
+        self.engine
+            .run(move |state: &State| plan(state, op, request.clone(), &hosting_clusters))
+            .await
+    }
+}
+
+/// Validates a k8s request against the overlays and computes the record to write.
+fn plan(
+    state: &State,
+    op: Operation,
+    request: serde_json::Value,
+    hosting_clusters: &[String],
+) -> Result<Planned<SimOverlay>, OpError> {
+    let (key, record) = match op {
+        Operation::CreateSubnetOverlay => {
+            let r: CreateSubnetOverlayRequest = parse_request(op, request)?;
+            require_non_empty("subnet_id", &r.subnet_id)?;
+            check_cluster(&r.hosting_cluster, hosting_clusters)?;
+            if !(1..=MAX_VNI).contains(&r.segment_id) {
                 return Err(OpError::permanent(format!(
-                    "operation {op} is not a k8s operation"
+                    "segment_id {} is outside the VXLAN range 1-{MAX_VNI}",
+                    r.segment_id
                 )));
             }
-        };
-        if state.overlays.get(&key) == record.as_ref() {
-            return Ok(serde_json::json!({}));
-        }
-        let result = match &record {
-            Some(o) => {
-                let value = serde_json::to_string(o)
-                    .map_err(|e| OpError::permanent(format!("cannot encode sim record: {e}")))?;
-                self.store.put(&self.namespace, &key, &value).await
+            if r.ipv4_cidr.is_none() && r.ipv6_cidr.is_none() {
+                return Err(OpError::permanent(
+                    "an overlay needs ipv4_cidr, ipv6_cidr or both",
+                ));
             }
-            None => self.store.delete(&self.namespace, &key).await,
-        };
-        result.map_err(|e| store_error(&self.namespace, e))?;
-        state.apply(key, record);
-        Ok(serde_json::json!({}))
-    }
+            if let Some(vip) = r.vip_cidr {
+                let inside = match vip {
+                    IpNet::V4(v) => r.ipv4_cidr.is_some_and(|n| n.contains(&v)),
+                    IpNet::V6(v) => r.ipv6_cidr.is_some_and(|n| n.contains(&v)),
+                };
+                if !inside || has_host_bits(vip) {
+                    return Err(OpError::permanent(format!(
+                        "vip_cidr '{vip}' is not a prefix inside the subnet's CIDR"
+                    )));
+                }
+            }
+            if let Some(other) = state
+                .segments
+                .get(&(r.hosting_cluster.clone(), r.segment_id))
+                && *other != r.subnet_id
+            {
+                return Err(OpError::permanent(format!(
+                    "segment {} is already bridged for subnet '{other}' on hosting cluster '{}'",
+                    r.segment_id, r.hosting_cluster
+                )));
+            }
+            let key = overlay_key(&r.hosting_cluster, &r.subnet_id);
+            let overlay = SimOverlay {
+                subnet_id: r.subnet_id,
+                hosting_cluster: r.hosting_cluster,
+                segment_id: r.segment_id,
+                ipv4_cidr: r.ipv4_cidr,
+                ipv6_cidr: r.ipv6_cidr,
+                vip_cidr: r.vip_cidr,
+            };
+            (key, Some(overlay))
+        }
+        Operation::DeleteSubnetOverlay => {
+            let r: DeleteSubnetOverlayRequest = parse_request(op, request)?;
+            check_cluster(&r.hosting_cluster, hosting_clusters)?;
+            (overlay_key(&r.hosting_cluster, &r.subnet_id), None)
+        }
+        _ => {
+            return Err(OpError::permanent(format!(
+                "operation {op} is not a k8s operation"
+            )));
+        }
+    };
+    Ok((vec![(key, record)], serde_json::json!({})))
 }
 
 fn check_cluster(cluster: &str, allowed: &[String]) -> Result<(), OpError> {

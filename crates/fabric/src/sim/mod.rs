@@ -1,7 +1,10 @@
 //! The `sim` driver: an in-process, deterministic, unprivileged fabric and k8s manager that
 //! keeps the tables a real backend would (segments, leases, NAT, ACLs, overlays), persists them
-//! write-through one small record per object, and supports failure injection for tests.
+//! write-through one small record per object (all records an operation — or a batch of
+//! concurrent operations — changes in one store transaction, see [`engine`]), and supports
+//! failure injection for tests.
 
+pub(crate) mod engine;
 mod fabric;
 mod k8s;
 
@@ -30,6 +33,24 @@ pub trait SimStateStore: Send + Sync {
     async fn put(&self, namespace: &str, key: &str, value: &str) -> Result<(), String>;
     /// Remove one record; removing a missing record succeeds.
     async fn delete(&self, namespace: &str, key: &str) -> Result<(), String>;
+    /// Puts (`Some(value)`) or removes (`None`) several records, in order, as ONE transaction:
+    /// all or nothing, one commit. The sim engines write every batch of changes through this,
+    /// so an operation never persists half its records and concurrent operations share a
+    /// commit. The default writes one record at a time (not atomic); stores that have
+    /// transactions override it.
+    async fn put_many(
+        &self,
+        namespace: &str,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), String> {
+        for (key, value) in changes {
+            match value {
+                Some(v) => self.put(namespace, key, v).await?,
+                None => self.delete(namespace, key).await?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// In-memory [`SimStateStore`] for tests and throwaway dev runs; clones share the same data, so
@@ -86,6 +107,22 @@ impl SimStateStore for MemorySimState {
     async fn delete(&self, namespace: &str, key: &str) -> Result<(), String> {
         if let Some(m) = self.data().get_mut(namespace) {
             m.remove(key);
+        }
+        Ok(())
+    }
+
+    async fn put_many(
+        &self,
+        namespace: &str,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), String> {
+        let mut data = self.data();
+        let records = data.entry(namespace.to_string()).or_default();
+        for (key, value) in changes {
+            match value {
+                Some(v) => records.insert(key.clone(), v.clone()),
+                None => records.remove(key),
+            };
         }
         Ok(())
     }

@@ -25,6 +25,10 @@ pub const PUB: &str = "/api/fulfillment/v1";
 pub const PRIV: &str = "/api/private/v1";
 
 /// How long a wait may take before the test fails.
+/// Filter for lists of what a test made: everything but the tenant's default networking.
+pub const NOT_DEFAULT: &str = "!has(this.metadata.labels[\"osac.openshift.io/default\"])";
+
+/// How long the helpers wait for a state.
 pub const WAIT: Duration = Duration::from_secs(20);
 
 /// The database a test runs on.
@@ -41,6 +45,7 @@ pub fn controller_config() -> ControllerConfig {
         resync_interval: Duration::from_secs(2),
         backoff_base: Duration::from_millis(10),
         backoff_cap: Duration::from_millis(200),
+        ..ControllerConfig::default()
     }
 }
 
@@ -365,6 +370,7 @@ async fn launch(
         managers_dir,
         controller: controller_config(),
         ip_discovery_timeout,
+        fabric: Default::default(),
     })
     .await
     .unwrap_or_else(|e| panic!("server start on {database_url}: {e:?}"))
@@ -704,8 +710,39 @@ impl Api {
         .await
     }
 
-    /// The number of objects in a public collection (`total` of an unfiltered list).
+    /// Deletes the tenant's (unused) default networking and waits until it is gone, for tests
+    /// about lists and isolation that want a tenant owning only what they create.
+    pub async fn drop_defaults(&self) {
+        for (collection, name) in [
+            ("nat_gateways", "default"),
+            ("external_ips", "default-nat"),
+            ("security_groups", "default"),
+            ("subnets", "default-ipv4"),
+            ("subnets", "default-ipv6"),
+            ("virtual_networks", "default"),
+        ] {
+            let r = self.delete(&format!("{PUB}/{collection}/{name}")).await;
+            assert!(
+                r.status == 200 || r.status == 404,
+                "delete {collection}/{name}: {} {}",
+                r.status,
+                r.text
+            );
+            self.wait_gone(PUB, collection, name).await;
+        }
+    }
+
+    /// The number of objects in a public collection that the test made: the tenant's default
+    /// networking (label `osac.openshift.io/default`) and auto-provisioned objects are not
+    /// counted. [`Api::count_all`] counts everything.
     pub async fn count(&self, collection: &str) -> i64 {
+        self.list(collection, &[("filter", NOT_DEFAULT)]).await.ok()["total"]
+            .as_i64()
+            .expect("total")
+    }
+
+    /// The number of objects in a public collection (`total` of an unfiltered list).
+    pub async fn count_all(&self, collection: &str) -> i64 {
         self.list(collection, &[]).await.ok()["total"]
             .as_i64()
             .expect("total")

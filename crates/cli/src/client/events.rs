@@ -1,0 +1,183 @@
+//! `osac events [--for KIND/NAME]`: what happened to objects (state transitions, onboarding,
+//! cleanup, refused requests), as recorded by the server. Events expire after the server's
+//! event TTL (default one hour).
+
+use anyhow::anyhow;
+use serde_json::Value;
+
+use super::args::EventsArgs;
+use super::http::ListQuery;
+use super::kind::{Access, Kind, Scope};
+use super::ops::{Ctx, note};
+use super::output::{OutputFormat, Table, emit, to_json, to_yaml};
+
+/// REST collection of events (public API; a provider token without a tenant sees all).
+const COLLECTION: &str = "events";
+
+/// How many events `osac events` shows without `--limit`.
+const DEFAULT_LIMIT: u64 = 100;
+
+fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The list filter for `--for KIND/NAME`: by the object's id when it can be read, else (a
+/// kind the caller cannot read, e.g. a tenant reading its own Tenant) by kind and name.
+async fn filter_for(ctx: &Ctx, target: &str) -> anyhow::Result<String> {
+    let (kind, name) = target
+        .split_once('/')
+        .filter(|(k, n)| !k.is_empty() && !n.is_empty())
+        .ok_or_else(|| anyhow!("--for: expected KIND/NAME, e.g. subnet/my-subnet"))?;
+    let kind = Kind::parse(kind).map_err(|e| anyhow!("--for: {e}"))?;
+    let scope = if kind.access(Scope::Public) == Access::None {
+        Scope::Private
+    } else {
+        Scope::Public
+    };
+    let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    match ctx.api.get(scope, kind.collection(), name).await {
+        Ok(obj) => {
+            let id = obj
+                .get("id")
+                .and_then(Value::as_str)
+                .ok_or_else(|| anyhow!("the server returned an object without an id"))?;
+            Ok(format!("this.spec.object_id == {}", quoted(id)))
+        }
+        Err(e) if scope == Scope::Private && !e.is_transient() => Ok(format!(
+            "this.spec.object_kind == {} && this.spec.object_name == {}",
+            quoted(display_kind(kind)),
+            quoted(name)
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The kind as events name it (`Kind` display names of the server).
+fn display_kind(kind: Kind) -> &'static str {
+    match kind {
+        Kind::VirtualNetwork => "VirtualNetwork",
+        Kind::Subnet => "Subnet",
+        Kind::SecurityGroup => "SecurityGroup",
+        Kind::ExternalIp => "ExternalIP",
+        Kind::ExternalIpAttachment => "ExternalIPAttachment",
+        Kind::NatGateway => "NATGateway",
+        Kind::ExternalIpPool => "ExternalIPPool",
+        Kind::NetworkClass => "NetworkClass",
+        Kind::HostType => "HostType",
+        Kind::Tenant => "Tenant",
+        Kind::Host => "Host",
+        Kind::ComputeInstance => "ComputeInstance",
+        Kind::BareMetalInstance => "BareMetalInstance",
+        Kind::Cluster => "Cluster",
+    }
+}
+
+/// `osac events`.
+pub async fn run(ctx: &Ctx, a: &EventsArgs) -> anyhow::Result<()> {
+    let mut items = match &a.target {
+        Some(target) => {
+            // Everything about one object, in the order it happened.
+            let q = ListQuery {
+                filter: Some(filter_for(ctx, target).await?),
+                order: None,
+                limit: a.limit,
+                offset: a.offset,
+            };
+            ctx.api.list(Scope::Public, COLLECTION, &q).await?
+        }
+        None => {
+            // The latest ones, shown oldest first.
+            let q = ListQuery {
+                filter: None,
+                order: Some("metadata.creation_timestamp desc".into()),
+                limit: Some(a.limit.unwrap_or(DEFAULT_LIMIT)),
+                offset: a.offset,
+            };
+            let mut items = ctx.api.list(Scope::Public, COLLECTION, &q).await?;
+            items.reverse();
+            items
+        }
+    };
+    if items.is_empty() && a.output == OutputFormat::Table {
+        note("no events found");
+        return Ok(());
+    }
+    let out = match a.output {
+        OutputFormat::Json => to_json(&Value::Array(std::mem::take(&mut items)))?,
+        OutputFormat::Yaml => to_yaml(&Value::Array(std::mem::take(&mut items)))?,
+        OutputFormat::Name => items
+            .iter()
+            .map(|v| format!("event/{}\n", text(v, "/id")))
+            .collect(),
+        OutputFormat::Id => items
+            .iter()
+            .map(|v| format!("{}\n", text(v, "/id")))
+            .collect(),
+        OutputFormat::Table => table(&items).render(),
+    };
+    emit(&out)
+}
+
+/// TIME, TYPE, REASON, OBJECT (Kind/name), MESSAGE.
+fn table(items: &[Value]) -> Table {
+    let mut t = Table::new(&["TIME", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
+    for v in items {
+        t.push(row(v));
+    }
+    t
+}
+
+fn row(v: &Value) -> Vec<String> {
+    let time = text(v, "/metadata/creation_timestamp");
+    // 2024-05-01T12:00:00.123456Z → 2024-05-01 12:00:00
+    let time = time.get(..19).unwrap_or(time).replace('T', " ");
+    let kind = text(v, "/spec/type");
+    let kind = match kind {
+        "EVENT_TYPE_WARNING" => "Warning",
+        "EVENT_TYPE_NORMAL" => "Normal",
+        other => other,
+    };
+    let name = match text(v, "/spec/object_name") {
+        "" => text(v, "/spec/object_id"),
+        n => n,
+    };
+    vec![
+        time,
+        kind.to_string(),
+        text(v, "/spec/reason").to_string(),
+        format!("{}/{name}", text(v, "/spec/object_kind")),
+        text(v, "/spec/message").to_string(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rows_show_time_type_reason_object_and_message() {
+        let v = json!({
+            "id": "e1",
+            "metadata": {"creation_timestamp": "2024-05-01T12:00:00.123456Z"},
+            "spec": {
+                "object_kind": "Subnet", "object_id": "s1", "object_name": "web",
+                "type": "EVENT_TYPE_WARNING", "reason": "Failed", "message": "boom"
+            }
+        });
+        assert_eq!(
+            row(&v),
+            [
+                "2024-05-01 12:00:00",
+                "Warning",
+                "Failed",
+                "Subnet/web",
+                "boom"
+            ]
+        );
+        let unnamed = json!({"spec": {"object_kind": "Host", "object_id": "h1"}});
+        assert_eq!(row(&unnamed)[3], "Host/h1");
+    }
+}

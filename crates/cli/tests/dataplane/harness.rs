@@ -1,0 +1,344 @@
+//! The dataplane suite's harness: one real server in-process on the `linux` managers (SQLite,
+//! its own state directory, transit range, hosting clusters and external pool, so it can share
+//! the machine with other dataplane users), driven through the `osac` binary like a user, and
+//! probes that send real packets from inside the machine namespaces.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use osac_api::auth::{AuthConfig, Caller, Role, ensure_admin_token};
+use osac_api::dataplane::{FabricChoice, LINUX_FABRIC, LINUX_K8S};
+use osac_api::{RunningServer, ServerConfig, Surface};
+use osac_controller::ControllerConfig;
+use osac_linux::LinuxSettings;
+use osac_linux::names::machine_ns;
+use osac_model::Kind;
+use serde_json::{Value, json};
+
+/// External pool of this suite (TEST-NET-2-like benchmark range, unlikely to be used by others).
+pub const POOL_CIDR: &str = "198.18.7.0/24";
+/// Transit range: its first address is the external gateway in `osac-ext`.
+pub const TRANSIT: &str = "100.127.0.0/16";
+/// The external gateway address (an "internet host" for NAT checks).
+pub const EXT_GATEWAY: &str = "100.127.0.1";
+/// Namespace of the external network.
+pub const EXT_NS: &str = osac_linux::names::EXT_NS;
+
+/// Whether the suite can run here; under CI it must (a skip would hide a broken dataplane).
+pub async fn can_run() -> bool {
+    match osac_linux::preflight().await {
+        Ok(()) => true,
+        Err(e) => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("the dataplane suite must run under CI but cannot: {e}");
+            }
+            eprintln!("skipping the dataplane suite: {e}");
+            false
+        }
+    }
+}
+
+/// A workload as the tests see it.
+#[derive(Debug, Clone)]
+#[allow(dead_code)] // name and nics: for failure messages and multi-NIC scenarios
+pub struct Machine {
+    pub name: String,
+    pub id: String,
+    /// Its namespace.
+    pub ns: String,
+    /// Primary address.
+    pub ip: IpAddr,
+    /// Primary MAC.
+    pub mac: String,
+    /// Primary interface inside the namespace.
+    pub ifname: String,
+    /// The external address, if any.
+    pub external_ip: Option<IpAddr>,
+    /// (interface, address) of every attachment.
+    pub nics: Vec<(String, String)>,
+}
+
+/// The running suite environment.
+pub struct Dp {
+    pub server: RunningServer,
+    pub dir: tempfile::TempDir,
+    pub admin: String,
+    /// Namespaces this suite created (the scope of its garbage collection).
+    pub created: Mutex<BTreeSet<String>>,
+}
+
+pub async fn start() -> Dp {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.json");
+    let admin = ensure_admin_token(&tokens).expect("admin token");
+    let settings = LinuxSettings {
+        state_dir: dir.path().join("dataplane"),
+        transit_ipv4_cidr: TRANSIT.parse().expect("cidr"),
+        transit_ipv6_cidr: "fd00:6f73:6163:fffd::/64".parse().expect("cidr"),
+        hosting_clusters: vec!["dp-a".into(), "dp-b".into()],
+        ..LinuxSettings::default()
+    };
+    let server = start_server(&dir, &settings).await;
+    bootstrap(&server).await;
+    Dp {
+        server,
+        dir,
+        admin,
+        created: Mutex::new(BTreeSet::new()),
+    }
+}
+
+/// Starts (or restarts) the server on the suite's database and state directory.
+pub async fn start_server(dir: &tempfile::TempDir, settings: &LinuxSettings) -> RunningServer {
+    osac_api::start(ServerConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        database_url: format!("sqlite://{}", dir.path().join("osac.db").display()),
+        auth: AuthConfig::TokenFile(dir.path().join("tokens.json")),
+        managers_dir: None,
+        controller: ControllerConfig {
+            workers: 4,
+            resync_interval: Duration::from_secs(10),
+            backoff_base: Duration::from_millis(100),
+            backoff_cap: Duration::from_secs(2),
+            ..ControllerConfig::default()
+        },
+        ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
+        fabric: FabricChoice::Linux(settings.clone()),
+    })
+    .await
+    .expect("the linux server starts")
+}
+
+/// The dev objects, with this suite's own external pool.
+async fn bootstrap(server: &RunningServer) {
+    let admin = Caller {
+        subject: "dataplane-suite".into(),
+        tenant: None,
+        role: Role::ProviderAdmin,
+    };
+    let mut objects = vec![
+        (
+            Kind::NetworkClass,
+            osac_api::dev::default_class_for(LINUX_FABRIC, LINUX_K8S, "dataplane suite"),
+        ),
+        (
+            Kind::ExternalIpPool,
+            json!({"metadata": {"name": "dp-pool"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": [POOL_CIDR]}}),
+        ),
+        (
+            Kind::HostType,
+            json!({
+                "metadata": {"name": "bm-standard"},
+                "interfaces": [
+                    {"name": "data-0", "role": "fabric"},
+                    {"name": "data-1", "role": "fabric"},
+                    {"name": "mgmt-0", "role": "management"},
+                    {"name": "bmc-0", "role": "lifecycle"}
+                ]
+            }),
+        ),
+    ];
+    // Hosts with MACs of their own (dev hosts use 0e:00:…; ours 0e:d9:…).
+    for (kind, mut host) in osac_api::dev::dev_hosts() {
+        if let Some(ifs) = host["spec"]["interfaces"].as_array_mut() {
+            for i in ifs {
+                let mac = i["mac_address"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .replacen("0e:00", "0e:d9", 1);
+                i["mac_address"] = json!(mac);
+            }
+        }
+        objects.push((kind, host));
+    }
+    for (kind, obj) in objects {
+        server
+            .service
+            .create(&admin, Surface::Private, kind, obj)
+            .await
+            .unwrap_or_else(|e| panic!("bootstrap {kind:?}: {e}"));
+    }
+}
+
+impl Dp {
+    /// Runs `osac` with `token`.
+    pub async fn osac(&self, token: &str, args: &[&str]) -> std::process::Output {
+        let (url, token) = (self.server.url(), token.to_string());
+        let config = self.dir.path().join("cli-config.json");
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_osac"))
+                .args(&args)
+                .env("OSAC_URL", url)
+                .env("OSAC_TOKEN", token)
+                .env("OSAC_CONFIG", config)
+                .env_remove("RUST_LOG")
+                .output()
+                .expect("run osac")
+        })
+        .await
+        .expect("join")
+    }
+
+    /// Runs `osac`, which must succeed; returns stdout.
+    pub async fn ok(&self, token: &str, args: &[&str]) -> String {
+        let out = self.osac(token, args).await;
+        assert!(
+            out.status.success(),
+            "osac {args:?} failed:\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// `osac … -o json`.
+    pub async fn json(&self, token: &str, args: &[&str]) -> Value {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["-o", "json"]);
+        let text = self.ok(token, &all).await;
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("osac {args:?}: not JSON ({e}): {text}"))
+    }
+
+    /// A fresh tenant with its default network READY; returns a tenant-admin token.
+    pub async fn tenant(&self, name: &str) -> String {
+        self.ok(&self.admin, &["admin", "create", "tenant", "--name", name])
+            .await;
+        let token = self
+            .ok(
+                &self.admin,
+                &[
+                    "admin",
+                    "create",
+                    "token",
+                    "--tenant",
+                    name,
+                    "--role",
+                    "tenant-admin",
+                ],
+            )
+            .await;
+        for _ in 0..300 {
+            let subnets = self.json(&token, &["get", "subnets"]).await;
+            let ready = items(&subnets)
+                .iter()
+                .filter(|s| s["metadata"]["name"] == "default-ipv4")
+                .any(|s| s["status"]["state"] == "SUBNET_STATE_READY");
+            if ready {
+                return token;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("tenant {name}: default subnet not READY");
+    }
+
+    /// Creates a VM (single call) and waits until it runs.
+    pub async fn vm(&self, token: &str, name: &str, extra: &[&str]) -> Machine {
+        let mut args = vec![
+            "create",
+            "computeinstance",
+            "--template",
+            "small",
+            "--name",
+            name,
+            "--wait",
+            "--timeout",
+            "180s",
+        ];
+        args.extend_from_slice(extra);
+        self.ok(token, &args).await;
+        let v = self.json(token, &["get", "computeinstance", name]).await;
+        let id = v["id"].as_str().expect("id").to_string();
+        self.machine(
+            name,
+            &id,
+            &v,
+            "compute_network_attachment_statuses",
+            machine_ns(&id),
+        )
+    }
+
+    /// Creates a bare-metal instance and waits until it is ready.
+    pub async fn bm(&self, token: &str, name: &str, extra: &[&str]) -> Machine {
+        let mut args = vec![
+            "create",
+            "baremetalinstance",
+            "--host-type",
+            "bm-standard",
+            "--name",
+            name,
+            "--wait",
+            "--timeout",
+            "180s",
+        ];
+        args.extend_from_slice(extra);
+        self.ok(token, &args).await;
+        let v = self.json(token, &["get", "baremetalinstance", name]).await;
+        let host = v["status"]["host"].as_str().expect("host").to_string();
+        let id = v["id"].as_str().expect("id").to_string();
+        self.machine(
+            name,
+            &id,
+            &v,
+            "network_attachment_statuses",
+            machine_ns(&host),
+        )
+    }
+
+    fn machine(&self, name: &str, id: &str, v: &Value, statuses: &str, ns: String) -> Machine {
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(ns.clone());
+        let st = &v["status"];
+        let list = st[statuses].as_array().cloned().unwrap_or_default();
+        let primary = list
+            .iter()
+            .find(|a| a["primary"] == true)
+            .or(list.first())
+            .unwrap_or_else(|| panic!("{name}: no attachment status in {v}"));
+        let ip = primary["ip_address"].as_str().unwrap_or_default();
+        Machine {
+            name: name.to_string(),
+            id: id.to_string(),
+            ns,
+            ip: ip
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: bad ip '{ip}' in {v}")),
+            mac: primary["mac_address"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            ifname: primary["interface"].as_str().unwrap_or("eth0").to_string(),
+            external_ip: st["external_ip_address"]
+                .as_str()
+                .and_then(|s| s.parse().ok()),
+            nics: list
+                .iter()
+                .map(|a| {
+                    (
+                        a["interface"].as_str().unwrap_or_default().to_string(),
+                        a["ip_address"].as_str().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The `items` of a list (or the array itself).
+pub fn items(v: &Value) -> Vec<Value> {
+    match v {
+        Value::Array(a) => a.clone(),
+        other => other["items"].as_array().cloned().unwrap_or_default(),
+    }
+}
+
+/// Runs a blocking probe off the runtime.
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.expect("probe thread")
+}

@@ -1,0 +1,593 @@
+//! The scenarios of the dataplane suite, one tenant each.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use osac_linux::probe::{self, Listener, TcpSession};
+
+use crate::harness::{self, Dp, EXT_GATEWAY, EXT_NS, blocking, items};
+use crate::{Scenario, scenario};
+
+/// Every scenario, in order.
+pub static ALL: &[(&str, Scenario)] = &[
+    (
+        "same_subnet_l2_and_hosting_clusters",
+        scenario!(same_subnet_l2),
+    ),
+    (
+        "two_subnets_route_through_the_gateway",
+        scenario!(two_subnets_route),
+    ),
+    (
+        "tenants_with_identical_cidrs_are_isolated",
+        scenario!(isolation),
+    ),
+    ("vm_and_bare_metal_share_a_subnet", scenario!(vm_and_bm)),
+    (
+        "security_groups_allow_deny_reply_update",
+        scenario!(security_groups),
+    ),
+    ("external_ip_attachment_dnat_and_removal", scenario!(dnat)),
+    ("nat_gateway_source_address", scenario!(nat_gateway)),
+    ("garbage_collection_removes_only_leaks", scenario!(gc)),
+];
+
+const WAIT: Duration = Duration::from_secs(3);
+
+fn sock(ip: IpAddr, port: u16) -> SocketAddr {
+    SocketAddr::new(ip, port)
+}
+
+async fn ping(from: &str, to: IpAddr) -> bool {
+    let from = from.to_string();
+    blocking(move || probe::ping_until(&from, to, Duration::from_secs(5))).await
+}
+
+async fn ping_once(from: &str, to: IpAddr) -> bool {
+    let from = from.to_string();
+    blocking(move || probe::ping(&from, to, Duration::from_secs(2))).await
+}
+
+async fn listen_tcp(ns: &str, ip: IpAddr, port: u16) -> Listener {
+    let ns = ns.to_string();
+    blocking(move || Listener::tcp(&ns, sock(ip, port)))
+        .await
+        .unwrap_or_else(|e| panic!("tcp listener on {ip}:{port}: {e}"))
+}
+
+async fn connects(from: &str, to: IpAddr, port: u16) -> bool {
+    let from = from.to_string();
+    blocking(move || probe::tcp_connects(&from, sock(to, port), WAIT))
+        .await
+        .unwrap_or_else(|e| panic!("connect to {to}:{port}: {e}"))
+}
+
+fn any(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    }
+}
+
+/// Two VMs on one subnet (hosting clusters chosen by id, so often A and B): they resolve each
+/// other by ARP, ping, and a broadcast from one reaches the other.
+async fn same_subnet_l2(dp: Arc<Dp>) {
+    let t = dp.tenant("l2").await;
+    let a = dp.vm(&t, "a", &[]).await;
+    let b = dp.vm(&t, "b", &[]).await;
+    assert!(
+        ping(&a.ns, b.ip).await,
+        "a cannot ping b on the same subnet"
+    );
+    assert!(ping(&b.ns, a.ip).await, "b cannot ping a");
+    let learned = blocking({
+        let (ns, ip) = (a.ns.clone(), b.ip);
+        move || probe::neighbour_mac(&ns, ip)
+    })
+    .await;
+    assert_eq!(
+        learned.as_deref(),
+        Some(b.mac.as_str()),
+        "a's ARP entry for b"
+    );
+    let l = blocking({
+        let ns = b.ns.clone();
+        move || Listener::udp(&ns, "0.0.0.0:7777".parse().expect("addr"))
+    })
+    .await
+    .expect("udp listener");
+    let bcast: IpAddr = "10.0.1.255".parse().expect("ip");
+    blocking({
+        let ns = a.ns.clone();
+        move || probe::udp_send(&ns, sock(bcast, 7777), b"hello-l2")
+    })
+    .await
+    .expect("broadcast");
+    assert!(
+        blocking(move || l.wait_for(WAIT, |p| p.iter().any(|x| x == b"hello-l2"))).await,
+        "a's broadcast did not reach b"
+    );
+}
+
+/// A second subnet in the tenant's VirtualNetwork: VMs on the two subnets reach each other.
+async fn two_subnets_route(dp: Arc<Dp>) {
+    let t = dp.tenant("route").await;
+    dp.ok(
+        &t,
+        &[
+            "create",
+            "subnet",
+            "--virtual-network",
+            "default",
+            "--cidr",
+            "10.0.2.0/24",
+            "--name",
+            "second",
+            "--wait",
+        ],
+    )
+    .await;
+    let a = dp.vm(&t, "a", &[]).await;
+    let c = dp
+        .vm(&t, "c", &["--network-attachment", "subnet=second"])
+        .await;
+    assert!(c.ip.to_string().starts_with("10.0.2."), "c got {}", c.ip);
+    assert!(
+        ping(&a.ns, c.ip).await,
+        "10.0.1.x cannot reach 10.0.2.x through the router"
+    );
+    assert!(ping(&c.ns, a.ip).await, "10.0.2.x cannot reach 10.0.1.x");
+}
+
+/// Two tenants with identical CIDRs, and two VNs of one tenant: no path between them.
+async fn isolation(dp: Arc<Dp>) {
+    let t1 = dp.tenant("iso-one").await;
+    let t2 = dp.tenant("iso-two").await;
+    let x = dp.vm(&t1, "x", &[]).await;
+    let y1 = dp.vm(&t2, "y1", &[]).await;
+    let y2 = dp.vm(&t2, "y2", &[]).await;
+    assert_eq!(
+        x.ip, y1.ip,
+        "identical CIDRs give identical first addresses"
+    );
+    assert!(
+        ping(&y1.ns, y2.ip).await,
+        "control: y1 reaches y2 in its own VN"
+    );
+    // y2's address exists only in tenant two's network.
+    assert!(
+        !ping_once(&x.ns, y2.ip).await,
+        "tenant one reached tenant two's {}",
+        y2.ip
+    );
+    let _l = listen_tcp(&y2.ns, any(y2.ip), 22).await;
+    assert!(
+        !connects(&x.ns, y2.ip, 22).await,
+        "tenant one opened TCP to tenant two"
+    );
+    // A second VN of tenant one.
+    dp.ok(
+        &t1,
+        &[
+            "create",
+            "virtualnetwork",
+            "--cidr",
+            "10.9.0.0/16",
+            "--name",
+            "other",
+            "--wait",
+        ],
+    )
+    .await;
+    dp.ok(
+        &t1,
+        &[
+            "create",
+            "subnet",
+            "--virtual-network",
+            "other",
+            "--cidr",
+            "10.9.1.0/24",
+            "--name",
+            "other-s",
+            "--wait",
+        ],
+    )
+    .await;
+    let z = dp
+        .vm(&t1, "z", &["--network-attachment", "subnet=other-s"])
+        .await;
+    assert!(!ping_once(&x.ns, z.ip).await, "VN default reached VN other");
+    assert!(!ping_once(&z.ns, x.ip).await, "VN other reached VN default");
+}
+
+/// A VM and a bare-metal server on one subnet reach each other at their subnet addresses.
+async fn vm_and_bm(dp: Arc<Dp>) {
+    let t = dp.tenant("vmbm").await;
+    let v = dp.vm(&t, "v", &[]).await;
+    let b = dp.bm(&t, "b", &[]).await;
+    assert_eq!(b.ifname, "data-0");
+    assert!(
+        ping(&v.ns, b.ip).await,
+        "VM cannot reach the bare-metal server"
+    );
+    assert!(
+        ping(&b.ns, v.ip).await,
+        "bare-metal server cannot reach the VM"
+    );
+    let routes = blocking({
+        let ns = b.ns.clone();
+        move || probe::default_routes(&ns)
+    })
+    .await;
+    assert_eq!(routes.len(), 1, "exactly one default route: {routes:?}");
+    assert!(routes[0].contains("dev data-0"), "{routes:?}");
+}
+
+/// Allowed port passes (and its replies), other ports and protocols are dropped, an added rule
+/// takes effect, a removed one stops new flows; two groups are a union; no group is open.
+async fn security_groups(dp: Arc<Dp>) {
+    let t = dp.tenant("sg").await;
+    dp.ok(
+        &t,
+        &[
+            "create",
+            "security-group",
+            "--virtual-network",
+            "default",
+            "--name",
+            "web",
+            "--ingress",
+            "protocol:tcp,port:8080,source:0.0.0.0/0",
+        ],
+    )
+    .await;
+    dp.ok(
+        &t,
+        &[
+            "create",
+            "security-group",
+            "--virtual-network",
+            "default",
+            "--name",
+            "db",
+            "--ingress",
+            "protocol:tcp,port:5432,source:0.0.0.0/0",
+        ],
+    )
+    .await;
+    let client = dp.vm(&t, "client", &[]).await;
+    let server = dp
+        .vm(
+            &t,
+            "server",
+            &[
+                "--network-attachment",
+                "subnet=default-ipv4,security-groups=web",
+            ],
+        )
+        .await;
+    let both = dp
+        .vm(
+            &t,
+            "both",
+            &[
+                "--network-attachment",
+                "subnet=default-ipv4,security-groups=web;db",
+            ],
+        )
+        .await;
+    let open = dp
+        .vm(
+            &t,
+            "open",
+            &[
+                "--network-attachment",
+                "subnet=default-ipv4,security-groups=",
+            ],
+        )
+        .await;
+    let mut ls = Vec::new();
+    for m in [&server, &both, &open] {
+        for port in [8080, 5432, 9090] {
+            ls.push(listen_tcp(&m.ns, any(m.ip), port).await);
+        }
+    }
+    assert!(
+        connects(&client.ns, server.ip, 8080).await,
+        "allowed tcp/8080 (with its replies) must pass"
+    );
+    assert!(
+        !connects(&client.ns, server.ip, 9090).await,
+        "tcp/9090 must be dropped"
+    );
+    assert!(
+        !ping_once(&client.ns, server.ip).await,
+        "icmp must be dropped by 'web'"
+    );
+    assert!(connects(&client.ns, both.ip, 8080).await, "union: web");
+    assert!(connects(&client.ns, both.ip, 5432).await, "union: db");
+    assert!(
+        !connects(&client.ns, both.ip, 9090).await,
+        "union: nothing else"
+    );
+    assert!(
+        connects(&client.ns, open.ip, 9090).await,
+        "a port without groups is open"
+    );
+    // An established session, then rule changes.
+    let session = {
+        let (ns, to) = (client.ns.clone(), sock(server.ip, 8080));
+        blocking(move || TcpSession::open(&ns, to, WAIT))
+            .await
+            .expect("session")
+    };
+    dp.ok(
+        &t,
+        &[
+            "update",
+            "securitygroup",
+            "web",
+            "--ingress",
+            "protocol:tcp,port:8080,source:0.0.0.0/0",
+            "--ingress",
+            "protocol:tcp,port:9090,source:0.0.0.0/0",
+        ],
+    )
+    .await;
+    let (cns, sip) = (client.ns.clone(), server.ip);
+    wait_until(
+        move || connects_sync(&cns, sip, 9090),
+        "an added rule (tcp/9090) takes effect",
+    )
+    .await;
+    dp.ok(
+        &t,
+        &[
+            "update",
+            "securitygroup",
+            "web",
+            "--ingress",
+            "protocol:tcp,port:9090,source:0.0.0.0/0",
+        ],
+    )
+    .await;
+    let cns = client.ns.clone();
+    wait_until(
+        move || !connects_sync(&cns, sip, 8080),
+        "a removed rule (tcp/8080) stops new flows",
+    )
+    .await;
+    // Documented (docs/dataplane.md): established flows survive a rule removal (AWS
+    // semantics; conntrack keeps them).
+    let alive = blocking(move || session.alive()).await;
+    eprintln!("    established tcp/8080 session after rule removal: alive = {alive}");
+    drop(ls);
+}
+
+fn connects_sync(ns: &str, ip: IpAddr, port: u16) -> bool {
+    probe::tcp_connects(ns, sock(ip, port), WAIT).unwrap_or(false)
+}
+
+async fn wait_until(f: impl Fn() -> bool + Send + Sync + 'static + Clone, what: &str) {
+    for _ in 0..20 {
+        let g = f.clone();
+        if blocking(g).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("timed out: {what}");
+}
+
+/// An ExternalIPAttachment makes the VM reachable from the external namespace on what its
+/// groups allow; deleting it stops that, including an open connection.
+async fn dnat(dp: Arc<Dp>) {
+    let t = dp.tenant("dnat").await;
+    let v = dp.vm(&t, "web", &["--external-ip-attachment"]).await;
+    let ext = v
+        .external_ip
+        .unwrap_or_else(|| panic!("no external address: {v:?}"));
+    let _l22 = listen_tcp(&v.ns, any(v.ip), 22).await;
+    let _l80 = listen_tcp(&v.ns, any(v.ip), 8080).await;
+    assert!(
+        ping(EXT_NS, ext).await,
+        "ping the external address from osac-ext"
+    );
+    assert!(
+        connects(EXT_NS, ext, 22).await,
+        "tcp/22 (allowed by default) via DNAT"
+    );
+    assert!(
+        !connects(EXT_NS, ext, 8080).await,
+        "tcp/8080 is not allowed by the default group"
+    );
+    let session = blocking(move || TcpSession::open(EXT_NS, sock(ext, 22), WAIT))
+        .await
+        .expect("session");
+    let attachments = dp.json(&t, &["get", "externalipattachments"]).await;
+    let id = items(&attachments)
+        .iter()
+        .find(|a| a["spec"]["compute_instance"].as_str() == Some(v.id.as_str()))
+        .and_then(|a| a["id"].as_str().map(String::from))
+        .unwrap_or_else(|| panic!("no attachment for the VM: {attachments}"));
+    dp.ok(&t, &["delete", "externalipattachment", &id, "--wait"])
+        .await;
+    assert!(
+        !ping_once(EXT_NS, ext).await,
+        "the external address still answers after deletion"
+    );
+    assert!(
+        !connects(EXT_NS, ext, 22).await,
+        "new connections still pass after deletion"
+    );
+    assert!(
+        !blocking(move || session.alive()).await,
+        "an open connection survived the deletion"
+    );
+}
+
+/// New outbound connections leave from the NAT gateway's address; in a VN without a NAT
+/// gateway, from the router's own (transit) address.
+async fn nat_gateway(dp: Arc<Dp>) {
+    let t = dp.tenant("nat").await;
+    let v = dp.vm(&t, "out", &[]).await;
+    let gws = dp.json(&t, &["get", "natgateways"]).await;
+    let nat_ip: IpAddr = items(&gws)
+        .first()
+        .and_then(|g| {
+            g["status"]["address"]
+                .as_str()
+                .or(g["status"]["external_ip_address"].as_str())
+        })
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no NAT gateway address in {gws}"));
+    let gw: IpAddr = EXT_GATEWAY.parse().expect("ip");
+    let port = 7100;
+    let l = listen_tcp(EXT_NS, gw, port).await;
+    assert!(
+        connects(&v.ns, gw, port).await,
+        "outbound connection to the external host"
+    );
+    let seen = blocking(move || l.peer_ips()).await;
+    assert_eq!(seen, vec![nat_ip], "source seen by the external host");
+    // A VN without a NAT gateway.
+    dp.ok(
+        &t,
+        &[
+            "create",
+            "virtualnetwork",
+            "--cidr",
+            "10.8.0.0/16",
+            "--name",
+            "plain",
+            "--wait",
+        ],
+    )
+    .await;
+    dp.ok(
+        &t,
+        &[
+            "create",
+            "subnet",
+            "--virtual-network",
+            "plain",
+            "--cidr",
+            "10.8.1.0/24",
+            "--name",
+            "plain-s",
+            "--wait",
+        ],
+    )
+    .await;
+    let w = dp
+        .vm(&t, "plain-vm", &["--network-attachment", "subnet=plain-s"])
+        .await;
+    let l = listen_tcp(EXT_NS, gw, port + 1).await;
+    assert!(
+        connects(&w.ns, gw, port + 1).await,
+        "outbound without NAT gateway"
+    );
+    let seen = blocking(move || l.peer_ips()).await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let in_transit = seen[0]
+        .to_string()
+        .starts_with(harness::TRANSIT.trim_end_matches("0.0/16"));
+    assert!(
+        in_transit && seen[0] != nat_ip,
+        "masqueraded to the router's transit address, got {}",
+        seen[0]
+    );
+}
+
+/// A leaked namespace with our prefix goes; ours and foreign ones stay.
+async fn gc(dp: Arc<Dp>) {
+    let t = dp.tenant("gc").await;
+    let keep = dp.vm(&t, "keep", &[]).await;
+    let leaked = "osac-m-0000deadbeef".to_string();
+    let foreign = format!("dp-foreign-{}", std::process::id());
+    for ns in [&leaked, &foreign] {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "add", ns])
+            .output();
+    }
+    let out = dp
+        .ok(
+            &dp.admin,
+            &[
+                "admin",
+                "dataplane",
+                "gc",
+                "--scope",
+                &leaked,
+                "--scope",
+                &keep.ns,
+                "--scope",
+                &foreign,
+            ],
+        )
+        .await;
+    let exists = |ns: &str| std::path::Path::new("/run/netns").join(ns).exists();
+    let (leaked_gone, keep_there, foreign_there) =
+        (!exists(&leaked), exists(&keep.ns), exists(&foreign));
+    let _ = std::process::Command::new("ip")
+        .args(["netns", "del", &foreign])
+        .output();
+    assert!(leaked_gone, "leaked namespace not collected: {out}");
+    assert!(keep_there, "gc removed a namespace the store owns: {out}");
+    assert!(
+        foreign_there,
+        "gc touched a namespace without our prefix: {out}"
+    );
+    assert!(
+        ping(&keep.ns, "10.0.1.1".parse().expect("ip")).await,
+        "the kept VM still works"
+    );
+}
+
+/// Deletes what the scenarios made, through the API, so the machine is left clean.
+pub async fn cleanup(dp: Arc<Dp>) {
+    let tenants = dp.json(&dp.admin, &["admin", "get", "tenants"]).await;
+    for t in items(&tenants) {
+        let name = t["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let Ok(token) = String::from_utf8(
+            dp.osac(
+                &dp.admin,
+                &[
+                    "admin",
+                    "create",
+                    "token",
+                    "--tenant",
+                    &name,
+                    "--role",
+                    "tenant-admin",
+                ],
+            )
+            .await
+            .stdout,
+        ) else {
+            continue;
+        };
+        let token = token.trim().to_string();
+        for kind in ["computeinstances", "baremetalinstances"] {
+            let list = dp.json(&token, &["get", kind]).await;
+            let names: Vec<String> = items(&list)
+                .iter()
+                .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
+                .collect();
+            if !names.is_empty() {
+                let mut args = vec!["delete", &kind[..kind.len() - 1]];
+                args.extend(names.iter().map(String::as_str));
+                args.push("--wait");
+                let _ = dp.osac(&token, &args).await;
+            }
+        }
+        let _ = dp
+            .osac(&dp.admin, &["admin", "delete", "tenant", &name, "--wait"])
+            .await;
+    }
+}

@@ -1,0 +1,372 @@
+//! Events: read-only records of what happened to an object (state transitions, onboarding
+//! steps, cleanup, refused requests), listable by users and pruned after a TTL.
+//!
+//! An event is one cheap row of kind [`Kind::Event`]: no name, no labels, no references (it
+//! names its object by id only, so it never protects or wakes anything). Writers that already
+//! hold a transaction insert it there with [`record`] (no extra commit); writers whose own
+//! transaction was rolled back (a refused request) use [`record_now`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use osac_model::{Kind, Scope};
+use osac_store::{Record, Store, StoreError, Tx};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+/// Default lifetime of an event (as in Kubernetes): long enough to explain what just
+/// happened, short enough that the table stays small under heavy churn.
+pub const DEFAULT_EVENT_TTL: Duration = Duration::from_secs(3600);
+
+/// Reason of the event recorded when an object is created through the API.
+pub const REASON_CREATED: &str = "Created";
+/// Reason of the event recorded when deletion of an object is requested.
+pub const REASON_DELETING: &str = "Deleting";
+/// Reason of the event recorded when an object's row is finally removed.
+pub const REASON_DELETED: &str = "Deleted";
+
+/// An event to record: about which object, normal or warning, why (CamelCase) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEvent {
+    /// Tenant that may see the event ("" = provider only).
+    pub tenant: String,
+    /// Kind of the object the event is about.
+    pub object_kind: Kind,
+    /// Id of that object.
+    pub object_id: String,
+    /// Name of that object ("" when unnamed).
+    pub object_name: String,
+    /// WARNING (something failed or needs attention) rather than NORMAL.
+    pub warning: bool,
+    /// CamelCase reason, e.g. `Ready`, `ExternalIPPoolExhausted`.
+    pub reason: String,
+    /// Human explanation.
+    pub message: String,
+}
+
+impl NewEvent {
+    /// A NORMAL event about an object identified by its parts.
+    pub fn normal(
+        tenant: impl Into<String>,
+        object_kind: Kind,
+        object_id: impl Into<String>,
+        object_name: impl Into<String>,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            tenant: tenant.into(),
+            object_kind,
+            object_id: object_id.into(),
+            object_name: object_name.into(),
+            warning: false,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A WARNING event about an object identified by its parts.
+    pub fn warning(
+        tenant: impl Into<String>,
+        object_kind: Kind,
+        object_id: impl Into<String>,
+        object_name: impl Into<String>,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            warning: true,
+            ..Self::normal(tenant, object_kind, object_id, object_name, reason, message)
+        }
+    }
+
+    /// The stored row of this event (tenant events of provider objects are provider-only).
+    pub fn to_record(&self) -> Record {
+        // A tenant sees the events of its own Tenant object; other provider objects' events
+        // are the provider's.
+        let tenant = match (self.object_kind, self.object_kind.scope()) {
+            (Kind::Tenant, _) | (_, Scope::Tenant) => self.tenant.clone(),
+            (_, Scope::Provider) => String::new(),
+        };
+        let mut spec = Map::with_capacity(6);
+        spec.insert("object_kind".into(), json!(self.object_kind.display_name()));
+        spec.insert("object_id".into(), json!(self.object_id));
+        if !self.object_name.is_empty() {
+            spec.insert("object_name".into(), json!(self.object_name));
+        }
+        spec.insert(
+            "type".into(),
+            json!(if self.warning {
+                "EVENT_TYPE_WARNING"
+            } else {
+                "EVENT_TYPE_NORMAL"
+            }),
+        );
+        spec.insert("reason".into(), json!(self.reason));
+        if !self.message.is_empty() {
+            spec.insert("message".into(), json!(self.message));
+        }
+        let mut rec = Record::new(
+            Kind::Event,
+            tenant,
+            json!({ "spec": Value::Object(spec), "status": {} }),
+        );
+        rec.creator = "system".to_string();
+        rec
+    }
+}
+
+/// An event about a stored object (its tenant, kind, id and name; a Tenant's events belong to
+/// that tenant).
+pub fn for_record(
+    rec: &Record,
+    warning: bool,
+    reason: impl Into<String>,
+    message: impl Into<String>,
+) -> NewEvent {
+    let tenant = match (rec.kind, rec.name.as_deref()) {
+        (Kind::Tenant, Some(name)) => name.to_string(),
+        _ => rec.tenant.clone(),
+    };
+    NewEvent {
+        tenant,
+        object_kind: rec.kind,
+        object_id: rec.id.clone(),
+        object_name: rec.name.clone().unwrap_or_default(),
+        warning,
+        reason: reason.into(),
+        message: message.into(),
+    }
+}
+
+/// Inserts an event in the caller's transaction: it exists exactly when the caller's writes do.
+pub async fn record(tx: &mut dyn Tx, ev: NewEvent) -> Result<(), StoreError> {
+    tx.insert(&ev.to_record()).await.map(|_| ())
+}
+
+/// Records an event in its own transaction, for outcomes whose own transaction was rolled
+/// back (a refused request). Failures are logged, never returned: an event is not worth
+/// failing the caller for.
+pub async fn record_now(store: &dyn Store, ev: NewEvent) {
+    let result = async {
+        let mut tx = store.begin().await?;
+        record(tx.as_mut(), ev.clone()).await?;
+        tx.commit().await
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!(
+            kind = %ev.object_kind,
+            id = %ev.object_id,
+            reason = %ev.reason,
+            error = %e,
+            "could not record event"
+        );
+    }
+}
+
+/// The state part of a stored state enum name: `SUBNET_STATE_DELETE_FAILED` → `DELETE_FAILED`.
+pub fn short_state(state: &str) -> &str {
+    state.rsplit_once("_STATE_").map_or(state, |(_, s)| s)
+}
+
+/// The CamelCase event reason of a state: `SUBNET_STATE_DELETE_FAILED` → `DeleteFailed`.
+pub fn state_reason(state: &str) -> String {
+    let mut out = String::with_capacity(state.len());
+    for word in short_state(state).split('_').filter(|w| !w.is_empty()) {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            out.push(first.to_ascii_uppercase());
+            out.extend(chars.map(|c| c.to_ascii_lowercase()));
+        }
+    }
+    out
+}
+
+/// Whether entering `state` deserves a WARNING (a failure).
+pub fn is_warning_state(state: &str) -> bool {
+    matches!(short_state(state), "FAILED" | "DELETE_FAILED")
+}
+
+/// `status.state` of a stored body ("" when unset).
+fn state_of(body: &Value) -> &str {
+    body.get("status")
+        .and_then(|s| s.get("state"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The event for a state change between two versions of an object, if its state changed:
+/// reason = the new state in CamelCase, message = the new status message or "state A → B".
+pub fn transition(before: &Record, after: &Record) -> Option<NewEvent> {
+    if after.kind == Kind::Event {
+        return None;
+    }
+    let (old, new) = (state_of(&before.body), state_of(&after.body));
+    if old == new || new.is_empty() {
+        return None;
+    }
+    let message_of = |r: &Record| {
+        r.body
+            .get("status")
+            .and_then(|s| s.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (old_message, new_message) = (message_of(before), message_of(after));
+    // A message left over from the previous state would mislead; then say what changed.
+    let message = if !new_message.is_empty() && new_message != old_message {
+        new_message
+    } else {
+        let from = if old.is_empty() {
+            "UNSPECIFIED"
+        } else {
+            short_state(old)
+        };
+        format!("state {from} → {}", short_state(new))
+    };
+    Some(for_record(
+        after,
+        is_warning_state(new),
+        state_reason(new),
+        message,
+    ))
+}
+
+/// The `Deleted` event of an object whose row is gone.
+pub fn deleted(rec: &Record) -> NewEvent {
+    for_record(
+        rec,
+        false,
+        REASON_DELETED,
+        format!("{} '{}' was deleted", rec.kind, rec.label()),
+    )
+}
+
+/// Removes events older than `ttl`, at most `batch` per statement, until none is left;
+/// returns how many were removed.
+pub async fn prune(store: &dyn Store, ttl: Duration, batch: i64) -> Result<u64, StoreError> {
+    let age = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+    let cutoff = Utc::now()
+        .checked_sub_signed(age)
+        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
+    let batch = batch.max(1);
+    let mut removed = 0u64;
+    loop {
+        let n = store.prune_events(cutoff, batch).await?;
+        removed += n;
+        if n < batch.unsigned_abs() {
+            return Ok(removed);
+        }
+    }
+}
+
+/// Events removed per statement by the pruner: small enough not to hold the (SQLite) write
+/// lock for long.
+const PRUNE_BATCH: i64 = 1000;
+
+/// Prunes expired events every `interval` until shutdown (the runtime spawns it).
+pub(crate) async fn prune_loop(
+    store: Arc<dyn Store>,
+    ttl: Duration,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(10)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        tokio::select! {
+            _ = ticker.tick() => match prune(&*store, ttl, PRUNE_BATCH).await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(removed = n, "pruned expired events"),
+                Err(e) => tracing::warn!(error = %e, "pruning events failed"),
+            },
+            changed = shutdown.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Writes `next` in `tx` like [`Tx::update`] and records the event the write implies: a state
+/// transition relative to `before`, or `Deleted` when the write removes the row.
+pub async fn update(
+    tx: &mut dyn Tx,
+    before: &Record,
+    next: &Record,
+) -> Result<Option<Record>, StoreError> {
+    let written = tx.update(next).await?;
+    let event = match &written {
+        None => Some(deleted(next)),
+        Some(w) => transition(before, w),
+    };
+    if let Some(ev) = event {
+        record(tx, ev).await?;
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_reasons_are_camel_case() {
+        assert_eq!(state_reason("SUBNET_STATE_READY"), "Ready");
+        assert_eq!(state_reason("SUBNET_STATE_DELETE_FAILED"), "DeleteFailed");
+        assert_eq!(state_reason("EXTERNAL_IP_STATE_ALLOCATED"), "Allocated");
+        assert_eq!(state_reason("COMPUTE_INSTANCE_STATE_RUNNING"), "Running");
+        assert_eq!(state_reason("NAT_GATEWAY_STATE_DELETING"), "Deleting");
+        assert_eq!(state_reason("PENDING"), "Pending");
+    }
+
+    #[test]
+    fn failures_are_warnings() {
+        assert!(is_warning_state("SUBNET_STATE_FAILED"));
+        assert!(is_warning_state("SECURITY_GROUP_STATE_DELETE_FAILED"));
+        assert!(!is_warning_state("SUBNET_STATE_READY"));
+        assert!(!is_warning_state("SUBNET_STATE_DELETING"));
+    }
+
+    fn subnet(state: &str, message: &str) -> Record {
+        let mut r = Record::new(
+            Kind::Subnet,
+            "t1",
+            json!({"status": {"state": state, "message": message}}),
+        );
+        r.name = Some("s".into());
+        r
+    }
+
+    #[test]
+    fn transition_only_when_state_changes() {
+        let a = subnet("SUBNET_STATE_PENDING", "");
+        let mut b = a.clone();
+        b.body = json!({"status": {"state": "SUBNET_STATE_READY"}});
+        let ev = transition(&a, &b).expect("state changed");
+        assert_eq!(ev.reason, "Ready");
+        assert_eq!(ev.message, "state PENDING → READY");
+        assert!(!ev.warning);
+        assert_eq!(ev.tenant, "t1");
+        assert!(transition(&b, &b).is_none());
+        let c = subnet("SUBNET_STATE_FAILED", "segment refused");
+        let ev = transition(&b, &c).expect("state changed");
+        assert!(ev.warning);
+        assert_eq!(ev.message, "segment refused");
+    }
+
+    #[test]
+    fn provider_object_events_are_provider_only() {
+        let ev = NewEvent::normal("t1", Kind::ExternalIpPool, "id", "p", "Ready", "");
+        assert_eq!(ev.to_record().tenant, "");
+        let ev = NewEvent::warning("t1", Kind::Subnet, "id", "s", "Failed", "x");
+        let rec = ev.to_record();
+        assert_eq!(rec.tenant, "t1");
+        assert_eq!(rec.body["spec"]["type"], "EVENT_TYPE_WARNING");
+        assert_eq!(rec.body["spec"]["object_kind"], "Subnet");
+        assert!(rec.name.is_none() && rec.labels.is_empty());
+    }
+}

@@ -1,0 +1,319 @@
+//! How the sim engines run operations so that many callers are served at once without giving
+//! up determinism or durability.
+//!
+//! Every operation is a pure *plan* over the tables: validate, compute the records to write and
+//! the response. The plan first runs against the committed tables under a read lock: an
+//! operation that changes nothing there (queries such as `query_dhcp_lease`, repeated creates,
+//! deletes of what is gone, and every validation error) is answered at once, concurrently with
+//! other readers and without waiting for writers — a valid serialisation point, since the
+//! committed tables are exactly what the store holds. An operation that changes records goes to
+//! the engine's single writer task. The writer takes everything queued, plans each operation
+//! again in arrival order against its working copy (so a later operation sees an earlier one's
+//! changes, exactly as if they had run one by one), persists all changed records of the whole
+//! batch in ONE store transaction ([`SimStateStore::put_many`], group commit), and only then
+//! publishes them to the committed tables and answers. If the store fails, nothing of the batch
+//! is published, the working copy is reset to the committed tables, and every operation of the
+//! batch gets a transient error (retrying converges: operations are idempotent).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{SimStateStore, store_error};
+use crate::contract::OpError;
+
+/// Most operations persisted in one store transaction (bounds the transaction's size).
+const MAX_BATCH: usize = 512;
+
+/// The in-memory tables of a sim engine: records by key, plus whatever indexes the engine
+/// derives from them (kept in step by [`Tables::apply`]).
+pub(crate) trait Tables: Clone + Send + Sync + 'static {
+    /// One persisted record (stored as its JSON text).
+    type Record: Clone + PartialEq + Serialize + Send + Sync + 'static;
+    /// The record under `key`, if any.
+    fn record(&self, key: &str) -> Option<&Self::Record>;
+    /// Replaces (`Some`) or removes (`None`) the record under `key`, updating the indexes.
+    fn apply(&mut self, key: String, record: Option<Self::Record>);
+}
+
+/// A plan's outcome: the records to put (`Some`) or delete (`None`) by key, and the response.
+pub(crate) type Planned<R> = (Vec<(String, Option<R>)>, serde_json::Value);
+
+type Plan<T> = Box<dyn Fn(&T) -> Result<Planned<<T as Tables>::Record>, OpError> + Send>;
+
+struct Job<T: Tables> {
+    plan: Plan<T>,
+    reply: oneshot::Sender<Result<serde_json::Value, OpError>>,
+}
+
+/// Committed tables plus the writer task that changes them.
+pub(crate) struct Engine<T: Tables> {
+    committed: Arc<RwLock<T>>,
+    jobs: mpsc::UnboundedSender<Job<T>>,
+    namespace: String,
+}
+
+impl<T: Tables> Engine<T> {
+    /// Starts the writer task over `tables` (as loaded from the store). Must be called inside
+    /// a tokio runtime; the task ends when the engine is dropped.
+    pub(crate) fn start(store: Arc<dyn SimStateStore>, namespace: &str, tables: T) -> Self {
+        let committed = Arc::new(RwLock::new(tables.clone()));
+        let (jobs, queue) = mpsc::unbounded_channel();
+        tokio::spawn(writer(
+            store,
+            namespace.to_string(),
+            committed.clone(),
+            tables,
+            queue,
+        ));
+        Engine {
+            committed,
+            jobs,
+            namespace: namespace.to_string(),
+        }
+    }
+
+    /// The committed tables (what the store holds). Hold the guard only briefly and never
+    /// across an `.await`.
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+        self.committed.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs one operation given as its plan (called once or twice; it must have no side
+    /// effect unless it changes no record). Returns once its changes are persisted.
+    pub(crate) async fn run<F>(&self, plan: F) -> Result<serde_json::Value, OpError>
+    where
+        F: Fn(&T) -> Result<Planned<T::Record>, OpError> + Send + 'static,
+    {
+        {
+            let tables = self.read();
+            let (changes, response) = plan(&tables)?;
+            if changes
+                .iter()
+                .all(|(key, record)| tables.record(key) == record.as_ref())
+            {
+                return Ok(response);
+            }
+        }
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            plan: Box::new(plan),
+            reply,
+        };
+        if self.jobs.send(job).is_err() {
+            return Err(self.stopped());
+        }
+        answer.await.unwrap_or_else(|_| Err(self.stopped()))
+    }
+
+    fn stopped(&self) -> OpError {
+        OpError::transient(format!("sim engine ({}) is shutting down", self.namespace))
+    }
+}
+
+/// A batch's writes by key: the record for the committed tables and its JSON text for the store.
+type Writes<R> = BTreeMap<String, (Option<R>, Option<String>)>;
+
+async fn writer<T: Tables>(
+    store: Arc<dyn SimStateStore>,
+    namespace: String,
+    committed: Arc<RwLock<T>>,
+    mut working: T,
+    mut queue: mpsc::UnboundedReceiver<Job<T>>,
+) {
+    let mut jobs = Vec::new();
+    while queue.recv_many(&mut jobs, MAX_BATCH).await > 0 {
+        let mut writes: Writes<T::Record> = BTreeMap::new();
+        let mut answers: Vec<_> = jobs
+            .drain(..)
+            .map(|job| {
+                let outcome = plan_into(&mut working, &job.plan, &mut writes);
+                (job.reply, outcome)
+            })
+            .collect();
+        if !writes.is_empty() {
+            let rows: Vec<(String, Option<String>)> = writes
+                .iter()
+                .map(|(key, (_, text))| (key.clone(), text.clone()))
+                .collect();
+            match store.put_many(&namespace, &rows).await {
+                Ok(()) => {
+                    let mut tables = committed.write().unwrap_or_else(|e| e.into_inner());
+                    for (key, (record, _)) in writes {
+                        tables.apply(key, record);
+                    }
+                }
+                Err(message) => {
+                    let err = store_error(&namespace, message);
+                    working = committed.read().unwrap_or_else(|e| e.into_inner()).clone();
+                    for (_, outcome) in &mut answers {
+                        *outcome = Err(err.clone());
+                    }
+                }
+            }
+        }
+        for (reply, outcome) in answers {
+            // The caller may have given up waiting; the operation stands regardless.
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+/// Plans one operation against the working copy and applies its changes there; nothing is
+/// applied when the plan or the encoding of a record fails.
+fn plan_into<T: Tables>(
+    working: &mut T,
+    plan: &Plan<T>,
+    writes: &mut Writes<T::Record>,
+) -> Result<serde_json::Value, OpError> {
+    let (changes, response) = plan(working)?;
+    let mut encoded = Vec::with_capacity(changes.len());
+    for (key, record) in changes {
+        let text = record
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| OpError::permanent(format!("cannot encode sim record: {e}")))?;
+        encoded.push((key, record, text));
+    }
+    for (key, record, text) in encoded {
+        if working.record(&key) == record.as_ref() {
+            continue;
+        }
+        working.apply(key.clone(), record.clone());
+        writes.insert(key, (record, text));
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::MemorySimState;
+    use async_trait::async_trait;
+    use std::sync::Mutex;
+
+    #[derive(Clone, Default)]
+    struct Counters(BTreeMap<String, i64>);
+
+    impl Tables for Counters {
+        type Record = i64;
+        fn record(&self, key: &str) -> Option<&i64> {
+            self.0.get(key)
+        }
+        fn apply(&mut self, key: String, record: Option<i64>) {
+            match record {
+                Some(v) => self.0.insert(key, v),
+                None => self.0.remove(&key),
+            };
+        }
+    }
+
+    /// Adds one to `key` and answers the new value.
+    fn increment(key: &'static str) -> impl Fn(&Counters) -> Result<Planned<i64>, OpError> {
+        move |t: &Counters| {
+            let next = t.record(key).copied().unwrap_or(0) + 1;
+            Ok((vec![(key.to_string(), Some(next))], serde_json::json!(next)))
+        }
+    }
+
+    /// A store that fails while `failing` is set and counts batches.
+    #[derive(Default)]
+    struct Flaky {
+        inner: MemorySimState,
+        failing: Mutex<bool>,
+        batches: Mutex<usize>,
+    }
+
+    #[async_trait]
+    impl SimStateStore for Flaky {
+        async fn load_all(&self, ns: &str) -> Result<Vec<(String, String)>, String> {
+            self.inner.load_all(ns).await
+        }
+        async fn put(&self, ns: &str, key: &str, value: &str) -> Result<(), String> {
+            self.inner.put(ns, key, value).await
+        }
+        async fn delete(&self, ns: &str, key: &str) -> Result<(), String> {
+            self.inner.delete(ns, key).await
+        }
+        async fn put_many(
+            &self,
+            ns: &str,
+            rows: &[(String, Option<String>)],
+        ) -> Result<(), String> {
+            *self.batches.lock().unwrap() += 1;
+            if *self.failing.lock().unwrap() {
+                return Err("disk full".into());
+            }
+            self.inner.put_many(ns, rows).await
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writers_serialise_and_persist_everything() {
+        let store = Arc::new(Flaky::default());
+        let engine = Arc::new(Engine::start(store.clone(), "t", Counters::default()));
+        let mut tasks = Vec::new();
+        for _ in 0..200 {
+            let engine = engine.clone();
+            tasks.push(tokio::spawn(
+                async move { engine.run(increment("n")).await },
+            ));
+        }
+        let mut answers = Vec::new();
+        for t in tasks {
+            answers.push(t.await.unwrap().unwrap().as_i64().unwrap());
+        }
+        answers.sort();
+        assert_eq!(
+            answers,
+            (1..=200).collect::<Vec<_>>(),
+            "each saw its own step"
+        );
+        assert_eq!(store.inner.get("t", "n").as_deref(), Some("200"));
+        assert_eq!(engine.read().record("n"), Some(&200));
+    }
+
+    #[tokio::test]
+    async fn a_failed_commit_publishes_nothing_and_is_transient() {
+        let store = Arc::new(Flaky::default());
+        let engine = Engine::start(store.clone(), "t", Counters::default());
+        engine.run(increment("n")).await.unwrap();
+        *store.failing.lock().unwrap() = true;
+        let err = engine.run(increment("n")).await.unwrap_err();
+        assert!(matches!(err, OpError::Transient(_)), "{err:?}");
+        assert_eq!(engine.read().record("n"), Some(&1));
+        assert_eq!(store.inner.get("t", "n").as_deref(), Some("1"));
+        *store.failing.lock().unwrap() = false;
+        assert_eq!(
+            engine.run(increment("n")).await.unwrap(),
+            2,
+            "retry converges"
+        );
+        assert_eq!(store.inner.get("t", "n").as_deref(), Some("2"));
+    }
+
+    #[tokio::test]
+    async fn operations_that_change_nothing_skip_the_writer() {
+        let store = Arc::new(Flaky::default());
+        let engine = Engine::start(store.clone(), "t", Counters::default());
+        engine.run(increment("n")).await.unwrap();
+        *store.failing.lock().unwrap() = true;
+        let read = engine
+            .run(|t: &Counters| Ok((vec![], serde_json::json!(t.record("n").copied()))))
+            .await
+            .unwrap();
+        assert_eq!(read, 1, "a query is served while the store is down");
+        let same = engine
+            .run(|_: &Counters| Ok((vec![("n".to_string(), Some(1))], serde_json::json!("ok"))))
+            .await;
+        assert_eq!(
+            same.unwrap(),
+            "ok",
+            "re-writing the same value writes nothing"
+        );
+        assert_eq!(*store.batches.lock().unwrap(), 1);
+    }
+}

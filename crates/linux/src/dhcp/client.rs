@@ -1,0 +1,440 @@
+//! The DHCPv4 client state machine of one interface, on its own OS thread inside the machine's
+//! namespace: DISCOVER → OFFER → REQUEST → ACK, apply, then renew. Renewal is frequent
+//! ([`Timing::renew_cap`]) so a port moved to another subnet (or to the parking network)
+//! notices within seconds: an unanswered or refused renewal drops the address and starts over.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::apply::{self, Applied};
+use super::netns;
+use super::packet::{CLIENT_PORT, MessageType, Reply, Request, SERVER_PORT};
+
+/// Retransmission and renewal timing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Wait for a reply before the first retransmission.
+    pub initial_wait: Duration,
+    /// Longest wait between DISCOVERs (exponential backoff stops here).
+    pub max_wait: Duration,
+    /// Renew at half the lease, but at least this often.
+    pub renew_cap: Duration,
+    /// Unanswered renewals before the lease is considered lost.
+    pub renew_attempts: u32,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            initial_wait: Duration::from_millis(500),
+            max_wait: Duration::from_secs(2),
+            renew_cap: Duration::from_secs(5),
+            renew_attempts: 3,
+        }
+    }
+}
+
+/// Which interface the client runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Machine namespace.
+    pub netns: String,
+    /// Interface inside it.
+    pub ifname: String,
+    /// The interface's MAC (chaddr and client id).
+    pub mac: [u8; 6],
+    /// Option 12.
+    pub hostname: Option<String>,
+    /// Timing.
+    pub timing: Timing,
+}
+
+/// What the client currently holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Status {
+    /// Looking for a server.
+    #[default]
+    Searching,
+    /// An address is applied.
+    Bound(Applied),
+    /// The thread ended (namespace or interface gone, or an error).
+    Stopped(String),
+}
+
+struct Shared {
+    stop: AtomicBool,
+    flush_on_stop: AtomicBool,
+    status: Mutex<Status>,
+}
+
+impl Shared {
+    fn set(&self, s: Status) {
+        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = s;
+    }
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// A running client; dropping it stops the thread (leaving the address in place).
+pub struct DhcpClient {
+    config: ClientConfig,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl std::fmt::Debug for DhcpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DhcpClient")
+            .field("netns", &self.config.netns)
+            .field("ifname", &self.config.ifname)
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+/// How long one receive waits before the thread checks for a stop request.
+const POLL: Duration = Duration::from_millis(200);
+
+impl DhcpClient {
+    /// Starts the client thread.
+    pub fn start(config: ClientConfig) -> io::Result<DhcpClient> {
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            flush_on_stop: AtomicBool::new(false),
+            status: Mutex::new(Status::Searching),
+        });
+        let thread_shared = shared.clone();
+        let cfg = config.clone();
+        let name = format!("dhcp-{}", config.ifname);
+        let thread = netns::spawn_in(&config.netns, name, move || {
+            let result = run(&cfg, &thread_shared);
+            let why = match &result {
+                Ok(()) => "stopped".to_string(),
+                Err(e) => e.to_string(),
+            };
+            if let Err(e) = &result {
+                tracing::debug!(netns = %cfg.netns, ifname = %cfg.ifname, error = %e, "DHCP client ended");
+            }
+            thread_shared.set(Status::Stopped(why));
+            result
+        })?;
+        Ok(DhcpClient {
+            config,
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// The interface's configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// What the client holds now.
+    pub fn status(&self) -> Status {
+        self.shared
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Whether the thread is still running.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops the thread and waits for it; `flush` removes the applied address and routes.
+    pub fn stop(mut self, flush: bool) {
+        self.shared.flush_on_stop.store(flush, Ordering::Relaxed);
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for DhcpClient {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn open_socket(ifname: &str) -> io::Result<Socket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.set_broadcast(true)?;
+    s.bind_device(Some(ifname.as_bytes()))?;
+    s.bind(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, CLIENT_PORT).into())?;
+    s.set_read_timeout(Some(POLL))?;
+    Ok(s)
+}
+
+/// The thread body: set up, then DISCOVER/REQUEST/renew until stopped.
+fn run(cfg: &ClientConfig, shared: &Shared) -> io::Result<()> {
+    // Replies come from the gateway before we have a route back to it.
+    let _ = netns::write_sysctl("net.ipv4.conf.all.rp_filter", "0");
+    let _ = netns::write_sysctl(&format!("net.ipv4.conf.{}.rp_filter", cfg.ifname), "0");
+    let socket = loop {
+        match open_socket(&cfg.ifname) {
+            Ok(s) => break s,
+            // The fabric may not have created the interface yet.
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {
+                if shared.stopping() {
+                    return Ok(());
+                }
+                std::thread::sleep(POLL);
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let mut machine = Machine {
+        cfg,
+        shared,
+        socket,
+        applied: None,
+        xid: seed_xid(&cfg.mac),
+    };
+    let result = machine.run();
+    if shared.flush_on_stop.load(Ordering::Relaxed)
+        && let Some(a) = machine.applied.take()
+    {
+        apply::remove(&cfg.netns, &cfg.ifname, &a);
+    }
+    result
+}
+
+fn seed_xid(mac: &[u8; 6]) -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]]) ^ nanos
+}
+
+struct Machine<'a> {
+    cfg: &'a ClientConfig,
+    shared: &'a Shared,
+    socket: Socket,
+    applied: Option<Applied>,
+    xid: u32,
+}
+
+enum Outcome {
+    Reply(Box<Reply>),
+    Timeout,
+    Stopped,
+}
+
+impl Machine<'_> {
+    fn run(&mut self) -> io::Result<()> {
+        while !self.shared.stopping() {
+            let Some(offer) = self.discover()? else {
+                return Ok(());
+            };
+            let req = self.request(MessageType::Request, Ipv4Addr::UNSPECIFIED, &offer);
+            match self.exchange(&req, self.cfg.timing.max_wait)? {
+                Outcome::Reply(ack) if ack.message_type == MessageType::Ack => {
+                    if !self.bind(&ack) {
+                        continue;
+                    }
+                    if !self.stay_bound(*ack)? {
+                        return Ok(());
+                    }
+                }
+                Outcome::Stopped => return Ok(()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn request(&mut self, kind: MessageType, ciaddr: Ipv4Addr, offer: &Reply) -> Request {
+        self.xid = self.xid.wrapping_add(1);
+        let selecting = ciaddr.is_unspecified() && kind == MessageType::Request;
+        Request {
+            message_type: kind,
+            xid: self.xid,
+            secs: 0,
+            chaddr: self.cfg.mac,
+            ciaddr,
+            requested_ip: selecting.then_some(offer.yiaddr),
+            server_id: if selecting { offer.server_id } else { None },
+            hostname: self.cfg.hostname.clone(),
+        }
+    }
+
+    /// DISCOVERs with backoff until an OFFER arrives (None when stopped).
+    fn discover(&mut self) -> io::Result<Option<Reply>> {
+        let mut wait = self.cfg.timing.initial_wait;
+        loop {
+            self.xid = self.xid.wrapping_add(1);
+            let req = Request {
+                message_type: MessageType::Discover,
+                xid: self.xid,
+                secs: 0,
+                chaddr: self.cfg.mac,
+                ciaddr: Ipv4Addr::UNSPECIFIED,
+                requested_ip: None,
+                server_id: None,
+                hostname: self.cfg.hostname.clone(),
+            };
+            match self.exchange(&req, wait)? {
+                Outcome::Reply(r) if r.message_type == MessageType::Offer => return Ok(Some(*r)),
+                Outcome::Stopped => return Ok(None),
+                _ => wait = (wait * 2).min(self.cfg.timing.max_wait),
+            }
+        }
+    }
+
+    /// Applies an ACK; false when it could not be applied (start over).
+    fn bind(&mut self, ack: &Reply) -> bool {
+        match apply::apply(
+            &self.cfg.netns,
+            &self.cfg.ifname,
+            ack,
+            self.applied.as_ref(),
+        ) {
+            Ok(a) => {
+                self.applied = Some(a.clone());
+                self.shared.set(Status::Bound(a));
+                true
+            }
+            Err(e) => {
+                tracing::warn!(netns = %self.cfg.netns, ifname = %self.cfg.ifname, error = %e, "cannot apply DHCP lease");
+                self.drop_lease();
+                std::thread::sleep(self.cfg.timing.max_wait);
+                false
+            }
+        }
+    }
+
+    fn drop_lease(&mut self) {
+        if let Some(a) = self.applied.take() {
+            apply::remove(&self.cfg.netns, &self.cfg.ifname, &a);
+        }
+        self.shared.set(Status::Searching);
+    }
+
+    /// Renews until the lease is lost (Ok(true): start over) or the client stops (Ok(false)).
+    fn stay_bound(&mut self, mut lease: Reply) -> io::Result<bool> {
+        loop {
+            let half = Duration::from_secs(u64::from(lease.lease_seconds.unwrap_or(3600) / 2));
+            let renew_in = lease
+                .renewal_seconds
+                .map(|s| Duration::from_secs(u64::from(s)))
+                .unwrap_or(half)
+                .min(self.cfg.timing.renew_cap)
+                .max(Duration::from_millis(200));
+            if !self.sleep(renew_in) {
+                return Ok(false);
+            }
+            let mut renewed = None;
+            for _ in 0..self.cfg.timing.renew_attempts.max(1) {
+                let req = self.request(MessageType::Request, lease.yiaddr, &lease);
+                match self.exchange(&req, self.cfg.timing.max_wait.min(Duration::from_secs(1)))? {
+                    Outcome::Reply(r) => {
+                        renewed = Some(*r);
+                        break;
+                    }
+                    Outcome::Stopped => return Ok(false),
+                    Outcome::Timeout => {}
+                }
+            }
+            match renewed {
+                Some(ack) if ack.message_type == MessageType::Ack && ack.yiaddr == lease.yiaddr => {
+                    if !self.bind(&ack) {
+                        return Ok(true);
+                    }
+                    lease = ack;
+                }
+                _ => {
+                    // Refused, unanswered (moved to another network) or a different address.
+                    self.drop_lease();
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Sleeps, waking up for stop requests; false when stopped.
+    fn sleep(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            if self.shared.stopping() {
+                return false;
+            }
+            std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+        }
+        !self.shared.stopping()
+    }
+
+    /// Broadcasts `req` and waits up to `wait` for a matching reply.
+    fn exchange(&self, req: &Request, wait: Duration) -> io::Result<Outcome> {
+        let to = SocketAddrV4::new(Ipv4Addr::BROADCAST, SERVER_PORT);
+        if let Err(e) = self.socket.send_to(&req.encode(), &to.into()) {
+            // ENETDOWN / ENETUNREACH while the link is not up yet: treat as unanswered.
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENETDOWN | libc::ENETUNREACH | libc::ENXIO)
+            ) {
+                std::thread::sleep(wait.min(POLL));
+                return Ok(if self.shared.stopping() {
+                    Outcome::Stopped
+                } else {
+                    Outcome::Timeout
+                });
+            }
+            if e.raw_os_error() == Some(libc::ENODEV) {
+                return Err(e);
+            }
+            return Err(e);
+        }
+        let deadline = Instant::now() + wait;
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 1500];
+        while Instant::now() < deadline {
+            if self.shared.stopping() {
+                return Ok(Outcome::Stopped);
+            }
+            match self.socket.recv(&mut buf) {
+                Ok(n) => {
+                    // SAFETY: recv initialised the first n bytes.
+                    let bytes: Vec<u8> = buf[..n]
+                        .iter()
+                        .map(|b| unsafe { b.assume_init() })
+                        .collect();
+                    if let Ok(r) = Reply::decode(&bytes)
+                        && r.xid == req.xid
+                        && r.chaddr == self.cfg.mac
+                    {
+                        return Ok(Outcome::Reply(Box::new(r)));
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(if self.shared.stopping() {
+            Outcome::Stopped
+        } else {
+            Outcome::Timeout
+        })
+    }
+}

@@ -1,0 +1,54 @@
+//! The crate's error type and its mapping onto contract failures.
+
+use osac_fabric::OpError;
+
+use crate::cmd::CmdError;
+use crate::config::SettingsError;
+
+/// Why a `linux` manager could not start or a maintenance task failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LinuxError {
+    /// A kernel tool failed.
+    #[error(transparent)]
+    Cmd(#[from] CmdError),
+    /// Reading or writing the state directory failed.
+    #[error("state directory {path}: {message}")]
+    State {
+        /// File or directory.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// Invalid settings.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// The machine cannot run the dataplane (not root, tools missing).
+    #[error("the linux dataplane cannot run here: {0}")]
+    Preflight(String),
+    /// A registration of the wrong role.
+    #[error("registration '{name}' has role {role}, but this manager serves role {expected}")]
+    Role {
+        /// Registration name.
+        name: String,
+        /// Its role.
+        role: osac_fabric::Role,
+        /// The manager's role.
+        expected: osac_fabric::Role,
+    },
+}
+
+impl From<CmdError> for OpError {
+    fn from(e: CmdError) -> Self {
+        // Kernel tool failures are retried: operations are idempotent and converge.
+        OpError::transient(e.to_string())
+    }
+}
+
+impl From<LinuxError> for OpError {
+    fn from(e: LinuxError) -> Self {
+        match e {
+            LinuxError::Settings(_) | LinuxError::Role { .. } => OpError::permanent(e.to_string()),
+            other => OpError::transient(other.to_string()),
+        }
+    }
+}

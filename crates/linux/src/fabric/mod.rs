@@ -1,0 +1,234 @@
+//! The `linux` fabric manager (SPEC §8): a router namespace per VirtualNetwork, a bridge and a
+//! dnsmasq per subnet, veth ports with anti-spoofing, stateful security groups, NAT, and the
+//! external namespace. Every operation is idempotent and re-creates missing kernel state when
+//! called again, which is how a start-up resync rebuilds the dataplane.
+
+pub mod dnsmasq;
+pub mod gc;
+mod model;
+mod nat;
+pub mod ports;
+pub mod render;
+mod router;
+mod secgroup;
+mod store;
+mod subnet;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ipnet::IpNet;
+use osac_fabric::{Manager, OpError, Operation, Registration, Role, ensure_role};
+use serde::de::DeserializeOwned;
+use tokio::sync::Mutex;
+
+use crate::config::LinuxSettings;
+use crate::error::LinuxError;
+use model::{Model, kind};
+use store::RecordStore;
+
+pub use gc::{GcReport, OwnedSet, gc, gc_among};
+pub use model::{DnatRec, EipRec, PortRec, SgRec, SnatRec, SubnetRec, VnRec};
+pub use store::RecordStore as RecordStoreHandle;
+
+/// A registered `linux` fabric manager. Operations are serialised (one kernel writer).
+pub struct LinuxFabric {
+    registration: Registration,
+    inner: Arc<Mutex<Inner>>,
+}
+
+/// The manager's state behind its lock.
+pub(crate) struct Inner {
+    pub(crate) settings: LinuxSettings,
+    pub(crate) store: RecordStore,
+    pub(crate) model: Model,
+}
+
+impl LinuxFabric {
+    /// Checks the machine ([`crate::preflight`]), loads the persisted allocations from the
+    /// state directory and ensures the external and parking namespaces.
+    pub async fn new(
+        registration: Registration,
+        settings: LinuxSettings,
+    ) -> Result<Self, LinuxError> {
+        if registration.role != Role::Fabric {
+            return Err(LinuxError::Role {
+                name: registration.name.clone(),
+                role: registration.role,
+                expected: Role::Fabric,
+            });
+        }
+        settings.validate()?;
+        crate::preflight().await?;
+        let store = RecordStore::new(settings.state_dir.join("fabric"));
+        let model = Model {
+            vns: store.load(kind::VN, |r: &VnRec| r.id.clone()).await?,
+            subnets: store
+                .load(kind::SUBNET, |r: &SubnetRec| r.id.clone())
+                .await?,
+            sgs: store.load(kind::SG, |r: &SgRec| r.id.clone()).await?,
+            eips: store.load(kind::EIP, |r: &EipRec| r.id.clone()).await?,
+            dnats: store.load(kind::DNAT, |r: &DnatRec| r.id.clone()).await?,
+            snats: store.load(kind::SNAT, |r: &SnatRec| r.id.clone()).await?,
+            ports: store.load(kind::PORT, |r: &PortRec| r.id.clone()).await?,
+        };
+        crate::kernel::ensure_external(&settings).await?;
+        crate::kernel::ensure_park().await?;
+        Ok(LinuxFabric {
+            registration,
+            inner: Arc::new(Mutex::new(Inner {
+                settings,
+                store,
+                model,
+            })),
+        })
+    }
+
+    /// The settings the manager runs with.
+    pub async fn settings(&self) -> LinuxSettings {
+        self.inner.lock().await.settings.clone()
+    }
+
+    /// A port record (tests, dev tooling).
+    pub async fn port(&self, attachment_id: &str) -> Option<PortRec> {
+        self.inner
+            .lock()
+            .await
+            .model
+            .ports
+            .get(attachment_id)
+            .cloned()
+    }
+
+    /// A subnet record (tests, dev tooling).
+    pub async fn subnet(&self, subnet_id: &str) -> Option<SubnetRec> {
+        self.inner
+            .lock()
+            .await
+            .model
+            .subnets
+            .get(subnet_id)
+            .cloned()
+    }
+
+    /// A VirtualNetwork record with its transit addresses (tests, dev tooling).
+    pub async fn virtual_network(&self, vn_id: &str) -> Option<VnRec> {
+        self.inner.lock().await.model.vns.get(vn_id).cloned()
+    }
+
+    /// Ids this fabric still holds, for [`gc`] in processes that have no store at hand.
+    pub async fn owned(&self) -> OwnedSet {
+        let inner = self.inner.lock().await;
+        let m = &inner.model;
+        OwnedSet {
+            virtual_networks: m.vns.keys().cloned().collect(),
+            subnets: m.subnets.keys().cloned().collect(),
+            machines: m.ports.values().map(|p| p.machine().0).collect(),
+            hosting_clusters: m
+                .ports
+                .values()
+                .filter(|p| p.machine().2)
+                .map(|p| p.host.clone())
+                .collect(),
+        }
+    }
+}
+
+#[async_trait]
+impl Manager for LinuxFabric {
+    fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    async fn call(
+        &self,
+        op: Operation,
+        request: serde_json::Value,
+    ) -> Result<serde_json::Value, OpError> {
+        ensure_role(&self.registration, op)?;
+        let mut inner = self.inner.lock().await;
+        let result = match op {
+            Operation::CreateVirtualNetwork => {
+                inner.create_virtual_network(parse(op, request)?).await
+            }
+            Operation::DeleteVirtualNetwork => {
+                inner.delete_virtual_network(parse(op, request)?).await
+            }
+            Operation::CreateSubnet => inner.create_subnet(parse(op, request)?).await,
+            Operation::DeleteSubnet => inner.delete_subnet(parse(op, request)?).await,
+            Operation::ApplySecurityGroup => inner.apply_security_group(parse(op, request)?).await,
+            Operation::DeleteSecurityGroup => {
+                inner.delete_security_group(parse(op, request)?).await
+            }
+            Operation::AllocateExternalIp => inner.allocate_external_ip(parse(op, request)?).await,
+            Operation::ReleaseExternalIp => inner.release_external_ip(parse(op, request)?).await,
+            Operation::CreateExternalIpAttachment => inner.create_dnat(parse(op, request)?).await,
+            Operation::DeleteExternalIpAttachment => inner.delete_dnat(parse(op, request)?).await,
+            Operation::CreateNatGateway => inner.create_nat_gateway(parse(op, request)?).await,
+            Operation::DeleteNatGateway => inner.delete_nat_gateway(parse(op, request)?).await,
+            Operation::CreateNetworkAttachment => inner.create_port(parse(op, request)?).await,
+            Operation::DeleteNetworkAttachment => inner.delete_port(parse(op, request)?).await,
+            Operation::QueryDhcpLease => inner.query_lease(parse(op, request)?).await,
+            Operation::CreateSubnetOverlay | Operation::DeleteSubnetOverlay => Err(
+                OpError::permanent(format!("operation {op} is not a fabric operation")),
+            ),
+        };
+        if let Err(e) = &result {
+            tracing::warn!(%op, error = %e, "linux fabric operation failed");
+        }
+        result
+    }
+}
+
+/// Decodes a request; a malformed one is permanent.
+fn parse<T: DeserializeOwned>(op: Operation, v: serde_json::Value) -> Result<T, OpError> {
+    serde_json::from_value(v).map_err(|e| OpError::permanent(format!("invalid {op} request: {e}")))
+}
+
+/// Encodes a response.
+fn to_json<T: serde::Serialize>(v: &T) -> Result<serde_json::Value, OpError> {
+    serde_json::to_value(v).map_err(|e| OpError::permanent(format!("cannot encode response: {e}")))
+}
+
+fn empty() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+fn require_non_empty(field: &str, value: &str) -> Result<(), OpError> {
+    if value.trim().is_empty() {
+        Err(OpError::permanent(format!("{field} must not be empty")))
+    } else {
+        Ok(())
+    }
+}
+
+fn no_host_bits(field: &str, net: IpNet) -> Result<(), OpError> {
+    if osac_fabric::net::has_host_bits(net) {
+        Err(OpError::permanent(format!(
+            "{field} '{net}' has host bits set (did you mean '{}'?)",
+            net.trunc()
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+fn missing_vn(id: &str) -> OpError {
+    OpError::permanent(format!("virtual network '{id}' does not exist"))
+}
+
+/// Lowercase colon-separated MAC, or a permanent error.
+pub fn normalize_mac(mac: &str) -> Result<String, OpError> {
+    let parts: Vec<&str> = mac.split([':', '-']).collect();
+    let ok = parts.len() == 6
+        && parts
+            .iter()
+            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()));
+    if ok {
+        Ok(parts.join(":").to_ascii_lowercase())
+    } else {
+        Err(OpError::permanent(format!(
+            "mac_address '{mac}' is not a MAC address (aa:bb:cc:dd:ee:ff)"
+        )))
+    }
+}

@@ -1,0 +1,457 @@
+//! Workload ports: the veth "cable" between a machine namespace and a switch (subnet bridge,
+//! hosting-cluster overlay bridge, or the parking bridge), its DHCP reservation, anti-spoofing
+//! and security-group membership.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use osac_fabric::net::lowest_free;
+use osac_fabric::{
+    CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, OpError, PortAddresses,
+    QueryDhcpLeaseRequest,
+};
+
+use super::dnsmasq::DnsmasqFiles;
+use super::model::{PortRec, kind};
+use super::render::{self, PortIdentity, TableSite};
+use super::{Inner, empty, normalize_mac, require_non_empty, to_json};
+use crate::cmd::{self, CmdError};
+use crate::kernel;
+use crate::names::{self, PARK_BRIDGE, PARK_NS};
+
+/// Where the switch end of a cable goes.
+#[derive(Debug, Clone)]
+pub struct Switch<'a> {
+    /// Namespace of the switch end.
+    pub ns: &'a str,
+    /// Bridge it is enslaved to.
+    pub bridge: &'a str,
+}
+
+/// Makes sure machine `key` has interface `ifname` with `mac`, up, whose veth peer `sw` sits on
+/// `switch`. An existing switch end found in one of `search` (e.g. the parking namespace) is
+/// moved, so the machine keeps its interface; otherwise the pair is (re)created.
+pub async fn ensure_cable(
+    key: &str,
+    ifname: &str,
+    mac: &str,
+    mtu: u32,
+    switch: &Switch<'_>,
+    search: &[&str],
+) -> Result<(), CmdError> {
+    let mns = names::machine_ns(key);
+    let sw = names::port_switch_end(key, ifname);
+    cmd::ensure_netns(&mns).await?;
+    let mut present = cmd::link(switch.ns, &sw).await?.is_some();
+    if !present {
+        for ns in search.iter().filter(|ns| **ns != switch.ns) {
+            if cmd::link(ns, &sw).await?.is_some() {
+                cmd::ip(Some(ns), &["link", "set", &sw, "netns", switch.ns]).await?;
+                present = true;
+                break;
+            }
+        }
+    }
+    if present && cmd::link(&mns, ifname).await?.is_none() {
+        // The machine end is gone (machine namespace re-created): start over.
+        cmd::ip_ignore_missing(Some(switch.ns), &["link", "del", &sw]).await?;
+        present = false;
+    }
+    let mtu_s = mtu.to_string();
+    if !present {
+        cmd::ip_ignore_missing(Some(&mns), &["link", "del", ifname]).await?;
+        cmd::ip(
+            None,
+            &[
+                "link", "add", &sw, "netns", switch.ns, "mtu", &mtu_s, "type", "veth", "peer",
+                "name", ifname, "netns", &mns, "address", mac, "mtu", &mtu_s,
+            ],
+        )
+        .await?;
+    }
+    let machine_end = cmd::link(&mns, ifname).await?;
+    if machine_end.as_ref().and_then(|l| l.address.as_deref()) != Some(mac) {
+        cmd::ip(Some(&mns), &["link", "set", ifname, "address", mac]).await?;
+    }
+    cmd::ip(Some(&mns), &["link", "set", ifname, "mtu", &mtu_s, "up"]).await?;
+    cmd::ip(
+        Some(switch.ns),
+        &[
+            "link",
+            "set",
+            &sw,
+            "mtu",
+            &mtu_s,
+            "master",
+            switch.bridge,
+            "up",
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Creates (or repairs) an idle cluster agent's port on the parking bridge: machine namespace
+/// [`names::machine_ns`]`(key)` with interface `ifname`/`mac`. For the provisioner; the fabric
+/// moves the switch end to a subnet on `create_network_attachment` and back on a parking
+/// `delete_network_attachment`.
+pub async fn ensure_parked_port(
+    key: &str,
+    ifname: &str,
+    mac: &str,
+    mtu: u32,
+) -> Result<(), CmdError> {
+    kernel::ensure_park().await?;
+    ensure_cable(
+        key,
+        ifname,
+        mac,
+        mtu,
+        &Switch {
+            ns: PARK_NS,
+            bridge: PARK_BRIDGE,
+        },
+        &[],
+    )
+    .await
+}
+
+fn v4_net(n: Option<Ipv4Net>) -> Option<IpNet> {
+    n.map(IpNet::V4)
+}
+fn v6_net(n: Option<Ipv6Net>) -> Option<IpNet> {
+    n.map(IpNet::V6)
+}
+
+impl Inner {
+    pub(crate) async fn create_port(
+        &mut self,
+        r: CreateNetworkAttachmentRequest,
+    ) -> Result<serde_json::Value, OpError> {
+        require_non_empty("attachment_id", &r.attachment_id)?;
+        require_non_empty("host", &r.host)?;
+        require_non_empty("interface", &r.interface)?;
+        let (key, ifname, _) = names::machine_of(&r.host, &r.interface);
+        if key.is_empty() || ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ']) {
+            return Err(OpError::permanent(format!(
+                "interface '{}' is not a valid interface name (at most 15 characters)",
+                r.interface
+            )));
+        }
+        let mac = normalize_mac(&r.mac_address)?;
+        let subnet = self
+            .model
+            .subnets
+            .get(&r.subnet_id)
+            .cloned()
+            .ok_or_else(|| {
+                OpError::permanent(format!("subnet '{}' does not exist", r.subnet_id))
+            })?;
+        if subnet.vn != r.virtual_network_id {
+            return Err(OpError::permanent(format!(
+                "subnet '{}' belongs to virtual network '{}', not '{}'",
+                r.subnet_id, subnet.vn, r.virtual_network_id
+            )));
+        }
+        for sg in &r.security_groups {
+            match self.model.sgs.get(sg) {
+                None => {
+                    return Err(OpError::permanent(format!(
+                        "security group '{sg}' does not exist"
+                    )));
+                }
+                Some(g) if g.vn != r.virtual_network_id => {
+                    return Err(OpError::permanent(format!(
+                        "security group '{sg}' belongs to virtual network '{}', not '{}'",
+                        g.vn, r.virtual_network_id
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        let mut sgs = r.security_groups.clone();
+        sgs.sort();
+        sgs.dedup();
+
+        let rec = if let Some(old) = self.model.ports.get(&r.attachment_id) {
+            if old.host != r.host
+                || old.interface != r.interface
+                || old.mac != mac
+                || old.subnet != r.subnet_id
+            {
+                return Err(OpError::permanent(format!(
+                    "network attachment '{}' already exists for port {}/{} ({}) on subnet '{}'",
+                    r.attachment_id, old.host, old.interface, old.mac, old.subnet
+                )));
+            }
+            PortRec {
+                sgs,
+                primary: r.primary,
+                ..old.clone()
+            }
+        } else {
+            if let Some(other) = self
+                .model
+                .ports
+                .values()
+                .find(|p| p.machine().0 == key && p.machine().1 == ifname)
+            {
+                return Err(OpError::permanent(format!(
+                    "port {}/{} is already attached by network attachment '{}'",
+                    r.host, r.interface, other.id
+                )));
+            }
+            if let Some(other) = self.model.subnet_ports(&r.subnet_id).find(|p| p.mac == mac) {
+                return Err(OpError::permanent(format!(
+                    "MAC {mac} already has network attachment '{}' on subnet '{}'",
+                    other.id, r.subnet_id
+                )));
+            }
+            let used: BTreeSet<IpAddr> = self.model.used_in_subnet(&r.subnet_id);
+            let mut blocked: Vec<IpNet> = subnet.vip_cidr.into_iter().collect();
+            blocked.extend(subnet.gw4().map(|g| IpNet::V4(Ipv4Net::from(g))));
+            blocked.extend(subnet.gw6().map(|g| IpNet::V6(Ipv6Net::from(g))));
+            let pick = |net: IpNet, family: &str| {
+                lowest_free(net, &|a| used.contains(a), &blocked).ok_or_else(|| {
+                    OpError::permanent(format!(
+                        "subnet '{}' has no free {family} address left",
+                        r.subnet_id
+                    ))
+                })
+            };
+            let v4 = match v4_net(subnet.ipv4_cidr)
+                .map(|n| pick(n, "IPv4"))
+                .transpose()?
+            {
+                Some(IpAddr::V4(a)) => Some(a),
+                _ => None,
+            };
+            let v6 = match v6_net(subnet.ipv6_cidr)
+                .map(|n| pick(n, "IPv6"))
+                .transpose()?
+            {
+                Some(IpAddr::V6(a)) => Some(a),
+                _ => None,
+            };
+            PortRec {
+                id: r.attachment_id.clone(),
+                host: r.host.clone(),
+                interface: r.interface.clone(),
+                mac,
+                subnet: r.subnet_id.clone(),
+                vn: r.virtual_network_id.clone(),
+                sgs,
+                primary: r.primary,
+                v4,
+                v6,
+            }
+        };
+        if self.model.ports.get(&rec.id) != Some(&rec) {
+            self.store.put(kind::PORT, &rec.id, &rec).await?;
+            self.model.ports.insert(rec.id.clone(), rec.clone());
+        }
+        self.build_port(&rec).await?;
+        to_json(&PortAddresses {
+            ipv4_address: rec.v4.map(IpAddr::V4),
+            ipv6_address: rec.v6.map(IpAddr::V6),
+        })
+    }
+
+    /// Programs everything of one port (idempotent): cable, anti-spoofing, security groups,
+    /// DHCP reservation.
+    async fn build_port(&self, p: &PortRec) -> Result<(), OpError> {
+        let subnet =
+            self.model.subnets.get(&p.subnet).cloned().ok_or_else(|| {
+                OpError::permanent(format!("subnet '{}' does not exist", p.subnet))
+            })?;
+        let (key, ifname, is_vm) = p.machine();
+        let ns = p.switch_ns();
+        let br = names::subnet_bridge(&p.subnet);
+        let table = names::vn_table(&p.vn);
+        if is_vm {
+            if !cmd::netns_exists(&ns).await? || cmd::link(&ns, &br).await?.is_none() {
+                return Err(OpError::transient(format!(
+                    "the overlay of subnet '{}' on hosting cluster '{}' is not ready (create_subnet_overlay first)",
+                    p.subnet, p.host
+                )));
+            }
+            kernel::enable_br_netfilter(&ns).await?;
+            let mut script = render::vn_table(&table, TableSite::Hosting);
+            script.push_str(&render::add_bridge(&table, &br));
+            script.push_str(&render::bridge_table());
+            cmd::nft(&ns, &script).await?;
+        } else {
+            self.router_ready(&p.vn).await?;
+            if cmd::link(&ns, &br).await?.is_none() {
+                self.build_subnet(&subnet).await?;
+            }
+        }
+        ensure_cable(
+            &key,
+            &ifname,
+            &p.mac,
+            self.settings.mtu,
+            &Switch {
+                ns: &ns,
+                bridge: &br,
+            },
+            &[PARK_NS],
+        )
+        .await?;
+
+        let sw = p.switch_end();
+        let identity = PortIdentity {
+            mac: p.mac.clone(),
+            ipv4: p
+                .v4
+                .map(|a| IpNet::V4(Ipv4Net::from(a)))
+                .into_iter()
+                .chain(subnet.vip_cidr.filter(|n| n.addr().is_ipv4()))
+                .collect(),
+            ipv6: p
+                .v6
+                .map(|a| IpNet::V6(Ipv6Net::from(a)))
+                .into_iter()
+                .chain(subnet.vip_cidr.filter(|n| n.addr().is_ipv6()))
+                .collect(),
+        };
+        let mut script = render::bridge_table();
+        script.push_str(&render::anti_spoof(&sw, &identity));
+        for sg in &p.sgs {
+            if let Some(g) = self.model.sgs.get(sg) {
+                script.push_str(&render::sg_chains(&table, sg, &g.ingress, &g.egress));
+            }
+        }
+        script.push_str(&render::port_sg(&table, &sw, &p.sgs, p.v4, p.v6));
+        cmd::nft_converge(&ns, &script).await?;
+        self.write_dnsmasq(&subnet, false).await
+    }
+
+    pub(crate) async fn delete_port(
+        &mut self,
+        r: DeleteNetworkAttachmentRequest,
+    ) -> Result<serde_json::Value, OpError> {
+        require_non_empty("host", &r.host)?;
+        require_non_empty("interface", &r.interface)?;
+        let (key, ifname, is_vm) = names::machine_of(&r.host, &r.interface);
+        let sw = names::port_switch_end(&key, &ifname);
+        let rec = self.model.ports.get(&r.attachment_id).cloned();
+        // Where the switch end may be: the attachment's switch namespace, else derived from the
+        // request (second call after a crash).
+        let switch_ns = match (&rec, is_vm) {
+            (Some(p), _) => Some(p.switch_ns()),
+            (None, true) => Some(names::hosting_ns(&r.host)),
+            (None, false) => self
+                .model
+                .subnets
+                .get(&r.subnet_id)
+                .map(|s| names::router_ns(&s.vn)),
+        };
+        // Another attachment now owns the port: leave the cable alone.
+        let taken_by_other =
+            self.model.ports.values().any(|p| {
+                p.id != r.attachment_id && p.machine().0 == key && p.machine().1 == ifname
+            });
+        if let Some(p) = &rec {
+            let ns = p.switch_ns();
+            if cmd::netns_exists(&ns).await? {
+                let table = names::vn_table(&p.vn);
+                let mut script = render::bridge_table();
+                script.push_str(&render::delete_anti_spoof(&sw));
+                if !p.sgs.is_empty() {
+                    script.push_str(&render::vn_table(
+                        &table,
+                        if is_vm {
+                            TableSite::Hosting
+                        } else {
+                            TableSite::Router
+                        },
+                    ));
+                    script.push_str(&render::port_sg(&table, &sw, &[], p.v4, p.v6));
+                }
+                cmd::nft_converge(&ns, &script).await?;
+            }
+            self.release_lease(p).await;
+        }
+        if !taken_by_other {
+            if r.park {
+                kernel::ensure_park().await?;
+                let mac = normalize_mac(&r.mac_address)?;
+                let search: Vec<&str> = switch_ns.iter().map(String::as_str).collect();
+                ensure_cable(
+                    &key,
+                    &ifname,
+                    &mac,
+                    self.settings.mtu,
+                    &Switch {
+                        ns: PARK_NS,
+                        bridge: PARK_BRIDGE,
+                    },
+                    &search,
+                )
+                .await?;
+            } else if let Some(ns) = &switch_ns
+                && cmd::netns_exists(ns).await?
+            {
+                cmd::ip_ignore_missing(Some(ns), &["link", "del", &sw]).await?;
+            }
+        }
+        if let Some(p) = rec {
+            self.model.ports.remove(&p.id);
+            self.store.delete(kind::PORT, &p.id).await?;
+            if let Some(s) = self.model.subnets.get(&p.subnet).cloned() {
+                self.write_dnsmasq(&s, false).await?;
+            }
+        }
+        Ok(empty())
+    }
+
+    /// Tells dnsmasq to forget a port's IPv4 lease (best effort: `dhcp_release` is optional;
+    /// without it the lease simply expires and is no longer reported).
+    async fn release_lease(&self, p: &PortRec) {
+        let (Some(v4), true) = (p.v4, cmd::on_path("dhcp_release")) else {
+            return;
+        };
+        let ns = names::router_ns(&p.vn);
+        let br = names::subnet_bridge(&p.subnet);
+        let _ = cmd::in_ns(&ns, "dhcp_release", &[&br, &v4.to_string(), &p.mac], None).await;
+    }
+
+    pub(crate) async fn query_lease(
+        &self,
+        r: QueryDhcpLeaseRequest,
+    ) -> Result<serde_json::Value, OpError> {
+        if !self.model.subnets.contains_key(&r.subnet_id) {
+            return Err(OpError::permanent(format!(
+                "subnet '{}' does not exist",
+                r.subnet_id
+            )));
+        }
+        let mac = normalize_mac(&r.mac_address)?;
+        let Some(p) = self
+            .model
+            .subnet_ports(&r.subnet_id)
+            .find(|p| p.mac == mac)
+            .cloned()
+        else {
+            return to_json(&PortAddresses::default());
+        };
+        let files = DnsmasqFiles::of(&self.settings.state_dir, &r.subnet_id);
+        let text = tokio::fs::read_to_string(&files.leases)
+            .await
+            .unwrap_or_default();
+        let leases = render::parse_leases(&text);
+        let v4 = p.v4.filter(|a| {
+            leases
+                .iter()
+                .any(|l| l.address == IpAddr::V4(*a) && l.mac.as_deref() == Some(mac.as_str()))
+        });
+        let v6 =
+            p.v6.filter(|a| leases.iter().any(|l| l.address == IpAddr::V6(*a)));
+        to_json(&PortAddresses {
+            ipv4_address: v4.map(IpAddr::V4),
+            ipv6_address: v6.map(IpAddr::V6),
+        })
+    }
+}

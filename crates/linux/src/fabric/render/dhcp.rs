@@ -1,0 +1,174 @@
+//! dnsmasq files of a subnet (pure): configuration, host entries, and the lease-file parser.
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::line;
+
+/// One dnsmasq host entry (`dhcp-hostsfile` line): MAC → addresses, tagged `primary` when the
+/// port gets the router and DNS options.
+pub fn dnsmasq_host(
+    mac: &str,
+    v4: Option<Ipv4Addr>,
+    v6: Option<Ipv6Addr>,
+    primary: bool,
+) -> String {
+    let mut s = mac.to_string();
+    if primary {
+        s.push_str(",set:primary");
+    }
+    if let Some(a) = v4 {
+        let _ = write!(s, ",{a}");
+    }
+    if let Some(a) = v6 {
+        let _ = write!(s, ",[{a}]");
+    }
+    s
+}
+
+/// Inputs of a subnet's dnsmasq configuration.
+#[derive(Debug, Clone)]
+pub struct DnsmasqConf<'a> {
+    /// The subnet bridge (the only interface served).
+    pub bridge: &'a str,
+    /// IPv4 prefix and gateway.
+    pub ipv4: Option<(ipnet::Ipv4Net, Ipv4Addr)>,
+    /// IPv6 prefix and gateway.
+    pub ipv6: Option<(ipnet::Ipv6Net, Ipv6Addr)>,
+    /// Segment MTU.
+    pub mtu: u32,
+    /// Lease time.
+    pub lease_seconds: u32,
+    /// DNS servers for primary ports.
+    pub dns_servers: &'a [IpAddr],
+    /// Host entries file.
+    pub hosts_file: &'a str,
+    /// Lease file.
+    pub lease_file: &'a str,
+    /// Pid file.
+    pub pid_file: &'a str,
+}
+
+/// A subnet's dnsmasq configuration: static DHCPv4 reservations only, RA + stateful DHCPv6,
+/// router and DNS only for tagged (`primary`) hosts, the MTU advertised.
+pub fn dnsmasq_conf(c: &DnsmasqConf<'_>) -> String {
+    let mut s = String::new();
+    line(&mut s, format!("interface={}", c.bridge));
+    for l in [
+        "bind-dynamic",
+        "except-interface=lo",
+        "port=0",
+        "no-resolv",
+        "no-hosts",
+        "dhcp-authoritative",
+    ] {
+        line(&mut s, l);
+    }
+    line(&mut s, format!("dhcp-hostsfile={}", c.hosts_file));
+    line(&mut s, format!("dhcp-leasefile={}", c.lease_file));
+    line(&mut s, format!("pid-file={}", c.pid_file));
+    // No router/DNS unless tagged primary.
+    line(&mut s, "dhcp-option=option:router");
+    line(&mut s, "dhcp-option=option:dns-server");
+    if let Some((net, gw)) = c.ipv4 {
+        line(
+            &mut s,
+            format!(
+                "dhcp-range={},static,{},{}",
+                net.network(),
+                net.netmask(),
+                c.lease_seconds
+            ),
+        );
+        line(
+            &mut s,
+            format!("dhcp-option=tag:primary,option:router,{gw}"),
+        );
+        let dns4: Vec<String> = c
+            .dns_servers
+            .iter()
+            .filter(|a| a.is_ipv4())
+            .map(|a| a.to_string())
+            .collect();
+        if !dns4.is_empty() {
+            line(
+                &mut s,
+                format!(
+                    "dhcp-option=tag:primary,option:dns-server,{}",
+                    dns4.join(",")
+                ),
+            );
+        }
+        line(&mut s, format!("dhcp-option=option:mtu,{}", c.mtu));
+    }
+    if let Some((net, _gw)) = c.ipv6 {
+        line(
+            &mut s,
+            format!(
+                "dhcp-range={},static,{},{}",
+                net.network(),
+                net.prefix_len(),
+                c.lease_seconds
+            ),
+        );
+        line(&mut s, "enable-ra");
+        line(
+            &mut s,
+            format!("ra-param={},mtu:{},10,1800", c.bridge, c.mtu),
+        );
+        let dns6: Vec<String> = c
+            .dns_servers
+            .iter()
+            .filter(|a| a.is_ipv6())
+            .map(|a| format!("[{a}]"))
+            .collect();
+        if !dns6.is_empty() {
+            line(
+                &mut s,
+                format!(
+                    "dhcp-option=tag:primary,option6:dns-server,{}",
+                    dns6.join(",")
+                ),
+            );
+        }
+    }
+    s
+}
+
+/// One lease of a dnsmasq lease file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// Client MAC (IPv4 leases only; IPv6 leases carry a DUID).
+    pub mac: Option<String>,
+    /// Leased address.
+    pub address: IpAddr,
+}
+
+/// Parses a dnsmasq lease file: IPv4 lines `expiry mac ip name client-id`, then after a
+/// `duid` line IPv6 lines `expiry iaid ip name duid`.
+pub fn parse_leases(text: &str) -> Vec<Lease> {
+    let mut out = Vec::new();
+    let mut v6 = false;
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.first() == Some(&"duid") {
+            v6 = true;
+            continue;
+        }
+        if f.len() < 3 {
+            continue;
+        }
+        let Ok(address) = f[2].parse::<IpAddr>() else {
+            continue;
+        };
+        out.push(Lease {
+            mac: if v6 {
+                None
+            } else {
+                Some(f[1].to_ascii_lowercase())
+            },
+            address,
+        });
+    }
+    out
+}

@@ -1,0 +1,217 @@
+use super::*;
+
+fn rule(p: Protocol, ports: Option<(u16, u16)>, cidr: &str) -> SecurityRule {
+    SecurityRule {
+        protocol: p,
+        port_from: ports.map(|p| p.0),
+        port_to: ports.map(|p| p.1),
+        cidr: cidr.parse().unwrap(),
+    }
+}
+
+#[test]
+fn router_table_has_nat_guard_and_stateful_sg_hooks() {
+    let s = vn_table("osac-x", TableSite::Router);
+    assert!(s.contains("add rule inet osac-x sgout ct state established,related accept"));
+    assert!(s.contains("add rule inet osac-x sgout ct state invalid drop"));
+    assert!(s.contains("add rule inet osac-x sgout ip saddr vmap @eg4"));
+    assert!(s.contains("add rule inet osac-x sgin ip6 daddr vmap @in6"));
+    assert!(s.contains("dnatpre dnat ip to ip daddr map @dnat4"));
+    assert!(s.contains("guard iifname \"up0\" drop"));
+    assert!(s.contains("natpost oifname \"up0\" masquerade"));
+    assert!(
+        !s.contains("iifname != @brs"),
+        "a router filters routed traffic too"
+    );
+    // Base chains are flushed before their rules are re-added: re-running never duplicates.
+    let flush = s.find("flush chain inet osac-x sgout").unwrap();
+    let first_rule = s.find("add rule inet osac-x sgout").unwrap();
+    assert!(flush < first_rule);
+}
+
+#[test]
+fn hosting_table_only_acts_on_its_vn_bridges() {
+    let s = vn_table("osac-x", TableSite::Hosting);
+    assert!(s.contains("add rule inet osac-x sgout iifname != @brs accept"));
+    assert!(!s.contains("dnat"));
+    assert!(!s.contains("masquerade"));
+}
+
+#[test]
+fn rules_render_per_direction_family_and_protocol() {
+    assert_eq!(
+        rule_match(&rule(Protocol::Tcp, Some((22, 22)), "0.0.0.0/0"), true),
+        "ip saddr 0.0.0.0/0 tcp dport 22"
+    );
+    assert_eq!(
+        rule_match(
+            &rule(Protocol::Udp, Some((1000, 2000)), "10.0.0.0/8"),
+            false
+        ),
+        "ip daddr 10.0.0.0/8 udp dport 1000-2000"
+    );
+    assert_eq!(
+        rule_match(&rule(Protocol::Icmp, None, "::/0"), true),
+        "ip6 saddr ::/0 meta l4proto ipv6-icmp"
+    );
+    assert_eq!(
+        rule_match(&rule(Protocol::Icmp, None, "0.0.0.0/0"), true),
+        "ip saddr 0.0.0.0/0 meta l4proto icmp"
+    );
+    assert_eq!(
+        rule_match(&rule(Protocol::All, None, "fd00::/8"), false),
+        "ip6 daddr fd00::/8"
+    );
+    assert_eq!(
+        rule_match(&rule(Protocol::Tcp, None, "0.0.0.0/0"), true),
+        "ip saddr 0.0.0.0/0 meta l4proto tcp"
+    );
+}
+
+#[test]
+fn group_update_is_one_flush_and_refill() {
+    let s = sg_chains(
+        "t",
+        "sg-1",
+        &[rule(Protocol::Tcp, Some((22, 22)), "0.0.0.0/0")],
+        &[],
+    );
+    let i = crate::names::sg_chain("sg-1", true);
+    let e = crate::names::sg_chain("sg-1", false);
+    assert!(s.contains(&format!(
+        "flush chain inet t {i}\nadd rule inet t {i} ip saddr 0.0.0.0/0 tcp dport 22 accept"
+    )));
+    assert!(s.contains(&format!("flush chain inet t {e}\n")));
+    assert!(
+        !s.contains(&format!("add rule inet t {e}")),
+        "no egress rule = nothing allowed"
+    );
+}
+
+#[test]
+fn port_chains_union_groups_then_drop() {
+    let v4 = Some("10.0.1.2".parse().unwrap());
+    let s = port_sg("t", "pabc", &["a".into(), "b".into()], v4, None);
+    assert!(s.contains(&format!(
+        "add rule inet t e-pabc jump {}",
+        crate::names::sg_chain("a", false)
+    )));
+    assert!(s.contains(&format!(
+        "add rule inet t e-pabc jump {}",
+        crate::names::sg_chain("b", false)
+    )));
+    assert!(s.ends_with("add rule inet t i-pabc drop\n"));
+    assert!(s.contains("add element inet t eg4 { 10.0.1.2 : jump e-pabc }"));
+    assert!(!s.contains("eg6"));
+    let open = port_sg("t", "pabc", &[], v4, None);
+    assert!(open.contains("delete element inet t eg4 { 10.0.1.2 }"));
+    assert!(open.contains("delete chain inet t e-pabc"));
+}
+
+#[test]
+fn anti_spoofing_pins_mac_and_addresses() {
+    let id = PortIdentity {
+        mac: "02:00:00:00:00:01".into(),
+        ipv4: vec![
+            "10.0.1.2/32".parse().unwrap(),
+            "10.0.1.240/28".parse().unwrap(),
+        ],
+        ipv6: vec!["fd00::2/128".parse().unwrap()],
+    };
+    let s = anti_spoof("pabc", &id);
+    assert!(s.contains("ether saddr != 02:00:00:00:00:01 drop"));
+    assert!(s.contains("arp saddr ip != { 10.0.1.2/32, 10.0.1.240/28, 0.0.0.0 } drop"));
+    assert!(s.contains("udp sport 67 drop"));
+    assert!(s.contains("nd-router-advert"));
+    assert!(s.contains("ip6 saddr { fd00::2/128, fe80::/10, ::/128 } accept"));
+    assert!(s.contains("ports { \"pabc\" : jump as-pabc }"));
+    // The DHCP-server drop comes before any accept of the port's own address.
+    assert!(s.find("udp sport 67 drop").unwrap() < s.find("ip saddr {").unwrap());
+    let v6only = anti_spoof("pabc", &PortIdentity { ipv4: vec![], ..id });
+    assert!(!v6only.contains("ip saddr {"), "no empty IPv4 set");
+}
+
+#[test]
+fn snat_uses_only_sources_of_the_gateway_family() {
+    let sources: Vec<IpNet> = vec!["10.0.0.0/16".parse().unwrap(), "fd00::/48".parse().unwrap()];
+    let s = snat("t", Some(("198.51.100.5".parse().unwrap(), &sources)));
+    assert!(s.contains("oifname \"up0\" ip saddr { 10.0.0.0/16 } snat ip to 198.51.100.5"));
+    assert!(!s.contains("fd00"));
+    assert_eq!(
+        snat("t", None),
+        "add chain inet t natgw\nflush chain inet t natgw\n"
+    );
+}
+
+#[test]
+fn dnat_add_and_idempotent_remove() {
+    let a: IpAddr = "198.51.100.7".parse().unwrap();
+    assert_eq!(
+        dnat("t", a, Some("10.0.1.2".parse().unwrap())),
+        "add element inet t dnat4 { 198.51.100.7 : 10.0.1.2 }\n"
+    );
+    assert_eq!(
+        dnat("t", a, None),
+        "delete element inet t dnat4 { 198.51.100.7 }\n"
+    );
+    assert!(dnat("t", "2001:db8::1".parse().unwrap(), None).contains("dnat6"));
+}
+
+#[test]
+fn dnsmasq_gives_router_and_dns_only_to_primary_ports() {
+    let dns: Vec<IpAddr> = vec!["10.0.1.1".parse().unwrap(), "fd00::1".parse().unwrap()];
+    let c = dnsmasq_conf(&DnsmasqConf {
+        bridge: "bx",
+        ipv4: Some(("10.0.1.0/24".parse().unwrap(), "10.0.1.1".parse().unwrap())),
+        ipv6: Some(("fd00:1::/64".parse().unwrap(), "fd00:1::1".parse().unwrap())),
+        mtu: 1450,
+        lease_seconds: 3600,
+        dns_servers: &dns,
+        hosts_file: "/s/h",
+        lease_file: "/s/l",
+        pid_file: "/s/p",
+    });
+    assert!(c.contains("interface=bx\n"));
+    assert!(c.contains("dhcp-range=10.0.1.0,static,255.255.255.0,3600"));
+    assert!(c.contains("dhcp-range=fd00:1::,static,64,3600"));
+    assert!(c.contains("enable-ra"));
+    assert!(
+        c.contains("dhcp-option=option:router\n"),
+        "untagged hosts get no router"
+    );
+    assert!(c.contains("dhcp-option=tag:primary,option:router,10.0.1.1"));
+    assert!(c.contains("dhcp-option=tag:primary,option:dns-server,10.0.1.1"));
+    assert!(c.contains("dhcp-option=tag:primary,option6:dns-server,[fd00::1]"));
+    assert!(c.contains("dhcp-option=option:mtu,1450"));
+    assert_eq!(
+        dnsmasq_host(
+            "02:00:00:00:00:01",
+            Some("10.0.1.2".parse().unwrap()),
+            Some("fd00:1::2".parse().unwrap()),
+            true
+        ),
+        "02:00:00:00:00:01,set:primary,10.0.1.2,[fd00:1::2]"
+    );
+    assert_eq!(
+        dnsmasq_host(
+            "02:00:00:00:00:01",
+            Some("10.0.1.2".parse().unwrap()),
+            None,
+            false
+        ),
+        "02:00:00:00:00:01,10.0.1.2"
+    );
+}
+
+#[test]
+fn lease_file_parses_both_families() {
+    let text = "1700000000 02:00:00:00:00:01 10.0.1.2 vm1 01:02:00:00:00:00:01\n\
+                duid 00:01:00:01:2c:aa:bb:cc:02:00:00:00:00:ff\n\
+                1700000000 1234 fd00:1::2 vm1 00:03:00:01:02:00:00:00:00:01\n";
+    let l = parse_leases(text);
+    assert_eq!(l.len(), 2);
+    assert_eq!(l[0].mac.as_deref(), Some("02:00:00:00:00:01"));
+    assert_eq!(l[0].address, "10.0.1.2".parse::<IpAddr>().unwrap());
+    assert_eq!(l[1].mac, None);
+    assert_eq!(l[1].address, "fd00:1::2".parse::<IpAddr>().unwrap());
+}

@@ -1,0 +1,222 @@
+//! VirtualNetwork routers: a namespace with an uplink on the external bridge (transit
+//! addresses, default routes), an underlay leg for VXLAN, and the per-VN nft tables.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use osac_fabric::net::{ipv4_gateway, ipv6_gateway, lowest_free};
+use osac_fabric::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, OpError};
+
+use super::model::{VnRec, kind};
+use super::render::{self, TableSite};
+use super::{Inner, empty, missing_vn, no_host_bits, require_non_empty};
+use crate::cmd;
+use crate::kernel;
+use crate::names::{self, EXT_BRIDGE, EXT_NS, UPLINK_IF};
+
+impl Inner {
+    pub(crate) async fn create_virtual_network(
+        &mut self,
+        r: CreateVirtualNetworkRequest,
+    ) -> Result<serde_json::Value, OpError> {
+        require_non_empty("virtual_network_id", &r.virtual_network_id)?;
+        if let Some(n) = r.ipv4_cidr {
+            no_host_bits("ipv4_cidr", IpNet::V4(n))?;
+        }
+        if let Some(n) = r.ipv6_cidr {
+            no_host_bits("ipv6_cidr", IpNet::V6(n))?;
+        }
+        let rec = match self.model.vns.get(&r.virtual_network_id) {
+            Some(old) => {
+                if old.ipv4_cidr != r.ipv4_cidr
+                    || old.ipv6_cidr != r.ipv6_cidr
+                    || old.tenant != r.tenant
+                {
+                    return Err(OpError::permanent(format!(
+                        "virtual network '{}' already exists with a different tenant or CIDRs",
+                        r.virtual_network_id
+                    )));
+                }
+                old.clone()
+            }
+            None => {
+                let used = self.model.transit_used();
+                let t4 = self.settings.transit_ipv4_cidr;
+                let t6 = self.settings.transit_ipv6_cidr;
+                let gw4 = IpNet::V4(ipnet::Ipv4Net::from(ipv4_gateway(t4)));
+                let gw6 = IpNet::V6(ipnet::Ipv6Net::from(ipv6_gateway(t6)));
+                let pick = |net: IpNet, gw: IpNet| {
+                    lowest_free(net, &|a| used.contains(a), &[gw]).ok_or_else(|| {
+                        OpError::permanent(format!("transit range {net} is exhausted"))
+                    })
+                };
+                let (IpAddr::V4(transit_v4), IpAddr::V6(transit_v6)) =
+                    (pick(IpNet::V4(t4), gw4)?, pick(IpNet::V6(t6), gw6)?)
+                else {
+                    return Err(OpError::permanent(
+                        "transit allocation returned the wrong family",
+                    ));
+                };
+                let rec = VnRec {
+                    id: r.virtual_network_id.clone(),
+                    tenant: r.tenant.clone(),
+                    ipv4_cidr: r.ipv4_cidr,
+                    ipv6_cidr: r.ipv6_cidr,
+                    transit_v4,
+                    transit_v6,
+                };
+                self.store.put(kind::VN, &rec.id, &rec).await?;
+                self.model.vns.insert(rec.id.clone(), rec.clone());
+                rec
+            }
+        };
+        self.build_router(&rec).await?;
+        Ok(empty())
+    }
+
+    /// Builds (or repairs) a router namespace: everything `create_virtual_network` owns.
+    pub(crate) async fn build_router(&self, vn: &VnRec) -> Result<(), OpError> {
+        let ns = names::router_ns(&vn.id);
+        kernel::ensure_external(&self.settings).await?;
+        cmd::ensure_netns(&ns).await?;
+        cmd::sysctl(
+            &ns,
+            &[
+                "net.ipv4.ip_forward=1",
+                "net.ipv6.conf.all.forwarding=1",
+                "net.ipv6.conf.default.accept_dad=0",
+            ],
+        )
+        .await?;
+        kernel::enable_br_netfilter(&ns).await?;
+        let ext_end = names::uplink_ext_end(&vn.id);
+        if cmd::link(&ns, UPLINK_IF).await?.is_none()
+            || cmd::link(EXT_NS, &ext_end).await?.is_none()
+        {
+            cmd::ip_ignore_missing(Some(&ns), &["link", "del", UPLINK_IF]).await?;
+            cmd::ip_ignore_missing(Some(EXT_NS), &["link", "del", &ext_end]).await?;
+            cmd::ip(
+                None,
+                &[
+                    "link", "add", &ext_end, "netns", EXT_NS, "type", "veth", "peer", "name",
+                    UPLINK_IF, "netns", &ns,
+                ],
+            )
+            .await?;
+        }
+        cmd::ip(
+            Some(EXT_NS),
+            &["link", "set", &ext_end, "master", EXT_BRIDGE, "up"],
+        )
+        .await?;
+        cmd::ip(Some(&ns), &["link", "set", UPLINK_IF, "up"]).await?;
+        let t4 = self.settings.transit_ipv4_cidr;
+        let t6 = self.settings.transit_ipv6_cidr;
+        kernel::ensure_addr(
+            &ns,
+            UPLINK_IF,
+            &format!("{}/{}", vn.transit_v4, t4.prefix_len()),
+        )
+        .await?;
+        kernel::ensure_addr(
+            &ns,
+            UPLINK_IF,
+            &format!("{}/{}", vn.transit_v6, t6.prefix_len()),
+        )
+        .await?;
+        let gw4 = ipv4_gateway(t4).to_string();
+        let gw6 = ipv6_gateway(t6).to_string();
+        cmd::ip(
+            Some(&ns),
+            &["route", "replace", "default", "via", &gw4, "dev", UPLINK_IF],
+        )
+        .await?;
+        cmd::ip(
+            Some(&ns),
+            &[
+                "-6", "route", "replace", "default", "via", &gw6, "dev", UPLINK_IF,
+            ],
+        )
+        .await?;
+        kernel::ensure_underlay(&self.settings, &ns, &names::router_underlay_ext_end(&vn.id))
+            .await?;
+        let table = names::vn_table(&vn.id);
+        let mut script = render::vn_table(&table, TableSite::Router);
+        script.push_str(&render::bridge_table());
+        cmd::nft(&ns, &script).await?;
+        Ok(())
+    }
+
+    /// Makes sure the router of `vn` exists (rebuilding it when someone removed it); returns
+    /// its record.
+    pub(crate) async fn router_ready(&self, vn_id: &str) -> Result<VnRec, OpError> {
+        let vn = self
+            .model
+            .vns
+            .get(vn_id)
+            .cloned()
+            .ok_or_else(|| missing_vn(vn_id))?;
+        let ns = names::router_ns(vn_id);
+        if !cmd::netns_exists(&ns).await? || cmd::link(&ns, UPLINK_IF).await?.is_none() {
+            self.build_router(&vn).await?;
+        }
+        Ok(vn)
+    }
+
+    pub(crate) async fn delete_virtual_network(
+        &mut self,
+        r: DeleteVirtualNetworkRequest,
+    ) -> Result<serde_json::Value, OpError> {
+        let id = &r.virtual_network_id;
+        let mut users: Vec<String> = Vec::new();
+        let m = &self.model;
+        users.extend(
+            m.subnets
+                .values()
+                .filter(|s| &s.vn == id)
+                .map(|s| format!("subnet '{}'", s.id)),
+        );
+        users.extend(
+            m.sgs
+                .values()
+                .filter(|s| &s.vn == id)
+                .map(|s| format!("security group '{}'", s.id)),
+        );
+        users.extend(
+            m.dnats
+                .values()
+                .filter(|s| &s.vn == id)
+                .map(|s| format!("external IP attachment '{}'", s.id)),
+        );
+        users.extend(
+            m.snats
+                .values()
+                .filter(|s| &s.vn == id)
+                .map(|s| format!("NAT gateway '{}'", s.id)),
+        );
+        if !users.is_empty() {
+            return Err(OpError::permanent(format!(
+                "virtual network '{id}' is still in use by {}",
+                users.into_iter().take(5).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        cmd::delete_netns(&names::router_ns(id)).await?;
+        for end in [
+            names::uplink_ext_end(id),
+            names::router_underlay_ext_end(id),
+        ] {
+            cmd::ip_ignore_missing(Some(EXT_NS), &["link", "del", &end]).await?;
+        }
+        for ns in cmd::list_netns().await? {
+            if ns.starts_with(names::HOSTING_NS_PREFIX) {
+                let table = names::vn_table(id);
+                let script = format!("add table inet {table}\ndelete table inet {table}\n");
+                cmd::nft(&ns, &script).await?;
+            }
+        }
+        if self.model.vns.remove(id).is_some() {
+            self.store.delete(kind::VN, id).await?;
+        }
+        Ok(empty())
+    }
+}

@@ -1,0 +1,127 @@
+//! The fabric's persisted allocations and desired state: one small JSON file per object under
+//! `<state_dir>/fabric/<kind>/`, so a restart neither forgets an allocation nor rewrites
+//! everything on each call.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::LinuxError;
+use crate::names::fnv1a64;
+
+/// Directory-backed record store.
+#[derive(Debug, Clone)]
+pub struct RecordStore {
+    root: PathBuf,
+}
+
+fn state_err(path: &Path, e: impl std::fmt::Display) -> LinuxError {
+    LinuxError::State {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+impl RecordStore {
+    /// A store rooted at `root` (created on first write).
+    pub fn new(root: PathBuf) -> Self {
+        RecordStore { root }
+    }
+
+    fn path(&self, kind: &str, id: &str) -> PathBuf {
+        self.root
+            .join(kind)
+            .join(format!("{:016x}.json", fnv1a64(id)))
+    }
+
+    /// Writes one record atomically (temp file + rename).
+    pub async fn put<T: Serialize>(
+        &self,
+        kind: &str,
+        id: &str,
+        value: &T,
+    ) -> Result<(), LinuxError> {
+        let path = self.path(kind, id);
+        let dir = self.root.join(kind);
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|e| state_err(&dir, e))?;
+        let text = serde_json::to_vec_pretty(value).map_err(|e| state_err(&path, e))?;
+        let tmp = path.with_extension("tmp");
+        tokio::fs::write(&tmp, text)
+            .await
+            .map_err(|e| state_err(&tmp, e))?;
+        tokio::fs::rename(&tmp, &path)
+            .await
+            .map_err(|e| state_err(&path, e))
+    }
+
+    /// Removes one record; a missing record is success.
+    pub async fn delete(&self, kind: &str, id: &str) -> Result<(), LinuxError> {
+        let path = self.path(kind, id);
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(state_err(&path, e)),
+        }
+    }
+
+    /// Every record of a kind, keyed by `key_of`.
+    pub async fn load<T: DeserializeOwned>(
+        &self,
+        kind: &str,
+        key_of: impl Fn(&T) -> String,
+    ) -> Result<BTreeMap<String, T>, LinuxError> {
+        let dir = self.root.join(kind);
+        let mut out = BTreeMap::new();
+        let mut entries = match tokio::fs::read_dir(&dir).await {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(state_err(&dir, e)),
+        };
+        while let Some(entry) = entries.next_entry().await.map_err(|e| state_err(&dir, e))? {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let text = tokio::fs::read(&path)
+                .await
+                .map_err(|e| state_err(&path, e))?;
+            let value: T = serde_json::from_slice(&text).map_err(|e| state_err(&path, e))?;
+            out.insert(key_of(&value), value);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn roundtrip_and_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::new(dir.path().to_path_buf());
+        store.put("k", "a", &("a".to_string(), 1)).await.unwrap();
+        store.put("k", "b", &("b".to_string(), 2)).await.unwrap();
+        let all: BTreeMap<String, (String, i32)> = store
+            .load("k", |v: &(String, i32)| v.0.clone())
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 2);
+        store.delete("k", "a").await.unwrap();
+        store.delete("k", "a").await.unwrap();
+        let all: BTreeMap<String, (String, i32)> = store
+            .load("k", |v: &(String, i32)| v.0.clone())
+            .await
+            .unwrap();
+        assert_eq!(all.keys().collect::<Vec<_>>(), vec!["b"]);
+        let none: BTreeMap<String, (String, i32)> = store
+            .load("missing", |v: &(String, i32)| v.0.clone())
+            .await
+            .unwrap();
+        assert!(none.is_empty());
+    }
+}

@@ -1,0 +1,225 @@
+//! Subnets: a bridge with the gateway addresses in the router namespace, a VXLAN leg into
+//! the hosting clusters' overlays, and a dnsmasq.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use osac_fabric::{CreateSubnetRequest, CreateSubnetResponse, DeleteSubnetRequest, OpError};
+
+use super::dnsmasq::{self, DnsmasqFiles};
+use super::model::{SubnetRec, kind};
+use super::render::{self, DnsmasqConf};
+use super::{Inner, empty, missing_vn, no_host_bits, require_non_empty, to_json};
+use crate::cmd;
+use crate::kernel;
+use crate::names;
+
+/// Largest VXLAN VNI.
+const MAX_VNI: u64 = (1 << 24) - 1;
+
+impl Inner {
+    pub(crate) async fn create_subnet(
+        &mut self,
+        r: CreateSubnetRequest,
+    ) -> Result<serde_json::Value, OpError> {
+        require_non_empty("subnet_id", &r.subnet_id)?;
+        let vn = self
+            .model
+            .vns
+            .get(&r.virtual_network_id)
+            .ok_or_else(|| missing_vn(&r.virtual_network_id))?;
+        if r.ipv4_cidr.is_none() && r.ipv6_cidr.is_none() {
+            return Err(OpError::permanent(
+                "a subnet needs ipv4_cidr, ipv6_cidr or both",
+            ));
+        }
+        if let Some(n) = r.ipv4_cidr {
+            no_host_bits("ipv4_cidr", IpNet::V4(n))?;
+            if !vn.ipv4_cidr.is_some_and(|v| v.contains(&n)) {
+                return Err(OpError::permanent(format!(
+                    "subnet IPv4 CIDR '{n}' is not inside virtual network '{}' ({:?})",
+                    vn.id, vn.ipv4_cidr
+                )));
+            }
+        }
+        if let Some(n) = r.ipv6_cidr {
+            no_host_bits("ipv6_cidr", IpNet::V6(n))?;
+            if !vn.ipv6_cidr.is_some_and(|v| v.contains(&n)) {
+                return Err(OpError::permanent(format!(
+                    "subnet IPv6 CIDR '{n}' is not inside virtual network '{}' ({:?})",
+                    vn.id, vn.ipv6_cidr
+                )));
+            }
+        }
+        if let Some(vip) = r.vip_cidr {
+            no_host_bits("vip_cidr", vip)?;
+            let inside = match vip {
+                IpNet::V4(v) => r.ipv4_cidr.is_some_and(|n| n.contains(&v)),
+                IpNet::V6(v) => r.ipv6_cidr.is_some_and(|n| n.contains(&v)),
+            };
+            if !inside {
+                return Err(OpError::permanent(format!(
+                    "vip_cidr '{vip}' is not inside the subnet's CIDR of its family"
+                )));
+            }
+        }
+        let rec = match self.model.subnets.get(&r.subnet_id) {
+            Some(old) => {
+                if old.vn != r.virtual_network_id
+                    || old.ipv4_cidr != r.ipv4_cidr
+                    || old.ipv6_cidr != r.ipv6_cidr
+                {
+                    return Err(OpError::permanent(format!(
+                        "subnet '{}' already exists with a different virtual network or CIDRs",
+                        r.subnet_id
+                    )));
+                }
+                let mut rec = old.clone();
+                if rec.vip_cidr != r.vip_cidr {
+                    rec.vip_cidr = r.vip_cidr;
+                    self.store.put(kind::SUBNET, &rec.id, &rec).await?;
+                    self.model.subnets.insert(rec.id.clone(), rec.clone());
+                }
+                rec
+            }
+            None => {
+                for s in self
+                    .model
+                    .subnets
+                    .values()
+                    .filter(|s| s.vn == r.virtual_network_id)
+                {
+                    let overlap4 = matches!((s.ipv4_cidr, r.ipv4_cidr), (Some(a), Some(b)) if a.contains(&b) || b.contains(&a));
+                    let overlap6 = matches!((s.ipv6_cidr, r.ipv6_cidr), (Some(a), Some(b)) if a.contains(&b) || b.contains(&a));
+                    if overlap4 || overlap6 {
+                        return Err(OpError::permanent(format!(
+                            "subnet '{}' overlaps subnet '{}' in virtual network '{}'",
+                            r.subnet_id, s.id, r.virtual_network_id
+                        )));
+                    }
+                }
+                let rec = SubnetRec {
+                    id: r.subnet_id.clone(),
+                    vn: r.virtual_network_id.clone(),
+                    segment_id: self.pick_segment(&r.subnet_id),
+                    ipv4_cidr: r.ipv4_cidr,
+                    ipv6_cidr: r.ipv6_cidr,
+                    vip_cidr: r.vip_cidr,
+                };
+                self.store.put(kind::SUBNET, &rec.id, &rec).await?;
+                self.model.subnets.insert(rec.id.clone(), rec.clone());
+                rec
+            }
+        };
+        self.build_subnet(&rec).await?;
+        to_json(&CreateSubnetResponse {
+            segment_id: rec.segment_id,
+            ipv4_gateway: rec.gw4().map(IpAddr::V4),
+            ipv6_gateway: rec.gw6().map(IpAddr::V6),
+        })
+    }
+
+    /// Segment id from the subnet id's hash (stable even if the state directory is lost),
+    /// probing past ids already taken.
+    fn pick_segment(&self, subnet_id: &str) -> i64 {
+        let taken: std::collections::BTreeSet<i64> =
+            self.model.subnets.values().map(|s| s.segment_id).collect();
+        let mut v = names::fnv1a64(subnet_id) % (MAX_VNI - 100) + 100;
+        while taken.contains(&(v as i64)) {
+            v = if v >= MAX_VNI { 100 } else { v + 1 };
+        }
+        v as i64
+    }
+
+    /// Builds (or repairs) a subnet's bridge, gateway addresses, VXLAN leg and dnsmasq.
+    pub(crate) async fn build_subnet(&self, s: &SubnetRec) -> Result<(), OpError> {
+        self.router_ready(&s.vn).await?;
+        let ns = names::router_ns(&s.vn);
+        let br = names::subnet_bridge(&s.id);
+        let created = kernel::ensure_bridge(&ns, &br, Some(self.settings.mtu)).await?;
+        if let (Some(n), Some(gw)) = (s.ipv4_cidr, s.gw4()) {
+            kernel::ensure_addr(&ns, &br, &format!("{gw}/{}", n.prefix_len())).await?;
+        }
+        if let (Some(n), Some(gw)) = (s.ipv6_cidr, s.gw6()) {
+            kernel::ensure_addr(&ns, &br, &format!("{gw}/{}", n.prefix_len())).await?;
+        }
+        let local = kernel::underlay_addr(self.settings.underlay_ipv6_cidr, &ns);
+        kernel::ensure_vxlan(&ns, s.segment_id, local, &br, self.settings.mtu).await?;
+        cmd::nft(&ns, &render::add_bridge(&names::vn_table(&s.vn), &br)).await?;
+        self.write_dnsmasq(s, created).await
+    }
+
+    /// Rewrites a subnet's dnsmasq files from the model and makes sure it runs with them.
+    pub(crate) async fn write_dnsmasq(&self, s: &SubnetRec, restart: bool) -> Result<(), OpError> {
+        let ns = names::router_ns(&s.vn);
+        let files = DnsmasqFiles::of(&self.settings.state_dir, &s.id);
+        let br = names::subnet_bridge(&s.id);
+        let (hosts, leases, pid) = (
+            files.hosts.display().to_string(),
+            files.leases.display().to_string(),
+            files.pid.display().to_string(),
+        );
+        let conf = render::dnsmasq_conf(&DnsmasqConf {
+            bridge: &br,
+            ipv4: s.ipv4_cidr.zip(s.gw4()),
+            ipv6: s.ipv6_cidr.zip(s.gw6()),
+            mtu: self.settings.mtu,
+            lease_seconds: self.settings.lease_seconds,
+            dns_servers: &self.settings.dns_servers,
+            hosts_file: &hosts,
+            lease_file: &leases,
+            pid_file: &pid,
+        });
+        let mut host_lines: Vec<String> = self
+            .model
+            .subnet_ports(&s.id)
+            .map(|p| render::dnsmasq_host(&p.mac, p.v4, p.v6, p.primary))
+            .collect();
+        host_lines.sort();
+        let mut hosts_text = host_lines.join("\n");
+        hosts_text.push('\n');
+        let conf_changed = dnsmasq::write_if_changed(&files.conf, &conf).await?;
+        let hosts_changed = dnsmasq::write_if_changed(&files.hosts, &hosts_text).await?;
+        if tokio::fs::metadata(&files.leases).await.is_err() {
+            dnsmasq::write_if_changed(&files.leases, "").await?;
+        }
+        dnsmasq::ensure_running(&ns, &files, restart || conf_changed, hosts_changed).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn delete_subnet(
+        &mut self,
+        r: DeleteSubnetRequest,
+    ) -> Result<serde_json::Value, OpError> {
+        let Some(s) = self.model.subnets.get(&r.subnet_id).cloned() else {
+            return Ok(empty());
+        };
+        if s.vn != r.virtual_network_id {
+            return Err(OpError::permanent(format!(
+                "subnet '{}' belongs to virtual network '{}', not '{}'",
+                r.subnet_id, s.vn, r.virtual_network_id
+            )));
+        }
+        if let Some(p) = self.model.subnet_ports(&s.id).next() {
+            return Err(OpError::permanent(format!(
+                "subnet '{}' still has network attachment '{}'",
+                s.id, p.id
+            )));
+        }
+        dnsmasq::remove(&DnsmasqFiles::of(&self.settings.state_dir, &s.id)).await?;
+        let ns = names::router_ns(&s.vn);
+        if cmd::netns_exists(&ns).await? {
+            let br = names::subnet_bridge(&s.id);
+            cmd::ip_ignore_missing(Some(&ns), &["link", "del", &names::vxlan_dev(s.segment_id)])
+                .await?;
+            cmd::ip_ignore_missing(Some(&ns), &["link", "del", &br]).await?;
+            let table = names::vn_table(&s.vn);
+            let script = format!("delete element inet {table} brs {{ \"{br}\" }}\n");
+            // The table may be gone with a hand-deleted namespace; nothing else to clean then.
+            let _ = cmd::nft_converge(&ns, &script).await;
+        }
+        self.model.subnets.remove(&s.id);
+        self.store.delete(kind::SUBNET, &s.id).await?;
+        Ok(empty())
+    }
+}

@@ -1,0 +1,270 @@
+//! The `linux` k8s manager: one namespace per hosting cluster with an overlay bridge per
+//! subnet, joined to the subnet's bridge in the router namespace by VXLAN (VNI = segment id,
+//! UDP 4789) over the IPv6 underlay bridge in `osac-ext`. VMs plug into the overlay bridge;
+//! the fabric enforces anti-spoofing and security groups there too.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use osac_fabric::{
+    CreateSubnetOverlayRequest, DeleteSubnetOverlayRequest, Manager, OpError, Operation,
+    Registration, Role, ensure_role,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+use crate::cmd;
+use crate::config::LinuxSettings;
+use crate::error::LinuxError;
+use crate::fabric::render;
+use crate::kernel;
+use crate::names;
+
+/// Largest VXLAN VNI.
+const MAX_VNI: i64 = (1 << 24) - 1;
+const OVERLAY_KIND: &str = "overlay";
+
+/// A subnet's overlay on one hosting cluster, as programmed (with the reserved VIP block the
+/// cluster load balancer may use and DHCP never hands out).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverlayRec {
+    /// Subnet id.
+    pub subnet_id: String,
+    /// Hosting cluster.
+    pub hosting_cluster: String,
+    /// VNI.
+    pub segment_id: i64,
+    /// IPv4 prefix.
+    pub ipv4_cidr: Option<Ipv4Net>,
+    /// IPv6 prefix.
+    pub ipv6_cidr: Option<Ipv6Net>,
+    /// VIP block.
+    pub vip_cidr: Option<IpNet>,
+}
+
+fn overlay_key(cluster: &str, subnet: &str) -> String {
+    format!("{cluster}/{subnet}")
+}
+
+/// A registered `linux` k8s manager.
+pub struct LinuxK8s {
+    registration: Registration,
+    settings: LinuxSettings,
+    clusters: Vec<String>,
+    store: crate::fabric::RecordStoreHandle,
+    overlays: Mutex<BTreeMap<String, OverlayRec>>,
+}
+
+impl LinuxK8s {
+    /// Checks the machine, loads the overlays it programmed, and builds every hosting
+    /// cluster's namespace and underlay leg. Hosting clusters come from the registration's
+    /// `hosting_clusters`, else from the settings.
+    pub async fn new(
+        registration: Registration,
+        settings: LinuxSettings,
+    ) -> Result<Self, LinuxError> {
+        if registration.role != Role::K8s {
+            return Err(LinuxError::Role {
+                name: registration.name.clone(),
+                role: registration.role,
+                expected: Role::K8s,
+            });
+        }
+        settings.validate()?;
+        crate::preflight().await?;
+        let clusters = if registration.hosting_clusters.is_empty() {
+            settings.hosting_clusters.clone()
+        } else {
+            registration.hosting_clusters.clone()
+        };
+        let store = crate::fabric::RecordStoreHandle::new(settings.state_dir.join("k8s"));
+        let overlays = store
+            .load(OVERLAY_KIND, |o: &OverlayRec| {
+                overlay_key(&o.hosting_cluster, &o.subnet_id)
+            })
+            .await?;
+        let me = LinuxK8s {
+            registration,
+            settings,
+            clusters,
+            store,
+            overlays: Mutex::new(overlays),
+        };
+        for c in &me.clusters {
+            me.ensure_cluster(c).await?;
+        }
+        Ok(me)
+    }
+
+    /// The hosting clusters this manager serves.
+    pub fn hosting_clusters(&self) -> &[String] {
+        &self.clusters
+    }
+
+    /// A programmed overlay (tests, dev tooling, the provisioner's VIP choice).
+    pub async fn overlay(&self, subnet_id: &str, cluster: &str) -> Option<OverlayRec> {
+        self.overlays
+            .lock()
+            .await
+            .get(&overlay_key(cluster, subnet_id))
+            .cloned()
+    }
+
+    /// A hosting cluster's namespace, underlay leg, br_netfilter and anti-spoofing table.
+    async fn ensure_cluster(&self, cluster: &str) -> Result<(), LinuxError> {
+        let ns = names::hosting_ns(cluster);
+        cmd::ensure_netns(&ns).await?;
+        kernel::enable_br_netfilter(&ns).await?;
+        kernel::ensure_underlay(
+            &self.settings,
+            &ns,
+            &names::hosting_underlay_ext_end(cluster),
+        )
+        .await?;
+        cmd::nft(&ns, &render::bridge_table()).await?;
+        Ok(())
+    }
+
+    async fn create_overlay(
+        &self,
+        r: CreateSubnetOverlayRequest,
+    ) -> Result<serde_json::Value, OpError> {
+        if r.subnet_id.trim().is_empty() {
+            return Err(OpError::permanent("subnet_id must not be empty"));
+        }
+        self.check_cluster(&r.hosting_cluster)?;
+        if !(1..=MAX_VNI).contains(&r.segment_id) {
+            return Err(OpError::permanent(format!(
+                "segment_id {} is outside the VXLAN range 1-{MAX_VNI}",
+                r.segment_id
+            )));
+        }
+        if r.ipv4_cidr.is_none() && r.ipv6_cidr.is_none() {
+            return Err(OpError::permanent(
+                "an overlay needs ipv4_cidr, ipv6_cidr or both",
+            ));
+        }
+        if let Some(vip) = r.vip_cidr {
+            let inside = match vip {
+                IpNet::V4(v) => r.ipv4_cidr.is_some_and(|n| n.contains(&v)),
+                IpNet::V6(v) => r.ipv6_cidr.is_some_and(|n| n.contains(&v)),
+            };
+            if !inside || osac_fabric::net::has_host_bits(vip) {
+                return Err(OpError::permanent(format!(
+                    "vip_cidr '{vip}' is not a prefix inside the subnet's CIDR"
+                )));
+            }
+        }
+        let mut overlays = self.overlays.lock().await;
+        if let Some(other) = overlays.values().find(|o| {
+            o.hosting_cluster == r.hosting_cluster
+                && o.segment_id == r.segment_id
+                && o.subnet_id != r.subnet_id
+        }) {
+            return Err(OpError::permanent(format!(
+                "segment {} is already bridged for subnet '{}' on hosting cluster '{}'",
+                r.segment_id, other.subnet_id, r.hosting_cluster
+            )));
+        }
+        let key = overlay_key(&r.hosting_cluster, &r.subnet_id);
+        let old = overlays.get(&key).cloned();
+        let rec = OverlayRec {
+            subnet_id: r.subnet_id,
+            hosting_cluster: r.hosting_cluster,
+            segment_id: r.segment_id,
+            ipv4_cidr: r.ipv4_cidr,
+            ipv6_cidr: r.ipv6_cidr,
+            vip_cidr: r.vip_cidr,
+        };
+        let ns = names::hosting_ns(&rec.hosting_cluster);
+        self.ensure_cluster(&rec.hosting_cluster).await?;
+        let br = names::subnet_bridge(&rec.subnet_id);
+        if let Some(old) = &old
+            && old.segment_id != rec.segment_id
+        {
+            cmd::ip_ignore_missing(
+                Some(&ns),
+                &["link", "del", &names::vxlan_dev(old.segment_id)],
+            )
+            .await?;
+        }
+        kernel::ensure_bridge(&ns, &br, Some(self.settings.mtu)).await?;
+        let local = kernel::underlay_addr(self.settings.underlay_ipv6_cidr, &ns);
+        kernel::ensure_vxlan(&ns, rec.segment_id, local, &br, self.settings.mtu).await?;
+        if old.as_ref() != Some(&rec) {
+            self.store.put(OVERLAY_KIND, &key, &rec).await?;
+            overlays.insert(key, rec);
+        }
+        Ok(serde_json::json!({}))
+    }
+
+    async fn delete_overlay(
+        &self,
+        r: DeleteSubnetOverlayRequest,
+    ) -> Result<serde_json::Value, OpError> {
+        self.check_cluster(&r.hosting_cluster)?;
+        let mut overlays = self.overlays.lock().await;
+        let key = overlay_key(&r.hosting_cluster, &r.subnet_id);
+        let ns = names::hosting_ns(&r.hosting_cluster);
+        if cmd::netns_exists(&ns).await? {
+            if let Some(o) = overlays.get(&key) {
+                cmd::ip_ignore_missing(
+                    Some(&ns),
+                    &["link", "del", &names::vxlan_dev(o.segment_id)],
+                )
+                .await?;
+            }
+            cmd::ip_ignore_missing(
+                Some(&ns),
+                &["link", "del", &names::subnet_bridge(&r.subnet_id)],
+            )
+            .await?;
+        }
+        if overlays.remove(&key).is_some() {
+            self.store.delete(OVERLAY_KIND, &key).await?;
+        }
+        Ok(serde_json::json!({}))
+    }
+
+    fn check_cluster(&self, cluster: &str) -> Result<(), OpError> {
+        if self.clusters.iter().any(|c| c == cluster) {
+            Ok(())
+        } else {
+            Err(OpError::permanent(format!(
+                "unknown hosting cluster '{cluster}' (this manager serves: {})",
+                self.clusters.join(", ")
+            )))
+        }
+    }
+}
+
+#[async_trait]
+impl Manager for LinuxK8s {
+    fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    async fn call(
+        &self,
+        op: Operation,
+        request: serde_json::Value,
+    ) -> Result<serde_json::Value, OpError> {
+        ensure_role(&self.registration, op)?;
+        let parse_err =
+            |e: serde_json::Error| OpError::permanent(format!("invalid {op} request: {e}"));
+        match op {
+            Operation::CreateSubnetOverlay => {
+                self.create_overlay(serde_json::from_value(request).map_err(parse_err)?)
+                    .await
+            }
+            Operation::DeleteSubnetOverlay => {
+                self.delete_overlay(serde_json::from_value(request).map_err(parse_err)?)
+                    .await
+            }
+            _ => Err(OpError::permanent(format!(
+                "operation {op} is not a k8s operation"
+            ))),
+        }
+    }
+}

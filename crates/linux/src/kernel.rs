@@ -1,0 +1,257 @@
+//! Idempotent kernel building blocks shared by the fabric and k8s managers: the external and
+//! parking namespaces, bridges, the VXLAN underlay and overlay devices.
+
+use std::net::Ipv6Addr;
+
+use ipnet::Ipv6Net;
+
+use crate::cmd::{self, CmdError};
+use crate::config::LinuxSettings;
+use crate::names::{self, EXT_BRIDGE, EXT_NS, PARK_BRIDGE, PARK_NS, UNDERLAY_BRIDGE, UNDERLAY_IF};
+
+/// MTU of the underlay (VXLAN over IPv6 adds 70 bytes to the tenant MTU; veths and bridges
+/// carry 9000 without cost).
+pub const UNDERLAY_MTU: u32 = 9000;
+
+/// IPv6 multicast group every VTEP joins for flooding (one group for all VNIs; receivers drop
+/// VNIs they do not carry).
+pub const VXLAN_GROUP: &str = "ff05::4789";
+
+/// A fixed MAC for a bridge: without one the kernel gives a bridge the lowest MAC of its ports,
+/// so plugging or unplugging a port would change the gateway's MAC under every neighbour.
+pub fn bridge_mac(ns: &str, name: &str) -> String {
+    let h = names::fnv1a64(&format!("{ns}/{name}")).to_be_bytes();
+    format!(
+        "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        h[0], h[1], h[2], h[3], h[4]
+    )
+}
+
+/// Creates bridge `name` in `ns` unless present (fixed MAC, no STP delay), then sets it up.
+/// Returns true when it had to be created (callers re-attach what depended on the old device).
+pub async fn ensure_bridge(ns: &str, name: &str, mtu: Option<u32>) -> Result<bool, CmdError> {
+    let mac = bridge_mac(ns, name);
+    let created = match cmd::link(ns, name).await? {
+        None => {
+            let added = cmd::ip(
+                Some(ns),
+                &[
+                    "link",
+                    "add",
+                    name,
+                    "address",
+                    &mac,
+                    "type",
+                    "bridge",
+                    "forward_delay",
+                    "0",
+                    "mcast_snooping",
+                    "0",
+                ],
+            )
+            .await;
+            match added {
+                Ok(_) => true,
+                // Another manager created it concurrently (fabric and k8s share osac-ext).
+                Err(CmdError::Failed { stderr, .. }) if stderr.contains("File exists") => false,
+                Err(e) => return Err(e),
+            }
+        }
+        Some(link) => {
+            if link.address.as_deref() != Some(mac.as_str()) {
+                cmd::ip(Some(ns), &["link", "set", name, "address", &mac]).await?;
+            }
+            false
+        }
+    };
+    if let Some(mtu) = mtu {
+        cmd::ip(Some(ns), &["link", "set", name, "mtu", &mtu.to_string()]).await?;
+    }
+    cmd::ip(Some(ns), &["link", "set", name, "up"]).await?;
+    Ok(created)
+}
+
+/// Adds an address (no DAD: the fabric guarantees uniqueness) unless already there.
+pub async fn ensure_addr(ns: &str, dev: &str, cidr: &str) -> Result<(), CmdError> {
+    match cmd::ip(Some(ns), &["addr", "replace", cidr, "dev", dev, "nodad"]).await {
+        Ok(_) => Ok(()),
+        Err(CmdError::Failed { stderr, .. }) if stderr.contains("nodad") => {
+            cmd::ip(Some(ns), &["addr", "replace", cidr, "dev", dev])
+                .await
+                .map(|_| ())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The external namespace: bridge with the transit gateways, the underlay bridge, forwarding.
+pub async fn ensure_external(settings: &LinuxSettings) -> Result<(), CmdError> {
+    cmd::ensure_netns(EXT_NS).await?;
+    cmd::sysctl(
+        EXT_NS,
+        &["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"],
+    )
+    .await?;
+    ensure_bridge(EXT_NS, EXT_BRIDGE, None).await?;
+    let t4 = settings.transit_ipv4_cidr;
+    let t6 = settings.transit_ipv6_cidr;
+    let gw4 = osac_fabric::net::ipv4_gateway(t4);
+    let gw6 = osac_fabric::net::ipv6_gateway(t6);
+    ensure_addr(EXT_NS, EXT_BRIDGE, &format!("{gw4}/{}", t4.prefix_len())).await?;
+    ensure_addr(EXT_NS, EXT_BRIDGE, &format!("{gw6}/{}", t6.prefix_len())).await?;
+    ensure_bridge(EXT_NS, UNDERLAY_BRIDGE, Some(UNDERLAY_MTU)).await?;
+    Ok(())
+}
+
+/// The parking namespace and bridge (idle cluster agents).
+pub async fn ensure_park() -> Result<(), CmdError> {
+    cmd::ensure_netns(PARK_NS).await?;
+    ensure_bridge(PARK_NS, PARK_BRIDGE, None).await.map(|_| ())
+}
+
+/// Underlay address of a namespace: the prefix plus 64 bits of the namespace name's hash.
+pub fn underlay_addr(prefix: Ipv6Net, ns: &str) -> Ipv6Addr {
+    let host_bits = 128 - u32::from(prefix.prefix_len());
+    let mask = if host_bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << host_bits) - 1
+    };
+    let host = u128::from(names::fnv1a64(ns)) & mask;
+    // Avoid the all-zero and ::1 host parts (subnet-router anycast, conventional gateway).
+    let host = if host < 2 { host + 2 } else { host };
+    Ipv6Addr::from(u128::from(prefix.network()) | host)
+}
+
+/// Joins `ns` to the underlay: veth [`UNDERLAY_IF`] ↔ `ext_end` on the underlay bridge, with the
+/// namespace's underlay address.
+pub async fn ensure_underlay(
+    settings: &LinuxSettings,
+    ns: &str,
+    ext_end: &str,
+) -> Result<Ipv6Addr, CmdError> {
+    ensure_external(settings).await?;
+    let here = cmd::link(ns, UNDERLAY_IF).await?;
+    let there = cmd::link(EXT_NS, ext_end).await?;
+    if here.is_none() || there.is_none() {
+        cmd::ip_ignore_missing(Some(ns), &["link", "del", UNDERLAY_IF]).await?;
+        cmd::ip_ignore_missing(Some(EXT_NS), &["link", "del", ext_end]).await?;
+        let mtu = UNDERLAY_MTU.to_string();
+        cmd::ip(
+            None,
+            &[
+                "link",
+                "add",
+                ext_end,
+                "netns",
+                EXT_NS,
+                "mtu",
+                &mtu,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                UNDERLAY_IF,
+                "netns",
+                ns,
+                "mtu",
+                &mtu,
+            ],
+        )
+        .await?;
+    }
+    cmd::ip(
+        Some(EXT_NS),
+        &["link", "set", ext_end, "master", UNDERLAY_BRIDGE, "up"],
+    )
+    .await?;
+    cmd::ip(Some(ns), &["link", "set", UNDERLAY_IF, "up"]).await?;
+    let addr = underlay_addr(settings.underlay_ipv6_cidr, ns);
+    ensure_addr(
+        ns,
+        UNDERLAY_IF,
+        &format!("{addr}/{}", settings.underlay_ipv6_cidr.prefix_len()),
+    )
+    .await?;
+    Ok(addr)
+}
+
+/// VXLAN device for `segment` in `ns`, enslaved to `bridge`, flooding by multicast on the
+/// underlay. Recreated when its parameters differ.
+pub async fn ensure_vxlan(
+    ns: &str,
+    segment: i64,
+    local: Ipv6Addr,
+    bridge: &str,
+    mtu: u32,
+) -> Result<(), CmdError> {
+    let dev = names::vxlan_dev(segment);
+    if cmd::link(ns, &dev).await?.is_none() {
+        let (id, local, port) = (
+            segment.to_string(),
+            local.to_string(),
+            names::VXLAN_PORT.to_string(),
+        );
+        cmd::ip(
+            Some(ns),
+            &[
+                "link",
+                "add",
+                &dev,
+                "type",
+                "vxlan",
+                "id",
+                &id,
+                "group",
+                VXLAN_GROUP,
+                "dev",
+                UNDERLAY_IF,
+                "dstport",
+                &port,
+                "local",
+                &local,
+                "ttl",
+                "4",
+            ],
+        )
+        .await?;
+    }
+    cmd::ip(Some(ns), &["link", "set", &dev, "mtu", &mtu.to_string()]).await?;
+    cmd::ip(Some(ns), &["link", "set", &dev, "master", bridge, "up"]).await?;
+    Ok(())
+}
+
+/// Sets the br_netfilter switches so bridged IP traffic passes the namespace's `inet` hooks.
+pub async fn enable_br_netfilter(ns: &str) -> Result<(), CmdError> {
+    cmd::sysctl(
+        ns,
+        &[
+            "net.bridge.bridge-nf-call-iptables=1",
+            "net.bridge.bridge-nf-call-ip6tables=1",
+        ],
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bridge_macs_are_stable_local_unicast() {
+        let m = bridge_mac("osac-ext", "ext0");
+        assert_eq!(m, bridge_mac("osac-ext", "ext0"));
+        assert_ne!(m, bridge_mac("osac-ext", "ul0"));
+        assert!(m.starts_with("02:") && m.len() == 17);
+    }
+
+    #[test]
+    fn underlay_addresses_are_in_the_prefix_and_distinct() {
+        let p: Ipv6Net = "fd00:6f73:6163:ffff::/64".parse().unwrap();
+        let a = underlay_addr(p, "osac-r-1");
+        let b = underlay_addr(p, "osac-hc-2");
+        assert!(p.contains(&a) && p.contains(&b));
+        assert_ne!(a, b);
+        assert_eq!(a, underlay_addr(p, "osac-r-1"));
+    }
+}

@@ -1,0 +1,61 @@
+//! `osac-linux`: the real dataplane of osac-net (SPEC §8) on the local kernel — network
+//! namespaces, Linux bridges, veth pairs, VXLAN, nftables and dnsmasq.
+//!
+//! - [`LinuxFabric`] implements the fabric role of the manager contract;
+//! - [`LinuxK8s`] implements the k8s role (hosting-cluster overlays);
+//! - [`gc`] removes kernel state nobody owns, [`preflight`] checks root and tools.
+//!
+//! Every kernel name comes from [`names`]; commands run through [`cmd`] (never `setns` on an
+//! async worker thread: `ip -n` / `ip netns exec`). Layout and decisions: `docs/dataplane.md`.
+
+#![warn(missing_docs)]
+
+pub mod cmd;
+pub mod config;
+pub mod dhcp;
+pub mod error;
+pub mod fabric;
+pub mod k8s;
+pub mod kernel;
+pub mod names;
+pub mod probe;
+pub mod provision;
+
+pub use config::LinuxSettings;
+pub use error::LinuxError;
+pub use fabric::{GcReport, LinuxFabric, OwnedSet, gc};
+pub use k8s::LinuxK8s;
+
+/// Tools the dataplane cannot work without.
+pub const REQUIRED_TOOLS: [&str; 4] = ["ip", "nft", "dnsmasq", "sysctl"];
+
+/// Checks that this process can run the dataplane: root, and `ip`, `nft`, `dnsmasq`,
+/// `sysctl` and `conntrack` on PATH. The error says what is missing and how to get it.
+pub async fn preflight() -> Result<(), LinuxError> {
+    let status = tokio::fs::read_to_string("/proc/self/status")
+        .await
+        .map_err(|e| LinuxError::Preflight(format!("cannot read /proc/self/status: {e}")))?;
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("");
+    if euid != "0" {
+        return Err(LinuxError::Preflight(
+            "it needs root (network namespaces, nftables); run as root or use the sim fabric"
+                .into(),
+        ));
+    }
+    let missing: Vec<&str> = REQUIRED_TOOLS
+        .into_iter()
+        .chain(["conntrack"])
+        .filter(|t| !cmd::on_path(t))
+        .collect();
+    if !missing.is_empty() {
+        return Err(LinuxError::Preflight(format!(
+            "missing tools: {} (install: apt-get install -y iproute2 nftables dnsmasq-base conntrack procps)",
+            missing.join(", ")
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! The machines' DHCP clients: which interfaces of which machine namespaces run one, and the
+//! supervisor that keeps that true. A machine namespace runs a client on every interface unless
+//! it is powered off (a wiped bare-metal server): that covers VMs and servers the provisioner
+//! booted and idle cluster agents, which are pre-booted and must get a lease as soon as the
+//! fabric moves their port from the parking network to a subnet.
+//!
+//! The power state lives in the kernel (the alias of the namespace's `lo`), so it survives a
+//! restart of the server like the namespaces themselves.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::cmd::{self, CmdError};
+use crate::dhcp::packet::parse_mac;
+use crate::dhcp::{ClientConfig, DhcpClient, Timing, netns};
+use crate::names::MACHINE_NS_PREFIX;
+
+/// Alias of a powered-off machine's `lo`.
+pub const POWER_OFF_ALIAS: &str = "osac-power-off";
+
+/// One link of a machine namespace as `ip -j link show` reports it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MachineLink {
+    /// Interface name.
+    pub ifname: String,
+    /// MAC address.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// `ip link set … alias` text.
+    #[serde(default)]
+    pub ifalias: Option<String>,
+}
+
+/// The links of namespace `ns` (empty when it does not exist).
+pub async fn machine_links(ns: &str) -> Result<Vec<MachineLink>, CmdError> {
+    match cmd::ip(Some(ns), &["-j", "link", "show"]).await {
+        Ok(out) if out.trim().is_empty() => Ok(Vec::new()),
+        Ok(out) => serde_json::from_str(&out).map_err(|e| CmdError::Failed {
+            command: format!("ip -n {ns} -j link show"),
+            status: "unparsable output".into(),
+            stderr: e.to_string(),
+        }),
+        Err(e) if e.is_not_found() => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the machine's `lo` carries the power-off mark.
+pub fn is_powered_off(links: &[MachineLink]) -> bool {
+    links
+        .iter()
+        .any(|l| l.ifname == "lo" && l.ifalias.as_deref() == Some(POWER_OFF_ALIAS))
+}
+
+/// Marks the machine powered off (`off`) or on.
+pub async fn set_power(ns: &str, off: bool) -> Result<(), CmdError> {
+    let alias = if off { POWER_OFF_ALIAS } else { "" };
+    cmd::ip(Some(ns), &["link", "set", "dev", "lo", "alias", alias])
+        .await
+        .map(|_| ())
+}
+
+/// The running clients, by (namespace, interface).
+pub struct Clients {
+    timing: Timing,
+    running: Mutex<BTreeMap<(String, String), DhcpClient>>,
+}
+
+impl Clients {
+    /// No clients yet; new ones use `timing`.
+    pub fn new(timing: Timing) -> Self {
+        Clients {
+            timing,
+            running: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), DhcpClient>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts a client on `ns`/`ifname` unless one runs (a finished one is replaced).
+    pub fn ensure(&self, ns: &str, ifname: &str, mac: &str) -> std::io::Result<()> {
+        let mac_bytes = parse_mac(mac).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad MAC '{mac}'"))
+        })?;
+        let key = (ns.to_string(), ifname.to_string());
+        let mut running = self.lock();
+        if let Some(c) = running.get(&key)
+            && c.is_running()
+            && c.config().mac == mac_bytes
+        {
+            return Ok(());
+        }
+        let stale = running.remove(&key);
+        drop(running);
+        if let Some(c) = stale {
+            c.stop(false);
+        }
+        let client = DhcpClient::start(ClientConfig {
+            netns: ns.to_string(),
+            ifname: ifname.to_string(),
+            mac: mac_bytes,
+            hostname: None,
+            timing: self.timing,
+        })?;
+        self.lock().insert(key, client);
+        Ok(())
+    }
+
+    /// Stops every client of namespace `ns` (blocking: joins the threads); `flush` removes
+    /// their addresses and routes.
+    pub fn stop_ns(&self, ns: &str, flush: bool) {
+        let mine: Vec<DhcpClient> = {
+            let mut running = self.lock();
+            let keys: Vec<_> = running.keys().filter(|(n, _)| n == ns).cloned().collect();
+            keys.iter().filter_map(|k| running.remove(k)).collect()
+        };
+        for c in mine {
+            c.stop(flush);
+        }
+    }
+
+    /// Stops every client (the server is shutting down; addresses stay).
+    pub fn stop_all(&self) {
+        let all: Vec<DhcpClient> = std::mem::take(&mut *self.lock()).into_values().collect();
+        for c in all {
+            c.stop(false);
+        }
+    }
+
+    /// Namespaces with at least one client.
+    pub fn namespaces(&self) -> BTreeSet<String> {
+        self.lock().keys().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Whether `ns`/`ifname` has a running client.
+    pub fn is_running(&self, ns: &str, ifname: &str) -> bool {
+        self.lock()
+            .get(&(ns.to_string(), ifname.to_string()))
+            .is_some_and(DhcpClient::is_running)
+    }
+
+    /// The client status of `ns`/`ifname`, if it has one.
+    pub fn status(&self, ns: &str, ifname: &str) -> Option<crate::dhcp::Status> {
+        self.lock()
+            .get(&(ns.to_string(), ifname.to_string()))
+            .map(DhcpClient::status)
+    }
+}
+
+/// How often a namespace that already runs clients is looked at again (new interfaces).
+const REINSPECT: Duration = Duration::from_secs(30);
+
+/// Keeps every powered-on machine namespace running clients; see the module docs.
+pub struct Supervisor {
+    clients: Arc<Clients>,
+    inspected: BTreeMap<String, Instant>,
+}
+
+impl Supervisor {
+    /// A supervisor of `clients`.
+    pub fn new(clients: Arc<Clients>) -> Self {
+        Supervisor {
+            clients,
+            inspected: BTreeMap::new(),
+        }
+    }
+
+    /// One pass: stops clients of namespaces that are gone, starts clients on interfaces of
+    /// powered-on namespaces. Returns the namespaces it started clients in.
+    pub async fn pass(&mut self) -> Vec<String> {
+        let existing: BTreeSet<String> = netns::list(MACHINE_NS_PREFIX).into_iter().collect();
+        let gone: Vec<String> = self
+            .clients
+            .namespaces()
+            .into_iter()
+            .filter(|ns| !existing.contains(ns))
+            .collect();
+        for ns in gone {
+            tracing::debug!(%ns, "machine namespace gone: stopping its DHCP clients");
+            stop_ns_blocking(&self.clients, &ns, false).await;
+        }
+        self.inspected.retain(|ns, _| existing.contains(ns));
+        let with_clients = self.clients.namespaces();
+        let mut started = Vec::new();
+        for ns in existing {
+            let fresh = self
+                .inspected
+                .get(&ns)
+                .is_some_and(|t| t.elapsed() < REINSPECT);
+            if with_clients.contains(&ns) && fresh {
+                continue;
+            }
+            self.inspected.insert(ns.clone(), Instant::now());
+            if self.inspect(&ns).await {
+                started.push(ns);
+            }
+        }
+        started
+    }
+
+    async fn inspect(&self, ns: &str) -> bool {
+        let links = match machine_links(ns).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(%ns, error = %e, "cannot list machine links");
+                return false;
+            }
+        };
+        if is_powered_off(&links) {
+            return false;
+        }
+        let mut started = false;
+        for l in links.iter().filter(|l| l.ifname != "lo") {
+            let Some(mac) = &l.address else { continue };
+            if self.clients.is_running(ns, &l.ifname) {
+                continue;
+            }
+            match self.clients.ensure(ns, &l.ifname, mac) {
+                Ok(()) => started = true,
+                Err(e) => {
+                    tracing::warn!(%ns, ifname = %l.ifname, error = %e, "cannot start DHCP client")
+                }
+            }
+        }
+        started
+    }
+}
+
+/// [`Clients::stop_ns`] off the async runtime (joining client threads blocks briefly).
+pub async fn stop_ns_blocking(clients: &Arc<Clients>, ns: &str, flush: bool) {
+    let clients = clients.clone();
+    let ns = ns.to_string();
+    let _ = tokio::task::spawn_blocking(move || clients.stop_ns(&ns, flush)).await;
+}

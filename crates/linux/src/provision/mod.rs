@@ -1,0 +1,207 @@
+//! The `linux` provisioner (SPEC §8 "workloads"): a VM, a bare-metal server or a cluster agent
+//! is a machine namespace whose interfaces the fabric created (`create_network_attachment`
+//! makes the veth "cable" with the inventory or generated MAC). "Booting" a machine runs our
+//! DHCP client on every interface, so it is configured only by the fabric's DHCP. Deleting a
+//! VM removes its namespace; wiping a server stops its clients, removes its addresses and marks
+//! it powered off; a cluster's API and ingress VIPs are answered by one agent each.
+
+pub mod machines;
+pub mod vip;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use osac_fabric::OpError;
+use osac_fabric::provision::{
+    BootVmRequest, Nic, ProvisionBareMetalRequest, ProvisionClusterRequest, Provisioner,
+};
+use tokio::sync::Mutex;
+
+use crate::cmd;
+use crate::dhcp::{Timing, netns};
+use crate::names::{machine_ns, machine_of};
+use machines::{Clients, Supervisor, machine_links, set_power, stop_ns_blocking};
+
+/// How often the supervisor looks for machine namespaces needing clients.
+pub const SUPERVISE_EVERY: Duration = Duration::from_secs(1);
+
+/// Boots machines by running DHCP clients in their namespaces. Dropping the last handle stops
+/// the supervisor and every client (addresses stay, as on a crash).
+pub struct LinuxProvisioner {
+    clients: Arc<Clients>,
+    /// Serialises operations with the supervisor's passes (a VM being deleted is not
+    /// re-booted by a concurrent pass).
+    ops: Arc<Mutex<Supervisor>>,
+    /// VIP holders by cluster id (also recorded in the kernel, see [`vip`]).
+    clusters: Mutex<BTreeMap<String, Vec<vip::Holder>>>,
+}
+
+fn transient(e: impl std::fmt::Display) -> OpError {
+    OpError::transient(e.to_string())
+}
+
+impl LinuxProvisioner {
+    /// Starts the provisioner and its supervisor task (needs a tokio runtime).
+    pub fn start(timing: Timing) -> Arc<LinuxProvisioner> {
+        let clients = Arc::new(Clients::new(timing));
+        let ops = Arc::new(Mutex::new(Supervisor::new(clients.clone())));
+        let p = Arc::new(LinuxProvisioner {
+            clients,
+            ops,
+            clusters: Mutex::new(BTreeMap::new()),
+        });
+        let weak: Weak<LinuxProvisioner> = Arc::downgrade(&p);
+        tokio::spawn(async move {
+            loop {
+                let Some(p) = weak.upgrade() else { return };
+                p.ops.lock().await.pass().await;
+                drop(p);
+                tokio::time::sleep(SUPERVISE_EVERY).await;
+            }
+        });
+        p
+    }
+
+    /// The DHCP client status of a machine interface (tests, dev tooling).
+    pub fn client_status(&self, machine_key: &str, ifname: &str) -> Option<crate::dhcp::Status> {
+        self.clients.status(&machine_ns(machine_key), ifname)
+    }
+
+    /// Stops every client (addresses stay); the supervisor ends with the last handle.
+    pub async fn shutdown(&self) {
+        let clients = self.clients.clone();
+        let _ = tokio::task::spawn_blocking(move || clients.stop_all()).await;
+    }
+
+    /// Starts clients on the NICs of machine `key`; the fabric must have created them.
+    async fn boot(&self, key: &str, nics: &[Nic]) -> Result<(), OpError> {
+        let ns = machine_ns(key);
+        if !netns::exists(&ns) {
+            return Err(OpError::transient(format!(
+                "machine namespace {ns} does not exist yet (the fabric creates it with the ports)"
+            )));
+        }
+        let links = machine_links(&ns).await.map_err(transient)?;
+        for nic in nics {
+            if !links.iter().any(|l| l.ifname == nic.name) {
+                return Err(OpError::transient(format!(
+                    "interface {} of machine {ns} does not exist yet",
+                    nic.name
+                )));
+            }
+        }
+        set_power(&ns, false).await.map_err(transient)?;
+        for nic in nics {
+            self.clients
+                .ensure(&ns, &nic.name, &nic.mac_address)
+                .map_err(|e| OpError::transient(format!("DHCP client on {}: {e}", nic.name)))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LinuxProvisioner {
+    fn drop(&mut self) {
+        self.clients.stop_all();
+    }
+}
+
+/// The machine key of a VM: the instance id (its ports are `<id>/<nic>` on the hosting
+/// cluster).
+fn vm_key(req: &BootVmRequest) -> String {
+    let nic = req.nics.first().map_or("eth0", |n| n.name.as_str());
+    machine_of(&req.hosting_cluster, &format!("{}/{nic}", req.instance_id)).0
+}
+
+#[async_trait]
+impl Provisioner for LinuxProvisioner {
+    async fn boot_vm(&self, req: &BootVmRequest) -> Result<(), OpError> {
+        if req.nics.is_empty() {
+            return Err(OpError::permanent("a VM needs at least one NIC"));
+        }
+        let _guard = self.ops.lock().await;
+        self.boot(&vm_key(req), &req.nics).await
+    }
+
+    async fn delete_vm(&self, instance_id: &str) -> Result<(), OpError> {
+        let _guard = self.ops.lock().await;
+        let ns = machine_ns(instance_id);
+        stop_ns_blocking(&self.clients, &ns, false).await;
+        cmd::delete_netns(&ns).await.map_err(transient)
+    }
+
+    async fn provision_baremetal(&self, req: &ProvisionBareMetalRequest) -> Result<(), OpError> {
+        let _guard = self.ops.lock().await;
+        self.boot(&req.host_id, &req.nics).await
+    }
+
+    async fn deprovision_baremetal(
+        &self,
+        _instance_id: &str,
+        host_id: &str,
+    ) -> Result<(), OpError> {
+        let _guard = self.ops.lock().await;
+        let ns = machine_ns(host_id);
+        if !netns::exists(&ns) {
+            return Ok(());
+        }
+        // Powered off first, so no supervisor pass restarts the clients.
+        set_power(&ns, true).await.map_err(transient)?;
+        stop_ns_blocking(&self.clients, &ns, true).await;
+        Ok(())
+    }
+
+    async fn provision_cluster(&self, req: &ProvisionClusterRequest) -> Result<(), OpError> {
+        if req.agents.is_empty() {
+            return Err(OpError::permanent("a cluster needs at least one agent"));
+        }
+        let parse = |what: &str, v: &str| {
+            v.parse::<IpAddr>()
+                .map_err(|_| OpError::permanent(format!("{what} '{v}' is not an IP address")))
+        };
+        let api = parse("api_vip", &req.api_vip)?;
+        let ingress = parse("ingress_vip", &req.ingress_vip)?;
+        let mut agents = req.agents.clone();
+        agents.sort_by(|a, b| a.host_id.cmp(&b.host_id));
+        // MetalLB-style spread: the API on the first agent, ingress on the second (if any).
+        let api_agent = &agents[0];
+        let ingress_agent = &agents[1 % agents.len()];
+        let mut holders = Vec::new();
+        if api_agent.host_id == ingress_agent.host_id {
+            holders.extend(
+                vip::assign(
+                    &req.cluster_id,
+                    &api_agent.host_id,
+                    &api_agent.mac_address,
+                    &[api, ingress],
+                )
+                .await?,
+            );
+        } else {
+            for (agent, v) in [(api_agent, api), (ingress_agent, ingress)] {
+                holders.extend(
+                    vip::assign(&req.cluster_id, &agent.host_id, &agent.mac_address, &[v]).await?,
+                );
+            }
+        }
+        self.clusters
+            .lock()
+            .await
+            .insert(req.cluster_id.clone(), holders);
+        Ok(())
+    }
+
+    async fn deprovision_cluster(&self, cluster_id: &str) -> Result<(), OpError> {
+        let known = self.clusters.lock().await.get(cluster_id).cloned();
+        let holders = match known {
+            Some(h) => h,
+            None => vip::find(cluster_id).await?,
+        };
+        vip::release(&holders).await?;
+        self.clusters.lock().await.remove(cluster_id);
+        Ok(())
+    }
+}

@@ -1,0 +1,431 @@
+//! Harness of the root dataplane tests: skip (with a reason) when the machine cannot run them,
+//! fail instead under `CI=true`; per-test ranges and ids so tests run in parallel; probes run
+//! inside namespaces with `ip netns exec`.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use osac_fabric::{Capability, DriverConfig, FabricClient, Registration, Role};
+use osac_linux::{LinuxFabric, LinuxK8s, LinuxSettings};
+use tokio::process::{Child, Command};
+
+/// Whether the dataplane can run here; panics under `CI=true` when it cannot.
+pub async fn ready() -> bool {
+    match osac_linux::preflight().await {
+        Ok(()) => true,
+        Err(e) => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("dataplane tests must run in CI: {e}");
+            }
+            eprintln!("skipping dataplane test: {e}");
+            false
+        }
+    }
+}
+
+/// A registration for programmatic setups.
+pub fn registration(name: &str, role: Role, clusters: &[String]) -> Registration {
+    Registration {
+        name: name.into(),
+        role,
+        description: "test".into(),
+        capabilities: [Capability::Ipv4, Capability::Ipv6, Capability::DualStack]
+            .into_iter()
+            .collect(),
+        driver: DriverConfig::Sim,
+        hosting_clusters: clusters.to_vec(),
+    }
+}
+
+/// One test's world: its own state dir, transit ranges, pool and ids.
+pub struct Env {
+    /// Short unique tag for ids.
+    pub tag: String,
+    /// Settings used by both managers.
+    pub settings: LinuxSettings,
+    /// The fabric.
+    pub fabric: Arc<LinuxFabric>,
+    /// Typed client over it.
+    pub client: FabricClient,
+    /// Pool prefix for external IPs.
+    pub pool: ipnet::IpNet,
+    /// Port of TCP probes in shared namespaces.
+    pub tcp_port: u16,
+    _dir: tempfile::TempDir,
+    ids: std::sync::Mutex<BTreeSet<String>>,
+}
+
+impl Env {
+    /// A fresh world for test number `n` (distinct per test function, < 16).
+    pub async fn new(n: u8) -> Env {
+        let pid = std::process::id();
+        let dir = tempfile::tempdir().unwrap();
+        let settings = LinuxSettings {
+            state_dir: dir.path().to_path_buf(),
+            transit_ipv4_cidr: format!("100.{}.{}.0/24", 64 + n, pid % 250)
+                .parse()
+                .unwrap(),
+            transit_ipv6_cidr: format!("fd00:6f73:{n:x}:{:x}::/64", pid % 65000)
+                .parse()
+                .unwrap(),
+            ..LinuxSettings::default()
+        };
+        let fabric = Arc::new(
+            LinuxFabric::new(
+                registration("linux-fabric", Role::Fabric, &[]),
+                settings.clone(),
+            )
+            .await
+            .unwrap(),
+        );
+        let client = FabricClient::new(fabric.clone());
+        Env {
+            tag: format!("t{n}-{pid}"),
+            pool: format!("198.19.{}.{}/28", pid % 200, u16::from(n) * 16)
+                .parse()
+                .unwrap(),
+            tcp_port: 20000 + u16::from(n),
+            settings,
+            fabric,
+            client,
+            _dir: dir,
+            ids: std::sync::Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// A k8s manager over this world's settings with two hosting clusters of its own.
+    pub async fn k8s(&mut self) -> LinuxK8s {
+        let clusters = vec![self.id("hc-a"), self.id("hc-b")];
+        LinuxK8s::new(
+            registration("linux-k8s", Role::K8s, &clusters),
+            self.settings.clone(),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// An id unique to this test (remembered: every namespace derived from it is removed when
+    /// the test ends, also when it fails).
+    pub fn id(&self, s: &str) -> String {
+        let id = format!("{}-{s}", self.tag);
+        self.ids.lock().unwrap().insert(id.clone());
+        id
+    }
+
+    /// Ends the test (cleanup runs in `Drop`, so a failing test cleans up too).
+    pub async fn teardown(self) {}
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        use std::process::Command as Sync;
+        let ids = self.ids.lock().map(|i| i.clone()).unwrap_or_default();
+        let mut namespaces = BTreeSet::new();
+        for id in &ids {
+            namespaces.insert(osac_linux::names::router_ns(id));
+            namespaces.insert(osac_linux::names::machine_ns(id));
+            namespaces.insert(osac_linux::names::hosting_ns(id));
+        }
+        for ns in &namespaces {
+            if !std::path::Path::new("/run/netns").join(ns).exists() {
+                continue;
+            }
+            if let Ok(out) = Sync::new("ip").args(["netns", "pids", ns]).output() {
+                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                    let _ = Sync::new("kill").args(["-9", pid]).status();
+                }
+            }
+            let _ = Sync::new("ip").args(["netns", "del", ns]).status();
+        }
+        // Our transit gateway and the routes through our routers in the shared external namespace.
+        let t4 = self.settings.transit_ipv4_cidr;
+        let t6 = self.settings.transit_ipv6_cidr;
+        let ext = osac_linux::names::EXT_NS;
+        if let Ok(out) = Sync::new("ip").args(["-n", ext, "route", "show"]).output() {
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let mut f = line.split_whitespace();
+                let dst = f.next().unwrap_or("");
+                let via = line
+                    .split("via ")
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next());
+                if via
+                    .and_then(|v| v.parse::<std::net::Ipv4Addr>().ok())
+                    .is_some_and(|v| t4.contains(&v))
+                {
+                    let _ = Sync::new("ip")
+                        .args(["-n", ext, "route", "del", dst])
+                        .status();
+                }
+            }
+        }
+        let gw4 = format!("{}/{}", osac_fabric::net::ipv4_gateway(t4), t4.prefix_len());
+        let gw6 = format!("{}/{}", osac_fabric::net::ipv6_gateway(t6), t6.prefix_len());
+        for a in [gw4, gw6] {
+            let _ = Sync::new("ip")
+                .args(["-n", ext, "addr", "del", &a, "dev", "ext0"])
+                .status();
+        }
+    }
+}
+
+/// Runs a command inside a namespace; true on exit status 0.
+pub async fn sh(ns: &str, args: &[&str]) -> bool {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    out.status.success()
+}
+
+/// Runs a command inside a namespace and returns stdout (panics on failure).
+pub async fn sh_out(ns: &str, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} in {ns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One ICMP echo (1 s timeout; up to 3 tries for first-packet ARP/ND).
+pub async fn ping(ns: &str, dst: &str) -> bool {
+    for _ in 0..3 {
+        if sh(ns, &["ping", "-c1", "-W1", dst]).await {
+            return true;
+        }
+    }
+    false
+}
+
+/// One ICMP echo attempt that is expected to fail (single try).
+pub async fn ping_once(ns: &str, dst: &str) -> bool {
+    sh(ns, &["ping", "-c1", "-W1", dst]).await
+}
+
+/// Configures a machine interface by hand (H2's DHCP client does this in the product).
+pub async fn configure(machine_ns: &str, ifname: &str, cidr: &str, gw: Option<&str>) {
+    sh_out(
+        machine_ns,
+        &["ip", "addr", "replace", cidr, "dev", ifname, "nodad"],
+    )
+    .await;
+    if let Some(gw) = gw {
+        let v6 = gw.contains(':');
+        let fam = if v6 { "-6" } else { "-4" };
+        sh_out(
+            machine_ns,
+            &[
+                "ip", fam, "route", "replace", "default", "via", gw, "dev", ifname,
+            ],
+        )
+        .await;
+    }
+}
+
+const SERVER: &str = r#"
+import socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((host, port)); s.listen(8); s.settimeout(20)
+print("ready", flush=True)
+while True:
+    c, a = s.accept()
+    print(a[0], flush=True)
+    c.sendall(b"ok"); c.close()
+"#;
+
+/// A TCP server in `ns` on `host:port` printing each peer address; kill it when done.
+pub async fn tcp_server(ns: &str, host: &str, port: u16) -> Child {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "python3",
+            "-c",
+            SERVER,
+            host,
+            &port.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+    assert!(
+        matches!(first, Ok(Ok(Some(ref l))) if l == "ready"),
+        "server did not start"
+    );
+    // Keep the reader alive for peers.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(l)) = lines.next_line().await {
+            let _ = tx.send(l);
+        }
+    });
+    PEERS.lock().unwrap().insert(child.id().unwrap_or(0), rx);
+    child
+}
+
+type PeerRx = tokio::sync::mpsc::UnboundedReceiver<String>;
+static PEERS: std::sync::Mutex<std::collections::BTreeMap<u32, PeerRx>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Next peer address the server saw.
+pub async fn next_peer(server: &Child) -> Option<String> {
+    let id = server.id().unwrap_or(0);
+    let mut rx = PEERS.lock().unwrap().remove(&id)?;
+    let peer = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .ok()
+        .flatten();
+    PEERS.lock().unwrap().insert(id, rx);
+    peer
+}
+
+const CLIENT: &str = r#"
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)
+assert s.recv(2) == b"ok"
+"#;
+
+/// Whether a TCP connection from `ns` to `host:port` completes.
+pub async fn tcp_ok(ns: &str, host: &str, port: u16) -> bool {
+    sh(ns, &["python3", "-c", CLIENT, host, &port.to_string()]).await
+}
+
+const ECHO_SERVER: &str = r#"
+import socket, sys, threading
+host, port = sys.argv[1], int(sys.argv[2])
+fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+s = socket.socket(fam, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((host, port)); s.listen(8)
+print("ready", flush=True)
+def echo(c):
+    while True:
+        d = c.recv(64)
+        if not d:
+            break
+        c.sendall(d)
+while True:
+    c, a = s.accept()
+    threading.Thread(target=echo, args=(c,), daemon=True).start()
+"#;
+
+/// A TCP echo server in `ns` keeping connections open; kill it when done.
+pub async fn echo_server(ns: &str, host: &str, port: u16) -> Child {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "python3",
+            "-c",
+            ECHO_SERVER,
+            host,
+            &port.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+    assert!(
+        matches!(first, Ok(Ok(Some(ref l))) if l == "ready"),
+        "echo server did not start"
+    );
+    child
+}
+
+const SESSION: &str = r#"
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+print("connected", flush=True)
+for _ in sys.stdin:
+    try:
+        s.sendall(b"x")
+        print("ok" if s.recv(1) == b"x" else "closed", flush=True)
+    except Exception:
+        print("fail", flush=True)
+"#;
+
+/// An open TCP connection from a namespace: each [`Session::exchange`] sends one byte and
+/// reports whether the echo came back (3 s timeout).
+pub struct Session {
+    child: Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Session {
+    /// Connects from `ns` to `host:port`; None when the connection cannot be opened.
+    pub async fn open(ns: &str, host: &str, port: u16) -> Option<Session> {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                "python3",
+                "-c",
+                SESSION,
+                host,
+                &port.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+        matches!(first, Ok(Ok(Some(ref l))) if l == "connected").then_some(Session {
+            child,
+            stdin,
+            lines,
+        })
+    }
+
+    /// Sends a byte over the open connection; true when it was echoed.
+    pub async fn exchange(&mut self) -> bool {
+        use tokio::io::AsyncWriteExt;
+        if self.stdin.write_all(b"\n").await.is_err() {
+            return false;
+        }
+        let _ = self.stdin.flush().await;
+        let reply = tokio::time::timeout(Duration::from_secs(10), self.lines.next_line()).await;
+        matches!(reply, Ok(Ok(Some(ref l))) if l == "ok")
+    }
+
+    /// Closes the connection.
+    pub async fn close(mut self) {
+        let _ = self.child.kill().await;
+    }
+}

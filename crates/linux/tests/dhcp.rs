@@ -1,0 +1,239 @@
+//! Root test of our DHCP client against a real dnsmasq: a server namespace and a machine
+//! namespace joined by a veth. Skips (with a reason) without root or tools, fails under CI.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use osac_linux::dhcp::{ClientConfig, DhcpClient, Status, Timing};
+
+fn sh(args: &[&str]) -> String {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("spawn");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn can_run() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc_geteuid() } == 0;
+    let tools = ["ip", "dnsmasq"].iter().all(|t| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {t}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if root && tools {
+        return true;
+    }
+    let why = if root {
+        "ip or dnsmasq missing"
+    } else {
+        "not root"
+    };
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("dataplane test cannot run under CI: {why}");
+    }
+    eprintln!("skipping: {why}");
+    false
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// Two namespaces, a veth and dnsmasq; removed on drop.
+struct Lab {
+    srv: String,
+    machine: String,
+    dnsmasq: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.dnsmasq.kill();
+        let _ = self.dnsmasq.wait();
+        for ns in [&self.srv, &self.machine] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+const MAC: &str = "02:aa:00:00:00:07";
+
+fn lab(tag: &str, extra: &[&str]) -> Lab {
+    let pid = std::process::id();
+    let srv = format!("h2t-{pid}-{tag}-s");
+    let machine = format!("h2t-{pid}-{tag}-m");
+    for ns in [&srv, &machine] {
+        let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        sh(&["ip", "netns", "add", ns]);
+    }
+    sh(&[
+        "ip", "-n", &srv, "link", "add", "s0", "type", "veth", "peer", "name", "eth0", "netns",
+        &machine,
+    ]);
+    sh(&[
+        "ip", "-n", &machine, "link", "set", "eth0", "address", MAC, "up",
+    ]);
+    sh(&["ip", "-n", &srv, "addr", "add", "10.99.0.1/24", "dev", "s0"]);
+    sh(&["ip", "-n", &srv, "link", "set", "s0", "up"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let leases = dir.path().join("leases");
+    let mut args: Vec<String> = [
+        "netns",
+        "exec",
+        &srv,
+        "dnsmasq",
+        "--no-daemon",
+        "--port=0",
+        "--conf-file=/dev/null",
+        "--interface=s0",
+        "--bind-interfaces",
+        "--no-ping",
+        "--pid-file",
+        "--dhcp-range=10.99.0.10,10.99.0.50,255.255.255.0,1h",
+        "--dhcp-option=option:mtu,1400",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(format!("--dhcp-host={MAC},10.99.0.23"));
+    args.push(format!("--dhcp-leasefile={}", leases.display()));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let dnsmasq = Command::new("ip")
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dnsmasq");
+    Lab {
+        srv,
+        machine,
+        dnsmasq,
+        _dir: dir,
+    }
+}
+
+fn client(lab: &Lab) -> DhcpClient {
+    DhcpClient::start(ClientConfig {
+        netns: lab.machine.clone(),
+        ifname: "eth0".into(),
+        mac: osac_linux::dhcp::packet::parse_mac(MAC).expect("mac"),
+        hostname: Some("vm1".into()),
+        timing: Timing {
+            renew_cap: Duration::from_secs(1),
+            ..Timing::default()
+        },
+    })
+    .expect("client")
+}
+
+fn wait_bound(c: &DhcpClient) -> osac_linux::dhcp::apply::Applied {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        match c.status() {
+            Status::Bound(a) => return a,
+            Status::Stopped(why) => panic!("client stopped: {why}"),
+            Status::Searching if Instant::now() > until => panic!("no lease after 20 s"),
+            Status::Searching => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+#[test]
+fn client_gets_address_gateway_and_mtu_from_dnsmasq_and_flushes_on_stop() {
+    if !can_run() {
+        return;
+    }
+    let lab = lab("a", &["--dhcp-option=option:router,10.99.0.1"]);
+    let c = client(&lab);
+    let a = wait_bound(&c);
+    assert_eq!(a.address.to_string(), "10.99.0.23");
+    assert_eq!(a.prefix_len, 24);
+    let addrs = sh(&[
+        "ip",
+        "-n",
+        &lab.machine,
+        "-4",
+        "addr",
+        "show",
+        "dev",
+        "eth0",
+    ]);
+    assert!(addrs.contains("10.99.0.23/24"), "{addrs}");
+    assert!(addrs.contains("mtu 1400"), "{addrs}");
+    let routes = sh(&["ip", "-n", &lab.machine, "route", "show", "default"]);
+    assert!(routes.contains("via 10.99.0.1 dev eth0"), "{routes}");
+    // Renewals keep the lease (renew_cap is 1 s).
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(matches!(c.status(), Status::Bound(_)));
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &lab.machine,
+        "ping",
+        "-c1",
+        "-W2",
+        "10.99.0.1",
+    ]);
+    c.stop(true);
+    let addrs = sh(&[
+        "ip",
+        "-n",
+        &lab.machine,
+        "-4",
+        "addr",
+        "show",
+        "dev",
+        "eth0",
+    ]);
+    assert!(!addrs.contains("10.99.0.23"), "{addrs}");
+    let routes = sh(&["ip", "-n", &lab.machine, "route", "show", "default"]);
+    assert!(routes.trim().is_empty(), "{routes}");
+}
+
+#[test]
+fn without_router_option_no_default_route_and_lost_server_drops_the_address() {
+    if !can_run() {
+        return;
+    }
+    // dnsmasq sends itself as router unless told to send none (what the fabric does for
+    // non-primary ports).
+    let mut lab = lab("b", &["--dhcp-option=3"]);
+    let c = client(&lab);
+    let a = wait_bound(&c);
+    assert_eq!(a.address.to_string(), "10.99.0.23");
+    let routes = sh(&["ip", "-n", &lab.machine, "route", "show", "default"]);
+    assert!(
+        routes.trim().is_empty(),
+        "non-primary got a default route: {routes}"
+    );
+    // The server goes away (the port moved to a network without it): the address goes too.
+    let _ = lab.dnsmasq.kill();
+    let _ = lab.dnsmasq.wait();
+    let until = Instant::now() + Duration::from_secs(20);
+    while matches!(c.status(), Status::Bound(_)) {
+        assert!(Instant::now() < until, "address kept without a server");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let addrs = sh(&[
+        "ip",
+        "-n",
+        &lab.machine,
+        "-4",
+        "addr",
+        "show",
+        "dev",
+        "eth0",
+    ]);
+    assert!(!addrs.contains("10.99.0.23"), "{addrs}");
+}
