@@ -38,6 +38,29 @@ async fn labelled(api: &Api, collection: &str, label: &str, value: &str) -> Vec<
     r["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// The reasons of the events about object `oid`, oldest first.
+async fn reasons(api: &Api, oid: &str) -> Vec<String> {
+    let filter = format!("this.spec.object_id == \"{oid}\"");
+    let r = api
+        .list("events", &[("filter", filter.as_str()), ("limit", "1000")])
+        .await
+        .ok();
+    r["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| e["spec"]["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[track_caller]
+fn has_all(got: &[String], want: &[&str]) {
+    for w in want {
+        assert!(got.iter().any(|g| g == w), "no {w} event in {got:?}");
+    }
+}
+
 async fn pool_available(s: &TestServer, pool: &str) -> i64 {
     let p = s
         .admin
@@ -142,6 +165,11 @@ async fn onboarding_creates_ready_labelled_defaults(backend: Backend) {
     assert_eq!(vn["spec"]["ipv4_cidr"], "10.0.0.0/16");
     // The NAT address came out of the pool.
     assert_eq!(pool_available(&s, "external-pool-1").await, before - 1);
+    // The tenant sees what happened to it.
+    has_all(
+        &reasons(&t, &id(&tenant)).await,
+        &["DefaultNetworkingCreated", "DefaultNetworkingReady"],
+    );
     s.finish().await;
 }
 
@@ -264,6 +292,10 @@ async fn workloads_without_attachments_get_the_defaults_stored(backend: Backend)
     let running = t
         .wait("compute_instances", "vm1", "COMPUTE_INSTANCE_STATE_RUNNING")
         .await;
+    has_all(
+        &reasons(&t, &id(&vm)).await,
+        &["Created", "NetworkAttachmentsPopulated", "Running"],
+    );
     let ip = running["status"]["internal_ip_address"].as_str().unwrap();
     assert!(ip.starts_with("10.0.1."), "{running}");
 
@@ -432,6 +464,7 @@ async fn single_call_vm_bm_and_cluster_get_external_addresses(backend: Backend) 
         ])
     );
     assert_eq!(pool_available(&s, "external-pool-1").await, before - 4);
+    has_all(&reasons(&t, &id(&vm)).await, &["AutoExternalIPCreated"]);
 
     // They activate: every workload ends up with an external address.
     for (collection, name, state) in [
@@ -536,6 +569,12 @@ async fn concurrent_single_call_creates_never_over_allocate(backend: Backend) {
         }
     }
     assert_eq!((created, exhausted), (20, 30));
+    let r = t
+        .list("events", &[("filter", "this.spec.reason == \"ExternalIPPoolExhausted\""), ("limit", "1000")])
+        .await
+        .ok();
+    assert_eq!(r["total"], 30, "one warning per refused request: {r}");
+    assert_eq!(r["items"][0]["spec"]["type"], "EVENT_TYPE_WARNING");
     assert_eq!(t.count("compute_instances").await, 20);
     let auto = labelled(
         &t,
@@ -683,6 +722,10 @@ async fn cleanup_retries_a_failing_dnat_removal_then_completes_in_order() {
         "{manual}"
     );
     assert_eq!(pool_available(&s, "external-pool-1").await, before - 1);
+    has_all(
+        &reasons(&t, &id(&vm)).await,
+        &["CleanupExternalIPAttachments", "CleanupExternalIPs", "CleanupCompleted"],
+    );
     s.finish().await;
 }
 
@@ -710,6 +753,7 @@ async fn cleanup_that_never_succeeds_orphans_the_leftovers() {
         eips[0]["metadata"]["labels"]["osac.openshift.io/auto-provisioned-for"],
         json!(id(&vm))
     );
+    has_all(&reasons(&t, &id(&vm)).await, &["CleanupOrphaned"]);
     s.finish().await;
 }
 

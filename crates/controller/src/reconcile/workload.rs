@@ -184,7 +184,7 @@ impl<T: Workload> Work<T> {
         if next == self.rec {
             return Ok(None);
         }
-        Ok(tx.update(&next).await?)
+        Ok(crate::events::update(tx, &self.rec, &next).await?)
     }
 
     /// Records a committed write.
@@ -203,7 +203,7 @@ impl<T: Workload> Work<T> {
             return Ok(());
         }
         let mut tx = ctx.store.begin().await?;
-        let written = tx.update(&next).await?;
+        let written = crate::events::update(&mut *tx, &self.rec, &next).await?;
         tx.commit().await?;
         self.written(written);
         metrics::workload_phase(T::KIND.collection(), "status_write", started.elapsed());
@@ -762,7 +762,7 @@ pub(crate) async fn finalize_with_hosts(
     let mut next = rec.clone();
     next.finalizers.retain(|f| f != FABRIC_FINALIZER);
     if next != *rec {
-        tx.update(&next).await?;
+        crate::events::update(&mut *tx, rec, &next).await?;
     }
     tx.commit().await?;
     metrics::workload_phase(rec.kind.collection(), "release_hosts", start.elapsed());
