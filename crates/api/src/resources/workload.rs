@@ -173,11 +173,14 @@ pub async fn auto_external_ips(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
         }
         let att_body = json!({"metadata": {"labels": labels}, "spec": spec});
         let att = insert_new(cx, Kind::ExternalIpAttachment, &att_body).await?;
+        let for_endpoint = if rec.kind == Kind::Cluster {
+            format!(" for the {} endpoint", endpoint.rsplit('_').next().unwrap_or(endpoint))
+        } else {
+            String::new()
+        };
         let message = format!(
-            "ExternalIP {} and ExternalIPAttachment {} created ({})",
-            eip.id,
-            att.id,
-            endpoint.rsplit('_').next().unwrap_or(endpoint)
+            "ExternalIP {} and ExternalIPAttachment {} created{for_endpoint}",
+            eip.id, att.id
         );
         let event =
             osac_controller::events::for_record(rec, false, "AutoExternalIPCreated", message);
