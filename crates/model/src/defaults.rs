@@ -138,8 +138,10 @@ pub const DEFAULT_KINDS: [Kind; 5] = [
 ];
 
 /// Tenant-owned kinds in the order a tenant's deletion removes them: each tier only after the
-/// previous one is gone (consumers before what they consume).
-pub const TENANT_TEARDOWN_ORDER: [&[Kind]; 4] = [
+/// previous one is gone (consumers before what they consume). The API refuses to delete a
+/// tenant with workloads; the first tier only catches one created concurrently with the delete.
+pub const TENANT_TEARDOWN_ORDER: [&[Kind]; 5] = [
+    &Kind::WORKLOADS,
     &[Kind::ExternalIpAttachment, Kind::NatGateway],
     &[Kind::ExternalIp],
     &[Kind::SecurityGroup, Kind::Subnet],
