@@ -127,7 +127,7 @@ async fn subnets_ports_routing_and_rebuild() {
     assert_eq!(a1, "10.0.1.2");
     assert_ne!(a1, a2);
     // Reservations reach dnsmasq, router option only for primary ports.
-    let hosts = std::fs::read_to_string(&files.hosts).unwrap();
+    let hosts = files.host_entries();
     assert!(
         hosts.contains("02:01:00:00:00:01,set:primary,10.0.1.2,[fd10:0:0:1::2]"),
         "{hosts}"
@@ -218,11 +218,7 @@ async fn subnets_ports_routing_and_rebuild() {
             .is_none()
     );
     assert!(cmd::netns_exists(&m2).await.unwrap());
-    assert!(
-        !std::fs::read_to_string(&files.hosts)
-            .unwrap()
-            .contains("02:01:00:00:00:02")
-    );
+    assert!(!files.host_entries().contains("02:01:00:00:00:02"));
     env.teardown().await;
 }
 

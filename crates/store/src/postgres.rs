@@ -270,30 +270,39 @@ impl Store for PostgresStore {
 
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
         let (puts, deletes) = crate::kv_coalesce(changes);
-        if puts.is_empty() && deletes.is_empty() {
-            return Ok(());
-        }
-        let mut tx = self.pool.begin().await?;
+        let mut statements: Vec<sqlx::QueryBuilder<'_, sqlx::Postgres>> = Vec::new();
         for chunk in puts.chunks(crate::KV_CHUNK) {
-            let mut q =
-                sqlx::QueryBuilder::<sqlx::Postgres>::new("INSERT INTO kv (ns, key, value) ");
+            let mut q = sqlx::QueryBuilder::new("INSERT INTO kv (ns, key, value) ");
             q.push_values(chunk, |mut row, (key, value)| {
                 row.push_bind(ns).push_bind(*key).push_bind(*value);
             });
             q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
-            q.build().execute(&mut *tx).await?;
+            statements.push(q);
         }
         for chunk in deletes.chunks(crate::KV_CHUNK) {
-            let mut q = sqlx::QueryBuilder::<sqlx::Postgres>::new("DELETE FROM kv WHERE ns = ");
+            let mut q = sqlx::QueryBuilder::new("DELETE FROM kv WHERE ns = ");
             q.push_bind(ns).push(" AND key IN (");
             let mut keys = q.separated(", ");
             for key in chunk {
                 keys.push_bind(*key);
             }
             q.push(")");
-            q.build().execute(&mut *tx).await?;
+            statements.push(q);
         }
-        tx.commit().await?;
+        match statements.as_mut_slice() {
+            [] => {}
+            // One statement is atomic on its own: no BEGIN/COMMIT round trips.
+            [only] => {
+                only.build().execute(&self.pool).await?;
+            }
+            all => {
+                let mut tx = self.pool.begin().await?;
+                for q in all {
+                    q.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+            }
+        }
         Ok(())
     }
 }

@@ -174,7 +174,10 @@ pub async fn auto_external_ips(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
         let att_body = json!({"metadata": {"labels": labels}, "spec": spec});
         let att = insert_new(cx, Kind::ExternalIpAttachment, &att_body).await?;
         let for_endpoint = if rec.kind == Kind::Cluster {
-            format!(" for the {} endpoint", endpoint.rsplit('_').next().unwrap_or(endpoint))
+            format!(
+                " for the {} endpoint",
+                endpoint.rsplit('_').next().unwrap_or(endpoint)
+            )
         } else {
             String::new()
         };

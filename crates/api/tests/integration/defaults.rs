@@ -570,7 +570,13 @@ async fn concurrent_single_call_creates_never_over_allocate(backend: Backend) {
     }
     assert_eq!((created, exhausted), (20, 30));
     let r = t
-        .list("events", &[("filter", "this.spec.reason == \"ExternalIPPoolExhausted\""), ("limit", "1000")])
+        .list(
+            "events",
+            &[
+                ("filter", "this.spec.reason == \"ExternalIPPoolExhausted\""),
+                ("limit", "1000"),
+            ],
+        )
         .await
         .ok();
     assert_eq!(r["total"], 30, "one warning per refused request: {r}");
@@ -724,7 +730,11 @@ async fn cleanup_retries_a_failing_dnat_removal_then_completes_in_order() {
     assert_eq!(pool_available(&s, "external-pool-1").await, before - 1);
     has_all(
         &reasons(&t, &id(&vm)).await,
-        &["CleanupExternalIPAttachments", "CleanupExternalIPs", "CleanupCompleted"],
+        &[
+            "CleanupExternalIPAttachments",
+            "CleanupExternalIPs",
+            "CleanupCompleted",
+        ],
     );
     s.finish().await;
 }

@@ -70,15 +70,87 @@ pub struct Dp {
     pub created: Mutex<BTreeSet<String>>,
 }
 
+/// The hosting clusters of this suite (their namespaces are the suite's own).
+pub const HOSTING_CLUSTERS: [&str; 2] = ["dp-a", "dp-b"];
+
+/// Where the suite records the machine namespaces it made, so a later run can sweep what an
+/// aborted run left behind.
+fn record_file() -> std::path::PathBuf {
+    std::env::temp_dir().join("osac-dataplane-suite.namespaces")
+}
+
+/// Removes what earlier (possibly aborted) runs of this suite left in the kernel, and only
+/// that: router namespaces on the suite's transit range, its hosting clusters' namespaces,
+/// recorded machine namespaces (with their dnsmasq processes), and the suite pool's routes in
+/// the external namespace. Leftovers would collide with this run (same transit addresses).
+pub async fn sweep() {
+    let mut scope: BTreeSet<String> = HOSTING_CLUSTERS
+        .iter()
+        .map(|c| osac_linux::names::hosting_ns(c))
+        .collect();
+    if let Ok(text) = std::fs::read_to_string(record_file()) {
+        scope.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from),
+        );
+    }
+    let all = osac_linux::cmd::list_netns().await.unwrap_or_default();
+    let transit = TRANSIT.trim_end_matches("0.0/16");
+    for ns in all
+        .iter()
+        .filter(|n| n.starts_with(osac_linux::names::ROUTER_NS_PREFIX))
+    {
+        let out = Command::new("ip")
+            .args([
+                "-n",
+                ns,
+                "-4",
+                "-o",
+                "addr",
+                "show",
+                "dev",
+                osac_linux::names::UPLINK_IF,
+            ])
+            .output();
+        if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&format!(" {transit}"))) {
+            scope.insert(ns.clone());
+        }
+    }
+    let scope: Vec<String> = scope.into_iter().filter(|n| all.contains(n)).collect();
+    if !scope.is_empty() {
+        match osac_linux::fabric::gc_among(&osac_linux::OwnedSet::default(), Some(&scope)).await {
+            Ok(r) => eprintln!(
+                "dataplane sweep: removed {} namespaces, killed {} dnsmasq",
+                r.namespaces.len(),
+                r.processes.len()
+            ),
+            Err(e) => eprintln!("dataplane sweep failed: {e}"),
+        }
+    }
+    let _ = Command::new("ip")
+        .args(["-n", EXT_NS, "route", "flush", "root", POOL_CIDR])
+        .output();
+    let _ = std::fs::remove_file(record_file());
+}
+
 pub async fn start() -> Dp {
+    sweep().await;
     let dir = tempfile::tempdir().expect("tempdir");
+    // dnsmasq drops to an unprivileged user and then reads new host entries itself.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod state dir");
     let tokens = dir.path().join("tokens.json");
     let admin = ensure_admin_token(&tokens).expect("admin token");
     let settings = LinuxSettings {
         state_dir: dir.path().join("dataplane"),
         transit_ipv4_cidr: TRANSIT.parse().expect("cidr"),
         transit_ipv6_cidr: "fd00:6f73:6163:fffd::/64".parse().expect("cidr"),
-        hosting_clusters: vec!["dp-a".into(), "dp-b".into()],
+        hosting_clusters: HOSTING_CLUSTERS.iter().map(|c| c.to_string()).collect(),
         ..LinuxSettings::default()
     };
     let server = start_server(&dir, &settings).await;
@@ -290,10 +362,19 @@ impl Dp {
     }
 
     fn machine(&self, name: &str, id: &str, v: &Value, statuses: &str, ns: String) -> Machine {
-        self.created
+        let fresh = self
+            .created
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(ns.clone());
+        if fresh {
+            use std::io::Write as _;
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(record_file())
+                .and_then(|mut f| writeln!(f, "{ns}"));
+        }
         let st = &v["status"];
         let list = st[statuses].as_array().cloned().unwrap_or_default();
         let primary = list

@@ -39,6 +39,11 @@ async fn dataplane_suite() {
         }
     }
     scenarios::cleanup(dp.clone()).await;
+    if let Ok(dp) = Arc::try_unwrap(dp) {
+        dp.server.shutdown().await;
+    }
+    // Whatever the API did not remove (a failed scenario, a failed delete) goes now.
+    harness::sweep().await;
     assert!(failed.is_empty(), "dataplane scenarios failed: {failed:?}");
 }
 

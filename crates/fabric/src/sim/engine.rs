@@ -133,6 +133,12 @@ async fn writer<T: Tables>(
                 (job.reply, outcome)
             })
             .collect();
+        tracing::debug!(
+            namespace = %namespace,
+            operations = answers.len(),
+            records = writes.len(),
+            "sim batch"
+        );
         if !writes.is_empty() {
             let rows: Vec<(String, Option<String>)> = writes
                 .iter()

@@ -1,6 +1,7 @@
 //! Subnets: a bridge with the gateway addresses in the router namespace, a VXLAN leg into
 //! the hosting clusters' overlays, and a dnsmasq.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -154,10 +155,11 @@ impl Inner {
         let ns = names::router_ns(&s.vn);
         let files = DnsmasqFiles::of(&self.settings.state_dir, &s.id);
         let br = names::subnet_bridge(&s.id);
-        let (hosts, leases, pid) = (
+        let (hosts, leases, pid, log) = (
             files.hosts.display().to_string(),
             files.leases.display().to_string(),
             files.pid.display().to_string(),
+            files.log.display().to_string(),
         );
         let conf = render::dnsmasq_conf(&DnsmasqConf {
             bridge: &br,
@@ -166,24 +168,27 @@ impl Inner {
             mtu: self.settings.mtu,
             lease_seconds: self.settings.lease_seconds,
             dns_servers: &self.settings.dns_servers,
-            hosts_file: &hosts,
+            hosts_dir: &hosts,
             lease_file: &leases,
             pid_file: &pid,
+            log_file: &log,
         });
-        let mut host_lines: Vec<String> = self
+        let wanted: BTreeMap<String, String> = self
             .model
             .subnet_ports(&s.id)
-            .map(|p| render::dnsmasq_host(&p.mac, p.v4, p.v6, p.primary))
+            .map(|p| {
+                (
+                    dnsmasq::host_file_name(&p.mac),
+                    render::dnsmasq_host(&p.mac, p.v4, p.v6, p.primary),
+                )
+            })
             .collect();
-        host_lines.sort();
-        let mut hosts_text = host_lines.join("\n");
-        hosts_text.push('\n');
         let conf_changed = dnsmasq::write_if_changed(&files.conf, &conf).await?;
-        let hosts_changed = dnsmasq::write_if_changed(&files.hosts, &hosts_text).await?;
+        let hosts = dnsmasq::sync_hosts(&files, &wanted).await?;
         if tokio::fs::metadata(&files.leases).await.is_err() {
             dnsmasq::write_if_changed(&files.leases, "").await?;
         }
-        dnsmasq::ensure_running(&ns, &files, restart || conf_changed, hosts_changed).await?;
+        dnsmasq::ensure_running(&ns, &files, restart || conf_changed || hosts.retracted).await?;
         Ok(())
     }
 

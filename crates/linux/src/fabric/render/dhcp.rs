@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::line;
 
-/// One dnsmasq host entry (`dhcp-hostsfile` line): MAC → addresses, tagged `primary` when the
+/// One dnsmasq host entry (a line of a `dhcp-hostsdir` file): MAC → addresses, tagged `primary` when the
 /// port gets the router and DNS options.
 pub fn dnsmasq_host(
     mac: &str,
@@ -41,12 +41,14 @@ pub struct DnsmasqConf<'a> {
     pub lease_seconds: u32,
     /// DNS servers for primary ports.
     pub dns_servers: &'a [IpAddr],
-    /// Host entries file.
-    pub hosts_file: &'a str,
+    /// Host entries directory (`dhcp-hostsdir`, watched by dnsmasq with inotify).
+    pub hosts_dir: &'a str,
     /// Lease file.
     pub lease_file: &'a str,
     /// Pid file.
     pub pid_file: &'a str,
+    /// Log file (dnsmasq's warnings and errors).
+    pub log_file: &'a str,
 }
 
 /// A subnet's dnsmasq configuration: static DHCPv4 reservations only, RA + stateful DHCPv6,
@@ -64,9 +66,10 @@ pub fn dnsmasq_conf(c: &DnsmasqConf<'_>) -> String {
     ] {
         line(&mut s, l);
     }
-    line(&mut s, format!("dhcp-hostsfile={}", c.hosts_file));
+    line(&mut s, format!("dhcp-hostsdir={}", c.hosts_dir));
     line(&mut s, format!("dhcp-leasefile={}", c.lease_file));
     line(&mut s, format!("pid-file={}", c.pid_file));
+    line(&mut s, format!("log-facility={}", c.log_file));
     // No router/DNS unless tagged primary.
     line(&mut s, "dhcp-option=option:router");
     line(&mut s, "dhcp-option=option:dns-server");

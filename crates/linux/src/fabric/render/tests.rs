@@ -167,11 +167,16 @@ fn dnsmasq_gives_router_and_dns_only_to_primary_ports() {
         mtu: 1450,
         lease_seconds: 3600,
         dns_servers: &dns,
-        hosts_file: "/s/h",
+        hosts_dir: "/s/h.d",
         lease_file: "/s/l",
         pid_file: "/s/p",
+        log_file: "/s/log",
     });
     assert!(c.contains("interface=bx\n"));
+    assert!(
+        c.contains("dhcp-hostsdir=/s/h.d\n") && !c.contains("dhcp-hostsfile"),
+        "host entries come from a watched directory (no SIGHUP reloads)"
+    );
     assert!(c.contains("dhcp-range=10.0.1.0,static,255.255.255.0,3600"));
     assert!(c.contains("dhcp-range=fd00:1::,static,64,3600"));
     assert!(c.contains("enable-ra"));
