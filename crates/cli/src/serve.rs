@@ -55,6 +55,13 @@ pub struct ServerArgs {
     /// NetworkingIPDiscoveryTimeout condition (it keeps retrying)
     #[arg(long, default_value_t = ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT.as_secs())]
     pub ip_discovery_timeout_seconds: u64,
+    /// Failed undo attempts of one auto-provisioned object after which a workload's cleanup
+    /// gives up and labels the leftovers orphaned (`osac admin orphans`)
+    #[arg(long, default_value_t = ControllerConfig::default().cleanup_retry_limit)]
+    pub cleanup_retry_limit: u32,
+    /// Seconds events are kept before they are pruned
+    #[arg(long, default_value_t = osac_controller::events::DEFAULT_EVENT_TTL.as_secs())]
+    pub event_ttl_seconds: u64,
 }
 
 /// Which dev-mode managers `osac server` runs.
@@ -105,6 +112,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let controller = ControllerConfig {
         workers: args.workers,
         resync_interval: Duration::from_secs(args.resync_seconds),
+        cleanup_retry_limit: args.cleanup_retry_limit,
+        event_ttl: Duration::from_secs(args.event_ttl_seconds),
         ..ControllerConfig::default()
     };
     let server = osac_api::start(ServerConfig {
