@@ -18,6 +18,7 @@ use osac_fabric::{
     Capability, DriverConfig, DriverContext, DriverFactory, Manager, Registration, Registry,
     RegistryError, Role,
 };
+use osac_linux::provision::MachineScope;
 use osac_linux::{LinuxFabric, LinuxK8s, LinuxSettings, OwnedSet};
 use osac_model::Kind;
 use serde_json::{Value, json};
@@ -122,6 +123,31 @@ pub fn uses_linux(registry: &Registry) -> bool {
         .registrations()
         .iter()
         .any(|r| matches!(r.driver, DriverConfig::Linux(_)))
+}
+
+/// The machines of this server's store (VM instance ids and inventory hosts): the only
+/// machine namespaces its provisioner runs DHCP clients in.
+pub fn machine_scope(store: Arc<dyn osac_store::Store>) -> Arc<dyn MachineScope> {
+    Arc::new(StoreMachines(store))
+}
+
+struct StoreMachines(Arc<dyn osac_store::Store>);
+
+#[async_trait]
+impl MachineScope for StoreMachines {
+    async fn machine_keys(&self) -> Option<std::collections::BTreeSet<String>> {
+        let mut keys = std::collections::BTreeSet::new();
+        for kind in [Kind::ComputeInstance, Kind::Host] {
+            match self.0.ids(kind).await {
+                Ok(ids) => keys.extend(ids),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list machines for the DHCP supervisor");
+                    return None;
+                }
+            }
+        }
+        Some(keys)
+    }
 }
 
 /// What the store and the registry own: everything else of ours in the kernel is garbage.

@@ -184,8 +184,12 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         (None, FabricChoice::Sim) => Registry::sim_dev(&ctx).await?,
         (None, FabricChoice::Linux(settings)) => dataplane::dev_registry(&ctx, settings).await?,
     });
-    let linux_provisioner = dataplane::uses_linux(&registry)
-        .then(|| LinuxProvisioner::start(osac_linux::dhcp::Timing::default()));
+    let linux_provisioner = dataplane::uses_linux(&registry).then(|| {
+        LinuxProvisioner::start(
+            osac_linux::dhcp::Timing::default(),
+            Some(dataplane::machine_scope(store.clone())),
+        )
+    });
     let active_provisioner: Arc<dyn Provisioner> = match &linux_provisioner {
         Some(p) => p.clone(),
         None => provisioner.clone(),

@@ -58,7 +58,7 @@ pub mod runtime;
 pub use dispatch::{Dispatcher, Managers};
 pub use events::{NewEvent, for_record, record, record_now};
 pub use reconcile::cluster::agent_attachment_id;
-pub use reconcile::external_ip::{PoolCounts, recount_pool};
+pub use reconcile::external_ip::{PoolCounts, adjust_pool, recount_pool};
 pub use reconcile::external_ip_attachment::{NoWorkloads, Target, TargetResolver};
 pub use reconcile::host::{PARKED_ANNOTATION, parking_attachment_id};
 pub use reconcile::targets::WorkloadTargets;

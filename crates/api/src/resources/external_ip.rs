@@ -1,5 +1,5 @@
 //! ExternalIP: capacity is reserved in the pool inside the API transaction (the pool row is
-//! locked and the reference index counted), so concurrent creates never over-allocate.
+//! locked and its stored counter checked and moved), so concurrent creates never over-allocate.
 
 use osac_model::net::Family;
 use osac_model::{Kind, pb, validate};
@@ -29,10 +29,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
                 family.label()
             )));
         }
-        let (allocated, total) = (
-            pools::allocated(cx.tx, &pool.id).await?,
-            pools::total(&pool)?,
-        );
+        let (allocated, total) = (pools::allocated_stored(&pool), pools::total(&pool)?);
         if allocated >= total {
             return Err(ApiError::new(
                 Code::ResourceExhausted,
@@ -73,7 +70,7 @@ pub async fn choose_pool(tx: &mut dyn Tx, family: Family) -> ApiResult<Record> {
         let Some(pool) = tx.lock(&c.id).await? else {
             continue;
         };
-        if pools::allocated(tx, &pool.id).await? < pools::total(&pool)? {
+        if pools::allocated_stored(&pool) < pools::total(&pool)? {
             return Ok(pool);
         }
     }
@@ -94,7 +91,7 @@ pub async fn after_insert(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    osac_controller::recount_pool(cx.tx, &pool_id).await?;
+    osac_controller::adjust_pool(cx.tx, &pool_id, 1).await?;
     Ok(())
 }
 

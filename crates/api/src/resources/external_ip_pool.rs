@@ -78,7 +78,16 @@ pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
     )))
 }
 
-/// Number of ExternalIPs holding capacity in the pool.
+/// The stored `status.allocated` of a pool record: exact when the record was read under the
+/// pool's row lock (every reservation and release moves it under that lock).
+pub fn allocated_stored(rec: &Record) -> i64 {
+    rec.body
+        .pointer("/status/allocated")
+        .and_then(|v| v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+        .unwrap_or(0)
+}
+
+/// Number of ExternalIPs holding capacity in the pool (counted from the reference index).
 pub async fn allocated(tx: &mut dyn Tx, pool_id: &str) -> ApiResult<i64> {
     let refs = tx.referrers(pool_id).await?;
     Ok(refs

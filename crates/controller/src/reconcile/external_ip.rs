@@ -42,6 +42,36 @@ pub async fn recount_pool(
     recount_with(tx, pool_id, None).await
 }
 
+/// Moves a pool's stored `allocated` counter by `delta` inside `tx` (the pool row is locked
+/// first): O(1), for the hot paths that reserve (API create) or release (row removal) exactly
+/// one address in the same transaction. The pool controller's [`recount_pool`] stays the
+/// source of truth and corrects any drift. Returns None when the pool does not exist.
+pub async fn adjust_pool(
+    tx: &mut dyn Tx,
+    pool_id: &str,
+    delta: i64,
+) -> Result<Option<PoolCounts>, StoreError> {
+    let Some(rec) = tx.lock(pool_id).await? else {
+        return Ok(None);
+    };
+    if rec.kind != Kind::ExternalIpPool {
+        return Ok(None);
+    }
+    let mut pool: pb::ExternalIpPool = rec.decode()?;
+    let stored = pool.status.as_ref().map_or(0, |s| s.allocated);
+    let counts = counts_for(&pool, (stored + delta).max(0));
+    let status = pool.status.get_or_insert_with(Default::default);
+    status.total = counts.total;
+    status.allocated = counts.allocated;
+    status.available = counts.available;
+    let mut next = rec.clone();
+    next.encode(&pool)?;
+    if next != rec {
+        tx.update(&next).await?;
+    }
+    Ok(Some(counts))
+}
+
 /// [`recount_pool`], optionally also setting the pool's state and message.
 pub(crate) async fn recount_with(
     tx: &mut dyn Tx,
@@ -228,9 +258,9 @@ async fn delete(
     let mut next = rec.clone();
     next.finalizers
         .retain(|f| f != osac_model::FABRIC_FINALIZER);
-    crate::events::update(&mut *tx, &rec, &next).await?;
-    if !pool_id.is_empty() {
-        recount_pool(&mut *tx, &pool_id).await?;
+    let removed = crate::events::update(&mut *tx, &rec, &next).await?.is_none();
+    if removed && !pool_id.is_empty() {
+        adjust_pool(&mut *tx, &pool_id, -1).await?;
     }
     tx.commit().await?;
     Ok(Action::Done)
