@@ -62,7 +62,8 @@ impl SqliteStore {
         spawn_statistics_refresh(pool.clone(), write_lock.clone());
         Ok(Self {
             pool,
-            write_lock: Arc::new(Mutex::new(())),
+            // The statistics refresh writes too: it must take the same lock as transactions.
+            write_lock,
             feed,
         })
     }
