@@ -62,6 +62,20 @@ impl Api {
         Self::reply(&format!("POST {path}"), resp).await
     }
 
+    /// `PATCH path?update_mask=mask` with a JSON body.
+    pub async fn patch(&self, path: &str, mask: &str, body: &Value) -> Result<Value> {
+        let resp = self
+            .http
+            .patch(format!("{}{path}", self.base))
+            .query(&[("update_mask", mask)])
+            .header("authorization", &self.auth)
+            .json(body)
+            .send()
+            .await
+            .with_context(|| format!("PATCH {path}"))?;
+        Self::reply(&format!("PATCH {path}"), resp).await
+    }
+
     /// `DELETE path` (the body of the answer, e.g. the object marked for deletion).
     pub async fn delete(&self, path: &str) -> Result<Value> {
         let resp = self

@@ -24,6 +24,7 @@ const ATTACHMENTS: &str = "/api/fulfillment/v1/external_ip_attachments";
 const POOLS: &str = "/api/private/v1/external_ip_pools";
 const TENANTS: &str = "/api/private/v1/tenants";
 const TOKENS: &str = "/api/private/v1/tokens";
+const CLASSES: &str = "/api/private/v1/network_classes";
 const LABEL: &str = "single-call";
 const ATT_READY: &str = "this.status.state == \"EXTERNAL_IP_ATTACHMENT_STATE_READY\"";
 const ATT_FAILED: &str = "this.status.state == \"EXTERNAL_IP_ATTACHMENT_STATE_FAILED\"";
@@ -43,6 +44,20 @@ pub fn pool_cidr(n: usize) -> String {
         prefix -= 1;
     }
     format!("198.19.0.0/{prefix}")
+}
+
+/// The default IPv4 subnet a tenant needs for `n` VMs, when the dev class's /24 (about 238
+/// VM addresses after the gateway and the VIP block) is too small: the smallest prefix inside
+/// the default VN's 10.0.0.0/16 with room for `n` plus a margin.
+pub fn default_subnet_cidr(n: usize) -> Option<String> {
+    if n <= 200 {
+        return None;
+    }
+    let mut prefix = 24u32;
+    while prefix > 17 && (1usize << (32 - prefix)) < n + 256 {
+        prefix -= 1;
+    }
+    Some(format!("10.0.0.0/{prefix}"))
 }
 
 /// An int64 the API renders as a JSON string (or a number).
@@ -104,6 +119,27 @@ async fn setup(args: &Args, env: &Env, report: &mut Report) -> Result<(String, A
         .wait_count(POOLS, &named("READY"), &named("FAILED"), 1, timeout)
         .await?;
 
+    // The default class's subnet must hold the run's VMs (tenants created from now on get it).
+    let widened = match default_subnet_cidr(n) {
+        Some(cidr) => {
+            let class = admin.get(&format!("{CLASSES}/default")).await?;
+            let mut defaults = class
+                .pointer("/spec/defaults")
+                .cloned()
+                .context("the default NetworkClass has no spec.defaults")?;
+            defaults["subnet_ipv4_cidr"] = json!(cidr);
+            admin
+                .patch(
+                    &format!("{CLASSES}/default"),
+                    "spec.defaults",
+                    &json!({"spec": {"defaults": defaults}}),
+                )
+                .await
+                .context("widening the default class's IPv4 subnet")?;
+            format!("; default class subnet_ipv4_cidr widened to {cidr} for {n} VMs")
+        }
+        None => String::new(),
+    };
     let tenant = format!("{}-sc", env.tenant);
     let onboarding = Instant::now();
     admin
@@ -124,7 +160,7 @@ async fn setup(args: &Args, env: &Env, report: &mut Report) -> Result<(String, A
         .await?;
     let token = token["token"].as_str().context("no token minted")?;
     report.details.push(format!(
-        "[single-call] setup: pool {pool_name} = {cidr}; tenant {tenant} READY (default networking) {:.2} s after its create",
+        "[single-call] setup: pool {pool_name} = {cidr}{widened}; tenant {tenant} READY (default networking) {:.2} s after its create",
         onboarded.as_secs_f64()
     ));
     Ok((pool, admin.with_token(token)))
@@ -341,6 +377,16 @@ mod tests {
         assert_eq!(pool_cidr(1_000), "198.19.0.0/19");
         assert_eq!(pool_cidr(5_000), "198.19.0.0/18");
         assert_eq!(pool_cidr(1_000_000), "198.19.0.0/16");
+    }
+
+    #[test]
+    fn default_subnet_grows_with_the_run() {
+        assert_eq!(default_subnet_cidr(50), None);
+        assert_eq!(default_subnet_cidr(1_000).as_deref(), Some("10.0.0.0/21"));
+        assert_eq!(
+            default_subnet_cidr(1_000_000).as_deref(),
+            Some("10.0.0.0/17")
+        );
     }
 
     #[test]

@@ -192,9 +192,15 @@ pub async fn list_netns() -> Result<Vec<String>, CmdError> {
         .collect())
 }
 
-/// Whether namespace `ns` exists.
+/// Whether namespace `ns` exists (its entry in `/run/netns`, what `ip netns list` reads;
+/// no process spawned: this runs on every operation).
 pub async fn netns_exists(ns: &str) -> Result<bool, CmdError> {
-    Ok(list_netns().await?.iter().any(|n| n == ns))
+    tokio::fs::try_exists(std::path::Path::new("/run/netns").join(ns))
+        .await
+        .map_err(|e| CmdError::Spawn {
+            program: "stat /run/netns".into(),
+            message: e.to_string(),
+        })
 }
 
 /// Creates namespace `ns` (with `lo` up) unless it exists.

@@ -83,7 +83,10 @@ pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
 pub fn allocated_stored(rec: &Record) -> i64 {
     rec.body
         .pointer("/status/allocated")
-        .and_then(|v| v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+        .and_then(|v| {
+            v.as_i64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        })
         .unwrap_or(0)
 }
 

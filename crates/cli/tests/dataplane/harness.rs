@@ -70,6 +70,9 @@ pub struct Dp {
     pub created: Mutex<BTreeSet<String>>,
 }
 
+/// MAC prefix of this suite's inventory hosts (dev hosts use `0e:00`).
+pub const HOST_MAC_PREFIX: &str = "0e:d9";
+
 /// The hosting clusters of this suite (their namespaces are the suite's own).
 pub const HOSTING_CLUSTERS: [&str; 2] = ["dp-a", "dp-b"];
 
@@ -118,6 +121,18 @@ pub async fn sweep() {
             scope.insert(ns.clone());
         }
     }
+    // Machine namespaces of the suite's hosts (MACs 0e:d9:…), also from runs before the record.
+    let machines: Vec<&String> = all
+        .iter()
+        .filter(|n| n.starts_with(osac_linux::names::MACHINE_NS_PREFIX) && !scope.contains(*n))
+        .collect();
+    for ns in machines {
+        let out = Command::new("ip").args(["-n", ns, "-o", "link"]).output();
+        let mac = format!(" {HOST_MAC_PREFIX}:");
+        if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&mac)) {
+            scope.insert(ns.clone());
+        }
+    }
     let scope: Vec<String> = scope.into_iter().filter(|n| all.contains(n)).collect();
     if !scope.is_empty() {
         match osac_linux::fabric::gc_among(&osac_linux::OwnedSet::default(), Some(&scope)).await {
@@ -131,6 +146,10 @@ pub async fn sweep() {
     }
     let _ = Command::new("ip")
         .args(["-n", EXT_NS, "route", "flush", "root", POOL_CIDR])
+        .output();
+    // Neighbour entries of removed routers' transit addresses (re-used by this run's).
+    let _ = Command::new("ip")
+        .args(["-n", EXT_NS, "neigh", "flush", "to", TRANSIT])
         .output();
     let _ = std::fs::remove_file(record_file());
 }
@@ -217,22 +236,39 @@ async fn bootstrap(server: &RunningServer) {
     for (kind, mut host) in osac_api::dev::dev_hosts() {
         if let Some(ifs) = host["spec"]["interfaces"].as_array_mut() {
             for i in ifs {
-                let mac = i["mac_address"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .replacen("0e:00", "0e:d9", 1);
+                let mac = i["mac_address"].as_str().unwrap_or_default().replacen(
+                    "0e:00",
+                    HOST_MAC_PREFIX,
+                    1,
+                );
                 i["mac_address"] = json!(mac);
             }
         }
         objects.push((kind, host));
     }
     for (kind, obj) in objects {
-        server
+        let created = server
             .service
             .create(&admin, Surface::Private, kind, obj)
             .await
             .unwrap_or_else(|e| panic!("bootstrap {kind:?}: {e}"));
+        // Hosts get machine namespaces (their ports parked) as soon as they exist.
+        if kind == Kind::Host
+            && let Some(id) = created["id"].as_str()
+        {
+            record(&machine_ns(id));
+        }
     }
+}
+
+/// Appends a namespace to the suite's record (see [`record_file`]).
+fn record(ns: &str) {
+    use std::io::Write as _;
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(record_file())
+        .and_then(|mut f| writeln!(f, "{ns}"));
 }
 
 impl Dp {
@@ -325,13 +361,14 @@ impl Dp {
         self.ok(token, &args).await;
         let v = self.json(token, &["get", "computeinstance", name]).await;
         let id = v["id"].as_str().expect("id").to_string();
-        self.machine(
+        let m = self.machine(
             name,
             &id,
             &v,
             "compute_network_attachment_statuses",
             machine_ns(&id),
-        )
+        );
+        settled(m).await
     }
 
     /// Creates a bare-metal instance and waits until it is ready.
@@ -352,13 +389,14 @@ impl Dp {
         let v = self.json(token, &["get", "baremetalinstance", name]).await;
         let host = v["status"]["host"].as_str().expect("host").to_string();
         let id = v["id"].as_str().expect("id").to_string();
-        self.machine(
+        let m = self.machine(
             name,
             &id,
             &v,
             "network_attachment_statuses",
             machine_ns(&host),
-        )
+        );
+        settled(m).await
     }
 
     fn machine(&self, name: &str, id: &str, v: &Value, statuses: &str, ns: String) -> Machine {
@@ -368,12 +406,7 @@ impl Dp {
             .unwrap_or_else(|e| e.into_inner())
             .insert(ns.clone());
         if fresh {
-            use std::io::Write as _;
-            let _ = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(record_file())
-                .and_then(|mut f| writeln!(f, "{ns}"));
+            record(&ns);
         }
         let st = &v["status"];
         let list = st[statuses].as_array().cloned().unwrap_or_default();
@@ -409,6 +442,34 @@ impl Dp {
                 .collect(),
         }
     }
+}
+
+/// `m` once its DHCP client has configured it: the API reports a machine running when
+/// dnsmasq leased its address, a moment before the client applied address and routes.
+async fn settled(m: Machine) -> Machine {
+    let (ns, ifname, ip) = (m.ns.clone(), m.ifname.clone(), m.ip.to_string());
+    let ready = blocking(move || {
+        for _ in 0..300 {
+            let addrs = Command::new("ip")
+                .args(["-n", &ns, "-o", "addr", "show", "dev", &ifname])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+                .unwrap_or_default();
+            let has_addr = addrs.contains(&format!(" {ip}/"));
+            if has_addr && !osac_linux::probe::default_routes(&ns).is_empty() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    })
+    .await;
+    assert!(
+        ready,
+        "{}: {} not configured by DHCP in {}",
+        m.name, m.ip, m.ns
+    );
+    m
 }
 
 /// The `items` of a list (or the array itself).

@@ -3,6 +3,8 @@
 //! (kernel names are global: scenarios run one after the other, each in its own tenant);
 //! every scenario runs even when an earlier one failed, and the suite fails listing them.
 //! Without root or tools it skips with a reason, except under `CI=true`, where it fails.
+//! Before and after, `harness::sweep` removes the kernel state this suite left (also that of
+//! an aborted earlier run) and nothing else, so a rerun on the same machine starts clean.
 
 mod harness;
 mod scenarios;
@@ -38,12 +40,14 @@ async fn dataplane_suite() {
             }
         }
     }
+    let started = std::time::Instant::now();
     scenarios::cleanup(dp.clone()).await;
     if let Ok(dp) = Arc::try_unwrap(dp) {
         dp.server.shutdown().await;
     }
     // Whatever the API did not remove (a failed scenario, a failed delete) goes now.
     harness::sweep().await;
+    eprintln!("--- dataplane: cleanup ({:.1?})", started.elapsed());
     assert!(failed.is_empty(), "dataplane scenarios failed: {failed:?}");
 }
 

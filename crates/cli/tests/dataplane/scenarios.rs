@@ -4,6 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use osac_linux::probe::raw::UdpFrame;
 use osac_linux::probe::{self, Listener, TcpSession};
 
 use crate::harness::{self, Dp, EXT_GATEWAY, EXT_NS, blocking, items};
@@ -27,6 +28,10 @@ pub static ALL: &[(&str, Scenario)] = &[
     (
         "security_groups_allow_deny_reply_update",
         scenario!(security_groups),
+    ),
+    (
+        "vm_ports_cannot_forge_source_ip_or_mac",
+        scenario!(anti_spoofing),
     ),
     ("external_ip_attachment_dnat_and_removal", scenario!(dnat)),
     ("nat_gateway_source_address", scenario!(nat_gateway)),
@@ -61,6 +66,18 @@ async fn connects(from: &str, to: IpAddr, port: u16) -> bool {
     blocking(move || probe::tcp_connects(&from, sock(to, port), WAIT))
         .await
         .unwrap_or_else(|e| panic!("connect to {to}:{port}: {e}"))
+}
+
+/// A connection that must work: retried for a while (the first packets of a fresh machine may
+/// race its DHCP client or the neighbour tables), unlike [`connects`] for ones that must not.
+async fn reaches(from: &str, to: IpAddr, port: u16) -> bool {
+    for _ in 0..5 {
+        if connects(from, to, port).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    false
 }
 
 fn any(ip: IpAddr) -> IpAddr {
@@ -295,7 +312,7 @@ async fn security_groups(dp: Arc<Dp>) {
         }
     }
     assert!(
-        connects(&client.ns, server.ip, 8080).await,
+        reaches(&client.ns, server.ip, 8080).await,
         "allowed tcp/8080 (with its replies) must pass"
     );
     assert!(
@@ -306,14 +323,14 @@ async fn security_groups(dp: Arc<Dp>) {
         !ping_once(&client.ns, server.ip).await,
         "icmp must be dropped by 'web'"
     );
-    assert!(connects(&client.ns, both.ip, 8080).await, "union: web");
-    assert!(connects(&client.ns, both.ip, 5432).await, "union: db");
+    assert!(reaches(&client.ns, both.ip, 8080).await, "union: web");
+    assert!(reaches(&client.ns, both.ip, 5432).await, "union: db");
     assert!(
         !connects(&client.ns, both.ip, 9090).await,
         "union: nothing else"
     );
     assert!(
-        connects(&client.ns, open.ip, 9090).await,
+        reaches(&client.ns, open.ip, 9090).await,
         "a port without groups is open"
     );
     // An established session, then rule changes.
@@ -366,12 +383,108 @@ async fn security_groups(dp: Arc<Dp>) {
     drop(ls);
 }
 
+/// A VM's port only sends with its own MAC and address: frames with a forged source IP or
+/// MAC never reach the neighbour that receives the genuine one.
+async fn anti_spoofing(dp: Arc<Dp>) {
+    let t = dp.tenant("spoof").await;
+    let open = [
+        "--network-attachment",
+        "subnet=default-ipv4,security-groups=",
+    ];
+    let a = dp.vm(&t, "a", &open).await;
+    let b = dp.vm(&t, "b", &open).await;
+    let l = blocking({
+        let ns = b.ns.clone();
+        move || Listener::udp(&ns, "0.0.0.0:7878".parse().expect("addr"))
+    })
+    .await
+    .map(Arc::new)
+    .expect("udp listener");
+    let (IpAddr::V4(a_ip), IpAddr::V4(b_ip)) = (a.ip, b.ip) else {
+        panic!("IPv4 addresses expected: {} {}", a.ip, b.ip);
+    };
+    let mac =
+        |m: &str| osac_linux::dhcp::packet::parse_mac(m).unwrap_or_else(|| panic!("bad MAC '{m}'"));
+    let genuine = UdpFrame {
+        src_mac: mac(&a.mac),
+        dst_mac: mac(&b.mac),
+        src_ip: a_ip,
+        dst_ip: b_ip,
+        src_port: 40000,
+        dst_port: 7878,
+    };
+    // Ports may send from the subnet's VIP block (cluster agents answer VIPs): forge an
+    // unassigned address outside it.
+    let subnet = dp.json(&t, &["get", "subnet", "default-ipv4"]).await;
+    let vips = subnet["status"]["vip_cidr"].as_str().unwrap_or_default();
+    let forged = (100u8..230)
+        .map(|i| std::net::Ipv4Addr::new(10, 0, 1, i))
+        .find(|ip| *ip != a_ip && *ip != b_ip && !in_cidr(*ip, vips))
+        .unwrap_or_else(|| panic!("no address to forge outside the VIP block {vips}"));
+    let forged_ip = UdpFrame {
+        src_ip: forged,
+        ..genuine
+    };
+    let forged_mac = UdpFrame {
+        src_mac: [0x02, 0xde, 0xad, 0xbe, 0xef, 0x01],
+        ..genuine
+    };
+    let send = |f: UdpFrame, payload: &'static [u8]| {
+        let (ns, ifname) = (a.ns.clone(), a.ifname.clone());
+        blocking(move || probe::send_frame(&ns, &ifname, f.encode(payload)))
+    };
+    let received = |what: &'static [u8]| {
+        let l = l.clone();
+        blocking(move || l.wait_for(Duration::from_secs(1), |p| p.iter().any(|x| x == what)))
+    };
+    // Control first: the genuine frame arrives (retried while neighbours settle).
+    let mut arrived = false;
+    for _ in 0..5 {
+        send(genuine, b"genuine").await.expect("send genuine");
+        if received(b"genuine").await {
+            arrived = true;
+            break;
+        }
+    }
+    assert!(arrived, "control: a's genuine frame did not reach b");
+    send(forged_ip, b"forged-ip").await.expect("send forged ip");
+    send(forged_mac, b"forged-mac")
+        .await
+        .expect("send forged mac");
+    send(genuine, b"after").await.expect("send genuine");
+    assert!(
+        received(b"after").await,
+        "control: the frame after the forged ones"
+    );
+    let got: Vec<String> = l
+        .payloads()
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).to_string())
+        .collect();
+    assert!(
+        !got.iter().any(|p| p.starts_with("forged")),
+        "a frame with a forged source reached b: {got:?}"
+    );
+}
+
+/// Whether `ip` is inside the IPv4 CIDR `cidr` (false when `cidr` is not one).
+fn in_cidr(ip: std::net::Ipv4Addr, cidr: &str) -> bool {
+    let Some((net, len)) = cidr.split_once('/') else {
+        return false;
+    };
+    let (Ok(net), Ok(len)) = (net.parse::<std::net::Ipv4Addr>(), len.parse::<u32>()) else {
+        return false;
+    };
+    let mask = u32::MAX.checked_shl(32 - len.min(32)).unwrap_or(0);
+    u32::from(ip) & mask == u32::from(net) & mask
+}
+
 fn connects_sync(ns: &str, ip: IpAddr, port: u16) -> bool {
     probe::tcp_connects(ns, sock(ip, port), WAIT).unwrap_or(false)
 }
 
 async fn wait_until(f: impl Fn() -> bool + Send + Sync + 'static + Clone, what: &str) {
-    for _ in 0..20 {
+    for _ in 0..60 {
         let g = f.clone();
         if blocking(g).await {
             return;
@@ -386,9 +499,8 @@ async fn wait_until(f: impl Fn() -> bool + Send + Sync + 'static + Clone, what: 
 async fn dnat(dp: Arc<Dp>) {
     let t = dp.tenant("dnat").await;
     let v = dp.vm(&t, "web", &["--external-ip-attachment"]).await;
-    let ext = v
-        .external_ip
-        .unwrap_or_else(|| panic!("no external address: {v:?}"));
+    // The single call's attachment is reconciled on its own: wait until it is programmed.
+    let (id, ext) = ready_attachment(&dp, &t, &v.id).await;
     let _l22 = listen_tcp(&v.ns, any(v.ip), 22).await;
     let _l80 = listen_tcp(&v.ns, any(v.ip), 8080).await;
     assert!(
@@ -396,7 +508,7 @@ async fn dnat(dp: Arc<Dp>) {
         "ping the external address from osac-ext"
     );
     assert!(
-        connects(EXT_NS, ext, 22).await,
+        reaches(EXT_NS, ext, 22).await,
         "tcp/22 (allowed by default) via DNAT"
     );
     assert!(
@@ -406,12 +518,6 @@ async fn dnat(dp: Arc<Dp>) {
     let session = blocking(move || TcpSession::open(EXT_NS, sock(ext, 22), WAIT))
         .await
         .expect("session");
-    let attachments = dp.json(&t, &["get", "externalipattachments"]).await;
-    let id = items(&attachments)
-        .iter()
-        .find(|a| a["spec"]["compute_instance"].as_str() == Some(v.id.as_str()))
-        .and_then(|a| a["id"].as_str().map(String::from))
-        .unwrap_or_else(|| panic!("no attachment for the VM: {attachments}"));
     dp.ok(&t, &["delete", "externalipattachment", &id, "--wait"])
         .await;
     assert!(
@@ -426,6 +532,29 @@ async fn dnat(dp: Arc<Dp>) {
         !blocking(move || session.alive()).await,
         "an open connection survived the deletion"
     );
+}
+
+/// The id and external address of the READY ExternalIPAttachment targeting `instance`.
+async fn ready_attachment(dp: &Dp, token: &str, instance: &str) -> (String, IpAddr) {
+    let mut last = serde_json::Value::Null;
+    for _ in 0..300 {
+        last = dp.json(token, &["get", "externalipattachments"]).await;
+        let ready = items(&last).into_iter().find(|a| {
+            a["spec"]["compute_instance"].as_str() == Some(instance)
+                && a["status"]["state"] == "EXTERNAL_IP_ATTACHMENT_STATE_READY"
+        });
+        if let Some(a) = ready {
+            let id = a["id"].as_str().unwrap_or_default().to_string();
+            let ip = a["status"]["external_ip_address"]
+                .as_str()
+                .and_then(|s| s.parse().ok());
+            if let Some(ip) = ip {
+                return (id, ip);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("no READY external IP attachment for {instance}: {last}");
 }
 
 /// New outbound connections leave from the NAT gateway's address; in a VN without a NAT
@@ -447,10 +576,10 @@ async fn nat_gateway(dp: Arc<Dp>) {
     let port = 7100;
     let l = listen_tcp(EXT_NS, gw, port).await;
     assert!(
-        connects(&v.ns, gw, port).await,
+        reaches(&v.ns, gw, port).await,
         "outbound connection to the external host"
     );
-    let seen = blocking(move || l.peer_ips()).await;
+    let seen = blocking(move || accepted_peers(&l)).await;
     assert_eq!(seen, vec![nat_ip], "source seen by the external host");
     // A VN without a NAT gateway.
     dp.ok(
@@ -486,10 +615,10 @@ async fn nat_gateway(dp: Arc<Dp>) {
         .await;
     let l = listen_tcp(EXT_NS, gw, port + 1).await;
     assert!(
-        connects(&w.ns, gw, port + 1).await,
+        reaches(&w.ns, gw, port + 1).await,
         "outbound without NAT gateway"
     );
-    let seen = blocking(move || l.peer_ips()).await;
+    let seen = blocking(move || accepted_peers(&l)).await;
     assert_eq!(seen.len(), 1, "{seen:?}");
     let in_transit = seen[0]
         .to_string()
@@ -499,6 +628,19 @@ async fn nat_gateway(dp: Arc<Dp>) {
         "masqueraded to the router's transit address, got {}",
         seen[0]
     );
+}
+
+/// The peers `l` accepted, waiting (up to [`WAIT`]) for the first: a client's connect returns
+/// once the kernel completed the handshake, before the listener's thread accepted it.
+fn accepted_peers(l: &Listener) -> Vec<IpAddr> {
+    let until = std::time::Instant::now() + WAIT;
+    loop {
+        let seen = l.peer_ips();
+        if !seen.is_empty() || std::time::Instant::now() > until {
+            return seen;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A leaked namespace with our prefix goes; ours and foreign ones stay.

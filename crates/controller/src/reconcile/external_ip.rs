@@ -258,7 +258,9 @@ async fn delete(
     let mut next = rec.clone();
     next.finalizers
         .retain(|f| f != osac_model::FABRIC_FINALIZER);
-    let removed = crate::events::update(&mut *tx, &rec, &next).await?.is_none();
+    let removed = crate::events::update(&mut *tx, &rec, &next)
+        .await?
+        .is_none();
     if removed && !pool_id.is_empty() {
         adjust_pool(&mut *tx, &pool_id, -1).await?;
     }

@@ -53,10 +53,14 @@ pub async fn ensure_cable(
             }
         }
     }
-    if present && cmd::link(&mns, ifname).await?.is_none() {
-        // The machine end is gone (machine namespace re-created): start over.
-        cmd::ip_ignore_missing(Some(switch.ns), &["link", "del", &sw]).await?;
-        present = false;
+    let mut machine_end = None;
+    if present {
+        machine_end = cmd::link(&mns, ifname).await?;
+        if machine_end.is_none() {
+            // The machine end is gone (machine namespace re-created): start over.
+            cmd::ip_ignore_missing(Some(switch.ns), &["link", "del", &sw]).await?;
+            present = false;
+        }
     }
     let mtu_s = mtu.to_string();
     if !present {
@@ -69,9 +73,8 @@ pub async fn ensure_cable(
             ],
         )
         .await?;
-    }
-    let machine_end = cmd::link(&mns, ifname).await?;
-    if machine_end.as_ref().and_then(|l| l.address.as_deref()) != Some(mac) {
+    } else if machine_end.as_ref().and_then(|l| l.address.as_deref()) != Some(mac) {
+        // (A pair created just now already carries the MAC.)
         cmd::ip(Some(&mns), &["link", "set", ifname, "address", mac]).await?;
     }
     cmd::ip(Some(&mns), &["link", "set", ifname, "mtu", &mtu_s, "up"]).await?;
@@ -269,6 +272,7 @@ impl Inner {
         let ns = p.switch_ns();
         let br = names::subnet_bridge(&p.subnet);
         let table = names::vn_table(&p.vn);
+        let mut prelude = String::new();
         if is_vm {
             if !cmd::netns_exists(&ns).await? || cmd::link(&ns, &br).await?.is_none() {
                 return Err(OpError::transient(format!(
@@ -277,10 +281,9 @@ impl Inner {
                 )));
             }
             kernel::enable_br_netfilter(&ns).await?;
-            let mut script = render::vn_table(&table, TableSite::Hosting);
-            script.push_str(&render::add_bridge(&table, &br));
-            script.push_str(&render::bridge_table());
-            cmd::nft(&ns, &script).await?;
+            // The hosting cluster's copy of the VN table goes into the port's transaction below.
+            prelude.push_str(&render::vn_table(&table, TableSite::Hosting));
+            prelude.push_str(&render::add_bridge(&table, &br));
         } else {
             self.router_ready(&p.vn).await?;
             if cmd::link(&ns, &br).await?.is_none() {
@@ -316,7 +319,8 @@ impl Inner {
                 .chain(subnet.vip_cidr.filter(|n| n.addr().is_ipv6()))
                 .collect(),
         };
-        let mut script = render::bridge_table();
+        let mut script = prelude;
+        script.push_str(&render::bridge_table());
         script.push_str(&render::anti_spoof(&sw, &identity));
         for sg in &p.sgs {
             if let Some(g) = self.model.sgs.get(sg) {

@@ -103,6 +103,12 @@ impl Inner {
                 ],
             )
             .await?;
+            // A new uplink has a new MAC: forget what the external network cached for our
+            // transit addresses (a re-created router, or an earlier owner of the address),
+            // else its traffic goes to a dead MAC until the stale entry is probed away.
+            for addr in [vn.transit_v4.to_string(), vn.transit_v6.to_string()] {
+                let _ = cmd::ip(Some(EXT_NS), &["neigh", "del", &addr, "dev", EXT_BRIDGE]).await;
+            }
         }
         cmd::ip(
             Some(EXT_NS),

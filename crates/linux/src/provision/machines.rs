@@ -155,18 +155,31 @@ impl Clients {
 /// How often a namespace that already runs clients is looked at again (new interfaces).
 const REINSPECT: Duration = Duration::from_secs(30);
 
-/// Keeps every powered-on machine namespace running clients; see the module docs.
+/// The machines a provisioner serves (VM instance ids and inventory host ids). Machine
+/// namespaces of other processes on the same host (another server, tests, benchmarks) must not
+/// get our DHCP clients: they would take leases and threads that are not ours.
+#[async_trait::async_trait]
+pub trait MachineScope: Send + Sync {
+    /// The machine keys this provisioner serves; `None` when unknown right now (the
+    /// supervisor then starts nothing new).
+    async fn machine_keys(&self) -> Option<BTreeSet<String>>;
+}
+
+/// Keeps every powered-on machine namespace in scope running clients; see the module docs.
 pub struct Supervisor {
     clients: Arc<Clients>,
     inspected: BTreeMap<String, Instant>,
+    scope: Option<Arc<dyn MachineScope>>,
 }
 
 impl Supervisor {
-    /// A supervisor of `clients`.
-    pub fn new(clients: Arc<Clients>) -> Self {
+    /// A supervisor of `clients` for the machines of `scope` (every machine namespace of
+    /// the host when `None`).
+    pub fn new(clients: Arc<Clients>, scope: Option<Arc<dyn MachineScope>>) -> Self {
         Supervisor {
             clients,
             inspected: BTreeMap::new(),
+            scope,
         }
     }
 
@@ -187,7 +200,17 @@ impl Supervisor {
         self.inspected.retain(|ns, _| existing.contains(ns));
         let with_clients = self.clients.namespaces();
         let mut started = Vec::new();
+        let in_scope: Option<BTreeSet<String>> = match &self.scope {
+            None => None,
+            Some(scope) => match scope.machine_keys().await {
+                Some(keys) => Some(keys.iter().map(|k| crate::names::machine_ns(k)).collect()),
+                None => return started,
+            },
+        };
         for ns in existing {
+            if in_scope.as_ref().is_some_and(|s| !s.contains(&ns)) {
+                continue;
+            }
             let fresh = self
                 .inspected
                 .get(&ns)

@@ -23,6 +23,7 @@ use tokio::sync::Mutex;
 use crate::cmd;
 use crate::dhcp::{Timing, netns};
 use crate::names::{machine_ns, machine_of};
+pub use machines::MachineScope;
 use machines::{Clients, Supervisor, machine_links, set_power, stop_ns_blocking};
 
 /// How often the supervisor looks for machine namespaces needing clients.
@@ -44,10 +45,11 @@ fn transient(e: impl std::fmt::Display) -> OpError {
 }
 
 impl LinuxProvisioner {
-    /// Starts the provisioner and its supervisor task (needs a tokio runtime).
-    pub fn start(timing: Timing) -> Arc<LinuxProvisioner> {
+    /// Starts the provisioner and its supervisor task (needs a tokio runtime); the
+    /// supervisor serves the machines of `scope` (all machine namespaces when `None`).
+    pub fn start(timing: Timing, scope: Option<Arc<dyn MachineScope>>) -> Arc<LinuxProvisioner> {
         let clients = Arc::new(Clients::new(timing));
-        let ops = Arc::new(Mutex::new(Supervisor::new(clients.clone())));
+        let ops = Arc::new(Mutex::new(Supervisor::new(clients.clone(), scope)));
         let p = Arc::new(LinuxProvisioner {
             clients,
             ops,

@@ -104,6 +104,9 @@ pub async fn connect_samples(
                 let s = TcpStream::connect_timeout(t, Duration::from_secs(2))
                     .map_err(|e| io::Error::new(e.kind(), format!("connect to {t}: {e}")))?;
                 let took = start.elapsed();
+                // Abortive close (RST): thousands of samples leave no TIME_WAIT sockets
+                // behind for a later SYN with the same 4-tuple to run into.
+                let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
                 drop(s);
                 if round >= warmup {
                     out[i].push(took);

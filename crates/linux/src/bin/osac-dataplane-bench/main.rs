@@ -362,9 +362,11 @@ fn rebuild_lines(r: &rebuild::RebuildResult, lines: &mut Vec<Line>, details: &mu
         ),
     });
     details.push(format!(
-        "[3] initial build from nothing: {:.1} s; wipe removed {} namespaces; {} operations replayed; dnsmasq running for {}/{} subnets after the rebuild",
+        "[3] initial build from nothing: {:.1} s; wipe removed {} namespaces; the kernel finished destroying them {:.1} s later (rtnl probe back to ~{:.0} ms; untimed, a reboot has no such teardown); {} operations replayed; dnsmasq running for {}/{} subnets after the rebuild",
         r.initial.as_secs_f64(),
         r.wiped,
+        r.settle.as_secs_f64(),
+        ms(r.baseline),
         r.operations,
         r.dnsmasq.0,
         r.dnsmasq.1

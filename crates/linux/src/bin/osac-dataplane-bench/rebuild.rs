@@ -47,6 +47,63 @@ pub struct RebuildResult {
     pub operations: usize,
     /// Subnets whose dnsmasq runs after the rebuild, of all subnets.
     pub dnsmasq: (usize, usize),
+    /// How long the kernel took to finish destroying the wiped namespaces (not timed).
+    pub settle: Duration,
+    /// Duration of one rtnl probe on the settled machine.
+    pub baseline: Duration,
+}
+
+/// A scratch namespace timing one rtnl round trip (create and delete a bridge), to tell when
+/// the kernel has finished tearing down deleted namespaces.
+struct Probe {
+    ns: String,
+}
+
+impl Probe {
+    async fn new() -> Result<Probe, BenchError> {
+        let ns = format!("osac-bench-{}", std::process::id());
+        cmd::ensure_netns(&ns).await?;
+        Ok(Probe { ns })
+    }
+
+    async fn once(&self) -> Result<Duration, BenchError> {
+        let t = Instant::now();
+        cmd::ip(Some(&self.ns), &["link", "add", "pb0", "type", "bridge"]).await?;
+        cmd::ip(Some(&self.ns), &["link", "del", "pb0"]).await?;
+        Ok(t.elapsed())
+    }
+
+    /// Median of five probes.
+    async fn baseline(&self) -> Result<Duration, BenchError> {
+        let mut v = Vec::new();
+        for _ in 0..5 {
+            v.push(self.once().await?);
+        }
+        Ok(crate::stats::percentile(&v, 50.0))
+    }
+
+    /// Waits until five probes in a row are close to `baseline` (at most 10 minutes).
+    async fn settle(&self, baseline: Duration) -> Result<Duration, BenchError> {
+        let started = Instant::now();
+        let limit = (baseline * 2).max(baseline + Duration::from_millis(20));
+        let mut good = 0;
+        while good < 5 {
+            if started.elapsed() > Duration::from_secs(600) {
+                return Err("the kernel did not settle within 10 minutes after the wipe".into());
+            }
+            if self.once().await? <= limit {
+                good += 1;
+            } else {
+                good = 0;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(started.elapsed())
+    }
+
+    async fn remove(self) {
+        let _ = cmd::delete_netns(&self.ns).await;
+    }
 }
 
 /// Every operation of the workload set, in the order the resync replays them.
@@ -131,8 +188,16 @@ async fn run_in(world: &World, shape: Shape) -> Result<RebuildResult, BenchError
     drop(m);
     let before = snapshot(world).await?;
 
-    // The "reboot": kernel state gone, state directory kept.
+    // The "reboot": kernel state gone, state directory kept. Deleted namespaces are destroyed
+    // asynchronously by the kernel, holding the rtnl lock for long stretches (seconds for
+    // hundreds of namespaces with VXLAN devices); after a real reboot there is no such
+    // teardown, so the clock starts only once the kernel has settled.
+    let probe = Probe::new().await?;
+    let baseline = probe.baseline().await?;
     let wiped = world.wipe_kernel().await?;
+    let settle = probe.settle(baseline).await;
+    probe.remove().await;
+    let settle = settle?;
 
     let mut stages = Vec::new();
     let started = Instant::now();
@@ -167,6 +232,8 @@ async fn run_in(world: &World, shape: Shape) -> Result<RebuildResult, BenchError
         compared: before.len(),
         operations: plan.len(),
         dnsmasq: (running, plan.subnets.len()),
+        settle,
+        baseline,
     })
 }
 
