@@ -10,26 +10,7 @@ use serde_json::Value;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn events_for_a_subnet() {
     let env = start().await;
-    let admin = env.admin.clone();
-    env.ok(
-        &admin,
-        &["admin", "create", "tenant", "--name", "acme", "--wait"],
-    )
-    .await;
-    let token = env
-        .ok(
-            &admin,
-            &[
-                "admin",
-                "create",
-                "token",
-                "--tenant",
-                "acme",
-                "--role",
-                "tenant-admin",
-            ],
-        )
-        .await;
+    let token = env.tenant_admin("acme").await;
     env.ok(
         &token,
         &[

@@ -61,26 +61,7 @@ async fn gone(env: &Env, token: &str, args: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_new_tenant_gets_reachable_workloads_in_one_command() {
     let env = start().await;
-    let admin = env.admin.clone();
-    env.ok(
-        &admin,
-        &["admin", "create", "tenant", "--name", "acme", "--wait"],
-    )
-    .await;
-    let token = env
-        .ok(
-            &admin,
-            &[
-                "admin",
-                "create",
-                "token",
-                "--tenant",
-                "acme",
-                "--role",
-                "tenant-admin",
-            ],
-        )
-        .await;
+    let token = env.tenant_admin("acme").await;
     let before = pool_available(&env).await;
 
     let out = env
@@ -200,25 +181,7 @@ async fn a_new_tenant_gets_reachable_workloads_in_one_command() {
 async fn admin_orphans_lists_what_a_cleanup_gave_up_on() {
     let env = start().await;
     let admin = env.admin.clone();
-    env.ok(
-        &admin,
-        &["admin", "create", "tenant", "--name", "acme", "--wait"],
-    )
-    .await;
-    let token = env
-        .ok(
-            &admin,
-            &[
-                "admin",
-                "create",
-                "token",
-                "--tenant",
-                "acme",
-                "--role",
-                "tenant-admin",
-            ],
-        )
-        .await;
+    let token = env.tenant_admin("acme").await;
     assert_eq!(
         env.ok(&admin, &["admin", "orphans"]).await,
         "no orphaned objects"

@@ -74,6 +74,29 @@ impl Env {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// `osac admin create tenant NAME --wait`, then a tenant-admin token for it.
+    pub async fn tenant_admin(&self, tenant: &str) -> String {
+        let admin = self.admin.clone();
+        self.ok(
+            &admin,
+            &["admin", "create", "tenant", "--name", tenant, "--wait"],
+        )
+        .await;
+        self.ok(
+            &admin,
+            &[
+                "admin",
+                "create",
+                "token",
+                "--tenant",
+                tenant,
+                "--role",
+                "tenant-admin",
+            ],
+        )
+        .await
+    }
+
     pub async fn json(&self, token: &str, args: &[&str]) -> Value {
         let text = self.ok(token, args).await;
         serde_json::from_str(&text)
