@@ -30,7 +30,7 @@ pub static ALL: &[(&str, Scenario)] = &[
         scenario!(security_groups),
     ),
     (
-        "vm_ports_cannot_forge_source_ip_or_mac",
+        "vm_ports_cannot_forge_source_or_answer_dhcp",
         scenario!(anti_spoofing),
     ),
     ("external_ip_attachment_dnat_and_removal", scenario!(dnat)),
@@ -383,8 +383,9 @@ async fn security_groups(dp: Arc<Dp>) {
     drop(ls);
 }
 
-/// A VM's port only sends with its own MAC and address: frames with a forged source IP or
-/// MAC never reach the neighbour that receives the genuine one.
+/// A VM's port only sends with its own MAC and address, and never as a DHCP server: frames
+/// with a forged source IP or MAC, or from UDP port 67, never reach the neighbour that
+/// receives the genuine one.
 async fn anti_spoofing(dp: Arc<Dp>) {
     let t = dp.tenant("spoof").await;
     let open = [
@@ -429,6 +430,11 @@ async fn anti_spoofing(dp: Arc<Dp>) {
         src_mac: [0x02, 0xde, 0xad, 0xbe, 0xef, 0x01],
         ..genuine
     };
+    // A port never answers as a DHCP server (source port 67), even from its own addresses.
+    let dhcp_server = UdpFrame {
+        src_port: 67,
+        ..genuine
+    };
     let send = |f: UdpFrame, payload: &'static [u8]| {
         let (ns, ifname) = (a.ns.clone(), a.ifname.clone());
         blocking(move || probe::send_frame(&ns, &ifname, f.encode(payload)))
@@ -451,6 +457,9 @@ async fn anti_spoofing(dp: Arc<Dp>) {
     send(forged_mac, b"forged-mac")
         .await
         .expect("send forged mac");
+    send(dhcp_server, b"forged-dhcp-server")
+        .await
+        .expect("send dhcp server reply");
     send(genuine, b"after").await.expect("send genuine");
     assert!(
         received(b"after").await,
