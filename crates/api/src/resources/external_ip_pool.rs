@@ -3,7 +3,7 @@
 
 use osac_model::net::total_capacity;
 use osac_model::{Kind, net, pb, validate};
-use osac_store::{ListQuery, Record, Tx};
+use osac_store::{ListQuery, Record};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
@@ -88,15 +88,6 @@ pub fn allocated_stored(rec: &Record) -> i64 {
                 .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
         })
         .unwrap_or(0)
-}
-
-/// Number of ExternalIPs holding capacity in the pool (counted from the reference index).
-pub async fn allocated(tx: &mut dyn Tx, pool_id: &str) -> ApiResult<i64> {
-    let refs = tx.referrers(pool_id).await?;
-    Ok(refs
-        .iter()
-        .filter(|r| r.source_kind == Kind::ExternalIp)
-        .count() as i64)
 }
 
 /// Total capacity of a stored pool.

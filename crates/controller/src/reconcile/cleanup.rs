@@ -65,12 +65,26 @@ pub(crate) fn mark_deleting(rec: &mut Record) {
     }
 }
 
+/// Starts the deletion of a (locked, live) object inside `tx` on behalf of a controller, with
+/// the `Deleting` event saying `why`; the object's own controller then undoes it.
+pub(crate) async fn request_delete(
+    tx: &mut dyn osac_store::Tx,
+    mut current: Record,
+    why: String,
+) -> Result<(), ReconcileError> {
+    mark_deleting(&mut current);
+    tx.update(&current).await?;
+    let event = events::for_record(&current, false, events::REASON_DELETING, why);
+    events::record(tx, event).await?;
+    Ok(())
+}
+
 /// Starts the deletion of every live object of `objs` (skipping ExternalIPs that something
 /// other than this workload's auto attachments still consumes).
 async fn delete_all(ctx: &Ctx, workload: &Record, objs: &[Record]) -> Result<(), ReconcileError> {
     for obj in objs.iter().filter(|o| o.deleted_at.is_none()) {
         let mut tx = ctx.store.begin().await?;
-        let Some(mut current) = tx.lock(&obj.id).await? else {
+        let Some(current) = tx.lock(&obj.id).await? else {
             continue;
         };
         if current.deleted_at.is_some() {
@@ -79,15 +93,8 @@ async fn delete_all(ctx: &Ctx, workload: &Record, objs: &[Record]) -> Result<(),
         if current.kind == Kind::ExternalIp && consumed(&mut *tx, &current.id).await? {
             continue;
         }
-        mark_deleting(&mut current);
-        tx.update(&current).await?;
-        let event = events::for_record(
-            &current,
-            false,
-            events::REASON_DELETING,
-            format!("deleted by the cleanup of {}", describe(workload)),
-        );
-        events::record(&mut *tx, event).await?;
+        let why = format!("deleted by the cleanup of {}", describe(workload));
+        request_delete(&mut *tx, current, why).await?;
         tx.commit().await?;
     }
     Ok(())

@@ -12,7 +12,7 @@ use osac_model::defaults::{DEFAULT_KINDS, DEFAULT_LABEL, TENANT_TEARDOWN_ORDER, 
 use osac_model::pb;
 use osac_store::{ListQuery, Record, Store, StoreError};
 
-use super::cleanup::mark_deleting;
+use super::cleanup::request_delete;
 use super::{Action, Ctx, Object, ReconcileError, decode, describe, finalize, has_finalizer, save};
 use crate::events;
 
@@ -77,7 +77,7 @@ fn state_suffix(rec: &Record) -> String {
         .pointer("/status/state")
         .and_then(serde_json::Value::as_str)
         .unwrap_or("PENDING");
-    state.rsplit("_STATE_").next().unwrap_or(state).to_string()
+    events::short_state(state).to_string()
 }
 
 fn status_message(rec: &Record) -> String {
@@ -280,18 +280,10 @@ async fn teardown(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
         }
         for obj in left.iter().filter(|o| o.deleted_at.is_none()) {
             let mut tx = ctx.store.begin().await?;
-            if let Some(mut current) = tx.lock(&obj.id).await?
+            if let Some(current) = tx.lock(&obj.id).await?
                 && current.deleted_at.is_none()
             {
-                mark_deleting(&mut current);
-                tx.update(&current).await?;
-                let event = events::for_record(
-                    &current,
-                    false,
-                    events::REASON_DELETING,
-                    format!("deleted with Tenant '{name}'"),
-                );
-                events::record(&mut *tx, event).await?;
+                request_delete(&mut *tx, current, format!("deleted with Tenant '{name}'")).await?;
             }
             tx.commit().await?;
         }
