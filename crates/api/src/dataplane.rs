@@ -219,6 +219,7 @@ pub async fn gc(State(s): State<Arc<Service>>, headers: HeaderMap, body: Bytes) 
             "namespaces": report.namespaces,
             "bridges": report.bridges,
             "processes": report.processes,
+            "tables": report.tables,
         }))
     }
     .await;

@@ -765,6 +765,9 @@ async fn clusters_get_distinct_vips_and_agents_move_between_parking_and_subnet()
         assert_eq!(p.subnet_id, net.subnet);
         assert_eq!(p.security_groups, vec![net.sg.clone()]);
         assert!(p.primary);
+        let vips: Vec<std::net::IpAddr> =
+            vec!["10.0.1.241".parse().unwrap(), "10.0.1.242".parse().unwrap()];
+        assert_eq!(p.allowed_addresses, vips, "agents may answer for the VIPs");
     }
     match env.prov.machine(&c1).await {
         Some(SimMachine::Cluster(m)) => {

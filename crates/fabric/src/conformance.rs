@@ -292,6 +292,7 @@ pub async fn fabric_suite_with(
         virtual_network_id: vn.clone(),
         security_groups: vec![sg.clone()],
         primary,
+        allowed_addresses: vec![],
     };
     let p1 = ok(
         "create_network_attachment",
@@ -340,6 +341,23 @@ pub async fn fabric_suite_with(
         p1_again == p1,
         || format!("second call returned {p1_again:?}, first {p1:?}"),
     )?;
+    // A VIP of the subnet's block as an allowed address (cluster agents): accepted, updates the
+    // port in place, addresses unchanged.
+    let mut with_vip = na_req(&na1, "data-0", mac1, true);
+    with_vip.allowed_addresses = vec![IpAddr::V4(
+        "10.77.1.241".parse().map_err(|_| fail("setup", "ip"))?,
+    )];
+    for _ in 0..2 {
+        let p = ok(
+            "create_network_attachment with allowed_addresses",
+            fabric.create_network_attachment(&with_vip).await,
+        )?;
+        ensure(
+            "allowed_addresses keep the port's addresses",
+            p == p1,
+            || format!("got {p:?}, first {p1:?}"),
+        )?;
+    }
     let p2 = ok(
         "create second network attachment",
         fabric

@@ -218,6 +218,12 @@ pub struct CreateNetworkAttachmentRequest {
     /// Whether the port gets the default route and DNS.
     #[serde(default)]
     pub primary: bool,
+    /// Extra source addresses the port may use besides its own (Neutron's "allowed address
+    /// pairs"), e.g. a cluster's API and ingress VIPs, which its agents answer for. They must
+    /// lie in the subnet's VIP block (never handed out to ports); traffic to them is filtered
+    /// by the port's security groups. The full desired list: a later call replaces it.
+    #[serde(default)]
+    pub allowed_addresses: Vec<IpAddr>,
 }
 
 /// Addresses of a port: the result of `create_network_attachment` and `query_dhcp_lease`

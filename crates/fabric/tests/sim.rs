@@ -64,7 +64,49 @@ fn attach_req(
         virtual_network_id: vn.into(),
         security_groups: vec![],
         primary: true,
+        allowed_addresses: vec![],
     }
+}
+
+#[tokio::test]
+async fn allowed_addresses_come_from_the_vip_block_and_are_replaced() {
+    let (_store, fabric, c) = setup().await;
+    vn(&c, "vn", "10.0.0.0/16").await;
+    c.create_subnet(&subnet_req("s", "vn", "10.0.1.0/24", Some("10.0.1.240/28")))
+        .await
+        .unwrap();
+    let mut na = attach_req("a", "if0", "02:00:00:00:00:01", "s", "vn");
+    let port = c.create_network_attachment(&na).await.unwrap();
+    na.allowed_addresses = vec![ip("10.0.1.242"), ip("10.0.1.241"), ip("10.0.1.242")];
+    assert_eq!(c.create_network_attachment(&na).await.unwrap(), port);
+    let rec = fabric.network_attachment("a").await.unwrap();
+    assert_eq!(rec.allowed_addresses, [ip("10.0.1.241"), ip("10.0.1.242")]);
+    // Outside the VIP block (e.g. another port's address): refused, nothing changes.
+    na.allowed_addresses = vec![ip("10.0.1.5")];
+    is_permanent(
+        c.create_network_attachment(&na).await,
+        "not inside the VIP block",
+    );
+    assert_eq!(
+        fabric
+            .network_attachment("a")
+            .await
+            .unwrap()
+            .allowed_addresses
+            .len(),
+        2
+    );
+    // The list is the desired state: an empty one clears it.
+    na.allowed_addresses = vec![];
+    c.create_network_attachment(&na).await.unwrap();
+    assert!(
+        fabric
+            .network_attachment("a")
+            .await
+            .unwrap()
+            .allowed_addresses
+            .is_empty()
+    );
 }
 
 fn eip_req(id: &str, cidrs: &[&str]) -> AllocateExternalIpRequest {

@@ -8,6 +8,9 @@ use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
+mod compact;
+pub use compact::compact;
+
 /// A tool that could not be run or exited with an error.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CmdError {
@@ -125,9 +128,11 @@ pub async fn in_ns(
     run("ip", &all, stdin).await
 }
 
-/// Applies an nft script atomically (`nft -f -`) inside `ns`.
+/// Applies an nft script atomically (`nft -f -`) inside `ns`, rewritten by [`compact`] into
+/// the equivalent block forms so nft does not dump every chain of the namespace first (the
+/// cost of a transaction would otherwise grow with the number of security groups).
 pub async fn nft(ns: &str, script: &str) -> Result<(), CmdError> {
-    in_ns(ns, "nft", &["-f", "-"], Some(script))
+    in_ns(ns, "nft", &["-f", "-"], Some(&compact(script)))
         .await
         .map(|_| ())
 }

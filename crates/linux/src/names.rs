@@ -134,6 +134,26 @@ pub fn sg_chain(sg_id: &str, ingress: bool) -> String {
     )
 }
 
+/// Chain steering traffic of an allowed address (a cluster VIP) claimed by ports, ingress
+/// (`ingress = true`) or egress: the union of its claimants' security groups. A chain per
+/// address rather than a map element pointing at one claimant's chain, so the element never
+/// has to be re-pointed when a claimant goes away.
+pub fn vip_chain(addr: &std::net::IpAddr, ingress: bool) -> String {
+    format!(
+        "v-{}-{}",
+        short_hash(&addr.to_string()),
+        if ingress { "i" } else { "e" }
+    )
+}
+
+/// Conntrack zone (1..=65535) of the VN whose per-VN table is `vn_table` (itself named from
+/// the VN id, so the zone is stable): keeps the flows of VNs with overlapping CIDRs apart in a
+/// hosting-cluster namespace they share. Hash-derived, so two VNs on one hosting cluster may
+/// collide (about 1 % for 36 VNs); a collision only matters for identical 5-tuples.
+pub fn ct_zone(vn_table: &str) -> u16 {
+    (fnv1a64(vn_table) % 65_535) as u16 + 1
+}
+
 /// Per-port chain (SG union or anti-spoofing) keyed by the port's switch-end name.
 pub fn port_chain(kind: &str, switch_end: &str) -> String {
     format!("{kind}-{switch_end}")
@@ -175,6 +195,20 @@ mod tests {
             assert!(is_ours(&ns));
         }
         assert!(!is_ours("default"));
+    }
+
+    #[test]
+    fn zones_and_vip_chains_are_stable_and_distinct() {
+        let (a, b) = (vn_table("vn-1"), vn_table("vn-2"));
+        assert_eq!(ct_zone(&a), ct_zone(&vn_table("vn-1")));
+        assert_ne!(ct_zone(&a), ct_zone(&b));
+        assert!(ct_zone(&a) >= 1, "zone 0 is the default zone");
+        let vip: std::net::IpAddr = "10.0.1.241".parse().unwrap();
+        assert_ne!(vip_chain(&vip, true), vip_chain(&vip, false));
+        assert_ne!(
+            vip_chain(&vip, true),
+            vip_chain(&"10.0.1.242".parse().unwrap(), true)
+        );
     }
 
     #[test]

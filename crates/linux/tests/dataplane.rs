@@ -3,6 +3,7 @@
 //! `CI=true`.
 
 mod common;
+mod isolation;
 
 use std::net::IpAddr;
 
@@ -51,6 +52,7 @@ fn port_req(
         virtual_network_id: env.id("vn"),
         security_groups: sgs.to_vec(),
         primary: true,
+        allowed_addresses: vec![],
     }
 }
 
@@ -64,15 +66,16 @@ async fn plug(
     s: &str,
     sgs: &[String],
 ) -> (String, String) {
-    let p = env
-        .client
-        .create_network_attachment(&port_req(env, att, host, iface, mac, s, sgs))
-        .await
-        .unwrap();
-    let (key, ifname, _) = names::machine_of(host, iface);
+    plug_req(env, &port_req(env, att, host, iface, mac, s, sgs)).await
+}
+
+/// [`plug`] for a prepared request (other VN, allowed addresses).
+async fn plug_req(env: &Env, req: &CreateNetworkAttachmentRequest) -> (String, String) {
+    let p = env.client.create_network_attachment(req).await.unwrap();
+    let (key, ifname, _) = names::machine_of(&req.host, &req.interface);
     let ns = names::machine_ns(&key);
     let v4 = p.ipv4_address.unwrap().to_string();
-    let subnet = env.fabric.subnet(&env.id(s)).await.unwrap();
+    let subnet = env.fabric.subnet(&req.subnet_id).await.unwrap();
     let gw = subnet.gw4().unwrap().to_string();
     configure(&ns, &ifname, &format!("{v4}/24"), Some(&gw)).await;
     (ns, v4)

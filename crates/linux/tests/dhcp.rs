@@ -6,6 +6,9 @@ use std::time::{Duration, Instant};
 
 use osac_linux::dhcp::{ClientConfig, DhcpClient, Status, Timing};
 
+#[path = "dhcp/v6.rs"]
+mod v6;
+
 fn sh(args: &[&str]) -> String {
     let out = Command::new(args[0])
         .args(&args[1..])

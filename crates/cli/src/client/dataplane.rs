@@ -1,5 +1,5 @@
 //! `osac admin dataplane gc`: asks the server to remove the real dataplane's kernel state that
-//! no object in its store owns (leaked namespaces, bridges, dnsmasq processes). The server does
+//! no object in its store owns (leaked namespaces, bridges, nft tables, dnsmasq processes). The server does
 //! it because it holds the store and runs as root; the CLI only asks and prints the report.
 
 use serde_json::{Value, json};
@@ -54,6 +54,7 @@ fn summary(report: &Value) -> String {
         ("namespaces", "namespace(s)"),
         ("bridges", "bridge(s)"),
         ("processes", "dnsmasq process(es)"),
+        ("tables", "nft table(s)"),
     ] {
         let items = list(report, key);
         if !items.is_empty() {

@@ -3,7 +3,8 @@
 //! fabric port moved from the parking network to the subnet) → IPDiscoveryComplete (agent
 //! leases; `NetworkingIPDiscoveryTimeout` after the configured timeout, retries continue) →
 //! VIPs (API and ingress: the lowest free usable addresses of the subnet's `status.vip_cidr`
-//! not used by another cluster, allocated under the subnet row lock) → ProvisioningComplete
+//! not used by another cluster, allocated under the subnet row lock; the agents' ports are
+//! then allowed to send from them: `allowed_addresses`) → ProvisioningComplete
 //! (`provision_cluster`, which needs the VIPs) → READY with the hosts ASSIGNED in one
 //! transaction. Deletion: `deprovision_cluster`, VIPs released, ports back to parking, hosts
 //! FREE with the finalizer removal.
@@ -20,10 +21,10 @@ use osac_store::Record;
 
 use super::workload::{
     INVENTORY_ASSIGNED, IP_DISCOVERY_COMPLETE, IP_DISCOVERY_TIMEOUT, NETWORKING_CONFIGURED,
-    NO_PROVISIONER, POOL_CAAS, PROVISIONING_COMPLETE, Port, Resolved, Work, Workload, attach_ports,
-    condition, describe_missing, detach_ports, discover, finalize_with_hosts, free_hosts, host_mac,
-    host_type_label, is_true, lease_poll, lease_strings, managers_for_delete, owned_by, reserve,
-    resolve_network, set_host_state, timed,
+    NO_PROVISIONER, POOL_CAAS, PROVISIONING_COMPLETE, Port, Resolved, Work, Workload,
+    attach_ports_allowing, condition, describe_missing, detach_ports, discover,
+    finalize_with_hosts, free_hosts, host_mac, host_type_label, is_true, lease_poll, lease_strings,
+    managers_for_delete, owned_by, reserve, resolve_network, set_host_state, timed,
 };
 use super::{
     Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
@@ -62,6 +63,20 @@ fn agent_port(cluster_id: &str, a: &Agent, subnet: &str, sgs: &[String]) -> Port
         security_groups: sgs.to_vec(),
         primary: true,
     }
+}
+
+/// The API and ingress VIPs recorded in the status (none before they are allocated): the
+/// addresses the agents' ports may send from besides their own.
+fn recorded_vips(c: &pb::Cluster) -> Vec<IpAddr> {
+    c.status
+        .as_ref()
+        .map(|s| {
+            [&s.api_endpoint, &s.ingress_endpoint]
+                .into_iter()
+                .filter_map(|v| v.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The node sets of the spec, in name order.
@@ -425,7 +440,8 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         let attached = timed(
             KIND,
             "networking",
-            attach_ports(&fabric, &net.vn_id, &ports),
+            // Known VIPs go along, so re-running this step never withdraws them.
+            attach_ports_allowing(&fabric, &net.vn_id, &ports, &recorded_vips(&w.obj)),
         )
         .await;
         if let Err(e) = attached {
@@ -504,6 +520,21 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         }
         Vips::Failed(e) => return w.failed(ctx, PROVISIONING_COMPLETE, e).await,
     };
+    // The agents answer for the VIPs: their ports may send from them and traffic to them is
+    // filtered by the cluster's groups. Re-applied (one idempotent call per agent, no store
+    // write) whenever provisioning is still to do, i.e. before the VIPs come up.
+    if !w.done(PROVISIONING_COMPLETE) {
+        let vips = recorded_vips(&w.obj);
+        let allowed = timed(
+            KIND,
+            "vips_allowed",
+            attach_ports_allowing(&fabric, &net.vn_id, &ports, &vips),
+        )
+        .await;
+        if let Err(e) = allowed {
+            return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
+        }
+    }
 
     if !w.done(PROVISIONING_COMPLETE) {
         let Some(provisioner) = ctx.provisioner.clone() else {

@@ -485,11 +485,23 @@ pub(crate) struct Port {
 }
 
 /// `create_network_attachment` for every port (moves parked ports onto the subnet; updates
-/// security groups of existing ones).
+/// security groups of existing ones). VMs and bare-metal servers use no extra addresses.
 pub(crate) async fn attach_ports(
     fabric: &FabricClient,
     vn_id: &str,
     ports: &[Port],
+) -> Result<(), OpError> {
+    attach_ports_allowing(fabric, vn_id, ports, &[]).await
+}
+
+/// [`attach_ports`] where every port may also send from `allowed` (a cluster's VIPs, which its
+/// agents answer for). The list replaces the one the fabric had, so callers always pass the
+/// complete set.
+pub(crate) async fn attach_ports_allowing(
+    fabric: &FabricClient,
+    vn_id: &str,
+    ports: &[Port],
+    allowed: &[IpAddr],
 ) -> Result<(), OpError> {
     for p in ports {
         fabric
@@ -502,6 +514,7 @@ pub(crate) async fn attach_ports(
                 virtual_network_id: vn_id.to_string(),
                 security_groups: p.security_groups.clone(),
                 primary: p.primary,
+                allowed_addresses: allowed.to_vec(),
             })
             .await
             .map_err(|e| on_port(p, e))?;

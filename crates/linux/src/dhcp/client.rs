@@ -55,37 +55,63 @@ pub struct ClientConfig {
     pub timing: Timing,
 }
 
-/// What the client currently holds.
+/// What a client currently holds: `Status` (= `Status<Applied>`) for the DHCPv4 client,
+/// [`Status6`](super::Status6) for the DHCPv6 one.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Status {
+pub enum Status<A = Applied> {
     /// Looking for a server.
     #[default]
     Searching,
     /// An address is applied.
-    Bound(Applied),
+    Bound(A),
     /// The thread ended (namespace or interface gone, or an error).
     Stopped(String),
 }
 
-struct Shared {
-    stop: AtomicBool,
-    flush_on_stop: AtomicBool,
-    status: Mutex<Status>,
+/// State shared between a client handle and its thread (both families).
+pub(crate) struct Shared<A> {
+    pub(crate) stop: AtomicBool,
+    pub(crate) flush_on_stop: AtomicBool,
+    pub(crate) status: Mutex<Status<A>>,
 }
 
-impl Shared {
-    fn set(&self, s: Status) {
+impl<A: Clone> Shared<A> {
+    pub(crate) fn new() -> Self {
+        Shared {
+            stop: AtomicBool::new(false),
+            flush_on_stop: AtomicBool::new(false),
+            status: Mutex::new(Status::Searching),
+        }
+    }
+    pub(crate) fn set(&self, s: Status<A>) {
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
-    fn stopping(&self) -> bool {
+    pub(crate) fn get(&self) -> Status<A> {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+    /// Sleeps `d`, waking up for stop requests; false when stopped.
+    pub(crate) fn sleep(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            if self.stopping() {
+                return false;
+            }
+            std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+        }
+        !self.stopping()
     }
 }
 
 /// A running client; dropping it stops the thread (leaving the address in place).
 pub struct DhcpClient {
     config: ClientConfig,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<Applied>>,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
 
@@ -100,16 +126,12 @@ impl std::fmt::Debug for DhcpClient {
 }
 
 /// How long one receive waits before the thread checks for a stop request.
-const POLL: Duration = Duration::from_millis(200);
+pub(crate) const POLL: Duration = Duration::from_millis(200);
 
 impl DhcpClient {
     /// Starts the client thread.
     pub fn start(config: ClientConfig) -> io::Result<DhcpClient> {
-        let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
-            flush_on_stop: AtomicBool::new(false),
-            status: Mutex::new(Status::Searching),
-        });
+        let shared = Arc::new(Shared::new());
         let thread_shared = shared.clone();
         let cfg = config.clone();
         let name = format!("dhcp-{}", config.ifname);
@@ -139,11 +161,7 @@ impl DhcpClient {
 
     /// What the client holds now.
     pub fn status(&self) -> Status {
-        self.shared
-            .status
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.shared.get()
     }
 
     /// Whether the thread is still running.
@@ -182,7 +200,7 @@ fn open_socket(ifname: &str) -> io::Result<Socket> {
 }
 
 /// The thread body: set up, then DISCOVER/REQUEST/renew until stopped.
-fn run(cfg: &ClientConfig, shared: &Shared) -> io::Result<()> {
+fn run(cfg: &ClientConfig, shared: &Shared<Applied>) -> io::Result<()> {
     // Replies come from the gateway before we have a route back to it.
     let _ = netns::write_sysctl("net.ipv4.conf.all.rp_filter", "0");
     let _ = netns::write_sysctl(&format!("net.ipv4.conf.{}.rp_filter", cfg.ifname), "0");
@@ -225,7 +243,7 @@ fn seed_xid(mac: &[u8; 6]) -> u32 {
 
 struct Machine<'a> {
     cfg: &'a ClientConfig,
-    shared: &'a Shared,
+    shared: &'a Shared<Applied>,
     socket: Socket,
     applied: Option<Applied>,
     xid: u32,
@@ -368,16 +386,8 @@ impl Machine<'_> {
         }
     }
 
-    /// Sleeps, waking up for stop requests; false when stopped.
     fn sleep(&self, d: Duration) -> bool {
-        let until = Instant::now() + d;
-        while Instant::now() < until {
-            if self.shared.stopping() {
-                return false;
-            }
-            std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
-        }
-        !self.shared.stopping()
+        self.shared.sleep(d)
     }
 
     /// Broadcasts `req` and waits up to `wait` for a matching reply.

@@ -1,5 +1,5 @@
 //! Garbage collection: removes our kernel state nobody owns. Only namespaces named with our
-//! prefixes (and bridges / dnsmasq processes inside them) are ever looked at.
+//! prefixes (and bridges, nft tables and dnsmasq processes inside them) are ever looked at.
 
 use std::collections::BTreeSet;
 
@@ -31,6 +31,9 @@ pub struct GcReport {
     pub bridges: Vec<String>,
     /// Killed dnsmasq processes (pids).
     pub processes: Vec<u32>,
+    /// Deleted nft tables, as `namespace/family name`.
+    #[serde(default)]
+    pub tables: Vec<String>,
 }
 
 /// Which namespaces of `existing` are garbage for `owned` (pure, for tests): ours by prefix
@@ -67,8 +70,39 @@ fn is_subnet_bridge(name: &str) -> bool {
     name.len() == 13 && name.starts_with('b') && name[1..].chars().all(|c| c.is_ascii_hexdigit())
 }
 
-/// Removes our namespaces, subnet/overlay bridges and dnsmasq processes nobody owns. Never
-/// touches anything without our prefix.
+/// Which tables of an `nft list tables` listing are garbage (pure, for tests): named like a
+/// VirtualNetwork's table (`osac-` + 12 hex, see [`names::vn_table`]) for a VN nobody owns.
+/// Returns (family, name). The bridge table `osac`, other `osac…` names and foreign tables stay.
+pub fn garbage_tables(listing: &str, owned: &OwnedSet) -> Vec<(String, String)> {
+    let tables: BTreeSet<String> = owned
+        .virtual_networks
+        .iter()
+        .map(|v| names::vn_table(v))
+        .collect();
+    listing
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            match (w.next(), w.next(), w.next(), w.next()) {
+                (Some("table"), Some(family), Some(name), None) => {
+                    Some((family.to_string(), name.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .filter(|(_, name)| is_vn_table(name) && !tables.contains(name))
+        .collect()
+}
+
+/// Whether `name` looks like one of our per-VirtualNetwork tables (`osac-` + 12 hex).
+fn is_vn_table(name: &str) -> bool {
+    name.strip_prefix(names::PREFIX)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|h| h.len() == 12 && h.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// Removes our namespaces, subnet/overlay bridges, VN nft tables and dnsmasq processes nobody
+/// owns. Never touches anything without our prefix.
 pub async fn gc(owned: &OwnedSet) -> Result<GcReport, LinuxError> {
     gc_among(owned, None).await
 }
@@ -111,6 +145,17 @@ pub async fn gc_among(owned: &OwnedSet, scope: Option<&[String]>) -> Result<GcRe
                 }
                 cmd::ip_ignore_missing(Some(ns), &["link", "del", &link.ifname]).await?;
                 report.bridges.push(format!("{ns}/{}", link.ifname));
+            }
+        }
+        // A VN's table left in a router (hand edits, a crash between steps) or in a hosting
+        // cluster (its VN deleted while the cluster's namespace was being rebuilt).
+        let listing = cmd::in_ns(ns, "nft", &["list", "tables"], None).await?;
+        for (family, name) in garbage_tables(&listing, owned) {
+            let script = format!("delete table {family} {name}\n");
+            match cmd::nft(ns, &script).await {
+                Ok(()) => report.tables.push(format!("{ns}/{family} {name}")),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -210,5 +255,26 @@ mod tests {
         );
         assert!(is_subnet_bridge(&names::subnet_bridge("s")));
         assert!(!is_subnet_bridge("br0"));
+    }
+
+    #[test]
+    fn only_unowned_vn_tables_are_garbage() {
+        let owned = OwnedSet {
+            virtual_networks: ["vn-1".to_string()].into(),
+            ..OwnedSet::default()
+        };
+        let listing = format!(
+            "table inet {}\ntable inet {}\ntable bridge osac\ntable inet osac-nat\n\
+             table inet filter\ntable ip osac-0000deadbeef\n",
+            names::vn_table("vn-1"),
+            names::vn_table("vn-2"),
+        );
+        assert_eq!(
+            garbage_tables(&listing, &owned),
+            vec![
+                ("inet".to_string(), names::vn_table("vn-2")),
+                ("ip".to_string(), "osac-0000deadbeef".to_string()),
+            ]
+        );
     }
 }

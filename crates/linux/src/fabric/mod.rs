@@ -13,6 +13,7 @@ mod router;
 mod secgroup;
 mod store;
 mod subnet;
+mod vips;
 
 use std::sync::Arc;
 

@@ -146,6 +146,10 @@ pub struct PortRec {
     pub v4: Option<Ipv4Addr>,
     /// Reserved IPv6.
     pub v6: Option<Ipv6Addr>,
+    /// Extra source addresses (cluster VIPs, inside the subnet's VIP block; sorted, unique).
+    /// Persisted so a restarted fabric still knows who claims a VIP.
+    #[serde(default)]
+    pub allowed: Vec<IpAddr>,
 }
 
 impl PortRec {
@@ -223,6 +227,20 @@ impl Model {
                     .find(|s| s.external == addr)
                     .map(|s| format!("NAT gateway '{}'", s.id))
             })
+    }
+
+    /// The union of the security groups (sorted, unique) of the ports of `vn` in namespace `ns`
+    /// that may use `addr` (see [`PortRec::allowed`]), leaving out attachment `except`: what
+    /// filters traffic of that address there.
+    pub fn claimant_groups(&self, vn: &str, ns: &str, addr: IpAddr, except: &str) -> Vec<String> {
+        let set: std::collections::BTreeSet<String> = self
+            .ports
+            .values()
+            .filter(|p| p.id != except && p.vn == vn && p.allowed.contains(&addr))
+            .filter(|p| p.switch_ns() == ns)
+            .flat_map(|p| p.sgs.iter().cloned())
+            .collect();
+        set.into_iter().collect()
     }
 
     /// Security-group ids used by ports whose switch end lives in `ns`, for VN `vn`.

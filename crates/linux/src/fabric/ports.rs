@@ -15,6 +15,7 @@ use osac_fabric::{
 use super::dnsmasq::DnsmasqFiles;
 use super::model::{PortRec, kind};
 use super::render::{self, PortIdentity, TableSite};
+use super::vips::check_allowed;
 use super::{Inner, empty, normalize_mac, require_non_empty, to_json};
 use crate::cmd::{self, CmdError};
 use crate::kernel;
@@ -176,6 +177,18 @@ impl Inner {
         let mut sgs = r.security_groups.clone();
         sgs.sort();
         sgs.dedup();
+        let allowed = check_allowed(&r, subnet.vip_cidr)?;
+        if let Some(old) = self.model.ports.get(&r.attachment_id) {
+            // Addresses the port stops claiming are re-steered without it before the record
+            // changes, so a failure here is simply retried.
+            let withdrawn: Vec<IpAddr> = old
+                .allowed
+                .iter()
+                .filter(|a| !allowed.contains(a))
+                .copied()
+                .collect();
+            self.withdraw_vips(old, &withdrawn).await?;
+        }
 
         let rec = if let Some(old) = self.model.ports.get(&r.attachment_id) {
             if old.host != r.host
@@ -191,6 +204,7 @@ impl Inner {
             PortRec {
                 sgs,
                 primary: r.primary,
+                allowed,
                 ..old.clone()
             }
         } else {
@@ -248,6 +262,7 @@ impl Inner {
                 primary: r.primary,
                 v4,
                 v6,
+                allowed,
             }
         };
         if self.model.ports.get(&rec.id) != Some(&rec) {
@@ -261,8 +276,8 @@ impl Inner {
         })
     }
 
-    /// Programs everything of one port (idempotent): cable, anti-spoofing, security groups,
-    /// DHCP reservation.
+    /// Programs everything of one port (idempotent): cable, anti-spoofing, security groups
+    /// (of its addresses and of the allowed addresses it claims), DHCP reservation.
     async fn build_port(&self, p: &PortRec) -> Result<(), OpError> {
         let subnet =
             self.model.subnets.get(&p.subnet).cloned().ok_or_else(|| {
@@ -304,19 +319,23 @@ impl Inner {
         .await?;
 
         let sw = p.switch_end();
+        // Its own addresses and its allowed ones (never the subnet's whole VIP block).
+        let sources: Vec<IpNet> = p
+            .addrs()
+            .chain(p.allowed.iter().copied())
+            .map(IpNet::from)
+            .collect();
         let identity = PortIdentity {
             mac: p.mac.clone(),
-            ipv4: p
-                .v4
-                .map(|a| IpNet::V4(Ipv4Net::from(a)))
-                .into_iter()
-                .chain(subnet.vip_cidr.filter(|n| n.addr().is_ipv4()))
+            ipv4: sources
+                .iter()
+                .filter(|n| n.addr().is_ipv4())
+                .copied()
                 .collect(),
-            ipv6: p
-                .v6
-                .map(|a| IpNet::V6(Ipv6Net::from(a)))
-                .into_iter()
-                .chain(subnet.vip_cidr.filter(|n| n.addr().is_ipv6()))
+            ipv6: sources
+                .iter()
+                .filter(|n| n.addr().is_ipv6())
+                .copied()
                 .collect(),
         };
         let mut script = prelude;
@@ -328,6 +347,7 @@ impl Inner {
             }
         }
         script.push_str(&render::port_sg(&table, &sw, &p.sgs, p.v4, p.v6));
+        script.push_str(&self.vip_script(&table, &p.vn, &ns, &p.allowed, ""));
         cmd::nft_converge(&ns, &script).await?;
         self.write_dnsmasq(&subnet, false).await
     }
@@ -363,7 +383,7 @@ impl Inner {
                 let table = names::vn_table(&p.vn);
                 let mut script = render::bridge_table();
                 script.push_str(&render::delete_anti_spoof(&sw));
-                if !p.sgs.is_empty() {
+                if !p.sgs.is_empty() || !p.allowed.is_empty() {
                     script.push_str(&render::vn_table(
                         &table,
                         if is_vm {
@@ -372,7 +392,11 @@ impl Inner {
                             TableSite::Router
                         },
                     ));
-                    script.push_str(&render::port_sg(&table, &sw, &[], p.v4, p.v6));
+                    if !p.sgs.is_empty() {
+                        script.push_str(&render::port_sg(&table, &sw, &[], p.v4, p.v6));
+                    }
+                    // VIPs it claimed: steered by the remaining claimants, or unsteered.
+                    script.push_str(&self.vip_script(&table, &p.vn, &ns, &p.allowed, &p.id));
                 }
                 cmd::nft_converge(&ns, &script).await?;
             }

@@ -1,12 +1,12 @@
 //! Pure renderers: nft scripts (applied atomically with `nft -f`) and dnsmasq files. No I/O,
 //! so every rule the dataplane installs is unit-tested without root.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use ipnet::IpNet;
 use osac_fabric::{Protocol, SecurityRule};
 
-use crate::names::{self, BRIDGE_TABLE, UNDERLAY_IF, UPLINK_IF, VXLAN_PORT};
+use crate::names::{self, UNDERLAY_IF, UPLINK_IF, VXLAN_PORT};
 
 /// Where a per-VN `inet` table lives: the router (NAT, uplink guard) or a hosting cluster
 /// (security groups only, restricted to the VN's overlay bridges).
@@ -42,6 +42,22 @@ pub fn vn_table(table: &str, site: TableSite) -> String {
         );
     }
     let bridged_only = site == TableSite::Hosting;
+    if bridged_only {
+        // VNs sharing a hosting cluster may use the same CIDRs: each VN's bridged flows get
+        // their own conntrack zone (br_netfilter presents them with the bridge as iifname).
+        let zone = names::ct_zone(table);
+        line(
+            &mut s,
+            format!(
+                "add chain {t} zone {{ type filter hook prerouting priority raw; policy accept; }}"
+            ),
+        );
+        line(&mut s, format!("flush chain {t} zone"));
+        line(
+            &mut s,
+            format!("add rule {t} zone iifname @brs ct zone set {zone}"),
+        );
+    }
     for (chain, prio, dir, map4, map6) in [
         ("sgout", 0, "saddr", "eg4", "eg6"),
         ("sgin", 1, "daddr", "in4", "in6"),
@@ -263,178 +279,6 @@ pub fn delete_sg_chains(table: &str, sg_id: &str) -> String {
     s
 }
 
-/// The security-group state of one port: its union chains (`jump` each group, then drop) and
-/// the map elements steering its addresses there. `sgs` empty = unfiltered (everything
-/// removed). Group chains must exist (see [`sg_chains`]).
-pub fn port_sg(
-    table: &str,
-    switch_end: &str,
-    sgs: &[String],
-    v4: Option<Ipv4Addr>,
-    v6: Option<Ipv6Addr>,
-) -> String {
-    let t = format!("inet {table}");
-    let mut s = String::new();
-    let e = names::port_chain("e", switch_end);
-    let i = names::port_chain("i", switch_end);
-    // Chains are declared first so a removal never trips over a missing chain; missing
-    // elements are skipped by `cmd::nft_converge`.
-    for chain in [&e, &i] {
-        line(&mut s, format!("add chain {t} {chain}"));
-        line(&mut s, format!("flush chain {t} {chain}"));
-    }
-    let mut elements: Vec<(&str, String, &str)> = Vec::new();
-    if let Some(a) = v4 {
-        elements.push(("eg4", a.to_string(), &e));
-        elements.push(("in4", a.to_string(), &i));
-    }
-    if let Some(a) = v6 {
-        elements.push(("eg6", a.to_string(), &e));
-        elements.push(("in6", a.to_string(), &i));
-    }
-    if sgs.is_empty() {
-        for (map, key, _) in &elements {
-            line(&mut s, format!("delete element {t} {map} {{ {key} }}"));
-        }
-        line(&mut s, format!("delete chain {t} {e}"));
-        line(&mut s, format!("delete chain {t} {i}"));
-        return s;
-    }
-    for (map, key, chain) in &elements {
-        line(
-            &mut s,
-            format!("add element {t} {map} {{ {key} : jump {chain} }}"),
-        );
-    }
-    for sg in sgs {
-        line(
-            &mut s,
-            format!("add rule {t} {e} jump {}", names::sg_chain(sg, false)),
-        );
-        line(
-            &mut s,
-            format!("add rule {t} {i} jump {}", names::sg_chain(sg, true)),
-        );
-    }
-    line(&mut s, format!("add rule {t} {e} drop"));
-    line(&mut s, format!("add rule {t} {i} drop"));
-    s
-}
-
-/// Declares the stateless anti-spoofing table (family `bridge`) of a namespace.
-pub fn bridge_table() -> String {
-    let t = format!("bridge {BRIDGE_TABLE}");
-    let mut s = String::new();
-    line(&mut s, format!("add table {t}"));
-    line(
-        &mut s,
-        format!("add map {t} ports {{ type ifname : verdict; }}"),
-    );
-    line(
-        &mut s,
-        format!("add chain {t} pre {{ type filter hook prerouting priority 0; policy accept; }}"),
-    );
-    line(&mut s, format!("flush chain {t} pre"));
-    line(&mut s, format!("add rule {t} pre iifname vmap @ports"));
-    s
-}
-
-/// What a port may send: its MAC, its addresses and the subnet's VIP block (cluster agents
-/// answer for VIPs), DHCP discover from 0.0.0.0, link-local/unspecified IPv6 (ND, DHCPv6
-/// solicit); never DHCP/DHCPv6 server replies nor router advertisements.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortIdentity {
-    /// Lowercase MAC.
-    pub mac: String,
-    /// Allowed IPv4 sources.
-    pub ipv4: Vec<IpNet>,
-    /// Allowed IPv6 sources.
-    pub ipv6: Vec<IpNet>,
-}
-
-fn set_of(items: &[IpNet], extra: &[&str]) -> String {
-    let mut all: Vec<String> = items.iter().map(|n| n.trunc().to_string()).collect();
-    all.extend(extra.iter().map(|s| s.to_string()));
-    format!("{{ {} }}", all.join(", "))
-}
-
-/// The anti-spoofing chain of one port plus its map element (replaces an older version).
-pub fn anti_spoof(switch_end: &str, id: &PortIdentity) -> String {
-    let t = format!("bridge {BRIDGE_TABLE}");
-    let c = names::port_chain("as", switch_end);
-    let mac = &id.mac;
-    let mut s = String::new();
-    line(&mut s, format!("add chain {t} {c}"));
-    line(&mut s, format!("flush chain {t} {c}"));
-    line(
-        &mut s,
-        format!("add rule {t} {c} ether saddr != {mac} drop"),
-    );
-    line(
-        &mut s,
-        format!("add rule {t} {c} ether type arp arp saddr ether != {mac} drop"),
-    );
-    line(
-        &mut s,
-        format!(
-            "add rule {t} {c} ether type arp arp saddr ip != {} drop",
-            set_of(&id.ipv4, &["0.0.0.0"])
-        ),
-    );
-    line(&mut s, format!("add rule {t} {c} ether type arp accept"));
-    line(
-        &mut s,
-        format!("add rule {t} {c} ip protocol udp udp sport 67 drop"),
-    );
-    line(
-        &mut s,
-        format!("add rule {t} {c} ip6 nexthdr udp udp sport 547 drop"),
-    );
-    line(
-        &mut s,
-        format!("add rule {t} {c} icmpv6 type {{ nd-router-advert, nd-redirect }} drop"),
-    );
-    line(
-        &mut s,
-        format!(
-            "add rule {t} {c} ip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp dport 67 accept"
-        ),
-    );
-    if !id.ipv4.is_empty() {
-        line(
-            &mut s,
-            format!("add rule {t} {c} ip saddr {} accept", set_of(&id.ipv4, &[])),
-        );
-    }
-    line(
-        &mut s,
-        format!(
-            "add rule {t} {c} ip6 saddr {} accept",
-            set_of(&id.ipv6, &["fe80::/10", "::/128"])
-        ),
-    );
-    line(&mut s, format!("add rule {t} {c} drop"));
-    line(
-        &mut s,
-        format!("add element {t} ports {{ \"{switch_end}\" : jump {c} }}"),
-    );
-    s
-}
-
-/// Removes a port's anti-spoofing chain and map element (apply with `cmd::nft_converge`).
-pub fn delete_anti_spoof(switch_end: &str) -> String {
-    let t = format!("bridge {BRIDGE_TABLE}");
-    let c = names::port_chain("as", switch_end);
-    let mut s = String::new();
-    line(
-        &mut s,
-        format!("delete element {t} ports {{ \"{switch_end}\" }}"),
-    );
-    line(&mut s, format!("add chain {t} {c}"));
-    line(&mut s, format!("delete chain {t} {c}"));
-    s
-}
-
 /// Adds (`Some(target)`) or removes (`None`) one DNAT mapping (apply with
 /// `cmd::nft_converge`, which replaces an element that maps elsewhere).
 pub fn dnat(table: &str, external: IpAddr, target: Option<IpAddr>) -> String {
@@ -479,6 +323,8 @@ pub fn snat(table: &str, gateway: Option<(IpAddr, &[IpNet])>) -> String {
 
 mod dhcp;
 pub use dhcp::{DnsmasqConf, Lease, dnsmasq_conf, dnsmasq_host, parse_leases};
+mod port;
+pub use port::{PortIdentity, anti_spoof, bridge_table, delete_anti_spoof, port_sg, vip_sg};
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,7 @@
 //! Security groups: one chain pair per group in every namespace that enforces it (the VN's
-//! router, and each hosting cluster with ports of the group), replaced atomically.
+//! router, and each hosting cluster with ports of the group), replaced atomically. The script
+//! stays flat in the number of groups: `cmd::nft` sends its rules in block form, for which
+//! nft does not load every chain of the namespace first (see `cmd::compact`).
 
 use osac_fabric::{
     ApplySecurityGroupRequest, DeleteSecurityGroupRequest, OpError, Protocol, SecurityRule,

@@ -15,7 +15,9 @@ use serde::Deserialize;
 
 use crate::cmd::{self, CmdError};
 use crate::dhcp::packet::parse_mac;
-use crate::dhcp::{ClientConfig, DhcpClient, Timing, netns};
+use crate::dhcp::{
+    Client6Config, ClientConfig, Dhcp6Client, DhcpClient, InterfaceStatus, Timing, netns, ra,
+};
 use crate::names::MACHINE_NS_PREFIX;
 
 /// Alias of a powered-off machine's `lo`.
@@ -63,10 +65,27 @@ pub async fn set_power(ns: &str, off: bool) -> Result<(), CmdError> {
         .map(|_| ())
 }
 
-/// The running clients, by (namespace, interface).
+/// The two clients (DHCPv4 and DHCPv6) of one interface.
+struct Pair {
+    v4: DhcpClient,
+    v6: Dhcp6Client,
+}
+
+impl Pair {
+    fn is_running(&self) -> bool {
+        self.v4.is_running() && self.v6.is_running()
+    }
+
+    fn stop(self, flush: bool) {
+        self.v4.stop(flush);
+        self.v6.stop(flush);
+    }
+}
+
+/// The running clients, by (namespace, interface): a DHCPv4 and a DHCPv6 client each.
 pub struct Clients {
     timing: Timing,
-    running: Mutex<BTreeMap<(String, String), DhcpClient>>,
+    running: Mutex<BTreeMap<(String, String), Pair>>,
 }
 
 impl Clients {
@@ -78,11 +97,12 @@ impl Clients {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), DhcpClient>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Pair>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts a client on `ns`/`ifname` unless one runs (a finished one is replaced).
+    /// Starts the clients (both families) on `ns`/`ifname` unless they run (finished ones
+    /// are replaced).
     pub fn ensure(&self, ns: &str, ifname: &str, mac: &str) -> std::io::Result<()> {
         let mac_bytes = parse_mac(mac).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad MAC '{mac}'"))
@@ -91,30 +111,53 @@ impl Clients {
         let mut running = self.lock();
         if let Some(c) = running.get(&key)
             && c.is_running()
-            && c.config().mac == mac_bytes
+            && c.v4.config().mac == mac_bytes
         {
             return Ok(());
         }
         let stale = running.remove(&key);
         drop(running);
-        if let Some(c) = stale {
-            c.stop(false);
-        }
-        let client = DhcpClient::start(ClientConfig {
-            netns: ns.to_string(),
-            ifname: ifname.to_string(),
-            mac: mac_bytes,
-            hostname: None,
-            timing: self.timing,
-        })?;
-        self.lock().insert(key, client);
+        let start_v4 = || {
+            DhcpClient::start(ClientConfig {
+                netns: ns.to_string(),
+                ifname: ifname.to_string(),
+                mac: mac_bytes,
+                hostname: None,
+                timing: self.timing,
+            })
+        };
+        let start_v6 = || {
+            Dhcp6Client::start(Client6Config {
+                netns: ns.to_string(),
+                ifname: ifname.to_string(),
+                mac: mac_bytes,
+                timing: self.timing,
+            })
+        };
+        // Only the client that ended is replaced (same MAC): the other keeps its lease.
+        let pair = match stale {
+            Some(Pair { v4, v6 }) if v4.config().mac == mac_bytes => Pair {
+                v4: if v4.is_running() { v4 } else { start_v4()? },
+                v6: if v6.is_running() { v6 } else { start_v6()? },
+            },
+            stale => {
+                if let Some(c) = stale {
+                    c.stop(false);
+                }
+                Pair {
+                    v4: start_v4()?,
+                    v6: start_v6()?,
+                }
+            }
+        };
+        self.lock().insert(key, pair);
         Ok(())
     }
 
     /// Stops every client of namespace `ns` (blocking: joins the threads); `flush` removes
     /// their addresses and routes.
     pub fn stop_ns(&self, ns: &str, flush: bool) {
-        let mine: Vec<DhcpClient> = {
+        let mine: Vec<Pair> = {
             let mut running = self.lock();
             let keys: Vec<_> = running.keys().filter(|(n, _)| n == ns).cloned().collect();
             keys.iter().filter_map(|k| running.remove(k)).collect()
@@ -126,7 +169,7 @@ impl Clients {
 
     /// Stops every client (the server is shutting down; addresses stay).
     pub fn stop_all(&self) {
-        let all: Vec<DhcpClient> = std::mem::take(&mut *self.lock()).into_values().collect();
+        let all: Vec<Pair> = std::mem::take(&mut *self.lock()).into_values().collect();
         for c in all {
             c.stop(false);
         }
@@ -141,14 +184,17 @@ impl Clients {
     pub fn is_running(&self, ns: &str, ifname: &str) -> bool {
         self.lock()
             .get(&(ns.to_string(), ifname.to_string()))
-            .is_some_and(DhcpClient::is_running)
+            .is_some_and(Pair::is_running)
     }
 
-    /// The client status of `ns`/`ifname`, if it has one.
-    pub fn status(&self, ns: &str, ifname: &str) -> Option<crate::dhcp::Status> {
+    /// The status of the clients of `ns`/`ifname` (both families), if it has them.
+    pub fn status(&self, ns: &str, ifname: &str) -> Option<InterfaceStatus> {
         self.lock()
             .get(&(ns.to_string(), ifname.to_string()))
-            .map(DhcpClient::status)
+            .map(|p| InterfaceStatus {
+                v4: p.v4.status(),
+                v6: p.v6.status(),
+            })
     }
 }
 
@@ -237,12 +283,22 @@ impl Supervisor {
         if is_powered_off(&links) {
             return false;
         }
+        let missing: Vec<&MachineLink> = links
+            .iter()
+            .filter(|l| l.ifname != "lo" && l.address.is_some())
+            .filter(|l| !self.clients.is_running(ns, &l.ifname))
+            .collect();
+        if missing.is_empty() {
+            return false;
+        }
+        // Primary unknown here: a single interface is primary, a multi-homed machine keeps
+        // what its boot set (see `dhcp::ra`).
+        if let Err(e) = ra::configure_async(ns, BTreeMap::new()).await {
+            tracing::warn!(%ns, error = %e, "cannot configure IPv6 router advertisements");
+        }
         let mut started = false;
-        for l in links.iter().filter(|l| l.ifname != "lo") {
+        for l in missing {
             let Some(mac) = &l.address else { continue };
-            if self.clients.is_running(ns, &l.ifname) {
-                continue;
-            }
             match self.clients.ensure(ns, &l.ifname, mac) {
                 Ok(()) => started = true,
                 Err(e) => {

@@ -21,7 +21,7 @@ use osac_fabric::provision::{
 use tokio::sync::Mutex;
 
 use crate::cmd;
-use crate::dhcp::{Timing, netns};
+use crate::dhcp::{Timing, netns, ra};
 use crate::names::{machine_ns, machine_of};
 pub use machines::MachineScope;
 use machines::{Clients, Supervisor, machine_links, set_power, stop_ns_blocking};
@@ -67,8 +67,13 @@ impl LinuxProvisioner {
         p
     }
 
-    /// The DHCP client status of a machine interface (tests, dev tooling).
-    pub fn client_status(&self, machine_key: &str, ifname: &str) -> Option<crate::dhcp::Status> {
+    /// The DHCP client status (IPv4 lease and IPv6 address) of a machine interface (tests,
+    /// dev tooling).
+    pub fn client_status(
+        &self,
+        machine_key: &str,
+        ifname: &str,
+    ) -> Option<crate::dhcp::InterfaceStatus> {
         self.clients.status(&machine_ns(machine_key), ifname)
     }
 
@@ -96,6 +101,13 @@ impl LinuxProvisioner {
             }
         }
         set_power(&ns, false).await.map_err(transient)?;
+        // IPv6 default route from RAs only on the primary NIC (the DHCPv4 router option
+        // likewise only reaches primary ports).
+        let primary: BTreeMap<String, bool> =
+            nics.iter().map(|n| (n.name.clone(), n.primary)).collect();
+        ra::configure_async(&ns, primary)
+            .await
+            .map_err(|e| OpError::transient(format!("IPv6 RA settings of {ns}: {e}")))?;
         for nic in nics {
             self.clients
                 .ensure(&ns, &nic.name, &nic.mac_address)
@@ -153,6 +165,10 @@ impl Provisioner for LinuxProvisioner {
         // Powered off first, so no supervisor pass restarts the clients.
         set_power(&ns, true).await.map_err(transient)?;
         stop_ns_blocking(&self.clients, &ns, true).await;
+        // The kernel would keep learning routes from RAs otherwise (boot turns it back on).
+        ra::disable_async(&ns)
+            .await
+            .map_err(|e| OpError::transient(format!("IPv6 RA settings of {ns}: {e}")))?;
         Ok(())
     }
 

@@ -364,7 +364,8 @@ pub async fn echo_server(ns: &str, host: &str, port: u16) -> Child {
 
 const SESSION: &str = r#"
 import socket, sys
-s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+src = ("", int(sys.argv[3])) if len(sys.argv) > 3 else None
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3, source_address=src)
 print("connected", flush=True)
 for _ in sys.stdin:
     try:
@@ -385,18 +386,30 @@ pub struct Session {
 impl Session {
     /// Connects from `ns` to `host:port`; None when the connection cannot be opened.
     pub async fn open(ns: &str, host: &str, port: u16) -> Option<Session> {
+        Session::open_from(ns, host, port, None).await
+    }
+
+    /// [`Session::open`] from a fixed source port (identical 5-tuples in different VNs).
+    pub async fn open_from(
+        ns: &str,
+        host: &str,
+        port: u16,
+        src_port: Option<u16>,
+    ) -> Option<Session> {
         use tokio::io::AsyncBufReadExt;
+        let mut args = vec![
+            "netns".to_string(),
+            "exec".into(),
+            ns.into(),
+            "python3".into(),
+            "-c".into(),
+            SESSION.into(),
+            host.into(),
+            port.to_string(),
+        ];
+        args.extend(src_port.map(|p| p.to_string()));
         let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                ns,
-                "python3",
-                "-c",
-                SESSION,
-                host,
-                &port.to_string(),
-            ])
+            .args(&args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -428,4 +441,60 @@ impl Session {
     pub async fn close(mut self) {
         let _ = self.child.kill().await;
     }
+}
+
+const NA_SEND: &str = r#"
+import socket, struct, sys
+ifname, target = sys.argv[1], sys.argv[2]
+mac = bytes.fromhex(open("/sys/class/net/%s/address" % ifname).read().strip().replace(":", ""))
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+na = struct.pack("!BBHI", 136, 0, 0, 0x20000000) + socket.inet_pton(socket.AF_INET6, target)
+s.sendto(na + bytes([2, 1]) + mac, ("ff02::1", 0, 0, socket.if_nametoindex(ifname)))
+"#;
+
+/// Sends an unsolicited neighbour advertisement (override flag, our MAC as target link-layer
+/// address) for `target` to all nodes out of `ifname` in `ns`; true when it was sent.
+pub async fn send_na(ns: &str, ifname: &str, target: &str) -> bool {
+    sh(ns, &["python3", "-c", NA_SEND, ifname, target]).await
+}
+
+const NA_LISTEN: &str = r#"
+import select, socket, sys, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+print("ready", flush=True)
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    if select.select([s], [], [], max(0.0, end - time.time()))[0]:
+        d, _ = s.recvfrom(2048)
+        if len(d) >= 24 and d[0] == 136:
+            print(socket.inet_ntop(socket.AF_INET6, d[8:24]), flush=True)
+"#;
+
+/// Listens in `ns` for neighbour advertisements while `send` runs (plus a second), and returns
+/// the target addresses that arrived.
+pub async fn na_targets_seen<F: std::future::Future>(ns: &str, send: F) -> Vec<String> {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "python3", "-c", NA_LISTEN, "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+    assert!(
+        matches!(first, Ok(Ok(Some(ref l))) if l == "ready"),
+        "listener did not start"
+    );
+    send.await;
+    let mut seen = Vec::new();
+    while let Ok(Ok(Some(l))) =
+        tokio::time::timeout(Duration::from_secs(5), lines.next_line()).await
+    {
+        seen.push(l);
+    }
+    let _ = child.wait().await;
+    seen
 }

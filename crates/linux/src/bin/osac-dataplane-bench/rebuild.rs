@@ -335,6 +335,7 @@ async fn build(
                     virtual_network_id: vn.clone(),
                     security_groups: sgs,
                     primary: true,
+                    allowed_addresses: vec![],
                 };
                 let addrs = m.fabric.create_network_attachment(&req).await?;
                 first_v4 = first_v4.or(addrs.ipv4_address);

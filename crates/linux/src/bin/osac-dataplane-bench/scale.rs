@@ -85,6 +85,7 @@ async fn build_vn(
             virtual_network_id: id.clone(),
             security_groups: vec![],
             primary: true,
+            allowed_addresses: vec![],
         })
         .await?;
     let Some(IpAddr::V4(target)) = p.ipv4_address else {

@@ -38,6 +38,26 @@ fn hosting_table_only_acts_on_its_vn_bridges() {
 }
 
 #[test]
+fn hosting_table_puts_its_vn_in_its_own_conntrack_zone() {
+    let s = vn_table("osac-x", TableSite::Hosting);
+    let zone = crate::names::ct_zone("osac-x");
+    assert!(s.contains(
+        "add chain inet osac-x zone { type filter hook prerouting priority raw; policy accept; }"
+    ));
+    assert!(s.contains(&format!(
+        "flush chain inet osac-x zone\nadd rule inet osac-x zone iifname @brs ct zone set {zone}\n"
+    )));
+    assert!(
+        !vn_table("osac-y", TableSite::Hosting).contains(&format!("ct zone set {zone}\n")),
+        "another VN, another zone"
+    );
+    assert!(
+        !vn_table("osac-x", TableSite::Router).contains("ct zone"),
+        "a router holds one VN"
+    );
+}
+
+#[test]
 fn rules_render_per_direction_family_and_protocol() {
     assert_eq!(
         rule_match(&rule(Protocol::Tcp, Some((22, 22)), "0.0.0.0/0"), true),
@@ -106,6 +126,48 @@ fn port_chains_union_groups_then_drop() {
     let open = port_sg("t", "pabc", &[], v4, None);
     assert!(open.contains("delete element inet t eg4 { 10.0.1.2 }"));
     assert!(open.contains("delete chain inet t e-pabc"));
+    // Declared before deleted: a second removal does not fail on a missing element.
+    assert!(
+        open.find("add element inet t eg4 { 10.0.1.2 : jump e-pabc }")
+            .unwrap()
+            < open.find("delete element inet t eg4").unwrap()
+    );
+}
+
+#[test]
+fn vip_chains_union_claimant_groups_and_go_with_the_last_claimant() {
+    let vip: IpAddr = "10.0.1.241".parse().unwrap();
+    let (i, e) = (
+        crate::names::vip_chain(&vip, true),
+        crate::names::vip_chain(&vip, false),
+    );
+    let s = vip_sg("t", vip, &["a".into(), "b".into()]);
+    assert!(s.contains(&format!(
+        "add element inet t in4 {{ 10.0.1.241 : jump {i} }}"
+    )));
+    assert!(s.contains(&format!(
+        "add element inet t eg4 {{ 10.0.1.241 : jump {e} }}"
+    )));
+    for g in ["a", "b"] {
+        assert!(s.contains(&format!(
+            "add rule inet t {i} jump {}",
+            crate::names::sg_chain(g, true)
+        )));
+        assert!(s.contains(&format!(
+            "add rule inet t {e} jump {}",
+            crate::names::sg_chain(g, false)
+        )));
+    }
+    assert!(s.contains(&format!("flush chain inet t {i}\n")));
+    assert!(s.ends_with(&format!("add rule inet t {e} drop\n")));
+    assert!(!s.contains("delete"));
+    // No claimant with groups left: the address is no longer steered.
+    let gone = vip_sg("t", vip, &[]);
+    assert!(gone.contains("delete element inet t in4 { 10.0.1.241 }"));
+    assert!(gone.contains(&format!("delete chain inet t {i}")));
+    assert!(!gone.contains("jump g-"));
+    let v6 = vip_sg("t", "fd00::f1".parse().unwrap(), &["a".into()]);
+    assert!(v6.contains("add element inet t in6 { fd00::f1 : jump"));
 }
 
 #[test]
@@ -114,21 +176,46 @@ fn anti_spoofing_pins_mac_and_addresses() {
         mac: "02:00:00:00:00:01".into(),
         ipv4: vec![
             "10.0.1.2/32".parse().unwrap(),
-            "10.0.1.240/28".parse().unwrap(),
+            "10.0.1.241/32".parse().unwrap(),
         ],
-        ipv6: vec!["fd00::2/128".parse().unwrap()],
+        ipv6: vec![
+            "fd00::2/128".parse().unwrap(),
+            "fd00::f0/124".parse().unwrap(),
+        ],
     };
     let s = anti_spoof("pabc", &id);
     assert!(s.contains("ether saddr != 02:00:00:00:00:01 drop"));
-    assert!(s.contains("arp saddr ip != { 10.0.1.2/32, 10.0.1.240/28, 0.0.0.0 } drop"));
+    assert!(s.contains("arp saddr ip != { 10.0.1.2/32, 10.0.1.241/32, 0.0.0.0 } drop"));
+    assert!(s.contains("ip saddr { 10.0.1.2/32, 10.0.1.241/32 } accept"));
     assert!(s.contains("udp sport 67 drop"));
     assert!(s.contains("nd-router-advert"));
-    assert!(s.contains("ip6 saddr { fd00::2/128, fe80::/10, ::/128 } accept"));
+    assert!(s.contains("ip6 saddr { fd00::2/128, fd00::f0/124, fe80::/10, ::/128 } accept"));
+    // Neighbour advertisements: target (ICMPv6 bytes 8..24) link-local or one of its own.
+    assert!(s.contains(
+        "icmpv6 type nd-neighbor-advert @th,64,10 != 0x3fa @th,64,128 != { \
+         0xfd000000000000000000000000000002, \
+         0xfd0000000000000000000000000000f0-0xfd0000000000000000000000000000ff } drop"
+    ));
+    assert!(
+        s.find("nd-neighbor-advert").unwrap() < s.find("ip6 saddr {").unwrap(),
+        "checked before the source accept"
+    );
     assert!(s.contains("ports { \"pabc\" : jump as-pabc }"));
     // The DHCP-server drop comes before any accept of the port's own address.
     assert!(s.find("udp sport 67 drop").unwrap() < s.find("ip saddr {").unwrap());
-    let v6only = anti_spoof("pabc", &PortIdentity { ipv4: vec![], ..id });
+    let v6only = anti_spoof(
+        "pabc",
+        &PortIdentity {
+            ipv4: vec![],
+            ..id.clone()
+        },
+    );
     assert!(!v6only.contains("ip saddr {"), "no empty IPv4 set");
+    let v4only = anti_spoof("pabc", &PortIdentity { ipv6: vec![], ..id });
+    assert!(
+        v4only.contains("icmpv6 type nd-neighbor-advert @th,64,10 != 0x3fa drop"),
+        "without IPv6 addresses only link-local targets"
+    );
 }
 
 #[test]

@@ -1,0 +1,269 @@
+//! Per-port renderers: security-group steering of a port's addresses (and of the VIPs it may
+//! use), and the stateless anti-spoofing chain of its switch end.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::IpNet;
+
+use super::line;
+use crate::names::{self, BRIDGE_TABLE};
+
+/// The security-group state of one port: its union chains (`jump` each group, then drop) and
+/// the map elements steering its addresses there. `sgs` empty = unfiltered (everything
+/// removed). Group chains must exist (see [`super::sg_chains`]).
+pub fn port_sg(
+    table: &str,
+    switch_end: &str,
+    sgs: &[String],
+    v4: Option<Ipv4Addr>,
+    v6: Option<Ipv6Addr>,
+) -> String {
+    let t = format!("inet {table}");
+    let mut s = String::new();
+    let e = names::port_chain("e", switch_end);
+    let i = names::port_chain("i", switch_end);
+    // Chains are declared first so a removal never trips over a missing chain.
+    for chain in [&e, &i] {
+        line(&mut s, format!("add chain {t} {chain}"));
+        line(&mut s, format!("flush chain {t} {chain}"));
+    }
+    let mut elements: Vec<(&str, String, &str)> = Vec::new();
+    if let Some(a) = v4 {
+        elements.push(("eg4", a.to_string(), &e));
+        elements.push(("in4", a.to_string(), &i));
+    }
+    if let Some(a) = v6 {
+        elements.push(("eg6", a.to_string(), &e));
+        elements.push(("in6", a.to_string(), &i));
+    }
+    // Adding an element that exists with the same verdict is a no-op, so the removal below
+    // declares its elements first and never trips over a missing one either.
+    for (map, key, chain) in &elements {
+        line(
+            &mut s,
+            format!("add element {t} {map} {{ {key} : jump {chain} }}"),
+        );
+    }
+    if sgs.is_empty() {
+        for (map, key, _) in &elements {
+            line(&mut s, format!("delete element {t} {map} {{ {key} }}"));
+        }
+        line(&mut s, format!("delete chain {t} {e}"));
+        line(&mut s, format!("delete chain {t} {i}"));
+        return s;
+    }
+    for sg in sgs {
+        line(
+            &mut s,
+            format!("add rule {t} {e} jump {}", names::sg_chain(sg, false)),
+        );
+        line(
+            &mut s,
+            format!("add rule {t} {i} jump {}", names::sg_chain(sg, true)),
+        );
+    }
+    line(&mut s, format!("add rule {t} {e} drop"));
+    line(&mut s, format!("add rule {t} {i} drop"));
+    s
+}
+
+/// The security-group state of an allowed address (a cluster VIP): its own chain pair jumping
+/// to `groups` — the union of the groups of the ports claiming it in this namespace — then
+/// dropping, and the map elements steering the address there, so a DNAT to the VIP is filtered
+/// like traffic to the agents' own addresses. The elements always point at the address's own
+/// chains, whichever claimant remains; `groups` empty (no claimant with groups left) removes
+/// everything, leaving the address unfiltered like a port without groups. Group chains must
+/// exist.
+pub fn vip_sg(table: &str, vip: IpAddr, groups: &[String]) -> String {
+    let t = format!("inet {table}");
+    let i = names::vip_chain(&vip, true);
+    let e = names::vip_chain(&vip, false);
+    let (in_map, eg_map) = if vip.is_ipv4() {
+        ("in4", "eg4")
+    } else {
+        ("in6", "eg6")
+    };
+    let mut s = String::new();
+    for chain in [&i, &e] {
+        line(&mut s, format!("add chain {t} {chain}"));
+        line(&mut s, format!("flush chain {t} {chain}"));
+    }
+    line(
+        &mut s,
+        format!("add element {t} {in_map} {{ {vip} : jump {i} }}"),
+    );
+    line(
+        &mut s,
+        format!("add element {t} {eg_map} {{ {vip} : jump {e} }}"),
+    );
+    if groups.is_empty() {
+        line(&mut s, format!("delete element {t} {in_map} {{ {vip} }}"));
+        line(&mut s, format!("delete element {t} {eg_map} {{ {vip} }}"));
+        line(&mut s, format!("delete chain {t} {i}"));
+        line(&mut s, format!("delete chain {t} {e}"));
+        return s;
+    }
+    for g in groups {
+        line(
+            &mut s,
+            format!("add rule {t} {i} jump {}", names::sg_chain(g, true)),
+        );
+        line(
+            &mut s,
+            format!("add rule {t} {e} jump {}", names::sg_chain(g, false)),
+        );
+    }
+    line(&mut s, format!("add rule {t} {i} drop"));
+    line(&mut s, format!("add rule {t} {e} drop"));
+    s
+}
+
+/// Declares the stateless anti-spoofing table (family `bridge`) of a namespace.
+pub fn bridge_table() -> String {
+    let t = format!("bridge {BRIDGE_TABLE}");
+    let mut s = String::new();
+    line(&mut s, format!("add table {t}"));
+    line(
+        &mut s,
+        format!("add map {t} ports {{ type ifname : verdict; }}"),
+    );
+    line(
+        &mut s,
+        format!("add chain {t} pre {{ type filter hook prerouting priority 0; policy accept; }}"),
+    );
+    line(&mut s, format!("flush chain {t} pre"));
+    line(&mut s, format!("add rule {t} pre iifname vmap @ports"));
+    s
+}
+
+/// What a port may send: its MAC, its own addresses plus its allowed addresses (a cluster's
+/// VIPs for its agents — never the subnet's whole VIP block), DHCP discover from 0.0.0.0,
+/// link-local/unspecified IPv6 (ND, DHCPv6 solicit); never DHCP/DHCPv6 server replies nor
+/// router advertisements, and neighbour advertisements only for its own IPv6 addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortIdentity {
+    /// Lowercase MAC.
+    pub mac: String,
+    /// Allowed IPv4 sources.
+    pub ipv4: Vec<IpNet>,
+    /// Allowed IPv6 sources (also the targets its neighbour advertisements may announce).
+    pub ipv6: Vec<IpNet>,
+}
+
+fn set_of(items: &[IpNet], extra: &[&str]) -> String {
+    let mut all: Vec<String> = items.iter().map(|n| n.trunc().to_string()).collect();
+    all.extend(extra.iter().map(|s| s.to_string()));
+    format!("{{ {} }}", all.join(", "))
+}
+
+/// IPv6 prefixes as 128-bit integers / ranges: nft 1.0.6 has no `icmpv6 taddr`, so the target
+/// of a neighbour advertisement is read as raw payload (`@th,64,128`), compared with integers.
+fn targets_of(items: &[IpNet]) -> Option<String> {
+    let all: Vec<String> = items
+        .iter()
+        .filter_map(|n| match n {
+            IpNet::V6(n) => {
+                let (lo, hi) = (u128::from(n.network()), u128::from(n.broadcast()));
+                Some(if lo == hi {
+                    format!("0x{lo:032x}")
+                } else {
+                    format!("0x{lo:032x}-0x{hi:032x}")
+                })
+            }
+            IpNet::V4(_) => None,
+        })
+        .collect();
+    (!all.is_empty()).then(|| format!("{{ {} }}", all.join(", ")))
+}
+
+/// The anti-spoofing chain of one port plus its map element (replaces an older version).
+pub fn anti_spoof(switch_end: &str, id: &PortIdentity) -> String {
+    let t = format!("bridge {BRIDGE_TABLE}");
+    let c = names::port_chain("as", switch_end);
+    let mac = &id.mac;
+    let mut s = String::new();
+    line(&mut s, format!("add chain {t} {c}"));
+    line(&mut s, format!("flush chain {t} {c}"));
+    line(
+        &mut s,
+        format!("add rule {t} {c} ether saddr != {mac} drop"),
+    );
+    line(
+        &mut s,
+        format!("add rule {t} {c} ether type arp arp saddr ether != {mac} drop"),
+    );
+    line(
+        &mut s,
+        format!(
+            "add rule {t} {c} ether type arp arp saddr ip != {} drop",
+            set_of(&id.ipv4, &["0.0.0.0"])
+        ),
+    );
+    line(&mut s, format!("add rule {t} {c} ether type arp accept"));
+    line(
+        &mut s,
+        format!("add rule {t} {c} ip protocol udp udp sport 67 drop"),
+    );
+    line(
+        &mut s,
+        format!("add rule {t} {c} ip6 nexthdr udp udp sport 547 drop"),
+    );
+    line(
+        &mut s,
+        format!("add rule {t} {c} icmpv6 type {{ nd-router-advert, nd-redirect }} drop"),
+    );
+    // Neighbour advertisements announce only the port's own IPv6 addresses or a link-local
+    // one (fe80::/10 = the top 10 bits 0x3fa): the port's link-local address is chosen by its
+    // OS (EUI-64 or RFC 7217 stable privacy), so the fabric cannot pin it.
+    let own = targets_of(&id.ipv6)
+        .map(|set| format!(" @th,64,128 != {set}"))
+        .unwrap_or_default();
+    line(
+        &mut s,
+        format!("add rule {t} {c} icmpv6 type nd-neighbor-advert @th,64,10 != 0x3fa{own} drop"),
+    );
+    line(
+        &mut s,
+        format!(
+            "add rule {t} {c} ip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp dport 67 accept"
+        ),
+    );
+    if !id.ipv4.is_empty() {
+        line(
+            &mut s,
+            format!("add rule {t} {c} ip saddr {} accept", set_of(&id.ipv4, &[])),
+        );
+    }
+    line(
+        &mut s,
+        format!(
+            "add rule {t} {c} ip6 saddr {} accept",
+            set_of(&id.ipv6, &["fe80::/10", "::/128"])
+        ),
+    );
+    line(&mut s, format!("add rule {t} {c} drop"));
+    line(
+        &mut s,
+        format!("add element {t} ports {{ \"{switch_end}\" : jump {c} }}"),
+    );
+    s
+}
+
+/// Removes a port's anti-spoofing chain and map element (declared first, so a second call
+/// does not trip over missing objects).
+pub fn delete_anti_spoof(switch_end: &str) -> String {
+    let t = format!("bridge {BRIDGE_TABLE}");
+    let c = names::port_chain("as", switch_end);
+    let mut s = String::new();
+    line(&mut s, format!("add chain {t} {c}"));
+    line(
+        &mut s,
+        format!("add element {t} ports {{ \"{switch_end}\" : jump {c} }}"),
+    );
+    line(
+        &mut s,
+        format!("delete element {t} ports {{ \"{switch_end}\" }}"),
+    );
+    line(&mut s, format!("delete chain {t} {c}"));
+    s
+}

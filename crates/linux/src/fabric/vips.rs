@@ -1,0 +1,85 @@
+//! Allowed addresses of ports (Neutron's allowed address pairs: a cluster's VIPs, which its
+//! agents answer for): validation, and their security-group steering, shared by the ports that
+//! claim them.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use osac_fabric::{CreateNetworkAttachmentRequest, OpError};
+
+use super::Inner;
+use super::model::PortRec;
+use super::render::{self, TableSite};
+use crate::{cmd, names};
+
+/// The request's allowed addresses, sorted and unique; each must lie in the subnet's VIP block
+/// (the only range never handed out to ports), so no port can be allowed another's address.
+pub(crate) fn check_allowed(
+    r: &CreateNetworkAttachmentRequest,
+    vip_cidr: Option<IpNet>,
+) -> Result<Vec<IpAddr>, OpError> {
+    let mut out = r.allowed_addresses.clone();
+    out.sort();
+    out.dedup();
+    for a in &out {
+        if !vip_cidr.is_some_and(|v| v.contains(a)) {
+            return Err(OpError::permanent(format!(
+                "allowed address {a} is not inside the VIP block of subnet '{}'{}",
+                r.subnet_id,
+                vip_cidr.map(|v| format!(" ({v})")).unwrap_or_default()
+            )));
+        }
+    }
+    Ok(out)
+}
+
+impl Inner {
+    /// The security-group state of allowed addresses `vips` in namespace `ns` (see
+    /// [`render::vip_sg`]) from the ports claiming them there, leaving out attachment `except`
+    /// (one being removed), plus the chains of the groups it jumps to.
+    pub(crate) fn vip_script(
+        &self,
+        table: &str,
+        vn: &str,
+        ns: &str,
+        vips: &[IpAddr],
+        except: &str,
+    ) -> String {
+        let mut groups = BTreeSet::new();
+        let mut steering = String::new();
+        for vip in vips {
+            let claim = self.model.claimant_groups(vn, ns, *vip, except);
+            steering.push_str(&render::vip_sg(table, *vip, &claim));
+            groups.extend(claim);
+        }
+        let mut script = String::new();
+        for g in &groups {
+            if let Some(g) = self.model.sgs.get(g) {
+                script.push_str(&render::sg_chains(table, &g.id, &g.ingress, &g.egress));
+            }
+        }
+        script.push_str(&steering);
+        script
+    }
+
+    /// Re-steers allowed addresses `vips` that port `p` no longer claims, from the remaining
+    /// claimants in its namespace (nothing to do when the namespace is gone: a rebuild starts
+    /// from the records).
+    pub(crate) async fn withdraw_vips(&self, p: &PortRec, vips: &[IpAddr]) -> Result<(), OpError> {
+        let ns = p.switch_ns();
+        if vips.is_empty() || !cmd::netns_exists(&ns).await? {
+            return Ok(());
+        }
+        let table = names::vn_table(&p.vn);
+        let site = if p.machine().2 {
+            TableSite::Hosting
+        } else {
+            TableSite::Router
+        };
+        let mut script = render::vn_table(&table, site);
+        script.push_str(&self.vip_script(&table, &p.vn, &ns, vips, &p.id));
+        cmd::nft_converge(&ns, &script).await?;
+        Ok(())
+    }
+}
