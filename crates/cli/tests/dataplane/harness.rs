@@ -63,11 +63,17 @@ pub struct Machine {
 
 /// The running suite environment.
 pub struct Dp {
-    pub server: RunningServer,
+    /// The server; `None` only while [`Dp::restart`] replaces it or after [`Dp::stop`]
+    /// (a restart scenario needs a new one on the same database and state directory).
+    server: tokio::sync::RwLock<Option<RunningServer>>,
+    /// The dataplane settings the server runs with (a restart reuses them).
+    settings: LinuxSettings,
     pub dir: tempfile::TempDir,
     pub admin: String,
     /// Namespaces this suite created (the scope of its garbage collection).
     pub created: Mutex<BTreeSet<String>>,
+    /// Every machine the scenarios made, in order (later scenarios check earlier ones).
+    pub machines: Mutex<Vec<Machine>>,
 }
 
 /// MAC prefix of this suite's inventory hosts (dev hosts use `0e:00`).
@@ -175,10 +181,12 @@ pub async fn start() -> Dp {
     let server = start_server(&dir, &settings).await;
     bootstrap(&server).await;
     Dp {
-        server,
+        server: tokio::sync::RwLock::new(Some(server)),
+        settings,
         dir,
         admin,
         created: Mutex::new(BTreeSet::new()),
+        machines: Mutex::new(Vec::new()),
     }
 }
 
@@ -272,9 +280,39 @@ fn record(ns: &str) {
 }
 
 impl Dp {
+    /// The running server (its store, registry, provisioner).
+    pub async fn server(&self) -> tokio::sync::RwLockReadGuard<'_, RunningServer> {
+        tokio::sync::RwLockReadGuard::map(self.server.read().await, |s| {
+            s.as_ref().expect("the suite's server is running")
+        })
+    }
+
+    /// Shuts the server down and starts a new one on the same database and state directory,
+    /// like an operator restarting the process (it listens on a new port; [`Dp::osac`] follows).
+    pub async fn restart(&self) {
+        let mut slot = self.server.write().await;
+        let started = std::time::Instant::now();
+        if let Some(old) = slot.take() {
+            old.shutdown().await;
+        }
+        let stopped = started.elapsed();
+        *slot = Some(start_server(&self.dir, &self.settings).await);
+        eprintln!(
+            "    server stopped in {stopped:.1?}, started in {:.1?}",
+            started.elapsed() - stopped
+        );
+    }
+
+    /// Shuts the server down for good (the end of the suite).
+    pub async fn stop(&self) {
+        if let Some(s) = self.server.write().await.take() {
+            s.shutdown().await;
+        }
+    }
+
     /// Runs `osac` with `token`.
     pub async fn osac(&self, token: &str, args: &[&str]) -> std::process::Output {
-        let (url, token) = (self.server.url(), token.to_string());
+        let (url, token) = (self.server().await.url(), token.to_string());
         let config = self.dir.path().join("cli-config.json");
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         tokio::task::spawn_blocking(move || {
@@ -359,6 +397,11 @@ impl Dp {
         ];
         args.extend_from_slice(extra);
         self.ok(token, &args).await;
+        self.vm_named(token, name).await
+    }
+
+    /// An existing running VM, once its DHCP client configured it.
+    pub async fn vm_named(&self, token: &str, name: &str) -> Machine {
         let v = self.json(token, &["get", "computeinstance", name]).await;
         let id = v["id"].as_str().expect("id").to_string();
         let m = self.machine(
@@ -368,7 +411,16 @@ impl Dp {
             "compute_network_attachment_statuses",
             machine_ns(&id),
         );
-        settled(m).await
+        self.made(settled(m).await)
+    }
+
+    /// Records a ready machine in [`Dp::machines`].
+    fn made(&self, m: Machine) -> Machine {
+        self.machines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(m.clone());
+        m
     }
 
     /// Creates a bare-metal instance and waits until it is ready.
@@ -396,7 +448,7 @@ impl Dp {
             "network_attachment_statuses",
             machine_ns(&host),
         );
-        settled(m).await
+        self.made(settled(m).await)
     }
 
     fn machine(&self, name: &str, id: &str, v: &Value, statuses: &str, ns: String) -> Machine {

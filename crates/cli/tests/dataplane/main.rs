@@ -7,7 +7,10 @@
 //! an aborted earlier run) and nothing else, so a rerun on the same machine starts clean.
 
 mod harness;
+mod probes;
 mod scenarios;
+mod scenarios_cluster;
+mod scenarios_lifecycle;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -42,9 +45,7 @@ async fn dataplane_suite() {
     }
     let started = std::time::Instant::now();
     scenarios::cleanup(dp.clone()).await;
-    if let Ok(dp) = Arc::try_unwrap(dp) {
-        dp.server.shutdown().await;
-    }
+    dp.stop().await;
     // Whatever the API did not remove (a failed scenario, a failed delete) goes now.
     harness::sweep().await;
     eprintln!("--- dataplane: cleanup ({:.1?})", started.elapsed());

@@ -1,6 +1,6 @@
 //! The scenarios of the dataplane suite, one tenant each.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,6 +8,7 @@ use osac_linux::probe::raw::UdpFrame;
 use osac_linux::probe::{self, Listener, TcpSession};
 
 use crate::harness::{self, Dp, EXT_GATEWAY, EXT_NS, blocking, items};
+use crate::probes::{WAIT, any, connects, listen_tcp, ping, ping_once, reaches, sock, wait_until};
 use crate::{Scenario, scenario};
 
 /// Every scenario, in order.
@@ -36,56 +37,36 @@ pub static ALL: &[(&str, Scenario)] = &[
     ("external_ip_attachment_dnat_and_removal", scenario!(dnat)),
     ("nat_gateway_source_address", scenario!(nat_gateway)),
     ("garbage_collection_removes_only_leaks", scenario!(gc)),
+    (
+        "cluster_vips_dnat_from_external",
+        scenario!(crate::scenarios_cluster::cluster_vips_dnat_from_external),
+    ),
+    (
+        "security_groups_bm_and_cluster_agent",
+        scenario!(crate::scenarios_cluster::security_groups_bm_and_cluster_agent),
+    ),
+    (
+        "removed_rule_and_established_flows",
+        scenario!(crate::scenarios_cluster::removed_rule_and_established_flows),
+    ),
+    (
+        "vms_on_two_hosting_clusters",
+        scenario!(crate::scenarios_lifecycle::two_hosting_clusters),
+    ),
+    (
+        "multi_homed_bare_metal_one_default_route",
+        scenario!(crate::scenarios_lifecycle::multi_homed_bare_metal),
+    ),
+    (
+        "gc_removes_leaked_nft_table",
+        scenario!(crate::scenarios_lifecycle::gc_leaked_nft_table),
+    ),
+    // Last: it restarts the shared server.
+    (
+        "server_restart_mid_create_converges",
+        scenario!(crate::scenarios_lifecycle::restart_mid_create),
+    ),
 ];
-
-const WAIT: Duration = Duration::from_secs(3);
-
-fn sock(ip: IpAddr, port: u16) -> SocketAddr {
-    SocketAddr::new(ip, port)
-}
-
-async fn ping(from: &str, to: IpAddr) -> bool {
-    let from = from.to_string();
-    blocking(move || probe::ping_until(&from, to, Duration::from_secs(5))).await
-}
-
-async fn ping_once(from: &str, to: IpAddr) -> bool {
-    let from = from.to_string();
-    blocking(move || probe::ping(&from, to, Duration::from_secs(2))).await
-}
-
-async fn listen_tcp(ns: &str, ip: IpAddr, port: u16) -> Listener {
-    let ns = ns.to_string();
-    blocking(move || Listener::tcp(&ns, sock(ip, port)))
-        .await
-        .unwrap_or_else(|e| panic!("tcp listener on {ip}:{port}: {e}"))
-}
-
-async fn connects(from: &str, to: IpAddr, port: u16) -> bool {
-    let from = from.to_string();
-    blocking(move || probe::tcp_connects(&from, sock(to, port), WAIT))
-        .await
-        .unwrap_or_else(|e| panic!("connect to {to}:{port}: {e}"))
-}
-
-/// A connection that must work: retried for a while (the first packets of a fresh machine may
-/// race its DHCP client or the neighbour tables), unlike [`connects`] for ones that must not.
-async fn reaches(from: &str, to: IpAddr, port: u16) -> bool {
-    for _ in 0..5 {
-        if connects(from, to, port).await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    false
-}
-
-fn any(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
-    }
-}
 
 /// Two VMs on one subnet (hosting clusters chosen by id, so often A and B): they resolve each
 /// other by ARP, ping, and a broadcast from one reaches the other.
@@ -492,17 +473,6 @@ fn connects_sync(ns: &str, ip: IpAddr, port: u16) -> bool {
     probe::tcp_connects(ns, sock(ip, port), WAIT).unwrap_or(false)
 }
 
-async fn wait_until(f: impl Fn() -> bool + Send + Sync + 'static + Clone, what: &str) {
-    for _ in 0..60 {
-        let g = f.clone();
-        if blocking(g).await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    panic!("timed out: {what}");
-}
-
 /// An ExternalIPAttachment makes the VM reachable from the external namespace on what its
 /// groups allow; deleting it stops that, including an open connection.
 async fn dnat(dp: Arc<Dp>) {
@@ -724,7 +694,7 @@ pub async fn cleanup(dp: Arc<Dp>) {
             continue;
         };
         let token = token.trim().to_string();
-        for kind in ["computeinstances", "baremetalinstances"] {
+        for kind in ["computeinstances", "baremetalinstances", "clusters"] {
             let list = dp.json(&token, &["get", kind]).await;
             let names: Vec<String> = items(&list)
                 .iter()

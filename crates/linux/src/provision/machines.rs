@@ -167,12 +167,16 @@ impl Clients {
         }
     }
 
-    /// Stops every client (the server is shutting down; addresses stay).
+    /// Stops every client (the server is shutting down; addresses stay). In parallel: each
+    /// stop waits for its client's next socket poll, so one after the other a restart would
+    /// take ~0.4 s per machine.
     pub fn stop_all(&self) {
         let all: Vec<Pair> = std::mem::take(&mut *self.lock()).into_values().collect();
-        for c in all {
-            c.stop(false);
-        }
+        std::thread::scope(|s| {
+            for c in all {
+                s.spawn(move || c.stop(false));
+            }
+        });
     }
 
     /// Namespaces with at least one client.
