@@ -226,6 +226,30 @@ pub struct CreateNetworkAttachmentRequest {
     pub allowed_addresses: Vec<IpAddr>,
 }
 
+impl CreateNetworkAttachmentRequest {
+    /// The allowed addresses, sorted and unique, each checked to lie in the subnet's VIP block
+    /// (the only range never handed out to ports, so no port can be allowed another's
+    /// address); one rule for every fabric driver.
+    pub fn checked_allowed_addresses(
+        &self,
+        vip_cidr: Option<IpNet>,
+    ) -> Result<Vec<IpAddr>, crate::OpError> {
+        let mut out = self.allowed_addresses.clone();
+        out.sort();
+        out.dedup();
+        for a in &out {
+            if !vip_cidr.is_some_and(|v| v.contains(a)) {
+                return Err(crate::OpError::permanent(format!(
+                    "allowed address {a} is not inside the VIP block of subnet '{}'{}",
+                    self.subnet_id,
+                    vip_cidr.map(|v| format!(" ({v})")).unwrap_or_default()
+                )));
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// Addresses of a port: the result of `create_network_attachment` and `query_dhcp_lease`
 /// (both unset = no lease yet).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 
 mod common;
 mod isolation;
+mod nat6;
 
 use std::net::IpAddr;
 

@@ -10,6 +10,7 @@ mod harness;
 mod probes;
 mod scenarios;
 mod scenarios_cluster;
+mod scenarios_ipv6;
 mod scenarios_lifecycle;
 
 use std::future::Future;

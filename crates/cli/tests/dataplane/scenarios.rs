@@ -61,6 +61,10 @@ pub static ALL: &[(&str, Scenario)] = &[
         "gc_removes_leaked_nft_table",
         scenario!(crate::scenarios_lifecycle::gc_leaked_nft_table),
     ),
+    (
+        "ipv6_dual_stack_vms_dhcpv6_ra_sg_spoofing",
+        scenario!(crate::scenarios_ipv6::dual_stack_vms),
+    ),
     // Last: it restarts the shared server.
     (
         "server_restart_mid_create_converges",

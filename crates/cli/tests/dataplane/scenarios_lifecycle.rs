@@ -67,7 +67,7 @@ fn gateway_of(ns: &str) -> Option<IpAddr> {
 
 /// The hosting cluster the controller recorded on the ComputeInstance (an internal
 /// annotation: clients never see it, so it is read from the store).
-async fn hosting_cluster(dp: &Dp, id: &str) -> String {
+pub(crate) async fn hosting_cluster(dp: &Dp, id: &str) -> String {
     let store = dp.server().await.store.clone();
     let rec = store
         .get(id)

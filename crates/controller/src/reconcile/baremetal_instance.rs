@@ -12,10 +12,11 @@ use osac_store::Record;
 
 use super::workload::{
     INVENTORY_ASSIGNED, IP_DISCOVERY_COMPLETE, NETWORKING_CONFIGURED, NO_PROVISIONER,
-    POOL_BAREMETAL, PROVISIONING_COMPLETE, Port, READY, Resolved, Work, Workload, attach_ports,
-    describe_missing, detach_ports, discover, external_ip_of, finalize_with_hosts, free_hosts,
-    host_mac, host_type_label, is_true, lease_poll, lease_primary, lease_strings,
-    managers_for_delete, owned_by, reserve, resolve_network, set_host_state, timed,
+    POOL_BAREMETAL, PROVISIONING_COMPLETE, Port, READY, Resolved, SECOND_FAMILY_GRACE, Work,
+    Workload, attach_ports, describe_missing, detach_ports, discover, external_ip_of,
+    finalize_with_hosts, free_hosts, host_mac, host_type_label, is_true, lease_poll, lease_primary,
+    lease_strings, managers_for_delete, owned_by, reserve, resolve_network, set_host_state,
+    since_condition, timed, wanted_families,
 };
 use super::{
     Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
@@ -260,7 +261,10 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         Ok(l) => l,
         Err(e) => return w.failed(ctx, IP_DISCOVERY_COMPLETE, e).await,
     };
-    let missing = describe_missing(&ports, &leases);
+    let wanted = wanted_families(&ports, &net.subnets);
+    let partial_ok =
+        since_condition(w.obj.conditions(), NETWORKING_CONFIGURED) >= SECOND_FAMILY_GRACE;
+    let missing = describe_missing(&ports, &leases, &wanted, partial_ok);
     if !missing.is_empty() {
         let m = format!("waiting for the DHCP lease of {}", missing.join(", "));
         let poll = Action::After(lease_poll(ctx));

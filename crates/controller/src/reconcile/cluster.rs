@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ipnet::IpNet;
 use osac_fabric::OpError;
@@ -21,10 +21,11 @@ use osac_store::Record;
 
 use super::workload::{
     INVENTORY_ASSIGNED, IP_DISCOVERY_COMPLETE, IP_DISCOVERY_TIMEOUT, NETWORKING_CONFIGURED,
-    NO_PROVISIONER, POOL_CAAS, PROVISIONING_COMPLETE, Port, Resolved, Work, Workload,
-    attach_ports_allowing, condition, describe_missing, detach_ports, discover,
+    NO_PROVISIONER, POOL_CAAS, PROVISIONING_COMPLETE, Port, Resolved, SECOND_FAMILY_GRACE, Work,
+    Workload, attach_ports_allowing, condition, describe_missing, detach_ports, discover,
     finalize_with_hosts, free_hosts, host_mac, host_type_label, is_true, lease_poll, lease_strings,
-    managers_for_delete, owned_by, reserve, resolve_network, set_host_state, timed,
+    managers_for_delete, owned_by, reserve, resolve_network, set_host_state, since_condition,
+    timed, wanted_families,
 };
 use super::{
     Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
@@ -288,16 +289,6 @@ async fn ensure_agents(
     Ok(Inventory::Agents(agents))
 }
 
-/// Since when the ports are on the subnet (start of IP discovery).
-fn discovery_started(w: &Work<pb::Cluster>) -> Duration {
-    let since = condition(w.obj.conditions(), NETWORKING_CONFIGURED)
-        .and_then(|c| c.last_transition_time)
-        .and_then(|t| chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?));
-    since
-        .and_then(|t| (chrono::Utc::now() - t).to_std().ok())
-        .unwrap_or_default()
-}
-
 /// Outcome of the VIP allocation.
 enum Vips {
     Allocated(String, String),
@@ -459,7 +450,10 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         Ok(l) => l,
         Err(e) => return w.failed(ctx, IP_DISCOVERY_COMPLETE, e).await,
     };
-    let missing = describe_missing(&ports, &leases);
+    let wanted = wanted_families(&ports, std::slice::from_ref(&subnet));
+    let partial_ok =
+        since_condition(w.obj.conditions(), NETWORKING_CONFIGURED) >= SECOND_FAMILY_GRACE;
+    let missing = describe_missing(&ports, &leases, &wanted, partial_ok);
     if !missing.is_empty() {
         let missing_hosts: Vec<String> = ports
             .iter()
@@ -467,7 +461,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
             .filter(|(_, l)| l.is_empty())
             .map(|(p, _)| format!("{} {}", p.host, p.mac_address))
             .collect();
-        let waited = discovery_started(&w);
+        let waited = since_condition(w.obj.conditions(), NETWORKING_CONFIGURED);
         if waited >= ctx.ip_discovery_timeout {
             let m = format!(
                 "agent(s) without a DHCP lease after {}s: {}; still retrying",

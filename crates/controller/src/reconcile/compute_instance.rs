@@ -9,9 +9,10 @@ use osac_store::Record;
 
 use super::workload::{
     HOSTING_CLUSTER_ANNOTATION, IP_DISCOVERY_COMPLETE, NETWORKING_CONFIGURED, NO_PROVISIONER,
-    PROVISIONED, Port, Resolved, Work, Workload, attach_ports, describe_missing, detach_ports,
-    discover, external_ip_of, hosting_cluster_for, is_true, lease_poll, lease_primary,
-    lease_strings, managers_for_delete, resolve_network, timed, vm_mac,
+    PROVISIONED, Port, Resolved, SECOND_FAMILY_GRACE, Work, Workload, attach_ports,
+    describe_missing, detach_ports, discover, external_ip_of, hosting_cluster_for, is_true,
+    lease_poll, lease_primary, lease_strings, managers_for_delete, resolve_network,
+    since_condition, timed, vm_mac, wanted_families,
 };
 use super::{
     Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, finalize,
@@ -167,7 +168,10 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         Ok(l) => l,
         Err(e) => return w.failed(ctx, IP_DISCOVERY_COMPLETE, e).await,
     };
-    let missing = describe_missing(&ports, &leases);
+    let wanted = wanted_families(&ports, &net.subnets);
+    let partial_ok =
+        since_condition(w.obj.conditions(), NETWORKING_CONFIGURED) >= SECOND_FAMILY_GRACE;
+    let missing = describe_missing(&ports, &leases, &wanted, partial_ok);
     if !missing.is_empty() {
         let m = format!("waiting for the DHCP lease of {}", missing.join(", "));
         let poll = Action::After(lease_poll(ctx));

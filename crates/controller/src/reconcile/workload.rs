@@ -563,16 +563,75 @@ pub(crate) async fn discover(
     Ok(out)
 }
 
-/// "interface eth0 (02:…)" for messages about ports without a lease.
-pub(crate) fn describe_missing(ports: &[Port], leases: &[PortAddresses]) -> Vec<String> {
+/// The address families a port's subnet serves: discovery waits for each of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Families {
+    pub v4: bool,
+    pub v6: bool,
+}
+
+/// How long discovery waits for a dual-stack port's second family once the first is leased
+/// (a provider whose DHCP serves only one family must not keep workloads from READY; ours
+/// hands out IPv6 a second or two after IPv4, after the first router advertisement).
+pub(crate) const SECOND_FAMILY_GRACE: Duration = Duration::from_secs(30);
+
+/// The families of each port's subnet (both when the subnet is unknown or undecodable, so the
+/// grace applies rather than a wrong answer).
+pub(crate) fn wanted_families(ports: &[Port], subnets: &[Record]) -> Vec<Families> {
+    ports
+        .iter()
+        .map(|p| {
+            let spec = subnets
+                .iter()
+                .find(|r| r.id == p.subnet_id)
+                .and_then(|r| r.decode::<pb::Subnet>().ok())
+                .and_then(|s| s.spec);
+            spec.map_or(Families { v4: true, v6: true }, |s| Families {
+                v4: !s.ipv4_cidr.is_empty(),
+                v6: !s.ipv6_cidr.is_empty(),
+            })
+        })
+        .collect()
+}
+
+/// How long ago condition `kind` last changed (zero when unknown): the start of a wait.
+pub(crate) fn since_condition(conds: &[pb::Condition], kind: &str) -> Duration {
+    condition(conds, kind)
+        .and_then(|c| c.last_transition_time)
+        .and_then(|t| chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?))
+        .and_then(|t| (chrono::Utc::now() - t).to_std().ok())
+        .unwrap_or_default()
+}
+
+/// "interface eth0 (02:…)" for each port still waiting: without any lease, or without a family
+/// its subnet serves unless `partial_ok` (the second family's grace is over).
+pub(crate) fn describe_missing(
+    ports: &[Port],
+    leases: &[PortAddresses],
+    wanted: &[Families],
+    partial_ok: bool,
+) -> Vec<String> {
     ports
         .iter()
         .zip(leases)
-        .filter(|(_, l)| l.is_empty())
-        .map(|(p, _)| {
+        .zip(
+            wanted
+                .iter()
+                .chain(std::iter::repeat(&Families { v4: true, v6: true })),
+        )
+        .filter_map(|((p, l), f)| {
             // VM ports are named `<vm id>/eth<n>` on the fabric: show the NIC.
             let nic = p.interface.rsplit('/').next().unwrap_or(&p.interface);
-            format!("{nic} ({})", p.mac_address)
+            if l.is_empty() {
+                return Some(format!("{nic} ({})", p.mac_address));
+            }
+            let lacks_v4 = f.v4 && l.ipv4_address.is_none();
+            let lacks_v6 = f.v6 && l.ipv6_address.is_none();
+            match (partial_ok, lacks_v4, lacks_v6) {
+                (false, true, _) => Some(format!("{nic} ({}) IPv4", p.mac_address)),
+                (false, _, true) => Some(format!("{nic} ({}) IPv6", p.mac_address)),
+                _ => None,
+            }
         })
         .collect()
 }
@@ -794,6 +853,37 @@ mod tests {
         assert_eq!(a.len(), 17);
         assert_ne!(a, vm_mac("0190-abc", 1));
         assert_ne!(a, vm_mac("0190-abd", 0));
+    }
+
+    #[test]
+    fn discovery_waits_for_every_family_of_the_subnet_until_the_grace_is_over() {
+        let port = Port {
+            attachment_id: "vm/0".into(),
+            host: "hc".into(),
+            interface: "vm/eth0".into(),
+            mac_address: "02:00:00:00:00:01".into(),
+            subnet_id: "s".into(),
+            security_groups: vec![],
+            primary: true,
+        };
+        let ports = [port];
+        let v4_only = [PortAddresses {
+            ipv4_address: Some("10.0.0.5".parse().unwrap()),
+            ipv6_address: None,
+        }];
+        let dual = [Families { v4: true, v6: true }];
+        let single = [Families {
+            v4: true,
+            v6: false,
+        }];
+        assert_eq!(
+            describe_missing(&ports, &v4_only, &dual, false),
+            vec!["eth0 (02:00:00:00:00:01) IPv6".to_string()]
+        );
+        assert!(describe_missing(&ports, &v4_only, &dual, true).is_empty());
+        assert!(describe_missing(&ports, &v4_only, &single, false).is_empty());
+        let none = [PortAddresses::default()];
+        assert_eq!(describe_missing(&ports, &none, &single, true).len(), 1);
     }
 
     #[test]

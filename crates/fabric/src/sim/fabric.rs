@@ -1264,27 +1264,6 @@ fn create_subnet(
     Ok((changes, to_json(&response)?))
 }
 
-/// The request's allowed addresses, sorted and unique; each must lie in the subnet's VIP
-/// block (the only range never handed out to ports), else the request is permanently wrong.
-fn check_allowed(
-    r: &CreateNetworkAttachmentRequest,
-    vip_cidr: Option<IpNet>,
-) -> Result<Vec<IpAddr>, OpError> {
-    let mut out = r.allowed_addresses.clone();
-    out.sort();
-    out.dedup();
-    for a in &out {
-        if !vip_cidr.is_some_and(|v| v.contains(a)) {
-            return Err(OpError::permanent(format!(
-                "allowed address {a} is not inside the VIP block of subnet '{}'{}",
-                r.subnet_id,
-                vip_cidr.map(|v| format!(" ({v})")).unwrap_or_default()
-            )));
-        }
-    }
-    Ok(out)
-}
-
 fn create_network_attachment(
     state: &State,
     r: CreateNetworkAttachmentRequest,
@@ -1321,7 +1300,7 @@ fn create_network_attachment(
     let mut security_groups = r.security_groups.clone();
     security_groups.sort();
     security_groups.dedup();
-    let allowed_addresses = check_allowed(&r, subnet.vip_cidr)?;
+    let allowed_addresses = r.checked_allowed_addresses(subnet.vip_cidr)?;
 
     if let Some(old) = state.attachment(&r.attachment_id) {
         if old.host != r.host

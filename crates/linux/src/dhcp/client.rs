@@ -5,9 +5,8 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -15,6 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::apply::{self, Applied};
 use super::netns;
 use super::packet::{CLIENT_PORT, MessageType, Reply, Request, SERVER_PORT};
+use super::worker::Worker;
 
 /// Retransmission and renewal timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +111,7 @@ impl<A: Clone> Shared<A> {
 /// A running client; dropping it stops the thread (leaving the address in place).
 pub struct DhcpClient {
     config: ClientConfig,
-    shared: Arc<Shared<Applied>>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+    worker: Worker<Applied>,
 }
 
 impl std::fmt::Debug for DhcpClient {
@@ -131,27 +130,10 @@ pub(crate) const POLL: Duration = Duration::from_millis(200);
 impl DhcpClient {
     /// Starts the client thread.
     pub fn start(config: ClientConfig) -> io::Result<DhcpClient> {
-        let shared = Arc::new(Shared::new());
-        let thread_shared = shared.clone();
         let cfg = config.clone();
-        let name = format!("dhcp-{}", config.ifname);
-        let thread = netns::spawn_in(&config.netns, name, move || {
-            let result = run(&cfg, &thread_shared);
-            let why = match &result {
-                Ok(()) => "stopped".to_string(),
-                Err(e) => e.to_string(),
-            };
-            if let Err(e) = &result {
-                tracing::debug!(netns = %cfg.netns, ifname = %cfg.ifname, error = %e, "DHCP client ended");
-            }
-            thread_shared.set(Status::Stopped(why));
-            result
-        })?;
-        Ok(DhcpClient {
-            config,
-            shared,
-            thread: Some(thread),
-        })
+        let label = format!("dhcp-{}", config.ifname);
+        let worker = Worker::spawn(&config.netns, label, move |shared| run(&cfg, shared))?;
+        Ok(DhcpClient { config, worker })
     }
 
     /// The interface's configuration.
@@ -161,31 +143,17 @@ impl DhcpClient {
 
     /// What the client holds now.
     pub fn status(&self) -> Status {
-        self.shared.get()
+        self.worker.status()
     }
 
     /// Whether the thread is still running.
     pub fn is_running(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+        self.worker.is_running()
     }
 
-    /// Stops the thread and waits for it; `flush` removes the applied address and routes.
-    pub fn stop(mut self, flush: bool) {
-        self.shared.flush_on_stop.store(flush, Ordering::Relaxed);
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for DhcpClient {
-    fn drop(&mut self) {
-        self.halt();
+    /// Stops the thread and waits for it; `flush` removes the applied address (and routes).
+    pub fn stop(self, flush: bool) {
+        self.worker.stop(flush);
     }
 }
 

@@ -7,9 +7,8 @@
 
 use std::io;
 use std::net::{Ipv6Addr, SocketAddrV6};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::thread::JoinHandle;
+
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -20,7 +19,8 @@ use super::packet6::{
     ALL_SERVERS, CLIENT_PORT, ClientMessage, MessageType, SERVER_PORT, ServerMessage, duid_ll,
     iaid_of, status,
 };
-use super::{netns, ra};
+use super::ra;
+use super::worker::Worker;
 
 /// What the DHCPv6 client of an interface holds.
 pub type Status6 = Status<Applied6>;
@@ -38,12 +38,15 @@ pub struct Client6Config {
     pub timing: Timing,
 }
 
+/// Consecutive unanswered renewal rounds (each of `renew_attempts` tries) after which the
+/// address counts as lost (the port was moved off the network or the server is gone).
+const SILENT_ROUNDS_BEFORE_LOSS: u32 = 3;
+
 /// A running DHCPv6 client; dropping it stops the thread (leaving the address in place, to
 /// expire with its valid lifetime).
 pub struct Dhcp6Client {
     config: Client6Config,
-    shared: Arc<Shared<Applied6>>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+    worker: Worker<Applied6>,
 }
 
 impl std::fmt::Debug for Dhcp6Client {
@@ -59,27 +62,10 @@ impl std::fmt::Debug for Dhcp6Client {
 impl Dhcp6Client {
     /// Starts the client thread.
     pub fn start(config: Client6Config) -> io::Result<Dhcp6Client> {
-        let shared = Arc::new(Shared::new());
-        let thread_shared = shared.clone();
         let cfg = config.clone();
-        let name = format!("dhcp6-{}", config.ifname);
-        let thread = netns::spawn_in(&config.netns, name, move || {
-            let result = run(&cfg, &thread_shared);
-            let why = match &result {
-                Ok(()) => "stopped".to_string(),
-                Err(e) => e.to_string(),
-            };
-            if let Err(e) = &result {
-                tracing::debug!(netns = %cfg.netns, ifname = %cfg.ifname, error = %e, "DHCPv6 client ended");
-            }
-            thread_shared.set(Status::Stopped(why));
-            result
-        })?;
-        Ok(Dhcp6Client {
-            config,
-            shared,
-            thread: Some(thread),
-        })
+        let label = format!("dhcp6-{}", config.ifname);
+        let worker = Worker::spawn(&config.netns, label, move |shared| run(&cfg, shared))?;
+        Ok(Dhcp6Client { config, worker })
     }
 
     /// The interface's configuration.
@@ -89,31 +75,17 @@ impl Dhcp6Client {
 
     /// What the client holds now.
     pub fn status(&self) -> Status6 {
-        self.shared.get()
+        self.worker.status()
     }
 
     /// Whether the thread is still running.
     pub fn is_running(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+        self.worker.is_running()
     }
 
-    /// Stops the thread and waits for it; `flush` removes the applied address.
-    pub fn stop(mut self, flush: bool) {
-        self.shared.flush_on_stop.store(flush, Ordering::Relaxed);
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Dhcp6Client {
-    fn drop(&mut self) {
-        self.halt();
+    /// Stops the thread and waits for it; `flush` removes the applied address (and routes).
+    pub fn stop(self, flush: bool) {
+        self.worker.stop(flush);
     }
 }
 
@@ -368,6 +340,7 @@ impl Machine6<'_> {
     /// Renews until the address is lost (Ok(true): start over) or the client stops (Ok(false)).
     fn stay_bound(&mut self) -> io::Result<bool> {
         let mut t1 = 0;
+        let mut silent_rounds = 0;
         loop {
             if !self.shared.sleep(self.renew_in(t1)) {
                 return Ok(false);
@@ -403,10 +376,14 @@ impl Machine6<'_> {
                     if !self.bind(&r) {
                         return Ok(true);
                     }
+                    silent_rounds = 0;
                     t1 = r.ia(self.iaid).map_or(0, |ia| ia.t1);
                 }
+                // Unanswered: a busy server or a lost packet must not cost the address and the
+                // default route; only repeated silence means the port left the network.
+                None if silent_rounds + 1 < SILENT_ROUNDS_BEFORE_LOSS => silent_rounds += 1,
                 _ => {
-                    // NoBinding (moved to another network), unanswered, or another address.
+                    // NoBinding (moved to another network), another address, or long silence.
                     self.drop_address();
                     return Ok(true);
                 }

@@ -17,6 +17,7 @@ pub mod netns;
 pub mod packet;
 pub mod packet6;
 pub mod ra;
+mod worker;
 
 pub use apply6::Applied6;
 pub use client::{ClientConfig, DhcpClient, Status, Timing};

@@ -15,7 +15,6 @@ use osac_fabric::{
 use super::dnsmasq::DnsmasqFiles;
 use super::model::{PortRec, kind};
 use super::render::{self, PortIdentity, TableSite};
-use super::vips::check_allowed;
 use super::{Inner, empty, normalize_mac, require_non_empty, to_json};
 use crate::cmd::{self, CmdError};
 use crate::kernel;
@@ -177,7 +176,7 @@ impl Inner {
         let mut sgs = r.security_groups.clone();
         sgs.sort();
         sgs.dedup();
-        let allowed = check_allowed(&r, subnet.vip_cidr)?;
+        let allowed = r.checked_allowed_addresses(subnet.vip_cidr)?;
         if let Some(old) = self.model.ports.get(&r.attachment_id) {
             // Addresses the port stops claiming are re-steered without it before the record
             // changes, so a failure here is simply retried.

@@ -1,38 +1,16 @@
 //! Allowed addresses of ports (Neutron's allowed address pairs: a cluster's VIPs, which its
-//! agents answer for): validation, and their security-group steering, shared by the ports that
+//! agents answer for): their security-group steering, shared by the ports that
 //! claim them.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use ipnet::IpNet;
-use osac_fabric::{CreateNetworkAttachmentRequest, OpError};
+use osac_fabric::OpError;
 
 use super::Inner;
 use super::model::PortRec;
 use super::render::{self, TableSite};
 use crate::{cmd, names};
-
-/// The request's allowed addresses, sorted and unique; each must lie in the subnet's VIP block
-/// (the only range never handed out to ports), so no port can be allowed another's address.
-pub(crate) fn check_allowed(
-    r: &CreateNetworkAttachmentRequest,
-    vip_cidr: Option<IpNet>,
-) -> Result<Vec<IpAddr>, OpError> {
-    let mut out = r.allowed_addresses.clone();
-    out.sort();
-    out.dedup();
-    for a in &out {
-        if !vip_cidr.is_some_and(|v| v.contains(a)) {
-            return Err(OpError::permanent(format!(
-                "allowed address {a} is not inside the VIP block of subnet '{}'{}",
-                r.subnet_id,
-                vip_cidr.map(|v| format!(" ({v})")).unwrap_or_default()
-            )));
-        }
-    }
-    Ok(out)
-}
 
 impl Inner {
     /// The security-group state of allowed addresses `vips` in namespace `ns` (see

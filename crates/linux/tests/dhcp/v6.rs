@@ -323,14 +323,16 @@ fn multi_homed_machine_gets_reserved_ipv6_addresses_and_one_default_route_from_t
     assert_eq!(
         routes.lines().count(),
         1,
-        "still one default route: {routes}"
+        "still one default route: {routes}\nclient: {:?}\n{}",
+        clients.status(&ns, "eth0"),
+        lab.log(&s1)
     );
 
     // The secondary subnet's server goes away (the port moved): its address goes too.
     let mut d2 = lab.dnsmasq.pop().expect("dnsmasq 2");
     let _ = d2.kill();
     let _ = d2.wait();
-    wait_for("eth1 address dropped", 20, || {
+    wait_for("eth1 address dropped", 30, || {
         bound6(clients.status(&ns, "eth1")).is_none().then_some(())
     });
     let addrs = lab.run(&["ip", "-6", "addr", "show", "dev", "eth1"]);
@@ -342,7 +344,7 @@ fn multi_homed_machine_gets_reserved_ipv6_addresses_and_one_default_route_from_t
     let mut d1 = lab.dnsmasq.pop().expect("dnsmasq 1");
     let _ = d1.kill();
     let _ = d1.wait();
-    wait_for("eth0 address dropped", 20, || {
+    wait_for("eth0 address dropped", 30, || {
         bound6(clients.status(&ns, "eth0")).is_none().then_some(())
     });
     let addrs = lab.run(&["ip", "-6", "addr", "show", "dev", "eth0"]);

@@ -1,0 +1,70 @@
+//! The thread of one DHCP client (either family): started inside the machine's namespace,
+//! stopped on request or when dropped. One place for the start/stop protocol both clients share.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+
+use super::client::{Shared, Status};
+use super::netns;
+
+/// A client thread and the state it shares with its owner.
+pub(crate) struct Worker<A> {
+    shared: Arc<Shared<A>>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl<A: Clone + Send + 'static> Worker<A> {
+    /// Runs `body` on a new OS thread inside `ns` (never on an async worker); when it ends, the
+    /// status says why. `label` names the thread and the log line (e.g. `dhcp6-eth0`).
+    pub(crate) fn spawn(
+        ns: &str,
+        label: String,
+        body: impl FnOnce(&Shared<A>) -> io::Result<()> + Send + 'static,
+    ) -> io::Result<Worker<A>> {
+        let shared = Arc::new(Shared::new());
+        let thread_shared = shared.clone();
+        let netns_name = ns.to_string();
+        let thread = netns::spawn_in(ns, label.clone(), move || {
+            let result = body(&thread_shared);
+            let why = match &result {
+                Ok(()) => "stopped".to_string(),
+                Err(e) => {
+                    tracing::debug!(netns = %netns_name, client = %label, error = %e, "DHCP client ended");
+                    e.to_string()
+                }
+            };
+            thread_shared.set(Status::Stopped(why));
+            result
+        })?;
+        Ok(Worker {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// What the client holds now.
+    pub(crate) fn status(&self) -> Status<A> {
+        self.shared.get()
+    }
+
+    /// Whether the thread is still running.
+    pub(crate) fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops the thread and waits for it (see `Drop`); `flush` removes what the client applied.
+    pub(crate) fn stop(self, flush: bool) {
+        self.shared.flush_on_stop.store(flush, Ordering::Relaxed);
+    }
+}
+
+impl<A> Drop for Worker<A> {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
