@@ -125,6 +125,45 @@ pub fn uses_linux(registry: &Registry) -> bool {
         .any(|r| matches!(r.driver, DriverConfig::Linux(_)))
 }
 
+/// Whether the server collects garbage at start-up: some linux manager is registered and none
+/// of them turned `gc_on_start` off.
+pub fn gc_on_start(registry: &Registry) -> bool {
+    let linux: Vec<bool> = registry
+        .registrations()
+        .iter()
+        .filter_map(|r| match &r.driver {
+            DriverConfig::Linux(v) => {
+                Some(LinuxSettings::from_yaml_value(Some(v)).is_ok_and(|s| s.gc_on_start))
+            }
+            _ => None,
+        })
+        .collect();
+    !linux.is_empty() && linux.iter().all(|on| *on)
+}
+
+/// The start-up pass of SPEC §8: removes our kernel state that belongs to nothing in the store
+/// (what a crash or a lost object left behind); the controllers' resync rebuilds what is
+/// missing. Failures are logged, never fatal: the next `osac admin dataplane gc` retries.
+pub async fn collect_garbage_at_start(service: &Service) {
+    let owned = match owned_set(service).await {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(error = %e, "start-up garbage collection skipped: cannot read the store");
+            return;
+        }
+    };
+    match osac_linux::fabric::gc_among(&owned, None).await {
+        Ok(r) => tracing::info!(
+            namespaces = ?r.namespaces,
+            bridges = ?r.bridges,
+            processes = ?r.processes,
+            tables = ?r.tables,
+            "start-up garbage collection done"
+        ),
+        Err(e) => tracing::warn!(error = %e, "start-up garbage collection failed"),
+    }
+}
+
 /// The machines of this server's store (VM instance ids and inventory hosts): the only
 /// machine namespaces its provisioner runs DHCP clients in.
 pub fn machine_scope(store: Arc<dyn osac_store::Store>) -> Arc<dyn MachineScope> {

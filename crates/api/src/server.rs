@@ -196,6 +196,11 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     };
     let auth = Arc::new(Authenticator::new(&config.auth).await?);
     let service = Arc::new(Service::new(store.clone(), registry.clone(), auth));
+    // Before anything can create kernel state (no listener, no controllers yet), so whatever
+    // is not in the store now really is garbage.
+    if dataplane::gc_on_start(&registry) {
+        dataplane::collect_garbage_at_start(&service).await;
+    }
 
     let ready_store = store.clone();
     let app = Router::new()

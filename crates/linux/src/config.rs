@@ -47,6 +47,10 @@ pub struct LinuxSettings {
     pub dns_servers: Vec<IpAddr>,
     /// Hosting clusters (k8s role); the registration's `hosting_clusters` win when set.
     pub hosting_clusters: Vec<String>,
+    /// Garbage-collect what nobody owns when the server starts (SPEC §8). Off only where
+    /// several deployments share one kernel (tests side by side): a namespace's name does not
+    /// say which deployment made it, so each would collect the others'.
+    pub gc_on_start: bool,
 }
 
 impl Default for LinuxSettings {
@@ -69,6 +73,7 @@ impl Default for LinuxSettings {
             lease_seconds: 3600,
             dns_servers: Vec::new(),
             hosting_clusters: DEFAULT_HOSTING_CLUSTERS.map(String::from).to_vec(),
+            gc_on_start: true,
         }
     }
 }

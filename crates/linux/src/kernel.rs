@@ -27,6 +27,32 @@ pub fn bridge_mac(ns: &str, name: &str) -> String {
     )
 }
 
+/// The EUI-64 link-local address the kernel derives from `mac` (`addr_gen_mode` 0, the
+/// default in our namespaces): how a subnet gateway's IPv6 next hop is known in advance.
+pub fn eui64_link_local(mac: &str) -> Option<std::net::Ipv6Addr> {
+    let bytes: Vec<u8> = mac
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let [a, b, c, d, e, f] = <[u8; 6]>::try_from(bytes).ok()?;
+    let iid = [a ^ 0x02, b, c, 0xff, 0xfe, d, e, f];
+    let mut octets = [0u8; 16];
+    octets[0] = 0xfe;
+    octets[1] = 0x80;
+    octets[8..].copy_from_slice(&iid);
+    Some(std::net::Ipv6Addr::from(octets))
+}
+
+/// The link-local address of a subnet's gateway (its bridge in the VN's router namespace):
+/// the router every machine of the subnet learns from RAs, which no port may impersonate.
+pub fn gateway_link_local(vn_id: &str, subnet_id: &str) -> Option<std::net::Ipv6Addr> {
+    eui64_link_local(&bridge_mac(
+        &names::router_ns(vn_id),
+        &names::subnet_bridge(subnet_id),
+    ))
+}
+
 /// Creates bridge `name` in `ns` unless present (fixed MAC, no STP delay), then sets it up.
 /// Returns true when it had to be created (callers re-attach what depended on the old device).
 pub async fn ensure_bridge(ns: &str, name: &str, mtu: Option<u32>) -> Result<bool, CmdError> {
@@ -236,6 +262,15 @@ pub async fn enable_br_netfilter(ns: &str) -> Result<(), CmdError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eui64_link_local_flips_the_universal_bit() {
+        assert_eq!(
+            eui64_link_local("02:11:22:33:44:55"),
+            Some("fe80::11:22ff:fe33:4455".parse().unwrap())
+        );
+        assert_eq!(eui64_link_local("not a mac"), None);
+    }
 
     #[test]
     fn bridge_macs_are_stable_local_unicast() {

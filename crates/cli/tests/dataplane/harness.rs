@@ -176,6 +176,9 @@ pub async fn start() -> Dp {
         transit_ipv4_cidr: TRANSIT.parse().expect("cidr"),
         transit_ipv6_cidr: "fd00:6f73:6163:fffd::/64".parse().expect("cidr"),
         hosting_clusters: HOSTING_CLUSTERS.iter().map(|c| c.to_string()).collect(),
+        // The suite sweeps only its own leftovers ([`sweep`]); start-up garbage collection is
+        // turned on for one restart ([`Dp::restart_collecting_garbage`]).
+        gc_on_start: false,
         ..LinuxSettings::default()
     };
     let server = start_server(&dir, &settings).await;
@@ -270,7 +273,7 @@ async fn bootstrap(server: &RunningServer) {
 }
 
 /// Appends a namespace to the suite's record (see [`record_file`]).
-fn record(ns: &str) {
+pub fn record(ns: &str) {
     use std::io::Write as _;
     let _ = std::fs::OpenOptions::new()
         .create(true)
@@ -288,15 +291,26 @@ impl Dp {
     }
 
     /// Shuts the server down and starts a new one on the same database and state directory,
-    /// like an operator restarting the process (it listens on a new port; [`Dp::osac`] follows).
-    pub async fn restart(&self) {
+    /// like an operator restarting the process (it listens on a new port; [`Dp::osac`]
+    /// follows), with start-up garbage collection on as in production: it removes every `osac-`
+    /// namespace this store does not own (the kernel tests never run beside this suite: see
+    /// `.config/nextest.toml`).
+    pub async fn restart_collecting_garbage(&self) {
+        let settings = LinuxSettings {
+            gc_on_start: true,
+            ..self.settings.clone()
+        };
+        self.restart_with(&settings).await;
+    }
+
+    async fn restart_with(&self, settings: &LinuxSettings) {
         let mut slot = self.server.write().await;
         let started = std::time::Instant::now();
         if let Some(old) = slot.take() {
             old.shutdown().await;
         }
         let stopped = started.elapsed();
-        *slot = Some(start_server(&self.dir, &self.settings).await);
+        *slot = Some(start_server(&self.dir, settings).await);
         eprintln!(
             "    server stopped in {stopped:.1?}, started in {:.1?}",
             started.elapsed() - stopped

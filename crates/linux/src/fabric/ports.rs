@@ -336,6 +336,7 @@ impl Inner {
                 .filter(|n| n.addr().is_ipv6())
                 .copied()
                 .collect(),
+            gateway_link_local: kernel::gateway_link_local(&p.vn, &p.subnet),
         };
         let mut script = prelude;
         script.push_str(&render::bridge_table());

@@ -217,8 +217,23 @@ async fn neighbour_advertisements_only_announce_the_ports_own_addresses() {
     assert!(ping(&m1, "fd10:0:0:1::1").await, "IPv6 and ND work");
     let (own, other, ll) = (own.to_string(), other.to_string(), "fe80::1234".to_string());
     let router = names::router_ns(&env.id("vn"));
+    // The gateway's link-local (the machines' IPv6 next hop, learnt from RAs) is known in
+    // advance from the bridge's fixed MAC; check the kernel really uses it.
+    let gw_ll = osac_linux::kernel::gateway_link_local(&env.id("vn"), &env.id("s1"))
+        .expect("gateway link-local")
+        .to_string();
+    let bridge_addrs = std::process::Command::new("ip")
+        .args(["-n", &router, "-6", "addr", "show", "dev"])
+        .arg(names::subnet_bridge(&env.id("s1")))
+        .output()
+        .expect("ip addr");
+    let bridge_addrs = String::from_utf8_lossy(&bridge_addrs.stdout).to_string();
+    assert!(
+        bridge_addrs.contains(&format!("{gw_ll}/64")),
+        "the gateway bridge has the predicted link-local {gw_ll}: {bridge_addrs}"
+    );
     let seen = na_targets_seen(&router, async {
-        for target in [&other, &own, &ll] {
+        for target in [&other, &gw_ll, &own, &ll] {
             assert!(send_na(&m1, "data-0", target).await, "NA for {target} sent");
         }
     })
@@ -226,6 +241,10 @@ async fn neighbour_advertisements_only_announce_the_ports_own_addresses() {
     assert!(
         !seen.contains(&other),
         "a forged NA for another port's address is dropped: {seen:?}"
+    );
+    assert!(
+        !seen.contains(&gw_ll),
+        "a forged NA for the gateway's link-local is dropped: {seen:?}"
     );
     assert!(seen.contains(&own), "its own address: {seen:?}");
     assert!(seen.contains(&ll), "a link-local one: {seen:?}");

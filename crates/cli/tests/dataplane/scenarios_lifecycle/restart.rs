@@ -154,9 +154,37 @@ pub async fn restart_mid_create(dp: Arc<Dp>) {
         started.elapsed(),
         seen.0,
     );
+    // Leaked state for the start-up garbage collection: a router namespace of a VN nobody
+    // owns (as a crash between kernel and store would leave) and a namespace without our
+    // prefix, which must survive.
+    let pid = std::process::id();
+    let leaked = format!(
+        "{}{}",
+        names::ROUTER_NS_PREFIX,
+        names::short_hash(&format!("leaked-vn-{pid}"))
+    );
+    let foreign = format!("dpforeign-{pid}");
+    for ns in [&leaked, &foreign] {
+        crate::harness::record(ns);
+        let added = Command::new("ip")
+            .args(["netns", "add", ns])
+            .status()
+            .expect("ip netns add");
+        assert!(added.success(), "ip netns add {ns}");
+    }
     let restarted = Instant::now();
-    dp.restart().await;
+    dp.restart_collecting_garbage().await;
     eprintln!("    server restarted in {:.1?}", restarted.elapsed());
+    let exists = |ns: &str| std::path::Path::new("/run/netns").join(ns).exists();
+    assert!(
+        !exists(&leaked),
+        "start-up garbage collection left the unowned {leaked}"
+    );
+    assert!(
+        exists(&foreign),
+        "start-up garbage collection removed {foreign}"
+    );
+    let _ = Command::new("ip").args(["netns", "del", &foreign]).status();
     drop(paused);
     let mut last = serde_json::Value::Null;
     for _ in 0..300 {

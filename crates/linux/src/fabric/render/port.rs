@@ -148,6 +148,9 @@ pub struct PortIdentity {
     pub ipv4: Vec<IpNet>,
     /// Allowed IPv6 sources (also the targets its neighbour advertisements may announce).
     pub ipv6: Vec<IpNet>,
+    /// The subnet gateway's link-local address: inside fe80::/10, which ports may use, but
+    /// never as a source or an advertised target (that would take over the IPv6 next hop).
+    pub gateway_link_local: Option<std::net::Ipv6Addr>,
 }
 
 fn set_of(items: &[IpNet], extra: &[&str]) -> String {
@@ -222,6 +225,16 @@ pub fn anti_spoof(switch_end: &str, id: &PortIdentity) -> String {
         &mut s,
         format!("add rule {t} {c} icmpv6 type nd-neighbor-advert @th,64,10 != 0x3fa{own} drop"),
     );
+    if let Some(gw) = id.gateway_link_local {
+        line(&mut s, format!("add rule {t} {c} ip6 saddr {gw} drop"));
+        line(
+            &mut s,
+            format!(
+                "add rule {t} {c} icmpv6 type nd-neighbor-advert @th,64,128 {:#x} drop",
+                u128::from(gw)
+            ),
+        );
+    }
     line(
         &mut s,
         format!(

@@ -182,8 +182,18 @@ fn anti_spoofing_pins_mac_and_addresses() {
             "fd00::2/128".parse().unwrap(),
             "fd00::f0/124".parse().unwrap(),
         ],
+        gateway_link_local: Some("fe80::11:22ff:fe33:4455".parse().unwrap()),
     };
     let s = anti_spoof("pabc", &id);
+    // The gateway's link-local is inside fe80::/10 but never usable by a port.
+    assert!(s.contains("ip6 saddr fe80::11:22ff:fe33:4455 drop"));
+    assert!(s.contains(
+        "icmpv6 type nd-neighbor-advert @th,64,128 0xfe80000000000000001122fffe334455 drop"
+    ));
+    assert!(
+        s.find("ip6 saddr fe80::11:22ff:fe33:4455 drop").unwrap() < s.find("ip6 saddr {").unwrap(),
+        "checked before the source accept"
+    );
     assert!(s.contains("ether saddr != 02:00:00:00:00:01 drop"));
     assert!(s.contains("arp saddr ip != { 10.0.1.2/32, 10.0.1.241/32, 0.0.0.0 } drop"));
     assert!(s.contains("ip saddr { 10.0.1.2/32, 10.0.1.241/32 } accept"));
