@@ -100,6 +100,19 @@ impl Lab6 {
             sh(&["ip", "netns", "add", ns]);
             sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
+        // A router forwards, as the fabric's router namespaces do: a neighbour advertisement
+        // without the Router flag (sent by a non-forwarding host) makes the machine drop its
+        // default route through it (RFC 4861 §7.2.5) once neighbour unreachability detection
+        // probes the gateway.
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &router,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.forwarding=1",
+        ]);
         let dir = tempfile::tempdir().expect("tempdir");
         Lab6 {
             router,
@@ -294,8 +307,11 @@ fn multi_homed_machine_gets_reserved_ipv6_addresses_and_one_default_route_from_t
     assert_eq!(routes.lines().count(), 1, "one default route: {routes}");
     assert!(routes.contains("dev eth0 proto ra"), "{routes}");
     // The secondary subnet stays on-link through its RA prefix information.
-    let on_link = sh(&["ip", "-n", &ns, "-6", "route", "show", "dev", "eth1"]);
-    assert!(on_link.contains(&s2.net6().to_string()), "{on_link}");
+    // (Its RA may come a moment after the primary's.)
+    wait_for("the secondary prefix on-link from its RA", 20, || {
+        let on_link = sh(&["ip", "-n", &ns, "-6", "route", "show", "dev", "eth1"]);
+        on_link.contains(&s2.net6().to_string()).then_some(())
+    });
     let mtu = lab.run(&["sysctl", "-n", "net.ipv6.conf.eth0.mtu"]);
     assert_eq!(mtu.trim(), MTU.to_string(), "MTU from the RA");
     assert!(lab.ping(&s1.gw6().to_string()), "ping6 the primary gateway");
