@@ -396,6 +396,34 @@ impl Dp {
         panic!("tenant {name}: default subnet not READY");
     }
 
+    /// Creates subnet `name` of VirtualNetwork `vn` with `cidrs` and waits until it is READY.
+    pub async fn subnet(&self, token: &str, vn: &str, name: &str, cidrs: &[&str]) {
+        let mut args = vec!["create", "subnet", "--virtual-network", vn, "--name", name];
+        for c in cidrs {
+            args.extend(["--cidr", c]);
+        }
+        args.push("--wait");
+        self.ok(token, &args).await;
+    }
+
+    /// Creates security group `name` in `vn` with `ingress` rules (`protocol:…,port:…,source:…`)
+    /// and waits until it is READY.
+    pub async fn security_group(&self, token: &str, vn: &str, name: &str, ingress: &[&str]) {
+        let mut args = vec![
+            "create",
+            "security-group",
+            "--virtual-network",
+            vn,
+            "--name",
+            name,
+        ];
+        for r in ingress {
+            args.extend(["--ingress", r]);
+        }
+        args.push("--wait");
+        self.ok(token, &args).await;
+    }
+
     /// Creates a VM (single call) and waits until it runs.
     pub async fn vm(&self, token: &str, name: &str, extra: &[&str]) -> Machine {
         let mut args = vec![

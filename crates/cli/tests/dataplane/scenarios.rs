@@ -115,21 +115,7 @@ async fn same_subnet_l2(dp: Arc<Dp>) {
 /// A second subnet in the tenant's VirtualNetwork: VMs on the two subnets reach each other.
 async fn two_subnets_route(dp: Arc<Dp>) {
     let t = dp.tenant("route").await;
-    dp.ok(
-        &t,
-        &[
-            "create",
-            "subnet",
-            "--virtual-network",
-            "default",
-            "--cidr",
-            "10.0.2.0/24",
-            "--name",
-            "second",
-            "--wait",
-        ],
-    )
-    .await;
+    dp.subnet(&t, "default", "second", &["10.0.2.0/24"]).await;
     let a = dp.vm(&t, "a", &[]).await;
     let c = dp
         .vm(&t, "c", &["--network-attachment", "subnet=second"])
@@ -182,21 +168,7 @@ async fn isolation(dp: Arc<Dp>) {
         ],
     )
     .await;
-    dp.ok(
-        &t1,
-        &[
-            "create",
-            "subnet",
-            "--virtual-network",
-            "other",
-            "--cidr",
-            "10.9.1.0/24",
-            "--name",
-            "other-s",
-            "--wait",
-        ],
-    )
-    .await;
+    dp.subnet(&t1, "other", "other-s", &["10.9.1.0/24"]).await;
     let z = dp
         .vm(&t1, "z", &["--network-attachment", "subnet=other-s"])
         .await;
@@ -231,32 +203,18 @@ async fn vm_and_bm(dp: Arc<Dp>) {
 /// takes effect, a removed one stops new flows; two groups are a union; no group is open.
 async fn security_groups(dp: Arc<Dp>) {
     let t = dp.tenant("sg").await;
-    dp.ok(
+    dp.security_group(
         &t,
-        &[
-            "create",
-            "security-group",
-            "--virtual-network",
-            "default",
-            "--name",
-            "web",
-            "--ingress",
-            "protocol:tcp,port:8080,source:0.0.0.0/0",
-        ],
+        "default",
+        "web",
+        &["protocol:tcp,port:8080,source:0.0.0.0/0"],
     )
     .await;
-    dp.ok(
+    dp.security_group(
         &t,
-        &[
-            "create",
-            "security-group",
-            "--virtual-network",
-            "default",
-            "--name",
-            "db",
-            "--ingress",
-            "protocol:tcp,port:5432,source:0.0.0.0/0",
-        ],
+        "default",
+        "db",
+        &["protocol:tcp,port:5432,source:0.0.0.0/0"],
     )
     .await;
     let client = dp.vm(&t, "client", &[]).await;
@@ -578,21 +536,7 @@ async fn nat_gateway(dp: Arc<Dp>) {
         ],
     )
     .await;
-    dp.ok(
-        &t,
-        &[
-            "create",
-            "subnet",
-            "--virtual-network",
-            "plain",
-            "--cidr",
-            "10.8.1.0/24",
-            "--name",
-            "plain-s",
-            "--wait",
-        ],
-    )
-    .await;
+    dp.subnet(&t, "plain", "plain-s", &["10.8.1.0/24"]).await;
     let w = dp
         .vm(&t, "plain-vm", &["--network-attachment", "subnet=plain-s"])
         .await;

@@ -252,18 +252,11 @@ pub async fn cluster_vips_dnat_from_external(dp: Arc<Dp>) {
 /// attached without groups is open. The cluster's VIPs are filtered by its groups too.
 pub async fn security_groups_bm_and_cluster_agent(dp: Arc<Dp>) {
     let t = dp.tenant("sgbmc").await;
-    dp.ok(
+    dp.security_group(
         &t,
-        &[
-            "create",
-            "security-group",
-            "--virtual-network",
-            "default",
-            "--name",
-            "web",
-            "--ingress",
-            "protocol:tcp,port:8080,source:0.0.0.0/0",
-        ],
+        "default",
+        "web",
+        &["protocol:tcp,port:8080,source:0.0.0.0/0"],
     )
     .await;
     let client = dp.vm(&t, "client", &[]).await;
@@ -382,18 +375,12 @@ pub async fn security_groups_bm_and_cluster_agent(dp: Arc<Dp>) {
 /// network through DNAT, with data flowing on the old sessions after the removal.
 pub async fn removed_rule_and_established_flows(dp: Arc<Dp>) {
     let t = dp.tenant("estab").await;
-    dp.ok(
+    dp.security_group(
         &t,
+        "default",
+        "app",
         &[
-            "create",
-            "security-group",
-            "--virtual-network",
-            "default",
-            "--name",
-            "app",
-            "--ingress",
             "protocol:tcp,port:8080,source:0.0.0.0/0",
-            "--ingress",
             "protocol:tcp,port:22,source:0.0.0.0/0",
         ],
     )

@@ -157,23 +157,8 @@ pub async fn dual_stack_vms(dp: Arc<Dp>) {
         .unwrap_or_else(|| panic!("the default VN has no IPv6 range: {vn}"))
         .to_string();
     let cidr6 = sub64(&vn_v6, 5);
-    dp.ok(
-        &t,
-        &[
-            "create",
-            "subnet",
-            "--virtual-network",
-            "default",
-            "--cidr",
-            "10.0.5.0/24",
-            "--cidr",
-            &cidr6,
-            "--name",
-            "dual",
-            "--wait",
-        ],
-    )
-    .await;
+    dp.subnet(&t, "default", "dual", &["10.0.5.0/24", &cidr6])
+        .await;
     let subnet = dp.json(&t, &["get", "subnet", "dual"]).await;
     let gw6: Ipv6Addr = subnet["status"]["ipv6_gateway"]
         .as_str()
@@ -192,19 +177,11 @@ pub async fn dual_stack_vms(dp: Arc<Dp>) {
         "the gateway is ::1 of {cidr6}"
     );
     let subnet_id = subnet["id"].as_str().expect("subnet id").to_string();
-    dp.ok(
+    dp.security_group(
         &t,
-        &[
-            "create",
-            "security-group",
-            "--virtual-network",
-            "default",
-            "--name",
-            "web6",
-            "--ingress",
-            "protocol:tcp,port:8080,source:::/0",
-            "--wait",
-        ],
+        "default",
+        "web6",
+        &["protocol:tcp,port:8080,source:::/0"],
     )
     .await;
     // b: default (ICMP, 22, 443) + web6 (tcp/8080 over IPv6 only); a: no groups (open).

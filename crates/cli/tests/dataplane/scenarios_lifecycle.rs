@@ -166,21 +166,7 @@ pub async fn two_hosting_clusters(dp: Arc<Dp>) {
 /// to a VM of that subnet.
 pub async fn multi_homed_bare_metal(dp: Arc<Dp>) {
     let t = dp.tenant("lc-multihome").await;
-    dp.ok(
-        &t,
-        &[
-            "create",
-            "subnet",
-            "--virtual-network",
-            "default",
-            "--cidr",
-            "10.0.2.0/24",
-            "--name",
-            "second",
-            "--wait",
-        ],
-    )
-    .await;
+    dp.subnet(&t, "default", "second", &["10.0.2.0/24"]).await;
     let bm = dp
         .bm(
             &t,
