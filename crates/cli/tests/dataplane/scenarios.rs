@@ -435,53 +435,69 @@ fn connects_sync(ns: &str, ip: IpAddr, port: u16) -> bool {
     probe::tcp_connects(ns, sock(ip, port), WAIT).unwrap_or(false)
 }
 
-/// An ExternalIPAttachment makes the VM reachable from the external namespace on what its
-/// groups allow; deleting it stops that, including an open connection.
+/// An ExternalIPAttachment makes a VM and a bare-metal server reachable from the external
+/// namespace on what their groups allow; deleting it stops that, including an open connection.
 async fn dnat(dp: Arc<Dp>) {
     let t = dp.tenant("dnat").await;
     let v = dp.vm(&t, "web", &["--external-ip-attachment"]).await;
-    // The single call's attachment is reconciled on its own: wait until it is programmed.
-    let (id, ext) = ready_attachment(&dp, &t, &v.id).await;
-    let _l22 = listen_tcp(&v.ns, any(v.ip), 22).await;
-    let _l80 = listen_tcp(&v.ns, any(v.ip), 8080).await;
+    let b = dp.bm(&t, "bm-web", &["--external-ip-attachment"]).await;
+    for m in [&v, &b] {
+        // The single call's attachment is reconciled on its own: wait until it is programmed.
+        let (id, ext) = ready_attachment(&dp, &t, &m.id).await;
+        dnat_reaches_only_allowed_then_stops(&dp, &t, m, &id, ext).await;
+    }
+}
+
+async fn dnat_reaches_only_allowed_then_stops(
+    dp: &Dp,
+    t: &str,
+    m: &harness::Machine,
+    attachment: &str,
+    ext: IpAddr,
+) {
+    let name = &m.name;
+    let _l22 = listen_tcp(&m.ns, any(m.ip), 22).await;
+    let _l80 = listen_tcp(&m.ns, any(m.ip), 8080).await;
     assert!(
         ping(EXT_NS, ext).await,
-        "ping the external address from osac-ext"
+        "{name}: ping the external address from osac-ext"
     );
     assert!(
         reaches(EXT_NS, ext, 22).await,
-        "tcp/22 (allowed by default) via DNAT"
+        "{name}: tcp/22 (allowed by default) via DNAT"
     );
     assert!(
         !connects(EXT_NS, ext, 8080).await,
-        "tcp/8080 is not allowed by the default group"
+        "{name}: tcp/8080 is not allowed by the default group"
     );
     let session = blocking(move || TcpSession::open(EXT_NS, sock(ext, 22), WAIT))
         .await
         .expect("session");
-    dp.ok(&t, &["delete", "externalipattachment", &id, "--wait"])
+    dp.ok(t, &["delete", "externalipattachment", attachment, "--wait"])
         .await;
     assert!(
         !ping_once(EXT_NS, ext).await,
-        "the external address still answers after deletion"
+        "{name}: the external address still answers after deletion"
     );
     assert!(
         !connects(EXT_NS, ext, 22).await,
-        "new connections still pass after deletion"
+        "{name}: new connections still pass after deletion"
     );
     assert!(
         !blocking(move || session.alive()).await,
-        "an open connection survived the deletion"
+        "{name}: an open connection survived the deletion"
     );
 }
 
-/// The id and external address of the READY ExternalIPAttachment targeting `instance`.
+/// The id and external address of the READY ExternalIPAttachment targeting `instance` (a VM
+/// or a bare-metal server).
 async fn ready_attachment(dp: &Dp, token: &str, instance: &str) -> (String, IpAddr) {
     let mut last = serde_json::Value::Null;
     for _ in 0..300 {
         last = dp.json(token, &["get", "externalipattachments"]).await;
         let ready = items(&last).into_iter().find(|a| {
-            a["spec"]["compute_instance"].as_str() == Some(instance)
+            (a["spec"]["compute_instance"].as_str() == Some(instance)
+                || a["spec"]["baremetal_instance"].as_str() == Some(instance))
                 && a["status"]["state"] == "EXTERNAL_IP_ATTACHMENT_STATE_READY"
         });
         if let Some(a) = ready {
