@@ -2,7 +2,10 @@
 //! managers and provisioner, dev bootstrap) and the `osac` binary run against it.
 #![allow(dead_code)]
 
-use std::process::{Command, Output};
+#[path = "../support/osac_cli.rs"]
+mod osac_cli;
+
+use std::process::Output;
 use std::time::Duration;
 
 use osac_api::auth::{AuthConfig, ensure_admin_token};
@@ -46,32 +49,13 @@ pub async fn start() -> Env {
 impl Env {
     /// Runs `osac` with the given token on a blocking thread (the server runs on this runtime).
     pub async fn osac(&self, token: &str, args: &[&str]) -> Output {
-        let (url, token) = (self.server.url(), token.to_string());
         let config = self.dir.path().join("cli-config.json");
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_osac"))
-                .args(&args)
-                .env("OSAC_URL", url)
-                .env("OSAC_TOKEN", token)
-                .env("OSAC_CONFIG", config)
-                .env_remove("RUST_LOG")
-                .output()
-                .expect("run osac")
-        })
-        .await
-        .expect("join")
+        osac_cli::run(self.server.url(), token, config, args).await
     }
 
     pub async fn ok(&self, token: &str, args: &[&str]) -> String {
         let out = self.osac(token, args).await;
-        assert!(
-            out.status.success(),
-            "osac {args:?} failed:\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        osac_cli::stdout_of_success(args, &out)
     }
 
     /// `osac admin create tenant NAME --wait`, then a tenant-admin token for it.

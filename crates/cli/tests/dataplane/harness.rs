@@ -18,6 +18,8 @@ use osac_linux::names::machine_ns;
 use osac_model::Kind;
 use serde_json::{Value, json};
 
+use crate::osac_cli;
+
 /// External pool of this suite (TEST-NET-2-like benchmark range, unlikely to be used by others).
 pub const POOL_CIDR: &str = "198.18.7.0/24";
 /// Transit range: its first address is the external gateway in `osac-ext`.
@@ -326,33 +328,14 @@ impl Dp {
 
     /// Runs `osac` with `token`.
     pub async fn osac(&self, token: &str, args: &[&str]) -> std::process::Output {
-        let (url, token) = (self.server().await.url(), token.to_string());
         let config = self.dir.path().join("cli-config.json");
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_osac"))
-                .args(&args)
-                .env("OSAC_URL", url)
-                .env("OSAC_TOKEN", token)
-                .env("OSAC_CONFIG", config)
-                .env_remove("RUST_LOG")
-                .output()
-                .expect("run osac")
-        })
-        .await
-        .expect("join")
+        osac_cli::run(self.server().await.url(), token, config, args).await
     }
 
     /// Runs `osac`, which must succeed; returns stdout.
     pub async fn ok(&self, token: &str, args: &[&str]) -> String {
         let out = self.osac(token, args).await;
-        assert!(
-            out.status.success(),
-            "osac {args:?} failed:\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        osac_cli::stdout_of_success(args, &out)
     }
 
     /// `osac … -o json`.

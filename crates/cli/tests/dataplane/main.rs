@@ -7,6 +7,8 @@
 //! an aborted earlier run) and nothing else, so a rerun on the same machine starts clean.
 
 mod harness;
+#[path = "../support/osac_cli.rs"]
+mod osac_cli;
 mod probes;
 mod scenarios;
 mod scenarios_cluster;
