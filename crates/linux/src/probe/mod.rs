@@ -3,7 +3,13 @@
 //! thread (`setns`) or through `ip netns exec`. Blocking by design: call from a blocking
 //! context (`spawn_blocking`) or a plain thread.
 
+pub mod capture;
+pub mod dissect;
+pub mod forge;
 pub mod raw;
+pub mod spoof;
+
+pub use capture::{Capture, send_udp_from};
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
