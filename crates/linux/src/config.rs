@@ -29,8 +29,14 @@ pub const DEFAULT_HOSTING_CLUSTERS: [&str; 2] = ["hosting-a", "hosting-b"];
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LinuxSettings {
-    /// Where dnsmasq configs, leases and the fabric's allocations live.
+    /// Where dnsmasq configs, leases and the fabric's allocations live. May be private (mode
+    /// 0700): only this process (root) reads it.
     pub state_dir: PathBuf,
+    /// Where dnsmasq's host entries live: dnsmasq reads them after it dropped its privileges
+    /// (to `nobody`), so every directory above this one must be traversable by all users. The
+    /// server refuses to start when it is not. Default (unset):
+    /// `/run/osac-net-dhcp/<hash of state_dir>`.
+    pub dhcp_hosts_dir: Option<PathBuf>,
     /// Provider transit range on the external bridge: its first address is the external
     /// gateway, router uplinks get the next ones.
     pub transit_ipv4_cidr: Ipv4Net,
@@ -57,6 +63,7 @@ impl Default for LinuxSettings {
     fn default() -> Self {
         LinuxSettings {
             state_dir: PathBuf::from("/run/osac-net"),
+            dhcp_hosts_dir: None,
             transit_ipv4_cidr: Ipv4Net::new(std::net::Ipv4Addr::new(100, 64, 0, 0), 16)
                 .unwrap_or_default(),
             transit_ipv6_cidr: Ipv6Net::new(
@@ -90,6 +97,15 @@ pub enum SettingsError {
 }
 
 impl LinuxSettings {
+    /// The directory holding every subnet's dnsmasq host entries (see
+    /// [`LinuxSettings::dhcp_hosts_dir`]).
+    pub fn dhcp_hosts_root(&self) -> PathBuf {
+        self.dhcp_hosts_dir.clone().unwrap_or_else(|| {
+            PathBuf::from("/run/osac-net-dhcp")
+                .join(crate::names::short_hash(&self.state_dir.to_string_lossy()))
+        })
+    }
+
     /// Parses the `linux:` block (absent = defaults) and validates it.
     pub fn from_yaml_value(value: Option<&serde_yaml::Value>) -> Result<Self, SettingsError> {
         let settings: LinuxSettings = match value {

@@ -19,6 +19,9 @@ pub enum LinuxError {
         /// What went wrong.
         message: String,
     },
+    /// A subnet's DHCP server (dnsmasq) reports a problem, in its own words.
+    #[error("the subnet's DHCP server (dnsmasq) failed: {0}")]
+    Dhcp(String),
     /// Invalid settings.
     #[error(transparent)]
     Settings(#[from] SettingsError),

@@ -129,9 +129,34 @@ pub async fn ensure_external(settings: &LinuxSettings) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// The parking namespace and bridge (idle cluster agents).
+/// Sysctls of every infrastructure namespace facing workloads (routers, hosting clusters,
+/// parking), set before any of its devices is created: devices get no IPv6 unless
+/// [`set_ipv6`] turns it on (so switch ends, overlay bridges and VXLAN devices have no
+/// link-local address a workload could find), and nothing accepts router advertisements (the
+/// namespaces' routes are static; a tenant's RA must never configure infrastructure).
+pub const INFRA_SYSCTLS: [&str; 4] = [
+    "net.ipv6.conf.default.disable_ipv6=1",
+    "net.ipv6.conf.default.accept_ra=0",
+    "net.ipv6.conf.all.accept_ra=0",
+    "net.ipv6.conf.default.accept_redirects=0",
+];
+
+/// Turns IPv6 on (the interfaces that need an address: uplink, underlay, dual-stack subnet
+/// gateways) or off on one device; never accepts router advertisements on it.
+pub async fn set_ipv6(ns: &str, dev: &str, on: bool) -> Result<(), CmdError> {
+    let disable = format!("net.ipv6.conf.{dev}.disable_ipv6={}", u8::from(!on));
+    let ra = format!("net.ipv6.conf.{dev}.accept_ra=0");
+    cmd::sysctl(ns, &[&disable, &ra]).await
+}
+
+/// The parking namespace and bridge (idle cluster agents). Agents reach each other there at
+/// layer 2 but nothing of the namespace itself: no address, input and output dropped.
 pub async fn ensure_park() -> Result<(), CmdError> {
     cmd::ensure_netns(PARK_NS).await?;
+    let mut settings = INFRA_SYSCTLS.to_vec();
+    settings.push("net.ipv6.conf.all.disable_ipv6=1");
+    cmd::sysctl(PARK_NS, &settings).await?;
+    cmd::nft(PARK_NS, &crate::fabric::render::l2_guard_table()).await?;
     ensure_bridge(PARK_NS, PARK_BRIDGE, None).await.map(|_| ())
 }
 
@@ -191,6 +216,7 @@ pub async fn ensure_underlay(
         &["link", "set", ext_end, "master", UNDERLAY_BRIDGE, "up"],
     )
     .await?;
+    set_ipv6(ns, UNDERLAY_IF, true).await?;
     cmd::ip(Some(ns), &["link", "set", UNDERLAY_IF, "up"]).await?;
     let addr = underlay_addr(settings.underlay_ipv6_cidr, ns);
     ensure_addr(

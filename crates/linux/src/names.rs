@@ -45,6 +45,11 @@ pub const UNDERLAY_IF: &str = "ul";
 /// Name of the stateless anti-spoofing table (family `bridge`) in router and hosting namespaces.
 pub const BRIDGE_TABLE: &str = "osac";
 
+/// Name of the guard table (family `inet`) of the layer-2-only infrastructure namespaces
+/// (hosting clusters, parking): not shaped like a VN table, so garbage collection never
+/// touches it.
+pub const GUARD_TABLE: &str = "osac-guard";
+
 /// UDP port of the VXLAN overlays.
 pub const VXLAN_PORT: u16 = 4789;
 

@@ -2,6 +2,7 @@
 //! kernel state and packets. They skip (printing why) without root/tools, and fail under
 //! `CI=true`.
 
+mod attacks;
 mod common;
 mod isolation;
 mod nat6;
@@ -115,8 +116,7 @@ async fn subnets_ports_routing_and_rebuild() {
         addrs.contains("10.0.1.1/24") && addrs.contains("fd10:0:0:1::1/64"),
         "{addrs}"
     );
-    let files =
-        osac_linux::fabric::dnsmasq::DnsmasqFiles::of(&env.settings.state_dir, &env.id("s1"));
+    let files = osac_linux::fabric::dnsmasq::DnsmasqFiles::of(&env.settings, &env.id("s1"));
     assert!(
         osac_linux::fabric::dnsmasq::running_pid(&files)
             .await

@@ -69,7 +69,7 @@ pub struct Dp {
     /// (a restart scenario needs a new one on the same database and state directory).
     server: tokio::sync::RwLock<Option<RunningServer>>,
     /// The dataplane settings the server runs with (a restart reuses them).
-    settings: LinuxSettings,
+    pub settings: LinuxSettings,
     pub dir: tempfile::TempDir,
     pub admin: String,
     /// Namespaces this suite created (the scope of its garbage collection).
@@ -164,13 +164,9 @@ pub async fn sweep() {
 
 pub async fn start() -> Dp {
     sweep().await;
+    // A private data directory (mode 0700, as `mktemp -d` or a systemd StateDirectory give):
+    // dnsmasq, once unprivileged, reads its host entries from the settings' hosts root.
     let dir = tempfile::tempdir().expect("tempdir");
-    // dnsmasq drops to an unprivileged user and then reads new host entries itself.
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod state dir");
     let tokens = dir.path().join("tokens.json");
     let admin = ensure_admin_token(&tokens).expect("admin token");
     let settings = LinuxSettings {

@@ -57,7 +57,7 @@ async fn vm6(
     dp: &Dp,
     token: &str,
     m: Machine,
-    state_dir: &std::path::Path,
+    settings: &osac_linux::LinuxSettings,
     subnet_id: &str,
 ) -> Vm6 {
     let v = dp.json(token, &["get", "computeinstance", &m.name]).await;
@@ -66,7 +66,7 @@ async fn vm6(
         .as_str()
         .filter(|s| !s.is_empty())
         .map(|s| s.parse::<Ipv6Addr>().expect("ipv6_address"));
-    let hosts = DnsmasqFiles::of(state_dir, subnet_id).host_entries();
+    let hosts = DnsmasqFiles::of(settings, subnet_id).host_entries();
     let reserved = hosts
         .lines()
         .find(|l| l.starts_with(&m.mac))
@@ -207,9 +207,8 @@ pub async fn dual_stack_vms(dp: Arc<Dp>) {
     let a_cluster = hosting_cluster(&dp, &a.id).await;
     eprintln!("    a on {a_cluster}, b on {b_cluster}");
     assert!(a.ip.to_string().starts_with("10.0.5."), "a got {}", a.ip);
-    let state_dir = dp.dir.path().join("dataplane");
-    let a = vm6(&dp, &t, a, &state_dir, &subnet_id).await;
-    let b = vm6(&dp, &t, b, &state_dir, &subnet_id).await;
+    let a = vm6(&dp, &t, a, &dp.settings, &subnet_id).await;
+    let b = vm6(&dp, &t, b, &dp.settings, &subnet_id).await;
     let net6: Ipv6Addr = cidr6.split('/').next().expect("net").parse().expect("ip");
     for vm in [&a, &b] {
         assert_eq!(

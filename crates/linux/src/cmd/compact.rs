@@ -285,12 +285,17 @@ mod tests {
         for site in [TableSite::Router, TableSite::Hosting] {
             let mut s = render::vn_table("t", site);
             s.push_str(&render::sg_chains("t", "sg-1", &ingress, &egress));
+            s.push_str(&render::bridge_table());
             s.push_str(&render::port_sg(
                 "t",
                 "pabc",
                 &["sg-1".to_string()],
-                Some("10.0.0.5".parse().unwrap()),
-                Some("fd00::5".parse().unwrap()),
+                &render::PortKeys {
+                    mac: "02:00:00:00:00:05".into(),
+                    mark: 5,
+                    v4: Some("10.0.0.5".parse().unwrap()),
+                    v6: Some("fd00::5".parse().unwrap()),
+                },
             ));
             assert!(!needs_full_cache(&s), "{}", compact(&s));
         }

@@ -3,11 +3,18 @@
 //! write-then-rename: dnsmasq adds new entries itself (inotify). We never send SIGHUP (dnsmasq
 //! 2.90 crashed re-reading a `dhcp-hostsfile` on SIGHUP); a removed or changed entry, which
 //! inotify cannot retract, restarts the process instead (leases survive in the lease file).
+//!
+//! dnsmasq opens its configuration, lease, pid and log files as root, then drops to `nobody`
+//! and only then reads the hosts directory: that one lives under
+//! [`LinuxSettings::dhcp_hosts_root`], a directory every user may traverse, so the state
+//! directory may stay private. What dnsmasq logs as a problem after its last start is
+//! reported as an operation failure ([`health`]), never left to a silent wait for a lease.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::cmd::{self, CmdError};
+use crate::config::LinuxSettings;
 use crate::error::LinuxError;
 use crate::names::short_hash;
 
@@ -27,13 +34,14 @@ pub struct DnsmasqFiles {
 }
 
 impl DnsmasqFiles {
-    /// The files of `subnet_id` under `state_dir`.
-    pub fn of(state_dir: &Path, subnet_id: &str) -> Self {
-        let dir = state_dir.join("dnsmasq");
+    /// The files of `subnet_id`: host entries under the settings' hosts root, the rest under
+    /// `<state_dir>/dnsmasq/`.
+    pub fn of(settings: &LinuxSettings, subnet_id: &str) -> Self {
+        let dir = settings.state_dir.join("dnsmasq");
         let h = short_hash(subnet_id);
         DnsmasqFiles {
             conf: dir.join(format!("{h}.conf")),
-            hosts: dir.join(format!("{h}.hosts.d")),
+            hosts: settings.dhcp_hosts_root().join(format!("{h}.hosts.d")),
             leases: dir.join(format!("{h}.leases")),
             pid: dir.join(format!("{h}.pid")),
             log: dir.join(format!("{h}.log")),
@@ -56,6 +64,124 @@ impl DnsmasqFiles {
         lines.sort();
         lines.join("\n")
     }
+}
+
+/// Creates the hosts root (mode 0755 for every directory it creates) and checks that dnsmasq,
+/// once unprivileged, can reach it: every directory above it must be traversable by others
+/// and the root itself readable. The error names the directory that is not and what to do.
+pub fn ensure_hosts_root(settings: &LinuxSettings) -> Result<(), LinuxError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let root = settings.dhcp_hosts_root();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(&root)
+        .map_err(|e| io_err(&root, e))?;
+    let mode = |p: &Path| -> Result<u32, LinuxError> {
+        Ok(std::fs::metadata(p)
+            .map_err(|e| io_err(p, e))?
+            .permissions()
+            .mode())
+    };
+    let refuse = |dir: &Path, mode: u32, need: &str| {
+        LinuxError::Preflight(format!(
+            "dnsmasq reads DHCP host entries from {} after dropping its privileges, but {} has \
+             mode {:04o} ({need}); set `dhcp_hosts_dir` in the linux manager settings to a \
+             directory every user may traverse (e.g. under /run), or give {} mode o+x",
+            root.display(),
+            dir.display(),
+            mode & 0o7777,
+            dir.display()
+        ))
+    };
+    let own = mode(&root)?;
+    if own & 0o005 != 0o005 {
+        return Err(refuse(&root, own, "others may not read and search it"));
+    }
+    for dir in root.ancestors().skip(1) {
+        let m = mode(dir)?;
+        if m & 0o001 == 0 {
+            return Err(refuse(dir, m, "others may not traverse it"));
+        }
+    }
+    Ok(())
+}
+
+/// What dnsmasq logged as a problem since its last start (`None`: nothing): a line of its log
+/// after the last "started" line that says it could not read, open or bind something. The
+/// log is dnsmasq's own (`log-facility`), so the text names the cause ("bad dynamic directory
+/// …: Permission denied").
+pub fn problem_in_log(log: &str) -> Option<String> {
+    const SIGNS: [&str; 9] = [
+        "bad dynamic directory",
+        "permission denied",
+        "failed to access",
+        "failed to open",
+        "failed to read",
+        "failed to create listening socket",
+        "cannot read",
+        "cannot open",
+        "bad dhcp-host",
+    ];
+    let since_start = log
+        .rsplit_once(": started, version")
+        .map_or(log, |(_, rest)| rest);
+    since_start
+        .lines()
+        .find(|l| {
+            let l = l.to_ascii_lowercase();
+            SIGNS.iter().any(|s| l.contains(s))
+        })
+        .map(|l| {
+            // "Dec  1 18:51:58 dnsmasq[7294]: bad dynamic …" → "bad dynamic …"
+            l.split_once("]: ").map_or(l, |(_, m)| m).trim().to_string()
+        })
+}
+
+/// The last 64 KiB of dnsmasq's log (it only grows, by one line per problem or start).
+async fn log_tail(files: &DnsmasqFiles) -> String {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let Ok(mut f) = tokio::fs::File::open(&files.log).await else {
+        return String::new();
+    };
+    let len = f.metadata().await.map(|m| m.len()).unwrap_or(0);
+    let _ = f
+        .seek(std::io::SeekFrom::Start(len.saturating_sub(64 * 1024)))
+        .await;
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf).await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Whether the subnet's dnsmasq runs without a logged problem; the error carries dnsmasq's own
+/// words. `just_started`: give a fresh process a moment to read its host entries first.
+pub async fn health(files: &DnsmasqFiles, just_started: bool) -> Result<(), LinuxError> {
+    let attempts = if just_started { 8 } else { 1 };
+    for attempt in 0..attempts {
+        if attempt > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        let log = log_tail(files).await;
+        if let Some(problem) = problem_in_log(&log) {
+            return Err(LinuxError::Dhcp(problem));
+        }
+        // It has read its host entries (only logged when there are some): nothing to wait for.
+        let read = format!("read {}", files.hosts.display());
+        if log
+            .rsplit_once(": started, version")
+            .is_some_and(|(_, since)| since.contains(&read))
+        {
+            break;
+        }
+    }
+    if running_pid(files).await.is_none() {
+        let log = log_tail(files).await;
+        let last = log.lines().last().unwrap_or("no log").to_string();
+        return Err(LinuxError::Dhcp(format!(
+            "dnsmasq is not running (last log line: {last})"
+        )));
+    }
+    Ok(())
 }
 
 /// The hosts-directory file name of a port's entry (its MAC without separators).
@@ -177,22 +303,31 @@ pub async fn running_pid(files: &DnsmasqFiles) -> Option<u32> {
 }
 
 /// Starts dnsmasq in `ns` unless running; `restart` forces a fresh process (the bridge it was
-/// bound to was re-created, its configuration changed or host entries were retracted).
+/// bound to was re-created, its configuration changed or host entries were retracted), and so
+/// does a logged problem. Then checks its [`health`].
 pub async fn ensure_running(
     ns: &str,
     files: &DnsmasqFiles,
     restart: bool,
 ) -> Result<(), LinuxError> {
     if running_pid(files).await.is_some() {
-        if restart {
-            stop(files).await?;
-        } else {
+        // A process that logged a problem gets a fresh start: the cause may have been fixed.
+        if !restart && health(files, false).await.is_ok() {
             return Ok(());
         }
+        stop(files).await?;
     }
     let conf = format!("--conf-file={}", files.conf.display());
-    cmd::in_ns(ns, "dnsmasq", &[&conf], None).await?;
-    Ok(())
+    if let Err(e) = cmd::in_ns(ns, "dnsmasq", &[&conf], None).await {
+        // dnsmasq explains a start-up failure on stderr: keep only its own first line.
+        let text = e.to_string();
+        let why = text
+            .lines()
+            .find_map(|l| l.split_once("dnsmasq: ").map(|(_, m)| m.to_string()))
+            .unwrap_or(text);
+        return Err(LinuxError::Dhcp(format!("dnsmasq did not start: {why}")));
+    }
+    health(files, true).await
 }
 
 /// Stops the subnet's dnsmasq (if running).
@@ -244,4 +379,27 @@ pub async fn remove(files: &DnsmasqFiles) -> Result<(), LinuxError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_problem_logged_after_the_last_start_is_reported_in_dnsmasqs_words() {
+        let log = "Dec  1 18:51:58 dnsmasq[7294]: started, version 2.90 DNS disabled\n\
+            Dec  1 18:51:58 dnsmasq-dhcp[7294]: DHCP, sockets bound exclusively to interface br0\n\
+            Dec  1 18:51:58 dnsmasq[7294]: bad dynamic directory /x/h.d: Permission denied\n";
+        assert_eq!(
+            problem_in_log(log).as_deref(),
+            Some("bad dynamic directory /x/h.d: Permission denied")
+        );
+        let restarted = format!(
+            "{log}Dec  1 18:52:05 dnsmasq[7608]: started, version 2.90 DNS disabled\n\
+             Dec  1 18:52:05 dnsmasq-dhcp[7608]: read /y/h.d/a\n\
+             Dec  1 18:52:07 dnsmasq-dhcp[7608]: DHCPDISCOVER(br0) 02:00:00:00:00:09 no address available\n"
+        );
+        assert_eq!(problem_in_log(&restarted), None, "fixed by the restart");
+        assert_eq!(problem_in_log(""), None);
+    }
 }

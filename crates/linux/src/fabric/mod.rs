@@ -46,7 +46,8 @@ pub(crate) struct Inner {
 }
 
 impl LinuxFabric {
-    /// Checks the machine ([`crate::preflight`]), loads the persisted allocations from the
+    /// Checks the machine ([`crate::preflight`]) and that dnsmasq can read its host entries
+    /// ([`dnsmasq::ensure_hosts_root`]), loads the persisted allocations from the
     /// state directory and ensures the external and parking namespaces.
     pub async fn new(
         registration: Registration,
@@ -61,6 +62,7 @@ impl LinuxFabric {
         }
         settings.validate()?;
         crate::preflight().await?;
+        dnsmasq::ensure_hosts_root(&settings)?;
         let store = RecordStore::new(settings.state_dir.join("fabric"));
         let model = Model {
             vns: store.load(kind::VN, |r: &VnRec| r.id.clone()).await?,

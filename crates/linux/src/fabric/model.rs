@@ -8,6 +8,7 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use osac_fabric::SecurityRule;
 use serde::{Deserialize, Serialize};
 
+use crate::fabric::render::PortKeys;
 use crate::names;
 
 /// Record kinds (directory names in the state dir).
@@ -150,9 +151,22 @@ pub struct PortRec {
     /// Persisted so a restarted fabric still knows who claims a VIP.
     #[serde(default)]
     pub allowed: Vec<IpAddr>,
+    /// Packet mark of frames bridged to this port (security-group ingress key), unique among
+    /// the ports of its switch namespace; 0 = not allocated yet (records of older versions).
+    #[serde(default)]
+    pub mark: u32,
 }
 
 impl PortRec {
+    /// Its keys in the security-group maps.
+    pub fn sg_keys(&self) -> PortKeys {
+        PortKeys {
+            mac: self.mac.clone(),
+            mark: self.mark,
+            v4: self.v4,
+            v6: self.v6,
+        }
+    }
     /// (machine key, interface name in the machine, is_vm).
     pub fn machine(&self) -> (String, String, bool) {
         names::machine_of(&self.host, &self.interface)
@@ -203,6 +217,20 @@ impl Model {
     /// Ports of a subnet.
     pub fn subnet_ports<'a>(&'a self, subnet: &'a str) -> impl Iterator<Item = &'a PortRec> {
         self.ports.values().filter(move |p| p.subnet == subnet)
+    }
+
+    /// The lowest packet mark no port of switch namespace `ns` uses (ports' bridged-ingress
+    /// keys; 0 means "no port" to the bridge table, so marks start at 1).
+    pub fn free_mark(&self, ns: &str) -> u32 {
+        let used: std::collections::BTreeSet<u32> = self
+            .ports
+            .values()
+            .filter(|p| p.switch_ns() == ns)
+            .map(|p| p.mark)
+            .collect();
+        (1..=u32::MAX)
+            .find(|m| !used.contains(m))
+            .unwrap_or(u32::MAX)
     }
 
     /// Addresses in use on a subnet.

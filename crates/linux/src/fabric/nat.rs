@@ -199,23 +199,7 @@ impl Inner {
             )
             .await?;
             // Open sessions through the removed address stop now (not at conntrack timeout).
-            let addr = rec.external.to_string();
-            let family = if rec.external.is_ipv4() {
-                "ipv4"
-            } else {
-                "ipv6"
-            };
-            if let Err(e) = cmd::in_ns(
-                &ns,
-                "conntrack",
-                &["-D", "-f", family, "--orig-dst", &addr],
-                None,
-            )
-            .await
-                && !e.to_string().contains("0 flow entries")
-            {
-                tracing::debug!(error = %e, "conntrack flush");
-            }
+            flush_conntrack(&ns, rec.external, "--orig-dst").await;
         }
         if self.model.external_consumer(rec.external).as_deref()
             == Some(&format!("external IP attachment '{}'", rec.id))
@@ -298,10 +282,33 @@ impl Inner {
         let ns = names::router_ns(&rec.vn);
         if cmd::netns_exists(&ns).await? {
             cmd::nft(&ns, &render::snat(&names::vn_table(&rec.vn), None)).await?;
+            // Flows translated to the gateway's address stop using it now: the address is
+            // released next and may go to another tenant. Their next packet is a new flow
+            // (masqueraded to the router's transit address).
+            flush_conntrack(&ns, rec.external, "--reply-dst").await;
         }
         unroute_external(rec.external).await?;
         self.model.snats.remove(&rec.id);
         self.store.delete(kind::SNAT, &rec.id).await?;
         Ok(empty())
+    }
+}
+
+/// Deletes the conntrack entries of `ns` whose `selector` (`--orig-dst`: DNAT'ed to the
+/// address; `--reply-dst`: SNAT'ed to it) is `addr`. Best effort: an entry left behind only
+/// lives until its timeout, and "nothing to delete" is the common case.
+async fn flush_conntrack(ns: &str, addr: IpAddr, selector: &str) {
+    let family = if addr.is_ipv4() { "ipv4" } else { "ipv6" };
+    let addr = addr.to_string();
+    if let Err(e) = cmd::in_ns(
+        ns,
+        "conntrack",
+        &["-D", "-f", family, selector, &addr],
+        None,
+    )
+    .await
+        && !e.to_string().contains("0 flow entries")
+    {
+        tracing::warn!(error = %e, namespace = ns, "conntrack flush failed");
     }
 }

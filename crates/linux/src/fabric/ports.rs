@@ -12,7 +12,7 @@ use osac_fabric::{
     QueryDhcpLeaseRequest,
 };
 
-use super::dnsmasq::DnsmasqFiles;
+use super::dnsmasq::{self, DnsmasqFiles};
 use super::model::{PortRec, kind};
 use super::render::{self, PortIdentity, TableSite};
 use super::{Inner, empty, normalize_mac, require_non_empty, to_json};
@@ -200,12 +200,16 @@ impl Inner {
                     r.attachment_id, old.host, old.interface, old.mac, old.subnet
                 )));
             }
-            PortRec {
+            let mut rec = PortRec {
                 sgs,
                 primary: r.primary,
                 allowed,
                 ..old.clone()
+            };
+            if rec.mark == 0 {
+                rec.mark = self.model.free_mark(&rec.switch_ns());
             }
+            rec
         } else {
             if let Some(other) = self
                 .model
@@ -250,7 +254,7 @@ impl Inner {
                 Some(IpAddr::V6(a)) => Some(a),
                 _ => None,
             };
-            PortRec {
+            let mut rec = PortRec {
                 id: r.attachment_id.clone(),
                 host: r.host.clone(),
                 interface: r.interface.clone(),
@@ -262,8 +266,19 @@ impl Inner {
                 v4,
                 v6,
                 allowed,
-            }
+                mark: 0,
+            };
+            rec.mark = self.model.free_mark(&rec.switch_ns());
+            rec
         };
+        if self
+            .model
+            .ports
+            .get(&rec.id)
+            .is_some_and(|old| old.mark == 0)
+        {
+            self.retire_address_egress_maps(&rec).await?;
+        }
         if self.model.ports.get(&rec.id) != Some(&rec) {
             self.store.put(kind::PORT, &rec.id, &rec).await?;
             self.model.ports.insert(rec.id.clone(), rec.clone());
@@ -273,6 +288,25 @@ impl Inner {
             ipv4_address: rec.v4.map(IpAddr::V4),
             ipv6_address: rec.v6.map(IpAddr::V6),
         })
+    }
+
+    /// A port recorded by an earlier version (no mark) sits in a VN table whose address-keyed
+    /// egress maps still reference port chains: rewrite the base chains and remove the maps.
+    async fn retire_address_egress_maps(&self, p: &PortRec) -> Result<(), OpError> {
+        let ns = p.switch_ns();
+        if !cmd::netns_exists(&ns).await? {
+            return Ok(());
+        }
+        let table = names::vn_table(&p.vn);
+        let site = if p.machine().2 {
+            TableSite::Hosting
+        } else {
+            TableSite::Router
+        };
+        let mut script = render::vn_table(&table, site);
+        script.push_str(&render::retire_address_egress_maps(&table));
+        cmd::nft_converge(&ns, &script).await?;
+        Ok(())
     }
 
     /// Programs everything of one port (idempotent): cable, anti-spoofing, security groups
@@ -346,7 +380,7 @@ impl Inner {
                 script.push_str(&render::sg_chains(&table, sg, &g.ingress, &g.egress));
             }
         }
-        script.push_str(&render::port_sg(&table, &sw, &p.sgs, p.v4, p.v6));
+        script.push_str(&render::port_sg(&table, &sw, &p.sgs, &p.sg_keys()));
         script.push_str(&self.vip_script(&table, &p.vn, &ns, &p.allowed, ""));
         cmd::nft_converge(&ns, &script).await?;
         self.write_dnsmasq(&subnet, false).await
@@ -393,7 +427,7 @@ impl Inner {
                         },
                     ));
                     if !p.sgs.is_empty() {
-                        script.push_str(&render::port_sg(&table, &sw, &[], p.v4, p.v6));
+                        script.push_str(&render::port_sg(&table, &sw, &[], &p.sg_keys()));
                     }
                     // VIPs it claimed: steered by the remaining claimants, or unsteered.
                     script.push_str(&self.vip_script(&table, &p.vn, &ns, &p.allowed, &p.id));
@@ -465,7 +499,9 @@ impl Inner {
         else {
             return to_json(&PortAddresses::default());
         };
-        let files = DnsmasqFiles::of(&self.settings.state_dir, &r.subnet_id);
+        let files = DnsmasqFiles::of(&self.settings, &r.subnet_id);
+        // A workload waiting for its lease learns why none comes.
+        dnsmasq::health(&files, false).await?;
         let text = tokio::fs::read_to_string(&files.leases)
             .await
             .unwrap_or_default();

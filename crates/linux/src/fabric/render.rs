@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use osac_fabric::{Protocol, SecurityRule};
 
-use crate::names::{self, UNDERLAY_IF, UPLINK_IF, VXLAN_PORT};
+use crate::names::{self, GUARD_TABLE, UNDERLAY_IF, UPLINK_IF, VXLAN_PORT};
 
 /// Where a per-VN `inet` table lives: the router (NAT, uplink guard) or a hosting cluster
 /// (security groups only, restricted to the VN's overlay bridges).
@@ -23,17 +23,31 @@ fn line(out: &mut String, s: impl AsRef<str>) {
     out.push('\n');
 }
 
+/// ICMPv6 neighbour discovery a port may always send and receive (its subnet's control plane):
+/// never filtered by security groups. Router advertisements only ever come from the gateway
+/// (anti-spoofing drops them from ports).
+const ND_TYPES: &str =
+    "{ nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, nd-router-advert }";
+
 /// Declares (idempotently) the per-VN table with its maps and (re)writes its base chains.
 /// Map contents (ports, DNAT) and group chains are left alone.
+///
+/// Security groups see every packet of a port whatever its addresses: egress is keyed by the
+/// sender's MAC (`egmac`, pinned per port by anti-spoofing), bridged ingress by the receiving
+/// port (`inport`: the mark the bridge table's `markout` chain gives each frame per output
+/// port — so link-local, broadcast and multicast frames meet the receiver's groups too), and
+/// routed ingress, which reaches a port only through the gateway, by destination address
+/// (`in4`/`in6`). Only the control plane passes unfiltered: ND/RS/RA and DHCP between a
+/// port and its gateway.
 pub fn vn_table(table: &str, site: TableSite) -> String {
     let t = format!("inet {table}");
     let mut s = String::new();
     line(&mut s, format!("add table {t}"));
     line(&mut s, format!("add set {t} brs {{ type ifname; }}"));
     for (name, ty) in [
-        ("eg4", "ipv4_addr"),
+        ("egmac", "ether_addr"),
+        ("inport", "mark"),
         ("in4", "ipv4_addr"),
-        ("eg6", "ipv6_addr"),
         ("in6", "ipv6_addr"),
     ] {
         line(
@@ -58,9 +72,18 @@ pub fn vn_table(table: &str, site: TableSite) -> String {
             format!("add rule {t} zone iifname @brs ct zone set {zone}"),
         );
     }
-    for (chain, prio, dir, map4, map6) in [
-        ("sgout", 0, "saddr", "eg4", "eg6"),
-        ("sgin", 1, "daddr", "in4", "in6"),
+    for (chain, prio, client, steering) in [
+        ("sgout", 0, true, &["ether saddr vmap @egmac"][..]),
+        (
+            "sgin",
+            1,
+            false,
+            &[
+                "meta mark vmap @inport",
+                "ip daddr vmap @in4",
+                "ip6 daddr vmap @in6",
+            ][..],
+        ),
     ] {
         line(
             &mut s,
@@ -85,119 +108,185 @@ pub fn vn_table(table: &str, site: TableSite) -> String {
         );
         line(
             &mut s,
-            format!(
-                "add rule {t} {chain} icmpv6 type {{ nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, nd-router-advert }} accept"
-            ),
+            format!("add rule {t} {chain} meta l4proto ipv6-icmp icmpv6 type {ND_TYPES} accept"),
+        );
+        // DHCP between a port (client) and its gateway (server): egress of the client's
+        // requests, ingress of the server's replies (only the gateway can send those: ports
+        // may not use the server ports, see anti-spoofing).
+        let (v4, v6) = if client {
+            ("udp sport 68 udp dport 67", "udp sport 546 udp dport 547")
+        } else {
+            ("udp sport 67 udp dport 68", "udp sport 547 udp dport 546")
+        };
+        line(
+            &mut s,
+            format!("add rule {t} {chain} meta nfproto ipv4 {v4} accept"),
         );
         line(
             &mut s,
-            format!("add rule {t} {chain} ip {dir} vmap @{map4}"),
+            format!("add rule {t} {chain} meta nfproto ipv6 {v6} accept"),
         );
-        line(
-            &mut s,
-            format!("add rule {t} {chain} ip6 {dir} vmap @{map6}"),
-        );
+        for steer in steering {
+            line(&mut s, format!("add rule {t} {chain} {steer}"));
+        }
     }
     if site == TableSite::Router {
+        router_chains(&mut s, &t);
+    }
+    s
+}
+
+/// The router-only chains of a VN table: NAT, the uplink guard, and the router's own input
+/// (the gateway's services toward its subnets, VXLAN only from the underlay).
+fn router_chains(s: &mut String, t: &str) {
+    line(
+        s,
+        format!("add map {t} dnat4 {{ type ipv4_addr : ipv4_addr; }}"),
+    );
+    line(
+        s,
+        format!("add map {t} dnat6 {{ type ipv6_addr : ipv6_addr; }}"),
+    );
+    // Nothing enters the VN from the uplink unless it is a reply or an attachment's DNAT;
+    // the underlay never carries routed traffic.
+    line(
+        s,
+        format!("add chain {t} guard {{ type filter hook forward priority -10; policy accept; }}"),
+    );
+    line(s, format!("flush chain {t} guard"));
+    line(
+        s,
+        format!("add rule {t} guard iifname \"{UNDERLAY_IF}\" drop"),
+    );
+    line(
+        s,
+        format!("add rule {t} guard oifname \"{UNDERLAY_IF}\" drop"),
+    );
+    line(
+        s,
+        format!("add rule {t} guard iifname \"{UPLINK_IF}\" ct state established,related accept"),
+    );
+    line(
+        s,
+        format!("add rule {t} guard iifname \"{UPLINK_IF}\" ct status dnat accept"),
+    );
+    line(
+        s,
+        format!("add rule {t} guard iifname \"{UPLINK_IF}\" drop"),
+    );
+    router_input(s, t);
+    line(
+        s,
+        format!(
+            "add chain {t} dnatpre {{ type nat hook prerouting priority dstnat; policy accept; }}"
+        ),
+    );
+    line(s, format!("flush chain {t} dnatpre"));
+    line(
+        s,
+        format!("add rule {t} dnatpre dnat ip to ip daddr map @dnat4"),
+    );
+    line(
+        s,
+        format!("add rule {t} dnatpre dnat ip6 to ip6 daddr map @dnat6"),
+    );
+    line(s, format!("add chain {t} natgw"));
+    line(
+        s,
+        format!(
+            "add chain {t} natpost {{ type nat hook postrouting priority srcnat; policy accept; }}"
+        ),
+    );
+    line(s, format!("flush chain {t} natpost"));
+    // Hairpin: DNAT'ed traffic that did not come from the uplink returns through us.
+    line(
+        s,
+        format!(
+            "add rule {t} natpost ct status dnat iifname != \"{UPLINK_IF}\" oifname != \"{UPLINK_IF}\" masquerade"
+        ),
+    );
+    line(s, format!("add rule {t} natpost jump natgw"));
+    line(
+        s,
+        format!("add rule {t} natpost oifname \"{UPLINK_IF}\" masquerade"),
+    );
+}
+
+/// The router's own input. From the underlay: VXLAN and neighbour discovery only. From the
+/// uplink: replies and neighbour discovery only (the transit address answers nothing, not
+/// even ping). From a subnet (anything else: the subnet bridges): the gateway's services —
+/// neighbour discovery and router solicitations, DHCPv4/DHCPv6 requests, and ICMP echo to the
+/// gateway address of the subnet the request arrived on (`fib daddr . iif`: never the
+/// router's other addresses) — and nothing else.
+fn router_input(s: &mut String, t: &str) {
+    line(
+        s,
+        format!("add chain {t} hostin {{ type filter hook input priority 0; policy accept; }}"),
+    );
+    line(s, format!("flush chain {t} hostin"));
+    let nd = "meta l4proto ipv6-icmp icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert }";
+    for rule in [
+        "iifname \"lo\" accept".to_string(),
+        format!("iifname \"{UNDERLAY_IF}\" udp dport {VXLAN_PORT} accept"),
+        format!("iifname \"{UNDERLAY_IF}\" {nd} accept"),
+        format!(
+            "iifname \"{UNDERLAY_IF}\" meta l4proto ipv6-icmp icmpv6 type {{ mld-listener-query, mld-listener-report, mld2-listener-report }} accept"
+        ),
+        format!("iifname \"{UNDERLAY_IF}\" drop"),
+        format!("iifname \"{UPLINK_IF}\" ct state established,related accept"),
+        format!("iifname \"{UPLINK_IF}\" {nd} accept"),
+        format!("iifname \"{UPLINK_IF}\" drop"),
+        "ct state established,related accept".to_string(),
+        format!("meta l4proto ipv6-icmp icmpv6 type {ND_TYPES} accept"),
+        "meta nfproto ipv4 udp dport 67 accept".to_string(),
+        "meta nfproto ipv6 udp dport 547 accept".to_string(),
+        "meta l4proto icmp icmp type echo-request fib daddr . iif type local accept".to_string(),
+        "meta l4proto ipv6-icmp icmpv6 type echo-request fib daddr . iif type local accept"
+            .to_string(),
+        "drop".to_string(),
+    ] {
+        line(s, format!("add rule {t} hostin {rule}"));
+    }
+}
+
+/// The guard table of an infrastructure namespace that serves workloads at layer 2 only (a
+/// hosting cluster, the parking network): it has no address or socket a workload may reach,
+/// so its own input and output are the underlay's (VXLAN, neighbour discovery) and loopback,
+/// nothing else. Bridged frames do not pass these hooks.
+pub fn l2_guard_table() -> String {
+    let t = format!("inet {GUARD_TABLE}");
+    let mut s = String::new();
+    line(&mut s, format!("add table {t}"));
+    for (chain, hook, dir) in [
+        ("hostin", "input", "iifname"),
+        ("hostout", "output", "oifname"),
+    ] {
         line(
             &mut s,
-            format!("add map {t} dnat4 {{ type ipv4_addr : ipv4_addr; }}"),
+            format!("add chain {t} {chain} {{ type filter hook {hook} priority 0; policy drop; }}"),
         );
+        line(&mut s, format!("flush chain {t} {chain}"));
         line(
             &mut s,
-            format!("add map {t} dnat6 {{ type ipv6_addr : ipv6_addr; }}"),
+            format!("add rule {t} {chain} {dir} {{ \"lo\", \"{UNDERLAY_IF}\" }} accept"),
         );
-        // Nothing enters the VN from the uplink unless it is a reply or an attachment's DNAT;
-        // the underlay never carries routed traffic.
+    }
+    s
+}
+
+/// Removes the address-keyed egress maps (`eg4`, `eg6`) of tables written by earlier versions,
+/// whose elements would keep port chains from being deleted. Run once per table on upgrade
+/// (it holds deletions, which make nft 1.0.6 load the namespace's whole cache); harmless on a
+/// table that never had them.
+pub fn retire_address_egress_maps(table: &str) -> String {
+    let t = format!("inet {table}");
+    let mut s = String::new();
+    for (old, ty) in [("eg4", "ipv4_addr"), ("eg6", "ipv6_addr")] {
         line(
             &mut s,
-            format!(
-                "add chain {t} guard {{ type filter hook forward priority -10; policy accept; }}"
-            ),
+            format!("add map {t} {old} {{ type {ty} : verdict; }}"),
         );
-        line(&mut s, format!("flush chain {t} guard"));
-        line(
-            &mut s,
-            format!("add rule {t} guard iifname \"{UNDERLAY_IF}\" drop"),
-        );
-        line(
-            &mut s,
-            format!("add rule {t} guard oifname \"{UNDERLAY_IF}\" drop"),
-        );
-        line(
-            &mut s,
-            format!(
-                "add rule {t} guard iifname \"{UPLINK_IF}\" ct state established,related accept"
-            ),
-        );
-        line(
-            &mut s,
-            format!("add rule {t} guard iifname \"{UPLINK_IF}\" ct status dnat accept"),
-        );
-        line(
-            &mut s,
-            format!("add rule {t} guard iifname \"{UPLINK_IF}\" drop"),
-        );
-        line(
-            &mut s,
-            format!("add chain {t} hostin {{ type filter hook input priority 0; policy accept; }}"),
-        );
-        line(&mut s, format!("flush chain {t} hostin"));
-        line(
-            &mut s,
-            format!("add rule {t} hostin udp dport {VXLAN_PORT} iifname != \"{UNDERLAY_IF}\" drop"),
-        );
-        line(
-            &mut s,
-            format!(
-                "add rule {t} hostin iifname \"{UPLINK_IF}\" ct state established,related accept"
-            ),
-        );
-        line(
-            &mut s,
-            format!(
-                "add rule {t} hostin iifname \"{UPLINK_IF}\" meta l4proto {{ icmp, ipv6-icmp }} accept"
-            ),
-        );
-        line(
-            &mut s,
-            format!("add rule {t} hostin iifname \"{UPLINK_IF}\" drop"),
-        );
-        line(
-            &mut s,
-            format!(
-                "add chain {t} dnatpre {{ type nat hook prerouting priority dstnat; policy accept; }}"
-            ),
-        );
-        line(&mut s, format!("flush chain {t} dnatpre"));
-        line(
-            &mut s,
-            format!("add rule {t} dnatpre dnat ip to ip daddr map @dnat4"),
-        );
-        line(
-            &mut s,
-            format!("add rule {t} dnatpre dnat ip6 to ip6 daddr map @dnat6"),
-        );
-        line(&mut s, format!("add chain {t} natgw"));
-        line(
-            &mut s,
-            format!(
-                "add chain {t} natpost {{ type nat hook postrouting priority srcnat; policy accept; }}"
-            ),
-        );
-        line(&mut s, format!("flush chain {t} natpost"));
-        // Hairpin: DNAT'ed traffic that did not come from the uplink returns through us.
-        line(
-            &mut s,
-            format!(
-                "add rule {t} natpost ct status dnat iifname != \"{UPLINK_IF}\" oifname != \"{UPLINK_IF}\" masquerade"
-            ),
-        );
-        line(&mut s, format!("add rule {t} natpost jump natgw"));
-        line(
-            &mut s,
-            format!("add rule {t} natpost oifname \"{UPLINK_IF}\" masquerade"),
-        );
+        line(&mut s, format!("delete map {t} {old}"));
     }
     s
 }
@@ -324,7 +413,9 @@ pub fn snat(table: &str, gateway: Option<(IpAddr, &[IpNet])>) -> String {
 mod dhcp;
 pub use dhcp::{DnsmasqConf, Lease, dnsmasq_conf, dnsmasq_host, parse_leases};
 mod port;
-pub use port::{PortIdentity, anti_spoof, bridge_table, delete_anti_spoof, port_sg, vip_sg};
+pub use port::{
+    PortIdentity, PortKeys, anti_spoof, bridge_table, delete_anti_spoof, port_sg, vip_sg,
+};
 
 #[cfg(test)]
 mod tests;

@@ -79,15 +79,13 @@ impl Inner {
         let ns = names::router_ns(&vn.id);
         kernel::ensure_external(&self.settings).await?;
         cmd::ensure_netns(&ns).await?;
-        cmd::sysctl(
-            &ns,
-            &[
-                "net.ipv4.ip_forward=1",
-                "net.ipv6.conf.all.forwarding=1",
-                "net.ipv6.conf.default.accept_dad=0",
-            ],
-        )
-        .await?;
+        let mut sysctls = kernel::INFRA_SYSCTLS.to_vec();
+        sysctls.extend([
+            "net.ipv4.ip_forward=1",
+            "net.ipv6.conf.all.forwarding=1",
+            "net.ipv6.conf.default.accept_dad=0",
+        ]);
+        cmd::sysctl(&ns, &sysctls).await?;
         kernel::enable_br_netfilter(&ns).await?;
         let ext_end = names::uplink_ext_end(&vn.id);
         if cmd::link(&ns, UPLINK_IF).await?.is_none()
@@ -115,6 +113,7 @@ impl Inner {
             &["link", "set", &ext_end, "master", EXT_BRIDGE, "up"],
         )
         .await?;
+        kernel::set_ipv6(&ns, UPLINK_IF, true).await?;
         cmd::ip(Some(&ns), &["link", "set", UPLINK_IF, "up"]).await?;
         let t4 = self.settings.transit_ipv4_cidr;
         let t6 = self.settings.transit_ipv6_cidr;

@@ -36,7 +36,10 @@ impl RecordStore {
             .join(format!("{:016x}.json", fnv1a64(id)))
     }
 
-    /// Writes one record atomically (temp file + rename).
+    /// Writes one record atomically and durably: temp file, fsync, rename, fsync of the
+    /// directory. Without the two syncs a power loss after the rename may leave the old
+    /// content (or none) while the kernel already used the new one — e.g. an external address
+    /// handed out again.
     pub async fn put<T: Serialize>(
         &self,
         kind: &str,
@@ -50,12 +53,19 @@ impl RecordStore {
             .map_err(|e| state_err(&dir, e))?;
         let text = serde_json::to_vec_pretty(value).map_err(|e| state_err(&path, e))?;
         let tmp = path.with_extension("tmp");
-        tokio::fs::write(&tmp, text)
-            .await
-            .map_err(|e| state_err(&tmp, e))?;
-        tokio::fs::rename(&tmp, &path)
-            .await
-            .map_err(|e| state_err(&path, e))
+        let (tmp2, path2, dir2) = (tmp.clone(), path.clone(), dir.clone());
+        tokio::task::spawn_blocking(move || -> Result<(), LinuxError> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp2).map_err(|e| state_err(&tmp2, e))?;
+            f.write_all(&text).map_err(|e| state_err(&tmp2, e))?;
+            f.sync_all().map_err(|e| state_err(&tmp2, e))?;
+            std::fs::rename(&tmp2, &path2).map_err(|e| state_err(&path2, e))?;
+            std::fs::File::open(&dir2)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| state_err(&dir2, e))
+        })
+        .await
+        .map_err(|e| state_err(&tmp, e))?
     }
 
     /// Removes one record; a missing record is success.

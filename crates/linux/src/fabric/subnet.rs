@@ -138,6 +138,8 @@ impl Inner {
         let ns = names::router_ns(&s.vn);
         let br = names::subnet_bridge(&s.id);
         let created = kernel::ensure_bridge(&ns, &br, Some(self.settings.mtu)).await?;
+        // The gateway has IPv6 (and a link-local address) only on a subnet with IPv6.
+        kernel::set_ipv6(&ns, &br, s.ipv6_cidr.is_some()).await?;
         if let (Some(n), Some(gw)) = (s.ipv4_cidr, s.gw4()) {
             kernel::ensure_addr(&ns, &br, &format!("{gw}/{}", n.prefix_len())).await?;
         }
@@ -153,7 +155,7 @@ impl Inner {
     /// Rewrites a subnet's dnsmasq files from the model and makes sure it runs with them.
     pub(crate) async fn write_dnsmasq(&self, s: &SubnetRec, restart: bool) -> Result<(), OpError> {
         let ns = names::router_ns(&s.vn);
-        let files = DnsmasqFiles::of(&self.settings.state_dir, &s.id);
+        let files = DnsmasqFiles::of(&self.settings, &s.id);
         let br = names::subnet_bridge(&s.id);
         let (hosts, leases, pid, log) = (
             files.hosts.display().to_string(),
@@ -211,7 +213,7 @@ impl Inner {
                 s.id, p.id
             )));
         }
-        dnsmasq::remove(&DnsmasqFiles::of(&self.settings.state_dir, &s.id)).await?;
+        dnsmasq::remove(&DnsmasqFiles::of(&self.settings, &s.id)).await?;
         let ns = names::router_ns(&s.vn);
         if cmd::netns_exists(&ns).await? {
             let br = names::subnet_bridge(&s.id);

@@ -320,7 +320,7 @@ pub fn mac_of(ns: &str, ifname: &str) -> io::Result<[u8; 6]> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no MAC on {ns}/{ifname}")))
 }
 
-/// The (first) IPv6 link-local address of `ifname` in `ns`, once configured.
+/// The (first) IPv6 link-local address of `ifname` in `ns`, once usable (not tentative).
 pub fn link_local_of(ns: &str, ifname: &str) -> Option<Ipv6Addr> {
     let out = Command::new("ip")
         .args([
@@ -329,6 +329,10 @@ pub fn link_local_of(ns: &str, ifname: &str) -> Option<Ipv6Addr> {
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
+    // A tentative address (duplicate address detection still running) cannot be used yet.
+    if text.contains("tentative") {
+        return None;
+    }
     let mut words = text.split_whitespace();
     words.find(|w| *w == "inet6")?;
     let addr = words.next()?.split('/').next()?;

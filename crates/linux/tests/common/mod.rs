@@ -60,8 +60,9 @@ pub struct Env {
 }
 
 impl Env {
-    /// A fresh world for test number `n` (distinct per test function, < 16).
+    /// A fresh world for test number `n` (distinct per test function, < 32).
     pub async fn new(n: u8) -> Env {
+        assert!(n < 32, "test numbers are below 32");
         let pid = std::process::id();
         let dir = tempfile::tempdir().unwrap();
         let settings = LinuxSettings {
@@ -85,9 +86,15 @@ impl Env {
         let client = FabricClient::new(fabric.clone());
         Env {
             tag: format!("t{n}-{pid}"),
-            pool: format!("198.19.{}.{}/28", pid % 200, u16::from(n) * 16)
-                .parse()
-                .unwrap(),
+            // 198.18.0.0/15 (benchmarking range): 16 pools of /28 per third octet.
+            pool: format!(
+                "198.{}.{}.{}/28",
+                19 - n / 16,
+                pid % 200,
+                u16::from(n % 16) * 16
+            )
+            .parse()
+            .unwrap(),
             tcp_port: 20000 + u16::from(n),
             settings,
             fabric,

@@ -213,7 +213,7 @@ async fn run_in(world: &World, shape: Shape) -> Result<RebuildResult, BenchError
     let after = snapshot(world).await?;
     let mut running = 0;
     for s in &plan.subnets {
-        let files = DnsmasqFiles::of(&world.settings.state_dir, &s.subnet_id);
+        let files = DnsmasqFiles::of(&world.settings, &s.subnet_id);
         running += usize::from(dnsmasq::running_pid(&files).await.is_some());
     }
     let differing = before

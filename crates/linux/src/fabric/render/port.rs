@@ -8,17 +8,29 @@ use ipnet::IpNet;
 use super::line;
 use crate::names::{self, BRIDGE_TABLE};
 
+/// A port's place in the security-group maps: its MAC (egress key), its mark (bridged-ingress
+/// key, unique among the ports of its switch namespace, never 0) and its own addresses
+/// (routed-ingress keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortKeys {
+    /// Lowercase MAC of the machine end.
+    pub mac: String,
+    /// Packet mark the bridge table gives frames leaving through this port.
+    pub mark: u32,
+    /// The port's IPv4 address.
+    pub v4: Option<Ipv4Addr>,
+    /// The port's IPv6 address.
+    pub v6: Option<Ipv6Addr>,
+}
+
 /// The security-group state of one port: its union chains (`jump` each group, then drop) and
-/// the map elements steering its addresses there. `sgs` empty = unfiltered (everything
-/// removed). Group chains must exist (see [`super::sg_chains`]).
-pub fn port_sg(
-    table: &str,
-    switch_end: &str,
-    sgs: &[String],
-    v4: Option<Ipv4Addr>,
-    v6: Option<Ipv6Addr>,
-) -> String {
+/// the map elements steering its traffic there — everything it sends (by MAC), everything
+/// bridged to it (by mark, set per output port in the bridge table) and everything routed to
+/// its addresses. `sgs` empty = unfiltered (everything removed). Group chains must exist (see
+/// [`super::sg_chains`]).
+pub fn port_sg(table: &str, switch_end: &str, sgs: &[String], keys: &PortKeys) -> String {
     let t = format!("inet {table}");
+    let b = format!("bridge {BRIDGE_TABLE}");
     let mut s = String::new();
     let e = names::port_chain("e", switch_end);
     let i = names::port_chain("i", switch_end);
@@ -27,13 +39,15 @@ pub fn port_sg(
         line(&mut s, format!("add chain {t} {chain}"));
         line(&mut s, format!("flush chain {t} {chain}"));
     }
-    let mut elements: Vec<(&str, String, &str)> = Vec::new();
-    if let Some(a) = v4 {
-        elements.push(("eg4", a.to_string(), &e));
+    let mark = format!("{:#010x}", keys.mark);
+    let mut elements: Vec<(&str, String, &str)> = vec![
+        ("egmac", keys.mac.clone(), &e),
+        ("inport", mark.clone(), &i),
+    ];
+    if let Some(a) = keys.v4 {
         elements.push(("in4", a.to_string(), &i));
     }
-    if let Some(a) = v6 {
-        elements.push(("eg6", a.to_string(), &e));
+    if let Some(a) = keys.v6 {
         elements.push(("in6", a.to_string(), &i));
     }
     // Adding an element that exists with the same verdict is a no-op, so the removal below
@@ -44,7 +58,15 @@ pub fn port_sg(
             format!("add element {t} {map} {{ {key} : jump {chain} }}"),
         );
     }
+    line(
+        &mut s,
+        format!("add element {b} portmark {{ \"{switch_end}\" : {mark} }}"),
+    );
     if sgs.is_empty() {
+        line(
+            &mut s,
+            format!("delete element {b} portmark {{ \"{switch_end}\" }}"),
+        );
         for (map, key, _) in &elements {
             line(&mut s, format!("delete element {t} {map} {{ {key} }}"));
         }
@@ -67,40 +89,29 @@ pub fn port_sg(
     s
 }
 
-/// The security-group state of an allowed address (a cluster VIP): its own chain pair jumping
-/// to `groups` — the union of the groups of the ports claiming it in this namespace — then
-/// dropping, and the map elements steering the address there, so a DNAT to the VIP is filtered
-/// like traffic to the agents' own addresses. The elements always point at the address's own
-/// chains, whichever claimant remains; `groups` empty (no claimant with groups left) removes
+/// The routed-ingress state of an allowed address (a cluster VIP): its own chain jumping to
+/// `groups` — the union of the ingress groups of the ports claiming it in this namespace —
+/// then dropping, and the map element steering the address there, so a DNAT to the VIP is
+/// filtered like traffic to the agents' own addresses. (What the agents send from the VIP is
+/// filtered by their own egress chains, keyed by MAC; what is bridged to them by their own
+/// ingress chains, keyed by port.) The element always points at the address's own chain,
+/// whichever claimant remains; `groups` empty (no claimant with groups left) removes
 /// everything, leaving the address unfiltered like a port without groups. Group chains must
 /// exist.
 pub fn vip_sg(table: &str, vip: IpAddr, groups: &[String]) -> String {
     let t = format!("inet {table}");
     let i = names::vip_chain(&vip, true);
-    let e = names::vip_chain(&vip, false);
-    let (in_map, eg_map) = if vip.is_ipv4() {
-        ("in4", "eg4")
-    } else {
-        ("in6", "eg6")
-    };
+    let in_map = if vip.is_ipv4() { "in4" } else { "in6" };
     let mut s = String::new();
-    for chain in [&i, &e] {
-        line(&mut s, format!("add chain {t} {chain}"));
-        line(&mut s, format!("flush chain {t} {chain}"));
-    }
+    line(&mut s, format!("add chain {t} {i}"));
+    line(&mut s, format!("flush chain {t} {i}"));
     line(
         &mut s,
         format!("add element {t} {in_map} {{ {vip} : jump {i} }}"),
     );
-    line(
-        &mut s,
-        format!("add element {t} {eg_map} {{ {vip} : jump {e} }}"),
-    );
     if groups.is_empty() {
         line(&mut s, format!("delete element {t} {in_map} {{ {vip} }}"));
-        line(&mut s, format!("delete element {t} {eg_map} {{ {vip} }}"));
         line(&mut s, format!("delete chain {t} {i}"));
-        line(&mut s, format!("delete chain {t} {e}"));
         return s;
     }
     for g in groups {
@@ -108,17 +119,16 @@ pub fn vip_sg(table: &str, vip: IpAddr, groups: &[String]) -> String {
             &mut s,
             format!("add rule {t} {i} jump {}", names::sg_chain(g, true)),
         );
-        line(
-            &mut s,
-            format!("add rule {t} {e} jump {}", names::sg_chain(g, false)),
-        );
     }
     line(&mut s, format!("add rule {t} {i} drop"));
-    line(&mut s, format!("add rule {t} {e} drop"));
     s
 }
 
-/// Declares the stateless anti-spoofing table (family `bridge`) of a namespace.
+/// Declares the namespace's `bridge` table: stateless anti-spoofing per input port (`pre`,
+/// through the `ports` map), and the mark of the output port (`markout`, from `portmark`),
+/// which the VN tables' ingress chains read — br_netfilter shows them only the bridge, not
+/// the port. `markout` runs before br_netfilter's own forward hook (priority 0), once per
+/// copy of a flooded frame.
 pub fn bridge_table() -> String {
     let t = format!("bridge {BRIDGE_TABLE}");
     let mut s = String::new();
@@ -129,10 +139,25 @@ pub fn bridge_table() -> String {
     );
     line(
         &mut s,
+        format!("add map {t} portmark {{ type ifname : mark; }}"),
+    );
+    line(
+        &mut s,
         format!("add chain {t} pre {{ type filter hook prerouting priority 0; policy accept; }}"),
     );
     line(&mut s, format!("flush chain {t} pre"));
     line(&mut s, format!("add rule {t} pre iifname vmap @ports"));
+    line(
+        &mut s,
+        format!(
+            "add chain {t} markout {{ type filter hook forward priority -200; policy accept; }}"
+        ),
+    );
+    line(&mut s, format!("flush chain {t} markout"));
+    line(
+        &mut s,
+        format!("add rule {t} markout meta mark set oifname map @portmark"),
+    );
     s
 }
 
@@ -205,15 +230,13 @@ pub fn anti_spoof(switch_end: &str, id: &PortIdentity) -> String {
     line(&mut s, format!("add rule {t} {c} ether type arp accept"));
     line(
         &mut s,
-        format!("add rule {t} {c} ip protocol udp udp sport 67 drop"),
+        format!("add rule {t} {c} meta l4proto udp udp sport {{ 67, 547 }} drop"),
     );
     line(
         &mut s,
-        format!("add rule {t} {c} ip6 nexthdr udp udp sport 547 drop"),
-    );
-    line(
-        &mut s,
-        format!("add rule {t} {c} icmpv6 type {{ nd-router-advert, nd-redirect }} drop"),
+        format!(
+            "add rule {t} {c} meta l4proto ipv6-icmp icmpv6 type {{ nd-router-advert, nd-redirect }} drop"
+        ),
     );
     // Neighbour advertisements announce only the port's own IPv6 addresses or a link-local
     // one (fe80::/10 = the top 10 bits 0x3fa): the port's link-local address is chosen by its
@@ -223,14 +246,16 @@ pub fn anti_spoof(switch_end: &str, id: &PortIdentity) -> String {
         .unwrap_or_default();
     line(
         &mut s,
-        format!("add rule {t} {c} icmpv6 type nd-neighbor-advert @th,64,10 != 0x3fa{own} drop"),
+        format!(
+            "add rule {t} {c} meta l4proto ipv6-icmp icmpv6 type nd-neighbor-advert @th,64,10 != 0x3fa{own} drop"
+        ),
     );
     if let Some(gw) = id.gateway_link_local {
         line(&mut s, format!("add rule {t} {c} ip6 saddr {gw} drop"));
         line(
             &mut s,
             format!(
-                "add rule {t} {c} icmpv6 type nd-neighbor-advert @th,64,128 {:#x} drop",
+                "add rule {t} {c} meta l4proto ipv6-icmp icmpv6 type nd-neighbor-advert @th,64,128 {:#x} drop",
                 u128::from(gw)
             ),
         );
@@ -247,10 +272,13 @@ pub fn anti_spoof(switch_end: &str, id: &PortIdentity) -> String {
             format!("add rule {t} {c} ip saddr {} accept", set_of(&id.ipv4, &[])),
         );
     }
+    // `meta l4proto` only matches when the kernel could walk the packet's IPv6 extension
+    // headers to its upper-layer header: a packet whose header chain cannot be parsed (e.g.
+    // one hiding a DHCPv6 or RA header from the rules above) is dropped here.
     line(
         &mut s,
         format!(
-            "add rule {t} {c} ip6 saddr {} accept",
+            "add rule {t} {c} ip6 saddr {} meta l4proto != 255 accept",
             set_of(&id.ipv6, &["fe80::/10", "::/128"])
         ),
     );

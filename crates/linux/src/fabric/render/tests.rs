@@ -14,11 +14,34 @@ fn router_table_has_nat_guard_and_stateful_sg_hooks() {
     let s = vn_table("osac-x", TableSite::Router);
     assert!(s.contains("add rule inet osac-x sgout ct state established,related accept"));
     assert!(s.contains("add rule inet osac-x sgout ct state invalid drop"));
-    assert!(s.contains("add rule inet osac-x sgout ip saddr vmap @eg4"));
-    assert!(s.contains("add rule inet osac-x sgin ip6 daddr vmap @in6"));
+    // Every packet of a port: egress by sender MAC, bridged ingress by output-port mark,
+    // routed ingress by address — in that order.
+    assert!(s.contains("add rule inet osac-x sgout ether saddr vmap @egmac"));
+    let mark = s
+        .find("add rule inet osac-x sgin meta mark vmap @inport")
+        .unwrap();
+    let addr = s
+        .find("add rule inet osac-x sgin ip6 daddr vmap @in6")
+        .unwrap();
+    assert!(mark < addr);
+    assert!(!s.contains("eg4"), "no address-keyed egress any more");
+    // Only the control plane bypasses the groups.
+    assert!(s.contains("sgout meta nfproto ipv4 udp sport 68 udp dport 67 accept"));
+    assert!(s.contains("sgin meta nfproto ipv6 udp sport 547 udp dport 546 accept"));
     assert!(s.contains("dnatpre dnat ip to ip daddr map @dnat4"));
     assert!(s.contains("guard iifname \"up0\" drop"));
     assert!(s.contains("natpost oifname \"up0\" masquerade"));
+    // The router's own input: VXLAN only from the underlay, nothing new from the uplink,
+    // the gateway's services from the subnets, then drop.
+    assert!(s.contains("hostin iifname \"ul\" udp dport 4789 accept"));
+    assert!(s.contains("hostin iifname \"ul\" drop"));
+    assert!(s.contains("hostin iifname \"up0\" drop"));
+    assert!(s.contains("hostin meta nfproto ipv4 udp dport 67 accept"));
+    assert!(s.contains("icmp type echo-request fib daddr . iif type local accept"));
+    assert!(
+        s.ends_with("add rule inet osac-x hostin drop\n")
+            || s.contains("add rule inet osac-x hostin drop\n")
+    );
     assert!(
         !s.contains("iifname != @brs"),
         "a router filters routed traffic too"
@@ -110,8 +133,13 @@ fn group_update_is_one_flush_and_refill() {
 
 #[test]
 fn port_chains_union_groups_then_drop() {
-    let v4 = Some("10.0.1.2".parse().unwrap());
-    let s = port_sg("t", "pabc", &["a".into(), "b".into()], v4, None);
+    let keys = PortKeys {
+        mac: "02:00:00:00:00:01".into(),
+        mark: 7,
+        v4: Some("10.0.1.2".parse().unwrap()),
+        v6: None,
+    };
+    let s = port_sg("t", "pabc", &["a".into(), "b".into()], &keys);
     assert!(s.contains(&format!(
         "add rule inet t e-pabc jump {}",
         crate::names::sg_chain("a", false)
@@ -121,45 +149,43 @@ fn port_chains_union_groups_then_drop() {
         crate::names::sg_chain("b", false)
     )));
     assert!(s.ends_with("add rule inet t i-pabc drop\n"));
-    assert!(s.contains("add element inet t eg4 { 10.0.1.2 : jump e-pabc }"));
-    assert!(!s.contains("eg6"));
-    let open = port_sg("t", "pabc", &[], v4, None);
-    assert!(open.contains("delete element inet t eg4 { 10.0.1.2 }"));
+    assert!(s.contains("add element inet t egmac { 02:00:00:00:00:01 : jump e-pabc }"));
+    assert!(s.contains("add element inet t inport { 0x00000007 : jump i-pabc }"));
+    assert!(s.contains("add element bridge osac portmark { \"pabc\" : 0x00000007 }"));
+    assert!(s.contains("add element inet t in4 { 10.0.1.2 : jump i-pabc }"));
+    assert!(!s.contains("in6"));
+    let open = port_sg("t", "pabc", &[], &keys);
+    assert!(open.contains("delete element inet t egmac { 02:00:00:00:00:01 }"));
+    assert!(open.contains("delete element bridge osac portmark { \"pabc\" }"));
     assert!(open.contains("delete chain inet t e-pabc"));
     // Declared before deleted: a second removal does not fail on a missing element.
     assert!(
-        open.find("add element inet t eg4 { 10.0.1.2 : jump e-pabc }")
+        open.find("add element inet t inport { 0x00000007 : jump i-pabc }")
             .unwrap()
-            < open.find("delete element inet t eg4").unwrap()
+            < open.find("delete element inet t inport").unwrap()
     );
 }
 
 #[test]
 fn vip_chains_union_claimant_groups_and_go_with_the_last_claimant() {
     let vip: IpAddr = "10.0.1.241".parse().unwrap();
-    let (i, e) = (
-        crate::names::vip_chain(&vip, true),
-        crate::names::vip_chain(&vip, false),
-    );
+    let i = crate::names::vip_chain(&vip, true);
     let s = vip_sg("t", vip, &["a".into(), "b".into()]);
     assert!(s.contains(&format!(
         "add element inet t in4 {{ 10.0.1.241 : jump {i} }}"
     )));
-    assert!(s.contains(&format!(
-        "add element inet t eg4 {{ 10.0.1.241 : jump {e} }}"
-    )));
+    assert!(
+        !s.contains("eg4"),
+        "egress from a VIP is its sender's (keyed by MAC)"
+    );
     for g in ["a", "b"] {
         assert!(s.contains(&format!(
             "add rule inet t {i} jump {}",
             crate::names::sg_chain(g, true)
         )));
-        assert!(s.contains(&format!(
-            "add rule inet t {e} jump {}",
-            crate::names::sg_chain(g, false)
-        )));
     }
     assert!(s.contains(&format!("flush chain inet t {i}\n")));
-    assert!(s.ends_with(&format!("add rule inet t {e} drop\n")));
+    assert!(s.ends_with(&format!("add rule inet t {i} drop\n")));
     assert!(!s.contains("delete"));
     // No claimant with groups left: the address is no longer steered.
     let gone = vip_sg("t", vip, &[]);
@@ -197,9 +223,16 @@ fn anti_spoofing_pins_mac_and_addresses() {
     assert!(s.contains("ether saddr != 02:00:00:00:00:01 drop"));
     assert!(s.contains("arp saddr ip != { 10.0.1.2/32, 10.0.1.241/32, 0.0.0.0 } drop"));
     assert!(s.contains("ip saddr { 10.0.1.2/32, 10.0.1.241/32 } accept"));
-    assert!(s.contains("udp sport 67 drop"));
-    assert!(s.contains("nd-router-advert"));
-    assert!(s.contains("ip6 saddr { fd00::2/128, fd00::f0/124, fe80::/10, ::/128 } accept"));
+    // Server ports and RAs are found behind IPv6 extension headers too (`meta l4proto`
+    // walks them); a header chain the kernel cannot walk never reaches the accept.
+    assert!(s.contains("meta l4proto udp udp sport { 67, 547 } drop"));
+    assert!(
+        s.contains("meta l4proto ipv6-icmp icmpv6 type { nd-router-advert, nd-redirect } drop")
+    );
+    assert!(!s.contains("nexthdr"));
+    assert!(s.contains(
+        "ip6 saddr { fd00::2/128, fd00::f0/124, fe80::/10, ::/128 } meta l4proto != 255 accept"
+    ));
     // Neighbour advertisements: target (ICMPv6 bytes 8..24) link-local or one of its own.
     assert!(s.contains(
         "icmpv6 type nd-neighbor-advert @th,64,10 != 0x3fa @th,64,128 != { \
@@ -212,7 +245,7 @@ fn anti_spoofing_pins_mac_and_addresses() {
     );
     assert!(s.contains("ports { \"pabc\" : jump as-pabc }"));
     // The DHCP-server drop comes before any accept of the port's own address.
-    assert!(s.find("udp sport 67 drop").unwrap() < s.find("ip saddr {").unwrap());
+    assert!(s.find("udp sport { 67, 547 } drop").unwrap() < s.find("ip saddr {").unwrap());
     let v6only = anti_spoof(
         "pabc",
         &PortIdentity {
@@ -316,4 +349,29 @@ fn lease_file_parses_both_families() {
     assert_eq!(l[0].address, "10.0.1.2".parse::<IpAddr>().unwrap());
     assert_eq!(l[1].mac, None);
     assert_eq!(l[1].address, "fd00:1::2".parse::<IpAddr>().unwrap());
+}
+
+#[test]
+fn l2_infrastructure_namespaces_answer_nothing() {
+    let s = l2_guard_table();
+    for (chain, hook, dir) in [
+        ("hostin", "input", "iifname"),
+        ("hostout", "output", "oifname"),
+    ] {
+        assert!(s.contains(&format!(
+            "add chain inet osac-guard {chain} {{ type filter hook {hook} priority 0; policy drop; }}"
+        )));
+        assert!(s.contains(&format!(
+            "add rule inet osac-guard {chain} {dir} {{ \"lo\", \"ul\" }} accept"
+        )));
+    }
+}
+
+#[test]
+fn bridge_table_marks_frames_by_output_port() {
+    let s = bridge_table();
+    assert!(s.contains(
+        "add chain bridge osac markout { type filter hook forward priority -200; policy accept; }"
+    ));
+    assert!(s.contains("add rule bridge osac markout meta mark set oifname map @portmark"));
 }

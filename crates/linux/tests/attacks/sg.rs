@@ -1,0 +1,97 @@
+//! Security groups apply to every packet of a port, whatever its addresses: a neighbour on
+//! the same subnet tries a port the group does not allow (TCP 8080, UDP 8081) on the victim's
+//! IPv4, global IPv6 and link-local addresses, and by IPv4 broadcast (subnet and limited) and
+//! IPv6 multicast (all-nodes), against a VM (filtered in the hosting cluster) and a
+//! bare-metal server (filtered in the router). The allowed port (TCP 22) answers on every
+//! address, and a neighbour without groups receives the broadcasts (controls).
+//!
+//! Stopped by: bridged ingress keyed by the output port's mark (`meta mark vmap @inport`,
+//! marks set per port by the bridge table's `markout` chain). Mutation-checked: without the
+//! `inport` rule, TCP 8080 opened on the link-local address of both victims and the UDP
+//! broadcasts and multicasts reached them (the reported bypass).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use osac_linux::probe;
+
+use super::{Kind, World, leaked, marker, ssh_only, tcp_answered};
+
+#[tokio::test]
+async fn security_groups_filter_link_local_broadcast_and_multicast_traffic() {
+    if !super::common::ready().await {
+        return;
+    }
+    let w = World::new(18).await;
+    let (ingress, egress) = ssh_only();
+    let web = w.security_group("web", "va", ingress, egress).await;
+    let evil = w.machine("evil", Kind::Vm, "a1", &[]).await;
+    let evil_bm = w.machine("evilbm", Kind::BareMetal, "a1", &[]).await;
+    let vm = w
+        .machine("webvm", Kind::Vm, "a1", std::slice::from_ref(&web))
+        .await;
+    let bm = w
+        .machine("webbm", Kind::BareMetal, "a1", std::slice::from_ref(&web))
+        .await;
+    let open = w.machine("open", Kind::Vm, "a1", &[]).await;
+    let mut problems = Vec::new();
+    for (who, a) in [("vm", &evil), ("bm", &evil_bm)] {
+        for (vname, v) in [("vm", &vm), ("bm", &bm)] {
+            let addrs = [
+                SocketAddr::new(IpAddr::V4(v.v4), 0),
+                SocketAddr::new(IpAddr::V6(v.v6), 0),
+                a.scoped(v.link_local, 0),
+            ];
+            for mut to in addrs {
+                to.set_port(22);
+                if !tcp_answered(&a.ns, to) {
+                    problems.push(format!(
+                        "{who}→{vname}: allowed tcp/22 on {to} got no answer"
+                    ));
+                }
+                to.set_port(8080);
+                if tcp_answered(&a.ns, to) {
+                    problems.push(format!("{who}→{vname}: tcp/8080 on {to} answered"));
+                }
+            }
+        }
+    }
+    let caps = [
+        ("the VM with groups", vm.capture()),
+        ("the bare metal with groups", bm.capture()),
+    ];
+    let control = open.capture();
+    let mut attacks = Vec::new();
+    for (who, a) in [("vm", &evil), ("bm", &evil_bm)] {
+        let all_nodes: Ipv6Addr = "ff02::1".parse().unwrap();
+        let targets: Vec<(&str, SocketAddr)> = vec![
+            (
+                "subnet-broadcast",
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 1, 255)), 8081),
+            ),
+            (
+                "limited-broadcast",
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::BROADCAST), 8081),
+            ),
+            ("all-nodes", a.scoped(all_nodes, 8081)),
+            ("vm-link-local", a.scoped(vm.link_local, 8081)),
+            ("bm-link-local", a.scoped(bm.link_local, 8081)),
+        ];
+        for (name, to) in targets {
+            let attack = format!("{who}-udp-{name}");
+            probe::udp_send(&a.ns, to, &marker(&attack)).unwrap();
+            attacks.push(attack);
+        }
+    }
+    let refs: Vec<_> = caps.iter().map(|(n, c)| (*n, c)).collect();
+    let seen = leaked(&refs, &attacks);
+    problems.extend(seen);
+    for a in attacks.iter().filter(|a| !a.contains("link-local")) {
+        if !control.contains(&marker(a)) {
+            problems.push(format!(
+                "control: {a} did not reach the neighbour without groups"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    w.env.teardown().await;
+}
