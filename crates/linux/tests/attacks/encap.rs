@@ -26,7 +26,7 @@ use osac_linux::{kernel, names};
 use super::{Kind, Machine, World, leaked, marker};
 
 /// The inner frame every attack tries to deliver: a broadcast datagram from a made-up host.
-fn inner(attack: &str) -> Vec<u8> {
+pub(super) fn inner(attack: &str) -> Vec<u8> {
     Ipv4Frame::new(
         [0x02, 0x66, 0x66, 0x66, 0x66, 0x66],
         BROADCAST_MAC,
@@ -36,7 +36,7 @@ fn inner(attack: &str) -> Vec<u8> {
     .udp(1234, 9, &marker(attack))
 }
 
-fn tunnel(port: u16, vni: i64, inner: &[u8]) -> Vec<u8> {
+pub(super) fn tunnel(port: u16, vni: i64, inner: &[u8]) -> Vec<u8> {
     let vni = u32::try_from(vni).unwrap();
     if port == forge::GENEVE_PORT {
         forge::geneve_payload(vni, inner)

@@ -9,6 +9,7 @@
 
 mod encap;
 mod exposure;
+mod infra;
 mod nat;
 mod sg;
 mod spoof;

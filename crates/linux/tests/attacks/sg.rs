@@ -5,16 +5,21 @@
 //! bare-metal server (filtered in the router). The allowed port (TCP 22) answers on every
 //! address, and a neighbour without groups receives the broadcasts (controls).
 //!
+//! Then egress: ports whose group lets out only TCP 22 send UDP to a neighbour's global and
+//! link-local addresses, by broadcast and to all-nodes; the neighbour sees none of it.
+//!
 //! Stopped by: bridged ingress keyed by the output port's mark (`meta mark vmap @inport`,
-//! marks set per port by the bridge table's `markout` chain). Mutation-checked: without the
+//! marks set per port by the bridge table's `markout` chain); egress keyed by the sender's
+//! MAC (`ether saddr vmap @egmac`). Mutation-checked: without the
 //! `inport` rule, TCP 8080 opened on the link-local address of both victims and the UDP
 //! broadcasts and multicasts reached them (the reported bypass).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use osac_fabric::Protocol;
 use osac_linux::probe;
 
-use super::{Kind, World, leaked, marker, ssh_only, tcp_answered};
+use super::{Kind, World, leaked, marker, rule, ssh_only, tcp_answered};
 
 #[tokio::test]
 async fn security_groups_filter_link_local_broadcast_and_multicast_traffic() {
@@ -92,6 +97,47 @@ async fn security_groups_filter_link_local_broadcast_and_multicast_traffic() {
             ));
         }
     }
+
+    // Egress: ports whose group lets out only TCP 22 send UDP by every kind of address; the
+    // neighbour without groups (which got the broadcasts above) sees none of it.
+    let ssh_out = vec![
+        rule(Protocol::Tcp, Some((22, 22)), "0.0.0.0/0"),
+        rule(Protocol::Tcp, Some((22, 22)), "::/0"),
+    ];
+    let quiet = w.security_group("quiet", "va", vec![], ssh_out).await;
+    let quiet_vm = w
+        .machine("quietvm", Kind::Vm, "a1", std::slice::from_ref(&quiet))
+        .await;
+    let quiet_bm = w
+        .machine(
+            "quietbm",
+            Kind::BareMetal,
+            "a1",
+            std::slice::from_ref(&quiet),
+        )
+        .await;
+    let mut sent = Vec::new();
+    for (who, a) in [("vm", &quiet_vm), ("bm", &quiet_bm)] {
+        let targets: Vec<(&str, SocketAddr)> = vec![
+            ("global", SocketAddr::new(IpAddr::V4(open.v4), 8081)),
+            ("global6", SocketAddr::new(IpAddr::V6(open.v6), 8081)),
+            ("link-local", a.scoped(open.link_local, 8081)),
+            (
+                "broadcast",
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 1, 255)), 8081),
+            ),
+            ("all-nodes", a.scoped("ff02::1".parse().unwrap(), 8081)),
+        ];
+        for (name, to) in targets {
+            let attack = format!("{who}-egress-{name}");
+            let _ = probe::udp_send(&a.ns, to, &marker(&attack));
+            sent.push(attack);
+        }
+    }
+    problems.extend(leaked(
+        &[("the neighbour (egress not allowed)", &control)],
+        &sent,
+    ));
     assert!(problems.is_empty(), "{problems:#?}");
     w.env.teardown().await;
 }
