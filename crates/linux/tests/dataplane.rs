@@ -4,6 +4,7 @@
 
 mod attacks;
 mod common;
+mod dnsmasq_failures;
 mod isolation;
 mod nat6;
 

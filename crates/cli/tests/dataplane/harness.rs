@@ -167,6 +167,11 @@ pub async fn start() -> Dp {
     // A private data directory (mode 0700, as `mktemp -d` or a systemd StateDirectory give):
     // dnsmasq, once unprivileged, reads its host entries from the settings' hosts root.
     let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod 0700");
     let tokens = dir.path().join("tokens.json");
     let admin = ensure_admin_token(&tokens).expect("admin token");
     let settings = LinuxSettings {

@@ -73,11 +73,37 @@ pub static ALL: &[(&str, Scenario)] = &[
 ];
 
 /// Two VMs on one subnet (hosting clusters chosen by id, so often A and B): they resolve each
-/// other by ARP, ping, and a broadcast from one reaches the other.
+/// other by ARP, ping, and a broadcast from one reaches the other, whose group allows it; a
+/// third VM on the default group (no UDP allowed in) does not get the broadcast: security
+/// groups filter broadcasts like unicast.
 async fn same_subnet_l2(dp: Arc<Dp>) {
     let t = dp.tenant("l2").await;
-    let a = dp.vm(&t, "a", &[]).await;
-    let b = dp.vm(&t, "b", &[]).await;
+    dp.ok(
+        &t,
+        &[
+            "create",
+            "security-group",
+            "--virtual-network",
+            "default",
+            "--name",
+            "l2",
+            "--ingress",
+            "protocol:icmp,source:0.0.0.0/0",
+            "--ingress",
+            "protocol:udp,port:7777,source:10.0.1.0/24",
+            "--egress",
+            "protocol:all,destination:0.0.0.0/0",
+            "--wait",
+        ],
+    )
+    .await;
+    let att = [
+        "--network-attachment",
+        "subnet=default-ipv4,security-groups=l2",
+    ];
+    let a = dp.vm(&t, "a", &att).await;
+    let b = dp.vm(&t, "b", &att).await;
+    let c = dp.vm(&t, "c", &[]).await;
     assert!(
         ping(&a.ns, b.ip).await,
         "a cannot ping b on the same subnet"
@@ -99,6 +125,12 @@ async fn same_subnet_l2(dp: Arc<Dp>) {
     })
     .await
     .expect("udp listener");
+    let filtered = blocking({
+        let ns = c.ns.clone();
+        move || Listener::udp(&ns, "0.0.0.0:7777".parse().expect("addr"))
+    })
+    .await
+    .expect("udp listener");
     let bcast: IpAddr = "10.0.1.255".parse().expect("ip");
     blocking({
         let ns = a.ns.clone();
@@ -109,6 +141,15 @@ async fn same_subnet_l2(dp: Arc<Dp>) {
     assert!(
         blocking(move || l.wait_for(WAIT, |p| p.iter().any(|x| x == b"hello-l2"))).await,
         "a's broadcast did not reach b"
+    );
+    assert!(
+        !blocking(
+            move || filtered.wait_for(std::time::Duration::from_secs(1), |p| p
+                .iter()
+                .any(|x| x == b"hello-l2"))
+        )
+        .await,
+        "a's broadcast reached c, whose default group allows no UDP in"
     );
 }
 

@@ -490,6 +490,9 @@ impl Inner {
                 r.subnet_id
             )));
         }
+        // A workload waiting for its lease learns why none comes.
+        let files = DnsmasqFiles::of(&self.settings, &r.subnet_id);
+        dnsmasq::health(&files, false).await?;
         let mac = normalize_mac(&r.mac_address)?;
         let Some(p) = self
             .model
@@ -499,9 +502,6 @@ impl Inner {
         else {
             return to_json(&PortAddresses::default());
         };
-        let files = DnsmasqFiles::of(&self.settings, &r.subnet_id);
-        // A workload waiting for its lease learns why none comes.
-        dnsmasq::health(&files, false).await?;
         let text = tokio::fs::read_to_string(&files.leases)
             .await
             .unwrap_or_default();

@@ -130,6 +130,8 @@ impl Env {
 impl Drop for Env {
     fn drop(&mut self) {
         use std::process::Command as Sync;
+        // dnsmasq's host entries live outside the (temporary) state directory.
+        let _ = std::fs::remove_dir_all(self.settings.dhcp_hosts_root());
         let ids = self.ids.lock().map(|i| i.clone()).unwrap_or_default();
         let mut namespaces = BTreeSet::new();
         for id in &ids {
