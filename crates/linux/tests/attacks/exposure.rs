@@ -63,13 +63,16 @@ async fn listening(ns: &str) -> BTreeSet<(String, u16)> {
         .collect()
 }
 
+/// One probe: whether it got an answer.
+type Probe = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// What `m` can reach of `targets` (a description per answer).
 fn answers(m: &Machine, targets: &[IpAddr], tcp: &[u16], udp: &[u16]) -> Vec<(IpAddr, String)> {
     let sock = |ip: IpAddr, port: u16| match ip {
         IpAddr::V6(v6) if v6.is_unicast_link_local() => m.scoped(v6, port),
         _ => SocketAddr::new(ip, port),
     };
-    let mut jobs: Vec<(IpAddr, String, Box<dyn Fn() -> bool + Send + Sync>)> = Vec::new();
+    let mut jobs: Vec<(IpAddr, String, Probe)> = Vec::new();
     for &ip in targets {
         let (ns, ifname) = (m.ns.clone(), m.ifname.clone());
         jobs.push((
@@ -102,7 +105,7 @@ fn answers(m: &Machine, targets: &[IpAddr], tcp: &[u16], udp: &[u16]) -> Vec<(Ip
         std::thread::scope(|s| {
             let handles: Vec<_> = chunk
                 .iter()
-                .map(|(ip, what, job)| (ip, what, s.spawn(|| job())))
+                .map(|(ip, what, job)| (ip, what, s.spawn(job)))
                 .collect();
             for (ip, what, h) in handles {
                 if h.join().unwrap_or(false) {
