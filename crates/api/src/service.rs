@@ -191,8 +191,11 @@ impl Service {
                     if !caller.is_provider() && caller.tenant.is_none() {
                         return Err(denied());
                     }
-                    if write && caller.role == Role::TenantUser {
-                        return Err(denied());
+                    if write && caller.role == Role::TenantUser && !kind.tenant_user_may_write() {
+                        return Err(ApiError::denied(format!(
+                            "role tenant-user may not change {}: they are the tenant admin's",
+                            kind.collection()
+                        )));
                     }
                 }
             },

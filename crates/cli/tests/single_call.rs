@@ -35,21 +35,6 @@ async fn pool_available(env: &Env) -> i64 {
         .unwrap_or_else(|_| pool["status"]["available"].as_i64().unwrap_or(-1))
 }
 
-/// Polls `osac get …` until `done` holds.
-async fn until(env: &Env, token: &str, args: &[&str], done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    loop {
-        let v = env.json(token, &all).await;
-        if done(&v) {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out on {args:?}: {v}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 async fn gone(env: &Env, token: &str, args: &[&str]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while env.osac(token, args).await.status.success() {
@@ -83,10 +68,11 @@ async fn a_new_tenant_gets_reachable_workloads_in_one_command() {
         out.lines().last().unwrap_or_default().contains("RUNNING"),
         "{out}"
     );
-    let vm = until(&env, &token, &["get", "computeinstance", "vm1"], |v| {
-        !str_at(v, "/status/external_ip_address").is_empty()
-    })
-    .await;
+    let vm = env
+        .until(&token, &["get", "computeinstance", "vm1"], |v| {
+            !str_at(v, "/status/external_ip_address").is_empty()
+        })
+        .await;
     assert!(
         str_at(&vm, "/status/internal_ip_address").starts_with("10.0.1."),
         "{vm}"
@@ -111,7 +97,7 @@ async fn a_new_tenant_gets_reachable_workloads_in_one_command() {
         out.lines().last().unwrap_or_default().contains("RUNNING"),
         "{out}"
     );
-    until(&env, &token, &["get", "baremetalinstance", "bm1"], |v| {
+    env.until(&token, &["get", "baremetalinstance", "bm1"], |v| {
         !str_at(v, "/status/external_ip_address").is_empty()
     })
     .await;

@@ -113,6 +113,22 @@ impl Kind {
         }
     }
 
+    /// Whether a `tenant-user` may create, update and delete objects of this tenant kind: the
+    /// persona who runs workloads on the networks a tenant admin prepared — workloads and
+    /// their external addresses (ExternalIPs, ExternalIPAttachments). VirtualNetworks,
+    /// Subnets, SecurityGroups and NATGateways shape every workload of the tenant and stay the
+    /// tenant admin's.
+    pub const fn tenant_user_may_write(self) -> bool {
+        matches!(
+            self,
+            Kind::ComputeInstance
+                | Kind::BareMetalInstance
+                | Kind::Cluster
+                | Kind::ExternalIp
+                | Kind::ExternalIpAttachment
+        )
+    }
+
     /// Names the CLI accepts for the kind (singular, plural, short forms).
     pub fn aliases(self) -> &'static [&'static str] {
         match self {

@@ -113,10 +113,11 @@ pub async fn consumer(tx: &mut dyn Tx, eip_id: &str) -> ApiResult<Option<Record>
     Ok(None)
 }
 
-/// Resolves an ExternalIP for a new consumer: ALLOCATED and not attached (one consumer at most).
+/// Resolves an ExternalIP for a new consumer: not FAILED (a PENDING one is waited for by the
+/// consumer's controller) and not attached (one consumer at most).
 pub async fn require_free(cx: &mut Cx<'_>, key: &str) -> ApiResult<Record> {
     let eip = super::resolve(cx, Kind::ExternalIp, "spec.external_ip", key, true).await?;
-    super::require_state_in(cx, &eip, "spec.external_ip", "EXTERNAL_IP_STATE_ALLOCATED")?;
+    super::require_not_failed(&eip, "spec.external_ip")?;
     if let Some(user) = consumer(cx.tx, &eip.id).await? {
         return Err(ApiError::precondition(format!(
             "spec.external_ip: ExternalIP '{}' is already attached to {} '{}'",

@@ -263,13 +263,26 @@ pub fn require_state(rec: &Record, field: &str, state: &str) -> ApiResult<()> {
     )))
 }
 
-/// [`require_state`], except that a dependency inserted earlier in the same transaction
-/// (onboarding, auto-provisioning) is accepted in its initial state.
-pub fn require_state_in(cx: &Cx<'_>, rec: &Record, field: &str, state: &str) -> ApiResult<()> {
-    if cx.created.contains(&rec.id) {
+/// Declarative creation: a dependency may be used while it is still being provisioned — the
+/// new object is stored and its controller waits for the dependency (and fails the object if
+/// the dependency fails later) — but not once it FAILED. (One being deleted is refused by
+/// [`resolve`].)
+pub fn require_not_failed(rec: &Record, field: &str) -> ApiResult<()> {
+    if !state_of(rec).ends_with("_STATE_FAILED") {
         return Ok(());
     }
-    require_state(rec, field, state)
+    let why = rec
+        .body
+        .pointer("/status/message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map(|m| format!(" ({m})"))
+        .unwrap_or_default();
+    Err(ApiError::precondition(format!(
+        "{field}: {} '{}' is FAILED{why}; it cannot be used",
+        rec.kind,
+        rec.label()
+    )))
 }
 
 /// Whether tenants may see this provider object.

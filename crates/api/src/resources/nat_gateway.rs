@@ -1,4 +1,5 @@
-//! NATGateway (outbound SNAT): one per VirtualNetwork, its ExternalIP ALLOCATED and free.
+//! NATGateway (outbound SNAT): one per VirtualNetwork, its ExternalIP free (the controller waits
+//! for the network to be READY and the address to be ALLOCATED).
 
 use osac_model::{Kind, pb, validate};
 use serde_json::Value;
@@ -19,12 +20,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         true,
     )
     .await?;
-    super::require_state_in(
-        cx,
-        &vn,
-        "spec.virtual_network",
-        "VIRTUAL_NETWORK_STATE_READY",
-    )?;
+    super::require_not_failed(&vn, "spec.virtual_network")?;
     for r in cx.tx.referrers(&vn.id).await? {
         if r.source_kind == Kind::NatGateway
             && let Some(existing) = cx.tx.get(&r.source).await?

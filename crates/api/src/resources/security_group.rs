@@ -20,12 +20,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         false,
     )
     .await?;
-    super::require_state_in(
-        cx,
-        &vn,
-        "spec.virtual_network",
-        "VIRTUAL_NETWORK_STATE_READY",
-    )?;
+    super::require_not_failed(&vn, "spec.virtual_network")?;
     spec.virtual_network = vn.id.clone();
     Ok(body_of(&to_json(&sg)?))
 }

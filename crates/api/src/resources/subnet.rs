@@ -1,4 +1,5 @@
-//! Subnet: inside its VirtualNetwork, which must be READY, and never overlapping a sibling. The
+//! Subnet: inside its VirtualNetwork (which may still be being provisioned: the controller waits
+//! for it; a FAILED one is refused), and never overlapping a sibling. The
 //! VN row is locked while siblings are checked, so concurrent creates cannot both win.
 
 use osac_model::validate::{DualCidrs, subnet_within};
@@ -21,12 +22,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         true,
     )
     .await?;
-    super::require_state_in(
-        cx,
-        &vn,
-        "spec.virtual_network",
-        "VIRTUAL_NETWORK_STATE_READY",
-    )?;
+    super::require_not_failed(&vn, "spec.virtual_network")?;
     let vn_spec = vn.decode::<pb::VirtualNetwork>()?.spec.unwrap_or_default();
     let vn_cidrs = DualCidrs::parse_optional("spec", &vn_spec.ipv4_cidr, &vn_spec.ipv6_cidr)?;
     subnet_within(

@@ -209,7 +209,7 @@ pub async fn resolve_attachments(
     for a in atts {
         let field = format!("{}.subnet", a.field);
         let sn = super::resolve(cx, Kind::Subnet, &field, a.subnet, false).await?;
-        super::require_state(&sn, &field, "SUBNET_STATE_READY")?;
+        super::require_not_failed(&sn, &field)?;
         match &first {
             None => first = Some((vn_of(&sn).to_string(), field)),
             Some((vn, first_field)) if vn.as_str() != vn_of(&sn) => {
@@ -255,7 +255,7 @@ pub async fn resolve_attachments(
     })
 }
 
-/// Resolves security-group references of one attachment: in the tenant, READY, of `vn`,
+/// Resolves security-group references of one attachment: in the tenant, not FAILED, of `vn`,
 /// none twice. Returns their ids.
 pub async fn resolve_security_groups(
     cx: &mut Cx<'_>,
@@ -268,7 +268,7 @@ pub async fn resolve_security_groups(
     for (j, key) in keys.iter().enumerate() {
         let f = format!("{field}[{j}]");
         let sg = super::resolve(cx, Kind::SecurityGroup, &f, key, false).await?;
-        super::require_state(&sg, &f, "SECURITY_GROUP_STATE_READY")?;
+        super::require_not_failed(&sg, &f)?;
         if vn_of(&sg) != vn.id {
             let theirs = label_of(cx, vn_of(&sg)).await?;
             return Err(ApiError::invalid(format!(

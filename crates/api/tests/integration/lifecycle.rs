@@ -323,13 +323,14 @@ async fn cidr_rules() {
     s.finish().await;
 }
 
-/// A parent that is not READY refuses children: FAILED (permanent create failure) and PENDING.
+/// Declarative creation: children of a parent still being provisioned are accepted and wait
+/// for it (PENDING, with a message naming it), then proceed by themselves; a FAILED parent is
+/// refused at create time; a parent that fails later fails its waiting children, naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parent_must_be_ready() {
+async fn children_wait_for_parents_being_provisioned_and_failed_parents_are_refused() {
     let mut s = TestServer::sqlite().await;
     let t = s.tenant("acme").await;
     t.ready_vn("good", "10.1.0.0/16").await;
-    let eip = t.allocated_eip("ip", "").await;
 
     // With the server's controllers stopped, create the VNs and inject failures before any
     // controller sees them; then let the test's own controllers run.
@@ -346,32 +347,45 @@ async fn parent_must_be_ready() {
             json!({"metadata": {"name": "slow"}, "spec": {"ipv4_cidr": "10.0.0.0/16"}}),
         )
         .await;
+    let doomed = t
+        .create(
+            "virtual_networks",
+            json!({"metadata": {"name": "doomed"}, "spec": {"ipv4_cidr": "10.2.0.0/16"}}),
+        )
+        .await;
+    for (vn, kind) in [
+        (&broken, FailureKind::Permanent),
+        (&slow, FailureKind::Transient),
+        (&doomed, FailureKind::Permanent),
+    ] {
+        ctl.sim_fabric()
+            .inject_failure(Operation::CreateVirtualNetwork, &id(vn), u32::MAX, kind);
+    }
+    // Children of PENDING parents are accepted (nothing reconciled yet): a subnet, a group,
+    // and a NAT gateway whose ExternalIP is not ALLOCATED either.
+    t.create("subnets", subnet("waits", "slow", "10.0.1.0/24"))
+        .await;
+    t.create(
+        "security_groups",
+        json!({"metadata": {"name": "waits"}, "spec": {"virtual_network": "slow"}}),
+    )
+    .await;
+    t.create("subnets", subnet("dies", "doomed", "10.2.1.0/24"))
+        .await;
+    let pending_ip = t
+        .create("external_ips", json!({"metadata": {"name": "pending-ip"}}))
+        .await;
     ctl.sim_fabric().inject_failure(
-        Operation::CreateVirtualNetwork,
-        &id(&broken),
-        u32::MAX,
-        FailureKind::Permanent,
-    );
-    ctl.sim_fabric().inject_failure(
-        Operation::CreateVirtualNetwork,
-        &id(&slow),
+        Operation::AllocateExternalIp,
+        &id(&pending_ip),
         u32::MAX,
         FailureKind::Transient,
     );
-    // PENDING parent (nothing reconciled yet).
-    t.post(
-        &format!("{PUB}/subnets"),
-        subnet("x", "slow", "10.0.1.0/24"),
+    t.create(
+        "nat_gateways",
+        json!({"metadata": {"name": "waits"}, "spec": {"virtual_network": "good", "external_ip": "pending-ip"}}),
     )
-    .await
-    .err(
-        412,
-        "FAILED_PRECONDITION",
-        &[
-            "spec.virtual_network",
-            "VirtualNetwork 'slow' is PENDING, it must be READY",
-        ],
-    );
+    .await;
     ctl.run();
     let failed = t
         .wait("virtual_networks", "broken", "VIRTUAL_NETWORK_STATE_FAILED")
@@ -383,95 +397,120 @@ async fn parent_must_be_ready() {
             .contains("injected permanent failure"),
         "{failed}"
     );
-    let pending = t
-        .wait_until(
-            &format!("{PUB}/virtual_networks/slow"),
-            "a transient failure message",
-            |o| {
-                o["status"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("injected transient failure")
-            },
-        )
-        .await;
-    assert_eq!(pending["status"]["state"], "VIRTUAL_NETWORK_STATE_PENDING");
-
-    for (vn, state) in [("broken", "FAILED"), ("slow", "PENDING")] {
-        t.post(&format!("{PUB}/subnets"), subnet("x", vn, "10.0.1.0/24"))
-            .await
-            .err(
-                412,
-                "FAILED_PRECONDITION",
-                &[
-                    "spec.virtual_network",
-                    &format!("VirtualNetwork '{vn}' is {state}, it must be READY"),
-                ],
-            );
-        t.post(
-            &format!("{PUB}/security_groups"),
-            json!({"spec": {"virtual_network": vn}}),
-        )
-        .await
-        .err(
-            412,
-            "FAILED_PRECONDITION",
-            &["spec.virtual_network", vn, state],
-        );
-        t.post(
-            &format!("{PUB}/nat_gateways"),
-            json!({"spec": {"virtual_network": vn, "external_ip": "ip"}}),
-        )
-        .await
-        .err(
-            412,
-            "FAILED_PRECONDITION",
-            &["spec.virtual_network", vn, state],
+    let message = |o: &Value| {
+        o["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for (collection, name, waits_for) in [
+        (
+            "subnets",
+            "waits",
+            "waiting for VirtualNetwork 'slow' to be READY",
+        ),
+        (
+            "security_groups",
+            "waits",
+            "waiting for VirtualNetwork 'slow' to be READY",
+        ),
+        (
+            "nat_gateways",
+            "waits",
+            "waiting for ExternalIP 'pending-ip' to be ALLOCATED",
+        ),
+    ] {
+        let o = t
+            .wait_until(&format!("{PUB}/{collection}/{name}"), waits_for, |o| {
+                message(o).contains(waits_for)
+            })
+            .await;
+        assert!(
+            o["status"]["state"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with("_STATE_PENDING"),
+            "{o}"
         );
     }
-    // An ExternalIP that is not ALLOCATED cannot be consumed.
-    let pending_ip = t
-        .create("external_ips", json!({"metadata": {"name": "pending-ip"}}))
-        .await;
-    ctl.sim_fabric().inject_failure(
-        Operation::AllocateExternalIp,
-        &id(&pending_ip),
-        u32::MAX,
-        FailureKind::Transient,
+    // The parent failed later: its child fails, naming it and why.
+    let dies = t.wait("subnets", "dies", "SUBNET_STATE_FAILED").await;
+    assert!(
+        message(&dies).contains("VirtualNetwork 'doomed' is FAILED")
+            && message(&dies).contains("injected permanent failure"),
+        "{dies}"
     );
-    ctl.stop().await;
+
+    // A FAILED parent is refused at create time, naming it; nothing is stored.
+    let before = (
+        t.count("subnets").await,
+        t.count("security_groups").await,
+        t.count("nat_gateways").await,
+    );
     t.post(
-        &format!("{PUB}/nat_gateways"),
-        json!({"spec": {"virtual_network": "good", "external_ip": "pending-ip"}}),
+        &format!("{PUB}/subnets"),
+        subnet("x", "broken", "10.0.1.0/24"),
     )
     .await
     .err(
         412,
         "FAILED_PRECONDITION",
         &[
-            "spec.external_ip",
-            "ExternalIP 'pending-ip' is PENDING, it must be ALLOCATED",
+            "spec.virtual_network",
+            "VirtualNetwork 'broken' is FAILED",
+            "injected permanent failure",
+            "it cannot be used",
         ],
     );
-    assert_eq!(t.count("subnets").await, 0);
-    assert_eq!(t.count("security_groups").await, 0);
-    assert_eq!(t.count("nat_gateways").await, 0);
+    t.post(
+        &format!("{PUB}/security_groups"),
+        json!({"spec": {"virtual_network": "broken"}}),
+    )
+    .await
+    .err(
+        412,
+        "FAILED_PRECONDITION",
+        &["spec.virtual_network", "broken", "FAILED"],
+    );
+    let spare = t.allocated_eip("spare", "").await;
+    t.post(
+        &format!("{PUB}/nat_gateways"),
+        json!({"spec": {"virtual_network": "broken", "external_ip": "spare"}}),
+    )
+    .await
+    .err(
+        412,
+        "FAILED_PRECONDITION",
+        &["spec.virtual_network", "broken", "FAILED"],
+    );
+    assert_eq!(
+        before,
+        (
+            t.count("subnets").await,
+            t.count("security_groups").await,
+            t.count("nat_gateways").await,
+        ),
+        "refused creates store nothing"
+    );
+    ctl.stop().await;
 
-    // A FAILED VN can be deleted (its undo is idempotent in the fabric).
+    // The pending parents come through: their children proceed by themselves.
     s.restart().await;
     t.wait("virtual_networks", "slow", "VIRTUAL_NETWORK_STATE_READY")
         .await;
+    t.wait("subnets", "waits", "SUBNET_STATE_READY").await;
+    t.wait("security_groups", "waits", "SECURITY_GROUP_STATE_READY")
+        .await;
     t.wait("external_ips", "pending-ip", "EXTERNAL_IP_STATE_ALLOCATED")
         .await;
-    assert_eq!(
-        t.get(&format!("{PUB}/virtual_networks/broken")).await.ok()["status"]["state"],
-        "VIRTUAL_NETWORK_STATE_FAILED"
-    );
+    t.wait("nat_gateways", "waits", "NAT_GATEWAY_STATE_READY")
+        .await;
+
     t.delete(&format!("{PUB}/virtual_networks/broken"))
         .await
         .ok();
     t.wait_gone(PUB, "virtual_networks", &id(&broken)).await;
-    let _ = (eip, slow);
+    let _ = spare;
     s.finish().await;
 }
 

@@ -360,3 +360,177 @@ async fn names_are_accepted_wherever_ids_are() {
     t.wait_gone(PUB, "subnets", &id(&sn)).await;
     s.finish().await;
 }
+
+/// Every tenant kind × create/update/delete × tenant-admin/tenant-user: a tenant-user runs
+/// workloads and their external addresses (also through `auto_external_ip_attachment`) on the
+/// networks a tenant admin prepared; networks, subnets, security groups and NAT gateways are
+/// the admin's (403 naming the collection, nothing changed). Both read everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_users_run_workloads_on_networks_tenant_admins_prepare() {
+    let s = TestServer::sqlite().await;
+    let admin = s.tenant("acme").await;
+    let user = s.client_for("acme", "tenant-user").await;
+    admin
+        .wait_for_state(PUB, "subnets", "default-ipv4", "SUBNET_STATE_READY")
+        .await;
+    admin.ready_vn("plain", "10.9.0.0/16").await;
+    admin.allocated_eip("nat-ip", "").await;
+    // (collection, whether a tenant-user may write it, create body for role suffix `r`)
+    let kinds: Vec<(&str, bool, fn(&str) -> serde_json::Value)> = vec![
+        (
+            "virtual_networks",
+            false,
+            |r| json!({"metadata": {"name": format!("vn-{r}")}, "spec": {"ipv4_cidr": "10.50.0.0/16"}}),
+        ),
+        ("subnets", false, |r| {
+            let third = if r == "admin" { 60 } else { 61 };
+            json!({"metadata": {"name": format!("sn-{r}")}, "spec": {"virtual_network": "default", "ipv4_cidr": format!("10.0.{third}.0/24")}})
+        }),
+        (
+            "security_groups",
+            false,
+            |r| json!({"metadata": {"name": format!("sg-{r}")}, "spec": {"virtual_network": "default"}}),
+        ),
+        (
+            "nat_gateways",
+            false,
+            |r| json!({"metadata": {"name": format!("nat-{r}")}, "spec": {"virtual_network": "plain", "external_ip": "nat-ip"}}),
+        ),
+        (
+            "external_ips",
+            true,
+            |r| json!({"metadata": {"name": format!("eip-{r}")}}),
+        ),
+        (
+            "compute_instances",
+            true,
+            |r| json!({"metadata": {"name": format!("vm-{r}")}, "spec": {"template": "small"}}),
+        ),
+        (
+            "baremetal_instances",
+            true,
+            |r| json!({"metadata": {"name": format!("bm-{r}")}, "spec": {"host_type": "bm-standard"}}),
+        ),
+        (
+            "clusters",
+            true,
+            |r| json!({"metadata": {"name": format!("c-{r}")}, "spec": {"template": "ocp", "node_sets": {"workers": {"host_type": "bm-standard", "size": 1}}}}),
+        ),
+        (
+            "external_ip_attachments",
+            true,
+            |r| json!({"metadata": {"name": format!("att-{r}")}, "spec": {"external_ip": format!("eip-{r}"), "compute_instance": format!("vm-{r}")}}),
+        ),
+    ];
+    let denied = |resp: Resp, collection: &str| {
+        resp.err(403, "PERMISSION_DENIED", &["tenant-user", collection]);
+    };
+    // Create: the user first (a refused create must not block the admin's), then the admin.
+    for (collection, user_may, body) in &kinds {
+        let before = admin.count(collection).await;
+        let resp = user
+            .post(&format!("{PUB}/{collection}"), body("user"))
+            .await;
+        if *user_may {
+            resp.ok();
+            assert_eq!(admin.count(collection).await, before + 1, "{collection}");
+        } else {
+            denied(resp, collection);
+            assert_eq!(
+                admin.count(collection).await,
+                before,
+                "{collection}: nothing stored"
+            );
+        }
+        admin
+            .post(&format!("{PUB}/{collection}"), body("admin"))
+            .await
+            .ok();
+    }
+    let auto = user
+        .create(
+            "compute_instances",
+            json!({"metadata": {"name": "auto"}, "spec": {"template": "small", "auto_external_ip_attachment": true}}),
+        )
+        .await;
+    let owned_by_auto = format!(
+        "this.metadata.labels[\"osac.openshift.io/auto-provisioned-for\"] == \"{}\"",
+        id(&auto)
+    );
+    let made = user
+        .list("external_ips", &[("filter", owned_by_auto.as_str())])
+        .await
+        .ok();
+    assert_eq!(
+        made["total"].as_u64(),
+        Some(1),
+        "the user's single call made its ExternalIP: {made}"
+    );
+
+    // Read: both see every collection of the tenant.
+    for (collection, _, _) in &kinds {
+        assert!(user.count(collection).await >= 1, "{collection}");
+    }
+    // Update: the user its own objects where it may, the admin's elsewhere; the admin its own.
+    let name = |collection: &str, r: &str| {
+        let stem = match collection {
+            "virtual_networks" => "vn",
+            "subnets" => "sn",
+            "security_groups" => "sg",
+            "nat_gateways" => "nat",
+            "external_ips" => "eip",
+            "compute_instances" => "vm",
+            "baremetal_instances" => "bm",
+            "clusters" => "c",
+            _ => "att",
+        };
+        format!("{stem}-{r}")
+    };
+    let touch = json!({"metadata": {"labels": {"touched": "yes"}}});
+    for (collection, user_may, _) in &kinds {
+        let target = name(collection, if *user_may { "user" } else { "admin" });
+        let path = format!("{PUB}/{collection}/{target}");
+        let before = admin.get(&path).await.ok();
+        let resp = user.patch(&path, touch.clone()).await;
+        if *user_may {
+            assert_eq!(resp.ok()["metadata"]["labels"]["touched"], "yes");
+        } else {
+            denied(resp, collection);
+            assert_eq!(
+                admin.get(&path).await.ok(),
+                before,
+                "{collection}: unchanged"
+            );
+        }
+        let own = format!("{PUB}/{collection}/{}", name(collection, "admin"));
+        assert_eq!(
+            admin.patch(&own, touch.clone()).await.ok()["metadata"]["labels"]["touched"],
+            "yes"
+        );
+    }
+    // Delete, in reverse order (attachments before their addresses and targets).
+    for (collection, user_may, _) in kinds.iter().rev() {
+        if *user_may {
+            let path = format!("{PUB}/{collection}/{}", name(collection, "user"));
+            let gone = user.get(&path).await.ok();
+            user.delete(&path).await.ok();
+            user.wait_gone(PUB, collection, &id(&gone)).await;
+        } else {
+            let path = format!("{PUB}/{collection}/{}", name(collection, "admin"));
+            denied(user.delete(&path).await, collection);
+            assert!(
+                admin.get(&path).await.ok()["metadata"]
+                    .get("deletion_timestamp")
+                    .is_none(),
+                "{collection}: not being deleted"
+            );
+        }
+    }
+    for (collection, _, _) in kinds.iter().rev() {
+        let path = format!("{PUB}/{collection}/{}", name(collection, "admin"));
+        let gone = admin.get(&path).await.ok();
+        admin.delete(&path).await.ok();
+        admin.wait_gone(PUB, collection, &id(&gone)).await;
+    }
+    s.finish().await;
+}

@@ -86,4 +86,22 @@ impl Env {
         serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("osac {args:?} printed non-JSON ({e}): {text}"))
     }
+
+    /// Polls `osac get …` (as JSON) until `done` holds (30 s at most).
+    pub async fn until(&self, token: &str, args: &[&str], done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        loop {
+            let v = self.json(token, &all).await;
+            if done(&v) {
+                return v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out on {args:?}: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
 }

@@ -11,7 +11,8 @@ use osac_store::{Record, Store, StoreError};
 use super::external_ip::allocated_address;
 use super::{
     Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, delete_failed,
-    describe, finalize, has_finalizer, save, save_applied, settled, waiting,
+    describe, failed_dependency, finalize, has_finalizer, op_failed, save, save_applied, settled,
+    waiting,
 };
 
 super::object!(pb::ExternalIpAttachment, pb::ExternalIpAttachmentStatus,
@@ -92,6 +93,9 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         };
     }
     let eip = ctx.store.get(&spec.external_ip).await?;
+    if let Some(e) = eip.as_ref().and_then(failed_dependency) {
+        return op_failed(ctx, &rec, att, e).await;
+    }
     let address = match &eip {
         Some(e) => allocated_address(e)?,
         None => None,

@@ -368,6 +368,26 @@ pub(crate) fn describe(rec: &Record) -> String {
     format!("{} '{}'", rec.kind, rec.label())
 }
 
+/// Why an object waiting on `dep` must fail instead: `dep` FAILED (its state name ends in
+/// `_STATE_FAILED`). The reason names the dependency and carries its own message.
+pub(crate) fn failed_dependency(dep: &Record) -> Option<OpError> {
+    let status = dep.body.get("status")?;
+    let state = status.get("state").and_then(serde_json::Value::as_str)?;
+    if !state.ends_with("_STATE_FAILED") {
+        return None;
+    }
+    let why = status
+        .get("message")
+        .and_then(serde_json::Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map(|m| format!(": {m}"))
+        .unwrap_or_default();
+    Some(OpError::permanent(format!(
+        "{} is FAILED{why}",
+        describe(dep)
+    )))
+}
+
 /// The state of a VirtualNetwork record.
 pub(crate) fn vn_state(vn: &Record) -> Result<i32, ReconcileError> {
     let v: pb::VirtualNetwork = decode(vn)?;

@@ -8,8 +8,8 @@ use osac_store::Record;
 
 use super::external_ip::allocated_address;
 use super::{
-    Action, Ctx, Object, ReconcileError, cidrs, decode, delete_failed, describe, finalize,
-    has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
+    Action, Ctx, Object, ReconcileError, cidrs, decode, delete_failed, describe, failed_dependency,
+    finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
 };
 
 super::object!(pb::NatGateway, pb::NatGatewayStatus,
@@ -48,6 +48,10 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
     // Check both preconditions so the message names everything we wait for.
     let mut waits = Vec::new();
     let vn = ctx.store.get(&spec.virtual_network).await?;
+    let eip = ctx.store.get(&spec.external_ip).await?;
+    if let Some(e) = vn.iter().chain(eip.iter()).find_map(failed_dependency) {
+        return op_failed(ctx, &rec, nat, e).await;
+    }
     match &vn {
         None => waits.push(format!(
             "VirtualNetwork '{}' to exist",
@@ -58,7 +62,6 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         }
         Some(_) => {}
     }
-    let eip = ctx.store.get(&spec.external_ip).await?;
     let address = match &eip {
         None => {
             waits.push(format!("ExternalIP '{}' to exist", spec.external_ip));

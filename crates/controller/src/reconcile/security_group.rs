@@ -8,8 +8,8 @@ use osac_model::pb;
 use osac_store::Record;
 
 use super::{
-    Action, Ctx, Object, ReconcileError, decode, delete_failed, describe, finalize, has_finalizer,
-    op_failed, settled, succeeded, vn_state, waiting,
+    Action, Ctx, Object, ReconcileError, decode, delete_failed, describe, failed_dependency,
+    finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
 };
 
 super::object!(pb::SecurityGroup, pb::SecurityGroupStatus,
@@ -88,6 +88,9 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         );
         return waiting(ctx, &rec, sg, m).await;
     };
+    if let Some(e) = failed_dependency(&vn) {
+        return op_failed(ctx, &rec, sg, e).await;
+    }
     if vn_state(&vn)? != pb::VirtualNetwork::READY {
         let m = format!("waiting for {} to be READY", describe(&vn));
         return waiting(ctx, &rec, sg, m).await;

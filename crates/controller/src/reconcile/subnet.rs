@@ -11,8 +11,8 @@ use osac_model::pb;
 use osac_store::Record;
 
 use super::{
-    Action, Ctx, Object, ReconcileError, cidrs, decode, delete_failed, describe, finalize,
-    has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
+    Action, Ctx, Object, ReconcileError, cidrs, decode, delete_failed, describe, failed_dependency,
+    finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
 };
 
 super::object!(pb::Subnet, pb::SubnetStatus,
@@ -52,6 +52,9 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         );
         return waiting(ctx, &rec, subnet, m).await;
     };
+    if let Some(e) = failed_dependency(&vn) {
+        return op_failed(ctx, &rec, subnet, e).await;
+    }
     if vn_state(&vn)? != pb::VirtualNetwork::READY {
         let m = format!("waiting for {} to be READY", describe(&vn));
         return waiting(ctx, &rec, subnet, m).await;

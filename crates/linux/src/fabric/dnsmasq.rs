@@ -154,12 +154,14 @@ async fn log_tail(files: &DnsmasqFiles) -> String {
 }
 
 /// Whether the subnet's dnsmasq runs without a logged problem; the error carries dnsmasq's own
-/// words. `just_started`: give a fresh process a moment to read its host entries first.
+/// words. `just_started`: give a fresh process a moment (50 ms at most) to read its host
+/// entries first; a problem it logs later is reported by the next operation on the subnet or
+/// lease query, which all check again.
 pub async fn health(files: &DnsmasqFiles, just_started: bool) -> Result<(), LinuxError> {
-    let attempts = if just_started { 8 } else { 1 };
+    let attempts = if just_started { 6 } else { 1 };
     for attempt in 0..attempts {
         if attempt > 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         let log = log_tail(files).await;
         if let Some(problem) = problem_in_log(&log) {
