@@ -361,6 +361,9 @@ async fn names_are_accepted_wherever_ids_are() {
     s.finish().await;
 }
 
+/// A create body for a role suffix.
+type Body = fn(&str) -> serde_json::Value;
+
 /// Every tenant kind × create/update/delete × tenant-admin/tenant-user: a tenant-user runs
 /// workloads and their external addresses (also through `auto_external_ip_attachment`) on the
 /// networks a tenant admin prepared; networks, subnets, security groups and NAT gateways are
@@ -376,7 +379,7 @@ async fn tenant_users_run_workloads_on_networks_tenant_admins_prepare() {
     admin.ready_vn("plain", "10.9.0.0/16").await;
     admin.allocated_eip("nat-ip", "").await;
     // (collection, whether a tenant-user may write it, create body for role suffix `r`)
-    let kinds: Vec<(&str, bool, fn(&str) -> serde_json::Value)> = vec![
+    let kinds: Vec<(&str, bool, Body)> = vec![
         (
             "virtual_networks",
             false,
