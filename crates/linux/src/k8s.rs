@@ -115,18 +115,18 @@ impl LinuxK8s {
     async fn ensure_cluster(&self, cluster: &str) -> Result<(), LinuxError> {
         let ns = names::hosting_ns(cluster);
         cmd::ensure_netns(&ns).await?;
-        cmd::sysctl(&ns, &kernel::INFRA_SYSCTLS).await?;
-        // Workloads meet a hosting cluster at layer 2 only: it answers nothing on its own
-        // (VXLAN and neighbour discovery come only through the underlay).
-        cmd::nft(&ns, &render::l2_guard_table()).await?;
-        kernel::enable_br_netfilter(&ns).await?;
+        kernel::prepare_bridging_ns(&ns, &[]).await?;
         kernel::ensure_underlay(
             &self.settings,
             &ns,
             &names::hosting_underlay_ext_end(cluster),
         )
         .await?;
-        cmd::nft(&ns, &render::bridge_table()).await?;
+        // Workloads meet a hosting cluster at layer 2 only: it answers nothing on its own
+        // (VXLAN and neighbour discovery come only through the underlay).
+        let mut script = render::l2_guard_table();
+        script.push_str(&render::bridge_table());
+        cmd::nft(&ns, &script).await?;
         Ok(())
     }
 

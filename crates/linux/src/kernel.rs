@@ -275,14 +275,22 @@ pub async fn ensure_vxlan(
 
 /// Sets the br_netfilter switches so bridged IP traffic passes the namespace's `inet` hooks.
 pub async fn enable_br_netfilter(ns: &str) -> Result<(), CmdError> {
-    cmd::sysctl(
-        ns,
-        &[
-            "net.bridge.bridge-nf-call-iptables=1",
-            "net.bridge.bridge-nf-call-ip6tables=1",
-        ],
-    )
-    .await
+    cmd::sysctl(ns, &BR_NETFILTER_SYSCTLS).await
+}
+
+/// br_netfilter inside a namespace: bridged IP traffic passes its `inet` hooks.
+const BR_NETFILTER_SYSCTLS: [&str; 2] = [
+    "net.bridge.bridge-nf-call-iptables=1",
+    "net.bridge.bridge-nf-call-ip6tables=1",
+];
+
+/// Prepares an infrastructure namespace that bridges tenant traffic (router, hosting cluster)
+/// in one `sysctl` run: [`INFRA_SYSCTLS`], br_netfilter, and `extra`.
+pub async fn prepare_bridging_ns(ns: &str, extra: &[&str]) -> Result<(), CmdError> {
+    let mut all: Vec<&str> = INFRA_SYSCTLS.to_vec();
+    all.extend(BR_NETFILTER_SYSCTLS);
+    all.extend_from_slice(extra);
+    cmd::sysctl(ns, &all).await
 }
 
 #[cfg(test)]

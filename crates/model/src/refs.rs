@@ -32,6 +32,7 @@ pub fn ref_fields(kind: Kind) -> &'static [RefField] {
         VirtualNetwork => &[field!("spec.network_class", Some(NetworkClass))],
         Subnet => &[field!("spec.virtual_network", Some(VirtualNetwork))],
         SecurityGroup => &[field!("spec.virtual_network", Some(VirtualNetwork))],
+        ExternalIpPool => &[field!("spec.network_class", Some(NetworkClass))],
         ExternalIp => &[field!("spec.pool", Some(ExternalIpPool))],
         ExternalIpAttachment => &[
             field!("spec.external_ip", Some(ExternalIp)),
@@ -71,7 +72,7 @@ pub fn ref_fields(kind: Kind) -> &'static [RefField] {
         ],
         // An event names its object by id without referencing it: no deletion protection, no
         // wake-ups, and the object may be gone.
-        NetworkClass | ExternalIpPool | HostType | Tenant | Event => &[],
+        NetworkClass | HostType | Tenant | Event => &[],
     }
 }
 

@@ -34,7 +34,7 @@ const WRITABLE_METADATA: &[&str] = &["name", "labels", "annotations"];
 pub fn immutable_fields(kind: Kind) -> &'static [&'static str] {
     match kind {
         Kind::NetworkClass => &["fabric_manager"],
-        Kind::ExternalIpPool => &["spec.ip_family", "spec.cidrs"],
+        Kind::ExternalIpPool => &["spec.ip_family", "spec.cidrs", "spec.network_class"],
         Kind::VirtualNetwork => &[
             "spec.network_class",
             "spec.ipv4_cidr",

@@ -938,6 +938,7 @@ mod tests {
             spec: Some(pb::ExternalIpPoolSpec {
                 ip_family: 1,
                 cidrs: vec!["203.0.113.0/24".into(), "203.0.113.128/25".into()],
+                ..Default::default()
             }),
             ..Default::default()
         };

@@ -16,7 +16,9 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let family = validate::external_ip_family(&e)?;
     let spec = e.spec.get_or_insert_with(Default::default);
     let pool = if spec.pool.is_empty() {
-        choose_pool(cx.tx, family).await?
+        // No network is concerned yet: the default class's pools.
+        let class = super::network_class::resolve_class(cx, "").await?;
+        choose_pool(cx.tx, family, &class.id, &class.id).await?
     } else {
         let pool = super::resolve(cx, Kind::ExternalIpPool, "spec.pool", &spec.pool, true).await?;
         super::require_state(&pool, "spec.pool", "EXTERNAL_IP_POOL_STATE_READY")?;
@@ -49,14 +51,22 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     Ok(body_of(&to_json(&e)?))
 }
 
-/// Automatic pool choice (SPEC §6.3): READY pools of the family, most available first, ties by
-/// name; the chosen pool is locked and re-counted so the reservation is exact.
-pub async fn choose_pool(tx: &mut dyn Tx, family: Family) -> ApiResult<Record> {
+/// Automatic pool choice: READY pools of the family and of NetworkClass `class_id` (the class
+/// of the network concerned; pools stored without a class count as `default_class`'s), most
+/// available first, ties by name; the chosen pool is locked and its stored counter checked so
+/// the reservation is exact.
+pub async fn choose_pool(
+    tx: &mut dyn Tx,
+    family: Family,
+    class_id: &str,
+    default_class: &str,
+) -> ApiResult<Record> {
     let mut candidates = Vec::new();
     for pool in tx.list(&ListQuery::all(Kind::ExternalIpPool)).await?.items {
         if super::state_of(&pool) == "EXTERNAL_IP_POOL_STATE_READY"
             && pool.deleted_at.is_none()
             && pools::family(&pool)? == family
+            && pools::class_of(&pool, default_class) == class_id
         {
             candidates.push(pool);
         }

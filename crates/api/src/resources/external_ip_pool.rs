@@ -1,5 +1,6 @@
 //! ExternalIPPool: valid CIDRs of one family, no overlap with any other pool, capacity computed;
-//! delete refused while addresses are allocated.
+//! scoped to a NetworkClass (the default one when omitted; stored as its id), whose fabric
+//! manager allocates its addresses; delete refused while addresses are allocated.
 
 use osac_model::net::total_capacity;
 use osac_model::{Kind, net, pb, validate};
@@ -11,8 +12,13 @@ use crate::object::{body_of, parse, to_json};
 use crate::service::Cx;
 
 pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
-    let pool: pb::ExternalIpPool = parse(Kind::ExternalIpPool, obj)?;
+    let mut pool: pb::ExternalIpPool = parse(Kind::ExternalIpPool, obj)?;
     let nets = validate::external_ip_pool(&pool)?;
+    let spec = pool.spec.get_or_insert_with(Default::default);
+    // A class still being provisioned is fine (the provider creates both at once).
+    let class = super::network_class::resolve_class(cx, &spec.network_class).await?;
+    super::require_not_failed(&class, "spec.network_class")?;
+    spec.network_class = class.id;
     let others = cx.tx.list(&ListQuery::all(Kind::ExternalIpPool)).await?;
     for other in others.items {
         let spec = other
@@ -125,4 +131,13 @@ pub fn family(rec: &Record) -> ApiResult<net::Family> {
     } else {
         net::Family::V4
     })
+}
+
+/// The NetworkClass id of a pool (pools stored before the field existed: `default_class`).
+pub fn class_of<'a>(pool: &'a Record, default_class: &'a str) -> &'a str {
+    pool.body
+        .pointer("/spec/network_class")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .unwrap_or(default_class)
 }

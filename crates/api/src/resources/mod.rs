@@ -327,7 +327,7 @@ pub fn public_view(kind: Kind, obj: Value) -> Value {
     }
     if kind == Kind::ExternalIpPool {
         if let Some(Value::Object(spec)) = out.get_mut("spec") {
-            spec.retain(|k, _| k == "ip_family");
+            spec.retain(|k, _| k == "ip_family" || k == "network_class");
         }
         if let Some(Value::Object(status)) = out.get_mut("status") {
             status.retain(|k, _| k == "available");

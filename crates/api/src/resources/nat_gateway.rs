@@ -36,6 +36,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         }
     }
     let eip = super::external_ip::require_free(cx, &spec.external_ip).await?;
+    require_same_class(cx, &vn, &eip).await?;
     spec.virtual_network = vn.id.clone();
     spec.external_ip = eip.id.clone();
     Ok(body_of(&to_json(&n)?))
@@ -45,4 +46,47 @@ pub fn update(body: &mut Value) -> ApiResult<()> {
     let n: pb::NatGateway = parse(Kind::NatGateway, body)?;
     validate::metadata(n.metadata.as_ref())?;
     Ok(())
+}
+
+/// The gateway's address must come from a pool of the VirtualNetwork's NetworkClass: that
+/// class's fabric manager allocated it and is the one that can translate to it.
+async fn require_same_class(
+    cx: &mut Cx<'_>,
+    vn: &osac_store::Record,
+    eip: &osac_store::Record,
+) -> ApiResult<()> {
+    let pool_id = eip
+        .body
+        .pointer("/spec/pool")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let Some(pool) = cx.tx.get(pool_id).await? else {
+        return Ok(());
+    };
+    let default_class = super::network_class::resolve_class(cx, "").await?.id;
+    let vn_class = vn
+        .body
+        .pointer("/spec/network_class")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .unwrap_or(&default_class)
+        .to_string();
+    let pool_class = super::external_ip_pool::class_of(&pool, &default_class).to_string();
+    if pool_class == vn_class {
+        return Ok(());
+    }
+    let mut names = Vec::with_capacity(2);
+    for id in [&pool_class, &vn_class] {
+        names.push(match cx.tx.get(id).await? {
+            Some(class) => class.label().to_string(),
+            None => id.clone(),
+        });
+    }
+    let (pool_class, vn_class) = (&names[0], &names[1]);
+    Err(ApiError::precondition(format!(
+        "spec.external_ip: ExternalIP '{}' comes from ExternalIPPool '{}' of NetworkClass '{pool_class}', but VirtualNetwork '{}' is of NetworkClass '{vn_class}': use an ExternalIP of a pool of the network's class",
+        eip.label(),
+        pool.label(),
+        vn.label()
+    )))
 }

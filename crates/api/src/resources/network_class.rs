@@ -144,6 +144,13 @@ async fn unset_other_defaults(cx: &mut Cx<'_>, keep: Option<&str>) -> ApiResult<
 
 /// The default class (or the named one) for a new VirtualNetwork; it must be READY.
 pub async fn resolve_for_vn(cx: &mut Cx<'_>, key: &str) -> ApiResult<osac_store::Record> {
+    let rec = resolve_class(cx, key).await?;
+    super::require_state(&rec, "spec.network_class", "NETWORK_CLASS_STATE_READY")?;
+    Ok(rec)
+}
+
+/// The default class (`key` empty) or the named one, whatever its state.
+pub async fn resolve_class(cx: &mut Cx<'_>, key: &str) -> ApiResult<osac_store::Record> {
     let rec = if key.is_empty() {
         let page = cx
             .tx
@@ -163,6 +170,5 @@ pub async fn resolve_for_vn(cx: &mut Cx<'_>, key: &str) -> ApiResult<osac_store:
     } else {
         super::resolve(cx, Kind::NetworkClass, "spec.network_class", key, false).await?
     };
-    super::require_state(&rec, "spec.network_class", "NETWORK_CLASS_STATE_READY")?;
     Ok(rec)
 }

@@ -3,6 +3,7 @@
 //! are READY, all subnets are in one VirtualNetwork, security groups belong to that network;
 //! VMs and clusters need a NetworkClass with a k8s manager. References are stored as ids.
 
+use osac_model::net::Family;
 use osac_model::{Kind, defaults, pb};
 use osac_store::Record;
 use serde_json::{Value, json};
@@ -123,7 +124,8 @@ fn primary_subnet(kind: Kind, body: &Value) -> String {
 }
 
 /// `auto_external_ip_attachment` (SPEC §6.3): in the workload's transaction, an ExternalIP from
-/// the automatically chosen pool (family of the primary subnet) and a PENDING attachment to the
+/// the automatically chosen pool (family of the primary subnet, class of its VirtualNetwork)
+/// and a PENDING attachment to the
 /// workload — two of each (API and INGRESS) for a cluster. No capacity ⇒ RESOURCE_EXHAUSTED and
 /// the whole transaction, workload included, is rolled back.
 pub async fn auto_external_ips(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
@@ -131,18 +133,31 @@ pub async fn auto_external_ips(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
         return Ok(());
     }
     let subnet = primary_subnet(rec.kind, &rec.body);
-    let family = match cx.tx.get(&subnet).await? {
-        Some(sn)
-            if sn
-                .body
-                .pointer("/spec/ipv4_cidr")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty) =>
-        {
-            "IP_FAMILY_IPV6"
-        }
-        _ => "IP_FAMILY_IPV4",
+    let subnet = cx.tx.get(&subnet).await?;
+    let ipv6_only = subnet.as_ref().is_some_and(|sn| {
+        sn.body
+            .pointer("/spec/ipv4_cidr")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    });
+    let (family, family_name) = if ipv6_only {
+        (Family::V6, "IP_FAMILY_IPV6")
+    } else {
+        (Family::V4, "IP_FAMILY_IPV4")
     };
+    // Pools of the class of the workload's VirtualNetwork only.
+    let default_class = super::network_class::resolve_class(cx, "").await?.id;
+    let vn = match &subnet {
+        Some(sn) => cx.tx.get(vn_of(sn)).await?,
+        None => None,
+    };
+    let class = vn
+        .as_ref()
+        .and_then(|v| v.body.pointer("/spec/network_class"))
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .unwrap_or(&default_class)
+        .to_string();
     let (target, endpoints): (&str, &[&str]) = match rec.kind {
         Kind::ComputeInstance => (
             "compute_instance",
@@ -165,7 +180,8 @@ pub async fn auto_external_ips(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
         defaults::AUTO_PROVISIONED_FOR_LABEL: rec.id,
     });
     for endpoint in endpoints {
-        let eip_body = json!({"metadata": {"labels": labels}, "spec": {"ip_family": family}});
+        let pool = super::external_ip::choose_pool(cx.tx, family, &class, &default_class).await?;
+        let eip_body = json!({"metadata": {"labels": labels}, "spec": {"ip_family": family_name, "pool": pool.id}});
         let eip = insert_new(cx, Kind::ExternalIp, &eip_body).await?;
         let mut spec = json!({"external_ip": eip.id, target: rec.id});
         if rec.kind == Kind::Cluster {

@@ -366,6 +366,24 @@ async fn concurrent_provider_writes(backend: Backend) {
             .await;
     }
 
+    // Pools belong to the class they were made in: the new default class needs its own.
+    let default_id = defaults["items"][0]["id"].as_str().unwrap().to_string();
+    s.admin
+        .post(
+            &format!("{PRIV}/external_ip_pools"),
+            json!({"metadata": {"name": "new-default-pool"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["198.18.0.0/24"], "network_class": default_id}}),
+        )
+        .await
+        .ok();
+    s.admin
+        .wait_for_state(
+            PRIV,
+            "external_ip_pools",
+            "new-default-pool",
+            "EXTERNAL_IP_POOL_STATE_READY",
+        )
+        .await;
+
     // One NAT gateway per VN, one consumer per ExternalIP, under concurrency.
     let t = s.tenant("acme").await;
     t.ready_vn("net", "10.0.0.0/16").await;

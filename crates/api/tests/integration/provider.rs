@@ -731,7 +731,16 @@ async fn external_ip_pool_rules() {
         .find(|i| i["metadata"]["name"] == "pool-b")
         .expect("pool-b listed")
         .clone();
-    assert_eq!(b["spec"], json!({"ip_family": "IP_FAMILY_IPV4"}), "{b}");
+    let class = s
+        .admin
+        .get(&format!("{PRIV}/network_classes/default"))
+        .await
+        .ok();
+    assert_eq!(
+        b["spec"],
+        json!({"ip_family": "IP_FAMILY_IPV4", "network_class": class["id"]}),
+        "{b}"
+    );
     assert_eq!(b["status"], json!({"available": "187"}), "{b}");
     assert!(b["metadata"].get("creator").is_none(), "{b}");
     // Automatic choice: the READY pool of the family with the most available addresses.
@@ -762,7 +771,10 @@ async fn external_ip_pool_rules() {
         .get(&format!("{PUB}/external_ip_pools/pool-v6"))
         .await
         .ok();
-    assert_eq!(one["spec"], json!({"ip_family": "IP_FAMILY_IPV6"}));
+    assert_eq!(
+        one["spec"],
+        json!({"ip_family": "IP_FAMILY_IPV6", "network_class": class["id"]})
+    );
     t.post(
         &format!("{PUB}/external_ip_pools"),
         pool("x", "IP_FAMILY_IPV4", json!(["192.0.2.0/24"])),
@@ -1054,5 +1066,205 @@ async fn private_api_is_for_the_provider() {
         )
         .await
         .err(400, "INVALID_ARGUMENT", &["ttl"]);
+    s.finish().await;
+}
+
+/// ExternalIPPools belong to a NetworkClass: its fabric manager allocates and releases their
+/// addresses, and automatic pool choice for a workload only considers pools of its network's
+/// class. Two classes on two simulated fabrics that record what they allocate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_belong_to_a_network_class_whose_fabric_allocates_them() {
+    let managers = tempfile::tempdir().unwrap();
+    for (file, body) in [
+        (
+            "fab-a.yaml",
+            "name: fab-a\nrole: fabric\ncapabilities: [ipv4]\ndriver: sim\n",
+        ),
+        (
+            "fab-b.yaml",
+            "name: fab-b\nrole: fabric\ncapabilities: [ipv4]\ndriver: sim\n",
+        ),
+        // One k8s manager per fabric: each fabric numbers its own segments.
+        (
+            "kube-a.yaml",
+            "name: kube-a\nrole: k8s\ncapabilities: [ipv4]\ndriver: sim\n",
+        ),
+        (
+            "kube-b.yaml",
+            "name: kube-b\nrole: k8s\ncapabilities: [ipv4]\ndriver: sim\n",
+        ),
+    ] {
+        std::fs::write(managers.path().join(file), body).unwrap();
+    }
+    let s = TestServer::start_bare(Backend::Sqlite, Some(managers.path().to_path_buf()))
+        .await
+        .unwrap();
+    let classes = format!("{PRIV}/network_classes");
+    let a = s
+        .admin
+        .post(
+            &classes,
+            class("a", "fab-a", "kube-a", json!({"defaults": defaults_v4()})),
+        )
+        .await
+        .ok();
+    let b = s
+        .admin
+        .post(
+            &classes,
+            class("b", "fab-b", "kube-b", json!({"defaults": defaults_v4()})),
+        )
+        .await
+        .ok();
+    assert_eq!(a["is_default"], true);
+    for c in ["a", "b"] {
+        s.admin
+            .wait_for_state(PRIV, "network_classes", c, "NETWORK_CLASS_STATE_READY")
+            .await;
+    }
+    let pools = format!("{PRIV}/external_ip_pools");
+    let pa = s
+        .admin
+        .post(
+            &pools,
+            json!({"metadata": {"name": "pa"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/28"]}}),
+        )
+        .await
+        .ok();
+    let pb = s
+        .admin
+        .post(&pools, json!({"metadata": {"name": "pb"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["198.51.100.0/28"], "network_class": "b"}}))
+        .await
+        .ok();
+    assert_eq!(
+        pa["spec"]["network_class"], a["id"],
+        "omitted = the default class"
+    );
+    assert_eq!(
+        pb["spec"]["network_class"], b["id"],
+        "a name is stored as the id"
+    );
+    s.admin
+        .post(
+            &pools,
+            json!({"spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["192.0.2.0/28"], "network_class": "nope"}}),
+        )
+        .await
+        .err(404, "NOT_FOUND", &["spec.network_class", "nope"]);
+    s.admin
+        .patch(
+            &format!("{pools}/pb"),
+            json!({"spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["198.51.100.0/28"], "network_class": "a"}}),
+        )
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.network_class", "immutable"],
+        );
+    for p in ["pa", "pb"] {
+        s.admin
+            .wait_for_state(PRIV, "external_ip_pools", p, "EXTERNAL_IP_POOL_STATE_READY")
+            .await;
+    }
+    let t = s.tenant("acme").await;
+    let seen = t.get(&format!("{PUB}/external_ip_pools/pb")).await.ok();
+    assert_eq!(
+        seen["spec"]["network_class"], b["id"],
+        "tenants see a pool's class"
+    );
+
+    let vn = t
+        .create(
+            "virtual_networks",
+            json!({"metadata": {"name": "vb"}, "spec": {"network_class": "b", "ipv4_cidr": "10.5.0.0/16"}}),
+        )
+        .await;
+    t.wait("virtual_networks", "vb", "VIRTUAL_NETWORK_STATE_READY")
+        .await;
+    t.ready_subnet("sb", "vb", "10.5.1.0/24").await;
+    let vm = t
+        .create(
+            "compute_instances",
+            json!({"metadata": {"name": "vm"}, "spec": {"template": "small", "compute_network_attachments": [{"subnet": "sb"}], "auto_external_ip_attachment": true}}),
+        )
+        .await;
+    let filter = format!(
+        "this.metadata.labels[\"osac.openshift.io/auto-provisioned-for\"] == \"{}\"",
+        id(&vm)
+    );
+    let auto = t
+        .list("external_ips", &[("filter", filter.as_str())])
+        .await
+        .ok();
+    let auto = auto["items"][0].clone();
+    assert_eq!(
+        auto["spec"]["pool"], pb["id"],
+        "the pool of the network's class: {auto}"
+    );
+    let auto = t
+        .wait("external_ips", &id(&auto), "EXTERNAL_IP_STATE_ALLOCATED")
+        .await;
+    let fab_a = s.server().registry.sim_fabric("fab-a").unwrap();
+    let fab_b = s.server().registry.sim_fabric("fab-b").unwrap();
+    let addresses = |f: &std::sync::Arc<osac_fabric::sim::SimFabric>| {
+        let f = f.clone();
+        async move {
+            f.external_addresses()
+                .await
+                .into_iter()
+                .map(|e| e.address.to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    let address = auto["status"]["address"].as_str().unwrap().to_string();
+    assert!(address.starts_with("198.51.100."), "{auto}");
+    assert_eq!(
+        addresses(&fab_b).await,
+        vec![address.clone()],
+        "allocated by class b's fabric"
+    );
+    assert!(addresses(&fab_a).await.is_empty());
+
+    // Without a network concerned, the default class's pools; such an address cannot serve a
+    // NAT gateway of class b's network.
+    let plain = t.allocated_eip("plain", "").await;
+    assert_eq!(plain["spec"]["pool"], pa["id"]);
+    assert_eq!(
+        addresses(&fab_a).await,
+        vec![plain["status"]["address"].as_str().unwrap().to_string()]
+    );
+    t.post(
+        &format!("{PUB}/nat_gateways"),
+        json!({"spec": {"virtual_network": "vb", "external_ip": "plain"}}),
+    )
+    .await
+    .err(
+        412,
+        "FAILED_PRECONDITION",
+        &[
+            "spec.external_ip",
+            "ExternalIPPool 'pa' of NetworkClass 'a'",
+            "NetworkClass 'b'",
+        ],
+    );
+    t.allocated_eip("nb", "pb").await;
+    t.create(
+        "nat_gateways",
+        json!({"metadata": {"name": "nat"}, "spec": {"virtual_network": "vb", "external_ip": "nb"}}),
+    )
+    .await;
+    t.wait("nat_gateways", "nat", "NAT_GATEWAY_STATE_READY")
+        .await;
+
+    // Release goes to the same fabric.
+    t.delete(&format!("{PUB}/compute_instances/vm")).await.ok();
+    t.wait_gone(PUB, "compute_instances", &id(&vm)).await;
+    t.wait_gone(PUB, "external_ips", &id(&auto)).await;
+    assert!(
+        !addresses(&fab_b).await.contains(&address),
+        "released by class b's fabric"
+    );
+    let _ = vn;
     s.finish().await;
 }

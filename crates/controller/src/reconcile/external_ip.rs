@@ -212,7 +212,13 @@ async fn allocate(ctx: &Ctx, pool_id: &str, eip_id: &str) -> Result<IpAddr, OpEr
         .decode()
         .map_err(|e| OpError::permanent(e.to_string()))?;
     let cidrs = pool_cidrs(&pool);
-    let managers = ctx.dispatcher.for_default_class(&*ctx.store).await?;
+    // The pool's class's fabric allocates (pools without a class: the default class).
+    let class = pool
+        .spec
+        .as_ref()
+        .map(|s| s.network_class.as_str())
+        .unwrap_or_default();
+    let managers = ctx.dispatcher.for_class(&*ctx.store, class).await?;
     let resp = managers
         .fabric
         .allocate_external_ip(&AllocateExternalIpRequest {
@@ -222,6 +228,24 @@ async fn allocate(ctx: &Ctx, pool_id: &str, eip_id: &str) -> Result<IpAddr, OpEr
         })
         .await?;
     Ok(resp.address)
+}
+
+/// The managers of a pool's NetworkClass (the default class for a pool without one, or one
+/// that is gone).
+async fn managers_of_pool(ctx: &Ctx, pool_id: &str) -> Result<crate::Managers, OpError> {
+    let class = ctx
+        .store
+        .get(pool_id)
+        .await
+        .map_err(|e| OpError::transient(format!("store: {e}")))?
+        .and_then(|p| {
+            p.body
+                .pointer("/spec/network_class")
+                .and_then(serde_json::Value::as_str)
+                .map(String::from)
+        })
+        .unwrap_or_default();
+    ctx.dispatcher.for_class(&*ctx.store, &class).await
 }
 
 async fn delete(
@@ -235,7 +259,7 @@ async fn delete(
     }
     if !pool_id.is_empty() {
         let released = async {
-            let managers = ctx.dispatcher.for_default_class(&*ctx.store).await?;
+            let managers = managers_of_pool(ctx, &pool_id).await?;
             managers
                 .fabric
                 .release_external_ip(&ReleaseExternalIpRequest {

@@ -79,14 +79,15 @@ impl Inner {
         let ns = names::router_ns(&vn.id);
         kernel::ensure_external(&self.settings).await?;
         cmd::ensure_netns(&ns).await?;
-        let mut sysctls = kernel::INFRA_SYSCTLS.to_vec();
-        sysctls.extend([
-            "net.ipv4.ip_forward=1",
-            "net.ipv6.conf.all.forwarding=1",
-            "net.ipv6.conf.default.accept_dad=0",
-        ]);
-        cmd::sysctl(&ns, &sysctls).await?;
-        kernel::enable_br_netfilter(&ns).await?;
+        kernel::prepare_bridging_ns(
+            &ns,
+            &[
+                "net.ipv4.ip_forward=1",
+                "net.ipv6.conf.all.forwarding=1",
+                "net.ipv6.conf.default.accept_dad=0",
+            ],
+        )
+        .await?;
         let ext_end = names::uplink_ext_end(&vn.id);
         if cmd::link(&ns, UPLINK_IF).await?.is_none()
             || cmd::link(EXT_NS, &ext_end).await?.is_none()
