@@ -302,7 +302,12 @@ pub struct CreateExternalIpAttachment {
     #[arg(long)]
     pub baremetal_instance: Option<String>,
     /// Which cluster endpoint the address forwards to
-    #[arg(long, value_enum, requires = "cluster")]
+    #[arg(
+        long,
+        visible_alias = "target-endpoint",
+        value_enum,
+        requires = "cluster"
+    )]
     pub endpoint: Option<EndpointArg>,
     #[command(flatten)]
     pub common: CreateCommon,
@@ -456,6 +461,19 @@ pub struct UpdateOpts {
     /// Security groups: remove every egress rule
     #[arg(long, conflicts_with = "egress")]
     pub clear_egress: bool,
+    /// Security groups: add this ingress rule to the existing ones (repeatable; a rule that
+    /// is already there is left as it is)
+    #[arg(long, value_name = "RULE", conflicts_with_all = ["ingress", "clear_ingress"])]
+    pub add_ingress: Vec<String>,
+    /// Security groups: remove this ingress rule (repeatable; it must exist)
+    #[arg(long, value_name = "RULE", conflicts_with_all = ["ingress", "clear_ingress"])]
+    pub remove_ingress: Vec<String>,
+    /// Security groups: add this egress rule to the existing ones (repeatable)
+    #[arg(long, value_name = "RULE", conflicts_with_all = ["egress", "clear_egress"])]
+    pub add_egress: Vec<String>,
+    /// Security groups: remove this egress rule (repeatable; it must exist)
+    #[arg(long, value_name = "RULE", conflicts_with_all = ["egress", "clear_egress"])]
+    pub remove_egress: Vec<String>,
     /// Fields to change, from a YAML or JSON file (`-` for stdin)
     #[arg(long, short = 'f', value_name = "FILE")]
     pub from_file: Option<PathBuf>,
@@ -598,16 +616,21 @@ pub struct CreateNetworkClass {
 /// `osac admin create pool`.
 #[derive(Debug, clap::Args)]
 pub struct CreatePool {
-    /// CIDR (repeatable; one family)
+    /// CIDR (repeatable or comma-separated; one family)
     #[arg(
         long = "cidr",
+        visible_alias = "cidrs",
         value_name = "CIDR",
+        value_delimiter = ',',
         required_unless_present = "from_file"
     )]
     pub cidrs: Vec<String>,
     /// Address family (default: the CIDRs')
     #[arg(long, value_enum)]
     pub ip_family: Option<IpFamilyArg>,
+    /// NetworkClass whose fabric allocates the pool's addresses (default: the default class)
+    #[arg(long)]
+    pub network_class: Option<String>,
     #[command(flatten)]
     pub common: CreateCommon,
 }

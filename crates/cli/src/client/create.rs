@@ -305,8 +305,10 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
             let CreatePool {
                 cidrs,
                 ip_family,
+                network_class,
                 common,
             } = a;
+            put(&mut spec, "network_class", network_class.clone());
             let mut family = ip_family.map(family_arg);
             for c in cidrs {
                 let f = cidr_family(c).map_err(flag_err("cidr"))?;
@@ -615,6 +617,13 @@ mod tests {
             "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS"
         });
         assert_eq!(v["spec"], want);
+        // The design's spelling.
+        let v = tenant("create externalipattachment --externalip my-ip --cluster my-cluster --target-endpoint api --name api-att").unwrap();
+        assert_eq!(
+            v["spec"]["target_endpoint"],
+            "EXTERNAL_IP_ATTACHMENT_ENDPOINT_API"
+        );
+        assert_eq!(v["spec"]["cluster"], "my-cluster");
         let v = tenant("create eipa --externalip ip --baremetal-instance b").unwrap();
         assert_eq!(
             v["spec"],
@@ -720,6 +729,13 @@ mod tests {
         let want = json!({
             "metadata": {"name": "p"},
             "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/24"]}
+        });
+        assert_eq!(v, want);
+        // The design's spelling.
+        let v = admin("admin create externalippool --network-class moc-region-1 --cidrs 203.0.113.0/24,198.51.100.0/24 --ip-family ipv4 --name external-pool-1").unwrap();
+        let want = json!({
+            "metadata": {"name": "external-pool-1"},
+            "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/24", "198.51.100.0/24"], "network_class": "moc-region-1"}
         });
         assert_eq!(v, want);
         let e = err(admin(

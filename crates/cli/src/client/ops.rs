@@ -14,7 +14,7 @@ use super::output::{
     OutputFormat, RefNames, add_external_ips, emit, managers_table, object_label, render_raw,
     table, to_json, to_yaml,
 };
-use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules};
+use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules, rule_summary};
 use super::wait::{Goal, wait};
 
 /// A connected client and the API it talks to.
@@ -236,10 +236,20 @@ fn updated_or(updated: &Value, before: &Value) -> Value {
 /// `update`: security-group rule replacement and/or fields from a file.
 pub async fn update(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
     check_access(o.kind, ctx.scope, "update", true)?;
-    let rules_given =
-        !o.ingress.is_empty() || !o.egress.is_empty() || o.clear_ingress || o.clear_egress;
+    let edits_given = !o.add_ingress.is_empty()
+        || !o.remove_ingress.is_empty()
+        || !o.add_egress.is_empty()
+        || !o.remove_egress.is_empty();
+    let rules_given = !o.ingress.is_empty()
+        || !o.egress.is_empty()
+        || o.clear_ingress
+        || o.clear_egress
+        || edits_given;
     if rules_given && o.kind != Kind::SecurityGroup {
-        bail!("--ingress/--egress/--clear-ingress/--clear-egress apply to security groups only");
+        bail!("--ingress/--egress/--clear-*/--add-*/--remove-* apply to security groups only");
+    }
+    if edits_given {
+        return edit_rules(ctx, o).await;
     }
     let mut body = match &o.from_file {
         Some(p) => strip_read_only(o.kind, load_object_file(p)?),
@@ -285,6 +295,103 @@ pub async fn update(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
         Some(f) => print_objects(ctx, o.kind, std::slice::from_ref(&updated), f, true).await,
         None => emit(&format!("{} updated\n", object_label(o.kind, &updated))),
     }
+}
+
+/// `update security-group NAME --add-ingress R --remove-egress R …`: the group's current rules
+/// with these added (a rule already there is left alone) and removed (a rule that is not there
+/// is an error naming it), written with the version read (`lock=true`), so a concurrent change
+/// is not overwritten.
+async fn edit_rules(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
+    let obj = fetch(ctx, o.kind, &o.name).await?;
+    let id = id_of(&obj)?;
+    let label = object_label(o.kind, &obj);
+    let mut spec = serde_json::Map::new();
+    let mut mask = Vec::new();
+    for (dir, field, add, remove) in [
+        (
+            Direction::Ingress,
+            "ingress",
+            &o.add_ingress,
+            &o.remove_ingress,
+        ),
+        (Direction::Egress, "egress", &o.add_egress, &o.remove_egress),
+    ] {
+        if add.is_empty() && remove.is_empty() {
+            continue;
+        }
+        let current = obj["spec"][field].as_array().cloned().unwrap_or_default();
+        let rules =
+            edited_rules(current, add, remove, dir).map_err(|e| anyhow!("{e} of {label}"))?;
+        spec.insert(field.to_string(), Value::Array(rules));
+        mask.push(format!("spec.{field}"));
+    }
+    let body = json!({"metadata": {"version": obj["metadata"]["version"]}, "spec": spec});
+    let updated = ctx
+        .api
+        .patch(ctx.scope, o.kind.collection(), &id, &body, &mask, true)
+        .await?;
+    let updated = updated_or(&updated, &obj);
+    match o.output {
+        Some(f) => print_objects(ctx, o.kind, std::slice::from_ref(&updated), f, true).await,
+        None => emit(&format!("{label} updated\n")),
+    }
+}
+
+/// `current` with the rules of `add` appended unless present and those of `remove` taken out
+/// (each must be present). Rules compare by protocol, ports and peer, whatever the spelling.
+fn edited_rules(
+    mut current: Vec<Value>,
+    add: &[String],
+    remove: &[String],
+    dir: Direction,
+) -> Result<Vec<Value>, String> {
+    let flag = match dir {
+        Direction::Ingress => "ingress",
+        Direction::Egress => "egress",
+    };
+    let parsed = |specs: &[String], verb: &str| -> Result<Vec<Value>, String> {
+        match parse_rules(specs, dir).map_err(|e| format!("--{verb}-{flag}: {e}"))? {
+            Value::Array(a) => Ok(a),
+            _ => Ok(Vec::new()),
+        }
+    };
+    for rule in parsed(remove, "remove")? {
+        let key = rule_key(&rule);
+        let before = current.len();
+        current.retain(|r| rule_key(r) != key);
+        if current.len() == before {
+            return Err(format!(
+                "--remove-{flag}: rule '{}' is not among the {flag} rules",
+                rule_summary(&rule)
+            ));
+        }
+    }
+    for rule in parsed(add, "add")? {
+        if !current.iter().any(|r| rule_key(r) == rule_key(&rule)) {
+            current.push(rule);
+        }
+    }
+    Ok(current)
+}
+
+/// What makes two rules the same: protocol, port range and peer CIDR (absent = zero/empty).
+fn rule_key(rule: &Value) -> (String, i64, i64, String) {
+    let text = |k: &str| {
+        rule.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let num = |k: &str| {
+        rule.get(k)
+            .and_then(|v| {
+                v.as_i64()
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            })
+            .unwrap_or(0)
+    };
+    let peer = [text("ipv4_cidr"), text("ipv6_cidr")].concat();
+    (text("protocol"), num("port_from"), num("port_to"), peer)
 }
 
 /// `osac admin managers`.

@@ -1,0 +1,155 @@
+//! The command lines of the OSAC networking designs, run as written against a real server:
+//! a pool scoped to a NetworkClass with `--cidrs`, an attachment with `--target-endpoint`, and
+//! security-group rules added and removed one at a time.
+
+mod common;
+
+use common::start;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_designs_command_lines_run_as_written() {
+    let env = start().await;
+    let admin = env.admin.clone();
+    env.ok(
+        &admin,
+        &[
+            "admin",
+            "create",
+            "externalippool",
+            "--network-class",
+            "default",
+            "--cidrs",
+            "198.51.100.0/28,192.0.2.0/28",
+            "--ip-family",
+            "ipv4",
+            "--name",
+            "external-pool-2",
+        ],
+    )
+    .await;
+    let pool = env
+        .json(
+            &admin,
+            &["admin", "get", "pool", "external-pool-2", "-o", "json"],
+        )
+        .await;
+    let class = env
+        .json(
+            &admin,
+            &["admin", "get", "networkclass", "default", "-o", "json"],
+        )
+        .await;
+    assert_eq!(pool["spec"]["network_class"], class["id"]);
+    assert_eq!(
+        pool["spec"]["cidrs"],
+        serde_json::json!(["198.51.100.0/28", "192.0.2.0/28"])
+    );
+
+    let token = env.tenant_admin("acme").await;
+    let rule = "protocol:tcp,port:8080,source:0.0.0.0/0";
+    let ingress =
+        |v: &serde_json::Value| v["spec"]["ingress"].as_array().cloned().unwrap_or_default();
+    let before = env
+        .json(&token, &["get", "security-group", "default", "-o", "json"])
+        .await;
+    for _ in 0..2 {
+        // Adding a rule that exists is a no-op.
+        env.ok(
+            &token,
+            &["update", "security-group", "default", "--add-ingress", rule],
+        )
+        .await;
+    }
+    let added = env
+        .json(&token, &["get", "security-group", "default", "-o", "json"])
+        .await;
+    assert_eq!(ingress(&added).len(), ingress(&before).len() + 1, "{added}");
+    assert!(
+        ingress(&added)
+            .iter()
+            .any(|r| r["port_from"] == 8080 && r["protocol"] == "PROTOCOL_TCP"),
+        "{added}"
+    );
+    let out = env
+        .osac(
+            &token,
+            &[
+                "update",
+                "security-group",
+                "default",
+                "--remove-ingress",
+                "protocol:udp,port:9999,source:0.0.0.0/0",
+            ],
+        )
+        .await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--remove-ingress") && stderr.contains("is not among the ingress rules"),
+        "{stderr}"
+    );
+    env.ok(
+        &token,
+        &[
+            "update",
+            "security-group",
+            "default",
+            "--remove-ingress",
+            rule,
+        ],
+    )
+    .await;
+    let removed = env
+        .json(&token, &["get", "security-group", "default", "-o", "json"])
+        .await;
+    assert_eq!(ingress(&removed), ingress(&before));
+
+    env.ok(
+        &token,
+        &[
+            "create",
+            "cluster",
+            "--template",
+            "ocp",
+            "--node-set",
+            "workers=bm-standard,size=1",
+            "--name",
+            "my-cluster",
+            "--wait",
+        ],
+    )
+    .await;
+    env.ok(
+        &token,
+        &["create", "externalip", "--name", "my-ip", "--wait"],
+    )
+    .await;
+    env.ok(
+        &token,
+        &[
+            "create",
+            "externalipattachment",
+            "--externalip",
+            "my-ip",
+            "--cluster",
+            "my-cluster",
+            "--target-endpoint",
+            "api",
+            "--name",
+            "api-att",
+            "--wait",
+        ],
+    )
+    .await;
+    let att = env
+        .json(
+            &token,
+            &["get", "externalipattachment", "api-att", "-o", "json"],
+        )
+        .await;
+    assert_eq!(
+        att["spec"]["target_endpoint"],
+        "EXTERNAL_IP_ATTACHMENT_ENDPOINT_API"
+    );
+    assert_eq!(att["status"]["state"], "EXTERNAL_IP_ATTACHMENT_STATE_READY");
+}
