@@ -71,7 +71,7 @@ pub enum ClientCommand {
     /// List or show objects
     Get(GetArgs),
     /// Change an object (security group rules, or fields from a file)
-    Update(UpdateArgs),
+    Update(Box<UpdateArgs>),
     /// Set (KEY=VALUE) or remove (KEY-) labels of an object
     Label(LabelArgs),
     /// Delete objects
@@ -502,7 +502,7 @@ pub enum AdminCommand {
     /// List or show provider objects
     Get(GetOpts),
     /// Change a provider object from a file
-    Update(UpdateOpts),
+    Update(Box<UpdateOpts>),
     /// Set or remove labels of a provider object
     Label(LabelOpts),
     /// Delete provider objects
