@@ -243,7 +243,8 @@ pub fn state_of(rec: &Record) -> &str {
         .unwrap_or("")
 }
 
-/// Fails unless `rec` is in `state` (a dependency must be READY before use, SPEC §7).
+/// Fails unless `rec` is in `state` (for provider objects that must be READY before use: an
+/// explicit pool, a VirtualNetwork's NetworkClass).
 pub fn require_state(rec: &Record, field: &str, state: &str) -> ApiResult<()> {
     let current = state_of(rec);
     if current == state {

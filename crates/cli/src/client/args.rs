@@ -285,7 +285,7 @@ pub enum EndpointArg {
 /// `osac create externalipattachment`.
 #[derive(Debug, clap::Args)]
 pub struct CreateExternalIpAttachment {
-    /// ExternalIP (name or id); must be ALLOCATED and unattached
+    /// ExternalIP (name or id); unattached (a PENDING one is waited for)
     #[arg(
         long = "externalip",
         visible_alias = "external-ip",
