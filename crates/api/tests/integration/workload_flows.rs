@@ -491,14 +491,18 @@ async fn cluster_with_external_access() {
         .wait_until(
             &format!("{PUB}/external_ip_attachments/api"),
             "PENDING after the target is gone",
-            |o| o["status"]["state"] == "EXTERNAL_IP_ATTACHMENT_STATE_PENDING",
+            |o| {
+                // (While the cluster was being deleted it said so; then it is gone.)
+                o["status"]["state"] == "EXTERNAL_IP_ATTACHMENT_STATE_PENDING"
+                    && o["status"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("no longer exists")
+            },
         )
         .await;
-    assert!(
-        att["status"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("no longer exists"),
+    assert_eq!(
+        att["status"]["state"], "EXTERNAL_IP_ATTACHMENT_STATE_PENDING",
         "{att}"
     );
     let start = std::time::Instant::now();
