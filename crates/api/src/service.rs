@@ -313,8 +313,12 @@ impl Service {
         };
         let mut filter = p.filter.trim().to_string();
         if !filter.is_empty() {
-            osac_model::filter::parse_filter(&filter)
-                .map_err(|e| ApiError::invalid(format!("filter: {e}")))?;
+            osac_model::filter::parse_filter(&filter).map_err(|e| {
+                let hint = osac_model::filter::label_shorthand(&filter)
+                    .map(|f| format!(" (the filter language writes this as {f})"))
+                    .unwrap_or_default();
+                ApiError::invalid(format!("filter: {e}{hint}"))
+            })?;
         }
         if !p.order.trim().is_empty() {
             osac_model::filter::parse_order(&p.order)

@@ -45,7 +45,44 @@ async fn the_designs_command_lines_run_as_written() {
         serde_json::json!(["198.51.100.0/28", "192.0.2.0/28"])
     );
 
+    // A provider admin onboards with the design's spelling.
+    env.ok(&admin, &["create", "tenant", "--name", "acme-corp"])
+        .await;
+    env.until(&admin, &["admin", "get", "tenant", "acme-corp"], |v| {
+        v["status"]["state"] == "TENANT_STATE_READY"
+    })
+    .await;
     let token = env.tenant_admin("acme").await;
+    // The label shorthand of the designs and kubectl.
+    let defaults = env
+        .json(
+            &token,
+            &[
+                "get",
+                "subnets",
+                "--filter",
+                r#"labels["osac.openshift.io/default"]="true""#,
+                "-o",
+                "json",
+            ],
+        )
+        .await;
+    let names: Vec<&str> = defaults
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["metadata"]["name"].as_str())
+                .collect()
+        })
+        .or_else(|| {
+            defaults["items"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(|s| s["metadata"]["name"].as_str())
+                    .collect()
+            })
+        })
+        .unwrap_or_default();
+    assert!(names.contains(&"default-ipv4"), "{defaults}");
     let rule = "protocol:tcp,port:8080,source:0.0.0.0/0";
     let ingress =
         |v: &serde_json::Value| v["spec"]["ingress"].as_array().cloned().unwrap_or_default();

@@ -908,6 +908,29 @@ fn condition(operand: Operand) -> Result<Expr, FilterError> {
     }
 }
 
+/// The kubectl/design shorthand for a label match — `labels["KEY"]="VALUE"` (also with `==`,
+/// `metadata.labels`, single quotes) — written in the filter language:
+/// `this.metadata.labels["KEY"] == "VALUE"`. `None` when `src` is not that shorthand.
+pub fn label_shorthand(src: &str) -> Option<String> {
+    let s = src.trim();
+    let s = s.strip_prefix("metadata.").unwrap_or(s);
+    let rest = s.strip_prefix("labels[")?;
+    let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let rest = &rest[1..];
+    let end = rest.find(quote)?;
+    let key = &rest[..end];
+    let rest = rest[end + 1..].strip_prefix(']')?.trim_start();
+    let rest = rest
+        .strip_prefix("==")
+        .or_else(|| rest.strip_prefix('='))?
+        .trim_start();
+    let vquote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let value = rest[1..].strip_suffix(vquote)?;
+    let plain = |t: &str| !t.is_empty() && !t.contains(['"', '\'', '\\']);
+    (plain(key) && !value.contains(['"', '\'', '\\']))
+        .then(|| format!("this.metadata.labels[\"{key}\"] == \"{value}\""))
+}
+
 /// Parses a list `filter` (a CEL subset over `this`) into an [`Expr`].
 pub fn parse_filter(src: &str) -> Result<Expr, FilterError> {
     let toks = lex(src)?;
@@ -1007,6 +1030,30 @@ pub fn parse_order(src: &str) -> Result<Vec<OrderTerm>, FilterError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_label_shorthand_becomes_a_label_match() {
+        let want =
+            Some(r#"this.metadata.labels["osac.openshift.io/default"] == "true""#.to_string());
+        assert_eq!(
+            label_shorthand(r#"labels["osac.openshift.io/default"]="true""#),
+            want
+        );
+        assert_eq!(
+            label_shorthand(r#" labels['osac.openshift.io/default'] == 'true' "#),
+            want
+        );
+        assert_eq!(
+            label_shorthand(r#"metadata.labels["osac.openshift.io/default"]="true""#),
+            want
+        );
+        assert!(parse_filter(want.as_deref().unwrap()).is_ok());
+        assert_eq!(label_shorthand(r#"this.metadata.labels["a"] == "b""#), None);
+        assert_eq!(label_shorthand(r#"labels["a"]"#), None);
+        assert_eq!(label_shorthand(r#"labels["a"]="b" && x"#), None);
+        assert_eq!(label_shorthand(r#"labels[""]="b""#), None);
+    }
+
     use super::*;
 
     fn path(segs: &[&str], pos: usize) -> Path {

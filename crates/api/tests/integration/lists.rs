@@ -214,6 +214,15 @@ async fn lists_filters_and_order(backend: Backend) {
     t.list("subnets", &[("filter", "this.metadata.name ==")])
         .await
         .err(400, "INVALID_ARGUMENT", &["filter", "position"]);
+    // The kubectl-style label shorthand is not the filter language: the error says how to
+    // write it.
+    t.list("subnets", &[("filter", r#"labels["tier"]="web""#)])
+        .await
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["filter", r#"this.metadata.labels["tier"] == "web""#],
+        );
     let m = t
         .list(
             "subnets",

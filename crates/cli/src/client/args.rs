@@ -112,6 +112,9 @@ pub struct CreateArgs {
 /// What `osac create` creates.
 #[derive(Debug, clap::Subcommand)]
 pub enum CreateKind {
+    /// A Tenant (provider admin; the same as `osac admin create tenant`)
+    #[command(name = "tenant")]
+    Tenant(CreateTenant),
     /// A VirtualNetwork
     #[command(name = "virtualnetwork", visible_aliases = ["virtual-network", "vn"])]
     VirtualNetwork(CreateVirtualNetwork),
@@ -651,8 +654,8 @@ pub struct CreateHostType {
     pub common: CreateCommon,
 }
 
-/// `osac admin create tenant`.
-#[derive(Debug, clap::Args)]
+/// `osac admin create tenant` (also `osac create tenant`).
+#[derive(Debug, Clone, clap::Args)]
 #[command(mut_arg("name", |a| a.required_unless_present("from_file")))]
 pub struct CreateTenant {
     /// DNS domain of the tenant (repeatable)

@@ -47,6 +47,9 @@ fn with_spec(top: Map<String, Value>, spec: Map<String, Value>) -> Value {
 pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Value)> {
     let mut spec = Map::new();
     let (kind, common) = match what {
+        CreateKind::Tenant(_) => {
+            bail!("osac create tenant is a provider command: run it as osac admin create tenant")
+        }
         CreateKind::VirtualNetwork(a) => {
             let CreateVirtualNetwork {
                 cidrs,

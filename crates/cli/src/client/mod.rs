@@ -52,8 +52,8 @@ mod workload;
 mod fake_server_tests;
 
 pub use args::{
-    AdminArgs, AdminCommand, ClientCommand, Connection, CreateArgs, CreateKind, DeleteArgs,
-    EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs,
+    AdminArgs, AdminCommand, AdminCreateKind, ClientCommand, Connection, CreateArgs, CreateKind,
+    DeleteArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs,
 };
 pub use config::{ConfigFile, Endpoint};
 pub use http::{Api, ClientError};
@@ -88,9 +88,14 @@ fn ctx(conn: &Connection, scope: Scope) -> anyhow::Result<Ctx> {
 pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
     match cmd {
         ClientCommand::Login(a) => login::login(&a),
-        ClientCommand::Create(a) => {
-            create::run_tenant(&ctx(&a.conn, Scope::Public)?, &a.what).await
-        }
+        ClientCommand::Create(a) => match &a.what {
+            // The design's spelling of the provider command.
+            CreateKind::Tenant(t) => {
+                let what = AdminCreateKind::Tenant(t.clone());
+                create::run_admin(&ctx(&a.conn, Scope::Private)?, &what).await
+            }
+            what => create::run_tenant(&ctx(&a.conn, Scope::Public)?, what).await,
+        },
         ClientCommand::Get(a) => ops::get(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
         ClientCommand::Update(a) => ops::update(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
         ClientCommand::Label(a) => ops::label(&ctx(&a.conn, Scope::Public)?, &a.opts).await,

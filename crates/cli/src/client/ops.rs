@@ -113,8 +113,13 @@ fn id_of(obj: &Value) -> anyhow::Result<String> {
 pub async fn get(ctx: &Ctx, o: &GetOpts) -> anyhow::Result<()> {
     check_access(o.kind, ctx.scope, "get", false)?;
     let items = if o.names.is_empty() {
+        // `labels["k"]="v"` (the designs' and kubectl's shorthand) is sent as a label match.
+        let filter = o
+            .filter
+            .as_deref()
+            .map(|f| osac_model::filter::label_shorthand(f).unwrap_or_else(|| f.to_string()));
         let q = ListQuery {
-            filter: o.filter.clone(),
+            filter,
             order: o.order.clone(),
             limit: o.limit,
             offset: o.offset,
