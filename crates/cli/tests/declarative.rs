@@ -17,20 +17,7 @@ async fn the_readme_flows_need_no_wait_between_steps() {
     let admin = env.admin.clone();
     env.ok(&admin, &["admin", "create", "tenant", "--name", "acme"])
         .await;
-    let token = env
-        .ok(
-            &admin,
-            &[
-                "admin",
-                "create",
-                "token",
-                "--tenant",
-                "acme",
-                "--role",
-                "tenant-admin",
-            ],
-        )
-        .await;
+    let token = env.token("acme", "tenant-admin").await;
     let steps: Vec<Vec<&str>> = vec![
         // Single-call creation on the default networking being made right now.
         vec![

@@ -66,7 +66,7 @@ pub async fn choose_pool(
         if super::state_of(&pool) == "EXTERNAL_IP_POOL_STATE_READY"
             && pool.deleted_at.is_none()
             && pools::family(&pool)? == family
-            && pools::class_of(&pool, default_class) == class_id
+            && super::network_class::class_of(&pool, default_class) == class_id
         {
             candidates.push(pool);
         }

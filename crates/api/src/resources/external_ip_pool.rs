@@ -132,12 +132,3 @@ pub fn family(rec: &Record) -> ApiResult<net::Family> {
         net::Family::V4
     })
 }
-
-/// The NetworkClass id of a pool (pools stored before the field existed: `default_class`).
-pub fn class_of<'a>(pool: &'a Record, default_class: &'a str) -> &'a str {
-    pool.body
-        .pointer("/spec/network_class")
-        .and_then(Value::as_str)
-        .filter(|c| !c.is_empty())
-        .unwrap_or(default_class)
-}

@@ -64,14 +64,8 @@ async fn require_same_class(
         return Ok(());
     };
     let default_class = super::network_class::resolve_class(cx, "").await?.id;
-    let vn_class = vn
-        .body
-        .pointer("/spec/network_class")
-        .and_then(Value::as_str)
-        .filter(|c| !c.is_empty())
-        .unwrap_or(&default_class)
-        .to_string();
-    let pool_class = super::external_ip_pool::class_of(&pool, &default_class).to_string();
+    let vn_class = super::network_class::class_of(vn, &default_class).to_string();
+    let pool_class = super::network_class::class_of(&pool, &default_class).to_string();
     if pool_class == vn_class {
         return Ok(());
     }

@@ -142,6 +142,16 @@ async fn unset_other_defaults(cx: &mut Cx<'_>, keep: Option<&str>) -> ApiResult<
     Ok(())
 }
 
+/// The NetworkClass id a VirtualNetwork or ExternalIPPool record belongs to
+/// (`spec.network_class`; records stored without one belong to `default_class`).
+pub fn class_of<'a>(rec: &'a osac_store::Record, default_class: &'a str) -> &'a str {
+    rec.body
+        .pointer("/spec/network_class")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .unwrap_or(default_class)
+}
+
 /// The default class (or the named one) for a new VirtualNetwork; it must be READY.
 pub async fn resolve_for_vn(cx: &mut Cx<'_>, key: &str) -> ApiResult<osac_store::Record> {
     let rec = resolve_class(cx, key).await?;

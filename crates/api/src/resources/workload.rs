@@ -153,10 +153,9 @@ pub async fn auto_external_ips(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
     };
     let class = vn
         .as_ref()
-        .and_then(|v| v.body.pointer("/spec/network_class"))
-        .and_then(Value::as_str)
-        .filter(|c| !c.is_empty())
-        .unwrap_or(&default_class)
+        .map_or(default_class.as_str(), |v| {
+            super::network_class::class_of(v, &default_class)
+        })
         .to_string();
     let (target, endpoints): (&str, &[&str]) = match rec.kind {
         Kind::ComputeInstance => (

@@ -66,16 +66,16 @@ impl Env {
             &["admin", "create", "tenant", "--name", tenant, "--wait"],
         )
         .await;
+        self.token(tenant, "tenant-admin").await
+    }
+
+    /// `osac admin create token --tenant TENANT --role ROLE` (printed alone).
+    pub async fn token(&self, tenant: &str, role: &str) -> String {
+        let admin = self.admin.clone();
         self.ok(
             &admin,
             &[
-                "admin",
-                "create",
-                "token",
-                "--tenant",
-                tenant,
-                "--role",
-                "tenant-admin",
+                "admin", "create", "token", "--tenant", tenant, "--role", role,
             ],
         )
         .await

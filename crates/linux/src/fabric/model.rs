@@ -167,6 +167,15 @@ impl PortRec {
             v6: self.v6,
         }
     }
+    /// Where the port's VN table lives: its hosting cluster (VMs) or its router.
+    pub fn table_site(&self) -> crate::fabric::render::TableSite {
+        if self.machine().2 {
+            crate::fabric::render::TableSite::Hosting
+        } else {
+            crate::fabric::render::TableSite::Router
+        }
+    }
+
     /// (machine key, interface name in the machine, is_vm).
     pub fn machine(&self) -> (String, String, bool) {
         names::machine_of(&self.host, &self.interface)

@@ -298,12 +298,7 @@ impl Inner {
             return Ok(());
         }
         let table = names::vn_table(&p.vn);
-        let site = if p.machine().2 {
-            TableSite::Hosting
-        } else {
-            TableSite::Router
-        };
-        let mut script = render::vn_table(&table, site);
+        let mut script = render::vn_table(&table, p.table_site());
         script.push_str(&render::retire_address_egress_maps(&table));
         cmd::nft_converge(&ns, &script).await?;
         Ok(())
@@ -418,14 +413,7 @@ impl Inner {
                 let mut script = render::bridge_table();
                 script.push_str(&render::delete_anti_spoof(&sw));
                 if !p.sgs.is_empty() || !p.allowed.is_empty() {
-                    script.push_str(&render::vn_table(
-                        &table,
-                        if is_vm {
-                            TableSite::Hosting
-                        } else {
-                            TableSite::Router
-                        },
-                    ));
+                    script.push_str(&render::vn_table(&table, p.table_site()));
                     if !p.sgs.is_empty() {
                         script.push_str(&render::port_sg(&table, &sw, &[], &p.sg_keys()));
                     }

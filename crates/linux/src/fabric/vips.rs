@@ -9,7 +9,7 @@ use osac_fabric::OpError;
 
 use super::Inner;
 use super::model::PortRec;
-use super::render::{self, TableSite};
+use super::render;
 use crate::{cmd, names};
 
 impl Inner {
@@ -50,12 +50,7 @@ impl Inner {
             return Ok(());
         }
         let table = names::vn_table(&p.vn);
-        let site = if p.machine().2 {
-            TableSite::Hosting
-        } else {
-            TableSite::Router
-        };
-        let mut script = render::vn_table(&table, site);
+        let mut script = render::vn_table(&table, p.table_site());
         script.push_str(&self.vip_script(&table, &p.vn, &ns, vips, &p.id));
         cmd::nft_converge(&ns, &script).await?;
         Ok(())
