@@ -8,6 +8,7 @@ pub mod error;
 pub mod grpc;
 pub mod metrics;
 pub mod object;
+pub mod openapi;
 pub mod resources;
 pub mod rest;
 pub mod server;

@@ -59,6 +59,8 @@ pub enum ServerError {
     Dataplane(String),
     #[error("cannot set up authentication")]
     Auth(#[from] crate::auth::AuthSetupError),
+    #[error("cannot generate the OpenAPI document")]
+    OpenApi(#[from] crate::openapi::OpenApiError),
     #[error("cannot build gRPC reflection")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("cannot listen on {addr}")]
@@ -203,10 +205,25 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     }
 
     let ready_store = store.clone();
+    let openapi = axum::body::Bytes::from(crate::openapi::document_json(
+        osac_proto::FILE_DESCRIPTOR_SET,
+    )?);
     let app = Router::new()
         .merge(rest::router(service.clone()))
         .merge(grpc::routes(service.clone())?.into_axum_router())
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            crate::openapi::PATH,
+            get(move || {
+                let body = openapi.clone();
+                async move {
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        body,
+                    )
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {
