@@ -62,24 +62,51 @@ impl ExecManager {
         &self.config
     }
 
-    fn describe(&self, op: Operation) -> String {
-        format!("{} {op}", self.config.command.display())
-    }
-
     async fn run(
         &self,
         op: Operation,
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
-        let body = serde_json::to_vec(&request)
+        let invocation = ExecInvocation {
+            name: &self.registration.name,
+            role: self.registration.role.as_str(),
+            config: &self.config,
+        };
+        invocation.run(op.as_str(), &request).await
+    }
+}
+
+/// One registered program and who it runs for: what the `exec` drivers (managers and the
+/// provisioner) share. The protocol is the one in the module docs.
+pub(crate) struct ExecInvocation<'a> {
+    /// Registration name (`OSAC_MANAGER`).
+    pub name: &'a str,
+    /// Registration role (`OSAC_ROLE`).
+    pub role: &'a str,
+    /// The program and its settings.
+    pub config: &'a ExecConfig,
+}
+
+impl ExecInvocation<'_> {
+    fn describe(&self, op: &str) -> String {
+        format!("{} {op}", self.config.command.display())
+    }
+
+    /// Runs `<command> <args...> <op>` with `request` on stdin; see the module docs.
+    pub(crate) async fn run(
+        &self,
+        op: &str,
+        request: &serde_json::Value,
+    ) -> Result<serde_json::Value, OpError> {
+        let body = serde_json::to_vec(request)
             .map_err(|e| OpError::permanent(format!("cannot encode {op} request: {e}")))?;
         let mut cmd = Command::new(&self.config.command);
         cmd.args(&self.config.args)
-            .arg(op.as_str())
+            .arg(op)
             .envs(&self.config.env)
-            .env("OSAC_MANAGER", &self.registration.name)
-            .env("OSAC_ROLE", self.registration.role.as_str())
-            .env("OSAC_OPERATION", op.as_str())
+            .env("OSAC_MANAGER", self.name)
+            .env("OSAC_ROLE", self.role)
+            .env("OSAC_OPERATION", op)
             .current_dir(&self.config.working_dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -123,7 +150,7 @@ impl ExecManager {
                 kill_tree(pid).await;
                 let _ = child.start_kill();
                 let _ = child.wait().await;
-                tracing::warn!(manager = %self.registration.name, %op, "exec manager timed out");
+                tracing::warn!(registration = %self.name, %op, "exec program timed out");
                 return Err(OpError::transient(format!(
                     "{} timed out after {}s",
                     self.describe(op),
@@ -137,7 +164,7 @@ impl ExecManager {
         let err = err.unwrap_or_default();
         let stderr_text = String::from_utf8_lossy(&err);
         if !stderr_text.trim().is_empty() {
-            tracing::debug!(manager = %self.registration.name, %op, stderr = %stderr_text, "exec manager stderr");
+            tracing::debug!(registration = %self.name, %op, stderr = %stderr_text, "exec program stderr");
         }
         let message = last_line(&stderr_text);
         match status.code() {

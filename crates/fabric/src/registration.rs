@@ -115,6 +115,9 @@ pub enum RegistrationError {
     /// A driver name nobody knows.
     #[error("unknown driver '{0}' (available: sim, exec)")]
     UnknownDriver(String),
+    /// A provisioner driver name nobody knows.
+    #[error("unknown provisioner driver '{0}' (available: sim, exec, linux)")]
+    UnknownProvisionerDriver(String),
     /// `driver: exec` without an `exec:` section.
     #[error("driver 'exec' needs an 'exec' section with at least 'command'")]
     MissingExecSettings,
@@ -162,9 +165,10 @@ struct RawRegistration {
     linux: Option<serde_yaml::Value>,
 }
 
+/// The `exec:` section of a registration file (managers and the provisioner).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawExec {
+pub(crate) struct RawExec {
     command: String,
     #[serde(default)]
     args: Vec<String>,
@@ -307,7 +311,7 @@ fn linux_hosting_clusters(driver: &DriverConfig) -> Vec<String> {
     }
 }
 
-fn exec_config(raw: RawExec, base_dir: &Path) -> Result<ExecConfig, RegistrationError> {
+pub(crate) fn exec_config(raw: RawExec, base_dir: &Path) -> Result<ExecConfig, RegistrationError> {
     if raw.command.trim().is_empty() {
         return Err(RegistrationError::EmptyCommand);
     }

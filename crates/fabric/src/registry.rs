@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::client::{FabricClient, K8sClient};
 use crate::contract::{Capability, Manager, Role};
 use crate::exec::{ExecManager, NotExecDriver};
+use crate::provision::{ProvisionerRegistration, RegistrationFile};
 use crate::registration::{DriverConfig, Registration, RegistrationError, is_dns_label};
 use crate::sim::{MemorySimState, SimError, SimFabric, SimK8s, SimManager, SimStateStore};
 
@@ -116,6 +117,16 @@ pub enum RegistryError {
         /// Where it was registered again.
         second: String,
     },
+    /// More than one `role: provisioner` file.
+    #[error(
+        "only one provisioner may be registered, but {first} and {second} both have role provisioner"
+    )]
+    TwoProvisioners {
+        /// Where the first one was registered.
+        first: String,
+        /// Where the second one was registered.
+        second: String,
+    },
     /// A programmatic registration with a bad name.
     #[error("manager name '{0}' is not a DNS label")]
     InvalidName(String),
@@ -141,6 +152,7 @@ pub struct Registry {
     origins: BTreeMap<String, String>,
     sim_fabrics: BTreeMap<String, Arc<SimFabric>>,
     sim_k8s: BTreeMap<String, Arc<SimK8s>>,
+    provisioner: Option<ProvisionerRegistration>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -194,14 +206,22 @@ impl Registry {
                     source,
                 })?;
             let base = file.parent().unwrap_or(dir);
-            let registration =
-                Registration::from_yaml(&text, base).map_err(|source| RegistryError::Invalid {
+            let parsed = RegistrationFile::from_yaml(&text, base).map_err(|source| {
+                RegistryError::Invalid {
                     file: file.clone(),
                     source,
-                })?;
+                }
+            })?;
             let origin = file.display().to_string();
-            registry.check_free(&registration.name, &origin)?;
-            registry.start(registration, ctx, origin).await?;
+            match parsed {
+                RegistrationFile::Manager(registration) => {
+                    registry.check_free(&registration.name, &origin)?;
+                    registry.start(registration, ctx, origin).await?
+                }
+                RegistrationFile::Provisioner(provisioner) => {
+                    registry.set_provisioner(provisioner, origin)?
+                }
+            }
         }
         Ok(registry)
     }
@@ -307,6 +327,30 @@ impl Registry {
         }
     }
 
+    /// Records the provisioner registration (at most one; names are shared with managers).
+    pub fn set_provisioner(
+        &mut self,
+        provisioner: ProvisionerRegistration,
+        origin: String,
+    ) -> Result<(), RegistryError> {
+        if let Some(first) = &self.provisioner {
+            return Err(RegistryError::TwoProvisioners {
+                first: self.origin(&first.name).unwrap_or(PROGRAMMATIC).to_string(),
+                second: origin,
+            });
+        }
+        self.check_free(&provisioner.name, &origin)?;
+        self.origins.insert(provisioner.name.clone(), origin);
+        self.provisioner = Some(provisioner);
+        Ok(())
+    }
+
+    /// The registered provisioner, if a `role: provisioner` file was loaded (the server then
+    /// starts its driver; without one it keeps its default).
+    pub fn provisioner(&self) -> Option<&ProvisionerRegistration> {
+        self.provisioner.as_ref()
+    }
+
     /// Registers an already-built manager (dev mode, tests, custom drivers).
     pub fn insert(&mut self, manager: Arc<dyn Manager>) -> Result<(), RegistryError> {
         let name = manager.registration().name.clone();
@@ -329,7 +373,7 @@ impl Registry {
         self.managers.values().map(|m| m.registration()).collect()
     }
 
-    /// Where a registration came from: its file, or "programmatic".
+    /// Where a registration (manager or provisioner) came from: its file, or "programmatic".
     pub fn origin(&self, name: &str) -> Option<&str> {
         self.origins.get(name).map(String::as_str)
     }

@@ -1,11 +1,5 @@
-//! Provisioners boot virtual machines, install bare-metal servers and build clusters (SPEC §4:
-//! workload provisioning is not a manager operation). Networking is already in place when they
-//! are called: every NIC has its fabric port and DHCP reservation, so a provisioner only makes
-//! the machine exist and boot with those MACs. The `sim` provisioner records machines in the
-//! sim state store; a `linux` one (namespaces running a DHCP client) plugs in behind the trait.
-
-// Request fields and enum variants name themselves; the types carry the explanations.
-#![allow(missing_docs)]
+//! The `sim` provisioner: machines recorded (persisted) in the sim state store, with failure
+//! injection and call counts for tests.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -13,84 +7,13 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use super::{
+    BootVmRequest, DiscoveredNic, MachineRef, PowerState, ProvisionBareMetalRequest,
+    ProvisionClusterRequest, ProvisionOp, Provisioner,
+};
 use crate::contract::OpError;
 use crate::sim::engine::{Engine, Tables};
 use crate::sim::{FailureKind, SimError, SimStateStore};
-
-/// One network interface of a machine being provisioned.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Nic {
-    /// Interface name inside the machine (`data-0` for bare metal, `eth0` for VMs).
-    pub name: String,
-    pub mac_address: String,
-    pub subnet_id: String,
-    /// The primary NIC gets the default route and DNS from DHCP.
-    pub primary: bool,
-}
-
-/// Boot a VM on a hosting cluster's overlay.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BootVmRequest {
-    pub instance_id: String,
-    pub hosting_cluster: String,
-    pub template: String,
-    pub nics: Vec<Nic>,
-}
-
-/// Install and boot a bare-metal host for an instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProvisionBareMetalRequest {
-    pub instance_id: String,
-    pub host_id: String,
-    pub nics: Vec<Nic>,
-}
-
-/// One agent (pre-booted host) of a cluster being built.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterAgent {
-    pub host_id: String,
-    pub node_set: String,
-    pub mac_address: String,
-    pub ip_address: String,
-}
-
-/// Build a cluster from agents that already have tenant-subnet addresses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProvisionClusterRequest {
-    pub cluster_id: String,
-    pub template: String,
-    pub agents: Vec<ClusterAgent>,
-    pub api_vip: String,
-    pub ingress_vip: String,
-}
-
-/// The provisioning operations, for failure injection and call counting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ProvisionOp {
-    BootVm,
-    DeleteVm,
-    ProvisionBareMetal,
-    DeprovisionBareMetal,
-    ProvisionCluster,
-    DeprovisionCluster,
-}
-
-/// Makes workloads exist. Every call is idempotent and reports failures as values.
-#[async_trait]
-pub trait Provisioner: Send + Sync {
-    /// Boots (or finds booted) the VM.
-    async fn boot_vm(&self, req: &BootVmRequest) -> Result<(), OpError>;
-    /// Deletes the VM; a missing VM is success.
-    async fn delete_vm(&self, instance_id: &str) -> Result<(), OpError>;
-    /// Installs and boots the host for the instance.
-    async fn provision_baremetal(&self, req: &ProvisionBareMetalRequest) -> Result<(), OpError>;
-    /// Wipes the host and powers it off; an unknown instance is success.
-    async fn deprovision_baremetal(&self, instance_id: &str, host_id: &str) -> Result<(), OpError>;
-    /// Installs the cluster on its agents and brings up its API and ingress VIPs.
-    async fn provision_cluster(&self, req: &ProvisionClusterRequest) -> Result<(), OpError>;
-    /// Tears the cluster down; agents return to the pre-booted state.
-    async fn deprovision_cluster(&self, cluster_id: &str) -> Result<(), OpError>;
-}
 
 /// A machine the sim provisioner knows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +26,63 @@ pub enum SimMachine {
 
 /// Default state-store namespace of the sim provisioner.
 pub const SIM_PROVISIONER_NAMESPACE: &str = "sim-provisioner";
+
+/// State-store namespace of the sim provisioner's powered-off machines.
+const SIM_POWER_NAMESPACE: &str = "sim-provisioner-power";
+
+impl SimMachine {
+    /// The NICs' MACs of a VM or bare-metal machine (a cluster has none of its own).
+    fn macs(&self) -> Vec<String> {
+        match self {
+            SimMachine::Vm(r) => r.nics.iter().map(|n| n.mac_address.clone()).collect(),
+            SimMachine::BareMetal(r) => r.nics.iter().map(|n| n.mac_address.clone()).collect(),
+            SimMachine::Cluster(_) => Vec::new(),
+        }
+    }
+}
+
+/// The machines powered off, by workload id (a machine without a record is on).
+#[derive(Clone, Default)]
+struct PoweredOff(BTreeMap<String, PowerState>);
+
+impl Tables for PoweredOff {
+    type Record = PowerState;
+
+    fn record(&self, key: &str) -> Option<&PowerState> {
+        self.0.get(key)
+    }
+
+    fn apply(&mut self, key: String, record: Option<PowerState>) {
+        match record {
+            Some(p) => self.0.insert(key, p),
+            None => self.0.remove(&key),
+        };
+    }
+}
+
+/// Loads every record of `namespace`.
+async fn load<T: for<'de> Deserialize<'de>>(
+    store: &Arc<dyn SimStateStore>,
+    namespace: &str,
+) -> Result<BTreeMap<String, T>, SimError> {
+    let records = store
+        .load_all(namespace)
+        .await
+        .map_err(|message| SimError::Store {
+            namespace: namespace.to_string(),
+            message,
+        })?;
+    let mut out = BTreeMap::new();
+    for (key, value) in records {
+        let record: T = serde_json::from_str(&value).map_err(|e| SimError::Corrupt {
+            namespace: namespace.to_string(),
+            key: key.clone(),
+            message: e.to_string(),
+        })?;
+        out.insert(key, record);
+    }
+    Ok(out)
+}
 
 /// The sim provisioner's table: machines by workload id (the key is the workload id).
 #[derive(Clone, Default)]
@@ -128,6 +108,7 @@ impl Tables for Machines {
 /// recorded by concurrent calls are persisted together in one store transaction.
 pub struct SimProvisioner {
     engine: Engine<Machines>,
+    power: Engine<PoweredOff>,
     faults: Mutex<HashMap<(ProvisionOp, String), (u32, FailureKind)>>,
     counts: Mutex<HashMap<ProvisionOp, u64>>,
 }
@@ -135,25 +116,11 @@ pub struct SimProvisioner {
 impl SimProvisioner {
     /// Opens the provisioner, loading machines recorded before a restart.
     pub async fn open(store: Arc<dyn SimStateStore>) -> Result<Arc<Self>, SimError> {
-        let namespace = SIM_PROVISIONER_NAMESPACE.to_string();
-        let records = store
-            .load_all(&namespace)
-            .await
-            .map_err(|message| SimError::Store {
-                namespace: namespace.clone(),
-                message,
-            })?;
-        let mut machines = Machines::default();
-        for (key, value) in records {
-            let m: SimMachine = serde_json::from_str(&value).map_err(|e| SimError::Corrupt {
-                namespace: namespace.clone(),
-                key: key.clone(),
-                message: e.to_string(),
-            })?;
-            machines.0.insert(key, m);
-        }
+        let machines = Machines(load(&store, SIM_PROVISIONER_NAMESPACE).await?);
+        let powered_off = PoweredOff(load(&store, SIM_POWER_NAMESPACE).await?);
         Ok(Arc::new(Self {
-            engine: Engine::start(store, &namespace, machines),
+            power: Engine::start(store.clone(), SIM_POWER_NAMESPACE, powered_off),
+            engine: Engine::start(store, SIM_PROVISIONER_NAMESPACE, machines),
             faults: Mutex::new(HashMap::new()),
             counts: Mutex::new(HashMap::new()),
         }))
@@ -192,6 +159,19 @@ impl SimProvisioner {
         self.engine.read().0.get(id).cloned()
     }
 
+    /// The power state of a recorded machine (None: not recorded).
+    pub async fn power_state(&self, id: &str) -> Option<PowerState> {
+        self.engine.read().0.get(id)?;
+        Some(
+            self.power
+                .read()
+                .0
+                .get(id)
+                .copied()
+                .unwrap_or(PowerState::On),
+        )
+    }
+
     /// Number of machines.
     pub async fn machine_count(&self) -> usize {
         self.engine.read().0.len()
@@ -224,6 +204,7 @@ impl SimProvisioner {
     }
 
     async fn record(&self, id: &str, machine: SimMachine) -> Result<(), OpError> {
+        let id_for_power = id.to_string();
         let id = id.to_string();
         self.engine
             .run(move |machines: &Machines| {
@@ -239,16 +220,41 @@ impl SimProvisioner {
                     serde_json::Value::Null,
                 ))
             })
+            .await?;
+        // Provisioning boots the machine.
+        self.set_power(&id_for_power, PowerState::On).await
+    }
+
+    async fn forget(&self, id: &str) -> Result<(), OpError> {
+        let key = id.to_string();
+        self.engine
+            .run(move |_: &Machines| Ok((vec![(key.clone(), None)], serde_json::Value::Null)))
+            .await?;
+        self.set_power(id, PowerState::On).await
+    }
+
+    /// Records the power state (only "off" is stored).
+    async fn set_power(&self, id: &str, state: PowerState) -> Result<(), OpError> {
+        let id = id.to_string();
+        let record = (state == PowerState::Off).then_some(PowerState::Off);
+        self.power
+            .run(move |_: &PoweredOff| Ok((vec![(id.clone(), record)], serde_json::Value::Null)))
             .await
             .map(drop)
     }
 
-    async fn forget(&self, id: &str) -> Result<(), OpError> {
-        let id = id.to_string();
-        self.engine
-            .run(move |_: &Machines| Ok((vec![(id.clone(), None)], serde_json::Value::Null)))
-            .await
-            .map(drop)
+    /// The recorded machine of a power or discovery call, checked against its kind.
+    fn machine_of(&self, machine: &MachineRef) -> Option<SimMachine> {
+        let recorded = self.engine.read().0.get(machine.instance_id()).cloned()?;
+        match (&recorded, machine) {
+            (SimMachine::Vm(_), MachineRef::Vm { .. }) => Some(recorded),
+            (SimMachine::BareMetal(r), MachineRef::BareMetal { host_id, .. })
+                if &r.host_id == host_id =>
+            {
+                Some(recorded)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -298,11 +304,42 @@ impl Provisioner for SimProvisioner {
         self.enter(ProvisionOp::DeprovisionCluster, cluster_id)?;
         self.forget(cluster_id).await
     }
+
+    async fn power(&self, machine: &MachineRef, state: PowerState) -> Result<(), OpError> {
+        self.enter(ProvisionOp::Power, machine.instance_id())?;
+        if self.machine_of(machine).is_none() {
+            return Err(OpError::permanent(format!(
+                "cannot power {} {state:?}: no such machine is provisioned",
+                machine.instance_id()
+            )));
+        }
+        self.set_power(machine.instance_id(), state).await
+    }
+
+    /// The machine's NICs by MAC, without addresses: the sim provisioner does not see them
+    /// (the sim fabric's leases do).
+    async fn discover_addresses(
+        &self,
+        machine: &MachineRef,
+    ) -> Result<Vec<DiscoveredNic>, OpError> {
+        self.enter(ProvisionOp::DiscoverAddresses, machine.instance_id())?;
+        Ok(self
+            .machine_of(machine)
+            .map(|m| m.macs())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|mac_address| DiscoveredNic {
+                mac_address,
+                ..DiscoveredNic::default()
+            })
+            .collect())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provision::Nic;
     use crate::sim::MemorySimState;
 
     fn vm() -> BootVmRequest {
@@ -333,9 +370,19 @@ mod tests {
             again.boot_vm(&other).await,
             Err(OpError::Permanent(_))
         ));
+        let vm_ref = MachineRef::Vm {
+            instance_id: "vm-1".into(),
+        };
+        again.power(&vm_ref, PowerState::Off).await.unwrap();
+        let after_restart = SimProvisioner::open(state.clone()).await.unwrap();
+        assert_eq!(
+            after_restart.power_state("vm-1").await,
+            Some(PowerState::Off)
+        );
         again.delete_vm("vm-1").await.unwrap();
         again.delete_vm("vm-1").await.unwrap();
         assert_eq!(again.machine_count().await, 0);
+        assert_eq!(again.power_state("vm-1").await, None);
     }
 
     #[tokio::test]

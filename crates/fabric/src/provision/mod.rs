@@ -1,0 +1,205 @@
+//! Provisioners boot virtual machines, install bare-metal servers and build clusters (workload
+//! provisioning is not a manager operation). Networking is already in place when they are
+//! called: every NIC has its fabric port and DHCP reservation, so a provisioner only makes the
+//! machine exist and boot with those MACs.
+//!
+//! Drivers: `sim` ([`SimProvisioner`]: machines recorded in the sim state store), `exec`
+//! ([`ExecProvisioner`]: a provider's program per operation, the same conventions as `exec`
+//! managers) and `linux` (machine namespaces running a DHCP client, in `osac-linux`). Which
+//! one a server uses is configured by a `role: provisioner` registration
+//! ([`ProvisionerRegistration`]).
+
+// Request fields and enum variants name themselves; the types carry the explanations.
+#![allow(missing_docs)]
+
+pub mod conformance;
+pub mod exec;
+pub mod registration;
+pub mod sim;
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::contract::OpError;
+
+pub use exec::ExecProvisioner;
+pub use registration::{ProvisionerRegistration, RegistrationFile};
+pub use sim::{SIM_PROVISIONER_NAMESPACE, SimMachine, SimProvisioner};
+
+/// One network interface of a machine being provisioned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nic {
+    /// Interface name inside the machine (`data-0` for bare metal, `eth0` for VMs).
+    pub name: String,
+    pub mac_address: String,
+    pub subnet_id: String,
+    /// The primary NIC gets the default route and DNS from DHCP.
+    pub primary: bool,
+}
+
+/// Boot a VM on a hosting cluster's overlay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootVmRequest {
+    pub instance_id: String,
+    pub hosting_cluster: String,
+    pub template: String,
+    pub nics: Vec<Nic>,
+}
+
+/// Install and boot a bare-metal host for an instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvisionBareMetalRequest {
+    pub instance_id: String,
+    pub host_id: String,
+    pub nics: Vec<Nic>,
+}
+
+/// One agent (pre-booted host) of a cluster being built.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterAgent {
+    pub host_id: String,
+    pub node_set: String,
+    pub mac_address: String,
+    pub ip_address: String,
+}
+
+/// Build a cluster from agents that already have tenant-subnet addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvisionClusterRequest {
+    pub cluster_id: String,
+    pub template: String,
+    pub agents: Vec<ClusterAgent>,
+    pub api_vip: String,
+    pub ingress_vip: String,
+}
+
+/// The machine a power or discovery call is about: a VM by its instance id, a bare-metal
+/// server by its instance and the inventory host it runs on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MachineRef {
+    Vm {
+        instance_id: String,
+    },
+    BareMetal {
+        instance_id: String,
+        host_id: String,
+    },
+}
+
+impl MachineRef {
+    /// The workload id (VM or bare-metal instance).
+    pub fn instance_id(&self) -> &str {
+        match self {
+            MachineRef::Vm { instance_id } | MachineRef::BareMetal { instance_id, .. } => {
+                instance_id
+            }
+        }
+    }
+}
+
+/// Wanted power state of a machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PowerState {
+    On,
+    Off,
+}
+
+/// What the backend sees on one NIC of a machine. Absent addresses: none seen (yet).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DiscoveredNic {
+    pub mac_address: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv4_address: Option<Ipv4Addr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6_address: Option<Ipv6Addr>,
+}
+
+/// The provisioning operations: failure injection, call counting, and the wire names of the
+/// `exec` driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProvisionOp {
+    BootVm,
+    DeleteVm,
+    ProvisionBareMetal,
+    DeprovisionBareMetal,
+    ProvisionCluster,
+    DeprovisionCluster,
+    Power,
+    DiscoverAddresses,
+}
+
+impl ProvisionOp {
+    /// Every operation.
+    pub const ALL: [ProvisionOp; 8] = [
+        ProvisionOp::BootVm,
+        ProvisionOp::DeleteVm,
+        ProvisionOp::ProvisionBareMetal,
+        ProvisionOp::DeprovisionBareMetal,
+        ProvisionOp::ProvisionCluster,
+        ProvisionOp::DeprovisionCluster,
+        ProvisionOp::Power,
+        ProvisionOp::DiscoverAddresses,
+    ];
+
+    /// The wire name (the last argument of an `exec` provisioner's command).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProvisionOp::BootVm => "boot_vm",
+            ProvisionOp::DeleteVm => "delete_vm",
+            ProvisionOp::ProvisionBareMetal => "provision_baremetal",
+            ProvisionOp::DeprovisionBareMetal => "deprovision_baremetal",
+            ProvisionOp::ProvisionCluster => "provision_cluster",
+            ProvisionOp::DeprovisionCluster => "deprovision_cluster",
+            ProvisionOp::Power => "power",
+            ProvisionOp::DiscoverAddresses => "discover_addresses",
+        }
+    }
+}
+
+impl std::fmt::Display for ProvisionOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Makes workloads exist. Every call is idempotent and reports failures as values.
+#[async_trait]
+pub trait Provisioner: Send + Sync {
+    /// Boots (or finds booted) the VM.
+    async fn boot_vm(&self, req: &BootVmRequest) -> Result<(), OpError>;
+    /// Deletes the VM; a missing VM is success.
+    async fn delete_vm(&self, instance_id: &str) -> Result<(), OpError>;
+    /// Installs and boots the host for the instance.
+    async fn provision_baremetal(&self, req: &ProvisionBareMetalRequest) -> Result<(), OpError>;
+    /// Wipes the host and powers it off; an unknown instance is success.
+    async fn deprovision_baremetal(&self, instance_id: &str, host_id: &str) -> Result<(), OpError>;
+    /// Installs the cluster on its agents and brings up its API and ingress VIPs.
+    async fn provision_cluster(&self, req: &ProvisionClusterRequest) -> Result<(), OpError>;
+    /// Tears the cluster down; agents return to the pre-booted state.
+    async fn deprovision_cluster(&self, cluster_id: &str) -> Result<(), OpError>;
+
+    /// Powers a provisioned VM or bare-metal server on or off (already in that state:
+    /// success). A machine that was never provisioned is a permanent error. The default
+    /// answers every call with a permanent "not supported" error.
+    async fn power(&self, machine: &MachineRef, state: PowerState) -> Result<(), OpError> {
+        Err(OpError::permanent(format!(
+            "this provisioner cannot power {} {state:?}",
+            machine.instance_id()
+        )))
+    }
+
+    /// The NICs the backend sees on a machine, by MAC, with the addresses it sees on them.
+    /// Only MACs of the machine's NICs; an unknown machine has none. Informational: the
+    /// fabric's DHCP lease query is what the controllers trust. The default knows nothing.
+    async fn discover_addresses(
+        &self,
+        machine: &MachineRef,
+    ) -> Result<Vec<DiscoveredNic>, OpError> {
+        let _ = machine;
+        Ok(Vec::new())
+    }
+}

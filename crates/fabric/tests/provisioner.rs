@@ -1,0 +1,206 @@
+//! The provisioner contract suite against the sim provisioner and the example `exec`
+//! provisioner program, and the provisioner registration in a managers directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use osac_fabric::provision::conformance::{ProvisionerFixture, provisioner_suite};
+use osac_fabric::provision::{
+    ExecProvisioner, MachineRef, PowerState, ProvisionOp, Provisioner, ProvisionerRegistration,
+    SimProvisioner,
+};
+use osac_fabric::{DriverConfig, DriverContext, FailureKind, MemorySimState, OpError, Registry};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/managers")
+}
+
+/// The example provisioner registration, with its state in `state_dir`.
+async fn demo_provisioner(state_dir: &Path) -> ExecProvisioner {
+    let reg = Registry::load_dir(&examples(), &DriverContext::in_memory())
+        .await
+        .unwrap();
+    let mut registration: ProvisionerRegistration = reg
+        .provisioner()
+        .expect("the examples register one")
+        .clone();
+    assert_eq!(registration.name, "demo-provisioner");
+    let DriverConfig::Exec(exec) = &mut registration.driver else {
+        panic!("demo-provisioner is not exec")
+    };
+    exec.env.insert(
+        "OSAC_DEMO_PROVISIONER_STATE".into(),
+        state_dir.display().to_string(),
+    );
+    ExecProvisioner::new(registration).unwrap()
+}
+
+fn machines(state_dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(state_dir.join("state.json")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()["machines"].clone()
+}
+
+#[tokio::test]
+async fn sim_provisioner_conforms() {
+    let sim = SimProvisioner::open(Arc::new(MemorySimState::new()))
+        .await
+        .unwrap();
+    provisioner_suite(sim.clone(), &ProvisionerFixture::new("c1"))
+        .await
+        .unwrap();
+    assert_eq!(sim.machine_count().await, 0, "everything was deleted");
+    assert_eq!(sim.call_count(ProvisionOp::Power), 9);
+    provisioner_suite(sim, &ProvisionerFixture::new("c2"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn demo_exec_provisioner_conforms() {
+    let state = tempfile::tempdir().unwrap();
+    let demo: Arc<dyn Provisioner> = Arc::new(demo_provisioner(state.path()).await);
+    provisioner_suite(demo.clone(), &ProvisionerFixture::new("c1"))
+        .await
+        .unwrap();
+    assert_eq!(machines(state.path()), serde_json::json!({}));
+    provisioner_suite(demo, &ProvisionerFixture::new("c2"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn demo_exec_provisioner_keeps_machines_and_reports_failures_as_values() {
+    let state = tempfile::tempdir().unwrap();
+    let demo = demo_provisioner(state.path()).await;
+    let fixture = ProvisionerFixture::new("f");
+    demo.boot_vm(&fixture.vm).await.unwrap();
+    let vm = MachineRef::Vm {
+        instance_id: fixture.vm.instance_id.clone(),
+    };
+    demo.power(&vm, PowerState::Off).await.unwrap();
+    let recorded = &machines(state.path())[&fixture.vm.instance_id];
+    assert_eq!(recorded["power"], "off", "{recorded}");
+    assert_eq!(recorded["nics"][1]["mac_address"], "02:00:00:00:01:02");
+    let found = demo.discover_addresses(&vm).await.unwrap();
+    assert_eq!(found.len(), 2);
+
+    // A different request for the same VM is refused, with the program's message.
+    let mut other = fixture.vm.clone();
+    other.template = "large".into();
+    match demo.boot_vm(&other).await {
+        Err(OpError::Permanent(m)) => assert!(m.contains("different shape"), "{m}"),
+        r => panic!("expected a permanent error, got {r:?}"),
+    }
+    std::fs::write(state.path().join("FAIL_TRANSIENT"), "delete_vm\n").unwrap();
+    match demo.delete_vm(&fixture.vm.instance_id).await {
+        Err(OpError::Transient(m)) => assert!(m.contains("FAIL_TRANSIENT"), "{m}"),
+        r => panic!("expected a transient error, got {r:?}"),
+    }
+    std::fs::remove_file(state.path().join("FAIL_TRANSIENT")).unwrap();
+    demo.delete_vm(&fixture.vm.instance_id).await.unwrap();
+    assert_eq!(machines(state.path()), serde_json::json!({}));
+}
+
+#[tokio::test]
+async fn sim_provisioner_failures_can_be_injected_for_power() {
+    let sim = SimProvisioner::open(Arc::new(MemorySimState::new()))
+        .await
+        .unwrap();
+    let fixture = ProvisionerFixture::new("p");
+    sim.provision_baremetal(&fixture.bare_metal).await.unwrap();
+    let bm = MachineRef::BareMetal {
+        instance_id: fixture.bare_metal.instance_id.clone(),
+        host_id: fixture.bare_metal.host_id.clone(),
+    };
+    sim.inject_failure(
+        ProvisionOp::Power,
+        &fixture.bare_metal.instance_id,
+        1,
+        FailureKind::Transient,
+    );
+    assert!(matches!(
+        sim.power(&bm, PowerState::Off).await,
+        Err(OpError::Transient(_))
+    ));
+    sim.power(&bm, PowerState::Off).await.unwrap();
+    assert_eq!(
+        sim.power_state(&fixture.bare_metal.instance_id).await,
+        Some(PowerState::Off)
+    );
+    // Provisioning again boots it.
+    sim.provision_baremetal(&fixture.bare_metal).await.unwrap();
+    assert_eq!(
+        sim.power_state(&fixture.bare_metal.instance_id).await,
+        Some(PowerState::On)
+    );
+    // A bare-metal reference with another host is not this machine.
+    let elsewhere = MachineRef::BareMetal {
+        instance_id: fixture.bare_metal.instance_id.clone(),
+        host_id: "other-host".into(),
+    };
+    assert!(matches!(
+        sim.power(&elsewhere, PowerState::Off).await,
+        Err(OpError::Permanent(_))
+    ));
+}
+
+#[tokio::test]
+async fn at_most_one_provisioner_is_registered() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a-prov.yaml"),
+        "name: a-prov\nrole: provisioner\ndriver: sim\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("fab.yaml"),
+        "name: fab\nrole: fabric\ndriver: sim\n",
+    )
+    .unwrap();
+    let reg = Registry::load_dir(dir.path(), &DriverContext::in_memory())
+        .await
+        .unwrap();
+    assert_eq!(reg.provisioner().map(|p| p.name.as_str()), Some("a-prov"));
+    assert_eq!(reg.len(), 1, "the provisioner is not a manager");
+    assert!(reg.origin("a-prov").unwrap().ends_with("a-prov.yaml"));
+
+    std::fs::write(
+        dir.path().join("b-prov.yaml"),
+        "name: b-prov\nrole: provisioner\ndriver: exec\nexec: {command: /bin/true}\n",
+    )
+    .unwrap();
+    let err = Registry::load_dir(dir.path(), &DriverContext::in_memory())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("a-prov.yaml") && err.contains("b-prov.yaml") && err.contains("only one"),
+        "{err}"
+    );
+
+    // Names are shared with managers.
+    std::fs::write(
+        dir.path().join("b-prov.yaml"),
+        "name: fab\nrole: fabric\ndriver: sim\n",
+    )
+    .unwrap();
+    let err = Registry::load_dir(dir.path(), &DriverContext::in_memory())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("registered twice"), "{err}");
+}
+
+#[tokio::test]
+async fn no_provisioner_file_means_none_registered() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fab.yaml"),
+        "name: fab\nrole: fabric\ndriver: sim\n",
+    )
+    .unwrap();
+    let reg = Registry::load_dir(dir.path(), &DriverContext::in_memory())
+        .await
+        .unwrap();
+    assert!(reg.provisioner().is_none());
+}
