@@ -287,7 +287,7 @@ async fn managers(State(s): State<AppState>, headers: HeaderMap) -> Response {
                     "the private API is for provider administrators",
                 ));
             }
-            let items: Vec<Value> = s
+            let mut items: Vec<Value> = s
             .registry
             .registrations()
             .into_iter()
@@ -302,6 +302,17 @@ async fn managers(State(s): State<AppState>, headers: HeaderMap) -> Response {
                 })
             })
             .collect();
+            // The provisioner registration, if any, listed with the same fields.
+            if let Some(p) = s.registry.provisioner() {
+                items.push(json!({
+                    "name": p.name,
+                    "role": p.role(),
+                    "description": p.description,
+                    "capabilities": Vec::<&str>::new(),
+                    "driver": p.driver.kind(),
+                    "hosting_clusters": Vec::<String>::new(),
+                }));
+            }
             Ok(json!({"size": items.len(), "total": items.len(), "items": items}))
         }
         .await,

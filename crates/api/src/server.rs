@@ -11,7 +11,7 @@ use axum::routing::get;
 use std::time::Duration;
 
 use osac_controller::{ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Dispatcher};
-use osac_fabric::provision::{Provisioner, SimProvisioner};
+use osac_fabric::provision::{ExecProvisioner, Provisioner, SimProvisioner};
 use osac_fabric::{DriverContext, Registry, SimStateStore};
 use osac_linux::provision::LinuxProvisioner;
 use osac_store::Store;
@@ -37,7 +37,8 @@ pub struct ServerConfig {
     /// `NetworkingIPDiscoveryTimeout` condition (it keeps retrying).
     pub ip_discovery_timeout: Duration,
     /// Dev registry on simulated or real (linux, root) managers; with `managers_dir` the
-    /// registrations decide, and any `linux` registration brings the linux provisioner.
+    /// registrations decide: a `role: provisioner` file chooses the provisioner, else any
+    /// `linux` manager brings the linux provisioner.
     pub fabric: FabricChoice,
 }
 
@@ -55,6 +56,8 @@ pub enum ServerError {
     Registry(#[from] osac_fabric::RegistryError),
     #[error("cannot open the simulated provisioner")]
     Provisioner(#[from] osac_fabric::SimError),
+    #[error("cannot start the registered provisioner")]
+    ExecProvisioner(#[from] osac_fabric::exec::NotExecDriver),
     #[error("{0}")]
     Dataplane(String),
     #[error("cannot set up authentication")]
@@ -76,8 +79,9 @@ pub struct RunningServer {
     pub store: Arc<dyn Store>,
     pub registry: Arc<Registry>,
     pub service: Arc<Service>,
-    /// The provisioner the workload controllers use (simulated; persisted in the store), for
-    /// tests to inject failures and inspect machines.
+    /// The simulated provisioner (persisted in the store), for tests to inject failures and
+    /// inspect machines; the controllers use it unless a provisioner registration or a linux
+    /// manager chose another.
     pub provisioner: Arc<SimProvisioner>,
     /// The provisioner of the real dataplane, when a `linux` manager is registered (it is
     /// then the one the controllers use).
@@ -186,16 +190,27 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         (None, FabricChoice::Sim) => Registry::sim_dev(&ctx).await?,
         (None, FabricChoice::Linux(settings)) => dataplane::dev_registry(&ctx, settings).await?,
     });
-    let linux_provisioner = dataplane::uses_linux(&registry).then(|| {
+    // A `role: provisioner` registration decides; without one, linux managers bring the
+    // linux provisioner and anything else the simulated one.
+    let registered_provisioner = registry.provisioner();
+    let linux_provisioner = match registered_provisioner.map(|r| &r.driver) {
+        Some(driver) => matches!(driver, osac_fabric::DriverConfig::Linux(_)),
+        None => dataplane::uses_linux(&registry),
+    }
+    .then(|| {
         LinuxProvisioner::start(
             osac_linux::dhcp::Timing::default(),
             Some(dataplane::machine_scope(store.clone())),
         )
     });
-    let active_provisioner: Arc<dyn Provisioner> = match &linux_provisioner {
-        Some(p) => p.clone(),
-        None => provisioner.clone(),
-    };
+    let active_provisioner: Arc<dyn Provisioner> =
+        match (&linux_provisioner, registered_provisioner) {
+            (Some(p), _) => p.clone(),
+            (None, Some(r)) if matches!(r.driver, osac_fabric::DriverConfig::Exec(_)) => {
+                Arc::new(ExecProvisioner::new(r.clone())?)
+            }
+            (None, _) => provisioner.clone(),
+        };
     let auth = Arc::new(Authenticator::new(&config.auth).await?);
     let service = Arc::new(Service::new(store.clone(), registry.clone(), auth));
     // Before anything can create kernel state (no listener, no controllers yet), so whatever

@@ -13,6 +13,7 @@ mod lists;
 mod openapi;
 mod ops;
 mod provider;
+mod provisioner_exec;
 mod restart;
 mod tenancy;
 mod workload_flows;

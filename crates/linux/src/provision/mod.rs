@@ -1,9 +1,11 @@
-//! The `linux` provisioner (SPEC §8 "workloads"): a VM, a bare-metal server or a cluster agent
+//! The `linux` provisioner (the real dataplane's workloads): a VM, a bare-metal server or a cluster agent
 //! is a machine namespace whose interfaces the fabric created (`create_network_attachment`
 //! makes the veth "cable" with the inventory or generated MAC). "Booting" a machine runs our
 //! DHCP client on every interface, so it is configured only by the fabric's DHCP. Deleting a
 //! VM removes its namespace; wiping a server stops its clients, removes its addresses and marks
-//! it powered off; a cluster's API and ingress VIPs are answered by one agent each.
+//! it powered off; a cluster's API and ingress VIPs are answered by one agent each. Power off
+//! is the same mark (clients stopped, addresses removed), power on clears it; address
+//! discovery reports what the machine's DHCP clients hold.
 
 pub mod machines;
 pub mod vip;
@@ -16,12 +18,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use osac_fabric::OpError;
 use osac_fabric::provision::{
-    BootVmRequest, Nic, ProvisionBareMetalRequest, ProvisionClusterRequest, Provisioner,
+    BootVmRequest, DiscoveredNic, MachineRef, Nic, PowerState, ProvisionBareMetalRequest,
+    ProvisionClusterRequest, Provisioner,
 };
 use tokio::sync::Mutex;
 
 use crate::cmd;
-use crate::dhcp::{Timing, netns, ra};
+use crate::dhcp::{Status, Timing, netns, ra};
 use crate::names::{machine_ns, machine_of};
 pub use machines::MachineScope;
 use machines::{Clients, Supervisor, machine_links, set_power, stop_ns_blocking};
@@ -114,6 +117,73 @@ impl LinuxProvisioner {
                 .map_err(|e| OpError::transient(format!("DHCP client on {}: {e}", nic.name)))?;
         }
         Ok(())
+    }
+}
+
+/// The machine key of a power or discovery call: the instance id of a VM, the inventory host
+/// of a bare-metal server (as the fabric names their namespaces).
+fn machine_key(machine: &MachineRef) -> &str {
+    match machine {
+        MachineRef::Vm { instance_id } => instance_id,
+        MachineRef::BareMetal { host_id, .. } => host_id,
+    }
+}
+
+impl LinuxProvisioner {
+    /// Powering off stops the machine's DHCP clients and removes their addresses (as a
+    /// deprovisioned server); powering on clears the mark and the supervisor's next pass
+    /// starts the clients again.
+    async fn set_machine_power(
+        &self,
+        machine: &MachineRef,
+        state: PowerState,
+    ) -> Result<(), OpError> {
+        let _guard = self.ops.lock().await;
+        let ns = machine_ns(machine_key(machine));
+        if !netns::exists(&ns) {
+            return Err(OpError::permanent(format!(
+                "cannot power {} {state:?}: its machine namespace {ns} does not exist",
+                machine.instance_id()
+            )));
+        }
+        match state {
+            PowerState::Off => {
+                set_power(&ns, true).await.map_err(transient)?;
+                stop_ns_blocking(&self.clients, &ns, true).await;
+                ra::disable_async(&ns)
+                    .await
+                    .map_err(|e| OpError::transient(format!("IPv6 RA settings of {ns}: {e}")))
+            }
+            PowerState::On => set_power(&ns, false).await.map_err(transient),
+        }
+    }
+
+    /// Every interface of the machine with the addresses its DHCP clients hold.
+    async fn machine_addresses(&self, machine: &MachineRef) -> Result<Vec<DiscoveredNic>, OpError> {
+        let ns = machine_ns(machine_key(machine));
+        if !netns::exists(&ns) {
+            return Ok(Vec::new());
+        }
+        let links = machine_links(&ns).await.map_err(transient)?;
+        Ok(links
+            .into_iter()
+            .filter(|l| l.ifname != "lo")
+            .filter_map(|l| {
+                let mac_address = l.address?;
+                let status = self.clients.status(&ns, &l.ifname).unwrap_or_default();
+                Some(DiscoveredNic {
+                    mac_address,
+                    ipv4_address: match status.v4 {
+                        Status::Bound(a) => Some(a.address),
+                        _ => None,
+                    },
+                    ipv6_address: match status.v6 {
+                        Status::Bound(a) => Some(a.address),
+                        _ => None,
+                    },
+                })
+            })
+            .collect())
     }
 }
 
@@ -221,5 +291,16 @@ impl Provisioner for LinuxProvisioner {
         vip::release(&holders).await?;
         self.clusters.lock().await.remove(cluster_id);
         Ok(())
+    }
+
+    async fn power(&self, machine: &MachineRef, state: PowerState) -> Result<(), OpError> {
+        self.set_machine_power(machine, state).await
+    }
+
+    async fn discover_addresses(
+        &self,
+        machine: &MachineRef,
+    ) -> Result<Vec<DiscoveredNic>, OpError> {
+        self.machine_addresses(machine).await
     }
 }
