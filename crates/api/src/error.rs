@@ -148,10 +148,15 @@ impl From<ApiError> for tonic::Status {
     }
 }
 
+impl ApiError {
+    /// The REST error body `{"code","message","details"}`.
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({"code": self.code.name(), "message": self.message, "details": []})
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body =
-            serde_json::json!({"code": self.code.name(), "message": self.message, "details": []});
-        (self.code.http(), axum::Json(body)).into_response()
+        (self.code.http(), axum::Json(self.body())).into_response()
     }
 }

@@ -57,7 +57,23 @@ pub fn to_object(rec: &Record, show_finalizers: bool) -> Value {
             obj.insert(k.clone(), v.clone());
         }
     }
+    show_zero_counters(rec.kind, &mut obj);
     Value::Object(obj)
+}
+
+/// Status counters a reader compares (an exhausted pool's `available`): proto-JSON omits a
+/// field holding 0, so they are filled in — `"0"`, an int64 in proto-JSON — when absent.
+fn show_zero_counters(kind: Kind, obj: &mut Map<String, Value>) {
+    let counters: &[&str] = match kind {
+        Kind::ExternalIpPool => &["total", "allocated", "available"],
+        _ => return,
+    };
+    let status = obj.entry("status").or_insert_with(|| json!({}));
+    if let Value::Object(status) = status {
+        for name in counters {
+            status.entry(*name).or_insert_with(|| json!("0"));
+        }
+    }
 }
 
 /// Parses a JSON object into its proto type: unknown fields and wrong types are INVALID_ARGUMENT

@@ -8,6 +8,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -17,6 +18,7 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::service::{ListParams, Service, Surface, UpdateOptions};
+use crate::watch::WatchReceiver;
 
 /// Largest request body accepted.
 pub const BODY_LIMIT: usize = 1024 * 1024;
@@ -130,21 +132,52 @@ async fn list(
     headers: HeaderMap,
     surface: Surface,
 ) -> Response {
-    reply(
-        async {
-            let caller = caller(&s, &headers)?;
-            let kind = kind_of(&collection)?;
-            let params = ListParams {
-                offset: int_param(&q, "offset")?,
-                limit: int_param(&q, "limit")?,
-                filter: q.get("filter").cloned().unwrap_or_default(),
-                order: q.get("order").cloned().unwrap_or_default(),
-            };
-            let res = s.list(&caller, surface, kind, params).await?;
-            Ok(json!({"size": res.items.len(), "total": res.total, "items": res.items}))
+    async {
+        let caller = caller(&s, &headers)?;
+        let kind = kind_of(&collection)?;
+        if q.get("watch").is_some_and(|w| w == "true") {
+            let filter = q.get("filter").map(String::as_str).unwrap_or_default();
+            return Ok::<_, ApiError>(event_stream(s.watch(&caller, surface, kind, filter).await?));
         }
-        .await,
-    )
+        let params = ListParams {
+            offset: int_param(&q, "offset")?,
+            limit: int_param(&q, "limit")?,
+            filter: q.get("filter").cloned().unwrap_or_default(),
+            order: q.get("order").cloned().unwrap_or_default(),
+        };
+        let res = s.list(&caller, surface, kind, params).await?;
+        Ok(
+            Json(json!({"size": res.items.len(), "total": res.total, "items": res.items}))
+                .into_response(),
+        )
+    }
+    .await
+    .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A watch as `text/event-stream`: one `data:` line per event, `{"type","object"}`; an error
+/// ends the stream with an `error` event carrying `{"code","message","details"}`. Comment lines
+/// keep idle connections open through proxies.
+fn event_stream(rx: WatchReceiver) -> Response {
+    let events = futures::stream::unfold(Some(rx), |rx| async move {
+        let mut rx = rx?;
+        let event = match rx.recv().await? {
+            Ok(event) => (
+                SseEvent::default().data(event.to_json().to_string()),
+                Some(rx),
+            ),
+            Err(e) => (
+                SseEvent::default()
+                    .event("error")
+                    .data(e.body().to_string()),
+                None,
+            ),
+        };
+        Some((Ok::<_, std::convert::Infallible>(event.0), event.1))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 async fn create(

@@ -66,6 +66,7 @@ fn display_kind(kind: Kind) -> &'static str {
         Kind::ExternalIpPool => "ExternalIPPool",
         Kind::NetworkClass => "NetworkClass",
         Kind::HostType => "HostType",
+        Kind::BareMetalTemplate => "BareMetalTemplate",
         Kind::Tenant => "Tenant",
         Kind::Host => "Host",
         Kind::ComputeInstance => "ComputeInstance",
@@ -76,6 +77,9 @@ fn display_kind(kind: Kind) -> &'static str {
 
 /// `osac events`.
 pub async fn run(ctx: &Ctx, a: &EventsArgs) -> anyhow::Result<()> {
+    if a.watch {
+        return watch(ctx, a).await;
+    }
     let mut items = match &a.target {
         Some(target) => {
             // Everything about one object, in the order it happened.
@@ -100,7 +104,7 @@ pub async fn run(ctx: &Ctx, a: &EventsArgs) -> anyhow::Result<()> {
             items
         }
     };
-    if items.is_empty() && a.output == OutputFormat::Table {
+    if items.is_empty() && matches!(a.output, OutputFormat::Table | OutputFormat::Wide) {
         note("no events found");
         return Ok(());
     }
@@ -115,9 +119,46 @@ pub async fn run(ctx: &Ctx, a: &EventsArgs) -> anyhow::Result<()> {
             .iter()
             .map(|v| format!("{}\n", text(v, "/id")))
             .collect(),
-        OutputFormat::Table => table(&items).render(),
+        OutputFormat::Table | OutputFormat::Wide => table(&items).render(),
     };
     emit(&out)
+}
+
+/// `osac events --watch`: the retained events, then each new one as it is recorded, as table
+/// rows or one JSON/YAML event per line/document. Expiry (DELETED) is not shown.
+async fn watch(ctx: &Ctx, a: &EventsArgs) -> anyhow::Result<()> {
+    let filter = match &a.target {
+        Some(target) => Some(filter_for(ctx, target).await?),
+        None => None,
+    };
+    let mut stream = ctx
+        .api
+        .watch(Scope::Public, COLLECTION, filter.as_deref())
+        .await?;
+    let mut first = true;
+    while let Some(event) = stream.next().await? {
+        if event.kind != "ADDED" {
+            continue;
+        }
+        let out = match a.output {
+            OutputFormat::Json => event.object.to_string() + "\n",
+            OutputFormat::Yaml => format!("---\n{}", to_yaml(&event.object)?),
+            OutputFormat::Name => format!("event/{}\n", text(&event.object, "/id")),
+            OutputFormat::Id => format!("{}\n", text(&event.object, "/id")),
+            OutputFormat::Table | OutputFormat::Wide => {
+                let rendered = table(std::slice::from_ref(&event.object)).render();
+                let skip = if first { 0 } else { 1 };
+                rendered
+                    .lines()
+                    .skip(skip)
+                    .map(|l| format!("{l}\n"))
+                    .collect()
+            }
+        };
+        first = false;
+        emit(&out)?;
+    }
+    Ok(())
 }
 
 /// TIME, TYPE, REASON, OBJECT (Kind/name), MESSAGE.

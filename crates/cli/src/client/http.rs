@@ -159,6 +159,16 @@ impl Api {
         ))
     }
 
+    /// The bearer token calls send.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The error of a request that got no answer.
+    pub fn transport_error(&self, e: reqwest::Error) -> ClientError {
+        self.transport(e)
+    }
+
     fn transport(&self, e: reqwest::Error) -> ClientError {
         let url = self.display.clone();
         if e.is_connect() {

@@ -54,7 +54,7 @@ pub async fn run(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
             .iter()
             .map(|(k, v)| format!("{}/{}\n", k.name(), text(v, "/id")))
             .collect(),
-        OutputFormat::Table => {
+        OutputFormat::Table | OutputFormat::Wide => {
             let mut t = Table::new(&["KIND", "ID", "TENANT", "STATE", "FOR WORKLOAD", "MESSAGE"]);
             for (k, v) in &rows {
                 t.push(vec![

@@ -14,6 +14,8 @@ pub enum OutputFormat {
     /// Columns per kind.
     #[default]
     Table,
+    /// The table with full ids, labels and creation time.
+    Wide,
     /// The raw object(s) as YAML.
     Yaml,
     /// The raw object(s) as JSON.
@@ -591,6 +593,9 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
         Kind::HostType => {
             return host_type_table(items);
         }
+        Kind::BareMetalTemplate => {
+            return baremetal_template_table(items, names);
+        }
         Kind::Tenant => (&["NAME", "ID", "STATE", "DOMAINS", "MESSAGE"], |v, _| {
             vec![joined(v, &["spec/domains"])]
         }),
@@ -704,6 +709,19 @@ fn host_type_table(items: &[Value]) -> Table {
     t
 }
 
+/// BareMetalTemplates: what a tenant picks from (no lifecycle worth a column).
+fn baremetal_template_table(items: &[Value], names: &RefNames) -> Table {
+    let mut t = Table::new(&["NAME", "HOST-TYPE", "TITLE"]);
+    for v in items {
+        t.push(vec![
+            text(v, "metadata/name"),
+            reference(v, "spec/host_type", names),
+            text(v, "spec/title"),
+        ]);
+    }
+    t
+}
+
 /// The table of `GET /api/private/v1/managers`.
 pub fn managers_table(items: &[Value]) -> Table {
     let mut t = Table::new(&["NAME", "ROLE", "DRIVER", "CAPABILITIES", "DESCRIPTION"]);
@@ -811,7 +829,42 @@ pub fn render_raw(
             .map(|id| format!("{id}\n"))
             .collect(),
         OutputFormat::Table => table(kind, items, &RefNames::new()).render(),
+        OutputFormat::Wide => wide_table(kind, items, &RefNames::new()).render(),
     })
+}
+
+/// The table of `kind` in `-o wide` form: the full id instead of its short form, then LABELS
+/// (`k=v,…`) and CREATED.
+pub fn wide_table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
+    let mut t = table(kind, items, names);
+    let id_column = t.headers.iter().position(|h| h == "ID");
+    t.headers.push("LABELS".into());
+    t.headers.push("CREATED".into());
+    let width = t.headers.len() - 2;
+    for (row, v) in t.rows.iter_mut().zip(items) {
+        if let (Some(i), Some(id)) = (id_column, v.get("id").and_then(Value::as_str)) {
+            row[i] = id.to_string();
+        }
+        row.resize(width, String::new());
+        let labels = at(v, "metadata/labels")
+            .and_then(Value::as_object)
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_else(|| "-".into());
+        row.push(labels);
+        row.push(
+            at(v, "metadata/creation_timestamp")
+                .and_then(Value::as_str)
+                .unwrap_or("-")
+                .to_string(),
+        );
+    }
+    t
 }
 
 #[cfg(test)]

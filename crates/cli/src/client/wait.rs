@@ -122,6 +122,17 @@ impl Progress {
     }
 }
 
+/// How a `--wait` ended without success, for the exit code ([`super::exit_code`]).
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    /// The timeout passed first.
+    #[error("{0}")]
+    TimedOut(String),
+    /// The object went FAILED (or DELETE_FAILED).
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Waits for the object `id` of `kind`; `label` (`kind/name`) names it in output, which goes
 /// to stdout, or to stderr when `progress_to_stderr` (stdout then carries `-o json|yaml`).
 /// Returns the last object read (`None` when gone, or when the kind has no state).
@@ -161,7 +172,11 @@ pub async fn wait(
                     }
                     Verdict::Failed => {
                         progress.abandon();
-                        bail!("{label} is {}", failure_text(&state, status));
+                        return Err(WaitError::Failed(format!(
+                            "{label} is {}",
+                            failure_text(&state, status)
+                        ))
+                        .into());
                     }
                     Verdict::Pending => {}
                 }
@@ -187,10 +202,11 @@ pub async fn wait(
                 Goal::Ready => "to become ready",
                 Goal::Gone => "to be deleted",
             };
-            bail!(
+            return Err(WaitError::TimedOut(format!(
                 "timed out after {}s waiting for {label} {what} (last: {last_seen})",
                 timeout.as_secs_f64()
-            );
+            ))
+            .into());
         }
         tokio::time::sleep(POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())))
             .await;
