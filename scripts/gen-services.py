@@ -23,6 +23,7 @@ TENANT_READ = [
     ("ExternalIPPool", "ExternalIPPools", "external_ip_pool"),
     ("NetworkClass", "NetworkClasses", "network_class"),
     ("HostType", "HostTypes", "host_type"),
+    ("BareMetalTemplate", "BareMetalTemplates", "baremetal_template"),
     # Written by the server only: List/Get.
     ("Event", "Events", "event"),
 ]
@@ -30,6 +31,7 @@ ADMIN_FULL = [
     ("NetworkClass", "NetworkClasses", "network_class"),
     ("ExternalIPPool", "ExternalIPPools", "external_ip_pool"),
     ("HostType", "HostTypes", "host_type"),
+    ("BareMetalTemplate", "BareMetalTemplates", "baremetal_template"),
     ("Tenant", "Tenants", "tenant"),
     ("Host", "Hosts", "host"),
 ]
@@ -37,13 +39,27 @@ ADMIN_FULL = [
 
 def messages(msg, pkg):
     return f"""
+// One page of {msg} objects.
 message {msg}ListResponse {{
+  // Number of items in this page.
   int32 size = 1;
+  // Number of objects matching the filter, over all pages.
   int32 total = 2;
+  // The page, in the requested order.
   repeated {pkg}{msg} items = 3;
 }}
 
+// A change to a {msg}: the current objects first (ADDED), then one event per committed change.
+message {msg}WatchEvent {{
+  // ADDED (new or newly matching the filter), MODIFIED, or DELETED (gone or no longer matching).
+  string type = 1;
+  // The object after the change; for DELETED, its last state seen by this watch.
+  {pkg}{msg} object = 2;
+}}
+
+// Replaces the mutable fields of a {msg}.
 message {msg}UpdateRequest {{
+  // The object with its id and the new values.
   {pkg}{msg} object = 1;
   // Comma-separated field paths (e.g. "spec.ingress,metadata.labels"); empty = all mutable fields.
   string update_mask = 2;
@@ -58,6 +74,7 @@ def service(msg, svc, pkg, full):
     rpcs = [
         f"  rpc List({c}ListRequest) returns ({msg}ListResponse);",
         f"  rpc Get({c}GetRequest) returns ({pkg}{msg});",
+        f"  rpc Watch({c}WatchRequest) returns (stream {msg}WatchEvent);",
     ]
     if full:
         rpcs += [
@@ -65,7 +82,7 @@ def service(msg, svc, pkg, full):
             f"  rpc Update({msg}UpdateRequest) returns ({pkg}{msg});",
             f"  rpc Delete({c}DeleteRequest) returns ({c}DeleteResponse);",
         ]
-    return f"\nservice {svc} {{\n" + "\n".join(rpcs) + "\n}\n"
+    return f"\n// {msg} objects: {'read, create, update, delete and watch' if full else 'read and watch'}.\nservice {svc} {{\n" + "\n".join(rpcs) + "\n}\n"
 
 
 def write(path, package, imports, entries, pkg_prefix):
@@ -85,13 +102,19 @@ admin_path = ROOT / "admin" / "v1" / "services.proto"
 write(admin_path, "osacnet.admin.v1", ["common"] + [f for _, _, f, _ in admin], admin, "osacnet.v1.")
 with admin_path.open("a") as fh:
     fh.write("""
+// Asks for a bearer token for a tenant and role.
 message CreateTokenRequest {
+  // Tenant id or name the token acts in ("" for a provider-admin token).
   string tenant = 1;
+  // provider-admin, tenant-admin or tenant-user.
   string role = 2;
+  // Who the token identifies (recorded as metadata.creator); "" = a generated subject.
   string subject = 3;
 }
 
+// A minted bearer token.
 message CreateTokenResponse {
+  // Send as "Authorization: Bearer <token>".
   string token = 1;
 }
 

@@ -125,6 +125,18 @@ pub async fn bootstrap(service: &Service) -> ApiResult<()> {
                 ]
             }),
         ),
+        (
+            Kind::BareMetalTemplate,
+            json!({
+                "metadata": {"name": "bcm_h100"},
+                "spec": {
+                    "host_type": "bm-standard",
+                    "title": "H100 bare-metal server",
+                    "description": "A dev-mode bare-metal server on the standard host type",
+                    "template_parameters": {"os_image": "rhel-9"}
+                }
+            }),
+        ),
     ];
     let hosts = dev_hosts();
     for (kind, obj) in objects.into_iter().chain(hosts) {

@@ -13,6 +13,7 @@ use tonic::{Request, Response, Status};
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
 use crate::service::{ListParams, Service, Surface, UpdateOptions};
+use crate::watch::{WatchEvent, WatchReceiver};
 
 /// Shared state of every gRPC service.
 #[derive(Clone)]
@@ -72,6 +73,7 @@ list_response!(
     pb::ExternalIpPoolListResponse => pb::ExternalIpPool,
     pb::NetworkClassListResponse => pb::NetworkClass,
     pb::HostTypeListResponse => pb::HostType,
+    pb::BareMetalTemplateListResponse => pb::BareMetalTemplate,
     pb::EventListResponse => pb::Event,
     pb::ComputeInstanceListResponse => pb::ComputeInstance,
     pb::BareMetalInstanceListResponse => pb::BareMetalInstance,
@@ -80,11 +82,64 @@ list_response!(
     admin::NetworkClassListResponse => pb::NetworkClass,
     admin::ExternalIpPoolListResponse => pb::ExternalIpPool,
     admin::HostTypeListResponse => pb::HostType,
+    admin::BareMetalTemplateListResponse => pb::BareMetalTemplate,
     admin::TenantListResponse => pb::Tenant,
 );
 
+/// A watch as a gRPC server stream.
+type WatchStream<T> = std::pin::Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send>>;
+
+/// Turns a watch into a stream of proto events; an error ends the stream with its status.
+fn watch_stream<T: Send + 'static>(
+    rx: WatchReceiver,
+    convert: fn(WatchEvent) -> Result<T, Status>,
+) -> WatchStream<T> {
+    Box::pin(futures::stream::unfold(rx, move |mut rx| async move {
+        let item = rx.recv().await?;
+        Some((item.map_err(Status::from).and_then(convert), rx))
+    }))
+}
+
+/// Builds a watch event message from its type name and object.
+trait FromEvent<T> {
+    fn from_event(kind: String, object: T) -> Self;
+}
+
+macro_rules! watch_event {
+    ($($event:ty => $msg:ty),* $(,)?) => {
+        $(impl FromEvent<$msg> for $event {
+            fn from_event(kind: String, object: $msg) -> Self {
+                Self { r#type: kind, object: Some(object) }
+            }
+        })*
+    };
+}
+
+watch_event!(
+    pb::VirtualNetworkWatchEvent => pb::VirtualNetwork,
+    pb::SubnetWatchEvent => pb::Subnet,
+    pb::SecurityGroupWatchEvent => pb::SecurityGroup,
+    pb::ExternalIpWatchEvent => pb::ExternalIp,
+    pb::ExternalIpAttachmentWatchEvent => pb::ExternalIpAttachment,
+    pb::NatGatewayWatchEvent => pb::NatGateway,
+    pb::ExternalIpPoolWatchEvent => pb::ExternalIpPool,
+    pb::NetworkClassWatchEvent => pb::NetworkClass,
+    pb::HostTypeWatchEvent => pb::HostType,
+    pb::BareMetalTemplateWatchEvent => pb::BareMetalTemplate,
+    pb::EventWatchEvent => pb::Event,
+    pb::ComputeInstanceWatchEvent => pb::ComputeInstance,
+    pb::BareMetalInstanceWatchEvent => pb::BareMetalInstance,
+    pb::ClusterWatchEvent => pb::Cluster,
+    admin::HostWatchEvent => pb::Host,
+    admin::NetworkClassWatchEvent => pb::NetworkClass,
+    admin::ExternalIpPoolWatchEvent => pb::ExternalIpPool,
+    admin::HostTypeWatchEvent => pb::HostType,
+    admin::BareMetalTemplateWatchEvent => pb::BareMetalTemplate,
+    admin::TenantWatchEvent => pb::Tenant,
+);
+
 macro_rules! grpc_service {
-    ($name:ident, $module:ident :: $trait:ident, $kind:expr, $surface:expr, $msg:ty, $list:ty $(, $upd:ty)?) => {
+    ($name:ident, $module:ident :: $trait:ident, $kind:expr, $surface:expr, $msg:ty, $list:ty, $watch:ty $(, $upd:ty)?) => {
         /// gRPC adapter over the shared service.
         pub struct $name(pub Grpc);
 
@@ -95,6 +150,16 @@ macro_rules! grpc_service {
                 let res = self.0.service.list(&caller, $surface, $kind, params(req.into_inner())).await?;
                 let items = res.items.into_iter().map(from_value::<$msg>).collect::<Result<Vec<_>, _>>()?;
                 Ok(Response::new(<$list>::from_parts(items, res.total)))
+            }
+
+            type WatchStream = WatchStream<$watch>;
+
+            async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+                let caller = self.0.caller(&req)?;
+                let rx = self.0.service.watch(&caller, $surface, $kind, &req.into_inner().filter).await?;
+                Ok(Response::new(watch_stream(rx, |event: WatchEvent| {
+                    Ok(<$watch>::from_event(event.kind.as_str().to_string(), from_value::<$msg>(event.object)?))
+                })))
             }
 
             async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<$msg>, Status> {
@@ -129,10 +194,12 @@ macro_rules! grpc_service {
     };
 }
 
+use admin::bare_metal_templates_server as a_templates;
 use admin::{
     external_ip_pools_server as a_pools, host_types_server as a_host_types, hosts_server,
     network_classes_server as a_classes, tenants_server, tokens_server,
 };
+use pb::bare_metal_templates_server;
 use pb::{
     bare_metal_instances_server, clusters_server, compute_instances_server, events_server,
     external_i_ps_server, external_ip_attachments_server, external_ip_pools_server,
@@ -150,6 +217,7 @@ grpc_service!(
     PUB,
     pb::VirtualNetwork,
     pb::VirtualNetworkListResponse,
+    pb::VirtualNetworkWatchEvent,
     pb::VirtualNetworkUpdateRequest
 );
 grpc_service!(
@@ -159,6 +227,7 @@ grpc_service!(
     PUB,
     pb::Subnet,
     pb::SubnetListResponse,
+    pb::SubnetWatchEvent,
     pb::SubnetUpdateRequest
 );
 grpc_service!(
@@ -168,6 +237,7 @@ grpc_service!(
     PUB,
     pb::SecurityGroup,
     pb::SecurityGroupListResponse,
+    pb::SecurityGroupWatchEvent,
     pb::SecurityGroupUpdateRequest
 );
 grpc_service!(
@@ -177,6 +247,7 @@ grpc_service!(
     PUB,
     pb::ExternalIp,
     pb::ExternalIpListResponse,
+    pb::ExternalIpWatchEvent,
     pb::ExternalIpUpdateRequest
 );
 grpc_service!(
@@ -186,6 +257,7 @@ grpc_service!(
     PUB,
     pb::ExternalIpAttachment,
     pb::ExternalIpAttachmentListResponse,
+    pb::ExternalIpAttachmentWatchEvent,
     pb::ExternalIpAttachmentUpdateRequest
 );
 grpc_service!(
@@ -195,6 +267,7 @@ grpc_service!(
     PUB,
     pb::NatGateway,
     pb::NatGatewayListResponse,
+    pb::NatGatewayWatchEvent,
     pb::NatGatewayUpdateRequest
 );
 grpc_service!(
@@ -204,6 +277,7 @@ grpc_service!(
     PUB,
     pb::ComputeInstance,
     pb::ComputeInstanceListResponse,
+    pb::ComputeInstanceWatchEvent,
     pb::ComputeInstanceUpdateRequest
 );
 grpc_service!(
@@ -213,6 +287,7 @@ grpc_service!(
     PUB,
     pb::BareMetalInstance,
     pb::BareMetalInstanceListResponse,
+    pb::BareMetalInstanceWatchEvent,
     pb::BareMetalInstanceUpdateRequest
 );
 grpc_service!(
@@ -222,6 +297,7 @@ grpc_service!(
     PUB,
     pb::Cluster,
     pb::ClusterListResponse,
+    pb::ClusterWatchEvent,
     pb::ClusterUpdateRequest
 );
 grpc_service!(
@@ -230,7 +306,8 @@ grpc_service!(
     Kind::ExternalIpPool,
     PUB,
     pb::ExternalIpPool,
-    pb::ExternalIpPoolListResponse
+    pb::ExternalIpPoolListResponse,
+    pb::ExternalIpPoolWatchEvent
 );
 grpc_service!(
     PublicClasses,
@@ -238,7 +315,8 @@ grpc_service!(
     Kind::NetworkClass,
     PUB,
     pb::NetworkClass,
-    pb::NetworkClassListResponse
+    pb::NetworkClassListResponse,
+    pb::NetworkClassWatchEvent
 );
 grpc_service!(
     PublicHostTypes,
@@ -246,7 +324,17 @@ grpc_service!(
     Kind::HostType,
     PUB,
     pb::HostType,
-    pb::HostTypeListResponse
+    pb::HostTypeListResponse,
+    pb::HostTypeWatchEvent
+);
+grpc_service!(
+    PublicTemplates,
+    bare_metal_templates_server::BareMetalTemplates,
+    Kind::BareMetalTemplate,
+    PUB,
+    pb::BareMetalTemplate,
+    pb::BareMetalTemplateListResponse,
+    pb::BareMetalTemplateWatchEvent
 );
 // Events are written by the server only: List and Get.
 grpc_service!(
@@ -255,7 +343,8 @@ grpc_service!(
     Kind::Event,
     PUB,
     pb::Event,
-    pb::EventListResponse
+    pb::EventListResponse,
+    pb::EventWatchEvent
 );
 grpc_service!(
     AdminClasses,
@@ -264,6 +353,7 @@ grpc_service!(
     PRIV,
     pb::NetworkClass,
     admin::NetworkClassListResponse,
+    admin::NetworkClassWatchEvent,
     admin::NetworkClassUpdateRequest
 );
 grpc_service!(
@@ -273,6 +363,7 @@ grpc_service!(
     PRIV,
     pb::ExternalIpPool,
     admin::ExternalIpPoolListResponse,
+    admin::ExternalIpPoolWatchEvent,
     admin::ExternalIpPoolUpdateRequest
 );
 grpc_service!(
@@ -282,7 +373,18 @@ grpc_service!(
     PRIV,
     pb::HostType,
     admin::HostTypeListResponse,
+    admin::HostTypeWatchEvent,
     admin::HostTypeUpdateRequest
+);
+grpc_service!(
+    AdminTemplates,
+    a_templates::BareMetalTemplates,
+    Kind::BareMetalTemplate,
+    PRIV,
+    pb::BareMetalTemplate,
+    admin::BareMetalTemplateListResponse,
+    admin::BareMetalTemplateWatchEvent,
+    admin::BareMetalTemplateUpdateRequest
 );
 grpc_service!(
     AdminHosts,
@@ -291,6 +393,7 @@ grpc_service!(
     PRIV,
     pb::Host,
     admin::HostListResponse,
+    admin::HostWatchEvent,
     admin::HostUpdateRequest
 );
 grpc_service!(
@@ -300,6 +403,7 @@ grpc_service!(
     PRIV,
     pb::Tenant,
     admin::TenantListResponse,
+    admin::TenantWatchEvent,
     admin::TenantUpdateRequest
 );
 
@@ -366,12 +470,18 @@ pub fn routes(
         .add_service(host_types_server::HostTypesServer::new(PublicHostTypes(
             g.clone(),
         )))
+        .add_service(bare_metal_templates_server::BareMetalTemplatesServer::new(
+            PublicTemplates(g.clone()),
+        ))
         .add_service(events_server::EventsServer::new(Events(g.clone())))
         .add_service(a_classes::NetworkClassesServer::new(AdminClasses(
             g.clone(),
         )))
         .add_service(a_pools::ExternalIpPoolsServer::new(AdminPools(g.clone())))
         .add_service(a_host_types::HostTypesServer::new(AdminHostTypes(
+            g.clone(),
+        )))
+        .add_service(a_templates::BareMetalTemplatesServer::new(AdminTemplates(
             g.clone(),
         )))
         .add_service(hosts_server::HostsServer::new(AdminHosts(g.clone())))

@@ -59,6 +59,8 @@ pub struct Service {
     pub store: Arc<dyn Store>,
     pub registry: Arc<Registry>,
     pub auth: Arc<Authenticator>,
+    /// Set when the server shuts down: open watches end so a graceful shutdown can finish.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// What a per-kind rule needs while a write transaction is open.
@@ -100,6 +102,7 @@ pub fn state_prefix(kind: Kind) -> Option<&'static str> {
         Kind::NetworkClass => "NETWORK_CLASS_STATE",
         Kind::ExternalIpPool => "EXTERNAL_IP_POOL_STATE",
         Kind::HostType | Kind::Event => return None,
+        Kind::BareMetalTemplate => "BARE_METAL_TEMPLATE_STATE",
         Kind::Tenant => "TENANT_STATE",
         Kind::VirtualNetwork => "VIRTUAL_NETWORK_STATE",
         Kind::Subnet => "SUBNET_STATE",
@@ -121,6 +124,8 @@ pub fn initial_state(kind: Kind) -> &'static str {
         Kind::ComputeInstance => "STARTING",
         Kind::BareMetalInstance => "PROVISIONING",
         Kind::Cluster => "PROGRESSING",
+        // Nothing to provision: usable once stored.
+        Kind::BareMetalTemplate => "READY",
         _ => "PENDING",
     }
 }
@@ -144,10 +149,11 @@ impl Service {
             store,
             registry,
             auth,
+            closing: tokio::sync::watch::Sender::new(false),
         }
     }
 
-    fn authorize(
+    pub(crate) fn authorize(
         &self,
         caller: &Caller,
         surface: Surface,
@@ -204,7 +210,7 @@ impl Service {
     }
 
     /// Tenant scope of a call: Some(tenant) restricts, None = every tenant (provider view).
-    fn scope(caller: &Caller, kind: Kind) -> Option<String> {
+    pub(crate) fn scope(caller: &Caller, kind: Kind) -> Option<String> {
         match kind.scope() {
             Scope::Provider => Some(String::new()),
             Scope::Tenant => caller
@@ -212,6 +218,16 @@ impl Service {
                 .clone()
                 .or_else(|| (!caller.is_provider()).then(String::new)),
         }
+    }
+
+    /// Ends every open watch (server shutdown); watches started later end at once.
+    pub fn close_watches(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Resolves when [`Service::close_watches`] was called.
+    pub(crate) fn closing(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closing.subscribe()
     }
 
     /// Creates an object.
@@ -236,7 +252,7 @@ impl Service {
                 }
             },
         };
-        validate_metadata(&meta)?;
+        validate_metadata(kind, &meta)?;
         let mut tx = self.store.begin().await?;
         if has_kind_wide_rules(kind) {
             tx.lock_kind(kind).await?;
@@ -311,27 +327,10 @@ impl Service {
         } else {
             p.limit.min(MAX_LIMIT)
         };
-        let mut filter = p.filter.trim().to_string();
-        if !filter.is_empty() {
-            osac_model::filter::parse_filter(&filter).map_err(|e| {
-                let hint = osac_model::filter::label_shorthand(&filter)
-                    .map(|f| format!(" (the filter language writes this as {f})"))
-                    .unwrap_or_default();
-                ApiError::invalid(format!("filter: {e}{hint}"))
-            })?;
-        }
+        let filter = Self::effective_filter(surface, kind, &p.filter)?;
         if !p.order.trim().is_empty() {
             osac_model::filter::parse_order(&p.order)
                 .map_err(|e| ApiError::invalid(format!("order: {e}")))?;
-        }
-        if surface == Surface::Public
-            && let Some(extra) = resources::public_filter(kind)
-        {
-            filter = if filter.is_empty() {
-                extra.to_string()
-            } else {
-                format!("({extra}) && ({filter})")
-            };
         }
         let page = self
             .store
@@ -350,6 +349,33 @@ impl Service {
         })
     }
 
+    /// The caller's filter, checked, combined with what the surface may show of the kind.
+    pub(crate) fn effective_filter(
+        surface: Surface,
+        kind: Kind,
+        filter: &str,
+    ) -> ApiResult<String> {
+        let mut filter = filter.trim().to_string();
+        if !filter.is_empty() {
+            osac_model::filter::parse_filter(&filter).map_err(|e| {
+                let hint = osac_model::filter::label_shorthand(&filter)
+                    .map(|f| format!(" (the filter language writes this as {f})"))
+                    .unwrap_or_default();
+                ApiError::invalid(format!("filter: {e}{hint}"))
+            })?;
+        }
+        if surface == Surface::Public
+            && let Some(extra) = resources::public_filter(kind)
+        {
+            filter = if filter.is_empty() {
+                extra.to_string()
+            } else {
+                format!("({extra}) && ({filter})")
+            };
+        }
+        Ok(filter)
+    }
+
     /// Updates the mutable fields of an object.
     pub async fn update(
         &self,
@@ -365,7 +391,7 @@ impl Service {
         let scope = Self::scope(caller, kind);
         crate::object::check_metadata(kind, &body)?;
         let meta = user_metadata(&body);
-        validate_metadata(&meta)?;
+        validate_metadata(kind, &meta)?;
         let mut tx = self.store.begin().await?;
         if has_kind_wide_rules(kind) {
             tx.lock_kind(kind).await?;
@@ -409,7 +435,7 @@ impl Service {
         resources::canonicalize_update(&mut cx, kind, &current, &mut new_obj).await?;
         osac_model::update::check_immutable(kind, &old_obj, &new_obj)?;
         let new_meta = user_metadata(&new_obj);
-        validate_metadata(&new_meta)?;
+        validate_metadata(kind, &new_meta)?;
         if kind == Kind::Tenant {
             resources::tenant::check_rename(&current, new_meta.name.as_deref())?;
         }
@@ -516,7 +542,7 @@ impl Service {
         })
     }
 
-    fn render(&self, surface: Surface, rec: &Record) -> Value {
+    pub(crate) fn render(&self, surface: Surface, rec: &Record) -> Value {
         let obj = to_object(rec, surface == Surface::Private);
         match surface {
             Surface::Public => resources::public_view(rec.kind, obj),
@@ -622,7 +648,7 @@ pub(crate) fn insert_new<'c, 'a: 'c>(
 ) -> futures::future::BoxFuture<'c, ApiResult<Record>> {
     Box::pin(async move {
         let meta = user_metadata(obj);
-        validate_metadata(&meta)?;
+        validate_metadata(kind, &meta)?;
         let mut body = resources::prepare_create(cx, kind, obj).await?;
         if let Some(o) = body.as_object_mut() {
             o.remove("status");
@@ -682,9 +708,9 @@ fn name_taken(e: StoreError, kind: Kind, name: &Option<String>, tenant: &str) ->
     }
 }
 
-fn validate_metadata(meta: &crate::object::UserMetadata) -> ApiResult<()> {
+fn validate_metadata(kind: Kind, meta: &crate::object::UserMetadata) -> ApiResult<()> {
     if let Some(n) = &meta.name {
-        osac_model::labels::check_name("metadata.name", n)?;
+        osac_model::labels::check_name_of(kind, "metadata.name", n)?;
     }
     let labels: HashMap<String, String> = meta.labels.clone().into_iter().collect();
     osac_model::labels::check_labels("metadata.labels", &labels)?;

@@ -190,3 +190,120 @@ async fn the_designs_command_lines_run_as_written() {
     );
     assert_eq!(att["status"]["state"], "EXTERNAL_IP_ATTACHMENT_STATE_READY");
 }
+
+/// The design's bare-metal line: `--template` names a provider BareMetalTemplate (dev mode
+/// has `bcm_h100`), which supplies the HostType. Tenants list templates; the provider creates
+/// them with `osac admin create baremetaltemplate`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_baremetal_instance_from_a_template_as_written() {
+    let env = start().await;
+    let admin = env.admin.clone();
+    let token = env.tenant_admin("acme").await;
+    for line in [
+        &[
+            "create",
+            "virtualnetwork",
+            "--cidr",
+            "10.0.0.0/16",
+            "--name",
+            "my-net",
+        ][..],
+        &[
+            "create",
+            "subnet",
+            "--virtual-network",
+            "my-net",
+            "--cidr",
+            "10.0.1.0/24",
+            "--name",
+            "my-subnet",
+        ],
+        &[
+            "create",
+            "security-group",
+            "--virtual-network",
+            "my-net",
+            "--name",
+            "my-sg",
+            "--ingress",
+            "protocol:tcp,port:443,source:0.0.0.0/0",
+        ],
+    ] {
+        env.ok(&token, line).await;
+    }
+    env.ok(
+        &token,
+        &[
+            "create",
+            "baremetalinstance",
+            "--template",
+            "bcm_h100",
+            "--network-attachment",
+            "interface=data-0,subnet=my-subnet,security-groups=my-sg",
+            "--name",
+            "my-server",
+        ],
+    )
+    .await;
+    let template = env
+        .json(
+            &token,
+            &["get", "baremetaltemplate", "bcm_h100", "-o", "json"],
+        )
+        .await;
+    let host_type = env
+        .json(&token, &["get", "hosttype", "bm-standard", "-o", "json"])
+        .await;
+    let server = env
+        .until(&token, &["get", "baremetalinstance", "my-server"], |v| {
+            v["status"]["state"] == "BARE_METAL_INSTANCE_STATE_RUNNING"
+        })
+        .await;
+    assert_eq!(server["spec"]["template"], template["id"], "{server}");
+    assert_eq!(server["spec"]["host_type"], host_type["id"], "{server}");
+    assert_eq!(
+        server["spec"]["network_attachments"][0]["interface"],
+        "data-0"
+    );
+
+    // The provider adds a template; tenants see both in a table.
+    env.ok(
+        &admin,
+        &[
+            "admin",
+            "create",
+            "baremetaltemplate",
+            "--name",
+            "bm_small",
+            "--host-type",
+            "bm-standard",
+            "--title",
+            "Small server",
+            "--description",
+            "a small one",
+        ],
+    )
+    .await;
+    let table = env.ok(&token, &["get", "baremetaltemplates"]).await;
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("NAME") && header.contains("HOST-TYPE") && header.contains("TITLE"),
+        "{table}"
+    );
+    assert!(
+        table.lines().any(|l| l.contains("bm_small")
+            && l.contains("bm-standard")
+            && l.contains("Small server")),
+        "{table}"
+    );
+    assert!(table.contains("bcm_h100"), "{table}");
+    let admin_table = env
+        .ok(&admin, &["admin", "get", "baremetaltemplates"])
+        .await;
+    assert!(admin_table.contains("bm_small"), "{admin_table}");
+    // Tenants cannot write templates.
+    let out = env
+        .osac(&token, &["delete", "baremetaltemplate", "bm_small"])
+        .await;
+    assert!(!out.status.success());
+}

@@ -9,6 +9,8 @@ pub enum Kind {
     NetworkClass,
     ExternalIpPool,
     HostType,
+    /// A provider catalog item for bare-metal instances: a HostType plus default parameters.
+    BareMetalTemplate,
     Host,
     Tenant,
     VirtualNetwork,
@@ -34,10 +36,11 @@ pub enum Scope {
 
 impl Kind {
     /// All kinds, in dependency order (a kind only references kinds before it).
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 16] = [
         Kind::NetworkClass,
         Kind::ExternalIpPool,
         Kind::HostType,
+        Kind::BareMetalTemplate,
         Kind::Host,
         Kind::Tenant,
         Kind::VirtualNetwork,
@@ -65,6 +68,7 @@ impl Kind {
             Kind::NetworkClass => "network_classes",
             Kind::ExternalIpPool => "external_ip_pools",
             Kind::HostType => "host_types",
+            Kind::BareMetalTemplate => "baremetal_templates",
             Kind::Host => "hosts",
             Kind::ComputeInstance => "compute_instances",
             Kind::BareMetalInstance => "baremetal_instances",
@@ -86,6 +90,7 @@ impl Kind {
             Kind::NetworkClass => "NetworkClass",
             Kind::ExternalIpPool => "ExternalIPPool",
             Kind::HostType => "HostType",
+            Kind::BareMetalTemplate => "BareMetalTemplate",
             Kind::Host => "Host",
             Kind::ComputeInstance => "ComputeInstance",
             Kind::BareMetalInstance => "BareMetalInstance",
@@ -107,6 +112,7 @@ impl Kind {
             Kind::NetworkClass
             | Kind::ExternalIpPool
             | Kind::HostType
+            | Kind::BareMetalTemplate
             | Kind::Host
             | Kind::Tenant => Scope::Provider,
             _ => Scope::Tenant,
@@ -141,6 +147,12 @@ impl Kind {
                 "pools",
             ],
             Kind::HostType => &["hosttype", "hosttypes", "host-type", "ht"],
+            Kind::BareMetalTemplate => &[
+                "baremetaltemplate",
+                "baremetaltemplates",
+                "baremetal-template",
+                "bmt",
+            ],
             Kind::Host => &["host", "hosts"],
             Kind::ComputeInstance => &[
                 "computeinstance",

@@ -26,6 +26,31 @@ pub fn check_name(field: &str, name: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// Validates the name of an object of `kind`: a DNS label, except that catalog items
+/// (BareMetalTemplates, named like `bcm_h100`) may also use `_` inside the name.
+pub fn check_name_of(kind: crate::Kind, field: &str, name: &str) -> Result<(), Invalid> {
+    if kind != crate::Kind::BareMetalTemplate || !name.contains('_') {
+        return check_name(field, name);
+    }
+    if name.len() > 63 {
+        return Err(Invalid::new(
+            field,
+            format!("'{name}' is longer than 63 characters"),
+        ));
+    }
+    let b = name.as_bytes();
+    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    if !(ok(&b[0]) && ok(&b[b.len() - 1]) && b.iter().all(|c| ok(c) || matches!(c, b'-' | b'_'))) {
+        return Err(Invalid::new(
+            field,
+            format!(
+                "'{name}' is not a valid template name (lowercase letters, digits, '-' and '_', starting and ending with a letter or digit)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn is_dns_label(s: &str) -> bool {
     let b = s.as_bytes();
     let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();

@@ -45,6 +45,7 @@ pub fn ref_fields(kind: Kind) -> &'static [RefField] {
             field!("spec.external_ip", Some(ExternalIp)),
         ],
         Host => &[field!("spec.host_type", Some(HostType))],
+        BareMetalTemplate => &[field!("spec.host_type", Some(HostType))],
         ComputeInstance => &[
             field!("spec.compute_network_attachments[].subnet", Some(Subnet)),
             field!(
@@ -54,6 +55,7 @@ pub fn ref_fields(kind: Kind) -> &'static [RefField] {
         ],
         BareMetalInstance => &[
             field!("spec.host_type", Some(HostType)),
+            field!("spec.template", Some(BareMetalTemplate)),
             field!("spec.network_attachments[].subnet", Some(Subnet)),
             field!(
                 "spec.network_attachments[].security_groups[]",

@@ -53,6 +53,9 @@ pub fn immutable_fields(kind: Kind) -> &'static [&'static str] {
         ],
         Kind::NatGateway => &["spec.virtual_network", "spec.external_ip"],
         Kind::Host => &["spec.host_type"],
+        // Instances took their HostType from the template; title, description and the
+        // default parameters (for new instances) may change.
+        Kind::BareMetalTemplate => &["spec.host_type"],
         Kind::ComputeInstance => &[
             "spec.template",
             "spec.template_parameters",
@@ -62,6 +65,7 @@ pub fn immutable_fields(kind: Kind) -> &'static [&'static str] {
         ],
         Kind::BareMetalInstance => &[
             "spec.host_type",
+            "spec.template",
             "spec.catalog_item",
             "spec.template_parameters",
             "spec.auto_external_ip_attachment",

@@ -1,6 +1,8 @@
-//! BareMetalInstance: attachments checked against the HostType (SPEC §3.3) and stored with the
-//! resolved interface, ids and primary flag; `host_type` stored as an id. Only the security
-//! groups of an attachment (and metadata) change afterwards.
+//! BareMetalInstance: attachments checked against the HostType (interface rules) and stored with the
+//! resolved interface, ids and primary flag; `host_type` stored as an id. A BareMetalTemplate
+//! (`spec.template`, or its deprecated alias `spec.catalog_item`) is stored as an id and
+//! supplies the HostType and default template parameters. Only the security groups of an
+//! attachment (and metadata) change afterwards.
 
 use osac_model::{Kind, pb, validate};
 use osac_store::Record;
@@ -17,13 +19,35 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut bm: pb::BareMetalInstance = parse(Kind::BareMetalInstance, obj)?;
     validate::metadata(bm.metadata.as_ref())?;
     let spec = bm.spec.get_or_insert_with(Default::default);
-    if !spec.catalog_item.is_empty() {
-        return Err(ApiError::invalid(
-            "spec.catalog_item: catalog items are not available in this deployment; set spec.host_type",
-        ));
+    let mut refs = Vec::new();
+    if let Some(t_rec) = resolve_template(cx, spec).await? {
+        let t: pb::BareMetalTemplate = t_rec.decode()?;
+        let t_spec = t.spec.unwrap_or_default();
+        if spec.host_type.is_empty() {
+            spec.host_type = t_spec.host_type.clone();
+        } else {
+            let ht_rec =
+                super::resolve(cx, Kind::HostType, "spec.host_type", &spec.host_type, false)
+                    .await?;
+            if ht_rec.id != t_spec.host_type {
+                return Err(ApiError::invalid(format!(
+                    "spec.host_type: HostType '{}' differs from the HostType of BareMetalTemplate '{}'; omit spec.host_type or name the template's type",
+                    ht_rec.label(),
+                    t_rec.label()
+                )));
+            }
+        }
+        for (k, v) in t_spec.template_parameters {
+            spec.template_parameters.entry(k).or_insert(v);
+        }
+        spec.template = t_rec.id.clone();
+        spec.catalog_item = String::new();
+        refs.push((t_rec.id.clone(), "spec.template".to_string()));
     }
     if spec.host_type.is_empty() {
-        return Err(ApiError::invalid("spec.host_type: host_type is required"));
+        return Err(ApiError::invalid(
+            "spec.host_type: host_type is required (or name a BareMetalTemplate in spec.template)",
+        ));
     }
     let ht_rec =
         super::resolve(cx, Kind::HostType, "spec.host_type", &spec.host_type, false).await?;
@@ -58,7 +82,8 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         a.subnet = subnet;
         a.security_groups = sgs;
     }
-    workload::lock_refs(cx, vec![(ht_rec.id.clone(), "spec.host_type".into())]).await?;
+    refs.push((ht_rec.id.clone(), "spec.host_type".into()));
+    workload::lock_refs(cx, refs).await?;
     spec.network_attachments = atts;
     spec.host_type = ht_rec.id.clone();
     Ok(body_of(&to_json(&bm)?))
@@ -92,4 +117,37 @@ pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiR
     workload::lock_refs(cx, refs).await?;
     *body = body_of(&to_json(&bm)?);
     Ok(())
+}
+
+/// The template named by `spec.template` or its deprecated alias `spec.catalog_item` (id or
+/// name; both set must name the same template), or None when neither is set.
+async fn resolve_template(
+    cx: &mut Cx<'_>,
+    spec: &pb::BareMetalInstanceSpec,
+) -> ApiResult<Option<Record>> {
+    let (field, key) = match (spec.template.is_empty(), spec.catalog_item.is_empty()) {
+        (true, true) => return Ok(None),
+        (false, _) => ("spec.template", spec.template.as_str()),
+        (true, false) => ("spec.catalog_item", spec.catalog_item.as_str()),
+    };
+    let rec = super::resolve(cx, Kind::BareMetalTemplate, field, key, false).await?;
+    if !spec.template.is_empty() && !spec.catalog_item.is_empty() {
+        let alias = super::resolve(
+            cx,
+            Kind::BareMetalTemplate,
+            "spec.catalog_item",
+            &spec.catalog_item,
+            false,
+        )
+        .await?;
+        if alias.id != rec.id {
+            return Err(ApiError::invalid(format!(
+                "spec.catalog_item: deprecated alias of spec.template; it names BareMetalTemplate '{}' but spec.template names '{}' (set only spec.template)",
+                alias.label(),
+                rec.label()
+            )));
+        }
+    }
+    super::require_not_failed(&rec, field)?;
+    Ok(Some(rec))
 }

@@ -2,6 +2,7 @@
 //! what blocks a delete, and what tenants may see of provider objects.
 
 pub mod baremetal_instance;
+pub mod baremetal_template;
 pub mod cluster;
 pub mod compute_instance;
 pub mod event;
@@ -31,6 +32,7 @@ pub async fn prepare_create(cx: &mut Cx<'_>, kind: Kind, obj: &Value) -> ApiResu
         Kind::NetworkClass => network_class::create(cx, obj).await,
         Kind::ExternalIpPool => external_ip_pool::create(cx, obj).await,
         Kind::HostType => host_type::create(cx, obj).await,
+        Kind::BareMetalTemplate => baremetal_template::create(cx, obj).await,
         Kind::Tenant => tenant::create(cx, obj).await,
         Kind::VirtualNetwork => virtual_network::create(cx, obj).await,
         Kind::Subnet => subnet::create(cx, obj).await,
@@ -82,6 +84,7 @@ pub async fn prepare_update(
         Kind::NetworkClass => network_class::update(cx, current, body).await,
         Kind::ExternalIpPool => external_ip_pool::update(body),
         Kind::HostType => host_type::update(cx, current, body).await,
+        Kind::BareMetalTemplate => baremetal_template::update(body),
         Kind::Tenant => tenant::update(current, body),
         Kind::VirtualNetwork => virtual_network::update(body),
         Kind::Subnet => subnet::update(body),
@@ -107,7 +110,11 @@ pub async fn canonicalize_update(
     new_obj: &mut Value,
 ) -> ApiResult<()> {
     match kind {
-        Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster | Kind::Host => {
+        Kind::ComputeInstance
+        | Kind::BareMetalInstance
+        | Kind::Cluster
+        | Kind::Host
+        | Kind::BareMetalTemplate => {
             workload::canonicalize_update(cx, kind, current, new_obj).await
         }
         _ => Ok(()),
@@ -122,13 +129,18 @@ pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
         }
         Kind::ExternalIpPool => external_ip_pool::check_delete(cx, rec).await,
         Kind::HostType => {
+            // Hosts and workloads first: they say more than a catalog entry.
             refuse_if_used(
                 cx.tx,
                 rec,
                 &[Kind::Host, Kind::BareMetalInstance, Kind::Cluster],
                 "is used by",
             )
-            .await
+            .await?;
+            refuse_if_used(cx.tx, rec, &[Kind::BareMetalTemplate], "is used by").await
+        }
+        Kind::BareMetalTemplate => {
+            refuse_if_used(cx.tx, rec, &[Kind::BareMetalInstance], "is used by").await
         }
         Kind::Host => host::check_delete(cx, rec).await,
         Kind::ComputeInstance | Kind::BareMetalInstance | Kind::Cluster => Ok(()),

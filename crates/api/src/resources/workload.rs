@@ -390,6 +390,9 @@ pub async fn canonicalize_update(
     current: &Record,
     new_obj: &mut Value,
 ) -> ApiResult<()> {
+    if kind == Kind::BareMetalInstance {
+        canonicalize_template(cx, current, new_obj).await?;
+    }
     let list = match kind {
         Kind::ComputeInstance => "compute_network_attachments",
         Kind::BareMetalInstance => "network_attachments",
@@ -432,7 +435,7 @@ pub async fn canonicalize_update(
             }
             return Ok(());
         }
-        Kind::Host => {
+        Kind::Host | Kind::BareMetalTemplate => {
             let cur = current
                 .body
                 .pointer("/spec/host_type")
@@ -477,6 +480,41 @@ pub async fn canonicalize_update(
         }
         if same_len && no_primary && old.get("primary") == Some(&json!(true)) {
             o.insert("primary".into(), json!(true));
+        }
+    }
+    Ok(())
+}
+
+/// A BareMetalInstance's `host_type` and `template` written by name become the stored ids, and
+/// a deprecated `catalog_item` naming the stored template is dropped (it was stored as
+/// `template`).
+async fn canonicalize_template(
+    cx: &mut Cx<'_>,
+    current: &Record,
+    new_obj: &mut Value,
+) -> ApiResult<()> {
+    let stored = |p: &str| {
+        current
+            .body
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (cur_type, cur_template) = (stored("/spec/host_type"), stored("/spec/template"));
+    if let Some(v) = new_obj.pointer_mut("/spec/host_type") {
+        same_ref(cx, Kind::HostType, "", &cur_type, v).await?;
+    }
+    if let Some(v) = new_obj.pointer_mut("/spec/template") {
+        same_ref(cx, Kind::BareMetalTemplate, "", &cur_template, v).await?;
+    }
+    if let Some(v) = new_obj.pointer_mut("/spec/catalog_item") {
+        same_ref(cx, Kind::BareMetalTemplate, "", &cur_template, v).await?;
+        if !cur_template.is_empty()
+            && v.as_str() == Some(cur_template.as_str())
+            && let Some(spec) = new_obj.pointer_mut("/spec").and_then(Value::as_object_mut)
+        {
+            spec.remove("catalog_item");
         }
     }
     Ok(())

@@ -336,8 +336,13 @@ async fn baremetal_instance_rules() {
             ),
             (
                 json!({"spec": {"catalog_item": "gold", "network_attachments": [{"subnet": "a"}]}}),
-                400,
-                vec!["spec.catalog_item", "set spec.host_type"],
+                404,
+                vec!["spec.catalog_item", "BareMetalTemplate 'gold' does not exist"],
+            ),
+            (
+                json!({"spec": {"template": "gold", "network_attachments": [{"subnet": "a"}]}}),
+                404,
+                vec!["spec.template", "BareMetalTemplate 'gold' does not exist"],
             ),
             (
                 with_type("ghost", json!([{"subnet": "a"}])),
@@ -468,6 +473,226 @@ async fn baremetal_instance_rules() {
         "FAILED_PRECONDITION",
         &["HostType 'bm-standard' cannot be deleted"],
     );
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baremetal_templates() {
+    let s = TestServer::sqlite().await;
+    let (t, _o) = setup(&s).await;
+    let templates = format!("{PRIV}/baremetal_templates");
+    let ht = id(&s
+        .admin
+        .get(&format!("{PRIV}/host_types/bm-standard"))
+        .await
+        .ok());
+    s.admin
+        .post(
+            &format!("{PRIV}/host_types"),
+            json!({"metadata": {"name": "other-bm"}, "title": "other", "interfaces": [{"name": "eth0", "role": "fabric"}]}),
+        )
+        .await
+        .ok();
+    s.admin
+        .post(
+            &format!("{PRIV}/host_types"),
+            json!({"metadata": {"name": "vm-small"}, "title": "VM"}),
+        )
+        .await
+        .ok();
+
+    // The dev template: its HostType stored as an id, READY at once, readable by tenants.
+    let dev = t
+        .get(&format!("{PUB}/baremetal_templates/bcm_h100"))
+        .await
+        .ok();
+    assert_eq!(dev["spec"]["host_type"], ht);
+    assert_eq!(dev["status"]["state"], "BARE_METAL_TEMPLATE_STATE_READY");
+    assert!(t.list("baremetal_templates", &[]).await.ok()["total"].as_i64() >= Some(1));
+
+    // Provider rules.
+    for (body, status, fragments) in [
+        (
+            json!({"metadata": {"name": "x"}, "spec": {"title": "no type"}}),
+            400,
+            vec!["spec.host_type", "required"],
+        ),
+        (
+            json!({"metadata": {"name": "x"}, "spec": {"host_type": "ghost"}}),
+            404,
+            vec!["spec.host_type", "HostType 'ghost' does not exist"],
+        ),
+        (
+            json!({"metadata": {"name": "x"}, "spec": {"host_type": "vm-small"}}),
+            400,
+            vec!["spec.host_type", "HostType 'vm-small' has no interfaces"],
+        ),
+    ] {
+        let r = s.admin.post(&templates, body.clone()).await;
+        r.err(status, code_name(status), &fragments);
+    }
+    let gold = s
+        .admin
+        .post(
+            &templates,
+            json!({"metadata": {"name": "gold"}, "spec": {
+                "host_type": "bm-standard", "title": "Gold", "description": "gold servers",
+                "template_parameters": {"os": "rhel", "disk": 100}
+            }}),
+        )
+        .await
+        .ok();
+    assert_eq!(gold["spec"]["host_type"], ht);
+    let gold_id = id(&gold);
+    // Title and parameters change; the HostType never does (a name of the same type is fine).
+    let up = s
+        .admin
+        .patch(
+            &format!("{templates}/gold"),
+            json!({"spec": {"host_type": "bm-standard", "title": "Gold 2"}}),
+        )
+        .await
+        .ok();
+    assert_eq!(up["spec"]["title"], "Gold 2");
+    s.admin
+        .patch(
+            &format!("{templates}/gold"),
+            json!({"spec": {"host_type": "other-bm"}}),
+        )
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.host_type is immutable"]);
+
+    // Tenants read templates but never write them.
+    t.post(
+        &format!("{PUB}/baremetal_templates"),
+        json!({"metadata": {"name": "mine"}, "spec": {"host_type": "bm-standard"}}),
+    )
+    .await
+    .err(404, "NOT_FOUND", &["baremetal_templates", "private API"]);
+    t.patch(
+        &format!("{PUB}/baremetal_templates/gold"),
+        json!({"spec": {"title": "hacked"}}),
+    )
+    .await
+    .err(404, "NOT_FOUND", &["private API"]);
+    t.delete(&format!("{PUB}/baremetal_templates/gold"))
+        .await
+        .err(404, "NOT_FOUND", &["private API"]);
+    t.get(&format!("{PRIV}/baremetal_templates")).await.err(
+        403,
+        "PERMISSION_DENIED",
+        &["private API"],
+    );
+    let seen = t.get(&format!("{PUB}/baremetal_templates/gold")).await.ok();
+    assert_eq!(seen["spec"]["title"], "Gold 2");
+
+    // Conflicts.
+    let with = |spec: Value| {
+        let mut spec = spec;
+        spec["network_attachments"] = json!([{"subnet": "a"}]);
+        json!({"metadata": {"name": "bm"}, "spec": spec})
+    };
+    refused(
+        &t,
+        "baremetal_instances",
+        vec![
+            (
+                with(json!({"template": "gold", "host_type": "other-bm"})),
+                400,
+                vec![
+                    "spec.host_type",
+                    "HostType 'other-bm' differs from the HostType of BareMetalTemplate 'gold'",
+                ],
+            ),
+            (
+                with(json!({"template": "gold", "catalog_item": "bcm_h100"})),
+                400,
+                vec![
+                    "spec.catalog_item",
+                    "deprecated alias of spec.template",
+                    "'bcm_h100'",
+                ],
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(t.count("baremetal_instances").await, 0);
+
+    // The template supplies the HostType and default parameters (the instance's values win);
+    // its id is stored.
+    let one = t
+        .create(
+            "baremetal_instances",
+            json!({"metadata": {"name": "one"}, "spec": {
+                "template": "gold", "template_parameters": {"os": "fedora"},
+                "network_attachments": [{"interface": "data-0", "subnet": "a", "security_groups": ["web"]}]
+            }}),
+        )
+        .await;
+    assert_eq!(one["spec"]["template"], gold_id);
+    assert_eq!(one["spec"]["host_type"], ht);
+    assert_eq!(
+        one["spec"]["template_parameters"],
+        json!({"os": "fedora", "disk": 100.0})
+    );
+    // Same HostType named explicitly, template by id, the alias naming the same template.
+    let two = t
+        .create(
+            "baremetal_instances",
+            json!({"metadata": {"name": "two"}, "spec": {
+                "template": gold_id, "catalog_item": "gold", "host_type": "bm-standard",
+                "network_attachments": [{"subnet": "a"}]
+            }}),
+        )
+        .await;
+    assert_eq!(two["spec"]["template"], gold_id);
+    assert!(two["spec"].get("catalog_item").is_none(), "{two}");
+    // The deprecated alias alone.
+    let three = t
+        .create(
+            "baremetal_instances",
+            json!({"metadata": {"name": "three"}, "spec": {
+                "catalog_item": "bcm_h100", "network_attachments": [{"subnet": "a"}]
+            }}),
+        )
+        .await;
+    assert_eq!(three["spec"]["template"], id(&dev));
+    assert_eq!(three["spec"]["template_parameters"]["os_image"], "rhel-9");
+
+    // The template is immutable on the instance; naming the same one (or a round trip) is not
+    // a change.
+    let path = format!("{PUB}/baremetal_instances/one");
+    t.patch(&path, json!({"spec": {"template": "bcm_h100"}}))
+        .await
+        .err(400, "INVALID_ARGUMENT", &["spec.template is immutable"]);
+    t.patch(
+        &path,
+        json!({"spec": {"template": "gold", "catalog_item": "gold", "host_type": "bm-standard"}}),
+    )
+    .await
+    .ok();
+    let mut obj = t.get(&path).await.ok();
+    obj["metadata"]["labels"] = json!({"tier": "gpu"});
+    let up = t.patch(&path, obj).await.ok();
+    assert_eq!(up["metadata"]["labels"]["tier"], "gpu");
+
+    // A template cannot be deleted while an instance references it.
+    s.admin.delete(&format!("{templates}/gold")).await.err(
+        412,
+        "FAILED_PRECONDITION",
+        &[
+            "BareMetalTemplate 'gold' cannot be deleted",
+            "BareMetalInstance",
+        ],
+    );
+    for name in ["one", "two"] {
+        t.delete(&format!("{PUB}/baremetal_instances/{name}"))
+            .await
+            .ok();
+        t.wait_gone(PUB, "baremetal_instances", name).await;
+    }
+    s.admin.delete(&format!("{templates}/gold")).await.ok();
+    s.admin.wait_gone(PRIV, "baremetal_templates", "gold").await;
     s.finish().await;
 }
 

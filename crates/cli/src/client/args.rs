@@ -78,6 +78,8 @@ pub enum ClientCommand {
     Delete(DeleteArgs),
     /// Show what happened to objects (state changes, onboarding, cleanup, refused requests)
     Events(EventsArgs),
+    /// Show one object: state, spec, conditions, what it uses, what uses it, recent events
+    Describe(DescribeArgs),
     /// Provider administration (private API): network classes, pools, host types, tenants,
     /// hosts, tokens, managers
     Admin(Box<AdminArgs>),
@@ -167,9 +169,12 @@ pub struct CreateComputeInstance {
 /// `osac create baremetalinstance`.
 #[derive(Debug, clap::Args)]
 pub struct CreateBareMetalInstance {
-    /// HostType of the server, e.g. h100
-    #[arg(long, required_unless_present = "from_file")]
+    /// HostType of the server, e.g. h100 (default: the template's)
+    #[arg(long, required_unless_present_any = ["from_file", "template"])]
     pub host_type: Option<String>,
+    /// BareMetalTemplate (catalog item) the server is created from, e.g. bcm_h100
+    #[arg(long)]
+    pub template: Option<String>,
     /// Network attachment "interface=NAME,subnet=NAME[,security-groups=A;B][,primary]"
     /// (repeatable; every attachment names its interface when several, exactly one primary)
     #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
@@ -350,6 +355,9 @@ pub struct EventsArgs {
     /// Skip this many events (the newest ones without --for)
     #[arg(long, default_value_t = 0)]
     pub offset: u64,
+    /// Keep running and print events as they are recorded (the retained ones first)
+    #[arg(long, short = 'w', conflicts_with_all = ["limit", "offset"])]
+    pub watch: bool,
 }
 
 /// `osac get`.
@@ -386,6 +394,28 @@ pub struct GetOpts {
     /// Skip this many objects
     #[arg(long, default_value_t = 0, conflicts_with = "names")]
     pub offset: u64,
+    /// Keep running and print every change as it happens (the current objects first, as ADDED)
+    #[arg(long, short = 'w', conflicts_with_all = ["order", "limit", "offset"])]
+    pub watch: bool,
+}
+
+/// `osac describe`.
+#[derive(Debug, clap::Args)]
+pub struct DescribeArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(flatten)]
+    pub opts: DescribeOpts,
+}
+
+/// `describe` options (tenant and admin).
+#[derive(Debug, Clone, clap::Args)]
+pub struct DescribeOpts {
+    /// Kind (see `osac get --help`)
+    #[arg(value_parser = Kind::parse)]
+    pub kind: Kind,
+    /// Name or id
+    pub name: String,
 }
 
 /// `osac delete`.
@@ -510,6 +540,8 @@ pub enum AdminCommand {
     Label(LabelOpts),
     /// Delete provider objects
     Delete(DeleteOpts),
+    /// Show one provider object: state, spec, what it uses, what uses it, recent events
+    Describe(DescribeOpts),
     /// List the registered networking managers
     Managers(ManagersArgs),
     /// List what workload cleanups gave up on (labelled osac.openshift.io/orphaned)
@@ -562,6 +594,12 @@ pub enum AdminCreateKind {
     /// A HostType
     #[command(name = "host-type", visible_aliases = ["hosttype", "ht"])]
     HostType(CreateHostType),
+    /// A BareMetalTemplate (catalog item for bare-metal instances)
+    #[command(
+        name = "baremetaltemplate",
+        visible_aliases = ["baremetal-template", "bmt"]
+    )]
+    BareMetalTemplate(CreateBareMetalTemplate),
     /// A Tenant (onboarding creates its default networking)
     #[command(name = "tenant")]
     Tenant(CreateTenant),
@@ -650,6 +688,25 @@ pub struct CreateHostType {
     /// Description
     #[arg(long)]
     pub description: Option<String>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac admin create baremetaltemplate`.
+#[derive(Debug, clap::Args)]
+pub struct CreateBareMetalTemplate {
+    /// HostType the template's servers run on
+    #[arg(long, required_unless_present = "from_file")]
+    pub host_type: Option<String>,
+    /// Title
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Description
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Default template parameter KEY=VALUE (repeatable; an instance's own values win)
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
     #[command(flatten)]
     pub common: CreateCommon,
 }

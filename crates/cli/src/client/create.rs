@@ -5,10 +5,11 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use super::args::{
-    AdminCreateKind, CreateBareMetalInstance, CreateCluster, CreateCommon, CreateComputeInstance,
-    CreateExternalIp, CreateExternalIpAttachment, CreateHost, CreateHostType, CreateKind,
-    CreateNatGateway, CreateNetworkClass, CreatePool, CreateSecurityGroup, CreateSubnet,
-    CreateTenant, CreateToken, CreateVirtualNetwork, EndpointArg, IpFamilyArg,
+    AdminCreateKind, CreateBareMetalInstance, CreateBareMetalTemplate, CreateCluster, CreateCommon,
+    CreateComputeInstance, CreateExternalIp, CreateExternalIpAttachment, CreateHost,
+    CreateHostType, CreateKind, CreateNatGateway, CreateNetworkClass, CreatePool,
+    CreateSecurityGroup, CreateSubnet, CreateTenant, CreateToken, CreateVirtualNetwork,
+    EndpointArg, IpFamilyArg,
 };
 use super::kind::{Kind, Scope};
 use super::ops::{Ctx, check_access, load_object_file, merge, print_objects, put, strip_read_only};
@@ -174,12 +175,14 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
         CreateKind::BareMetalInstance(a) => {
             let CreateBareMetalInstance {
                 host_type,
+                template,
                 network_attachments,
                 params,
                 external_ip_attachment,
                 common,
             } = a;
             put(&mut spec, "host_type", host_type.clone());
+            put(&mut spec, "template", template.clone());
             workload_common(&mut spec, params, *external_ip_attachment)?;
             if !network_attachments.is_empty() {
                 spec.insert(
@@ -347,6 +350,20 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
                 top.insert("interfaces".into(), Value::Array(ifs));
             }
             (Kind::HostType, common)
+        }
+        AdminCreateKind::BareMetalTemplate(a) => {
+            let CreateBareMetalTemplate {
+                host_type,
+                title,
+                description,
+                params,
+                common,
+            } = a;
+            put(&mut spec, "host_type", host_type.clone());
+            put(&mut spec, "title", title.clone());
+            put(&mut spec, "description", description.clone());
+            workload_common(&mut spec, params, false)?;
+            (Kind::BareMetalTemplate, common)
         }
         AdminCreateKind::Tenant(a) => {
             let CreateTenant { domains, common } = a;

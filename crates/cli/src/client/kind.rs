@@ -45,6 +45,7 @@ pub enum Kind {
     ExternalIpPool,
     NetworkClass,
     HostType,
+    BareMetalTemplate,
     Tenant,
     Host,
     ComputeInstance,
@@ -54,7 +55,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in help order.
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 15] = [
         Kind::VirtualNetwork,
         Kind::Subnet,
         Kind::SecurityGroup,
@@ -64,6 +65,7 @@ impl Kind {
         Kind::ExternalIpPool,
         Kind::NetworkClass,
         Kind::HostType,
+        Kind::BareMetalTemplate,
         Kind::Tenant,
         Kind::Host,
         Kind::ComputeInstance,
@@ -83,6 +85,7 @@ impl Kind {
             Kind::ExternalIpPool => "externalippool",
             Kind::NetworkClass => "networkclass",
             Kind::HostType => "hosttype",
+            Kind::BareMetalTemplate => "baremetaltemplate",
             Kind::Tenant => "tenant",
             Kind::Host => "host",
             Kind::ComputeInstance => "computeinstance",
@@ -103,6 +106,7 @@ impl Kind {
             Kind::ExternalIpPool => "externalippools",
             Kind::NetworkClass => "networkclasses",
             Kind::HostType => "hosttypes",
+            Kind::BareMetalTemplate => "baremetaltemplates",
             Kind::Tenant => "tenants",
             Kind::Host => "hosts",
             Kind::ComputeInstance => "computeinstances",
@@ -123,6 +127,7 @@ impl Kind {
             Kind::ExternalIpPool => &["pool", "pools", "eippool", "eippools", "ippool", "ippools"],
             Kind::NetworkClass => &["nc", "class", "classes"],
             Kind::HostType => &["ht"],
+            Kind::BareMetalTemplate => &["bmt", "bmtemplate", "bmtemplates"],
             Kind::Tenant => &[],
             Kind::Host => &[],
             Kind::ComputeInstance => &["ci", "vm", "vms"],
@@ -143,6 +148,7 @@ impl Kind {
             Kind::ExternalIpPool => "external_ip_pools",
             Kind::NetworkClass => "network_classes",
             Kind::HostType => "host_types",
+            Kind::BareMetalTemplate => "baremetal_templates",
             Kind::Tenant => "tenants",
             Kind::Host => "hosts",
             Kind::ComputeInstance => "compute_instances",
@@ -160,11 +166,14 @@ impl Kind {
                 VirtualNetwork | Subnet | SecurityGroup | ExternalIp | ExternalIpAttachment
                 | NatGateway | ComputeInstance | BareMetalInstance | Cluster,
             ) => Access::ReadWrite,
-            (Scope::Public, ExternalIpPool | NetworkClass | HostType) => Access::ReadOnly,
-            (Scope::Public, Tenant | Host) => Access::None,
-            (Scope::Private, ExternalIpPool | NetworkClass | HostType | Tenant | Host) => {
-                Access::ReadWrite
+            (Scope::Public, ExternalIpPool | NetworkClass | HostType | BareMetalTemplate) => {
+                Access::ReadOnly
             }
+            (Scope::Public, Tenant | Host) => Access::None,
+            (
+                Scope::Private,
+                ExternalIpPool | NetworkClass | HostType | BareMetalTemplate | Tenant | Host,
+            ) => Access::ReadWrite,
             (Scope::Private, _) => Access::None,
         }
     }
@@ -195,7 +204,7 @@ impl Kind {
                 Kind::BareMetalInstance,
             ],
             Kind::ExternalIp => &[Kind::ExternalIpPool],
-            Kind::Host => &[Kind::HostType],
+            Kind::Host | Kind::BareMetalTemplate => &[Kind::HostType],
             // Attachments give the workloads' external addresses (see output::add_external_ips).
             Kind::ComputeInstance => &[Kind::Subnet, Kind::ExternalIpAttachment],
             Kind::BareMetalInstance | Kind::Cluster => &[Kind::ExternalIpAttachment],
@@ -286,6 +295,9 @@ mod tests {
             ("network-class", Kind::NetworkClass),
             ("hosttype", Kind::HostType),
             ("host-types", Kind::HostType),
+            ("baremetaltemplates", Kind::BareMetalTemplate),
+            ("baremetal-template", Kind::BareMetalTemplate),
+            ("bmt", Kind::BareMetalTemplate),
             ("tenant", Kind::Tenant),
             ("tenants", Kind::Tenant),
             ("hosts", Kind::Host),

@@ -118,7 +118,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         Kind::ExternalIpAttachment => external_ip_attachment::reconcile(ctx, rec).await,
         Kind::NatGateway => nat_gateway::reconcile(ctx, rec).await,
         // Events are records: nothing to converge.
-        Kind::HostType | Kind::Event => Ok(Action::Done),
+        Kind::HostType | Kind::BareMetalTemplate | Kind::Event => Ok(Action::Done),
         Kind::Host => host::reconcile(ctx, rec).await,
         Kind::ComputeInstance => compute_instance::reconcile(ctx, rec).await,
         Kind::BareMetalInstance => baremetal_instance::reconcile(ctx, rec).await,
