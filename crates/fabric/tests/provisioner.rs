@@ -204,3 +204,61 @@ async fn no_provisioner_file_means_none_registered() {
         .unwrap();
     assert!(reg.provisioner().is_none());
 }
+
+/// An exec provisioner running `sh -c script` (the operation is `$1`).
+fn shell_provisioner(script: &str) -> ExecProvisioner {
+    ExecProvisioner::new(ProvisionerRegistration {
+        name: "shell".into(),
+        description: String::new(),
+        driver: DriverConfig::Exec(osac_fabric::ExecConfig {
+            command: "sh".into(),
+            args: vec!["-c".into(), script.into(), "sh".into()],
+            timeout_seconds: 10,
+            env: Default::default(),
+            working_dir: std::env::temp_dir(),
+        }),
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn exec_provisioner_environment_and_malformed_results() {
+    let vm = MachineRef::Vm {
+        instance_id: "vm-1".into(),
+    };
+    let p = shell_provisioner("echo \"$OSAC_ROLE $1 $OSAC_MANAGER\" >&2; exit 3");
+    match p.power(&vm, PowerState::On).await {
+        Err(OpError::Permanent(m)) => assert_eq!(m, "provisioner power shell"),
+        r => panic!("expected a permanent error, got {r:?}"),
+    }
+    let p = shell_provisioner("echo busy >&2; exit 75");
+    assert_eq!(
+        p.delete_vm("vm-1").await,
+        Err(OpError::Transient("busy".into()))
+    );
+    // The power request carries the machine's fields and the state.
+    let p = shell_provisioner("cat >&2; exit 1");
+    match p.power(&vm, PowerState::Off).await {
+        Err(OpError::Permanent(m)) => {
+            let sent: serde_json::Value = serde_json::from_str(&m).unwrap();
+            assert_eq!(
+                sent,
+                serde_json::json!({"kind": "vm", "instance_id": "vm-1", "state": "off"})
+            );
+        }
+        r => panic!("expected the request echoed, got {r:?}"),
+    }
+    let p = shell_provisioner("echo '{\"nics\": [{\"mac_address\": 7}]}'");
+    assert!(matches!(
+        p.discover_addresses(&vm).await,
+        Err(OpError::Permanent(_))
+    ));
+    let p = shell_provisioner(
+        "echo '{\"nics\": [{\"mac_address\": \"02:00:00:00:00:01\", \"ipv4_address\": \"10.0.1.5\"}]}'",
+    );
+    let found = p.discover_addresses(&vm).await.unwrap();
+    assert_eq!(found[0].ipv4_address, Some("10.0.1.5".parse().unwrap()));
+    // Empty output is an empty result: no NICs.
+    let p = shell_provisioner("true");
+    assert!(p.discover_addresses(&vm).await.unwrap().is_empty());
+}
