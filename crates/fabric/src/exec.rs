@@ -1,5 +1,6 @@
 //! The `exec` driver: runs a configured command per operation so a provider can plug in any
-//! backend (Ansible, Netris, Neutron…) without touching our code.
+//! backend (Ansible, Netris, Neutron…) without touching our code. The exec provisioner
+//! ([`crate::provision::ExecProvisioner`]) runs its program through the same machinery.
 //!
 //! Protocol: `command args... <operation>`, request JSON on stdin, result JSON on stdout (empty
 //! = `{}`); exit 0 = success, 75 (EX_TEMPFAIL) = transient, anything else = permanent; the

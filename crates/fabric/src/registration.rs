@@ -1,5 +1,6 @@
-//! Manager registrations (SPEC §3.1): one YAML file per manager in a config directory, so
-//! adding a manager is adding a file, never a code change.
+//! Manager registrations: one YAML file per manager in a config directory, so adding a
+//! manager is adding a file, never a code change. (A `role: provisioner` file of the same
+//! directory is parsed by [`crate::provision::RegistrationFile`].)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
