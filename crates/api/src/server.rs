@@ -83,8 +83,9 @@ pub struct RunningServer {
     /// inspect machines; the controllers use it unless a provisioner registration or a linux
     /// manager chose another.
     pub provisioner: Arc<SimProvisioner>,
-    /// The provisioner of the real dataplane, when a `linux` manager is registered (it is
-    /// then the one the controllers use).
+    /// The provisioner of the real dataplane, when the provisioner registration says `linux`
+    /// or, without one, a `linux` manager is registered (it is then the one the controllers
+    /// use).
     pub linux_provisioner: Option<Arc<LinuxProvisioner>>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
