@@ -416,7 +416,9 @@ async fn grpc_reflection_lists_the_services() {
         "osacnet.v1.ExternalIPPools",
         "osacnet.v1.NetworkClasses",
         "osacnet.v1.HostTypes",
+        "osacnet.v1.BareMetalTemplates",
         "osacnet.admin.v1.NetworkClasses",
+        "osacnet.admin.v1.BareMetalTemplates",
         "osacnet.admin.v1.Tenants",
         "osacnet.admin.v1.Tokens",
     ] {
@@ -451,6 +453,64 @@ async fn grpc_reflection_lists_the_services() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unimplemented);
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_baremetal_templates() {
+    let s = TestServer::sqlite().await;
+    let t = s.tenant("acme").await;
+    let ch = channel(&s).await;
+    let mut admin_templates =
+        admin::bare_metal_templates_client::BareMetalTemplatesClient::with_interceptor(
+            ch.clone(),
+            Bearer(s.admin.token.clone()),
+        );
+    let created = admin_templates
+        .create(pb::BareMetalTemplate {
+            metadata: meta("gold_1"),
+            spec: Some(pb::BareMetalTemplateSpec {
+                host_type: "bm-standard".into(),
+                title: "Gold".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("create")
+        .into_inner();
+    let ht = id(&s
+        .admin
+        .get(&format!("{PRIV}/host_types/bm-standard"))
+        .await
+        .ok());
+    assert_eq!(created.spec.as_ref().map(|s| s.host_type.clone()), Some(ht));
+    let err = admin_templates
+        .create(pb::BareMetalTemplate {
+            metadata: meta("nothing"),
+            ..Default::default()
+        })
+        .await
+        .expect_err("no host type");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("spec.host_type"), "{err:?}");
+    // Tenants list them on the public service (read-only: it has no Create).
+    let mut templates = pb::bare_metal_templates_client::BareMetalTemplatesClient::with_interceptor(
+        ch.clone(),
+        Bearer(t.token.clone()),
+    );
+    let list = templates
+        .list(pb::ListRequest::default())
+        .await
+        .expect("list")
+        .into_inner();
+    let names: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|i| i.metadata.as_ref().map(|m| m.name.clone()))
+        .collect();
+    assert!(names.contains(&"bcm_h100".to_string()), "{names:?}");
+    assert!(names.contains(&"gold_1".to_string()), "{names:?}");
     s.finish().await;
 }
 
