@@ -274,9 +274,12 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let (shutdown, rx) = watch::channel(false);
 
     let mut http_rx = rx.clone();
+    let watched = service.clone();
     let http = tokio::spawn(async move {
         let stop = async move {
             let _ = http_rx.wait_for(|v| *v).await;
+            // Watches stream until their client leaves; a graceful shutdown waits for them.
+            watched.close_watches();
         };
         if let Err(e) = axum::serve(listener, app)
             .with_graceful_shutdown(stop)

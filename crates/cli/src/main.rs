@@ -19,12 +19,25 @@ struct Cli {
 enum Command {
     /// Run the control plane (REST + gRPC API and controllers)
     Server(serve::ServerArgs),
+    /// Print a shell completion script: `source <(osac completion bash)`
+    Completion {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
     #[command(flatten)]
     Client(osac_cli::client::ClientCommand),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Command::Completion { shell } = cli.command {
+        use clap::CommandFactory;
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "osac", &mut script);
+        // `osac completion bash | head` closing the pipe early is not an error.
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
+        return std::process::ExitCode::SUCCESS;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -46,6 +59,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Server(args) => serve::run(args).await,
             Command::Client(cmd) => osac_cli::client::run(cmd).await,
+            Command::Completion { .. } => Ok(()),
         }
     });
     match result {

@@ -229,7 +229,7 @@ async fn feed_loop(
 /// Wakes the changed object, what it references and what references it.
 async fn on_change(ctx: &Ctx, queue: &Queue, change: Change) {
     let kind = change.kind();
-    // Events wake nothing (the store does not publish them; this guards other feeds).
+    // Events wake nothing: nothing reconciles them (the feed carries them for watches).
     if kind.is_some_and(|k| !k.is_reconciled()) {
         return;
     }

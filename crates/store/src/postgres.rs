@@ -509,8 +509,9 @@ impl Tx for PgTx {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
+        // Every change is published, events included: watches (`osac events --watch`) stream
+        // them; controllers skip kinds nothing reconciles.
         let mut this = *self;
-        this.changes.retain(Change::is_watched);
         for c in &this.changes {
             let notice = Notice {
                 origin: this.origin.clone(),

@@ -97,12 +97,6 @@ impl Change {
         }
     }
 
-    /// Whether controllers may care: events are records nothing reconciles, so their writes are
-    /// not published (keeping the feed, and PostgreSQL NOTIFY traffic, free of them).
-    pub fn is_watched(&self) -> bool {
-        self.kind != Kind::Event.collection()
-    }
-
     /// The kind, if known to this build.
     pub fn kind(&self) -> Option<Kind> {
         self.kind.parse().ok()

@@ -509,7 +509,9 @@ impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<()> {
         let this = *self;
         this.tx.commit().await?;
-        for c in this.changes.into_iter().filter(Change::is_watched) {
+        // Every change is published, events included: watches (`osac events --watch`) stream
+        // them; controllers skip kinds nothing reconciles.
+        for c in this.changes {
             let _ = this.feed.send(c);
         }
         Ok(())

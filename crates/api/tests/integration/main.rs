@@ -16,5 +16,6 @@ mod provider;
 mod provisioner_exec;
 mod restart;
 mod tenancy;
+mod watch;
 mod workload_flows;
 mod workloads;

@@ -37,6 +37,7 @@ mod args;
 mod config;
 mod create;
 mod dataplane;
+mod describe;
 mod events;
 mod http;
 mod kind;
@@ -46,6 +47,7 @@ mod orphans;
 mod output;
 mod parse;
 mod wait;
+mod watch;
 mod workload;
 
 #[cfg(test)]
@@ -53,7 +55,7 @@ mod fake_server_tests;
 
 pub use args::{
     AdminArgs, AdminCommand, AdminCreateKind, ClientCommand, Connection, CreateArgs, CreateKind,
-    DeleteArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs,
+    DeleteArgs, DescribeArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs,
 };
 pub use config::{ConfigFile, Endpoint};
 pub use http::{Api, ClientError};
@@ -101,6 +103,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Label(a) => ops::label(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
         ClientCommand::Delete(a) => ops::delete(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
         ClientCommand::Events(a) => events::run(&ctx(&a.conn, Scope::Public)?, &a).await,
+        ClientCommand::Describe(a) => describe::run(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
         ClientCommand::Admin(a) => {
             let c = ctx(&a.conn, Scope::Private)?;
             match &a.command {
@@ -109,6 +112,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
                 AdminCommand::Update(o) => ops::update(&c, o).await,
                 AdminCommand::Label(o) => ops::label(&c, o).await,
                 AdminCommand::Delete(o) => ops::delete(&c, o).await,
+                AdminCommand::Describe(o) => describe::run(&c, o).await,
                 AdminCommand::Managers(m) => ops::managers(&c, m.output).await,
                 AdminCommand::Orphans(m) => orphans::run(&c, m.output).await,
                 AdminCommand::Dataplane(d) => dataplane::run(&c, d).await,
@@ -117,7 +121,35 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
     }
 }
 
+/// Exit status of `osac` for a command's outcome: 0 success, 1 an API or other error,
+/// 2 wrong usage (clap reports those itself), 3 a `--wait` that timed out, 4 an object that
+/// went FAILED while waited for.
+pub const EXIT_USAGE: u8 = 2;
+
+/// The exit status for an error returned by [`run`] (see [`EXIT_USAGE`] for the table).
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    match err.downcast_ref::<wait::WaitError>() {
+        Some(wait::WaitError::TimedOut(_)) => 3,
+        Some(wait::WaitError::Failed(_)) => 4,
+        None => 1,
+    }
+}
+
 /// Prints `error: <message>` (API errors read `<message> (<code>)`) on stderr.
 pub fn report_error(err: &anyhow::Error) {
     ops::note(&format!("error: {err:#}"));
+}
+
+#[cfg(test)]
+mod exit_code_tests {
+    use super::*;
+
+    #[test]
+    fn wait_outcomes_have_their_own_exit_codes() {
+        let timed_out = anyhow::Error::from(wait::WaitError::TimedOut("t".into()));
+        let failed = anyhow::Error::from(wait::WaitError::Failed("f".into()));
+        assert_eq!(exit_code(&timed_out), 3);
+        assert_eq!(exit_code(&failed.context("creating vm1")), 4);
+        assert_eq!(exit_code(&anyhow::anyhow!("NOT_FOUND")), 1);
+    }
 }

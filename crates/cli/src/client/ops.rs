@@ -12,10 +12,11 @@ use super::http::{Api, ClientError, ListQuery};
 use super::kind::{Access, Kind, Scope};
 use super::output::{
     OutputFormat, RefNames, add_external_ips, emit, managers_table, object_label, render_raw,
-    table, to_json, to_yaml,
+    table, to_json, to_yaml, wide_table,
 };
 use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules, rule_summary};
 use super::wait::{Goal, wait};
+use super::watch::print_events;
 
 /// A connected client and the API it talks to.
 pub struct Ctx {
@@ -94,6 +95,10 @@ pub async fn print_objects(
         let names = ref_names(ctx, kind).await;
         return emit(&table(kind, items, &names).render());
     }
+    if format == OutputFormat::Wide {
+        let names = ref_names(ctx, kind).await;
+        return emit(&wide_table(kind, items, &names).render());
+    }
     emit(&render_raw(format, kind, items, single)?)
 }
 
@@ -112,6 +117,9 @@ fn id_of(obj: &Value) -> anyhow::Result<String> {
 /// `get`.
 pub async fn get(ctx: &Ctx, o: &GetOpts) -> anyhow::Result<()> {
     check_access(o.kind, ctx.scope, "get", false)?;
+    if o.watch {
+        return watch(ctx, o).await;
+    }
     let items = if o.names.is_empty() {
         // `labels["k"]="v"` (the designs' and kubectl's shorthand) is sent as a label match.
         let filter = o
@@ -132,11 +140,34 @@ pub async fn get(ctx: &Ctx, o: &GetOpts) -> anyhow::Result<()> {
         }
         items
     };
-    if items.is_empty() && o.output == OutputFormat::Table {
+    if items.is_empty() && matches!(o.output, OutputFormat::Table | OutputFormat::Wide) {
         note(&format!("no {} found", o.kind.plural()));
         return Ok(());
     }
     print_objects(ctx, o.kind, &items, o.output, o.names.len() == 1).await
+}
+
+/// `get --watch`: named objects are watched by id, others through the filter.
+async fn watch(ctx: &Ctx, o: &GetOpts) -> anyhow::Result<()> {
+    let filter = if o.names.is_empty() {
+        o.filter
+            .as_deref()
+            .map(|f| osac_model::filter::label_shorthand(f).unwrap_or_else(|| f.to_string()))
+    } else {
+        let mut ids = Vec::new();
+        for n in &o.names {
+            ids.push(serde_json::to_string(&id_of(
+                &fetch(ctx, o.kind, n).await?,
+            )?)?);
+        }
+        Some(format!("this.id in [{}]", ids.join(", ")))
+    };
+    let stream = ctx
+        .api
+        .watch(ctx.scope, o.kind.collection(), filter.as_deref())
+        .await?;
+    let names = ref_names(ctx, o.kind).await;
+    print_events(stream, o.kind, o.output, &names).await
 }
 
 /// `delete`.
@@ -408,7 +439,7 @@ pub async fn managers(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
         _ => Vec::new(),
     };
     let text = match format {
-        OutputFormat::Table => managers_table(&items).render(),
+        OutputFormat::Table | OutputFormat::Wide => managers_table(&items).render(),
         OutputFormat::Json => to_json(&Value::Array(items))?,
         OutputFormat::Yaml => to_yaml(&Value::Array(items))?,
         OutputFormat::Name | OutputFormat::Id => items
