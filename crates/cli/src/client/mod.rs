@@ -19,14 +19,14 @@
 //! if let Command::Client(cmd) = cli.command {
 //!     if let Err(e) = osac_cli::client::run(cmd).await {
 //!         osac_cli::client::report_error(&e); // "error: <message> (<code>)" on stderr
-//!         std::process::exit(1);
+//!         std::process::exit(osac_cli::client::exit_code(&e).into());
 //!     }
 //! }
 //! ```
 //!
 //! Connection options ([`Connection`]: `--url`/`OSAC_URL`, `--token`/`OSAC_TOKEN`,
 //! `--config`/`OSAC_CONFIG`) are flattened into each command (`create`, `get`, `update`,
-//! `label`, `delete`, `events`, `admin`) as global arguments, so they work before or after the
+//! `label`, `delete`, `events`, `describe`, `admin`) as global arguments, so they work before or after the
 //! subcommand (`osac create --url U subnet …` and `osac create subnet … --url U`). Values
 //! missing from flags and environment come from the config file written by `osac login`.
 //!
@@ -86,7 +86,8 @@ fn ctx(conn: &Connection, scope: Scope) -> anyhow::Result<Ctx> {
 }
 
 /// Runs one client command. Output goes to stdout, progress of `--wait` to stdout (stderr
-/// with `-o`); errors are returned for the caller to print with [`report_error`] and exit 1.
+/// with `-o`); errors are returned for the caller to print with [`report_error`] and exit with
+/// [`exit_code`].
 pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
     match cmd {
         ClientCommand::Login(a) => login::login(&a),
