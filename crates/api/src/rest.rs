@@ -159,21 +159,15 @@ async fn list(
 /// ends the stream with an `error` event carrying `{"code","message","details"}`. Comment lines
 /// keep idle connections open through proxies.
 fn event_stream(rx: WatchReceiver) -> Response {
-    let events = futures::stream::unfold(Some(rx), |rx| async move {
-        let mut rx = rx?;
+    // The watcher sends an error as its last item and then ends, which ends the stream.
+    let events = futures::stream::unfold(rx, |mut rx| async move {
         let event = match rx.recv().await? {
-            Ok(event) => (
-                SseEvent::default().data(event.to_json().to_string()),
-                Some(rx),
-            ),
-            Err(e) => (
-                SseEvent::default()
-                    .event("error")
-                    .data(e.body().to_string()),
-                None,
-            ),
+            Ok(event) => SseEvent::default().data(event.to_json().to_string()),
+            Err(e) => SseEvent::default()
+                .event("error")
+                .data(e.body().to_string()),
         };
-        Some((Ok::<_, std::convert::Infallible>(event.0), event.1))
+        Some((Ok::<_, std::convert::Infallible>(event), rx))
     });
     Sse::new(events)
         .keep_alive(KeepAlive::default())
