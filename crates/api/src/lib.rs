@@ -9,6 +9,7 @@ pub mod grpc;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
+pub mod quota;
 pub mod resources;
 pub mod rest;
 pub mod server;
@@ -16,5 +17,5 @@ pub mod service;
 pub mod watch;
 
 pub use error::{ApiError, ApiResult, Code};
-pub use server::{RunningServer, ServerConfig, ServerError, start};
+pub use server::{LimitsConfig, RunningServer, ServerConfig, ServerError, start};
 pub use service::{Service, Surface};

@@ -40,6 +40,16 @@ pub struct ServerConfig {
     /// registrations decide: a `role: provisioner` file chooses the provisioner, else any
     /// `linux` manager brings the linux provisioner.
     pub fabric: FabricChoice,
+    /// What tenants may consume (provider default quotas).
+    pub limits: LimitsConfig,
+}
+
+/// Limits the provider puts on tenants.
+#[derive(Debug, Clone, Default)]
+pub struct LimitsConfig {
+    /// Each tenant's limit where its own `spec.quotas` sets none (built-in defaults: see
+    /// [`osac_model::quota::Quota::default_limit`]).
+    pub default_quotas: osac_model::quota::QuotaLimits,
 }
 
 impl ServerConfig {
@@ -213,7 +223,10 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             (None, _) => provisioner.clone(),
         };
     let auth = Arc::new(Authenticator::new(&config.auth).await?);
-    let service = Arc::new(Service::new(store.clone(), registry.clone(), auth));
+    let service = Arc::new(
+        Service::new(store.clone(), registry.clone(), auth)
+            .with_quota_defaults(config.limits.default_quotas),
+    );
     // Before anything can create kernel state (no listener, no controllers yet), so whatever
     // is not in the store now really is garbage.
     if dataplane::gc_on_start(&registry) {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use osac_fabric::Registry;
+use osac_model::quota::QuotaLimits;
 use osac_model::{FABRIC_FINALIZER, Kind, Scope};
 use osac_store::{ListQuery, Record, Store, StoreError, Tx};
 use serde_json::{Value, json};
@@ -61,6 +62,8 @@ pub struct Service {
     pub auth: Arc<Authenticator>,
     /// Set when the server shuts down: open watches end so a graceful shutdown can finish.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Provider default quotas: a tenant's limit where its `spec.quotas` sets none.
+    quota_defaults: QuotaLimits,
 }
 
 /// What a per-kind rule needs while a write transaction is open.
@@ -75,6 +78,8 @@ pub struct Cx<'a> {
     pub created: Vec<String>,
     /// Events (reason, message) about the object being created, recorded once it has an id.
     pub notes: Vec<(&'static str, String)>,
+    /// Provider default quotas (see [`Service::with_quota_defaults`]).
+    pub quota_defaults: QuotaLimits,
 }
 
 impl<'a> Cx<'a> {
@@ -92,6 +97,7 @@ impl<'a> Cx<'a> {
             registry,
             created: Vec::new(),
             notes: Vec::new(),
+            quota_defaults: QuotaLimits::default(),
         }
     }
 }
@@ -150,7 +156,19 @@ impl Service {
             registry,
             auth,
             closing: tokio::sync::watch::Sender::new(false),
+            quota_defaults: QuotaLimits::default(),
         }
+    }
+
+    /// The same service with other provider default quotas (server configuration).
+    pub fn with_quota_defaults(mut self, defaults: QuotaLimits) -> Self {
+        self.quota_defaults = defaults;
+        self
+    }
+
+    /// The provider default quotas in force.
+    pub fn quota_defaults(&self) -> &QuotaLimits {
+        &self.quota_defaults
     }
 
     pub(crate) fn authorize(
@@ -258,9 +276,12 @@ impl Service {
             tx.lock_kind(kind).await?;
         }
         if kind.scope() == Scope::Tenant {
+            // The tenant's row stays locked until commit: creates of one tenant are ordered
+            // (quota counts cannot race) and a concurrent tenant delete either sees this
+            // object or makes this create fail.
             if caller.is_provider() && caller.tenant.is_none() {
-                resources::tenant::require_exists(tx.as_mut(), &tenant).await?;
-            } else if resources::tenant::require_exists(tx.as_mut(), &tenant)
+                resources::tenant::lock_live(tx.as_mut(), &tenant).await?;
+            } else if resources::tenant::lock_live(tx.as_mut(), &tenant)
                 .await
                 .is_err()
             {
@@ -271,17 +292,23 @@ impl Service {
             }
         }
         let mut cx = Cx::new(tx.as_mut(), caller, tenant.clone(), &self.registry);
+        cx.quota_defaults = self.quota_defaults;
         let rec = match insert_new(&mut cx, kind, &obj).await {
             Ok(rec) => rec,
             Err(e) => {
                 drop(tx);
                 if e.code == Code::ResourceExhausted {
+                    let reason = if crate::quota::is_quota_error(&e) {
+                        "QuotaExceeded"
+                    } else {
+                        "ExternalIPPoolExhausted"
+                    };
                     let event = osac_controller::events::NewEvent::warning(
                         tenant,
                         kind,
                         "",
                         meta.name.clone().unwrap_or_default(),
-                        "ExternalIPPoolExhausted",
+                        reason,
                         e.message.clone(),
                     );
                     osac_controller::events::record_now(&*self.store, event).await;
@@ -290,7 +317,7 @@ impl Service {
             }
         };
         tx.commit().await?;
-        Ok(self.render(surface, &rec))
+        self.render_full(surface, &rec).await
     }
 
     /// Reads one object by id or name.
@@ -307,7 +334,7 @@ impl Service {
         if surface == Surface::Public && !resources::publicly_visible(kind, &rec) {
             return Err(not_found(kind, key));
         }
-        Ok(self.render(surface, &rec))
+        self.render_full(surface, &rec).await
     }
 
     /// Lists objects.
@@ -343,9 +370,13 @@ impl Service {
                 limit,
             })
             .await?;
+        let mut items = Vec::with_capacity(page.items.len());
+        for r in &page.items {
+            items.push(self.render_full(surface, r).await?);
+        }
         Ok(ListResult {
             total: page.total,
-            items: page.items.iter().map(|r| self.render(surface, r)).collect(),
+            items,
         })
     }
 
@@ -397,6 +428,10 @@ impl Service {
             tx.lock_kind(kind).await?;
         }
         let found = find_in_tx(tx.as_mut(), kind, scope.as_deref(), key).await?;
+        if kind == Kind::SecurityGroup {
+            // The rule quota spans the tenant's groups: updates are ordered with creates.
+            resources::tenant::lock_live(tx.as_mut(), &found.tenant).await?;
+        }
         let current = tx
             .lock(&found.id)
             .await?
@@ -450,7 +485,9 @@ impl Service {
         }
         let mut new_body = body_of(&new_obj);
         let mut cx = Cx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
+        cx.quota_defaults = self.quota_defaults;
         resources::prepare_update(&mut cx, kind, &current, &mut new_body).await?;
+        crate::quota::check_rules_update(&mut cx, &current, &new_body).await?;
         next.body = new_body;
         let updated = tx
             .update(&next)
@@ -458,7 +495,7 @@ impl Service {
             .map_err(|e| name_taken(e, kind, &new_meta.name, &current.tenant))?
             .ok_or_else(|| not_found(kind, key))?;
         tx.commit().await?;
-        Ok(self.render(surface, &updated))
+        self.render_full(surface, &updated).await
     }
 
     /// Starts the two-phase deletion of an object (idempotent).
@@ -540,6 +577,15 @@ impl Service {
             tenant,
             role,
         })
+    }
+
+    /// [`Service::render`] plus what is counted at read time (a Tenant's quota usage).
+    pub(crate) async fn render_full(&self, surface: Surface, rec: &Record) -> ApiResult<Value> {
+        let mut obj = self.render(surface, rec);
+        if rec.kind == Kind::Tenant {
+            crate::quota::add_usage(&*self.store, &self.quota_defaults, rec, &mut obj).await?;
+        }
+        Ok(obj)
     }
 
     pub(crate) fn render(&self, surface: Surface, rec: &Record) -> Value {
@@ -650,6 +696,7 @@ pub(crate) fn insert_new<'c, 'a: 'c>(
         let meta = user_metadata(obj);
         validate_metadata(kind, &meta)?;
         let mut body = resources::prepare_create(cx, kind, obj).await?;
+        crate::quota::check_create(cx, kind, &body).await?;
         if let Some(o) = body.as_object_mut() {
             o.remove("status");
             if let Some(status) = resources::initial_status(kind, obj) {

@@ -62,6 +62,21 @@ pub struct ServerArgs {
     /// Seconds events are kept before they are pruned
     #[arg(long, default_value_t = osac_controller::events::DEFAULT_EVENT_TTL.as_secs())]
     pub event_ttl_seconds: u64,
+    /// Provider default quotas, `name=value[,name=value…]` (value a number or `unlimited`):
+    /// a tenant's limit where its own spec.quotas sets none. Names: virtual_networks, subnets,
+    /// security_groups, security_group_rules, external_ips, compute_instances,
+    /// baremetal_instances, clusters; unnamed ones keep the built-in default (docs/limits.md)
+    #[arg(long, env = "OSAC_DEFAULT_QUOTA", value_parser = parse_default_quota, default_value = "")]
+    pub default_quota: osac_model::quota::QuotaLimits,
+}
+
+/// Parses `--default-quota` over the built-in defaults.
+fn parse_default_quota(text: &str) -> Result<osac_model::quota::QuotaLimits, String> {
+    let mut limits = osac_model::quota::QuotaLimits::default();
+    limits
+        .apply_overrides("--default-quota", text)
+        .map_err(|e| e.to_string())?;
+    Ok(limits)
 }
 
 /// Which dev-mode managers `osac server` runs.
@@ -126,6 +141,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         fabric: match args.fabric {
             FabricArg::Sim => FabricChoice::Sim,
             FabricArg::Linux => FabricChoice::Linux(osac_linux_settings(&args.data_dir)),
+        },
+        limits: osac_api::LimitsConfig {
+            default_quotas: args.default_quota,
         },
     })
     .await

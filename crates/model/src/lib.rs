@@ -6,6 +6,7 @@ pub mod filter;
 pub mod kind;
 pub mod labels;
 pub mod net;
+pub mod quota;
 pub mod refs;
 pub mod update;
 pub mod validate;

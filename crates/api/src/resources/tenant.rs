@@ -118,6 +118,24 @@ pub async fn onboard(cx: &mut Cx<'_>, tenant: &Record) -> ApiResult<()> {
     Ok(())
 }
 
+/// Locks the row of the live tenant of that name until the transaction ends (PostgreSQL
+/// `FOR UPDATE`): creates in a tenant are ordered with each other (quotas) and with the
+/// tenant's deletion. NOT_FOUND when there is no such tenant or it is being deleted.
+pub async fn lock_live(tx: &mut dyn Tx, name: &str) -> ApiResult<Record> {
+    let gone = || ApiError::not_found(format!("tenant: Tenant '{name}' does not exist"));
+    let found = tx
+        .find_by_name(Kind::Tenant, "", name)
+        .await?
+        .ok_or_else(gone)?;
+    match tx.lock(&found.id).await? {
+        Some(t) if t.deleted_at.is_none() => Ok(t),
+        Some(_) => Err(ApiError::precondition(format!(
+            "tenant: Tenant '{name}' is being deleted"
+        ))),
+        None => Err(gone()),
+    }
+}
+
 /// Fails with NOT_FOUND unless a live tenant of that name exists.
 pub async fn require_exists(tx: &mut dyn Tx, name: &str) -> ApiResult<()> {
     match tx.find_by_name(Kind::Tenant, "", name).await? {

@@ -14,6 +14,7 @@ mod openapi;
 mod ops;
 mod provider;
 mod provisioner_exec;
+mod quotas;
 mod restart;
 mod tenancy;
 mod watch;

@@ -507,6 +507,10 @@ pub struct UpdateOpts {
     /// Security groups: remove this egress rule (repeatable; it must exist)
     #[arg(long, value_name = "RULE", conflicts_with_all = ["egress", "clear_egress"])]
     pub remove_egress: Vec<String>,
+    /// Tenants: set quotas NAME=VALUE[,NAME=VALUE…] (repeatable; VALUE a number, `unlimited`,
+    /// or `default` to fall back to the provider default)
+    #[arg(long = "quota", value_name = "NAME=VALUE,…")]
+    pub quotas: Vec<String>,
     /// Fields to change, from a YAML or JSON file (`-` for stdin)
     #[arg(long, short = 'f', value_name = "FILE")]
     pub from_file: Option<PathBuf>,
@@ -718,6 +722,10 @@ pub struct CreateTenant {
     /// DNS domain of the tenant (repeatable)
     #[arg(long = "domain", value_name = "DOMAIN")]
     pub domains: Vec<String>,
+    /// Quotas NAME=VALUE[,NAME=VALUE…] (repeatable; VALUE a number or `unlimited`; unset
+    /// quotas take the provider default), e.g. `--quota subnets=20,clusters=2`
+    #[arg(long = "quota", value_name = "NAME=VALUE,…")]
+    pub quotas: Vec<String>,
     #[command(flatten)]
     pub common: CreateCommon,
 }

@@ -366,9 +366,22 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
             (Kind::BareMetalTemplate, common)
         }
         AdminCreateKind::Tenant(a) => {
-            let CreateTenant { domains, common } = a;
+            let CreateTenant {
+                domains,
+                quotas,
+                common,
+            } = a;
             if !domains.is_empty() {
                 spec.insert("domains".into(), json!(domains));
+            }
+            let mut q = Map::new();
+            for text in quotas {
+                for (quota, limit) in osac_model::quota::parse_assignments("--quota", text)? {
+                    q.insert(quota.name().into(), json!(limit));
+                }
+            }
+            if !q.is_empty() {
+                spec.insert("quotas".into(), Value::Object(q));
             }
             (Kind::Tenant, common)
         }

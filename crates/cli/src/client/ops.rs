@@ -260,6 +260,27 @@ pub async fn label(ctx: &Ctx, o: &LabelOpts) -> anyhow::Result<()> {
     }
 }
 
+/// `--quota NAME=VALUE,…` of an update: the quotas to set, `None` for `default` (unset: the
+/// provider default applies again).
+fn quota_changes(text: &str) -> anyhow::Result<Vec<(&'static str, Option<u32>)>> {
+    let mut out = Vec::new();
+    let mut rest = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        match entry.split_once('=') {
+            Some((name, "default")) => {
+                let q = osac_model::quota::Quota::parse(name.trim())
+                    .ok_or_else(|| anyhow!("--quota: '{}' is not a quota", name.trim()))?;
+                out.push((q.name(), None));
+            }
+            _ => rest.push(entry),
+        }
+    }
+    for (q, limit) in osac_model::quota::parse_assignments("--quota", &rest.join(","))? {
+        out.push((q.name(), Some(limit)));
+    }
+    Ok(out)
+}
+
 /// The PATCH answer when it is an object, else the object read before.
 fn updated_or(updated: &Value, before: &Value) -> Value {
     if updated.is_object() {
@@ -283,6 +304,9 @@ pub async fn update(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
         || edits_given;
     if rules_given && o.kind != Kind::SecurityGroup {
         bail!("--ingress/--egress/--clear-*/--add-*/--remove-* apply to security groups only");
+    }
+    if !o.quotas.is_empty() && o.kind != Kind::Tenant {
+        bail!("--quota applies to tenants only");
     }
     if edits_given {
         return edit_rules(ctx, o).await;
@@ -315,9 +339,20 @@ pub async fn update(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
             mask.push(path);
         }
     }
+    for text in &o.quotas {
+        for (name, limit) in quota_changes(text)? {
+            if let Some(limit) = limit {
+                merge(&mut body, json!({ "spec": { "quotas": { name: limit } } }));
+            }
+            let path = format!("spec.quotas.{name}");
+            if !mask.contains(&path) {
+                mask.push(path);
+            }
+        }
+    }
     if mask.is_empty() {
         bail!(
-            "nothing to update: give --from-file FILE (or, for security groups, --ingress/--egress)"
+            "nothing to update: give --from-file FILE (or, for security groups, --ingress/--egress; for tenants, --quota)"
         );
     }
     let obj = fetch(ctx, o.kind, &o.name).await?;

@@ -145,6 +145,8 @@ pub struct TestServer {
     pub managers_dir: Option<PathBuf>,
     /// Used by the next [`TestServer::restart`] (default: the server default, 300 s).
     pub ip_discovery_timeout: Duration,
+    /// Provider limits of the server (default: the built-in default quotas).
+    pub limits: osac_api::LimitsConfig,
     pub base: Base,
     pub admin: Api,
 }
@@ -173,6 +175,24 @@ impl TestServer {
 
     /// A server without provider objects; `managers_dir` None = the dev registry.
     pub async fn start_bare(backend: Backend, managers_dir: Option<PathBuf>) -> Option<TestServer> {
+        Self::start_with(backend, managers_dir, osac_api::LimitsConfig::default()).await
+    }
+
+    /// A server on `backend` with these provider limits, the dev provider objects READY.
+    pub async fn start_with_limits(
+        backend: Backend,
+        limits: osac_api::LimitsConfig,
+    ) -> Option<TestServer> {
+        let s = Self::start_with(backend, None, limits).await?;
+        s.bootstrap().await;
+        Some(s)
+    }
+
+    async fn start_with(
+        backend: Backend,
+        managers_dir: Option<PathBuf>,
+        limits: osac_api::LimitsConfig,
+    ) -> Option<TestServer> {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = TestDb::new(backend, dir.path()).await?;
         let token_file = dir.path().join("tokens.json");
@@ -183,6 +203,7 @@ impl TestServer {
             &token_file,
             managers_dir.clone(),
             ip_discovery_timeout,
+            &limits,
         )
         .await;
         let base: Base = Arc::new(RwLock::new(server.url()));
@@ -195,6 +216,7 @@ impl TestServer {
             token_file,
             managers_dir,
             ip_discovery_timeout,
+            limits,
             base,
             admin,
         })
@@ -315,6 +337,7 @@ impl TestServer {
             &self.token_file,
             self.managers_dir.clone(),
             self.ip_discovery_timeout,
+            &self.limits,
         )
         .await;
         *self.base.write().expect("base") = server.url();
@@ -362,6 +385,7 @@ async fn launch(
     token_file: &Path,
     managers_dir: Option<PathBuf>,
     ip_discovery_timeout: Duration,
+    limits: &osac_api::LimitsConfig,
 ) -> RunningServer {
     osac_api::start(ServerConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
@@ -371,6 +395,7 @@ async fn launch(
         controller: controller_config(),
         ip_discovery_timeout,
         fabric: Default::default(),
+        limits: limits.clone(),
     })
     .await
     .unwrap_or_else(|e| panic!("server start on {database_url}: {e:?}"))
