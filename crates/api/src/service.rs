@@ -281,14 +281,15 @@ impl Service {
             // object or makes this create fail.
             if caller.is_provider() && caller.tenant.is_none() {
                 resources::tenant::lock_live(tx.as_mut(), &tenant).await?;
-            } else if resources::tenant::lock_live(tx.as_mut(), &tenant)
-                .await
-                .is_err()
-            {
+            } else if let Err(e) = resources::tenant::lock_live(tx.as_mut(), &tenant).await {
                 // A token of a deleted tenant must not create objects nobody owns.
-                return Err(ApiError::denied(format!(
-                    "the tenant of this token, '{tenant}', does not exist"
-                )));
+                return Err(if e.code == Code::NotFound {
+                    ApiError::denied(format!(
+                        "the tenant of this token, '{tenant}', does not exist"
+                    ))
+                } else {
+                    e
+                });
             }
         }
         let mut cx = Cx::new(tx.as_mut(), caller, tenant.clone(), &self.registry);

@@ -1,5 +1,7 @@
 //! SecurityGroup: rules validated (protocol, ports only for TCP/UDP, a peer CIDR); the rules are
-//! mutable and re-programmed by the controller, the VirtualNetwork is not.
+//! mutable and re-programmed by the controller, the VirtualNetwork is not. The VirtualNetwork's
+//! row is locked while the group is created, so a concurrent delete of the network either sees
+//! the group (and is refused) or makes this create fail: never a group on a deleted network.
 
 use osac_model::{Kind, pb, validate};
 use serde_json::Value;
@@ -17,7 +19,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
         Kind::VirtualNetwork,
         "spec.virtual_network",
         &spec.virtual_network,
-        false,
+        true,
     )
     .await?;
     super::require_not_failed(&vn, "spec.virtual_network")?;

@@ -10,6 +10,7 @@ mod grpc;
 mod hosts;
 mod lifecycle;
 mod lists;
+mod locks;
 mod openapi;
 mod ops;
 mod provider;

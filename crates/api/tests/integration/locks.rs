@@ -1,0 +1,134 @@
+//! Row locks that keep a create and a concurrent delete of what it depends on apart (the races
+//! matter on PostgreSQL, where transactions run concurrently; SQLite runs them one at a time):
+//! a workload created while its tenant is deleted, a SecurityGroup or Subnet created while its
+//! VirtualNetwork is deleted. In every round at most one of the two may succeed.
+
+use serde_json::json;
+
+use crate::both_backends;
+use crate::common::*;
+
+both_backends!(
+    tenant_delete_races_workload_create,
+    network_delete_races_group_and_subnet_create
+);
+
+/// Rounds per race.
+const ROUNDS: usize = 12;
+
+/// A tenant delete and a ComputeInstance create in that tenant, concurrently: either the
+/// delete is refused (it has a workload) or the create fails (the tenant is being deleted) —
+/// never a workload in a deleted tenant.
+async fn tenant_delete_races_workload_create(backend: Backend) {
+    let Some(s) = TestServer::start(backend).await else {
+        return;
+    };
+    let mut outcomes = [0usize; 2];
+    for round in 0..ROUNDS {
+        let tenant = format!("race-{round}");
+        let t = s.tenant(&tenant).await;
+        t.wait("subnets", "default-ipv4", "SUBNET_STATE_READY").await;
+        let vm = vm_body(
+            "vm",
+            json!([{"subnet": "default-ipv4", "security_groups": ["default"]}]),
+        );
+        let (vm_path, tenant_path) = (
+            format!("{PUB}/compute_instances"),
+            format!("{PRIV}/tenants/{tenant}"),
+        );
+        let (created, deleted) =
+            tokio::join!(t.post(&vm_path, vm), s.admin.delete(&tenant_path));
+        match (created.status, deleted.status) {
+            (200, 412) => {
+                deleted.err(412, "FAILED_PRECONDITION", &["still has 1 compute_instances"]);
+                outcomes[0] += 1;
+            }
+            (c, 200) if c != 200 => {
+                assert!(
+                    matches!(c, 403 | 404 | 412),
+                    "round {round}: create failed oddly: {}",
+                    created.text
+                );
+                outcomes[1] += 1;
+            }
+            _ => panic!(
+                "round {round}: both succeeded or an odd answer: create {} {}, delete {} {}",
+                created.status, created.text, deleted.status, deleted.text
+            ),
+        }
+        // Whatever won, a live workload has a live tenant.
+        let vms = t.list("compute_instances", &[]).await;
+        if vms.status == 200 && vms.body["total"].as_i64().unwrap_or(0) > 0 {
+            let owner = s.admin.get(&format!("{PRIV}/tenants/{tenant}")).await.ok();
+            assert!(
+                owner["metadata"].get("deletion_timestamp").is_none(),
+                "round {round}: a workload in a tenant being deleted: {owner}"
+            );
+        }
+    }
+    eprintln!("create won {} rounds, delete won {}", outcomes[0], outcomes[1]);
+    s.finish().await;
+}
+
+/// A VirtualNetwork delete and a SecurityGroup plus a Subnet create on it, concurrently:
+/// either the delete is refused (the network is used) or the creates fail — never a group or
+/// subnet on a deleted network.
+async fn network_delete_races_group_and_subnet_create(backend: Backend) {
+    let Some(s) = TestServer::start(backend).await else {
+        return;
+    };
+    let t = s.tenant("acme").await;
+    for round in 0..ROUNDS {
+        let vn = format!("vn-{round}");
+        t.post(
+            &format!("{PUB}/virtual_networks"),
+            json!({"metadata": {"name": vn}, "spec": {"ipv4_cidr": format!("10.{}.0.0/16", round + 1)}}),
+        )
+        .await
+        .ok();
+        let (sg_path, sn_path, vn_path) = (
+            format!("{PUB}/security_groups"),
+            format!("{PUB}/subnets"),
+            format!("{PUB}/virtual_networks/{vn}"),
+        );
+        let sg_body = json!({"metadata": {"name": format!("sg-{round}")}, "spec": {"virtual_network": vn}});
+        let sn_body = json!({"metadata": {"name": format!("sn-{round}")}, "spec": {"virtual_network": vn, "ipv4_cidr": format!("10.{}.0.0/24", round + 1)}});
+        let (sg, subnet, deleted) = tokio::join!(
+            t.post(&sg_path, sg_body),
+            t.post(&sn_path, sn_body),
+            t.delete(&vn_path),
+        );
+        let used = sg.status == 200 || subnet.status == 200;
+        if deleted.status == 200 {
+            assert!(
+                !used,
+                "round {round}: the network was deleted but a create on it succeeded: sg {} {}, subnet {} {}",
+                sg.status, sg.text, subnet.status, subnet.text
+            );
+        } else {
+            deleted.err(412, "FAILED_PRECONDITION", &["cannot be deleted: it still has"]);
+            assert!(used, "round {round}: delete refused for nothing");
+        }
+        for r in [&sg, &subnet] {
+            assert!(
+                matches!(r.status, 200 | 404 | 412),
+                "round {round}: odd answer {}",
+                r.text
+            );
+        }
+    }
+    // No group or subnet refers to a network that is gone or going.
+    for collection in ["security_groups", "subnets"] {
+        let list = t.list(collection, &[("filter", NOT_DEFAULT)]).await.ok();
+        for obj in list["items"].as_array().cloned().unwrap_or_default() {
+            let vn = obj["spec"]["virtual_network"].as_str().unwrap_or_default();
+            let owner = t.get(&format!("{PUB}/virtual_networks/{vn}")).await.ok();
+            assert!(
+                owner["metadata"].get("deletion_timestamp").is_none(),
+                "{collection} {} on a network being deleted: {owner}",
+                obj["metadata"]["name"]
+            );
+        }
+    }
+    s.finish().await;
+}
