@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod object;
 pub mod openapi;
 pub mod quota;
+pub mod reserved;
 pub mod resources;
 pub mod rest;
 pub mod server;

@@ -270,6 +270,8 @@ impl Service {
                 }
             },
         };
+        osac_model::bounds::check_object(&obj)?;
+        crate::reserved::check_create(&meta.labels, &meta.annotations)?;
         validate_metadata(kind, &meta)?;
         let mut tx = self.store.begin().await?;
         if has_kind_wide_rules(kind) {
@@ -357,8 +359,11 @@ impl Service {
         };
         let filter = Self::effective_filter(surface, kind, &p.filter)?;
         if !p.order.trim().is_empty() {
-            osac_model::filter::parse_order(&p.order)
+            let terms = osac_model::filter::parse_order(&p.order)
                 .map_err(|e| ApiError::invalid(format!("order: {e}")))?;
+            if surface == Surface::Public {
+                resources::check_public_paths(kind, "order", terms.iter().map(|t| &t.path))?;
+            }
         }
         let page = self
             .store
@@ -389,12 +394,16 @@ impl Service {
     ) -> ApiResult<String> {
         let mut filter = filter.trim().to_string();
         if !filter.is_empty() {
-            osac_model::filter::parse_filter(&filter).map_err(|e| {
+            let expr = osac_model::filter::parse_filter(&filter).map_err(|e| {
                 let hint = osac_model::filter::label_shorthand(&filter)
                     .map(|f| format!(" (the filter language writes this as {f})"))
                     .unwrap_or_default();
                 ApiError::invalid(format!("filter: {e}{hint}"))
             })?;
+            if surface == Surface::Public {
+                // Tenants filter only on what they can see of provider objects.
+                resources::check_public_paths(kind, "filter", expr.paths())?;
+            }
         }
         if surface == Surface::Public
             && let Some(extra) = resources::public_filter(kind)
@@ -467,6 +476,7 @@ impl Service {
         }
         let old_obj = to_object(&current, true);
         let mut new_obj = osac_model::update::apply(&old_obj, &body, mask)?;
+        osac_model::bounds::check_object(&new_obj)?;
         let mut cx = Cx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
         resources::canonicalize_update(&mut cx, kind, &current, &mut new_obj).await?;
         osac_model::update::check_immutable(kind, &old_obj, &new_obj)?;
@@ -477,8 +487,13 @@ impl Service {
         }
         let mut next = current.clone();
         next.name = new_meta.name.clone();
-        next.labels = new_meta.labels;
-        next.annotations = new_meta.annotations;
+        next.labels =
+            crate::reserved::merge_update("metadata.labels", &current.labels, new_meta.labels)?;
+        next.annotations = crate::reserved::merge_update(
+            "metadata.annotations",
+            &current.annotations,
+            new_meta.annotations,
+        )?;
         for (k, v) in &current.annotations {
             if crate::object::is_internal_annotation(k) {
                 next.annotations.insert(k.clone(), v.clone());

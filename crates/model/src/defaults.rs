@@ -7,6 +7,15 @@ use serde_json::{Value, json};
 use crate::Kind;
 use crate::pb;
 
+/// Prefix of the labels and annotations the server keeps for itself: clients may not set,
+/// change or remove them (the cleanup and the tenant controller trust them).
+pub const RESERVED_PREFIX: &str = "osac.openshift.io/";
+
+/// Whether a label or annotation key is reserved for the server.
+pub fn is_reserved_key(key: &str) -> bool {
+    key.starts_with(RESERVED_PREFIX)
+}
+
 /// Label on every object created at tenant onboarding.
 pub const DEFAULT_LABEL: &str = "osac.openshift.io/default";
 /// Label on ExternalIPs and ExternalIPAttachments created by `auto_external_ip_attachment`.

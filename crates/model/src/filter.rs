@@ -217,6 +217,24 @@ pub enum Expr {
     Or(Box<Expr>, Box<Expr>),
 }
 
+impl Expr {
+    /// Every field path the condition reads.
+    pub fn paths(&self) -> Vec<&Path> {
+        match self {
+            Expr::Compare { path, .. }
+            | Expr::In { path, .. }
+            | Expr::Has(path)
+            | Expr::Method { path, .. } => vec![path],
+            Expr::Not(e) => e.paths(),
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                let mut out = a.paths();
+                out.extend(b.paths());
+                out
+            }
+        }
+    }
+}
+
 /// One term of an `order`: a field and a direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderTerm {

@@ -68,19 +68,26 @@ fn is_label_segment(s: &str, max: usize) -> bool {
             .all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
 }
 
+/// Whether `key` is a Kubernetes qualified name `[prefix/]name`: the prefix a DNS subdomain of
+/// at most 253 characters, the name at most 63 characters of letters, digits, '-', '_', '.',
+/// starting and ending alphanumeric.
+pub fn is_qualified_key(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        p.len() <= 253
+            && p.split('.')
+                .all(|part| is_dns_label(part) && part.len() <= 63)
+    });
+    key.len() <= 316 && prefix_ok && is_label_segment(name, 63)
+}
+
 /// Validates labels: keys `[prefix/]name` (prefix a DNS subdomain ≤253, name ≤63), values ≤63.
 pub fn check_labels(field: &str, labels: &HashMap<String, String>) -> Result<(), Invalid> {
     for (key, value) in labels {
-        let (prefix, name) = match key.rsplit_once('/') {
-            Some((p, n)) => (Some(p), n),
-            None => (None, key.as_str()),
-        };
-        let prefix_ok = prefix.is_none_or(|p| {
-            p.len() <= 253
-                && p.split('.')
-                    .all(|part| is_dns_label(part) && part.len() <= 63)
-        });
-        if key.len() > 316 || !prefix_ok || !is_label_segment(name, 63) {
+        if !is_qualified_key(key) {
             return Err(Invalid::new(
                 format!("{field}[\"{key}\"]"),
                 "label key must be [prefix/]name: name ≤63 characters of letters, digits, '-', '_', '.', starting and ending alphanumeric; prefix a DNS subdomain",

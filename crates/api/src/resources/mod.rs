@@ -316,37 +316,91 @@ pub fn public_filter(kind: Kind) -> Option<&'static str> {
     }
 }
 
-/// What tenants see of an object (provider objects are trimmed).
-pub fn public_view(kind: Kind, obj: Value) -> Value {
-    let keep: &[&str] = match kind {
-        Kind::NetworkClass => &[
-            "id",
-            "metadata",
+/// The fields tenants see of a provider object whose public view is trimmed (None: the whole
+/// object is public). Dotted paths; a path covers everything below it. The public view shows
+/// these and nothing else, and tenants' filters and orders may use these and nothing else.
+pub fn public_fields(kind: Kind) -> Option<&'static [&'static str]> {
+    const META: [&str; 4] = [
+        "id",
+        "metadata.name",
+        "metadata.creation_timestamp",
+        "metadata.version",
+    ];
+    match kind {
+        Kind::NetworkClass => Some(&[
+            META[0],
+            META[1],
+            META[2],
+            META[3],
             "title",
             "description",
             "capabilities",
             "is_default",
-        ],
-        Kind::ExternalIpPool => &["id", "metadata", "spec", "status"],
-        _ => return obj,
+        ]),
+        Kind::ExternalIpPool => Some(&[
+            META[0],
+            META[1],
+            META[2],
+            META[3],
+            "spec.ip_family",
+            "spec.network_class",
+            "status.available",
+        ]),
+        _ => None,
+    }
+}
+
+/// What tenants see of an object (provider objects are trimmed to [`public_fields`]).
+pub fn public_view(kind: Kind, obj: Value) -> Value {
+    let Some(fields) = public_fields(kind) else {
+        return obj;
     };
-    let Value::Object(map) = obj else { return obj };
-    let mut out: Map<String, Value> = map
-        .into_iter()
-        .filter(|(k, _)| keep.contains(&k.as_str()))
-        .collect();
-    if let Some(Value::Object(meta)) = out.get_mut("metadata") {
-        meta.retain(|k, _| k == "name" || k == "creation_timestamp" || k == "version");
-    }
-    if kind == Kind::ExternalIpPool {
-        if let Some(Value::Object(spec)) = out.get_mut("spec") {
-            spec.retain(|k, _| k == "ip_family" || k == "network_class");
+    let mut out = Value::Object(Map::new());
+    for field in fields {
+        let pointer = format!("/{}", field.replace('.', "/"));
+        if let Some(v) = obj.pointer(&pointer) {
+            let mut at = &mut out;
+            let segs: Vec<&str> = field.split('.').collect();
+            for seg in &segs[..segs.len() - 1] {
+                let Value::Object(m) = at else { break };
+                at = m
+                    .entry(seg.to_string())
+                    .or_insert_with(|| Value::Object(Map::new()));
+            }
+            if let (Value::Object(m), Some(last)) = (at, segs.last()) {
+                m.insert(last.to_string(), v.clone());
+            }
         }
-        if let Some(Value::Object(status)) = out.get_mut("status") {
-            status.retain(|k, _| k == "available");
+    }
+    out
+}
+
+/// Refuses a tenant's filter or order on a field of `kind` that tenants cannot see: the same
+/// INVALID_ARGUMENT for a hidden field and for one that does not exist, so a filter cannot
+/// probe what the public view hides.
+pub fn check_public_paths<'p>(
+    kind: Kind,
+    what: &str,
+    paths: impl IntoIterator<Item = &'p osac_model::filter::Path>,
+) -> ApiResult<()> {
+    let Some(fields) = public_fields(kind) else {
+        return Ok(());
+    };
+    for path in paths {
+        let visible = fields.iter().any(|f| {
+            let want: Vec<&str> = f.split('.').collect();
+            path.segments.len() >= want.len()
+                && path.segments.iter().zip(&want).all(|(a, b)| a == b)
+        });
+        if !visible {
+            return Err(ApiError::invalid(format!(
+                "{what}: field '{path}' is not available (fields of {}: {})",
+                kind.collection(),
+                fields.join(", ")
+            )));
         }
     }
-    Value::Object(out)
+    Ok(())
 }
 
 /// NOT_FOUND helper re-exported for resource files.

@@ -1,0 +1,92 @@
+//! Labels and annotations under `osac.openshift.io/` belong to the server: the default
+//! networking, auto-provisioned and orphaned markers that the cleanup and the tenant controller
+//! trust, and the controllers' bookkeeping annotations. A client may not set one on create; on
+//! update the stored ones keep their values (a client may leave them out) and a client that
+//! sends a reserved key with another value, or a new one, is refused.
+
+use std::collections::BTreeMap;
+
+use osac_model::defaults::{RESERVED_PREFIX, is_reserved_key};
+
+use crate::error::{ApiError, ApiResult};
+
+fn refused(field: &str, key: &str, verb: &str) -> ApiError {
+    ApiError::invalid(format!(
+        "{field}[\"{key}\"]: keys under {RESERVED_PREFIX} are reserved for the server and cannot be {verb} by clients"
+    ))
+}
+
+/// Refuses reserved keys in the labels or annotations of a create request.
+pub fn check_create(
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> ApiResult<()> {
+    for (field, map) in [
+        ("metadata.labels", labels),
+        ("metadata.annotations", annotations),
+    ] {
+        if let Some(key) = map.keys().find(|k| is_reserved_key(k)) {
+            return Err(refused(field, key, "set"));
+        }
+    }
+    Ok(())
+}
+
+/// The labels (or annotations) an update stores: the client's, with every reserved key as it is
+/// stored. Refuses a reserved key the client adds or changes.
+pub fn merge_update(
+    field: &str,
+    stored: &BTreeMap<String, String>,
+    requested: BTreeMap<String, String>,
+) -> ApiResult<BTreeMap<String, String>> {
+    for (key, value) in &requested {
+        if !is_reserved_key(key) {
+            continue;
+        }
+        match stored.get(key) {
+            Some(v) if v == value => {}
+            Some(_) => return Err(refused(field, key, "changed")),
+            None => return Err(refused(field, key, "set")),
+        }
+    }
+    let mut out = requested;
+    for (key, value) in stored {
+        if is_reserved_key(key) {
+            out.insert(key.clone(), value.clone());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn create_refuses_reserved_keys() {
+        let e = check_create(&map(&[("osac.openshift.io/default", "true")]), &map(&[]))
+            .unwrap_err();
+        assert!(e.message.contains("metadata.labels[\"osac.openshift.io/default\"]"));
+        assert!(check_create(&map(&[("app", "web")]), &map(&[("example.com/x", "1")])).is_ok());
+    }
+
+    #[test]
+    fn update_keeps_stored_reserved_keys() {
+        let stored = map(&[("osac.openshift.io/default", "true"), ("app", "a")]);
+        let out = merge_update("metadata.labels", &stored, map(&[("app", "b")])).unwrap();
+        assert_eq!(out, map(&[("osac.openshift.io/default", "true"), ("app", "b")]));
+        let same = map(&[("osac.openshift.io/default", "true")]);
+        assert!(merge_update("metadata.labels", &stored, same).is_ok());
+        let changed = map(&[("osac.openshift.io/default", "false")]);
+        assert!(merge_update("metadata.labels", &stored, changed).is_err());
+        let added = map(&[("osac.openshift.io/orphaned", "true")]);
+        assert!(merge_update("metadata.labels", &stored, added).is_err());
+    }
+}
