@@ -13,6 +13,8 @@ mod lists;
 mod locks;
 mod openapi;
 mod ops;
+mod bounds;
+mod visibility;
 mod provider;
 mod provisioner_exec;
 mod quotas;
