@@ -150,6 +150,14 @@ async fn concurrent_external_ips_never_over_allocate(backend: Backend) {
         return;
     };
     let t = s.tenant("acme").await;
+    // The race is about pool capacity, not the tenant's ExternalIP quota.
+    s.admin
+        .patch(
+            &format!("{PRIV}/tenants/acme"),
+            json!({"spec": {"quotas": {"external_ips": u32::MAX}}}),
+        )
+        .await
+        .ok();
     let cidrs = [
         "198.51.100.0/26",
         "198.51.100.64/27",
