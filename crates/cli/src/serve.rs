@@ -217,3 +217,21 @@ fn print_next_steps(url: &str, creds: &std::path::Path) {
         creds.display()
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use osac_model::quota::{Quota, UNLIMITED};
+
+    use super::parse_default_quota;
+
+    #[test]
+    fn default_quota_flag() {
+        let d = parse_default_quota("").expect("empty = built-in defaults");
+        assert_eq!(d.get(Quota::Subnets), Quota::Subnets.default_limit());
+        let d = parse_default_quota("subnets=200, clusters=unlimited").expect("valid");
+        assert_eq!(d.get(Quota::Subnets), 200);
+        assert_eq!(d.get(Quota::Clusters), UNLIMITED);
+        let e = parse_default_quota("subnet=1").expect_err("unknown quota");
+        assert!(e.contains("--default-quota") && e.contains("'subnet' is not a quota"), "{e}");
+    }
+}
