@@ -78,7 +78,10 @@ impl Reader<'_> {
 pub fn rule_count(body: &Value) -> u64 {
     ["ingress", "egress"]
         .iter()
-        .filter_map(|d| body.pointer(&format!("/spec/{d}")).and_then(Value::as_array))
+        .filter_map(|d| {
+            body.pointer(&format!("/spec/{d}"))
+                .and_then(Value::as_array)
+        })
         .map(|a| a.len() as u64)
         .sum()
 }

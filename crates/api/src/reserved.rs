@@ -71,9 +71,12 @@ mod tests {
 
     #[test]
     fn create_refuses_reserved_keys() {
-        let e = check_create(&map(&[("osac.openshift.io/default", "true")]), &map(&[]))
-            .unwrap_err();
-        assert!(e.message.contains("metadata.labels[\"osac.openshift.io/default\"]"));
+        let e =
+            check_create(&map(&[("osac.openshift.io/default", "true")]), &map(&[])).unwrap_err();
+        assert!(
+            e.message
+                .contains("metadata.labels[\"osac.openshift.io/default\"]")
+        );
         assert!(check_create(&map(&[("app", "web")]), &map(&[("example.com/x", "1")])).is_ok());
     }
 
@@ -81,7 +84,10 @@ mod tests {
     fn update_keeps_stored_reserved_keys() {
         let stored = map(&[("osac.openshift.io/default", "true"), ("app", "a")]);
         let out = merge_update("metadata.labels", &stored, map(&[("app", "b")])).unwrap();
-        assert_eq!(out, map(&[("osac.openshift.io/default", "true"), ("app", "b")]));
+        assert_eq!(
+            out,
+            map(&[("osac.openshift.io/default", "true"), ("app", "b")])
+        );
         let same = map(&[("osac.openshift.io/default", "true")]);
         assert!(merge_update("metadata.labels", &stored, same).is_ok());
         let changed = map(&[("osac.openshift.io/default", "false")]);

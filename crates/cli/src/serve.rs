@@ -232,6 +232,9 @@ mod tests {
         assert_eq!(d.get(Quota::Subnets), 200);
         assert_eq!(d.get(Quota::Clusters), UNLIMITED);
         let e = parse_default_quota("subnet=1").expect_err("unknown quota");
-        assert!(e.contains("--default-quota") && e.contains("'subnet' is not a quota"), "{e}");
+        assert!(
+            e.contains("--default-quota") && e.contains("'subnet' is not a quota"),
+            "{e}"
+        );
     }
 }

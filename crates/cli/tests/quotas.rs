@@ -10,8 +10,16 @@ async fn quotas_are_set_shown_and_enforced_through_the_cli() {
     env.ok(
         &admin,
         &[
-            "admin", "create", "tenant", "--name", "acme", "--quota", "subnets=3",
-            "--quota", "clusters=unlimited", "--wait",
+            "admin",
+            "create",
+            "tenant",
+            "--name",
+            "acme",
+            "--quota",
+            "subnets=3",
+            "--quota",
+            "clusters=unlimited",
+            "--wait",
         ],
     )
     .await;
@@ -36,8 +44,14 @@ async fn quotas_are_set_shown_and_enforced_through_the_cli() {
     env.ok(
         &token,
         &[
-            "create", "subnet", "--name", "third", "--virtual-network", "default",
-            "--cidr", "10.0.50.0/24",
+            "create",
+            "subnet",
+            "--name",
+            "third",
+            "--virtual-network",
+            "default",
+            "--cidr",
+            "10.0.50.0/24",
         ],
     )
     .await;
@@ -45,8 +59,14 @@ async fn quotas_are_set_shown_and_enforced_through_the_cli() {
         .osac(
             &token,
             &[
-                "create", "subnet", "--name", "fourth", "--virtual-network", "default",
-                "--cidr", "10.0.51.0/24",
+                "create",
+                "subnet",
+                "--name",
+                "fourth",
+                "--virtual-network",
+                "default",
+                "--cidr",
+                "10.0.51.0/24",
             ],
         )
         .await;
@@ -60,7 +80,14 @@ async fn quotas_are_set_shown_and_enforced_through_the_cli() {
     // Raise one quota, reset another to the provider default.
     env.ok(
         &admin,
-        &["admin", "update", "tenant", "acme", "--quota", "subnets=4,clusters=default"],
+        &[
+            "admin",
+            "update",
+            "tenant",
+            "acme",
+            "--quota",
+            "subnets=4,clusters=default",
+        ],
     )
     .await;
     let t = env
@@ -74,7 +101,10 @@ async fn quotas_are_set_shown_and_enforced_through_the_cli() {
         "{t}"
     );
     let out = env
-        .osac(&admin, &["admin", "update", "tenant", "acme", "--quota", "subnet=4"])
+        .osac(
+            &admin,
+            &["admin", "update", "tenant", "acme", "--quota", "subnet=4"],
+        )
         .await;
     assert!(!out.status.success());
     assert!(

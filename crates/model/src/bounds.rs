@@ -43,7 +43,11 @@ const LIMITS: &[(&str, &str, usize)] = &[
         "network attachments",
         MAX_ATTACHMENTS,
     ),
-    ("spec.network_attachments", "network attachments", MAX_ATTACHMENTS),
+    (
+        "spec.network_attachments",
+        "network attachments",
+        MAX_ATTACHMENTS,
+    ),
     (
         "spec.compute_network_attachments[].security_groups",
         "security groups",
@@ -228,12 +232,16 @@ mod tests {
         let e = err(json!({"metadata": {"annotations": {"a": long}}}));
         assert!(e.message.contains("4097 bytes") && e.message.contains("at most 4096"));
         let fits = "x".repeat(MAX_ANNOTATION_VALUE_BYTES);
-        assert!(check_object(&json!({"metadata": {"annotations": {"example.com/a": fits}}})).is_ok());
+        assert!(
+            check_object(&json!({"metadata": {"annotations": {"example.com/a": fits}}})).is_ok()
+        );
     }
 
     #[test]
     fn rules_attachments_node_sets_parameters_domains() {
-        assert!(check_object(&json!({"spec": {"ingress": rules(200), "egress": rules(200)}})).is_ok());
+        assert!(
+            check_object(&json!({"spec": {"ingress": rules(200), "egress": rules(200)}})).is_ok()
+        );
         let e = err(json!({"spec": {"egress": rules(201)}}));
         assert_eq!(e.field, "spec.egress");
         assert!(e.message.contains("201 egress rules") && e.message.contains("at most 200"));
@@ -243,7 +251,9 @@ mod tests {
         assert!(e.message.contains("17 network attachments"));
         assert!(check_object(&json!({"spec": {"network_attachments": vec![att; 16]}})).is_ok());
         let sgs: Vec<String> = (0..17).map(|i| format!("sg{i}")).collect();
-        let e = err(json!({"spec": {"network_attachments": [{"subnet": "s", "security_groups": sgs}]}}));
+        let e = err(
+            json!({"spec": {"network_attachments": [{"subnet": "s", "security_groups": sgs}]}}),
+        );
         assert_eq!(e.field, "spec.network_attachments[0].security_groups");
         let e = err(json!({"spec": {"network_attachment": {"security_groups": sgs}}}));
         assert_eq!(e.field, "spec.network_attachment.security_groups");
@@ -267,6 +277,8 @@ mod tests {
         assert_eq!(e.field, "spec.cidrs");
         assert!(e.message.contains("257 entries"));
         // What the server writes is not the client's: status is never checked.
-        assert!(check_object(&json!({"status": {"message": "x".repeat(MAX_STRING_BYTES + 1)}})).is_ok());
+        assert!(
+            check_object(&json!({"status": {"message": "x".repeat(MAX_STRING_BYTES + 1)}})).is_ok()
+        );
     }
 }

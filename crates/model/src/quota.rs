@@ -222,7 +222,10 @@ mod tests {
         for q in Quota::ALL {
             assert_eq!(Quota::parse(q.name()), Some(q));
         }
-        assert_eq!(Quota::of_kind(Kind::SecurityGroup), Some(Quota::SecurityGroups));
+        assert_eq!(
+            Quota::of_kind(Kind::SecurityGroup),
+            Some(Quota::SecurityGroups)
+        );
         assert_eq!(Quota::of_kind(Kind::ExternalIp), Some(Quota::ExternalIps));
         assert_eq!(Quota::of_kind(Kind::NatGateway), None);
         assert_eq!(Quota::SecurityGroupRules.kind(), Kind::SecurityGroup);

@@ -142,7 +142,10 @@ async fn attachments_and_their_security_groups() {
     refused(
         &t,
         "baremetal_instances",
-        bm_body("bm", json!([{"subnet": "default-ipv4", "security_groups": sgs}])),
+        bm_body(
+            "bm",
+            json!([{"subnet": "default-ipv4", "security_groups": sgs}]),
+        ),
         &[
             "spec.network_attachments[0].security_groups",
             "17 security groups",
@@ -158,7 +161,10 @@ async fn node_sets_and_template_parameters() {
     let s = TestServer::sqlite().await;
     let t = s.tenant("acme").await;
     let mut c = cluster_body("c", "default-ipv4", json!(["default"]), 1);
-    c["spec"]["node_sets"] = map(MAX_NODE_SETS + 1, json!({"host_type": "bm-standard", "size": 1}));
+    c["spec"]["node_sets"] = map(
+        MAX_NODE_SETS + 1,
+        json!({"host_type": "bm-standard", "size": 1}),
+    );
     refused(
         &t,
         "clusters",
@@ -172,7 +178,11 @@ async fn node_sets_and_template_parameters() {
         &t,
         "compute_instances",
         vm.clone(),
-        &["spec.template_parameters", "65 template parameters", "at most 64"],
+        &[
+            "spec.template_parameters",
+            "65 template parameters",
+            "at most 64",
+        ],
     )
     .await;
     vm["spec"]["template_parameters"] = json!({"blob": "x".repeat(MAX_TEMPLATE_PARAMETERS_BYTES)});
@@ -198,7 +208,11 @@ async fn tenant_domains_and_any_long_string_or_list() {
             json!({"metadata": {"name": "acme"}, "spec": {"domains": domains}}),
         )
         .await
-        .err(400, "INVALID_ARGUMENT", &["spec.domains", "33 domains", "at most 32"]);
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.domains", "33 domains", "at most 32"],
+        );
     let t = s.tenant("acme").await;
     // A reference of 5000 bytes is refused before it is looked up.
     refused(

@@ -27,7 +27,8 @@ async fn tenant_delete_races_workload_create(backend: Backend) {
     for round in 0..ROUNDS {
         let tenant = format!("race-{round}");
         let t = s.tenant(&tenant).await;
-        t.wait("subnets", "default-ipv4", "SUBNET_STATE_READY").await;
+        t.wait("subnets", "default-ipv4", "SUBNET_STATE_READY")
+            .await;
         let vm = vm_body(
             "vm",
             json!([{"subnet": "default-ipv4", "security_groups": ["default"]}]),
@@ -36,11 +37,14 @@ async fn tenant_delete_races_workload_create(backend: Backend) {
             format!("{PUB}/compute_instances"),
             format!("{PRIV}/tenants/{tenant}"),
         );
-        let (created, deleted) =
-            tokio::join!(t.post(&vm_path, vm), s.admin.delete(&tenant_path));
+        let (created, deleted) = tokio::join!(t.post(&vm_path, vm), s.admin.delete(&tenant_path));
         match (created.status, deleted.status) {
             (200, 412) => {
-                deleted.err(412, "FAILED_PRECONDITION", &["still has 1 compute_instances"]);
+                deleted.err(
+                    412,
+                    "FAILED_PRECONDITION",
+                    &["still has 1 compute_instances"],
+                );
                 outcomes[0] += 1;
             }
             (c, 200) if c != 200 => {
@@ -66,7 +70,10 @@ async fn tenant_delete_races_workload_create(backend: Backend) {
             );
         }
     }
-    eprintln!("create won {} rounds, delete won {}", outcomes[0], outcomes[1]);
+    eprintln!(
+        "create won {} rounds, delete won {}",
+        outcomes[0], outcomes[1]
+    );
     s.finish().await;
 }
 
@@ -91,7 +98,8 @@ async fn network_delete_races_group_and_subnet_create(backend: Backend) {
             format!("{PUB}/subnets"),
             format!("{PUB}/virtual_networks/{vn}"),
         );
-        let sg_body = json!({"metadata": {"name": format!("sg-{round}")}, "spec": {"virtual_network": vn}});
+        let sg_body =
+            json!({"metadata": {"name": format!("sg-{round}")}, "spec": {"virtual_network": vn}});
         let sn_body = json!({"metadata": {"name": format!("sn-{round}")}, "spec": {"virtual_network": vn, "ipv4_cidr": format!("10.{}.0.0/24", round + 1)}});
         let (sg, subnet, deleted) = tokio::join!(
             t.post(&sg_path, sg_body),
@@ -106,7 +114,11 @@ async fn network_delete_races_group_and_subnet_create(backend: Backend) {
                 sg.status, sg.text, subnet.status, subnet.text
             );
         } else {
-            deleted.err(412, "FAILED_PRECONDITION", &["cannot be deleted: it still has"]);
+            deleted.err(
+                412,
+                "FAILED_PRECONDITION",
+                &["cannot be deleted: it still has"],
+            );
             assert!(used, "round {round}: delete refused for nothing");
         }
         for r in [&sg, &subnet] {

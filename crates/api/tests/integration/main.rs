@@ -2,6 +2,7 @@
 //! driven over REST and gRPC. Database-sensitive tests also run on PostgreSQL when
 //! `OSAC_TEST_DATABASE_URL` is set (a fresh database per test).
 
+mod bounds;
 mod common;
 mod concurrency;
 mod defaults;
@@ -13,13 +14,12 @@ mod lists;
 mod locks;
 mod openapi;
 mod ops;
-mod bounds;
-mod visibility;
 mod provider;
 mod provisioner_exec;
 mod quotas;
 mod restart;
 mod tenancy;
+mod visibility;
 mod watch;
 mod workload_flows;
 mod workloads;

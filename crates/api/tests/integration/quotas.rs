@@ -28,8 +28,12 @@ async fn usage(s: &TestServer, tenant: &str, quota: &str) -> (u64, u64) {
     let t = s.admin.get(&format!("{PRIV}/tenants/{tenant}")).await.ok();
     let u = &t["status"]["usage"][quota];
     (
-        u["used"].as_u64().unwrap_or_else(|| panic!("no used in {t}")),
-        u["limit"].as_u64().unwrap_or_else(|| panic!("no limit in {t}")),
+        u["used"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no used in {t}")),
+        u["limit"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no limit in {t}")),
     )
 }
 
@@ -52,7 +56,12 @@ async fn concurrent_creates_never_exceed_a_quota(backend: Backend) {
     let mut refused = 0;
     for r in &results {
         match r.status {
-            200 => created.push(r.body["metadata"]["name"].as_str().unwrap_or("").to_string()),
+            200 => created.push(
+                r.body["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            ),
             429 => {
                 r.err(
                     429,
@@ -73,7 +82,10 @@ async fn concurrent_creates_never_exceed_a_quota(backend: Backend) {
     assert_eq!(usage(&s, "acme", "virtual_networks").await, (11, 11));
     // The refusals are events of the tenant, not pool exhaustion.
     let events = t
-        .list("events", &[("filter", "this.spec.reason == \"QuotaExceeded\"")])
+        .list(
+            "events",
+            &[("filter", "this.spec.reason == \"QuotaExceeded\"")],
+        )
         .await
         .ok();
     assert!(events["total"].as_i64().unwrap_or(0) >= 1, "{events}");
@@ -248,9 +260,11 @@ async fn auto_provisioned_external_ips_count() {
         json!([{"subnet": "default-ipv4", "security_groups": ["default"]}]),
     );
     vm["spec"]["auto_external_ip_attachment"] = json!(true);
-    t.post(&format!("{PUB}/compute_instances"), vm)
-        .await
-        .err(429, "RESOURCE_EXHAUSTED", &["quota external_ips", "limit 1"]);
+    t.post(&format!("{PUB}/compute_instances"), vm).await.err(
+        429,
+        "RESOURCE_EXHAUSTED",
+        &["quota external_ips", "limit 1"],
+    );
     assert_eq!(t.count_all("compute_instances").await, 0);
     assert_eq!(t.count_all("external_ips").await, 1);
     // Onboarding makes a NAT address: a tenant allowed none cannot be created.
@@ -260,7 +274,11 @@ async fn auto_provisioned_external_ips_count() {
             json!({"metadata": {"name": "tiny"}, "spec": {"quotas": {"external_ips": 0}}}),
         )
         .await
-        .err(429, "RESOURCE_EXHAUSTED", &["quota external_ips of tenant 'tiny'"]);
+        .err(
+            429,
+            "RESOURCE_EXHAUSTED",
+            &["quota external_ips of tenant 'tiny'"],
+        );
     s.admin
         .get(&format!("{PRIV}/tenants/tiny"))
         .await
@@ -300,6 +318,10 @@ async fn server_default_quotas() {
         json!({"metadata": {"name": "two"}, "spec": {"virtual_network": "default"}}),
     )
     .await
-    .err(429, "RESOURCE_EXHAUSTED", &["security_groups", "limit 2", "in use 2"]);
+    .err(
+        429,
+        "RESOURCE_EXHAUSTED",
+        &["security_groups", "limit 2", "in use 2"],
+    );
     s.finish().await;
 }

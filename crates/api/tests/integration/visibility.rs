@@ -51,7 +51,10 @@ async fn reserved_keys_survive_updates_and_cannot_be_changed() {
         .await
         .ok();
     assert_eq!(vn["metadata"]["labels"]["app"], "web");
-    assert_eq!(vn["metadata"]["labels"]["osac.openshift.io/default"], "true");
+    assert_eq!(
+        vn["metadata"]["labels"]["osac.openshift.io/default"],
+        "true"
+    );
     // Sending it unchanged is fine; changing or adding a reserved key is not.
     t.patch(
         &path,
@@ -67,16 +70,26 @@ async fn reserved_keys_survive_updates_and_cannot_be_changed() {
     .err(
         400,
         "INVALID_ARGUMENT",
-        &["metadata.labels[\"osac.openshift.io/default\"]", "cannot be changed"],
+        &[
+            "metadata.labels[\"osac.openshift.io/default\"]",
+            "cannot be changed",
+        ],
     );
     t.patch(
         &path,
         json!({"metadata": {"annotations": {"osac.openshift.io/delete-failures": "99"}}}),
     )
     .await
-    .err(400, "INVALID_ARGUMENT", &["osac.openshift.io/delete-failures", "cannot be set"]);
+    .err(
+        400,
+        "INVALID_ARGUMENT",
+        &["osac.openshift.io/delete-failures", "cannot be set"],
+    );
     let after = t.get(&path).await.ok();
-    assert_eq!(after["metadata"]["labels"]["osac.openshift.io/default"], "true");
+    assert_eq!(
+        after["metadata"]["labels"]["osac.openshift.io/default"],
+        "true"
+    );
     assert!(after["metadata"].get("annotations").is_none(), "{after}");
     s.finish().await;
 }
@@ -88,7 +101,8 @@ async fn reserved_keys_survive_updates_and_cannot_be_changed() {
 async fn forged_auto_provisioned_label_cannot_steer_the_cleanup() {
     let s = TestServer::sqlite().await;
     let t = s.tenant("acme").await;
-    t.wait("subnets", "default-ipv4", "SUBNET_STATE_READY").await;
+    t.wait("subnets", "default-ipv4", "SUBNET_STATE_READY")
+        .await;
     let mut vm = vm_body(
         "victim",
         json!([{"subnet": "default-ipv4", "security_groups": ["default"]}]),
@@ -104,21 +118,32 @@ async fn forged_auto_provisioned_label_cannot_steer_the_cleanup() {
         json!({"metadata": {"name": "mine", "labels": forged}}),
     )
     .await
-    .err(400, "INVALID_ARGUMENT", &["osac.openshift.io/auto-provisioned", RESERVED]);
+    .err(
+        400,
+        "INVALID_ARGUMENT",
+        &["osac.openshift.io/auto-provisioned", RESERVED],
+    );
     let mine = t.allocated_eip("mine", "").await;
     t.patch(
         &format!("{PUB}/external_ips/mine"),
         json!({"metadata": {"labels": forged}}),
     )
     .await
-    .err(400, "INVALID_ARGUMENT", &["osac.openshift.io/auto-provisioned", RESERVED]);
+    .err(
+        400,
+        "INVALID_ARGUMENT",
+        &["osac.openshift.io/auto-provisioned", RESERVED],
+    );
     t.delete(&format!("{PUB}/compute_instances/victim"))
         .await
         .ok();
     t.wait_gone(PUB, "compute_instances", "victim").await;
     let still = t.get(&format!("{PUB}/external_ips/mine")).await.ok();
     assert_eq!(id(&still), id(&mine));
-    assert!(still["metadata"].get("deletion_timestamp").is_none(), "{still}");
+    assert!(
+        still["metadata"].get("deletion_timestamp").is_none(),
+        "{still}"
+    );
     s.finish().await;
 }
 
@@ -130,14 +155,42 @@ async fn tenant_filters_cannot_probe_hidden_fields() {
     let s = TestServer::sqlite().await;
     let t = s.tenant("acme").await;
     let probes = [
-        ("external_ip_pools", "this.spec.cidrs.contains(\"203.\")", "spec.cidrs"),
+        (
+            "external_ip_pools",
+            "this.spec.cidrs.contains(\"203.\")",
+            "spec.cidrs",
+        ),
         ("external_ip_pools", "has(this.spec.cidrs)", "spec.cidrs"),
-        ("external_ip_pools", "this.status.total > 200", "status.total"),
-        ("external_ip_pools", "this.metadata.labels[\"tier\"] == \"gold\"", "metadata.labels.tier"),
-        ("network_classes", "this.fabric_manager == \"sim-fabric\"", "fabric_manager"),
-        ("network_classes", "this.k8s_manager.startsWith(\"sim\")", "k8s_manager"),
-        ("network_classes", "this.spec.defaults.subnet_ipv4_cidr == \"10.0.1.0/24\"", "spec.defaults.subnet_ipv4_cidr"),
-        ("network_classes", "this.metadata.creator == \"admin\"", "metadata.creator"),
+        (
+            "external_ip_pools",
+            "this.status.total > 200",
+            "status.total",
+        ),
+        (
+            "external_ip_pools",
+            "this.metadata.labels[\"tier\"] == \"gold\"",
+            "metadata.labels.tier",
+        ),
+        (
+            "network_classes",
+            "this.fabric_manager == \"sim-fabric\"",
+            "fabric_manager",
+        ),
+        (
+            "network_classes",
+            "this.k8s_manager.startsWith(\"sim\")",
+            "k8s_manager",
+        ),
+        (
+            "network_classes",
+            "this.spec.defaults.subnet_ipv4_cidr == \"10.0.1.0/24\"",
+            "spec.defaults.subnet_ipv4_cidr",
+        ),
+        (
+            "network_classes",
+            "this.metadata.creator == \"admin\"",
+            "metadata.creator",
+        ),
     ];
     for (collection, filter, field) in probes {
         let hidden = t.list(collection, &[("filter", filter)]).await;
@@ -164,24 +217,37 @@ async fn tenant_filters_cannot_probe_hidden_fields() {
         .expect("url");
         let private = s
             .admin
-            .get(&format!("{}?{}", url.path(), url.query().unwrap_or_default()))
+            .get(&format!(
+                "{}?{}",
+                url.path(),
+                url.query().unwrap_or_default()
+            ))
             .await;
-        assert_eq!(private.status, 200, "{collection}: {filter}: {}", private.text);
+        assert_eq!(
+            private.status, 200,
+            "{collection}: {filter}: {}",
+            private.text
+        );
     }
     for (collection, order) in [
         ("external_ip_pools", "status.allocated desc"),
         ("network_classes", "fabric_manager"),
     ] {
-        t.list(collection, &[("order", order)])
-            .await
-            .err(400, "INVALID_ARGUMENT", &["order: field", "is not available"]);
+        t.list(collection, &[("order", order)]).await.err(
+            400,
+            "INVALID_ARGUMENT",
+            &["order: field", "is not available"],
+        );
     }
     // What tenants see they can filter and order on.
     let pools = t
         .list(
             "external_ip_pools",
             &[
-                ("filter", "this.spec.ip_family == \"IP_FAMILY_IPV4\" && this.status.available > 0"),
+                (
+                    "filter",
+                    "this.spec.ip_family == \"IP_FAMILY_IPV4\" && this.status.available > 0",
+                ),
                 ("order", "metadata.name desc"),
             ],
         )
