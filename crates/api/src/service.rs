@@ -358,6 +358,7 @@ impl Service {
             p.limit.min(MAX_LIMIT)
         };
         let filter = Self::effective_filter(surface, kind, &p.filter)?;
+        osac_model::bounds::check_query("order", &p.order)?;
         if !p.order.trim().is_empty() {
             let terms = osac_model::filter::parse_order(&p.order)
                 .map_err(|e| ApiError::invalid(format!("order: {e}")))?;
@@ -392,6 +393,7 @@ impl Service {
         kind: Kind,
         filter: &str,
     ) -> ApiResult<String> {
+        osac_model::bounds::check_query("filter", filter)?;
         let mut filter = filter.trim().to_string();
         if !filter.is_empty() {
             let expr = osac_model::filter::parse_filter(&filter).map_err(|e| {

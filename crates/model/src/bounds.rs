@@ -33,6 +33,23 @@ pub const MAX_STRING_BYTES: usize = 4096;
 /// Entries of any other list or map.
 pub const MAX_LIST_ITEMS: usize = 256;
 
+/// Bytes of a list's or watch's `filter`, and of its `order`.
+pub const MAX_QUERY_BYTES: usize = 4096;
+
+/// Checks the size of a `filter` or `order` parameter (`field` names it).
+pub fn check_query(field: &str, text: &str) -> Result<(), Invalid> {
+    if text.len() > MAX_QUERY_BYTES {
+        return Err(Invalid::new(
+            field,
+            format!(
+                "{} bytes is too long: at most {MAX_QUERY_BYTES} bytes",
+                text.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Lists and maps with a limit of their own: (path, `[]` standing for any index; what the
 /// entries are; the limit).
 const LIMITS: &[(&str, &str, usize)] = &[
@@ -266,6 +283,14 @@ mod tests {
         assert!(e.message.contains("at most 16384 bytes"), "{e}");
         let e = err(json!({"spec": {"domains": vec!["a.example"; 33]}}));
         assert!(e.message.contains("33 domains"));
+    }
+
+    #[test]
+    fn query_parameters() {
+        assert!(check_query("filter", &"x".repeat(MAX_QUERY_BYTES)).is_ok());
+        let e = check_query("order", &"x".repeat(MAX_QUERY_BYTES + 1)).unwrap_err();
+        assert_eq!(e.field, "order");
+        assert!(e.message.contains("4097 bytes") && e.message.contains("at most 4096"));
     }
 
     #[test]

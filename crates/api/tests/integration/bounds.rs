@@ -235,3 +235,21 @@ async fn tenant_domains_and_any_long_string_or_list() {
         .err(400, "INVALID_ARGUMENT", &["spec.cidrs", "257 entries", "at most 256"]);
     s.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filter_and_order_length() {
+    let s = TestServer::sqlite().await;
+    let t = s.tenant("acme").await;
+    let long = format!("this.metadata.name == \"{}\"", "x".repeat(MAX_QUERY_BYTES));
+    t.list("subnets", &[("filter", &long)])
+        .await
+        .err(400, "INVALID_ARGUMENT", &["filter", "at most 4096 bytes"]);
+    let order = vec!["metadata.name"; 400].join(",");
+    t.list("subnets", &[("order", &order)])
+        .await
+        .err(400, "INVALID_ARGUMENT", &["order", "at most 4096 bytes"]);
+    t.list("subnets", &[("filter", "this.metadata.name == \"default-ipv4\"")])
+        .await
+        .ok();
+    s.finish().await;
+}
