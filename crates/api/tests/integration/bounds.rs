@@ -241,15 +241,22 @@ async fn filter_and_order_length() {
     let s = TestServer::sqlite().await;
     let t = s.tenant("acme").await;
     let long = format!("this.metadata.name == \"{}\"", "x".repeat(MAX_QUERY_BYTES));
-    t.list("subnets", &[("filter", &long)])
-        .await
-        .err(400, "INVALID_ARGUMENT", &["filter", "at most 4096 bytes"]);
+    t.list("subnets", &[("filter", &long)]).await.err(
+        400,
+        "INVALID_ARGUMENT",
+        &["filter", "at most 4096 bytes"],
+    );
     let order = vec!["metadata.name"; 400].join(",");
-    t.list("subnets", &[("order", &order)])
-        .await
-        .err(400, "INVALID_ARGUMENT", &["order", "at most 4096 bytes"]);
-    t.list("subnets", &[("filter", "this.metadata.name == \"default-ipv4\"")])
-        .await
-        .ok();
+    t.list("subnets", &[("order", &order)]).await.err(
+        400,
+        "INVALID_ARGUMENT",
+        &["order", "at most 4096 bytes"],
+    );
+    t.list(
+        "subnets",
+        &[("filter", "this.metadata.name == \"default-ipv4\"")],
+    )
+    .await
+    .ok();
     s.finish().await;
 }
