@@ -212,7 +212,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             }
             (None, _) => provisioner.clone(),
         };
-    let auth = Arc::new(Authenticator::new(&config.auth).await?);
+    let auth = Arc::new(Authenticator::new(&config.auth, store.clone()).await?);
     let service = Arc::new(Service::new(store.clone(), registry.clone(), auth));
     // Before anything can create kernel state (no listener, no controllers yet), so whatever
     // is not in the store now really is garbage.
