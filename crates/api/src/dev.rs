@@ -184,7 +184,7 @@ pub async fn admin_token(service: &Service, credentials: &std::path::Path) -> Ap
             &admin,
             crate::token_service::MintRequest {
                 role: Role::ProviderAdmin.as_str().into(),
-                subject: "admin".into(),
+                subject: "dev-admin".into(),
                 ..Default::default()
             },
         )

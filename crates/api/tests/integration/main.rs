@@ -16,6 +16,7 @@ mod provider;
 mod provisioner_exec;
 mod restart;
 mod tenancy;
+mod tokens;
 mod watch;
 mod workload_flows;
 mod workloads;
