@@ -8,6 +8,7 @@ mod defaults;
 mod events;
 mod grpc;
 mod hosts;
+mod jwt;
 mod lifecycle;
 mod lists;
 mod openapi;
