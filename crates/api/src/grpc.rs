@@ -427,13 +427,61 @@ impl tokens_server::Tokens for Tokens {
                     tenant: r.tenant,
                     role: r.role,
                     subject: r.subject,
-                    ..Default::default()
+                    expires_in: r.expires_in,
+                    expires_at: r.expires_at,
                 },
             )
             .await?;
+        let v = minted.view;
         Ok(Response::new(admin::CreateTokenResponse {
             token: minted.token,
+            id: v.id,
+            subject: v.subject,
+            role: v.role.as_str().into(),
+            tenant: v.tenant,
+            tenant_id: v.tenant_id.unwrap_or_default(),
+            created: v.created.to_rfc3339(),
+            expires: v.expires.map(|e| e.to_rfc3339()).unwrap_or_default(),
         }))
+    }
+
+    async fn list(
+        &self,
+        req: Request<admin::ListTokensRequest>,
+    ) -> Result<Response<admin::ListTokensResponse>, Status> {
+        let caller = self.0.caller(&req).await?;
+        let items: Vec<admin::TokenInfo> = self
+            .0
+            .service
+            .list_tokens(&caller)
+            .await?
+            .into_iter()
+            .map(|v| admin::TokenInfo {
+                id: v.id,
+                subject: v.subject,
+                role: v.role.as_str().into(),
+                tenant: v.tenant,
+                tenant_id: v.tenant_id.unwrap_or_default(),
+                created: v.created.to_rfc3339(),
+                expires: v.expires.map(|e| e.to_rfc3339()).unwrap_or_default(),
+            })
+            .collect();
+        let size = i32::try_from(items.len()).unwrap_or(i32::MAX);
+        Ok(Response::new(admin::ListTokensResponse {
+            size,
+            total: size,
+            items,
+        }))
+    }
+
+    async fn delete(
+        &self,
+        req: Request<admin::DeleteTokenRequest>,
+    ) -> Result<Response<admin::DeleteTokenResponse>, Status> {
+        let caller = self.0.caller(&req).await?;
+        let id = req.into_inner().id;
+        self.0.service.revoke_token(&caller, &id).await?;
+        Ok(Response::new(admin::DeleteTokenResponse {}))
     }
 }
 
