@@ -315,7 +315,8 @@ async fn mint_token(
                     },
                 )
                 .await?;
-            serde_json::to_value(minted).map_err(|e| ApiError::new(crate::error::Code::Internal, e.to_string()))
+            serde_json::to_value(minted)
+                .map_err(|e| ApiError::new(crate::error::Code::Internal, e.to_string()))
         }
         .await,
     )

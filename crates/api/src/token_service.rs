@@ -99,19 +99,15 @@ impl Service {
         let subject = match req.subject.trim() {
             "" => format!(
                 "{}-{}",
-                tenant.as_ref().map_or("provider", |(_, name)| name.as_str()),
+                tenant
+                    .as_ref()
+                    .map_or("provider", |(_, name)| name.as_str()),
                 uuid::Uuid::new_v4().simple()
             ),
             s => s.to_string(),
         };
-        let (secret, stored) = tokens::mint(
-            store,
-            subject,
-            role,
-            tenant.map(|(id, _)| id),
-            expires,
-        )
-        .await?;
+        let (secret, stored) =
+            tokens::mint(store, subject, role, tenant.map(|(id, _)| id), expires).await?;
         Ok(MintedToken {
             token: secret,
             view: tokens::view(store, stored).await?,
@@ -160,8 +156,14 @@ impl Service {
         };
         match tokens::revoke_tenant(store, tenant_id).await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(tenant_id, revoked = n, "revoked the tokens of a deleted tenant"),
-            Err(e) => tracing::warn!(tenant_id, error = %e.message, "cannot revoke the tokens of a deleted tenant (they no longer authenticate)"),
+            Ok(n) => tracing::info!(
+                tenant_id,
+                revoked = n,
+                "revoked the tokens of a deleted tenant"
+            ),
+            Err(e) => {
+                tracing::warn!(tenant_id, error = %e.message, "cannot revoke the tokens of a deleted tenant (they no longer authenticate)")
+            }
         }
     }
 }
@@ -183,8 +185,17 @@ mod tests {
             expiry(&req("2h", ""), now).unwrap(),
             Some(now + chrono::Duration::hours(2))
         );
-        assert!(expiry(&req("", "2999-01-01T00:00:00Z"), now).unwrap().is_some());
-        for (i, a) in [("2h", "2999-01-01T00:00:00Z"), ("", "2000-01-01T00:00:00Z"), ("", "tomorrow"), ("soon", "")] {
+        assert!(
+            expiry(&req("", "2999-01-01T00:00:00Z"), now)
+                .unwrap()
+                .is_some()
+        );
+        for (i, a) in [
+            ("2h", "2999-01-01T00:00:00Z"),
+            ("", "2000-01-01T00:00:00Z"),
+            ("", "tomorrow"),
+            ("soon", ""),
+        ] {
             let e = expiry(&req(i, a), now).unwrap_err();
             assert_eq!(e.code, crate::error::Code::InvalidArgument, "{i} {a}");
         }

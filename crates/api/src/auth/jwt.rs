@@ -95,7 +95,11 @@ fn unauth(message: impl Into<String>) -> ApiError {
     ApiError::new(Code::Unauthenticated, message.into())
 }
 
-fn required(value: &Option<String>, flag: &'static str, why: &'static str) -> Result<String, AuthSetupError> {
+fn required(
+    value: &Option<String>,
+    flag: &'static str,
+    why: &'static str,
+) -> Result<String, AuthSetupError> {
     value
         .as_deref()
         .map(str::trim)
@@ -228,7 +232,9 @@ impl JwtVerifier {
                 {
                     return Ok(k.clone());
                 }
-                Err(unauth(format!("token signed by an unknown key (kid '{kid}')")))
+                Err(unauth(format!(
+                    "token signed by an unknown key (kid '{kid}')"
+                )))
             }
             None => match keys.keys.as_slice() {
                 [only] => Ok(only.clone()),
@@ -252,8 +258,7 @@ impl JwtVerifier {
         }
         let jwk = self.key_for(header.kid.as_deref()).await?;
         key_allows(&jwk, header.alg)?;
-        let key =
-            DecodingKey::from_jwk(&jwk).map_err(|e| unauth(format!("unusable key: {e}")))?;
+        let key = DecodingKey::from_jwk(&jwk).map_err(|e| unauth(format!("unusable key: {e}")))?;
         let mut validation = Validation::new(header.alg);
         validation.algorithms = vec![header.alg];
         validation.set_issuer(&[&self.issuer]);
@@ -343,7 +348,8 @@ fn build_client(config: &JwtConfig) -> Result<reqwest::Client, String> {
         .timeout(config.fetch_timeout)
         .connect_timeout(config.fetch_timeout);
     if let Some(ca) = &config.ca_file {
-        let pem = std::fs::read(ca).map_err(|e| format!("cannot read CA file {}: {e}", ca.display()))?;
+        let pem =
+            std::fs::read(ca).map_err(|e| format!("cannot read CA file {}: {e}", ca.display()))?;
         let certs = reqwest::Certificate::from_pem_bundle(&pem)
             .map_err(|e| format!("CA file {} is not PEM: {e}", ca.display()))?;
         if certs.is_empty() {

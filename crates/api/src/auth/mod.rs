@@ -107,7 +107,10 @@ pub enum AuthSetupError {
         message: String,
     },
     #[error("{flag} is required with --jwks: {why}")]
-    MissingJwtSetting { flag: &'static str, why: &'static str },
+    MissingJwtSetting {
+        flag: &'static str,
+        why: &'static str,
+    },
 }
 
 impl Authenticator {

@@ -218,9 +218,8 @@ pub async fn revoke_tenant(store: &dyn Store, tenant_id: &str) -> ApiResult<usiz
 
 /// Parses a lifetime such as `90s`, `30m`, `24h`, `7d` or `1h30m` (units s, m, h, d).
 pub fn parse_lifetime(text: &str) -> Result<ChronoDuration, String> {
-    let bad = || {
-        format!("expires_in: '{text}' is not a duration like 30m, 24h or 7d (units s, m, h, d)")
-    };
+    let bad =
+        || format!("expires_in: '{text}' is not a duration like 30m, 24h or 7d (units s, m, h, d)");
     let mut total = ChronoDuration::zero();
     let mut digits = String::new();
     for c in text.trim().chars() {
@@ -289,7 +288,12 @@ pub async fn import_file(store: &dyn Store, path: &Path) -> Result<usize, super:
     let mut changes = Vec::new();
     for entry in file.tokens {
         let key = hash(&entry.token);
-        if store.kv_get(NAMESPACE, &key).await.map_err(store_err)?.is_some() {
+        if store
+            .kv_get(NAMESPACE, &key)
+            .await
+            .map_err(store_err)?
+            .is_some()
+        {
             continue;
         }
         let tenant_id = match entry.tenant.as_deref().filter(|t| !t.is_empty()) {

@@ -89,20 +89,37 @@ async fn grpc_services() {
         .await
         .expect("temporary token")
         .into_inner();
-    assert_eq!((temp.tenant.as_str(), temp.role.as_str()), ("acme", "tenant-user"));
+    assert_eq!(
+        (temp.tenant.as_str(), temp.role.as_str()),
+        ("acme", "tenant-user")
+    );
     assert!(!temp.expires.is_empty());
     let listed = tokens
         .list(admin::ListTokensRequest {})
         .await
         .expect("list tokens")
         .into_inner();
-    assert!(listed.items.iter().any(|t| t.id == temp.id && t.subject == "grpc-temp"));
-    assert!(!format!("{listed:?}").contains(&temp.token), "no secret in the list");
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|t| t.id == temp.id && t.subject == "grpc-temp")
+    );
+    assert!(
+        !format!("{listed:?}").contains(&temp.token),
+        "no secret in the list"
+    );
     tokens
-        .delete(admin::DeleteTokenRequest { id: temp.id.clone() })
+        .delete(admin::DeleteTokenRequest {
+            id: temp.id.clone(),
+        })
         .await
         .expect("revoke");
-    let listed = tokens.list(admin::ListTokensRequest {}).await.unwrap().into_inner();
+    let listed = tokens
+        .list(admin::ListTokensRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     assert!(!listed.items.iter().any(|t| t.id == temp.id));
     let mut classes = admin::network_classes_client::NetworkClassesClient::with_interceptor(
         ch.clone(),

@@ -172,11 +172,7 @@ impl JwksServer {
     fn config(&self) -> JwtConfig {
         JwtConfig {
             ca_file: Some(self.ca_file.clone()),
-            ..JwtConfig::new(
-                self.url.clone(),
-                Some(ISSUER.into()),
-                Some(AUDIENCE.into()),
-            )
+            ..JwtConfig::new(self.url.clone(), Some(ISSUER.into()), Some(AUDIENCE.into()))
         }
     }
 }
@@ -227,9 +223,12 @@ async fn jwks_over_https_with_key_rotation() {
     let tenant_a = a.sign(&claims("tenant-admin", Some("acme")));
     status_of(&server, &tenant_a).await.ok();
     // One key in the set: a token without kid is verified with it.
-    status_of(&server, &a.sign_with(None, &claims("tenant-user", Some("acme"))))
-        .await
-        .ok();
+    status_of(
+        &server,
+        &a.sign_with(None, &claims("tenant-user", Some("acme"))),
+    )
+    .await
+    .ok();
     let provider = a.sign(&claims("provider-admin", None));
     client(&server, &provider)
         .get(&format!("{PRIV}/network_classes"))
@@ -252,12 +251,18 @@ async fn jwks_over_https_with_key_rotation() {
     jwks.serve(set(&[&a, &b]));
     tokio::time::sleep(Duration::from_millis(400)).await;
     status_of(&server, &tenant_a).await.ok();
-    status_of(&server, &a.sign_with(None, &claims("tenant-admin", Some("acme"))))
-        .await
-        .err(401, "UNAUTHENTICATED", &["no kid", "2 keys"]);
-    status_of(&server, &b.sign_with(None, &claims("tenant-admin", Some("acme"))))
-        .await
-        .err(401, "UNAUTHENTICATED", &["no kid"]);
+    status_of(
+        &server,
+        &a.sign_with(None, &claims("tenant-admin", Some("acme"))),
+    )
+    .await
+    .err(401, "UNAUTHENTICATED", &["no kid", "2 keys"]);
+    status_of(
+        &server,
+        &b.sign_with(None, &claims("tenant-admin", Some("acme"))),
+    )
+    .await
+    .err(401, "UNAUTHENTICATED", &["no kid"]);
     server.shutdown().await;
 }
 
@@ -297,9 +302,11 @@ async fn jwt_claims_and_algorithms_are_checked() {
     // alg "none": no signature at all.
     let header = b64url(br#"{"alg":"none","typ":"JWT","kid":"key-a"}"#);
     let body = b64url(claims("provider-admin", None).to_string().as_bytes());
-    status_of(&server, &format!("{header}.{body}."))
-        .await
-        .err(401, "UNAUTHENTICATED", &["invalid token"]);
+    status_of(&server, &format!("{header}.{body}.")).await.err(
+        401,
+        "UNAUTHENTICATED",
+        &["invalid token"],
+    );
 
     // Algorithm confusion: HS256 with the published public key as the HMAC secret.
     let public_jwk = a.jwk().to_string();
@@ -468,5 +475,9 @@ async fn the_server_refuses_to_start_without_strict_jwt_settings() {
         let m = message(start_server(dir.path(), cfg).await);
         assert!(m.contains(fragment), "{m:?} lacks {fragment:?}");
     }
-    assert_eq!(jwks.fetches(), 0, "no key was fetched over an untrusted connection");
+    assert_eq!(
+        jwks.fetches(),
+        0,
+        "no key was fetched over an untrusted connection"
+    );
 }

@@ -10,7 +10,10 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 fn secret_of(minted: &Value) -> String {
-    minted["token"].as_str().expect("token in mint answer").to_string()
+    minted["token"]
+        .as_str()
+        .expect("token in mint answer")
+        .to_string()
 }
 
 /// Asserts the store holds this secret only as its SHA-256: the row key is the hash, no row
@@ -23,7 +26,10 @@ async fn assert_not_at_rest(s: &TestServer, secret: &str) {
         "no row keyed by the hash"
     );
     for (k, v) in &rows {
-        assert!(!k.contains(secret) && !v.contains(secret), "secret at rest: {k} {v}");
+        assert!(
+            !k.contains(secret) && !v.contains(secret),
+            "secret at rest: {k} {v}"
+        );
     }
     if s.db.url.starts_with("sqlite://") {
         let path = s.db.url.trim_start_matches("sqlite://").to_string();
@@ -92,15 +98,19 @@ async fn mint_use_list_revoke(backend: Backend) {
     // A second server on the same database sees it, and sees its revocation at once.
     let replica = s.replica().await;
     let on_replica = Api::new(&Arc::new(RwLock::new(replica.url())), Some(&secret));
-    on_replica.get(&format!("{PUB}/virtual_networks")).await.ok();
+    on_replica
+        .get(&format!("{PUB}/virtual_networks"))
+        .await
+        .ok();
     s.admin
         .delete(&format!("{PRIV}/tokens/{token_id}"))
         .await
         .ok();
-    alice
-        .get(&format!("{PUB}/virtual_networks"))
-        .await
-        .err(401, "UNAUTHENTICATED", &["invalid token"]);
+    alice.get(&format!("{PUB}/virtual_networks")).await.err(
+        401,
+        "UNAUTHENTICATED",
+        &["invalid token"],
+    );
     on_replica
         .get(&format!("{PUB}/virtual_networks"))
         .await
@@ -170,13 +180,20 @@ async fn only_provider_admins_manage_tokens_and_bad_input_is_refused() {
             json!({"tenant": "acme", "role": "tenant-user", "expires_in": "1h", "expires_at": "2999-01-01T00:00:00Z"}),
             "at most one",
         ),
-        (json!({"tenant": "acme", "role": "tenant-user", "secret": "x"}), "secret"),
-        (json!({"tenant": "acme", "role": "tenant-user", "expires_in": 3600}), "expires_in"),
+        (
+            json!({"tenant": "acme", "role": "tenant-user", "secret": "x"}),
+            "secret",
+        ),
+        (
+            json!({"tenant": "acme", "role": "tenant-user", "expires_in": 3600}),
+            "expires_in",
+        ),
     ] {
-        s.admin
-            .post(&format!("{PRIV}/tokens"), body)
-            .await
-            .err(400, "INVALID_ARGUMENT", &[fragment]);
+        s.admin.post(&format!("{PRIV}/tokens"), body).await.err(
+            400,
+            "INVALID_ARGUMENT",
+            &[fragment],
+        );
     }
     s.admin
         .post(
@@ -276,7 +293,10 @@ async fn a_token_of_a_vanished_tenant_is_refused() {
     let s = TestServer::start_bare(Backend::Sqlite, None).await.unwrap();
     let tenant = s
         .admin
-        .post(&format!("{PRIV}/tenants"), json!({"metadata": {"name": "acme"}}))
+        .post(
+            &format!("{PRIV}/tenants"),
+            json!({"metadata": {"name": "acme"}}),
+        )
         .await
         .ok();
     let t = s.client_for("acme", "tenant-user").await;
@@ -294,7 +314,10 @@ async fn a_token_of_a_vanished_tenant_is_refused() {
 async fn a_token_file_is_imported_once() {
     let mut s = TestServer::start_bare(Backend::Sqlite, None).await.unwrap();
     s.admin
-        .post(&format!("{PRIV}/tenants"), json!({"metadata": {"name": "acme"}}))
+        .post(
+            &format!("{PRIV}/tenants"),
+            json!({"metadata": {"name": "acme"}}),
+        )
         .await
         .ok();
     // The harness's own token file was imported at the first start.
@@ -310,7 +333,10 @@ async fn a_token_file_is_imported_once() {
     ]});
     std::fs::write(&s.token_file, file.to_string()).unwrap();
     s.restart().await;
-    assert!(!s.token_file.exists(), "the file is renamed after the import");
+    assert!(
+        !s.token_file.exists(),
+        "the file is renamed after the import"
+    );
     assert!(migrated.exists());
     let imported = s.store().kv_load(NAMESPACE).await.unwrap().len();
     assert_eq!(imported, 3, "harness admin + ops + bob (ghost skipped)");
@@ -382,7 +408,10 @@ async fn dev_credentials_are_private_and_their_token_is_reused() {
     s.admin.delete(&format!("{PRIV}/tokens/{id}")).await.ok();
     let fresh = osac_api::dev::admin_token(&service, &creds).await.unwrap();
     assert_ne!(fresh, token);
-    s.with_token(&fresh).get(&format!("{PRIV}/tokens")).await.ok();
+    s.with_token(&fresh)
+        .get(&format!("{PRIV}/tokens"))
+        .await
+        .ok();
     s.with_token(&token)
         .get(&format!("{PRIV}/tokens"))
         .await

@@ -54,11 +54,11 @@ mod workload;
 #[cfg(test)]
 mod fake_server_tests;
 
-use args::{AdminDeleteKind, AdminGetTokens, DeleteOpts};
 pub use args::{
     AdminArgs, AdminCommand, AdminCreateKind, ClientCommand, Connection, CreateArgs, CreateKind,
     DeleteArgs, DescribeArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs,
 };
+use args::{AdminDeleteKind, AdminGetTokens, DeleteOpts};
 pub use config::{ConfigFile, Endpoint};
 pub use http::{Api, ClientError};
 pub use kind::{Kind, Scope};
