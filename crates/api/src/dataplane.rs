@@ -221,7 +221,8 @@ pub async fn gc(State(s): State<Arc<Service>>, headers: HeaderMap, body: Bytes) 
     let result = async {
         let caller = s
             .auth
-            .authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))?;
+            .authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))
+            .await?;
         if !caller.is_provider() {
             return Err(ApiError::denied(
                 "the private API is for provider administrators",

@@ -157,3 +157,44 @@ pub async fn bootstrap(service: &Service) -> ApiResult<()> {
     }
     Ok(())
 }
+
+/// The provider-admin token of dev mode: the one in `dev-credentials.json` (`admin_token`) if
+/// it still authenticates as a provider admin, else a new one minted into the store.
+pub async fn admin_token(service: &Service, credentials: &std::path::Path) -> ApiResult<String> {
+    let previous = std::fs::read_to_string(credentials)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|v| v["admin_token"].as_str().map(str::to_string));
+    if let Some(token) = previous
+        && let Ok(caller) = service
+            .auth
+            .authenticate(Some(&format!("Bearer {token}")))
+            .await
+        && caller.is_provider()
+    {
+        return Ok(token);
+    }
+    let admin = Caller {
+        subject: "dev-bootstrap".into(),
+        tenant: None,
+        role: Role::ProviderAdmin,
+    };
+    let minted = service
+        .mint_token(
+            &admin,
+            crate::token_service::MintRequest {
+                role: Role::ProviderAdmin.as_str().into(),
+                subject: "dev-admin".into(),
+                ..Default::default()
+            },
+        )
+        .await?;
+    Ok(minted.token)
+}
+
+/// Writes `dev-credentials.json`: created with mode 0600 (it holds the admin token), never
+/// readable by others even for an instant.
+pub fn write_credentials(path: &std::path::Path, credentials: &Value) -> std::io::Result<()> {
+    let text = serde_json::to_vec_pretty(credentials).map_err(std::io::Error::other)?;
+    crate::auth::tokens::write_private(path, &text)
+}

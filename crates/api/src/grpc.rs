@@ -22,12 +22,12 @@ pub struct Grpc {
 }
 
 impl Grpc {
-    fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+    async fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let header = req
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok());
-        Ok(self.service.auth.authenticate(header)?)
+        Ok(self.service.auth.authenticate(header).await?)
     }
 }
 
@@ -146,7 +146,7 @@ macro_rules! grpc_service {
         #[tonic::async_trait]
         impl $module::$trait for $name {
             async fn list(&self, req: Request<pb::ListRequest>) -> Result<Response<$list>, Status> {
-                let caller = self.0.caller(&req)?;
+                let caller = self.0.caller(&req).await?;
                 let res = self.0.service.list(&caller, $surface, $kind, params(req.into_inner())).await?;
                 let items = res.items.into_iter().map(from_value::<$msg>).collect::<Result<Vec<_>, _>>()?;
                 Ok(Response::new(<$list>::from_parts(items, res.total)))
@@ -155,7 +155,7 @@ macro_rules! grpc_service {
             type WatchStream = WatchStream<$watch>;
 
             async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
-                let caller = self.0.caller(&req)?;
+                let caller = self.0.caller(&req).await?;
                 let rx = self.0.service.watch(&caller, $surface, $kind, &req.into_inner().filter).await?;
                 Ok(Response::new(watch_stream(rx, |event: WatchEvent| {
                     Ok(<$watch>::from_event(event.kind.as_str().to_string(), from_value::<$msg>(event.object)?))
@@ -163,19 +163,19 @@ macro_rules! grpc_service {
             }
 
             async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<$msg>, Status> {
-                let caller = self.0.caller(&req)?;
+                let caller = self.0.caller(&req).await?;
                 let id = req.into_inner().id;
                 Ok(Response::new(from_value(self.0.service.get(&caller, $surface, $kind, &id).await?)?))
             }
             $(
             async fn create(&self, req: Request<$msg>) -> Result<Response<$msg>, Status> {
-                let caller = self.0.caller(&req)?;
+                let caller = self.0.caller(&req).await?;
                 let obj = to_value(req.get_ref())?;
                 Ok(Response::new(from_value(self.0.service.create(&caller, $surface, $kind, obj).await?)?))
             }
 
             async fn update(&self, req: Request<$upd>) -> Result<Response<$msg>, Status> {
-                let caller = self.0.caller(&req)?;
+                let caller = self.0.caller(&req).await?;
                 let r = req.into_inner();
                 let object = r.object.ok_or_else(|| Status::invalid_argument("object is required"))?;
                 let body = to_value(&object)?;
@@ -185,7 +185,7 @@ macro_rules! grpc_service {
             }
 
             async fn delete(&self, req: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
-                let caller = self.0.caller(&req)?;
+                let caller = self.0.caller(&req).await?;
                 self.0.service.delete(&caller, $surface, $kind, &req.into_inner().id).await?;
                 Ok(Response::new(pb::DeleteResponse {}))
             }
@@ -416,14 +416,72 @@ impl tokens_server::Tokens for Tokens {
         &self,
         req: Request<admin::CreateTokenRequest>,
     ) -> Result<Response<admin::CreateTokenResponse>, Status> {
-        let caller = self.0.caller(&req)?;
+        let caller = self.0.caller(&req).await?;
         let r = req.into_inner();
-        let token = self
+        let minted = self
             .0
             .service
-            .mint_token(&caller, &r.tenant, &r.role, &r.subject)
+            .mint_token(
+                &caller,
+                crate::token_service::MintRequest {
+                    tenant: r.tenant,
+                    role: r.role,
+                    subject: r.subject,
+                    expires_in: r.expires_in,
+                    expires_at: r.expires_at,
+                },
+            )
             .await?;
-        Ok(Response::new(admin::CreateTokenResponse { token }))
+        let v = minted.view;
+        Ok(Response::new(admin::CreateTokenResponse {
+            token: minted.token,
+            id: v.id,
+            subject: v.subject,
+            role: v.role.as_str().into(),
+            tenant: v.tenant,
+            tenant_id: v.tenant_id.unwrap_or_default(),
+            created: v.created.to_rfc3339(),
+            expires: v.expires.map(|e| e.to_rfc3339()).unwrap_or_default(),
+        }))
+    }
+
+    async fn list(
+        &self,
+        req: Request<admin::ListTokensRequest>,
+    ) -> Result<Response<admin::ListTokensResponse>, Status> {
+        let caller = self.0.caller(&req).await?;
+        let items: Vec<admin::TokenInfo> = self
+            .0
+            .service
+            .list_tokens(&caller)
+            .await?
+            .into_iter()
+            .map(|v| admin::TokenInfo {
+                id: v.id,
+                subject: v.subject,
+                role: v.role.as_str().into(),
+                tenant: v.tenant,
+                tenant_id: v.tenant_id.unwrap_or_default(),
+                created: v.created.to_rfc3339(),
+                expires: v.expires.map(|e| e.to_rfc3339()).unwrap_or_default(),
+            })
+            .collect();
+        let size = i32::try_from(items.len()).unwrap_or(i32::MAX);
+        Ok(Response::new(admin::ListTokensResponse {
+            size,
+            total: size,
+            items,
+        }))
+    }
+
+    async fn delete(
+        &self,
+        req: Request<admin::DeleteTokenRequest>,
+    ) -> Result<Response<admin::DeleteTokenResponse>, Status> {
+        let caller = self.0.caller(&req).await?;
+        let id = req.into_inner().id;
+        self.0.service.revoke_token(&caller, &id).await?;
+        Ok(Response::new(admin::DeleteTokenResponse {}))
     }
 }
 

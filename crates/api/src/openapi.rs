@@ -540,18 +540,42 @@ fn single_path(
         rpc(svc.desc, "Create").ok_or_else(|| OpenApiError::UnknownService(full.clone()))?;
     let input = schemas.reference(create.input_type());
     let output = schemas.reference(create.output_type());
-    paths.insert(
-        format!("{}/{path}", surface.prefix),
-        json!({
-            "post": {
-                "operationId": format!("{}.{path}.create", surface.name),
-                "summary": format!("Create {path}"),
-                "tags": [svc.desc.name()],
-                "requestBody": { "required": true, "content": json_content(input) },
-                "responses": ok("Created.", output),
-            }
-        }),
-    );
+    let mut collection = json!({
+        "post": {
+            "operationId": format!("{}.{path}.create", surface.name),
+            "summary": format!("Create {path}"),
+            "tags": [svc.desc.name()],
+            "requestBody": { "required": true, "content": json_content(input) },
+            "responses": ok("Created.", output),
+        }
+    });
+    // `List` answers GET on the collection, `Delete` DELETE on `/{id}` (its request's `id`).
+    if let Some(list) = rpc(svc.desc, "List") {
+        let listed = schemas.reference(list.output_type());
+        collection["get"] = json!({
+            "operationId": format!("{}.{path}.list", surface.name),
+            "summary": format!("List {path}"),
+            "tags": [svc.desc.name()],
+            "responses": ok("Every item.", listed),
+        });
+    }
+    paths.insert(format!("{}/{path}", surface.prefix), collection);
+    if let Some(delete) = rpc(svc.desc, "Delete") {
+        let _ = schemas.reference(delete.input_type());
+        let done = schemas.reference(delete.output_type());
+        paths.insert(
+            format!("{}/{path}/{{id}}", surface.prefix),
+            json!({
+                "delete": {
+                    "operationId": format!("{}.{path}.delete", surface.name),
+                    "summary": format!("Delete one of {path} by id"),
+                    "tags": [svc.desc.name()],
+                    "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }],
+                    "responses": ok("Deleted.", done),
+                }
+            }),
+        );
+    }
     Ok(())
 }
 
@@ -708,7 +732,7 @@ pub fn document(descriptor: &[u8]) -> Result<Value, OpenApiError> {
         "paths": paths,
         "components": {
             "securitySchemes": {
-                "bearer": { "type": "http", "scheme": "bearer", "description": "A token from the token file or POST /api/private/v1/tokens, or a JWT." }
+                "bearer": { "type": "http", "scheme": "bearer", "description": "A token minted with POST /api/private/v1/tokens (kept in the store), or a JWT of the identity provider." }
             },
             "responses": {
                 "Error": { "description": "An error.", "content": json_content(schema_ref("Error")) }

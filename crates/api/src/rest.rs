@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::service::{ListParams, Service, Surface, UpdateOptions};
+use crate::token_service::MintRequest;
 use crate::watch::WatchReceiver;
 
 /// Largest request body accepted.
@@ -42,7 +43,8 @@ pub fn router(service: Arc<Service>) -> Router {
             )
     };
     let private = Router::new()
-        .route("/tokens", post(mint_token))
+        .route("/tokens", post(mint_token).get(list_tokens))
+        .route("/tokens/{id}", axum::routing::delete(revoke_token))
         .route("/managers", get(managers))
         .route("/dataplane:gc", post(crate::dataplane::gc))
         .merge(collection(Surface::Private));
@@ -53,10 +55,11 @@ pub fn router(service: Arc<Service>) -> Router {
         .with_state(service)
 }
 
-fn caller(service: &Service, headers: &HeaderMap) -> ApiResult<Caller> {
+async fn caller(service: &Service, headers: &HeaderMap) -> ApiResult<Caller> {
     service
         .auth
         .authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))
+        .await
 }
 
 fn kind_of(collection: &str) -> ApiResult<Kind> {
@@ -133,7 +136,7 @@ async fn list(
     surface: Surface,
 ) -> Response {
     async {
-        let caller = caller(&s, &headers)?;
+        let caller = caller(&s, &headers).await?;
         let kind = kind_of(&collection)?;
         if q.get("watch").is_some_and(|w| w == "true") {
             let filter = q.get("filter").map(String::as_str).unwrap_or_default();
@@ -187,7 +190,7 @@ async fn create(
     };
     reply(
         async {
-            let caller = caller(&s, &headers)?;
+            let caller = caller(&s, &headers).await?;
             let kind = kind_of(&collection)?;
             s.create(&caller, surface, kind, json_body(&body)?).await
         }
@@ -203,7 +206,7 @@ async fn get_one(
 ) -> Response {
     reply(
         async {
-            let caller = caller(&s, &headers)?;
+            let caller = caller(&s, &headers).await?;
             s.get(&caller, surface, kind_of(&collection)?, &id).await
         }
         .await,
@@ -224,7 +227,7 @@ async fn update(
     };
     reply(
         async {
-            let caller = caller(&s, &headers)?;
+            let caller = caller(&s, &headers).await?;
             let kind = kind_of(&collection)?;
             let mut body = json_body(&body)?;
             let mut mask = q.get("update_mask").cloned();
@@ -260,7 +263,7 @@ async fn delete(
 ) -> Response {
     reply(
         async {
-            let caller = caller(&s, &headers)?;
+            let caller = caller(&s, &headers).await?;
             s.delete(&caller, surface, kind_of(&collection)?, &id)
                 .await?;
             Ok(json!({}))
@@ -280,15 +283,19 @@ async fn mint_token(
     };
     reply(
         async {
-            let caller = caller(&s, &headers)?;
+            let caller = caller(&s, &headers).await?;
             let v = json_body(&body)?;
-            if let Some(extra) = v.as_object().and_then(|o| {
-                o.keys()
-                    .find(|k| !["tenant", "role", "subject"].contains(&k.as_str()))
-            }) {
-                return Err(ApiError::invalid(format!(
-                    "unknown field '{extra}' (expected tenant, role, subject)"
-                )));
+            const FIELDS: [&str; 5] = ["tenant", "role", "subject", "expires_in", "expires_at"];
+            if let Some(obj) = v.as_object() {
+                if let Some(extra) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+                    return Err(ApiError::invalid(format!(
+                        "unknown field '{extra}' (expected {})",
+                        FIELDS.join(", ")
+                    )));
+                }
+                if let Some((k, _)) = obj.iter().find(|(_, v)| !v.is_string() && !v.is_null()) {
+                    return Err(ApiError::invalid(format!("{k}: must be a string")));
+                }
             }
             let field = |n: &str| {
                 v.get(n)
@@ -296,10 +303,49 @@ async fn mint_token(
                     .unwrap_or_default()
                     .to_string()
             };
-            let token = s
-                .mint_token(&caller, &field("tenant"), &field("role"), &field("subject"))
+            let minted = s
+                .mint_token(
+                    &caller,
+                    MintRequest {
+                        tenant: field("tenant"),
+                        role: field("role"),
+                        subject: field("subject"),
+                        expires_in: field("expires_in"),
+                        expires_at: field("expires_at"),
+                    },
+                )
                 .await?;
-            Ok(json!({"token": token}))
+            serde_json::to_value(minted)
+                .map_err(|e| ApiError::new(crate::error::Code::Internal, e.to_string()))
+        }
+        .await,
+    )
+}
+
+async fn list_tokens(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    reply(
+        async {
+            let caller = caller(&s, &headers).await?;
+            let items = s.list_tokens(&caller).await?;
+            let size = items.len();
+            let items = serde_json::to_value(items)
+                .map_err(|e| ApiError::new(crate::error::Code::Internal, e.to_string()))?;
+            Ok(json!({"size": size, "total": size, "items": items}))
+        }
+        .await,
+    )
+}
+
+async fn revoke_token(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    reply(
+        async {
+            let caller = caller(&s, &headers).await?;
+            s.revoke_token(&caller, &id).await?;
+            Ok(json!({}))
         }
         .await,
     )
@@ -308,7 +354,7 @@ async fn mint_token(
 async fn managers(State(s): State<AppState>, headers: HeaderMap) -> Response {
     reply(
         async {
-            let caller = caller(&s, &headers)?;
+            let caller = caller(&s, &headers).await?;
             if !caller.is_provider() {
                 return Err(ApiError::denied(
                     "the private API is for provider administrators",

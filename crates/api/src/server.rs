@@ -222,7 +222,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             }
             (None, _) => provisioner.clone(),
         };
-    let auth = Arc::new(Authenticator::new(&config.auth).await?);
+    let auth = Arc::new(Authenticator::new(&config.auth, store.clone()).await?);
     let service = Arc::new(
         Service::new(store.clone(), registry.clone(), auth)
             .with_quota_defaults(config.limits.default_quotas),

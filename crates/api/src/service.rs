@@ -549,52 +549,11 @@ impl Service {
             resources::after_remove(&mut cx, &current).await?;
         }
         tx.commit().await?;
-        Ok(())
-    }
-
-    /// Mints a bearer token for a tenant (private API, token-file mode).
-    pub async fn mint_token(
-        &self,
-        caller: &Caller,
-        tenant: &str,
-        role: &str,
-        subject: &str,
-    ) -> ApiResult<String> {
-        if !caller.is_provider() {
-            return Err(ApiError::denied("only provider administrators mint tokens"));
+        // A tenant being deleted takes its tokens with it.
+        if kind == Kind::Tenant {
+            self.revoke_tenant_tokens(&current.id).await;
         }
-        let role = Role::parse(role).ok_or_else(|| {
-            ApiError::invalid(format!(
-                "role: '{role}' is not one of provider-admin, tenant-admin, tenant-user"
-            ))
-        })?;
-        let tenant = match (role, tenant.trim()) {
-            (Role::ProviderAdmin, "") => None,
-            (_, "") => {
-                return Err(ApiError::invalid(
-                    "tenant: a tenant is required for tenant roles",
-                ));
-            }
-            (_, t) => {
-                let mut tx = self.store.begin().await?;
-                resources::tenant::require_exists(tx.as_mut(), t).await?;
-                Some(t.to_string())
-            }
-        };
-        let subject = if subject.trim().is_empty() {
-            format!(
-                "{}-{}",
-                tenant.as_deref().unwrap_or("provider"),
-                uuid::Uuid::new_v4().simple()
-            )
-        } else {
-            subject.trim().to_string()
-        };
-        self.auth.mint(Caller {
-            subject,
-            tenant,
-            role,
-        })
+        Ok(())
     }
 
     /// [`Service::render`] plus what is counted at read time (a Tenant's quota usage).

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use osac_api::auth::{AuthConfig, ensure_admin_token};
+use osac_api::auth::{AuthConfig, JwtConfig};
 use osac_api::dataplane::FabricChoice;
 use osac_api::{ServerConfig, dev};
 use osac_controller::ControllerConfig;
@@ -26,18 +26,24 @@ pub struct ServerArgs {
     /// `postgres://…` for PostgreSQL; default: SQLite file `<data-dir>/osac.db`.
     #[arg(long, env = "OSAC_DATABASE_URL")]
     pub database_url: Option<String>,
-    /// Token file (embedded mode); default `<data-dir>/tokens.json`.
+    /// Legacy token file, imported into the store once at start and then renamed
+    /// `<file>.migrated`; default `<data-dir>/tokens.json`.
     #[arg(long, env = "OSAC_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
-    /// JWKS file or URL: authenticate JWTs instead of the token file.
+    /// JWKS `https://` URL or file: authenticate JWTs of an identity provider instead of
+    /// store tokens (needs --jwt-issuer and --jwt-audience).
     #[arg(long, env = "OSAC_JWKS")]
     pub jwks: Option<String>,
-    /// Required JWT issuer.
+    /// Required JWT issuer (`iss`); mandatory with --jwks.
     #[arg(long, env = "OSAC_JWT_ISSUER")]
     pub jwt_issuer: Option<String>,
-    /// Required JWT audience.
+    /// Required JWT audience (`aud`); mandatory with --jwks.
     #[arg(long, env = "OSAC_JWT_AUDIENCE")]
     pub jwt_audience: Option<String>,
+    /// PEM file of the CA that signs the JWKS server's certificate (only it is trusted then);
+    /// default: the system roots.
+    #[arg(long, env = "OSAC_JWKS_CA_FILE")]
+    pub jwks_ca_file: Option<PathBuf>,
     /// Directory of manager registrations (`*.yaml`); dev mode uses the built-in sim managers.
     #[arg(long, env = "OSAC_MANAGERS_DIR")]
     pub managers_dir: Option<PathBuf>,
@@ -111,18 +117,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| args.data_dir.join("tokens.json"));
     let auth = match &args.jwks {
-        Some(jwks) => AuthConfig::Jwt {
-            jwks: jwks.clone(),
-            issuer: args.jwt_issuer.clone(),
-            audience: args.jwt_audience.clone(),
-        },
+        Some(jwks) => AuthConfig::Jwt(JwtConfig {
+            ca_file: args.jwks_ca_file.clone(),
+            ..JwtConfig::new(
+                jwks.clone(),
+                args.jwt_issuer.clone(),
+                args.jwt_audience.clone(),
+            )
+        }),
         None => AuthConfig::TokenFile(token_file.clone()),
-    };
-    let admin_token = match (&args.jwks, args.dev) {
-        (None, true) => {
-            Some(ensure_admin_token(&token_file).context("cannot write the token file")?)
-        }
-        _ => None,
     };
     let controller = ControllerConfig {
         workers: args.workers,
@@ -153,13 +156,16 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         dev::bootstrap(&server.service)
             .await
             .map_err(|e| anyhow::anyhow!("dev bootstrap failed: {e}"))?;
-        if let Some(token) = &admin_token {
+        if args.jwks.is_none() {
             let creds = args.data_dir.join("dev-credentials.json");
-            let text = serde_json::to_string_pretty(
+            let token = dev::admin_token(&server.service, &creds)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot mint the dev admin token: {e}"))?;
+            dev::write_credentials(
+                &creds,
                 &serde_json::json!({"url": url, "admin_token": token}),
-            )?;
-            std::fs::write(&creds, text)
-                .with_context(|| format!("cannot write {}", creds.display()))?;
+            )
+            .with_context(|| format!("cannot write {}", creds.display()))?;
             print_next_steps(&url, &creds);
         }
     }

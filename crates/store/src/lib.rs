@@ -87,6 +87,8 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> Result<()>;
     /// Loads every record of a driver namespace.
     async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>>;
+    /// Reads one record of a namespace by key (a point lookup on the primary key).
+    async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<String>>;
     /// Writes one driver record.
     async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()>;
     /// Removes one driver record.

@@ -237,6 +237,16 @@ impl Store for PostgresStore {
         )
     }
 
+    async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT value FROM kv WHERE ns = $1 AND key = $2")
+                .bind(ns)
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
     async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
         sqlx::query("INSERT INTO kv (ns, key, value) VALUES ($1, $2, $3) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value")
             .bind(ns)

@@ -236,6 +236,16 @@ impl Store for SqliteStore {
         )
     }
 
+    async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT value FROM kv WHERE ns = ? AND key = ?")
+                .bind(ns)
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
     async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
         let _guard = self.write_lock.lock().await;
         sqlx::query("INSERT INTO kv (ns, key, value) VALUES (?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value")

@@ -323,7 +323,12 @@ async fn key_value_records(s: &dyn Store) {
         s.kv_load("ns").await.unwrap(),
         vec![("a".into(), "3".into()), ("b".into(), "2".into())]
     );
+    assert_eq!(s.kv_get("ns", "a").await.unwrap().as_deref(), Some("3"));
+    assert_eq!(s.kv_get("other", "a").await.unwrap().as_deref(), Some("x"));
+    assert_eq!(s.kv_get("ns", "missing").await.unwrap(), None);
+    assert_eq!(s.kv_get("nope", "a").await.unwrap(), None);
     s.kv_delete("ns", "a").await.unwrap();
+    assert_eq!(s.kv_get("ns", "a").await.unwrap(), None);
     s.kv_delete("ns", "missing").await.unwrap();
     assert_eq!(s.kv_load("ns").await.unwrap().len(), 1);
     // A batch: upserts, deletes, and a key changed twice (the last change wins).

@@ -71,11 +71,56 @@ async fn grpc_services() {
             tenant: "acme".into(),
             role: "tenant-admin".into(),
             subject: "grpc-user".into(),
+            ..Default::default()
         })
         .await
         .expect("token")
         .into_inner()
         .token;
+    // List and revoke over gRPC too: the list never carries secrets.
+    let temp = tokens
+        .create(admin::CreateTokenRequest {
+            tenant: "acme".into(),
+            role: "tenant-user".into(),
+            subject: "grpc-temp".into(),
+            expires_in: "24h".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("temporary token")
+        .into_inner();
+    assert_eq!(
+        (temp.tenant.as_str(), temp.role.as_str()),
+        ("acme", "tenant-user")
+    );
+    assert!(!temp.expires.is_empty());
+    let listed = tokens
+        .list(admin::ListTokensRequest {})
+        .await
+        .expect("list tokens")
+        .into_inner();
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|t| t.id == temp.id && t.subject == "grpc-temp")
+    );
+    assert!(
+        !format!("{listed:?}").contains(&temp.token),
+        "no secret in the list"
+    );
+    tokens
+        .delete(admin::DeleteTokenRequest {
+            id: temp.id.clone(),
+        })
+        .await
+        .expect("revoke");
+    let listed = tokens
+        .list(admin::ListTokensRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!listed.items.iter().any(|t| t.id == temp.id));
     let mut classes = admin::network_classes_client::NetworkClassesClient::with_interceptor(
         ch.clone(),
         Bearer(admin_token.clone()),

@@ -536,14 +536,14 @@ pub struct AdminArgs {
 pub enum AdminCommand {
     /// Create a provider object or a token
     Create(Box<AdminCreateArgs>),
-    /// List or show provider objects
-    Get(GetOpts),
+    /// List or show provider objects, or list bearer tokens (`osac admin get tokens`)
+    Get(AdminGetArgs),
     /// Change a provider object from a file
     Update(Box<UpdateOpts>),
     /// Set or remove labels of a provider object
     Label(LabelOpts),
-    /// Delete provider objects
-    Delete(DeleteOpts),
+    /// Delete provider objects, or revoke a bearer token (`osac admin delete token ID`)
+    Delete(AdminDeleteArgs),
     /// Show one provider object: state, spec, what it uses, what uses it, recent events
     Describe(DescribeOpts),
     /// List the registered networking managers
@@ -552,6 +552,63 @@ pub enum AdminCommand {
     Orphans(ManagersArgs),
     /// The real (linux) dataplane: garbage collection
     Dataplane(DataplaneArgs),
+}
+
+/// `osac admin get`: provider objects, or `tokens`.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct AdminGetArgs {
+    #[command(subcommand)]
+    pub tokens: Option<AdminGetTokens>,
+    #[command(flatten)]
+    pub opts: Option<GetOpts>,
+}
+
+/// `osac admin get tokens`.
+#[derive(Debug, clap::Subcommand)]
+pub enum AdminGetTokens {
+    /// Bearer tokens: id, subject, role, tenant, creation and expiry (never the secrets)
+    #[command(name = "tokens", visible_alias = "token")]
+    Tokens {
+        /// Output format
+        #[arg(long, short = 'o', value_enum, default_value = "table")]
+        output: OutputFormat,
+    },
+}
+
+/// `osac admin delete`: provider objects, or `token ID…`.
+#[derive(Debug, clap::Args)]
+pub struct AdminDeleteArgs {
+    /// Kind (see `osac get --help`), or `token` to revoke bearer tokens by id
+    #[arg(value_parser = AdminDeleteKind::parse)]
+    pub kind: AdminDeleteKind,
+    /// Names or ids (token ids for `token`)
+    #[arg(required = true)]
+    pub names: Vec<String>,
+    /// Succeed when an object does not exist
+    #[arg(long)]
+    pub ignore_not_found: bool,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+}
+
+/// What `osac admin delete` removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminDeleteKind {
+    /// Bearer tokens (revoked at once on every server).
+    Token,
+    /// Provider objects of a kind.
+    Object(Kind),
+}
+
+impl AdminDeleteKind {
+    /// `token`/`tokens`, or a kind as `osac get` names it.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "token" | "tokens" => Ok(Self::Token),
+            _ => Kind::parse(s).map(Self::Object),
+        }
+    }
 }
 
 /// `osac admin dataplane …`.
@@ -794,6 +851,12 @@ pub struct CreateToken {
     /// Subject (user name) recorded as creator
     #[arg(long)]
     pub subject: Option<String>,
+    /// Lifetime, e.g. 30m, 24h, 7d (default: no expiry)
+    #[arg(long, conflicts_with = "expires_at")]
+    pub expires_in: Option<String>,
+    /// Expiry time, RFC 3339 (e.g. 2030-01-01T00:00:00Z)
+    #[arg(long)]
+    pub expires_at: Option<String>,
 }
 
 /// `osac admin managers`.

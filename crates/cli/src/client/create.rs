@@ -508,6 +508,8 @@ async fn create_token(ctx: &Ctx, t: &CreateToken) -> anyhow::Result<()> {
     put(&mut body, "tenant", t.tenant.clone());
     body.insert("role".into(), json!(t.role.as_str()));
     put(&mut body, "subject", t.subject.clone());
+    put(&mut body, "expires_in", t.expires_in.clone());
+    put(&mut body, "expires_at", t.expires_at.clone());
     let url = ctx.api.endpoint(Scope::Private, &["tokens"]);
     let resp = ctx
         .api

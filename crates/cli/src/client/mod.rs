@@ -46,6 +46,7 @@ mod ops;
 mod orphans;
 mod output;
 mod parse;
+mod tokens;
 mod wait;
 mod watch;
 mod workload;
@@ -57,6 +58,7 @@ pub use args::{
     AdminArgs, AdminCommand, AdminCreateKind, ClientCommand, Connection, CreateArgs, CreateKind,
     DeleteArgs, DescribeArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs,
 };
+use args::{AdminDeleteKind, AdminGetTokens, DeleteOpts};
 pub use config::{ConfigFile, Endpoint};
 pub use http::{Api, ClientError};
 pub use kind::{Kind, Scope};
@@ -109,10 +111,25 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
             let c = ctx(&a.conn, Scope::Private)?;
             match &a.command {
                 AdminCommand::Create(x) => create::run_admin(&c, &x.what).await,
-                AdminCommand::Get(o) => ops::get(&c, o).await,
+                AdminCommand::Get(g) => match (&g.tokens, &g.opts) {
+                    (Some(AdminGetTokens::Tokens { output }), _) => tokens::list(&c, *output).await,
+                    (None, Some(o)) => ops::get(&c, o).await,
+                    (None, None) => anyhow::bail!("osac admin get: name a kind or `tokens`"),
+                },
                 AdminCommand::Update(o) => ops::update(&c, o).await,
                 AdminCommand::Label(o) => ops::label(&c, o).await,
-                AdminCommand::Delete(o) => ops::delete(&c, o).await,
+                AdminCommand::Delete(d) => match d.kind {
+                    AdminDeleteKind::Token => tokens::revoke(&c, &d.names).await,
+                    AdminDeleteKind::Object(kind) => {
+                        let o = DeleteOpts {
+                            kind,
+                            names: d.names.clone(),
+                            ignore_not_found: d.ignore_not_found,
+                            wait: d.wait.clone(),
+                        };
+                        ops::delete(&c, &o).await
+                    }
+                },
                 AdminCommand::Describe(o) => describe::run(&c, o).await,
                 AdminCommand::Managers(m) => ops::managers(&c, m.output).await,
                 AdminCommand::Orphans(m) => orphans::run(&c, m.output).await,

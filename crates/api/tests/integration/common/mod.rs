@@ -374,6 +374,18 @@ impl TestServer {
         controllers
     }
 
+    /// Another server (replica) on the same database, with its own listener and controllers.
+    pub async fn replica(&self) -> RunningServer {
+        let no_file = self.dir.path().join("replica-tokens.json");
+        launch(
+            &self.db.url,
+            &no_file,
+            self.managers_dir.clone(),
+            self.ip_discovery_timeout,
+        )
+        .await
+    }
+
     /// Stops the server; dropping `self` then drops the test database.
     pub async fn finish(mut self) {
         self.stop().await;
