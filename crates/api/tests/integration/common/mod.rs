@@ -382,6 +382,7 @@ impl TestServer {
             &no_file,
             self.managers_dir.clone(),
             self.ip_discovery_timeout,
+            &self.limits,
         )
         .await
     }
