@@ -27,7 +27,9 @@ impl Grpc {
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok());
-        Ok(self.service.auth.authenticate(header)?)
+        let caller = self.service.auth.authenticate(header)?;
+        crate::access::note_subject(&caller.subject);
+        Ok(caller)
     }
 }
 

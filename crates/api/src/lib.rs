@@ -1,6 +1,7 @@
 //! The osac-net API: one service layer (authorization, tenancy, validation, one transaction per
 //! write) behind two transports, REST (axum) and gRPC (tonic), plus the server wiring.
 
+pub mod access;
 pub mod auth;
 pub mod dataplane;
 pub mod dev;

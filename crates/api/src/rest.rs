@@ -54,9 +54,11 @@ pub fn router(service: Arc<Service>) -> Router {
 }
 
 fn caller(service: &Service, headers: &HeaderMap) -> ApiResult<Caller> {
-    service
+    let caller = service
         .auth
-        .authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))
+        .authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))?;
+    crate::access::note_subject(&caller.subject);
+    Ok(caller)
 }
 
 fn kind_of(collection: &str) -> ApiResult<Kind> {

@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use crate::auth::{AuthConfig, Authenticator};
 use crate::dataplane::{self, FabricChoice};
 use crate::service::Service;
-use crate::{grpc, metrics, rest};
+use crate::{access, grpc, metrics, rest};
 
 /// How to run the server.
 #[derive(Debug, Clone)]
@@ -255,9 +255,9 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
                 }
             }),
         )
-        .route("/metrics", get(metrics::render))
+        .route("/metrics", get(|| async { metrics::encode() }))
         .fallback(no_route)
-        .layer(axum::middleware::from_fn(metrics::track));
+        .layer(axum::middleware::from_fn(access::observe));
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

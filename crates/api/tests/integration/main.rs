@@ -11,6 +11,7 @@ mod hosts;
 mod lifecycle;
 mod lists;
 mod openapi;
+mod observability;
 mod ops;
 mod provider;
 mod provisioner_exec;
