@@ -436,6 +436,7 @@ pub fn routes(
     let g = Grpc { service };
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(osac_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     Ok(
         tonic::service::Routes::new(virtual_networks_server::VirtualNetworksServer::new(

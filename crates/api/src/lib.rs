@@ -7,6 +7,7 @@ pub mod dataplane;
 pub mod dev;
 pub mod error;
 pub mod grpc;
+pub mod health;
 pub mod metrics;
 pub mod object;
 pub mod openapi;

@@ -4,16 +4,25 @@
 //! gRPC route one of the methods the server serves (read from the service descriptors at
 //! start), `unknown` for any other gRPC-looking path and `unmatched` for any other path. No
 //! label ever carries a value the client chose.
+//!
+//! At each scrape the object gauges are computed from the store: `osac_objects{kind,state}`
+//! with one grouped query (kinds and states are fixed sets), and
+//! `osac_external_ip_pool_addresses{pool,state="allocated|available"}` from the pools'
+//! counters (pools are few and provider-defined). On Linux the standard process metrics
+//! (`process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_open_fds`,
+//! `process_start_time_seconds`, …) are exported too.
 
 use std::collections::HashSet;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::extract::{MatchedPath, Request};
 use axum::response::{IntoResponse, Response};
+use osac_model::Kind;
+use osac_store::{ListQuery, Store};
 use prometheus::{
-    Encoder, HistogramVec, IntCounterVec, TextEncoder, register_histogram_vec,
-    register_int_counter_vec,
+    Encoder, HistogramVec, IntCounterVec, IntGaugeVec, TextEncoder, register_histogram_vec,
+    register_int_counter_vec, register_int_gauge_vec,
 };
 use prost::Message;
 
@@ -37,6 +46,37 @@ static LATENCY: LazyLock<Option<HistogramVec>> = LazyLock::new(|| {
     )
     .ok()
 });
+
+static OBJECTS: LazyLock<Option<IntGaugeVec>> = LazyLock::new(|| {
+    register_int_gauge_vec!(
+        "osac_objects",
+        "Stored objects by kind and status.state (\"\" when an object has none yet)",
+        &["kind", "state"]
+    )
+    .ok()
+});
+
+static POOL_ADDRESSES: LazyLock<Option<IntGaugeVec>> = LazyLock::new(|| {
+    register_int_gauge_vec!(
+        "osac_external_ip_pool_addresses",
+        "Addresses of each ExternalIPPool (by name, else id) held by ExternalIPs (allocated) or free (available)",
+        &["pool", "state"]
+    )
+    .ok()
+});
+
+/// Registers the process metrics (Linux) once per process.
+pub fn register_process_metrics() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        #[cfg(target_os = "linux")]
+        if let Err(e) = prometheus::register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        )) {
+            tracing::warn!(error = %e, "cannot register the process metrics");
+        }
+    });
+}
 
 /// gRPC methods served besides the osac-net services: reflection and health.
 const INFRA_METHODS: &[&str] = &[
@@ -152,7 +192,55 @@ pub fn record(label: &RouteLabel, code: &str, elapsed: Duration) {
     }
 }
 
-/// `/metrics` in the Prometheus text format.
+/// `/metrics`: refreshes the object gauges from the store, then encodes everything. A store
+/// that does not answer leaves the gauges as they were (the scrape still succeeds: the
+/// request and process metrics matter most then).
+pub async fn render(store: Arc<dyn Store>) -> Response {
+    if let Err(e) = refresh_gauges(store.as_ref()).await {
+        tracing::warn!(error = %e, "cannot refresh the object gauges");
+    }
+    encode()
+}
+
+async fn refresh_gauges(store: &dyn Store) -> Result<(), osac_store::StoreError> {
+    let counts = store.count_by_state().await?;
+    let mut pools = Vec::new();
+    let mut query = ListQuery::all(Kind::ExternalIpPool);
+    loop {
+        let page = store.list(&query).await?;
+        let n = page.items.len() as i64;
+        pools.extend(page.items);
+        if n < query.limit || n == 0 {
+            break;
+        }
+        query.offset += n;
+    }
+    if let Some(g) = OBJECTS.as_ref() {
+        // Gone (kind, state) pairs disappear instead of staying at their last value.
+        g.reset();
+        for c in &counts {
+            g.with_label_values(&[c.kind.collection(), c.state.as_str()])
+                .set(c.count);
+        }
+    }
+    if let Some(g) = POOL_ADDRESSES.as_ref() {
+        g.reset();
+        for pool in &pools {
+            let status = &pool.body["status"];
+            // proto-JSON writes int64 as a string.
+            let counter = |field: &str| match &status[field] {
+                serde_json::Value::String(s) => s.parse().unwrap_or(0),
+                v => v.as_i64().unwrap_or(0),
+            };
+            for state in ["allocated", "available"] {
+                g.with_label_values(&[pool.label(), state]).set(counter(state));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The metrics registry in the Prometheus text format.
 pub fn encode() -> Response {
     let mut buf = Vec::new();
     let families = prometheus::gather();

@@ -111,3 +111,124 @@ async fn request_ids_round_trip_on_rest_and_grpc() {
     assert_eq!(status.metadata().get("x-request-id").unwrap(), "grpc-id-8");
     s.finish().await;
 }
+
+/// The value of the sample `name{labels}` in a /metrics text (labels as written there).
+fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_answers_serving() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let s = TestServer::sqlite().await;
+    let ch = Channel::from_shared(s.url()).unwrap().connect().await.unwrap();
+    let mut health = HealthClient::new(ch);
+    for service in ["", "osacnet.v1.Subnets", "osacnet.admin.v1.Tenants"] {
+        let r = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("check {service:?}: {e}"))
+            .into_inner();
+        assert_eq!(r.status(), ServingStatus::Serving, "{service:?}");
+    }
+    let unknown = health
+        .check(HealthCheckRequest {
+            service: "no.such.Service".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_process_and_object_gauges() {
+    let s = TestServer::sqlite().await;
+    let t = s.tenant("acme").await;
+    t.ready_vn("net-a", "10.0.0.0/16").await;
+    t.ready_vn("net-b", "10.1.0.0/16").await;
+    t.allocated_eip("ip-1", "external-pool-1").await;
+    t.allocated_eip("ip-2", "external-pool-1").await;
+
+    let text = s.anonymous().get("/metrics").await.text;
+    for name in [
+        "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ",
+        "process_open_fds ",
+        "process_start_time_seconds ",
+    ] {
+        let v = sample(&text, name).unwrap_or_else(|| panic!("/metrics lacks {name}"));
+        // CPU time is counted in whole seconds: a young test process may still be at 0.
+        assert!(v > 0.0 || name.starts_with("process_cpu"), "{name} = {v}");
+    }
+
+    // Object gauges equal what the API lists.
+    let ready_vns = s
+        .admin
+        .list(
+            "virtual_networks",
+            &[("filter", "this.status.state == \"VIRTUAL_NETWORK_STATE_READY\"")],
+        )
+        .await
+        .ok()["total"]
+        .as_i64()
+        .unwrap();
+    assert!(ready_vns >= 2);
+    assert_eq!(
+        sample(
+            &text,
+            r#"osac_objects{kind="virtual_networks",state="VIRTUAL_NETWORK_STATE_READY"}"#
+        ),
+        Some(ready_vns as f64)
+    );
+    assert_eq!(
+        sample(&text, r#"osac_objects{kind="tenants",state="TENANT_STATE_READY"}"#),
+        Some(1.0)
+    );
+    let allocated_eips = s
+        .admin
+        .list(
+            "external_ips",
+            &[("filter", "this.status.state == \"EXTERNAL_IP_STATE_ALLOCATED\"")],
+        )
+        .await
+        .ok()["total"]
+        .as_i64()
+        .unwrap();
+    assert!(allocated_eips >= 2);
+    assert_eq!(
+        sample(
+            &text,
+            r#"osac_objects{kind="external_ips",state="EXTERNAL_IP_STATE_ALLOCATED"}"#
+        ),
+        Some(allocated_eips as f64)
+    );
+
+    // Pool gauges equal the pool's counters, and the allocated ones the addresses held.
+    let pool = s
+        .admin
+        .get(&format!("{PRIV}/external_ip_pools/external-pool-1"))
+        .await
+        .ok();
+    let (total, allocated) = (counter(&pool, "total"), counter(&pool, "allocated"));
+    assert_eq!(allocated, allocated_eips);
+    assert_eq!(
+        sample(
+            &text,
+            r#"osac_external_ip_pool_addresses{pool="external-pool-1",state="allocated"}"#
+        ),
+        Some(allocated as f64)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"osac_external_ip_pool_addresses{pool="external-pool-1",state="available"}"#
+        ),
+        Some((total - allocated) as f64)
+    );
+    s.finish().await;
+}
