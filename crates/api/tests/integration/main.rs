@@ -16,6 +16,7 @@ mod ops;
 mod provider;
 mod provisioner_exec;
 mod restart;
+mod status_messages;
 mod tenancy;
 mod watch;
 mod workload_flows;
