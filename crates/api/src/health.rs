@@ -63,3 +63,92 @@ async fn report(reporter: &HealthReporter, names: &[String], status: ServingStat
         reporter.set_service_status(name, status).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_trait::async_trait;
+    use osac_model::Kind;
+    use osac_store::{Change, ListQuery, Page, Record, Reference, StateCount, StoreError, Tx};
+
+    /// A store whose database is gone: every call fails.
+    struct Down;
+
+    fn down<T>() -> Result<T, StoreError> {
+        Err(StoreError::Corrupt("the database is down".into()))
+    }
+
+    #[async_trait]
+    impl Store for Down {
+        async fn begin(&self) -> Result<Box<dyn Tx>, StoreError> {
+            down()
+        }
+        async fn get(&self, _: &str) -> Result<Option<Record>, StoreError> {
+            down()
+        }
+        async fn list(&self, _: &ListQuery) -> Result<Page, StoreError> {
+            down()
+        }
+        async fn referrers(&self, _: &str) -> Result<Vec<Reference>, StoreError> {
+            down()
+        }
+        async fn ids(&self, _: Kind) -> Result<Vec<String>, StoreError> {
+            down()
+        }
+        fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change> {
+            tokio::sync::broadcast::channel(1).1
+        }
+        async fn ping(&self) -> Result<(), StoreError> {
+            down()
+        }
+        async fn count_by_state(&self) -> Result<Vec<StateCount>, StoreError> {
+            down()
+        }
+        async fn kv_load(&self, _: &str) -> Result<Vec<(String, String)>, StoreError> {
+            down()
+        }
+        async fn kv_put(&self, _: &str, _: &str, _: &str) -> Result<(), StoreError> {
+            down()
+        }
+        async fn kv_delete(&self, _: &str, _: &str) -> Result<(), StoreError> {
+            down()
+        }
+        async fn prune_events(
+            &self,
+            _: chrono::DateTime<chrono::Utc>,
+            _: i64,
+        ) -> Result<u64, StoreError> {
+            down()
+        }
+        async fn kv_write(
+            &self,
+            _: &str,
+            _: &[(String, Option<String>)],
+        ) -> Result<(), StoreError> {
+            down()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_store_that_does_not_answer_is_not_serving() {
+        assert_eq!(check(&Down).await, ServingStatus::NotServing);
+        let (reporter, _server) = tonic_health::server::health_reporter();
+        let names = vec!["osacnet.v1.Subnets".to_string()];
+        report(&reporter, &names, ServingStatus::NotServing).await;
+        // Both the whole server and each service say so.
+        let health = tonic_health::server::HealthService::from_health_reporter(reporter);
+        for service in ["", "osacnet.v1.Subnets"] {
+            let r = health
+                .check(tonic::Request::new(tonic_health::pb::HealthCheckRequest {
+                    service: service.into(),
+                }))
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(
+                r.status(),
+                tonic_health::pb::health_check_response::ServingStatus::NotServing
+            );
+        }
+    }
+}

@@ -174,7 +174,11 @@ pub fn classify(req: &Request) -> RouteLabel {
 /// The status of a response as a label: `grpc-<code>` when it carries a gRPC status in its
 /// headers, else the HTTP status.
 pub fn code_of(resp: &Response) -> String {
-    match resp.headers().get("grpc-status").and_then(|v| v.to_str().ok()) {
+    match resp
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+    {
         Some(c) if c.len() <= 2 && c.bytes().all(|b| b.is_ascii_digit()) => format!("grpc-{c}"),
         _ => resp.status().as_u16().to_string(),
     }
@@ -233,7 +237,8 @@ async fn refresh_gauges(store: &dyn Store) -> Result<(), osac_store::StoreError>
                 v => v.as_i64().unwrap_or(0),
             };
             for state in ["allocated", "available"] {
-                g.with_label_values(&[pool.label(), state]).set(counter(state));
+                g.with_label_values(&[pool.label(), state])
+                    .set(counter(state));
             }
         }
     }

@@ -395,7 +395,8 @@ mod tests {
 
     #[test]
     fn backend_detail_is_not_for_tenants() {
-        let e = OpError::backend_permanent("/usr/sbin/ip link add x: exit 2").in_operation("create_subnet");
+        let e = OpError::backend_permanent("/usr/sbin/ip link add x: exit 2")
+            .in_operation("create_subnet");
         assert_eq!(e.tenant_message(), None);
         assert!(!e.is_transient() && e.is_backend());
         assert!(e.message().contains("/usr/sbin/ip"));
@@ -406,7 +407,10 @@ mod tests {
             _ => unreachable!(),
         }
         let ours = OpError::permanent("subnet 'a' overlaps subnet 'b'");
-        assert_eq!(ours.tenant_message(), Some("subnet 'a' overlaps subnet 'b'"));
+        assert_eq!(
+            ours.tenant_message(),
+            Some("subnet 'a' overlaps subnet 'b'")
+        );
         assert!(OpError::backend_transient("x").is_transient());
     }
 

@@ -117,7 +117,9 @@ pub struct StateCount {
 fn state_counts(rows: Vec<(String, String, i64)>) -> Vec<StateCount> {
     rows.into_iter()
         .filter_map(|(collection, state, count)| {
-            let kind = Kind::ALL.into_iter().find(|k| k.collection() == collection)?;
+            let kind = Kind::ALL
+                .into_iter()
+                .find(|k| k.collection() == collection)?;
             Some(StateCount { kind, state, count })
         })
         .collect()

@@ -94,11 +94,19 @@ async fn request_ids_round_trip_on_rest_and_grpc() {
     assert_eq!(r.headers()["x-request-id"].len(), 32);
 
     // gRPC: the id comes back in the response metadata, on success and on error.
-    let ch = Channel::from_shared(s.url()).unwrap().connect().await.unwrap();
+    let ch = Channel::from_shared(s.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
     let mut vns = pb::virtual_networks_client::VirtualNetworksClient::new(ch);
     let mut req = Request::new(pb::ListRequest::default());
-    req.metadata_mut()
-        .insert("authorization", format!("Bearer {}", t.token.clone().unwrap()).parse().unwrap());
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {}", t.token.clone().unwrap())
+            .parse()
+            .unwrap(),
+    );
     req.metadata_mut()
         .insert("x-request-id", "grpc-id-7".parse().unwrap());
     let resp = vns.list(req).await.unwrap();
@@ -123,7 +131,11 @@ async fn grpc_health_answers_serving() {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
     let s = TestServer::sqlite().await;
-    let ch = Channel::from_shared(s.url()).unwrap().connect().await.unwrap();
+    let ch = Channel::from_shared(s.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
     let mut health = HealthClient::new(ch);
     for service in ["", "osacnet.v1.Subnets", "osacnet.admin.v1.Tenants"] {
         let r = health
@@ -171,7 +183,10 @@ async fn metrics_show_process_and_object_gauges() {
         .admin
         .list(
             "virtual_networks",
-            &[("filter", "this.status.state == \"VIRTUAL_NETWORK_STATE_READY\"")],
+            &[(
+                "filter",
+                "this.status.state == \"VIRTUAL_NETWORK_STATE_READY\"",
+            )],
         )
         .await
         .ok()["total"]
@@ -186,14 +201,20 @@ async fn metrics_show_process_and_object_gauges() {
         Some(ready_vns as f64)
     );
     assert_eq!(
-        sample(&text, r#"osac_objects{kind="tenants",state="TENANT_STATE_READY"}"#),
+        sample(
+            &text,
+            r#"osac_objects{kind="tenants",state="TENANT_STATE_READY"}"#
+        ),
         Some(1.0)
     );
     let allocated_eips = s
         .admin
         .list(
             "external_ips",
-            &[("filter", "this.status.state == \"EXTERNAL_IP_STATE_ALLOCATED\"")],
+            &[(
+                "filter",
+                "this.status.state == \"EXTERNAL_IP_STATE_ALLOCATED\"",
+            )],
         )
         .await
         .ok()["total"]

@@ -77,7 +77,12 @@ async fn backend_detail_reaches_the_provider_not_the_tenant() {
         .await
         .ok();
     s.admin
-        .wait_for_state(PRIV, "network_classes", "exec-class", "NETWORK_CLASS_STATE_READY")
+        .wait_for_state(
+            PRIV,
+            "network_classes",
+            "exec-class",
+            "NETWORK_CLASS_STATE_READY",
+        )
         .await;
 
     let t = s.tenant("acme").await;
@@ -86,8 +91,12 @@ async fn backend_detail_reaches_the_provider_not_the_tenant() {
         json!({"metadata": {"name": "exec-net"}, "spec": {"network_class": "exec-class", "ipv4_cidr": "10.5.0.0/16"}}),
     )
     .await;
-    t.wait("virtual_networks", "exec-net", "VIRTUAL_NETWORK_STATE_READY")
-        .await;
+    t.wait(
+        "virtual_networks",
+        "exec-net",
+        "VIRTUAL_NETWORK_STATE_READY",
+    )
+    .await;
     let subnet = t
         .create(
             "subnets",
@@ -99,7 +108,10 @@ async fn backend_detail_reaches_the_provider_not_the_tenant() {
     // The tenant reads a plain message with a reference.
     let failed = t.wait("subnets", &sid, "SUBNET_STATE_FAILED").await;
     let message = failed["status"]["message"].as_str().unwrap().to_string();
-    assert!(!leaks(&message), "backend detail in the tenant's status: {message}");
+    assert!(
+        !leaks(&message),
+        "backend detail in the tenant's status: {message}"
+    );
     assert!(
         message.starts_with("the network backend could not create the subnet; the provider has been notified (reference "),
         "{message}"
@@ -119,8 +131,14 @@ async fn backend_detail_reaches_the_provider_not_the_tenant() {
         .unwrap_or_else(|| panic!("no BackendFailure event: {provider_events:?}"))
         .clone();
     let text = detail["spec"]["message"].as_str().unwrap();
-    assert!(text.contains(SECRET_PATH) && text.contains(COMMAND_LINE), "{text}");
-    assert!(text.contains(&reference) && text.contains("create_subnet"), "{text}");
+    assert!(
+        text.contains(SECRET_PATH) && text.contains(COMMAND_LINE),
+        "{text}"
+    );
+    assert!(
+        text.contains(&reference) && text.contains("create_subnet"),
+        "{text}"
+    );
     assert!(text.contains("tenant 'acme'"), "{text}");
     assert_eq!(detail["spec"]["type"], "EVENT_TYPE_WARNING");
 
@@ -128,7 +146,9 @@ async fn backend_detail_reaches_the_provider_not_the_tenant() {
     // provider-only event cannot be read by id, and the Failed event says the plain message.
     let tenant_events = events_of(&t, &sid).await;
     assert!(
-        tenant_events.iter().all(|e| e["spec"]["reason"] != "BackendFailure"),
+        tenant_events
+            .iter()
+            .all(|e| e["spec"]["reason"] != "BackendFailure"),
         "{tenant_events:?}"
     );
     assert!(

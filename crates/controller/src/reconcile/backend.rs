@@ -24,7 +24,12 @@ pub const REASON_BACKEND_FAILURE: &str = "BackendFailure";
 /// The message a tenant may read for `err` about `rec`. For backend detail, the first time
 /// this message replaces `current` (the object's message now), the detail is logged and
 /// recorded in a provider-only event.
-pub(crate) async fn status_message(ctx: &Ctx, rec: &Record, current: &str, err: &OpError) -> String {
+pub(crate) async fn status_message(
+    ctx: &Ctx,
+    rec: &Record,
+    current: &str,
+    err: &OpError,
+) -> String {
     let OpError::Backend(failure) = err else {
         return err.message().to_string();
     };
@@ -64,7 +69,9 @@ pub(crate) fn plain_message(operation: Option<&str>, reference: &str) -> String 
                 "the provisioning backend"
             };
             let what = match op.split_once('_') {
-                Some((verb, object)) => format!("could not {verb} the {}", object.replace('_', " ")),
+                Some((verb, object)) => {
+                    format!("could not {verb} the {}", object.replace('_', " "))
+                }
                 None => format!("could not {op}"),
             };
             (backend, what)

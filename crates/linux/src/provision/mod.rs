@@ -153,9 +153,9 @@ impl LinuxProvisioner {
             PowerState::Off => {
                 set_power(&ns, true).await.map_err(transient)?;
                 stop_ns_blocking(&self.clients, &ns, true).await;
-                ra::disable_async(&ns)
-                    .await
-                    .map_err(|e| OpError::backend_transient(format!("IPv6 RA settings of {ns}: {e}")))
+                ra::disable_async(&ns).await.map_err(|e| {
+                    OpError::backend_transient(format!("IPv6 RA settings of {ns}: {e}"))
+                })
             }
             PowerState::On => set_power(&ns, false).await.map_err(transient),
         }
