@@ -223,6 +223,7 @@ pub async fn gc(State(s): State<Arc<Service>>, headers: HeaderMap, body: Bytes) 
             .auth
             .authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))
             .await?;
+        crate::access::note_subject(&caller.subject);
         if !caller.is_provider() {
             return Err(ApiError::denied(
                 "the private API is for provider administrators",

@@ -27,7 +27,9 @@ impl Grpc {
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok());
-        Ok(self.service.auth.authenticate(header).await?)
+        let caller = self.service.auth.authenticate(header).await?;
+        crate::access::note_subject(&caller.subject);
+        Ok(caller)
     }
 }
 
@@ -492,6 +494,7 @@ pub fn routes(
     let g = Grpc { service };
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(osac_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     Ok(
         tonic::service::Routes::new(virtual_networks_server::VirtualNetworksServer::new(

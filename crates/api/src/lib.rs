@@ -1,11 +1,13 @@
 //! The osac-net API: one service layer (authorization, tenancy, validation, one transaction per
 //! write) behind two transports, REST (axum) and gRPC (tonic), plus the server wiring.
 
+pub mod access;
 pub mod auth;
 pub mod dataplane;
 pub mod dev;
 pub mod error;
 pub mod grpc;
+pub mod health;
 pub mod metrics;
 pub mod object;
 pub mod openapi;

@@ -1,16 +1,30 @@
 //! Prometheus metrics of the API: request counts and latencies by method, route and code.
-//! Labels are bounded: REST routes are templates, gRPC methods a fixed set.
+//!
+//! Labels are bounded: a REST route is its template (`/api/fulfillment/v1/{collection}`), a
+//! gRPC route one of the methods the server serves (read from the service descriptors at
+//! start), `unknown` for any other gRPC-looking path and `unmatched` for any other path. No
+//! label ever carries a value the client chose.
+//!
+//! At each scrape the object gauges are computed from the store: `osac_objects{kind,state}`
+//! with one grouped query (kinds and states are fixed sets), and
+//! `osac_external_ip_pool_addresses{pool,state="allocated|available"}` from the pools'
+//! counters (pools are few and provider-defined). On Linux the standard process metrics
+//! (`process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_open_fds`,
+//! `process_start_time_seconds`, …) are exported too.
 
-use std::sync::LazyLock;
-use std::time::Instant;
+use std::collections::HashSet;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 use axum::extract::{MatchedPath, Request};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use osac_model::Kind;
+use osac_store::{ListQuery, Store};
 use prometheus::{
-    Encoder, HistogramVec, IntCounterVec, TextEncoder, register_histogram_vec,
-    register_int_counter_vec,
+    Encoder, HistogramVec, IntCounterVec, IntGaugeVec, TextEncoder, register_histogram_vec,
+    register_int_counter_vec, register_int_gauge_vec,
 };
+use prost::Message;
 
 static REQUESTS: LazyLock<Option<IntCounterVec>> = LazyLock::new(|| {
     register_int_counter_vec!(
@@ -33,48 +47,244 @@ static LATENCY: LazyLock<Option<HistogramVec>> = LazyLock::new(|| {
     .ok()
 });
 
-/// Records one request.
-pub async fn track(req: Request, next: Next) -> Response {
-    let start = Instant::now();
-    let path = req.uri().path().to_string();
-    let grpc = path.starts_with("/osacnet.") || path.starts_with("/grpc.reflection.");
-    let route = if grpc {
-        path
+static OBJECTS: LazyLock<Option<IntGaugeVec>> = LazyLock::new(|| {
+    register_int_gauge_vec!(
+        "osac_objects",
+        "Stored objects by kind and status.state (\"\" when an object has none yet)",
+        &["kind", "state"]
+    )
+    .ok()
+});
+
+static POOL_ADDRESSES: LazyLock<Option<IntGaugeVec>> = LazyLock::new(|| {
+    register_int_gauge_vec!(
+        "osac_external_ip_pool_addresses",
+        "Addresses of each ExternalIPPool (by name, else id) held by ExternalIPs (allocated) or free (available)",
+        &["pool", "state"]
+    )
+    .ok()
+});
+
+/// Registers the process metrics (Linux) once per process.
+pub fn register_process_metrics() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        #[cfg(target_os = "linux")]
+        if let Err(e) = prometheus::register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        )) {
+            tracing::warn!(error = %e, "cannot register the process metrics");
+        }
+    });
+}
+
+/// gRPC methods served besides the osac-net services: reflection and health.
+const INFRA_METHODS: &[&str] = &[
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "/grpc.health.v1.Health/Check",
+    "/grpc.health.v1.Health/Watch",
+];
+
+/// Every gRPC method path the server serves (`/package.Service/Method`).
+static GRPC_METHODS: LazyLock<HashSet<String>> =
+    LazyLock::new(|| grpc_methods(osac_proto::FILE_DESCRIPTOR_SET));
+
+/// The method paths of every service of an encoded descriptor set, plus [`INFRA_METHODS`].
+fn grpc_methods(descriptor_set: &[u8]) -> HashSet<String> {
+    let mut out: HashSet<String> = INFRA_METHODS.iter().map(|m| m.to_string()).collect();
+    let Ok(set) = prost_types::FileDescriptorSet::decode(descriptor_set) else {
+        return out;
+    };
+    for file in &set.file {
+        let package = file.package();
+        for service in &file.service {
+            for method in &service.method {
+                out.insert(format!("/{package}.{}/{}", service.name(), method.name()));
+            }
+        }
+    }
+    out
+}
+
+/// The fully qualified names of the osac-net gRPC services (`osacnet.v1.Subnets`, …).
+pub fn grpc_service_names() -> Vec<String> {
+    let mut names: Vec<String> = GRPC_METHODS
+        .iter()
+        .filter(|m| m.starts_with("/osacnet."))
+        .filter_map(|m| m.trim_start_matches('/').split_once('/'))
+        .map(|(service, _)| service.to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// How a request is labelled: `method` is the HTTP method or `GRPC`, `route` a bounded value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteLabel {
+    pub method: String,
+    pub route: String,
+    pub grpc: bool,
+}
+
+/// Labels a request (before it is served: the matched route is known by then).
+pub fn classify(req: &Request) -> RouteLabel {
+    let path = req.uri().path();
+    if GRPC_METHODS.contains(path) {
+        return RouteLabel {
+            method: "GRPC".into(),
+            route: path.to_string(),
+            grpc: true,
+        };
+    }
+    let grpc_content = req
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/grpc"));
+    if grpc_content || path.starts_with("/osacnet.") || path.starts_with("/grpc.") {
+        return RouteLabel {
+            method: "GRPC".into(),
+            route: "unknown".into(),
+            grpc: true,
+        };
+    }
+    let method = req.method();
+    // Only the standard methods: an extension method is a client-chosen string.
+    let method = if [
+        "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "CONNECT",
+    ]
+    .contains(&method.as_str())
+    {
+        method.as_str().to_string()
     } else {
-        req.extensions()
+        "OTHER".to_string()
+    };
+    RouteLabel {
+        method,
+        route: req
+            .extensions()
             .get::<MatchedPath>()
             .map(|m| m.as_str().to_string())
-            .unwrap_or_else(|| "unmatched".into())
-    };
-    let method = if grpc {
-        "GRPC".to_string()
-    } else {
-        req.method().to_string()
-    };
-    let resp = next.run(req).await;
-    let code = resp
+            .unwrap_or_else(|| "unmatched".into()),
+        grpc: false,
+    }
+}
+
+/// The status of a response as a label: `grpc-<code>` when it carries a gRPC status in its
+/// headers, else the HTTP status.
+pub fn code_of(resp: &Response) -> String {
+    match resp
         .headers()
         .get("grpc-status")
         .and_then(|v| v.to_str().ok())
-        .map(|c| format!("grpc-{c}"))
-        .unwrap_or_else(|| resp.status().as_u16().to_string());
+    {
+        Some(c) if c.len() <= 2 && c.bytes().all(|b| b.is_ascii_digit()) => format!("grpc-{c}"),
+        _ => resp.status().as_u16().to_string(),
+    }
+}
+
+/// Records one request.
+pub fn record(label: &RouteLabel, code: &str, elapsed: Duration) {
     if let Some(c) = REQUESTS.as_ref() {
-        c.with_label_values(&[method.as_str(), route.as_str(), code.as_str()])
+        c.with_label_values(&[label.method.as_str(), label.route.as_str(), code])
             .inc();
     }
     if let Some(h) = LATENCY.as_ref() {
-        h.with_label_values(&[method.as_str(), route.as_str()])
-            .observe(start.elapsed().as_secs_f64());
+        h.with_label_values(&[label.method.as_str(), label.route.as_str()])
+            .observe(elapsed.as_secs_f64());
     }
-    resp
 }
 
-/// `/metrics` in the Prometheus text format.
-pub async fn render() -> Response {
+/// `/metrics`: refreshes the object gauges from the store, then encodes everything. A store
+/// that does not answer leaves the gauges as they were (the scrape still succeeds: the
+/// request and process metrics matter most then).
+pub async fn render(store: Arc<dyn Store>) -> Response {
+    if let Err(e) = refresh_gauges(store.as_ref()).await {
+        tracing::warn!(error = %e, "cannot refresh the object gauges");
+    }
+    encode()
+}
+
+async fn refresh_gauges(store: &dyn Store) -> Result<(), osac_store::StoreError> {
+    let counts = store.count_by_state().await?;
+    let mut pools = Vec::new();
+    let mut query = ListQuery::all(Kind::ExternalIpPool);
+    loop {
+        let page = store.list(&query).await?;
+        let n = page.items.len() as i64;
+        pools.extend(page.items);
+        if n < query.limit || n == 0 {
+            break;
+        }
+        query.offset += n;
+    }
+    if let Some(g) = OBJECTS.as_ref() {
+        // Gone (kind, state) pairs disappear instead of staying at their last value.
+        g.reset();
+        for c in &counts {
+            g.with_label_values(&[c.kind.collection(), c.state.as_str()])
+                .set(c.count);
+        }
+    }
+    if let Some(g) = POOL_ADDRESSES.as_ref() {
+        g.reset();
+        for pool in &pools {
+            let status = &pool.body["status"];
+            // proto-JSON writes int64 as a string.
+            let counter = |field: &str| match &status[field] {
+                serde_json::Value::String(s) => s.parse().unwrap_or(0),
+                v => v.as_i64().unwrap_or(0),
+            };
+            for state in ["allocated", "available"] {
+                g.with_label_values(&[pool.label(), state])
+                    .set(counter(state));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The metrics registry in the Prometheus text format.
+pub fn encode() -> Response {
     let mut buf = Vec::new();
     let families = prometheus::gather();
     match TextEncoder::new().encode(&families, &mut buf) {
         Ok(()) => ([("content-type", "text/plain; version=0.0.4")], buf).into_response(),
         Err(e) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_come_from_the_descriptors() {
+        let m = grpc_methods(osac_proto::FILE_DESCRIPTOR_SET);
+        assert!(m.contains("/osacnet.v1.Subnets/Create"));
+        assert!(m.contains("/osacnet.admin.v1.Tenants/List"));
+        assert!(m.contains("/grpc.health.v1.Health/Check"));
+        assert!(!m.contains("/osacnet.v1.Subnets/Nope"));
+        assert!(grpc_service_names().contains(&"osacnet.v1.Subnets".to_string()));
+    }
+
+    #[test]
+    fn client_chosen_paths_get_fixed_labels() {
+        let req = |path: &str, grpc: bool| {
+            let mut b = axum::http::Request::builder().uri(path);
+            if grpc {
+                b = b.header("content-type", "application/grpc");
+            }
+            b.body(axum::body::Body::empty()).unwrap()
+        };
+        assert_eq!(
+            classify(&req("/osacnet.v1.Subnets/Get", true)).route,
+            "/osacnet.v1.Subnets/Get"
+        );
+        assert_eq!(classify(&req("/osacnet.x1234/Foo", true)).route, "unknown");
+        assert_eq!(classify(&req("/osacnet.x1234/Foo", false)).route, "unknown");
+        assert_eq!(classify(&req("/a/b/c", true)).route, "unknown");
+        assert_eq!(classify(&req("/no/such/route", false)).route, "unmatched");
     }
 }

@@ -56,10 +56,12 @@ pub fn router(service: Arc<Service>) -> Router {
 }
 
 async fn caller(service: &Service, headers: &HeaderMap) -> ApiResult<Caller> {
-    service
+    let caller = service
         .auth
         .authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))
-        .await
+        .await?;
+    crate::access::note_subject(&caller.subject);
+    Ok(caller)
 }
 
 fn kind_of(collection: &str) -> ApiResult<Kind> {

@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use crate::auth::{AuthConfig, Authenticator};
 use crate::dataplane::{self, FabricChoice};
 use crate::service::Service;
-use crate::{grpc, metrics, rest};
+use crate::{access, grpc, health, metrics, rest};
 
 /// How to run the server.
 #[derive(Debug, Clone)]
@@ -234,12 +234,20 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     }
 
     let ready_store = store.clone();
+    let metrics_store = store.clone();
+    metrics::register_process_metrics();
+    let (shutdown, rx) = watch::channel(false);
+    let (health, health_task) = health::start(store.clone(), rx.clone()).await;
     let openapi = axum::body::Bytes::from(crate::openapi::document_json(
         osac_proto::FILE_DESCRIPTOR_SET,
     )?);
     let app = Router::new()
         .merge(rest::router(service.clone()))
-        .merge(grpc::routes(service.clone())?.into_axum_router())
+        .merge(
+            grpc::routes(service.clone())?
+                .add_service(health)
+                .into_axum_router(),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route(
             crate::openapi::PATH,
@@ -268,9 +276,12 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
                 }
             }),
         )
-        .route("/metrics", get(metrics::render))
+        .route(
+            "/metrics",
+            get(move || metrics::render(metrics_store.clone())),
+        )
         .fallback(no_route)
-        .layer(axum::middleware::from_fn(metrics::track));
+        .layer(axum::middleware::from_fn(access::observe));
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -284,7 +295,6 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             addr: config.listen,
             source,
         })?;
-    let (shutdown, rx) = watch::channel(false);
 
     let mut http_rx = rx.clone();
     let watched = service.clone();
@@ -318,6 +328,6 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         provisioner,
         linux_provisioner,
         shutdown,
-        tasks: vec![http, ctl],
+        tasks: vec![http, ctl, health_task],
     })
 }

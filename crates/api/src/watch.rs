@@ -85,7 +85,8 @@ impl Service {
         // missed.
         let feed = self.store.subscribe();
         let (tx, rx) = mpsc::channel(BUFFER);
-        tokio::spawn(watcher.run(feed, tx));
+        // The watcher's log lines carry the request's id (the request span).
+        tokio::spawn(tracing::Instrument::in_current_span(watcher.run(feed, tx)));
         Ok(rx)
     }
 }

@@ -38,13 +38,22 @@ fn main() -> std::process::ExitCode {
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
         return std::process::ExitCode::SUCCESS;
     }
-    tracing_subscriber::fmt()
+    let log_format = match &cli.command {
+        Command::Server(args) => args.log_format,
+        _ => serve::LogFormat::Text,
+    };
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
         )
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match log_format {
+        serve::LogFormat::Text => logs.init(),
+        // One JSON object a line; span fields (request_id, subject) are in `span`/`spans`,
+        // the access line repeats them in its own fields.
+        serve::LogFormat::Json => logs.json().with_current_span(true).init(),
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -65,6 +65,9 @@ pub struct ServerArgs {
     /// gives up and labels the leftovers orphaned (`osac admin orphans`)
     #[arg(long, default_value_t = ControllerConfig::default().cleanup_retry_limit)]
     pub cleanup_retry_limit: u32,
+    /// Log lines as human-readable `text` or one JSON object per line (`json`), on stderr
+    #[arg(long, value_enum, env = "OSAC_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
     /// Seconds events are kept before they are pruned
     #[arg(long, default_value_t = osac_controller::events::DEFAULT_EVENT_TTL.as_secs())]
     pub event_ttl_seconds: u64,
@@ -83,6 +86,15 @@ fn parse_default_quota(text: &str) -> Result<osac_model::quota::QuotaLimits, Str
         .apply_overrides("--default-quota", text)
         .map_err(|e| e.to_string())?;
     Ok(limits)
+}
+
+/// How `osac server` writes its log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// Which dev-mode managers `osac server` runs.

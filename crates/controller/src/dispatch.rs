@@ -196,11 +196,15 @@ impl Manager for Metered {
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
         let start = Instant::now();
-        let result = self.inner.call(op, request).await;
+        let result = self
+            .inner
+            .call(op, request)
+            .await
+            .map_err(|e| e.in_operation(op.as_str()));
         let outcome = match &result {
             Ok(_) => "ok",
-            Err(OpError::Transient(_)) => "transient",
-            Err(OpError::Permanent(_)) => "permanent",
+            Err(e) if e.is_transient() => "transient",
+            Err(_) => "permanent",
         };
         let name = &self.inner.registration().name;
         metrics::manager_op(name, op.as_str(), outcome, start.elapsed());

@@ -20,7 +20,7 @@ async fn typed<Req: Serialize + Sync, Resp: DeserializeOwned>(
         .map_err(|e| OpError::permanent(format!("cannot encode {op} request: {e}")))?;
     let response = manager.call(op, value).await?;
     serde_json::from_value(response).map_err(|e| {
-        OpError::permanent(format!(
+        OpError::backend_permanent(format!(
             "manager '{}' returned a malformed {op} response: {e}",
             manager.registration().name
         ))

@@ -50,7 +50,7 @@ fn permanent<T: std::fmt::Debug>(
     r: Result<T, OpError>,
 ) -> Result<(), ConformanceError> {
     match r {
-        Err(OpError::Permanent(_)) => Ok(()),
+        Err(e) if !e.is_transient() => Ok(()),
         other => Err(fail(
             step,
             format!("expected a permanent error, got {other:?}"),

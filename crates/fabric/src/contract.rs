@@ -227,6 +227,16 @@ impl FromStr for Operation {
 
 /// A failed operation. Failures are values so the caller can decide: transient ⇒ retry with
 /// backoff, permanent ⇒ the object goes FAILED with the message.
+///
+/// Who may read the message is part of the type:
+/// - [`OpError::Transient`] and [`OpError::Permanent`] carry a message our own code wrote for
+///   the object's owner: it names only the request's own fields and objects (a CIDR that
+///   overlaps, a pool that is exhausted, a dependency that does not exist) and becomes the
+///   tenant-visible `status.message` as is.
+/// - [`OpError::Backend`] carries backend detail: an exec program's stderr, a kernel tool's
+///   command line and output, I/O errors with file paths, malformed manager output. Tenants
+///   never see it: the controller shows them a plain message with a reference, and the detail
+///   goes to the server log and a provider-only event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OpError {
     /// Retrying later may succeed (backend busy, timeout, lock held…).
@@ -235,6 +245,21 @@ pub enum OpError {
     /// Retrying the same request will not help (invalid request, conflict, missing dependency).
     #[error("{0}")]
     Permanent(String),
+    /// The backend failed; the detail is for the provider only.
+    #[error(transparent)]
+    Backend(BackendFailure),
+}
+
+/// A backend failure: what the provider needs to find the cause, never shown to tenants.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct BackendFailure {
+    /// Whether retrying later may succeed.
+    pub transient: bool,
+    /// The operation that failed (`create_subnet`), when known.
+    pub operation: Option<String>,
+    /// The backend's own words: stderr, command lines, paths, OS errors.
+    pub detail: String,
 }
 
 impl OpError {
@@ -248,15 +273,76 @@ impl OpError {
         OpError::Permanent(msg.into())
     }
 
-    /// Whether the caller should retry.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, OpError::Transient(_))
+    /// A transient backend failure (provider-only detail).
+    pub fn backend_transient(detail: impl Into<String>) -> Self {
+        OpError::Backend(BackendFailure {
+            transient: true,
+            operation: None,
+            detail: detail.into(),
+        })
     }
 
-    /// The human message (for `status.message`).
+    /// A permanent backend failure (provider-only detail).
+    pub fn backend_permanent(detail: impl Into<String>) -> Self {
+        OpError::Backend(BackendFailure {
+            transient: false,
+            operation: None,
+            detail: detail.into(),
+        })
+    }
+
+    /// Whether the caller should retry.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            OpError::Transient(_) => true,
+            OpError::Permanent(_) => false,
+            OpError::Backend(b) => b.transient,
+        }
+    }
+
+    /// The full message, backend detail included: for logs and the provider, not for tenants
+    /// (see [`OpError::tenant_message`]).
     pub fn message(&self) -> &str {
         match self {
             OpError::Transient(m) | OpError::Permanent(m) => m,
+            OpError::Backend(b) => &b.detail,
+        }
+    }
+
+    /// The message a tenant may read, or None for backend detail.
+    pub fn tenant_message(&self) -> Option<&str> {
+        match self {
+            OpError::Transient(m) | OpError::Permanent(m) => Some(m),
+            OpError::Backend(_) => None,
+        }
+    }
+
+    /// Whether this is backend detail (provider-only).
+    pub fn is_backend(&self) -> bool {
+        matches!(self, OpError::Backend(_))
+    }
+
+    /// The same failure with its message (or backend detail) rewritten, e.g. prefixed with
+    /// context; the kind and the audience stay.
+    pub fn map_message(self, f: impl FnOnce(&str) -> String) -> Self {
+        match self {
+            OpError::Transient(m) => OpError::Transient(f(&m)),
+            OpError::Permanent(m) => OpError::Permanent(f(&m)),
+            OpError::Backend(mut b) => {
+                b.detail = f(&b.detail);
+                OpError::Backend(b)
+            }
+        }
+    }
+
+    /// Records which operation failed on a backend failure that does not say yet.
+    pub fn in_operation(self, op: &str) -> Self {
+        match self {
+            OpError::Backend(mut b) if b.operation.is_none() => {
+                b.operation = Some(op.to_string());
+                OpError::Backend(b)
+            }
+            other => other,
         }
     }
 }
@@ -305,6 +391,27 @@ mod tests {
         assert!("nope".parse::<Operation>().is_err());
         assert_eq!(Operation::for_role(Role::K8s).count(), 2);
         assert_eq!(Operation::for_role(Role::Fabric).count(), 15);
+    }
+
+    #[test]
+    fn backend_detail_is_not_for_tenants() {
+        let e = OpError::backend_permanent("/usr/sbin/ip link add x: exit 2")
+            .in_operation("create_subnet");
+        assert_eq!(e.tenant_message(), None);
+        assert!(!e.is_transient() && e.is_backend());
+        assert!(e.message().contains("/usr/sbin/ip"));
+        let e = e.map_message(|m| format!("cluster a: {m}"));
+        assert!(e.is_backend() && e.message().starts_with("cluster a: /usr"));
+        match &e {
+            OpError::Backend(b) => assert_eq!(b.operation.as_deref(), Some("create_subnet")),
+            _ => unreachable!(),
+        }
+        let ours = OpError::permanent("subnet 'a' overlaps subnet 'b'");
+        assert_eq!(
+            ours.tenant_message(),
+            Some("subnet 'a' overlaps subnet 'b'")
+        );
+        assert!(OpError::backend_transient("x").is_transient());
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! = `{}`); exit 0 = success, 75 (EX_TEMPFAIL) = transient, anything else = permanent; the
 //! message is the last non-empty stderr line. A call that outlives `timeout_seconds` is killed
 //! (with its process group) and is transient.
+//!
+//! Every failure of a program is backend detail ([`OpError::Backend`]): its stderr and our
+//! messages about it (the command's path, its exit code, its malformed output) are for the
+//! provider; tenants see a plain message with a reference instead.
 
 use std::io;
 use std::process::{ExitStatus, Stdio};
@@ -99,6 +103,16 @@ impl ExecInvocation<'_> {
         op: &str,
         request: &serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
+        self.run_program(op, request)
+            .await
+            .map_err(|e| e.in_operation(op))
+    }
+
+    async fn run_program(
+        &self,
+        op: &str,
+        request: &serde_json::Value,
+    ) -> Result<serde_json::Value, OpError> {
         let body = serde_json::to_vec(request)
             .map_err(|e| OpError::permanent(format!("cannot encode {op} request: {e}")))?;
         let mut cmd = Command::new(&self.config.command);
@@ -121,9 +135,9 @@ impl ExecInvocation<'_> {
             let msg = format!("cannot run {}: {e}", self.describe(op));
             match e.kind() {
                 io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => {
-                    OpError::Permanent(msg)
+                    OpError::backend_permanent(msg)
                 }
-                _ => OpError::Transient(msg),
+                _ => OpError::backend_transient(msg),
             }
         })?;
         let pid = child.id();
@@ -152,7 +166,7 @@ impl ExecInvocation<'_> {
                 let _ = child.start_kill();
                 let _ = child.wait().await;
                 tracing::warn!(registration = %self.name, %op, "exec program timed out");
-                return Err(OpError::transient(format!(
+                return Err(OpError::backend_transient(format!(
                     "{} timed out after {}s",
                     self.describe(op),
                     self.config.timeout_seconds
@@ -160,7 +174,7 @@ impl ExecInvocation<'_> {
             }
         };
         let status = status.map_err(|e| {
-            OpError::transient(format!("waiting for {} failed: {e}", self.describe(op)))
+            OpError::backend_transient(format!("waiting for {} failed: {e}", self.describe(op)))
         })?;
         let err = err.unwrap_or_default();
         let stderr_text = String::from_utf8_lossy(&err);
@@ -171,31 +185,31 @@ impl ExecInvocation<'_> {
         match status.code() {
             Some(0) => {
                 let out = out.map_err(|e| {
-                    OpError::transient(format!("reading output of {}: {e}", self.describe(op)))
+                    OpError::backend_transient(format!("reading output of {}: {e}", self.describe(op)))
                 })?;
                 if out.iter().all(u8::is_ascii_whitespace) {
                     return Ok(serde_json::json!({}));
                 }
                 serde_json::from_slice(&out).map_err(|e| {
-                    OpError::permanent(format!(
+                    OpError::backend_permanent(format!(
                         "{} printed invalid JSON on stdout: {e}",
                         self.describe(op)
                     ))
                 })
             }
-            Some(EXIT_TEMPFAIL) => Err(OpError::Transient(message.unwrap_or_else(|| {
+            Some(EXIT_TEMPFAIL) => Err(OpError::backend_transient(message.unwrap_or_else(|| {
                 format!(
                     "{} exited with code {EXIT_TEMPFAIL} (temporary failure) and no message on stderr",
                     self.describe(op)
                 )
             }))),
-            Some(code) => Err(OpError::Permanent(message.unwrap_or_else(|| {
+            Some(code) => Err(OpError::backend_permanent(message.unwrap_or_else(|| {
                 format!(
                     "{} exited with code {code} and no message on stderr",
                     self.describe(op)
                 )
             }))),
-            None => Err(OpError::Transient(message.unwrap_or_else(|| {
+            None => Err(OpError::backend_transient(message.unwrap_or_else(|| {
                 format!("{} was killed ({})", self.describe(op), signal_of(status))
             }))),
         }

@@ -20,7 +20,9 @@ pub mod sim;
 pub mod types;
 
 pub use client::{FabricClient, K8sClient};
-pub use contract::{Capability, Manager, OpError, Operation, Role, UnknownOperation, ensure_role};
+pub use contract::{
+    BackendFailure, Capability, Manager, OpError, Operation, Role, UnknownOperation, ensure_role,
+};
 pub use exec::{EXIT_TEMPFAIL, ExecManager};
 pub use registration::{DriverConfig, ExecConfig, Registration, RegistrationError};
 pub use registry::{DriverContext, DriverFactory, Registry, RegistryError};

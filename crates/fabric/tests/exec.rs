@@ -36,7 +36,12 @@ async fn exit_75_is_transient_with_the_stderr_message() {
         .call(Operation::CreateVirtualNetwork, req())
         .await
         .unwrap_err();
-    assert_eq!(err, OpError::Transient("backend busy".into()));
+    // A program's stderr is backend detail (provider-only), with the operation it failed in.
+    assert_eq!(
+        err,
+        OpError::backend_transient("backend busy").in_operation("create_virtual_network")
+    );
+    assert_eq!(err.tenant_message(), None);
 }
 
 #[tokio::test]
@@ -51,7 +56,10 @@ async fn exit_1_is_permanent_with_the_last_stderr_line() {
         .call(Operation::CreateVirtualNetwork, req())
         .await
         .unwrap_err();
-    assert_eq!(err, OpError::Permanent("VLAN pool empty".into()));
+    assert_eq!(
+        err,
+        OpError::backend_permanent("VLAN pool empty").in_operation("create_virtual_network")
+    );
 }
 
 #[tokio::test]
@@ -219,7 +227,8 @@ async fn demo_exec_failure_hooks_and_validation() {
         .unwrap_err();
     assert_eq!(
         err,
-        OpError::Permanent("virtual network 'nope' does not exist".into())
+        OpError::backend_permanent("virtual network 'nope' does not exist")
+            .in_operation("create_subnet")
     );
 
     // Pool exhaustion: a /30 has two usable addresses.

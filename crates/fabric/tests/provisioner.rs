@@ -88,12 +88,16 @@ async fn demo_exec_provisioner_keeps_machines_and_reports_failures_as_values() {
     let mut other = fixture.vm.clone();
     other.template = "large".into();
     match demo.boot_vm(&other).await {
-        Err(OpError::Permanent(m)) => assert!(m.contains("different shape"), "{m}"),
+        Err(e @ OpError::Backend(_)) if !e.is_transient() => {
+            assert!(e.message().contains("different shape"), "{e}")
+        }
         r => panic!("expected a permanent error, got {r:?}"),
     }
     std::fs::write(state.path().join("FAIL_TRANSIENT"), "delete_vm\n").unwrap();
     match demo.delete_vm(&fixture.vm.instance_id).await {
-        Err(OpError::Transient(m)) => assert!(m.contains("FAIL_TRANSIENT"), "{m}"),
+        Err(e @ OpError::Backend(_)) if e.is_transient() => {
+            assert!(e.message().contains("FAIL_TRANSIENT"), "{e}")
+        }
         r => panic!("expected a transient error, got {r:?}"),
     }
     std::fs::remove_file(state.path().join("FAIL_TRANSIENT")).unwrap();
@@ -228,19 +232,21 @@ async fn exec_provisioner_environment_and_malformed_results() {
     };
     let p = shell_provisioner("echo \"$OSAC_ROLE $1 $OSAC_MANAGER\" >&2; exit 3");
     match p.power(&vm, PowerState::On).await {
-        Err(OpError::Permanent(m)) => assert_eq!(m, "provisioner power shell"),
+        Err(e @ OpError::Backend(_)) if !e.is_transient() => {
+            assert_eq!(e.message(), "provisioner power shell")
+        }
         r => panic!("expected a permanent error, got {r:?}"),
     }
     let p = shell_provisioner("echo busy >&2; exit 75");
     assert_eq!(
         p.delete_vm("vm-1").await,
-        Err(OpError::Transient("busy".into()))
+        Err(OpError::backend_transient("busy").in_operation("delete_vm"))
     );
     // The power request carries the machine's fields and the state.
     let p = shell_provisioner("cat >&2; exit 1");
     match p.power(&vm, PowerState::Off).await {
-        Err(OpError::Permanent(m)) => {
-            let sent: serde_json::Value = serde_json::from_str(&m).unwrap();
+        Err(e @ OpError::Backend(_)) if !e.is_transient() => {
+            let sent: serde_json::Value = serde_json::from_str(e.message()).unwrap();
             assert_eq!(
                 sent,
                 serde_json::json!({"kind": "vm", "instance_id": "vm-1", "state": "off"})
@@ -251,7 +257,7 @@ async fn exec_provisioner_environment_and_malformed_results() {
     let p = shell_provisioner("echo '{\"nics\": [{\"mac_address\": 7}]}'");
     assert!(matches!(
         p.discover_addresses(&vm).await,
-        Err(OpError::Permanent(_))
+        Err(e @ OpError::Backend(_)) if !e.is_transient()
     ));
     let p = shell_provisioner(
         "echo '{\"nics\": [{\"mac_address\": \"02:00:00:00:00:01\", \"ipv4_address\": \"10.0.1.5\"}]}'",

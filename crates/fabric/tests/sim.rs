@@ -119,7 +119,10 @@ fn eip_req(id: &str, cidrs: &[&str]) -> AllocateExternalIpRequest {
 
 fn is_permanent<T: std::fmt::Debug>(r: Result<T, OpError>, needle: &str) {
     match r {
-        Err(OpError::Permanent(m)) => assert!(m.contains(needle), "{m:?} lacks {needle:?}"),
+        // Our own messages (tenant-visible) and backend detail (a malformed response) alike.
+        Err(e) if !e.is_transient() => {
+            assert!(e.message().contains(needle), "{e:?} lacks {needle:?}")
+        }
         other => panic!("expected permanent error containing {needle:?}, got {other:?}"),
     }
 }

@@ -40,18 +40,23 @@ pub enum LinuxError {
     },
 }
 
+/// Kernel tool failures (their command lines and output), state files (paths), dnsmasq's own
+/// words and the machine's settings are backend detail: for the provider, never for tenants
+/// ([`OpError::Backend`]).
 impl From<CmdError> for OpError {
     fn from(e: CmdError) -> Self {
         // Kernel tool failures are retried: operations are idempotent and converge.
-        OpError::transient(e.to_string())
+        OpError::backend_transient(e.to_string())
     }
 }
 
 impl From<LinuxError> for OpError {
     fn from(e: LinuxError) -> Self {
         match e {
-            LinuxError::Settings(_) | LinuxError::Role { .. } => OpError::permanent(e.to_string()),
-            other => OpError::transient(other.to_string()),
+            LinuxError::Settings(_) | LinuxError::Role { .. } => {
+                OpError::backend_permanent(e.to_string())
+            }
+            other => OpError::backend_transient(other.to_string()),
         }
     }
 }

@@ -85,6 +85,10 @@ pub trait Store: Send + Sync + 'static {
     fn subscribe(&self) -> broadcast::Receiver<Change>;
     /// Checks the database answers (readiness).
     async fn ping(&self) -> Result<()>;
+    /// How many objects of each kind are in each `status.state` (an object without one counts
+    /// under `""`), with one grouped statement: the object gauges of `/metrics`. Rows of a
+    /// kind this build does not know are left out.
+    async fn count_by_state(&self) -> Result<Vec<StateCount>>;
     /// Loads every record of a driver namespace.
     async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>>;
     /// Reads one record of a namespace by key (a point lookup on the primary key).
@@ -100,6 +104,27 @@ pub trait Store: Send + Sync + 'static {
     /// all or nothing, one commit — so a driver operation that changes several records (or a
     /// batch of concurrent ones) costs one write; for a key given twice the last change wins.
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()>;
+}
+
+/// One row of [`Store::count_by_state`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StateCount {
+    pub kind: Kind,
+    /// The stored `status.state` (an enum name such as `SUBNET_STATE_READY`), or `""`.
+    pub state: String,
+    pub count: i64,
+}
+
+/// Turns grouped `(collection, state, count)` rows into [`StateCount`]s.
+fn state_counts(rows: Vec<(String, String, i64)>) -> Vec<StateCount> {
+    rows.into_iter()
+        .filter_map(|(collection, state, count)| {
+            let kind = Kind::ALL
+                .into_iter()
+                .find(|k| k.collection() == collection)?;
+            Some(StateCount { kind, state, count })
+        })
+        .collect()
 }
 
 /// Rows of a kv table statement (bounds the number of bound parameters per statement).

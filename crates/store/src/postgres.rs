@@ -228,6 +228,15 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    async fn count_by_state(&self) -> Result<Vec<crate::StateCount>> {
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT kind, COALESCE(body #>> '{status,state}', ''), COUNT(*) FROM objects GROUP BY 1, 2",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(crate::state_counts(rows))
+    }
+
     async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>> {
         Ok(
             sqlx::query_as("SELECT key, value FROM kv WHERE ns = $1 ORDER BY key")

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use osac_model::Kind;
-use osac_store::{ListQuery, Record, Store, StoreError};
+use osac_store::{ListQuery, Record, StateCount, Store, StoreError};
 use serde_json::json;
 
 async fn sqlite() -> (Arc<dyn Store>, tempfile::TempDir) {
@@ -359,6 +359,37 @@ async fn key_value_records(s: &dyn Store) {
     assert!(s.kv_load("bulk").await.unwrap().is_empty());
 }
 
+async fn counts_by_kind_and_state(s: &dyn Store) {
+    let before = s.count_by_state().await.unwrap();
+    let count = |all: &[StateCount], kind: Kind, state: &str| {
+        all.iter()
+            .find(|c| c.kind == kind && c.state == state)
+            .map_or(0, |c| c.count)
+    };
+    let mut tx = s.begin().await.unwrap();
+    for name in ["cs1", "cs2", "cs3"] {
+        tx.insert(&subnet("tc", name, "vn1", &[])).await.unwrap();
+    }
+    let mut ready = subnet("tc", "cs4", "vn1", &[]);
+    ready.body["status"]["state"] = json!("SUBNET_STATE_READY");
+    tx.insert(&ready).await.unwrap();
+    let mut no_state = Record::new(Kind::VirtualNetwork, "tc", json!({"spec": {}}));
+    no_state.name = Some("cs-vn".into());
+    tx.insert(&no_state).await.unwrap();
+    tx.commit().await.unwrap();
+    let after = s.count_by_state().await.unwrap();
+    let grew = |kind, state: &str| count(&after, kind, state) - count(&before, kind, state);
+    assert_eq!(grew(Kind::Subnet, "SUBNET_STATE_PENDING"), 3);
+    assert_eq!(grew(Kind::Subnet, "SUBNET_STATE_READY"), 1);
+    assert_eq!(grew(Kind::VirtualNetwork, ""), 1);
+    // One row per (kind, state).
+    let mut keys: Vec<_> = after.iter().map(|c| (c.kind, c.state.clone())).collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n);
+}
+
 async fn suite(s: Arc<dyn Store>) {
     s.ping().await.unwrap();
     crud_and_versions(s.as_ref()).await;
@@ -369,6 +400,7 @@ async fn suite(s: Arc<dyn Store>) {
     locked_read_modify_write_loses_nothing(s.clone()).await;
     kind_lock_serialises_whole_kind_rules(s.clone()).await;
     key_value_records(s.as_ref()).await;
+    counts_by_kind_and_state(s.as_ref()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -7,7 +7,8 @@ Invoked once per operation as
 
 with the request JSON on stdin. It prints the result JSON on stdout and exits with
 0 (success), 75 (EX_TEMPFAIL: transient, the caller retries) or 1 (permanent: the
-object goes FAILED with the last stderr line as its message).
+object goes FAILED). The last stderr line is the failure's detail for the provider (server log
+and a provider-only event); tenants read a plain message with a reference.
 
 State lives in JSON (one `state.json`, guarded by a lock file) under the directory named by
 the environment variable OSAC_DEMO_EXEC_STATE (default: ./state beside this script).

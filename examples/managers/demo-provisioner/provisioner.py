@@ -7,7 +7,8 @@ Invoked once per operation as
 
 with the request JSON on stdin. It prints the result JSON on stdout and exits with
 0 (success), 75 (EX_TEMPFAIL: transient, the caller retries) or 1 (permanent: the
-workload goes FAILED with the last stderr line as its message).
+workload goes FAILED). The last stderr line is the failure's detail for the provider (server
+log and a provider-only event); tenants read a plain message with a reference.
 
 A real provisioner would create a KubeVirt VirtualMachine, drive Ironic or build a
 HyperShift cluster here; this one only records its machines in `state.json` (guarded by a

@@ -8,6 +8,7 @@ use osac_fabric::{CreateExternalIpAttachmentRequest, DeleteExternalIpAttachmentR
 use osac_model::{Kind, pb};
 use osac_store::{Record, Store, StoreError};
 
+use super::backend::status_message;
 use super::external_ip::allocated_address;
 use super::{
     Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, delete_failed,
@@ -150,15 +151,17 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
                 .insert(VIRTUAL_NETWORK_ANNOTATION.to_string(), vn_id);
             Action::Done
         }
-        Err(OpError::Transient(m)) => {
+        Err(e) if e.is_transient() => {
             applied = false;
+            let m = status_message(ctx, &rec, att.message(), &e).await;
             att.set_message(m);
             if att.state() == 0 {
                 att.set_state(pb::ExternalIpAttachment::PENDING);
             }
             Action::Retry
         }
-        Err(OpError::Permanent(m)) => {
+        Err(e) => {
+            let m = status_message(ctx, &rec, att.message(), &e).await;
             att.set_state(pb::ExternalIpAttachment::FAILED);
             att.set_message(m);
             Action::Done
@@ -183,7 +186,8 @@ async fn pending(
     let spec = att.spec.clone().unwrap_or_default();
     if rec.annotations.contains_key(VIRTUAL_NETWORK_ANNOTATION) {
         if let Err(e) = undo(ctx, rec, &spec).await {
-            return waiting(ctx, rec, att, e.message().to_string()).await;
+            let m = status_message(ctx, rec, att.message(), &e).await;
+            return waiting(ctx, rec, att, m).await;
         }
         let mut next = rec.clone();
         next.annotations.remove(VIRTUAL_NETWORK_ANNOTATION);

@@ -5,7 +5,7 @@
 //! (FREE → RESERVED → ASSIGNED → FREE) is done by the workload reconcilers in store
 //! transactions; this reconciler never changes the state.
 
-use osac_fabric::{DeleteNetworkAttachmentRequest, OpError};
+use osac_fabric::DeleteNetworkAttachmentRequest;
 use osac_model::pb;
 use osac_store::Record;
 
@@ -86,10 +86,12 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
             Ok(Action::Done)
         }
         Err(e) => {
-            let action = match &e {
-                OpError::Transient(_) => Action::Retry,
-                OpError::Permanent(_) => Action::After(ctx.config.backoff_cap),
+            let action = if e.is_transient() {
+                Action::Retry
+            } else {
+                Action::After(ctx.config.backoff_cap)
             };
+            // Hosts are the provider's objects: their message may carry backend detail.
             let m = format!("cannot park interface '{interface}': {}", e.message());
             show(ctx, &rec, host, m, action).await
         }

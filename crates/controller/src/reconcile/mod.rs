@@ -1,6 +1,7 @@
 //! One reconciler per kind (SPEC §4 dispatch table) and the helpers they share: status writes
 //! under optimistic locking, the applied-spec hash, failure handling and finalizer removal.
 
+pub mod backend;
 pub mod baremetal_instance;
 pub(crate) mod cleanup;
 pub mod cluster;
@@ -295,22 +296,22 @@ pub(crate) async fn waiting<T: Object>(
 }
 
 /// A create/apply step failed. Transient: keep the state, show the message, retry with backoff.
-/// Permanent: FAILED with the manager's message, and no retry until the spec changes.
+/// Permanent: FAILED with the manager's message, and no retry until the spec changes. Backend
+/// detail is replaced by a plain message with a reference ([`backend::status_message`]).
 pub(crate) async fn op_failed<T: Object>(
     ctx: &Ctx,
     rec: &Record,
     mut obj: T,
     err: OpError,
 ) -> Result<Action, ReconcileError> {
-    match err {
-        OpError::Transient(message) => waiting(ctx, rec, obj, message).await,
-        OpError::Permanent(message) => {
-            obj.set_state(T::FAILED);
-            obj.set_message(message);
-            save_applied(ctx, rec, rec.clone(), &obj).await?;
-            Ok(Action::Done)
-        }
+    let message = backend::status_message(ctx, rec, obj.message(), &err).await;
+    if err.is_transient() {
+        return waiting(ctx, rec, obj, message).await;
     }
+    obj.set_state(T::FAILED);
+    obj.set_message(message);
+    save_applied(ctx, rec, rec.clone(), &obj).await?;
+    Ok(Action::Done)
 }
 
 /// An undo step failed. Transient: DELETING with the message, retry with backoff. Permanent:
@@ -322,15 +323,17 @@ pub(crate) async fn delete_failed<T: Object>(
     mut obj: T,
     err: OpError,
 ) -> Result<Action, ReconcileError> {
-    let (state, action) = match &err {
-        OpError::Transient(_) => (T::DELETING, Action::Retry),
-        OpError::Permanent(_) => (
+    let (state, action) = if err.is_transient() {
+        (T::DELETING, Action::Retry)
+    } else {
+        (
             T::DELETE_FAILED.unwrap_or(T::DELETING),
             Action::After(ctx.config.backoff_cap),
-        ),
+        )
     };
+    let message = backend::status_message(ctx, rec, obj.message(), &err).await;
     obj.set_state(state);
-    obj.set_message(err.message().to_string());
+    obj.set_message(message);
     let mut next = rec.clone();
     next.annotations.insert(
         DELETE_FAILURES_ANNOTATION.to_string(),

@@ -22,11 +22,7 @@ super::object!(pb::Subnet, pb::SubnetStatus,
 
 /// Prefixes a hosting cluster's failure with its name, keeping the failure's kind.
 fn on_cluster(cluster: &str, e: OpError) -> OpError {
-    let m = format!("hosting cluster '{cluster}': {}", e.message());
-    match e {
-        OpError::Transient(_) => OpError::Transient(m),
-        OpError::Permanent(_) => OpError::Permanent(m),
-    }
+    e.map_message(|m| format!("hosting cluster '{cluster}': {m}"))
 }
 
 pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {

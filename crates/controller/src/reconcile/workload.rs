@@ -26,6 +26,7 @@ use osac_model::{FABRIC_FINALIZER, Kind, pb};
 use osac_store::{ListQuery, Record, StoreError, Tx};
 use serde::Serialize;
 
+use super::backend::status_message;
 use super::{
     APPLIED_SPEC_ANNOTATION, Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION,
     describe, spec_hash,
@@ -237,16 +238,15 @@ impl<T: Workload> Work<T> {
         phase: &str,
         err: OpError,
     ) -> Result<Action, ReconcileError> {
-        match err {
-            OpError::Transient(m) => self.wait(ctx, phase, "Retrying", m, Action::Retry).await,
-            OpError::Permanent(m) => {
-                self.set(phase, false, "Failed", m.clone());
-                self.obj.set_state(T::FAILED);
-                self.obj.set_message(m);
-                self.write(ctx).await?;
-                Ok(Action::Done)
-            }
+        let m = status_message(ctx, &self.rec, self.obj.message(), &err).await;
+        if err.is_transient() {
+            return self.wait(ctx, phase, "Retrying", m, Action::Retry).await;
         }
+        self.set(phase, false, "Failed", m.clone());
+        self.obj.set_state(T::FAILED);
+        self.obj.set_message(m);
+        self.write(ctx).await?;
+        Ok(Action::Done)
     }
 
     /// A delete step failed: DELETING (DELETE_FAILED when permanent and the kind has it) with
@@ -256,15 +256,17 @@ impl<T: Workload> Work<T> {
         ctx: &Ctx,
         err: OpError,
     ) -> Result<Action, ReconcileError> {
-        let (state, action) = match &err {
-            OpError::Transient(_) => (T::DELETING, Action::Retry),
-            OpError::Permanent(_) => (
+        let (state, action) = if err.is_transient() {
+            (T::DELETING, Action::Retry)
+        } else {
+            (
                 T::DELETE_FAILED.unwrap_or(T::DELETING),
                 Action::After(ctx.config.backoff_cap),
-            ),
+            )
         };
+        let m = status_message(ctx, &self.rec, self.obj.message(), &err).await;
         self.obj.set_state(state);
-        self.obj.set_message(err.message().to_string());
+        self.obj.set_message(m);
         self.write(ctx).await?;
         Ok(action)
     }
@@ -638,16 +640,7 @@ pub(crate) fn describe_missing(
 
 /// Prefixes a port failure with the port, keeping its kind.
 fn on_port(p: &Port, e: OpError) -> OpError {
-    let m = format!(
-        "port {} ({}): {}",
-        p.interface,
-        p.attachment_id,
-        e.message()
-    );
-    match e {
-        OpError::Transient(_) => OpError::Transient(m),
-        OpError::Permanent(_) => OpError::Permanent(m),
-    }
+    e.map_message(|m| format!("port {} ({}): {m}", p.interface, p.attachment_id))
 }
 
 /// The address strings of a lease: (IPv4 or "", IPv6 or "").

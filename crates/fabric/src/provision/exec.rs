@@ -137,7 +137,7 @@ impl Provisioner for ExecProvisioner {
         let op = ProvisionOp::DiscoverAddresses;
         let result = self.call(op, encode(op, machine)?).await?;
         let parsed: DiscoverResult = serde_json::from_value(result).map_err(|e| {
-            OpError::permanent(format!(
+            OpError::backend_permanent(format!(
                 "{} {op} printed an unexpected result: {e}",
                 self.config.command.display()
             ))

@@ -43,8 +43,9 @@ pub struct LinuxProvisioner {
     clusters: Mutex<BTreeMap<String, Vec<vip::Holder>>>,
 }
 
+/// A failure of the machine's tools or files: backend detail, for the provider only.
 fn transient(e: impl std::fmt::Display) -> OpError {
-    OpError::transient(e.to_string())
+    OpError::backend_transient(e.to_string())
 }
 
 impl LinuxProvisioner {
@@ -110,11 +111,13 @@ impl LinuxProvisioner {
             nics.iter().map(|n| (n.name.clone(), n.primary)).collect();
         ra::configure_async(&ns, primary)
             .await
-            .map_err(|e| OpError::transient(format!("IPv6 RA settings of {ns}: {e}")))?;
+            .map_err(|e| OpError::backend_transient(format!("IPv6 RA settings of {ns}: {e}")))?;
         for nic in nics {
             self.clients
                 .ensure(&ns, &nic.name, &nic.mac_address)
-                .map_err(|e| OpError::transient(format!("DHCP client on {}: {e}", nic.name)))?;
+                .map_err(|e| {
+                    OpError::backend_transient(format!("DHCP client on {}: {e}", nic.name))
+                })?;
         }
         Ok(())
     }
@@ -150,9 +153,9 @@ impl LinuxProvisioner {
             PowerState::Off => {
                 set_power(&ns, true).await.map_err(transient)?;
                 stop_ns_blocking(&self.clients, &ns, true).await;
-                ra::disable_async(&ns)
-                    .await
-                    .map_err(|e| OpError::transient(format!("IPv6 RA settings of {ns}: {e}")))
+                ra::disable_async(&ns).await.map_err(|e| {
+                    OpError::backend_transient(format!("IPv6 RA settings of {ns}: {e}"))
+                })
             }
             PowerState::On => set_power(&ns, false).await.map_err(transient),
         }
@@ -238,7 +241,7 @@ impl Provisioner for LinuxProvisioner {
         // The kernel would keep learning routes from RAs otherwise (boot turns it back on).
         ra::disable_async(&ns)
             .await
-            .map_err(|e| OpError::transient(format!("IPv6 RA settings of {ns}: {e}")))?;
+            .map_err(|e| OpError::backend_transient(format!("IPv6 RA settings of {ns}: {e}")))?;
         Ok(())
     }
 

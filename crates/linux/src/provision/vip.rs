@@ -28,8 +28,9 @@ pub struct Holder {
     pub vip: IpAddr,
 }
 
+/// A failure of the machine's tools or files: backend detail, for the provider only.
 fn transient(e: impl std::fmt::Display) -> OpError {
-    OpError::transient(e.to_string())
+    OpError::backend_transient(e.to_string())
 }
 
 fn cidr(vip: IpAddr) -> String {
