@@ -6,6 +6,7 @@ pub mod dataplane;
 pub mod dev;
 pub mod error;
 pub mod grpc;
+pub mod listen;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
@@ -13,8 +14,10 @@ pub mod resources;
 pub mod rest;
 pub mod server;
 pub mod service;
+pub mod tls;
 pub mod watch;
 
 pub use error::{ApiError, ApiResult, Code};
+pub use listen::TransportConfig;
 pub use server::{RunningServer, ServerConfig, ServerError, start};
 pub use service::{Service, Surface};

@@ -398,6 +398,7 @@ async fn bench(args: Args) -> Result<Report> {
         },
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
         fabric: Default::default(),
+        transport: Default::default(),
     })
     .await
     .context("starting the server")?;

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod pki;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -371,6 +373,7 @@ async fn launch(
         controller: controller_config(),
         ip_discovery_timeout,
         fabric: Default::default(),
+        transport: Default::default(),
     })
     .await
     .unwrap_or_else(|e| panic!("server start on {database_url}: {e:?}"))
