@@ -79,7 +79,7 @@ pub struct ServerArgs {
     pub dev_ca_file: Option<PathBuf>,
     /// Connections served at once; further connections wait in the listen backlog
     #[arg(long, env = "OSAC_MAX_CONNECTIONS", default_value_t = osac_api::listen::DEFAULT_MAX_CONNECTIONS,
-          value_parser = clap::value_parser!(u64).range(1..).map(|v| v as usize))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
     /// Seconds a request may take until its response starts (504 / DEADLINE_EXCEEDED); event
     /// streams (watch) are not cut
