@@ -11,8 +11,8 @@
 //!   included), else REST answers 504 `DEADLINE_EXCEEDED` and gRPC `DEADLINE_EXCEEDED`.
 //!   Streaming bodies after the head are not bounded: a REST `?watch=true` event stream or a
 //!   gRPC `Watch` lasts as long as its client keeps it.
-//! - An HTTP/1 connection must send a request's headers within `request_timeout`; a TLS
-//!   handshake must finish within [`HANDSHAKE_TIMEOUT`]. A client speaking plain HTTP to the
+//! - HTTP/1 request headers must arrive within `request_timeout` (a connection silent for
+//!   longer may be closed); a TLS handshake must finish within [`HANDSHAKE_TIMEOUT`]. A client speaking plain HTTP to the
 //!   TLS port fails its handshake at once and is closed.
 
 use std::future::Future;
@@ -69,11 +69,7 @@ fn is_grpc(req: &Request) -> bool {
 }
 
 /// Middleware: the response head must be ready within the limit (the body may stream on).
-pub async fn request_timeout(
-    State(limit): State<Duration>,
-    req: Request,
-    next: Next,
-) -> Response {
+pub async fn request_timeout(State(limit): State<Duration>, req: Request, next: Next) -> Response {
     let grpc = is_grpc(&req);
     let what = format!("{} {}", req.method(), req.uri().path());
     match tokio::time::timeout(limit, next.run(req)).await {

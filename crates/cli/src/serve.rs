@@ -71,7 +71,12 @@ pub struct ServerArgs {
     #[arg(long, env = "OSAC_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// PEM CA certificates: require client certificates signed by one of them (mTLS)
-    #[arg(long, env = "OSAC_TLS_CLIENT_CA", value_name = "FILE", requires = "tls_cert")]
+    #[arg(
+        long,
+        env = "OSAC_TLS_CLIENT_CA",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
     pub tls_client_ca: Option<PathBuf>,
     /// Dev mode with TLS: the CA that signed --tls-cert, written to dev-credentials.json as
     /// `ca_file` for `osac login --dev-credentials`

@@ -17,7 +17,8 @@ const WARNING: &str = "the server's identity is NOT checked";
 /// Writes `ca.pem`, `server.crt`, `server.key` (localhost, 127.0.0.1) into `dir`.
 fn write_pki(dir: &Path) {
     let mut ca = CertificateParams::default();
-    ca.distinguished_name.push(DnType::CommonName, "cli test CA");
+    ca.distinguished_name
+        .push(DnType::CommonName, "cli test CA");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca_key = KeyPair::generate().unwrap();
     let ca_cert = ca.self_signed(&ca_key).unwrap();
@@ -107,7 +108,10 @@ async fn cli_over_https() {
     ok(&login, &osac(&config, &login).await);
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
-    assert!(saved["ca_file"].as_str().unwrap().ends_with("ca.pem"), "{saved}");
+    assert!(
+        saved["ca_file"].as_str().unwrap().ends_with("ca.pem"),
+        "{saved}"
+    );
     let create = ["admin", "create", "tenant", "--name", "acme"];
     ok(&create, &osac(&config, &create).await);
     let get = ["admin", "get", "tenants"];
@@ -116,8 +120,14 @@ async fn cli_over_https() {
     let version = ["version"];
     let printed = ok(&version, &osac(&config, &version).await);
     let v = env!("CARGO_PKG_VERSION");
-    assert!(printed.contains(&format!("Client version: {v}")), "{printed}");
-    assert!(printed.contains(&format!("Server version: {v} ({url})")), "{printed}");
+    assert!(
+        printed.contains(&format!("Client version: {v}")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!("Server version: {v} ({url})")),
+        "{printed}"
+    );
 
     // Without the CA (system roots only) the server is not trusted.
     let bare = dir.path().join("no-ca.json");
@@ -136,13 +146,24 @@ async fn cli_over_https() {
     assert!(text(&out).1.contains(WARNING), "{}", text(&out).1);
     assert!(text(&out).1.contains("read your token"), "{}", text(&out).1);
     let insecure = dir.path().join("insecure.json");
-    let login = ["login", "--url", &url, "--token", &admin, "--insecure-skip-tls-verify"];
+    let login = [
+        "login",
+        "--url",
+        &url,
+        "--token",
+        &admin,
+        "--insecure-skip-tls-verify",
+    ];
     let out = osac(&insecure, &login).await;
     ok(&login, &out);
     assert!(text(&out).1.contains(WARNING), "{}", text(&out).1);
     let out = osac(&insecure, &get).await;
     ok(&get, &out);
-    assert!(text(&out).1.contains(WARNING), "every use warns: {}", text(&out).1);
+    assert!(
+        text(&out).1.contains(WARNING),
+        "every use warns: {}",
+        text(&out).1
+    );
     server.shutdown().await;
 }
 
@@ -186,11 +207,23 @@ async fn dev_server_with_tls_writes_https_credentials() {
         {
             break v;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "no dev credentials");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no dev credentials"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert!(written["url"].as_str().unwrap().starts_with("https://127.0.0.1:"), "{written}");
-    assert!(written["ca_file"].as_str().unwrap().ends_with("ca.pem"), "{written}");
+    assert!(
+        written["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://127.0.0.1:"),
+        "{written}"
+    );
+    assert!(
+        written["ca_file"].as_str().unwrap().ends_with("ca.pem"),
+        "{written}"
+    );
     let config = dir.path().join("cli.json");
     let login = ["login", "--dev-credentials", creds.to_str().unwrap()];
     ok(&login, &osac(&config, &login).await);

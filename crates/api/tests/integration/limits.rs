@@ -14,8 +14,8 @@ use osac_proto::v1 as pb;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::common::pki::*;
 use crate::common::PRIV;
+use crate::common::pki::*;
 
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
@@ -43,13 +43,21 @@ async fn read_head(conn: &mut Conn) -> String {
     let mut chunk = [0u8; 4096];
     loop {
         let n = conn.read(&mut chunk).await.expect("read");
-        assert!(n > 0, "connection closed after {:?}", String::from_utf8_lossy(&buf));
+        assert!(
+            n > 0,
+            "connection closed after {:?}",
+            String::from_utf8_lossy(&buf)
+        );
         buf.extend_from_slice(&chunk[..n]);
         let text = String::from_utf8_lossy(&buf).to_string();
         if let Some(end) = text.find("\r\n\r\n") {
             let length = text[..end]
                 .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
                 .unwrap_or(0);
             if buf.len() >= end + 4 + length {
                 return text;
@@ -69,12 +77,19 @@ async fn healthz(addr: SocketAddr, tls: Option<Arc<rustls::ClientConfig>>) -> (C
     (conn, head)
 }
 
-async fn limited_server(tls: bool, max_connections: usize) -> (LimitedServer, Option<Arc<rustls::ClientConfig>>) {
+async fn limited_server(
+    tls: bool,
+    max_connections: usize,
+) -> (LimitedServer, Option<Arc<rustls::ClientConfig>>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = Ca::new("limits CA");
     let tls_config = tls.then(|| {
         let (cert, key) = LimitedServer::tls_files(dir.path(), &ca.server());
-        TlsConfig { cert, key, client_ca: None }
+        TlsConfig {
+            cert,
+            key,
+            client_ca: None,
+        }
     });
     let transport = TransportConfig {
         tls: tls_config,
@@ -97,7 +112,10 @@ async fn connection_cap(tls: bool) {
     // The cap is reached: the third connection is not served while both stay open.
     let third = tokio::spawn(healthz(addr, client.clone()));
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(!third.is_finished(), "a third connection was served beyond max_connections = 2");
+    assert!(
+        !third.is_finished(),
+        "a third connection was served beyond max_connections = 2"
+    );
     // One closes: the waiting connection is served.
     drop(held.pop());
     let (_conn, head) = tokio::time::timeout(Duration::from_secs(5), third)
@@ -120,7 +138,13 @@ async fn connection_cap_tls() {
 }
 
 /// A request whose body never completes gets its answer when the timeout (1 s) expires.
-async fn slow_body(addr: SocketAddr, client: Option<Arc<rustls::ClientConfig>>, path: &str, content_type: &str, token: &str) -> String {
+async fn slow_body(
+    addr: SocketAddr,
+    client: Option<Arc<rustls::ClientConfig>>,
+    path: &str,
+    content_type: &str,
+    token: &str,
+) -> String {
     let mut conn = connect(addr, client).await;
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nContent-Type: {content_type}\r\nContent-Length: 100\r\n\r\n{{"
@@ -130,19 +154,39 @@ async fn slow_body(addr: SocketAddr, client: Option<Arc<rustls::ClientConfig>>, 
     let answer = tokio::time::timeout(Duration::from_secs(10), read_head(&mut conn))
         .await
         .expect("an answer after the request timeout");
-    assert!(start.elapsed() >= Duration::from_millis(900), "answered too early: {answer}");
+    assert!(
+        start.elapsed() >= Duration::from_millis(900),
+        "answered too early: {answer}"
+    );
     answer
 }
 
 async fn request_timeout(tls: bool) {
     let (s, client) = limited_server(tls, 64).await;
     let addr = s.server.addr;
-    let rest = slow_body(addr, client.clone(), &format!("{PRIV}/tenants"), "application/json", &s.admin_token).await;
+    let rest = slow_body(
+        addr,
+        client.clone(),
+        &format!("{PRIV}/tenants"),
+        "application/json",
+        &s.admin_token,
+    )
+    .await;
     assert!(rest.starts_with("HTTP/1.1 504"), "{rest}");
     assert!(rest.contains("\"code\":\"DEADLINE_EXCEEDED\""), "{rest}");
     assert!(rest.contains("request timeout"), "{rest}");
-    let grpc = slow_body(addr, client, "/osacnet.admin.v1.Tenants/Create", "application/grpc", &s.admin_token).await;
-    assert!(grpc.to_ascii_lowercase().contains("grpc-status: 4"), "{grpc}");
+    let grpc = slow_body(
+        addr,
+        client,
+        "/osacnet.admin.v1.Tenants/Create",
+        "application/grpc",
+        &s.admin_token,
+    )
+    .await;
+    assert!(
+        grpc.to_ascii_lowercase().contains("grpc-status: 4"),
+        "{grpc}"
+    );
     s.finish().await;
 }
 
@@ -187,8 +231,10 @@ async fn request_timeout_does_not_cut_watches() {
         .connect()
         .await
         .expect("gRPC connect");
-    let mut tenants =
-        admin::tenants_client::TenantsClient::with_interceptor(channel, Bearer(s.admin_token.clone()));
+    let mut tenants = admin::tenants_client::TenantsClient::with_interceptor(
+        channel,
+        Bearer(s.admin_token.clone()),
+    );
     let mut grpc = tenants
         .watch(pb::WatchRequest::default())
         .await

@@ -9,8 +9,8 @@ use osac_proto::admin::v1 as admin;
 use serde_json::{Value, json};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
-use crate::common::pki::*;
 use crate::common::PRIV;
+use crate::common::pki::*;
 
 fn tls_transport(cert: std::path::PathBuf, key: std::path::PathBuf) -> TransportConfig {
     TransportConfig {
@@ -83,7 +83,11 @@ async fn rest_and_grpc_over_tls() {
         "authorization",
         format!("Bearer {}", s.admin_token).parse().expect("header"),
     );
-    let tenant = tenants.get(req).await.expect("gRPC Get over TLS").into_inner();
+    let tenant = tenants
+        .get(req)
+        .await
+        .expect("gRPC Get over TLS")
+        .into_inner();
     assert_eq!(tenant.metadata.expect("metadata").name, "acme");
 
     // Clients that do not trust the server's CA are refused by their own TLS check.
@@ -95,14 +99,24 @@ async fn rest_and_grpc_over_tls() {
         .expect_err("untrusted server certificate");
     assert!(format!("{err:?}").contains("UnknownIssuer"), "{err:?}");
     let system_roots = reqwest::Client::builder().build().expect("client");
-    assert!(system_roots.get(format!("{url}/healthz")).send().await.is_err());
+    assert!(
+        system_roots
+            .get(format!("{url}/healthz"))
+            .send()
+            .await
+            .is_err()
+    );
     assert!(grpc_channel(&url, &other.pem()).await.is_err());
 
     // Plain HTTP to the TLS port fails fast, and the server keeps serving TLS.
     let plain = format!("http://{}/healthz", s.server.addr);
     let answer = tokio::time::timeout(Duration::from_secs(5), reqwest::get(&plain)).await;
     assert!(matches!(answer, Ok(Err(_))), "plain HTTP got {answer:?}");
-    let ok = http.get(format!("{url}/healthz")).send().await.expect("healthz");
+    let ok = http
+        .get(format!("{url}/healthz"))
+        .send()
+        .await
+        .expect("healthz");
     assert_eq!(ok.status(), 200);
     s.finish().await;
 }
@@ -119,10 +133,21 @@ async fn rotated_certificate_is_served_without_restart() {
     // Held open across the rotation: an established connection keeps working.
     let old_client = https_client(&old_ca.pem(), None);
     assert_eq!(
-        old_client.get(format!("{url}/healthz")).send().await.expect("old").status(),
+        old_client
+            .get(format!("{url}/healthz"))
+            .send()
+            .await
+            .expect("old")
+            .status(),
         200
     );
-    assert!(new_client.get(format!("{url}/healthz")).send().await.is_err());
+    assert!(
+        new_client
+            .get(format!("{url}/healthz"))
+            .send()
+            .await
+            .is_err()
+    );
 
     replace_file(&dir.join("server.key"), &new.key_pem);
     replace_file(&dir.join("server.crt"), &new.cert_pem);
@@ -134,7 +159,10 @@ async fn rotated_certificate_is_served_without_restart() {
             assert_eq!(r.status(), 200);
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "new certificate never served");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "new certificate never served"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // The certificate a raw handshake sees is the new one.
@@ -142,7 +170,10 @@ async fn rotated_certificate_is_served_without_restart() {
     assert_eq!(peer, der_of(&new.cert_pem));
 
     // A broken new file is not loaded: the last good certificate stays in service.
-    replace_file(&dir.join("server.crt"), "-----BEGIN CERTIFICATE-----\nbroken\n");
+    replace_file(
+        &dir.join("server.crt"),
+        "-----BEGIN CERTIFICATE-----\nbroken\n",
+    );
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let peer = peer_certificate(s.server.addr, &new_ca.pem()).await;
     assert_eq!(peer, der_of(&new.cert_pem));
@@ -154,7 +185,11 @@ async fn peer_certificate(addr: std::net::SocketAddr, ca_pem: &str) -> Vec<u8> {
     let connector = tokio_rustls::TlsConnector::from(rustls_client(ca_pem));
     let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
     let tls = connector.connect(name, tcp).await.expect("handshake");
-    tls.get_ref().1.peer_certificates().expect("peer certificates")[0].to_vec()
+    tls.get_ref()
+        .1
+        .peer_certificates()
+        .expect("peer certificates")[0]
+        .to_vec()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,7 +228,9 @@ async fn client_certificates_are_required_with_a_client_ca() {
         .expect_err("foreign client certificate");
     let text = format!("{err:?}");
     assert!(
-        text.contains("UnknownCA") || text.contains("BadCertificate") || text.contains("DecryptError"),
+        text.contains("UnknownCA")
+            || text.contains("BadCertificate")
+            || text.contains("DecryptError"),
         "{text}"
     );
     // The right certificate: served.

@@ -27,7 +27,9 @@ pub enum ClientError {
     #[error("cannot reach osac at {url}: is `osac server --dev` running?")]
     Unreachable { url: String },
     /// The TLS handshake failed (e.g. the server's certificate is not trusted).
-    #[error("TLS handshake with osac at {url} failed: {detail} (an https server signed by a private CA needs --ca-file, or `osac login --ca-file`)")]
+    #[error(
+        "TLS handshake with osac at {url} failed: {detail} (an https server signed by a private CA needs --ca-file, or `osac login --ca-file`)"
+    )]
     Handshake { url: String, detail: String },
     /// The server did not answer in time.
     #[error("timed out waiting for osac at {url}")]

@@ -36,9 +36,7 @@ pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
         .ca_file
         .clone()
         .or_else(|| dev.as_ref().and_then(|d| d.ca_file.clone()))
-        .map(|f| {
-            std::fs::canonicalize(&f).map_err(|e| anyhow!("--ca-file {}: {e}", f.display()))
-        })
+        .map(|f| std::fs::canonicalize(&f).map_err(|e| anyhow!("--ca-file {}: {e}", f.display())))
         .transpose()?;
     let tls = TlsOptions {
         ca_file: ca_file.clone(),

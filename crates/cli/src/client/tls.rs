@@ -87,7 +87,10 @@ mod tests {
         .client_builder()
         .unwrap_err()
         .to_string();
-        assert!(err.contains("nope.pem") && err.contains("cannot read"), "{err}");
+        assert!(
+            err.contains("nope.pem") && err.contains("cannot read"),
+            "{err}"
+        );
         let empty = dir.path().join("empty.pem");
         std::fs::write(&empty, "not a certificate\n").unwrap();
         let err = TlsOptions {

@@ -4,7 +4,6 @@
 //! The first events are the objects that exist (ADDED); the command runs until interrupted or
 //! the server ends the stream.
 
-
 use reqwest::header::ACCEPT;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;

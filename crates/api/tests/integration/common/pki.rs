@@ -59,9 +59,7 @@ impl Ca {
 
     fn issue(&self, params: CertificateParams) -> Issued {
         let key = KeyPair::generate().expect("key");
-        let cert = params
-            .signed_by(&key, &self.cert, &self.key)
-            .expect("sign");
+        let cert = params.signed_by(&key, &self.cert, &self.key).expect("sign");
         Issued {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
