@@ -118,6 +118,8 @@ pub async fn serve<S, F>(
         .timer(TokioTimer::new())
         .header_read_timeout(config.request_timeout);
     let builder = Arc::new(builder);
+    // Handshakes still running at shutdown are abandoned (they would hold the shutdown up).
+    let (halt, halted) = tokio::sync::watch::channel(false);
     tokio::pin!(stop);
     loop {
         let permit = tokio::select! {
@@ -144,13 +146,19 @@ pub async fn serve<S, F>(
         let builder = builder.clone();
         let app = app.clone();
         let tls = tls.clone();
+        let mut halted = halted.clone();
         tokio::spawn(async move {
             let _permit = permit;
             match tls {
                 None => serve_connection(&builder, watcher, tcp, app).await,
                 Some(tls) => {
                     let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
+                    let outcome = tokio::select! {
+                        r = handshake => r,
+                        _ = halted.wait_for(|h| *h) => return,
+                    };
+                    match outcome {
                         Ok(Ok(stream)) => serve_connection(&builder, watcher, stream, app).await,
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -160,6 +168,7 @@ pub async fn serve<S, F>(
         });
     }
     drop(listener);
+    let _ = halt.send(true);
     on_stop();
     graceful.shutdown().await;
 }
