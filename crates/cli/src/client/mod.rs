@@ -25,8 +25,9 @@
 //! ```
 //!
 //! Connection options ([`Connection`]: `--url`/`OSAC_URL`, `--token`/`OSAC_TOKEN`,
-//! `--config`/`OSAC_CONFIG`) are flattened into each command (`create`, `get`, `update`,
-//! `label`, `delete`, `events`, `describe`, `admin`) as global arguments, so they work before or after the
+//! `--config`/`OSAC_CONFIG`, `--ca-file`/`OSAC_CA_FILE`, `--insecure-skip-tls-verify`) are
+//! flattened into each command (`create`, `get`, `update`, `label`, `delete`, `events`,
+//! `describe`, `admin`, `version`) as global arguments, so they work before or after the
 //! subcommand (`osac create --url U subnet …` and `osac create subnet … --url U`). Values
 //! missing from flags and environment come from the config file written by `osac login`.
 //!
