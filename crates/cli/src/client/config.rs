@@ -290,6 +290,38 @@ mod tests {
     }
 
     #[test]
+    fn tls_settings_of_the_file_belong_to_its_server() {
+        let dir = tmpdir("tls");
+        let path = dir.join("config.json");
+        let cfg = ConfigFile {
+            url: Some("https://osac:8443".into()),
+            token: Some("t".into()),
+            ca_file: Some("/etc/osac/ca.pem".into()),
+            insecure_skip_tls_verify: true,
+        };
+        save(&path, &cfg).unwrap();
+        assert_eq!(load(&path).unwrap(), Some(cfg));
+        let none = TlsOptions::default();
+        let e = resolve_with_tls(None, None, &none, Some(&path)).unwrap();
+        assert_eq!(
+            e.tls.ca_file.as_deref(),
+            Some(Path::new("/etc/osac/ca.pem"))
+        );
+        assert!(e.tls.insecure_skip_verify);
+        // Another server named by a flag does not inherit the file's CA or its insecurity.
+        let e = resolve_with_tls(Some("https://other:1"), None, &none, Some(&path)).unwrap();
+        assert_eq!(e.tls, TlsOptions::default());
+        // A flag's CA file wins.
+        let flag = TlsOptions {
+            ca_file: Some("/tmp/flag.pem".into()),
+            insecure_skip_verify: false,
+        };
+        let e = resolve_with_tls(None, None, &flag, Some(&path)).unwrap();
+        assert_eq!(e.tls.ca_file.as_deref(), Some(Path::new("/tmp/flag.pem")));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn missing_credentials_are_explained() {
         let missing = tmpdir("none").join("config.json");
         let err = resolve(None, None, Some(&missing)).unwrap_err().to_string();
