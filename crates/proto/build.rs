@@ -1,4 +1,5 @@
-//! Generates prost types, tonic services, proto-JSON serde impls and the reflection descriptor.
+//! Generates prost types, tonic services, proto-JSON serde impls and the reflection descriptor,
+//! with the pure-Rust protobuf compiler protox (no `protoc` on the build machine).
 
 use std::{env, path::PathBuf};
 
@@ -19,14 +20,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     files.sort();
+    // protox (pure Rust) parses the protos: no `protoc` needed. Imports and source info
+    // (comments, for the OpenAPI document) are kept, as `protoc --include_imports
+    // --include_source_info` did.
+    let fds = protox::Compiler::new([&root])?
+        .include_imports(true)
+        .include_source_info(true)
+        .open_files(&files)?
+        .file_descriptor_set();
+    let set = prost::Message::encode_to_vec(&fds);
+    std::fs::write(&descriptor, &set)?;
     tonic_prost_build::configure()
-        .file_descriptor_set_path(&descriptor)
         .compile_well_known_types(true)
         .extern_path(".google.protobuf", "::pbjson_types")
         .build_client(true)
         .build_server(true)
-        .compile_protos(&files, &[root])?;
-    let set = std::fs::read(&descriptor)?;
+        // What tonic adds itself when it runs protoc.
+        .type_attribute(".", "#[allow(clippy::all)]")
+        .compile_fds(fds)?;
     pbjson_build::Builder::new()
         .register_descriptors(&set)?
         .preserve_proto_field_names()

@@ -8,6 +8,7 @@ pub mod dev;
 pub mod error;
 pub mod grpc;
 pub mod health;
+pub mod listen;
 pub mod metrics;
 pub mod object;
 pub mod openapi;
@@ -18,8 +19,10 @@ pub mod rest;
 pub mod server;
 pub mod service;
 pub mod token_service;
+pub mod tls;
 pub mod watch;
 
 pub use error::{ApiError, ApiResult, Code};
+pub use listen::TransportConfig;
 pub use server::{LimitsConfig, RunningServer, ServerConfig, ServerError, start};
 pub use service::{Service, Surface};

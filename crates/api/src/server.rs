@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::auth::{AuthConfig, Authenticator};
 use crate::dataplane::{self, FabricChoice};
+use crate::listen::{self, TransportConfig};
 use crate::service::Service;
 use crate::{access, grpc, health, metrics, rest};
 
@@ -40,6 +41,8 @@ pub struct ServerConfig {
     /// registrations decide: a `role: provisioner` file chooses the provisioner, else any
     /// `linux` manager brings the linux provisioner.
     pub fabric: FabricChoice,
+    /// TLS and connection limits (default: plain HTTP, 4096 connections, 30 s to a response).
+    pub transport: TransportConfig,
     /// What tenants may consume (provider default quotas).
     pub limits: LimitsConfig,
 }
@@ -76,6 +79,8 @@ pub enum ServerError {
     OpenApi(#[from] crate::openapi::OpenApiError),
     #[error("cannot build gRPC reflection")]
     Reflection(#[from] tonic_reflection::server::Error),
+    #[error("cannot load the TLS certificate")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("cannot listen on {addr}")]
     Listen {
         addr: SocketAddr,
@@ -97,6 +102,7 @@ pub struct RunningServer {
     /// or, without one, a `linux` manager is registered (it is then the one the controllers
     /// use).
     pub linux_provisioner: Option<Arc<LinuxProvisioner>>,
+    tls: bool,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -104,7 +110,8 @@ pub struct RunningServer {
 impl RunningServer {
     /// Base URL of the REST and gRPC endpoints.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Stops serving and the controllers, and waits for them.
@@ -187,6 +194,13 @@ async fn no_route(req: axum::extract::Request) -> axum::response::Response {
 
 /// Opens everything and starts serving.
 pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
+    // Before anything else: a broken certificate must not leave half a server behind.
+    let tls = config
+        .transport
+        .tls
+        .clone()
+        .map(crate::tls::TlsReloader::load)
+        .transpose()?;
     let store = osac_store::open(&config.database_url).await?;
     let sim_state: Arc<dyn SimStateStore> = Arc::new(StoreSimState(store.clone()));
     let ctx = dataplane::with_linux(DriverContext::new(sim_state.clone()));
@@ -249,6 +263,11 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
                 .into_axum_router(),
         )
         .route("/healthz", get(|| async { "ok" }))
+        // Unauthenticated, like the probes: which release answers (`osac version`).
+        .route(
+            "/version",
+            get(|| async { axum::Json(serde_json::json!({"version": env!("CARGO_PKG_VERSION")})) }),
+        )
         .route(
             crate::openapi::PATH,
             get(move || {
@@ -281,6 +300,10 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             get(move || metrics::render(metrics_store.clone())),
         )
         .fallback(no_route)
+        .layer(axum::middleware::from_fn_with_state(
+            config.transport.request_timeout,
+            listen::request_timeout,
+        ))
         .layer(axum::middleware::from_fn(access::observe));
 
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -298,19 +321,20 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
 
     let mut http_rx = rx.clone();
     let watched = service.clone();
+    let transport = config.transport.clone();
+    let serving_tls = tls.clone();
     let http = tokio::spawn(async move {
         let stop = async move {
             let _ = http_rx.wait_for(|v| *v).await;
-            // Watches stream until their client leaves; a graceful shutdown waits for them.
-            watched.close_watches();
         };
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(stop)
-            .await
-        {
-            tracing::error!(error = %e, "HTTP server failed");
-        }
+        // Watches stream until their client leaves; a graceful shutdown waits for them.
+        let close_watches = move || watched.close_watches();
+        listen::serve(listener, app, &transport, serving_tls, stop, close_watches).await;
     });
+    let mut tasks = vec![http, health_task];
+    if let Some(tls) = &tls {
+        tasks.push(tls.clone().spawn(rx.clone()));
+    }
     let controllers = Controllers::new(
         store.clone(),
         Dispatcher::new(registry.clone()),
@@ -319,7 +343,8 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     .with_provisioner(active_provisioner)
     .with_ip_discovery_timeout(config.ip_discovery_timeout);
     let ctl = tokio::spawn(controllers.run(rx));
-    tracing::info!(%addr, "osac-net listening (REST + gRPC)");
+    tasks.push(ctl);
+    tracing::info!(%addr, tls = tls.is_some(), "osac-net listening (REST + gRPC)");
     Ok(RunningServer {
         addr,
         store,
@@ -327,7 +352,8 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         service,
         provisioner,
         linux_provisioner,
+        tls: tls.is_some(),
         shutdown,
-        tasks: vec![http, ctl, health_task],
+        tasks,
     })
 }

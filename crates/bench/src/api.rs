@@ -28,6 +28,15 @@ impl Api {
         })
     }
 
+    /// A client over a prepared reqwest client (e.g. one trusting a test CA).
+    pub fn from_client(http: reqwest::Client, base: &str, token: &str) -> Self {
+        Self {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            auth: format!("Bearer {token}"),
+        }
+    }
+
     /// The same connection pool with another token.
     pub fn with_token(&self, token: &str) -> Self {
         Self {

@@ -27,6 +27,7 @@ mod metrics;
 mod report;
 mod single_call;
 mod store;
+mod tls_compare;
 mod workloads;
 
 use std::sync::Arc;
@@ -130,6 +131,16 @@ struct Args {
     /// Keep the temporary directory (SQLite database, token file) and print its path.
     #[arg(long)]
     keep: bool,
+    /// Only compare TLS with plain HTTP (VirtualNetwork creates and GETs against a plain and a
+    /// TLS server, SQLite): see docs/benchmarks.md.
+    #[arg(long)]
+    tls_compare: bool,
+    /// VirtualNetwork creates per mode of --tls-compare.
+    #[arg(long, default_value_t = 5_000)]
+    tls_creates: usize,
+    /// GETs per mode of --tls-compare.
+    #[arg(long, default_value_t = 50_000)]
+    tls_gets: usize,
     /// Log filter for the server's logs (stderr), e.g. `info` or `osac_store=debug`.
     #[arg(long, env = "RUST_LOG", default_value = "warn")]
     log: String,
@@ -288,6 +299,17 @@ impl Env {
 
 async fn bench(args: Args) -> Result<Report> {
     let mut report = Report::default();
+    if args.tls_compare {
+        let settings = tls_compare::Settings {
+            clients: args.clients,
+            creates: args.tls_creates,
+            gets: args.tls_gets,
+            workers: args.workers,
+            phase: Duration::from_secs(args.phase_seconds),
+        };
+        tls_compare::run(&settings, &mut report).await?;
+        return Ok(report);
+    }
     let tmp = tempfile::Builder::new().prefix("osac-bench-").tempdir()?;
     let database_url = args
         .database_url
@@ -402,6 +424,7 @@ async fn bench(args: Args) -> Result<Report> {
         limits: osac_api::LimitsConfig {
             default_quotas: osac_model::quota::QuotaLimits::unlimited(),
         },
+        transport: Default::default(),
     })
     .await
     .context("starting the server")?;

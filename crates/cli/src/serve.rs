@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use osac_api::auth::{AuthConfig, JwtConfig};
 use osac_api::dataplane::FabricChoice;
-use osac_api::{ServerConfig, dev};
+use osac_api::tls::TlsConfig;
+use osac_api::{ServerConfig, TransportConfig, dev};
 use osac_controller::ControllerConfig;
 
 /// Flags of `osac server`.
@@ -71,6 +72,34 @@ pub struct ServerArgs {
     /// Seconds events are kept before they are pruned
     #[arg(long, default_value_t = osac_controller::events::DEFAULT_EVENT_TTL.as_secs())]
     pub event_ttl_seconds: u64,
+    /// PEM certificate chain: serve REST and gRPC over TLS (needs --tls-key). The file is
+    /// re-read when it changes (rotation without restart)
+    #[arg(long, env = "OSAC_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert
+    #[arg(long, env = "OSAC_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates: require client certificates signed by one of them (mTLS)
+    #[arg(
+        long,
+        env = "OSAC_TLS_CLIENT_CA",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Dev mode with TLS: the CA that signed --tls-cert, written to dev-credentials.json as
+    /// `ca_file` for `osac login --dev-credentials`
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub dev_ca_file: Option<PathBuf>,
+    /// Connections served at once; further connections wait in the listen backlog
+    #[arg(long, env = "OSAC_MAX_CONNECTIONS", default_value_t = osac_api::listen::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
+    /// Seconds a request may take until its response starts (504 / DEADLINE_EXCEEDED); event
+    /// streams (watch) are not cut
+    #[arg(long, env = "OSAC_REQUEST_TIMEOUT_SECONDS", default_value_t = osac_api::listen::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout_seconds: u64,
     /// Provider default quotas, `name=value[,name=value…]` (value a number or `unlimited`):
     /// a tenant's limit where its own spec.quotas sets none. Names: virtual_networks, subnets,
     /// security_groups, security_group_rules, external_ips, compute_instances,
@@ -157,6 +186,18 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             FabricArg::Sim => FabricChoice::Sim,
             FabricArg::Linux => FabricChoice::Linux(osac_linux_settings(&args.data_dir)),
         },
+        transport: TransportConfig {
+            tls: match (&args.tls_cert, &args.tls_key) {
+                (Some(cert), Some(key)) => Some(TlsConfig {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    client_ca: args.tls_client_ca.clone(),
+                }),
+                _ => None,
+            },
+            max_connections: args.max_connections,
+            request_timeout: Duration::from_secs(args.request_timeout_seconds),
+        },
         limits: osac_api::LimitsConfig {
             default_quotas: args.default_quota,
         },
@@ -173,11 +214,14 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             let token = dev::admin_token(&server.service, &creds)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot mint the dev admin token: {e}"))?;
-            dev::write_credentials(
-                &creds,
-                &serde_json::json!({"url": url, "admin_token": token}),
-            )
-            .with_context(|| format!("cannot write {}", creds.display()))?;
+            let mut creds_json = serde_json::json!({"url": url, "admin_token": token});
+            if let Some(ca) = &args.dev_ca_file {
+                let ca = std::fs::canonicalize(ca)
+                    .with_context(|| format!("--dev-ca-file {}", ca.display()))?;
+                creds_json["ca_file"] = serde_json::json!(ca);
+            }
+            dev::write_credentials(&creds, &creds_json)
+                .with_context(|| format!("cannot write {}", creds.display()))?;
             print_next_steps(&url, &creds);
         }
     }

@@ -190,6 +190,7 @@ async fn start_server(
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
         fabric: Default::default(),
         limits: Default::default(),
+        transport: Default::default(),
     })
     .await
 }

@@ -28,6 +28,13 @@ pub struct Connection {
     /// Config file written by `osac login` [default: ~/.config/osac/config.json]
     #[arg(long, env = "OSAC_CONFIG", global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// PEM CA certificate(s) to trust for an https:// server instead of the system roots
+    #[arg(long, env = "OSAC_CA_FILE", global = true, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Do not verify the server's certificate: DANGEROUS, anyone on the network path can read
+    /// your token
+    #[arg(long, global = true)]
+    pub insecure_skip_tls_verify: bool,
 }
 
 /// `--wait` and `--timeout`.
@@ -66,6 +73,8 @@ pub struct CreateCommon {
 pub enum ClientCommand {
     /// Save the server URL and token in the config file
     Login(LoginArgs),
+    /// Print the client's and the server's versions
+    Version(VersionArgs),
     /// Create a tenant object
     Create(Box<CreateArgs>),
     /// List or show objects
@@ -100,6 +109,21 @@ pub struct LoginArgs {
     /// Config file to write [default: ~/.config/osac/config.json]
     #[arg(long, env = "OSAC_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// PEM CA certificate(s) that sign the server's certificate; remembered and used for
+    /// every later call
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// Do not verify the server's certificate, now and for every later call: DANGEROUS,
+    /// anyone on the network path can read your token
+    #[arg(long)]
+    pub insecure_skip_tls_verify: bool,
+}
+
+/// `osac version`.
+#[derive(Debug, clap::Args)]
+pub struct VersionArgs {
+    #[command(flatten)]
+    pub conn: Connection,
 }
 
 /// `osac create …`.

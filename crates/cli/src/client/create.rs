@@ -573,6 +573,8 @@ mod tests {
             #[command(subcommand)]
             cmd: Cmds,
         }
+        // Only parsed once, to check the command tree: size does not matter.
+        #[allow(clippy::large_enum_variant)]
         #[derive(Debug, Subcommand)]
         enum Cmds {
             Server,

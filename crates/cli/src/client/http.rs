@@ -8,6 +8,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::Value;
 
 use super::kind::Scope;
+use super::tls::TlsOptions;
 
 /// Largest page the server hands out.
 pub const MAX_PAGE: u64 = 1000;
@@ -25,12 +26,20 @@ pub enum ClientError {
     /// Nothing listens at the URL (or the name does not resolve).
     #[error("cannot reach osac at {url}: is `osac server --dev` running?")]
     Unreachable { url: String },
+    /// The TLS handshake failed (e.g. the server's certificate is not trusted).
+    #[error(
+        "TLS handshake with osac at {url} failed: {detail} (an https server signed by a private CA needs --ca-file, or `osac login --ca-file`)"
+    )]
+    Handshake { url: String, detail: String },
     /// The server did not answer in time.
     #[error("timed out waiting for osac at {url}")]
     Timeout { url: String },
     /// Any other transport problem.
     #[error("talking to osac at {url}: {detail}")]
     Transport { url: String, detail: String },
+    /// The TLS settings (CA file) cannot be used.
+    #[error("{0}")]
+    Tls(#[from] super::tls::TlsSetupError),
     /// The server answered something that is not the API's JSON.
     #[error("unexpected response from osac at {url}: {detail}")]
     BadResponse { url: String, detail: String },
@@ -77,6 +86,8 @@ pub struct ListQuery {
 #[derive(Debug, Clone)]
 pub struct Api {
     http: reqwest::Client,
+    /// The same TLS settings without an overall timeout, for event streams.
+    streaming: reqwest::Client,
     base: Url,
     display: String,
     token: String,
@@ -85,6 +96,11 @@ pub struct Api {
 impl Api {
     /// A client for the server at `url` (e.g. `http://127.0.0.1:8000`) using `token`.
     pub fn new(url: &str, token: &str) -> Result<Api, ClientError> {
+        Api::with_tls(url, token, &TlsOptions::default())
+    }
+
+    /// A client for the server at `url` checking its certificate as `tls` says.
+    pub fn with_tls(url: &str, token: &str, tls: &TlsOptions) -> Result<Api, ClientError> {
         let bad = |detail: String| ClientError::BadResponse {
             url: url.to_string(),
             detail,
@@ -93,16 +109,25 @@ impl Api {
         if base.cannot_be_a_base() || !matches!(base.scheme(), "http" | "https") {
             return Err(bad("invalid URL: expected http://HOST:PORT".into()));
         }
-        let http = reqwest::Client::builder()
+        let built = |e: reqwest::Error| ClientError::Transport {
+            url: url.to_string(),
+            detail: chain(&e),
+        };
+        let http = tls
+            .client_builder()?
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(60))
             .build()
-            .map_err(|e| ClientError::Transport {
-                url: url.to_string(),
-                detail: chain(&e),
-            })?;
+            .map_err(built)?;
+        // No overall timeout: a watch lasts as long as the user wants it.
+        let streaming = tls
+            .client_builder()?
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(built)?;
         Ok(Api {
             http,
+            streaming,
             base,
             display: url.trim_end_matches('/').to_string(),
             token: token.to_string(),
@@ -135,8 +160,10 @@ impl Api {
         let mut req = self
             .http
             .request(method.clone(), url.clone())
-            .bearer_auth(&self.token)
             .header(ACCEPT, "application/json");
+        if !self.token.is_empty() {
+            req = req.bearer_auth(&self.token);
+        }
         if let Some(b) = body {
             req = req.json(b);
         }
@@ -159,6 +186,28 @@ impl Api {
         ))
     }
 
+    /// The client for event streams (no overall timeout).
+    pub fn streaming_client(&self) -> &reqwest::Client {
+        &self.streaming
+    }
+
+    /// `GET /version` (no token needed): the server's release.
+    pub async fn server_version(&self) -> Result<String, ClientError> {
+        let mut url = self.base.clone();
+        if let Ok(mut segs) = url.path_segments_mut() {
+            segs.pop_if_empty();
+            segs.push("version");
+        }
+        let v = self.call(Method::GET, url, None).await?;
+        v.get("version")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| ClientError::BadResponse {
+                url: self.display.clone(),
+                detail: "GET /version: no 'version' in the answer".into(),
+            })
+    }
+
     /// The bearer token calls send.
     pub fn token(&self) -> &str {
         &self.token
@@ -171,15 +220,18 @@ impl Api {
 
     fn transport(&self, e: reqwest::Error) -> ClientError {
         let url = self.display.clone();
-        if e.is_connect() {
+        let detail = chain(&e);
+        let tls = ["certificate", "handshake", "tls", "alert"]
+            .iter()
+            .any(|w| detail.to_ascii_lowercase().contains(w));
+        if e.is_connect() && tls {
+            ClientError::Handshake { url, detail }
+        } else if e.is_connect() {
             ClientError::Unreachable { url }
         } else if e.is_timeout() {
             ClientError::Timeout { url }
         } else {
-            ClientError::Transport {
-                url,
-                detail: chain(&e),
-            }
+            ClientError::Transport { url, detail }
         }
     }
 

@@ -5,6 +5,7 @@ use anyhow::{anyhow, bail};
 use super::args::LoginArgs;
 use super::config::{ConfigFile, default_config_path, load_dev_credentials, normalize_url, save};
 use super::output::emit;
+use super::tls::TlsOptions;
 
 /// Saves URL and token (flags override a dev-credentials file) in the config file (0600).
 pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
@@ -30,6 +31,20 @@ pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
         bail!("the token is empty");
     }
     let url = normalize_url(&url)?;
+    // Kept as an absolute path: later calls run from any directory.
+    let ca_file = a
+        .ca_file
+        .clone()
+        .or_else(|| dev.as_ref().and_then(|d| d.ca_file.clone()))
+        .map(|f| std::fs::canonicalize(&f).map_err(|e| anyhow!("--ca-file {}: {e}", f.display())))
+        .transpose()?;
+    let tls = TlsOptions {
+        ca_file: ca_file.clone(),
+        insecure_skip_verify: a.insecure_skip_tls_verify,
+    };
+    tls.warn_if_insecure();
+    // A CA file that is not PEM certificates is refused now, not at the next call.
+    let _ = tls.client_builder()?;
     let path = a
         .config
         .clone()
@@ -40,6 +55,8 @@ pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
         &ConfigFile {
             url: Some(url.clone()),
             token: Some(token.trim().to_string()),
+            ca_file,
+            insecure_skip_tls_verify: a.insecure_skip_tls_verify,
         },
     )?;
     emit(&format!(

@@ -25,8 +25,9 @@
 //! ```
 //!
 //! Connection options ([`Connection`]: `--url`/`OSAC_URL`, `--token`/`OSAC_TOKEN`,
-//! `--config`/`OSAC_CONFIG`) are flattened into each command (`create`, `get`, `update`,
-//! `label`, `delete`, `events`, `describe`, `admin`) as global arguments, so they work before or after the
+//! `--config`/`OSAC_CONFIG`, `--ca-file`/`OSAC_CA_FILE`, `--insecure-skip-tls-verify`) are
+//! flattened into each command (`create`, `get`, `update`, `label`, `delete`, `events`,
+//! `describe`, `admin`, `version`) as global arguments, so they work before or after the
 //! subcommand (`osac create --url U subnet …` and `osac create subnet … --url U`). Values
 //! missing from flags and environment come from the config file written by `osac login`.
 //!
@@ -47,6 +48,7 @@ mod orphans;
 mod output;
 mod parse;
 mod tokens;
+pub mod tls;
 mod wait;
 mod watch;
 mod workload;
@@ -56,7 +58,7 @@ mod fake_server_tests;
 
 pub use args::{
     AdminArgs, AdminCommand, AdminCreateKind, ClientCommand, Connection, CreateArgs, CreateKind,
-    DeleteArgs, DescribeArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs,
+    DeleteArgs, DescribeArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs, VersionArgs,
 };
 use args::{AdminDeleteKind, AdminGetTokens, DeleteOpts};
 pub use config::{ConfigFile, Endpoint};
@@ -67,16 +69,38 @@ pub use output::OutputFormat;
 use ops::Ctx;
 
 impl Connection {
-    /// The URL and token after applying flag > environment > config file.
+    /// The URL, token and TLS settings after applying flag > environment > config file.
     pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
         let path = self.config.clone().or_else(config::default_config_path);
-        config::resolve(self.url.as_deref(), self.token.as_deref(), path.as_deref())
+        config::resolve_with_tls(
+            self.url.as_deref(),
+            self.token.as_deref(),
+            &self.tls(),
+            path.as_deref(),
+        )
     }
 
-    /// A REST client for the resolved endpoint.
+    fn tls(&self) -> tls::TlsOptions {
+        tls::TlsOptions {
+            ca_file: self.ca_file.clone(),
+            insecure_skip_verify: self.insecure_skip_tls_verify,
+        }
+    }
+
+    /// A REST client for the resolved endpoint (warns on stderr when TLS verification is off).
     pub fn api(&self) -> anyhow::Result<Api> {
         let ep = self.endpoint()?;
-        Ok(Api::new(&ep.url, &ep.token)?)
+        ep.tls.warn_if_insecure();
+        Ok(Api::with_tls(&ep.url, &ep.token, &ep.tls)?)
+    }
+
+    /// A client for calls that need no token (the token is used when there is one).
+    pub fn anonymous_api(&self) -> anyhow::Result<Api> {
+        let path = self.config.clone().or_else(config::default_config_path);
+        let ep = config::resolve_url(self.url.as_deref(), &self.tls(), path.as_deref())?;
+        let token = self.token.clone().unwrap_or(ep.token);
+        ep.tls.warn_if_insecure();
+        Ok(Api::with_tls(&ep.url, &token, &ep.tls)?)
     }
 }
 
@@ -93,6 +117,7 @@ fn ctx(conn: &Connection, scope: Scope) -> anyhow::Result<Ctx> {
 pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
     match cmd {
         ClientCommand::Login(a) => login::login(&a),
+        ClientCommand::Version(a) => version(&a.conn).await,
         ClientCommand::Create(a) => match &a.what {
             // The design's spelling of the provider command.
             CreateKind::Tenant(t) => {
@@ -137,6 +162,15 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// `osac version`: the client's version, then the server's (`GET /version`); an unreachable
+/// server is an error after the client's line.
+async fn version(conn: &Connection) -> anyhow::Result<()> {
+    output::emit(&format!("Client version: {}\n", env!("CARGO_PKG_VERSION")))?;
+    let api = conn.anonymous_api()?;
+    let server = api.server_version().await?;
+    output::emit(&format!("Server version: {server} ({})\n", api.url()))
 }
 
 /// Exit status of `osac` for a command's outcome: 0 success, 1 an API or other error,

@@ -4,8 +4,6 @@
 //! The first events are the objects that exist (ADDED); the command runs until interrupted or
 //! the server ends the stream.
 
-use std::time::Duration;
-
 use reqwest::header::ACCEPT;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -46,14 +44,8 @@ impl Api {
             }
         }
         // No overall timeout: a watch lasts as long as the user wants it.
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| ClientError::Transport {
-                url: self.url().to_string(),
-                detail: e.to_string(),
-            })?;
-        let response = http
+        let response = self
+            .streaming_client()
             .request(Method::GET, url.clone())
             .bearer_auth(self.token())
             .header(ACCEPT, "text/event-stream")

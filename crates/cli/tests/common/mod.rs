@@ -38,6 +38,7 @@ pub async fn start() -> Env {
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
         fabric: Default::default(),
         limits: Default::default(),
+        transport: Default::default(),
     })
     .await
     .expect("server starts");

@@ -213,6 +213,7 @@ pub async fn start_server(dir: &tempfile::TempDir, settings: &LinuxSettings) -> 
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
         fabric: FabricChoice::Linux(settings.clone()),
         limits: Default::default(),
+        transport: Default::default(),
     })
     .await
     .expect("the linux server starts")

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod pki;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -409,6 +411,7 @@ async fn launch(
         ip_discovery_timeout,
         fabric: Default::default(),
         limits: limits.clone(),
+        transport: Default::default(),
     })
     .await
     .unwrap_or_else(|e| panic!("server start on {database_url}: {e:?}"))
