@@ -18,8 +18,8 @@ pub mod resources;
 pub mod rest;
 pub mod server;
 pub mod service;
-pub mod token_service;
 pub mod tls;
+pub mod token_service;
 pub mod watch;
 
 pub use error::{ApiError, ApiResult, Code};
