@@ -92,7 +92,13 @@ pub fn limits_of(defaults: &QuotaLimits, tenant: &Record) -> ApiResult<QuotaLimi
     Ok(defaults.for_tenant(t.spec.as_ref().and_then(|s| s.quotas.as_ref())))
 }
 
+/// The limits of the tenant of `cx`: those of the row the write already locked, else read.
 async fn tenant_limits(cx: &mut Cx<'_>) -> ApiResult<QuotaLimits> {
+    if let Some((name, limits)) = &cx.tenant_limits
+        && *name == cx.tenant
+    {
+        return Ok(*limits);
+    }
     match cx.tx.find_by_name(Kind::Tenant, "", &cx.tenant).await? {
         Some(t) => limits_of(&cx.quota_defaults, &t),
         None => Ok(cx.quota_defaults),

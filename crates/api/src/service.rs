@@ -80,6 +80,9 @@ pub struct Cx<'a> {
     pub notes: Vec<(&'static str, String)>,
     /// Provider default quotas (see [`Service::with_quota_defaults`]).
     pub quota_defaults: QuotaLimits,
+    /// The quota limits of a tenant whose row this transaction already read (and locked), so
+    /// the quota checks do not read it again.
+    pub tenant_limits: Option<(String, QuotaLimits)>,
 }
 
 impl<'a> Cx<'a> {
@@ -98,6 +101,7 @@ impl<'a> Cx<'a> {
             created: Vec::new(),
             notes: Vec::new(),
             quota_defaults: QuotaLimits::default(),
+            tenant_limits: None,
         }
     }
 }
@@ -277,25 +281,33 @@ impl Service {
         if has_kind_wide_rules(kind) {
             tx.lock_kind(kind).await?;
         }
+        let mut locked_tenant = None;
         if kind.scope() == Scope::Tenant {
             // The tenant's row stays locked until commit: creates of one tenant are ordered
             // (quota counts cannot race) and a concurrent tenant delete either sees this
             // object or makes this create fail.
-            if caller.is_provider() && caller.tenant.is_none() {
-                resources::tenant::lock_live(tx.as_mut(), &tenant).await?;
-            } else if let Err(e) = resources::tenant::lock_live(tx.as_mut(), &tenant).await {
+            match resources::tenant::lock_live(tx.as_mut(), &tenant).await {
+                Ok(t) => locked_tenant = Some(t),
                 // A token of a deleted tenant must not create objects nobody owns.
-                return Err(if e.code == Code::NotFound {
-                    ApiError::denied(format!(
+                Err(e)
+                    if e.code == Code::NotFound
+                        && !(caller.is_provider() && caller.tenant.is_none()) =>
+                {
+                    return Err(ApiError::denied(format!(
                         "the tenant of this token, '{tenant}', does not exist"
-                    ))
-                } else {
-                    e
-                });
+                    )));
+                }
+                Err(e) => return Err(e),
             }
         }
         let mut cx = Cx::new(tx.as_mut(), caller, tenant.clone(), &self.registry);
         cx.quota_defaults = self.quota_defaults;
+        if let Some(t) = &locked_tenant {
+            cx.tenant_limits = Some((
+                tenant.clone(),
+                crate::quota::limits_of(&self.quota_defaults, t)?,
+            ));
+        }
         let rec = match insert_new(&mut cx, kind, &obj).await {
             Ok(rec) => rec,
             Err(e) => {
