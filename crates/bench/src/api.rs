@@ -128,6 +128,30 @@ impl Api {
         total_of(&v).with_context(|| format!("list {path}: no 'total' in {v}"))
     }
 
+    /// Waits until the default NetworkClass and the tenant `tenant` are READY (VirtualNetworks
+    /// can be made only then).
+    pub async fn wait_class_and_tenant_ready(&self, tenant: &str) -> Result<()> {
+        for (path, name, state) in [
+            (
+                "/api/private/v1/network_classes",
+                "default",
+                "NETWORK_CLASS_STATE",
+            ),
+            ("/api/private/v1/tenants", tenant, "TENANT_STATE"),
+        ] {
+            let named = format!("this.metadata.name == \"{name}\" && this.status.state == ");
+            self.wait_count(
+                path,
+                &format!("{named}\"{state}_READY\""),
+                &format!("{named}\"{state}_FAILED\""),
+                1,
+                Duration::from_secs(60),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     /// Polls until `count(path, filter) >= target`; fails early when `failed` matches anything
     /// or after `timeout`. Returns how long it waited.
     pub async fn wait_count(

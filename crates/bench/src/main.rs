@@ -453,25 +453,7 @@ async fn bench(args: Args) -> Result<Report> {
         .context("no token minted")?
         .to_string();
     // The default NetworkClass and the tenant must be READY before VirtualNetworks can be made.
-    for (path, name, state) in [
-        (
-            "/api/private/v1/network_classes",
-            "default",
-            "NETWORK_CLASS_STATE",
-        ),
-        ("/api/private/v1/tenants", tenant.as_str(), "TENANT_STATE"),
-    ] {
-        let named = format!("this.metadata.name == \"{name}\" && this.status.state == ");
-        admin
-            .wait_count(
-                path,
-                &format!("{named}\"{state}_READY\""),
-                &format!("{named}\"{state}_FAILED\""),
-                1,
-                Duration::from_secs(60),
-            )
-            .await?;
-    }
+    admin.wait_class_and_tenant_ready(&tenant).await?;
     let env = Env {
         api: admin.with_token(&token),
         admin,

@@ -122,25 +122,7 @@ async fn measure(s: &Settings, tls: Option<(String, TlsConfig)>) -> Result<Measu
         )
         .await?;
     let api = admin.with_token(token["token"].as_str().context("no token minted")?);
-    for (path, name, state) in [
-        (
-            "/api/private/v1/network_classes",
-            "default",
-            "NETWORK_CLASS_STATE",
-        ),
-        ("/api/private/v1/tenants", "bench", "TENANT_STATE"),
-    ] {
-        let named = format!("this.metadata.name == \"{name}\" && this.status.state == ");
-        admin
-            .wait_count(
-                path,
-                &format!("{named}\"{state}_READY\""),
-                &format!("{named}\"{state}_FAILED\""),
-                1,
-                Duration::from_secs(60),
-            )
-            .await?;
-    }
+    admin.wait_class_and_tenant_ready("bench").await?;
 
     let n = s.creates;
     let creator = api.clone();
