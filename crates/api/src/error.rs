@@ -134,6 +134,7 @@ impl From<StoreError> for ApiError {
                 tracing::error!(error = %source, "database error");
                 ApiError::new(Code::Unavailable, "database unavailable; retry the request")
             }
+            StoreError::Fenced(_) => ApiError::new(Code::Unavailable, e.to_string()),
             StoreError::Corrupt(m) => {
                 tracing::error!(message = %m, "corrupt stored data");
                 ApiError::new(Code::Internal, "internal error reading stored data")

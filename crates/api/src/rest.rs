@@ -24,7 +24,7 @@ use crate::watch::WatchReceiver;
 /// Largest request body accepted.
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
-type AppState = Arc<Service>;
+pub(crate) type AppState = Arc<Service>;
 
 /// The REST routes of both surfaces plus token minting and the manager list.
 pub fn router(service: Arc<Service>) -> Router {
@@ -46,6 +46,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/tokens", post(mint_token).get(list_tokens))
         .route("/tokens/{id}", axum::routing::delete(revoke_token))
         .route("/managers", get(managers))
+        .route("/replicas", get(crate::replicas::list))
         .route("/dataplane:gc", post(crate::dataplane::gc))
         .merge(collection(Surface::Private));
     Router::new()
@@ -55,7 +56,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .with_state(service)
 }
 
-async fn caller(service: &Service, headers: &HeaderMap) -> ApiResult<Caller> {
+pub(crate) async fn caller(service: &Service, headers: &HeaderMap) -> ApiResult<Caller> {
     let caller = service
         .auth
         .authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))
@@ -123,7 +124,7 @@ fn int_param(q: &HashMap<String, String>, name: &str) -> ApiResult<i64> {
     }
 }
 
-fn reply(r: ApiResult<Value>) -> Response {
+pub(crate) fn reply(r: ApiResult<Value>) -> Response {
     match r {
         Ok(v) => Json(v).into_response(),
         Err(e) => e.into_response(),

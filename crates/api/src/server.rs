@@ -10,7 +10,9 @@ use axum::Router;
 use axum::routing::get;
 use std::time::Duration;
 
-use osac_controller::{ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Dispatcher};
+use osac_controller::{
+    ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Dispatcher, ReplicaConfig,
+};
 use osac_fabric::provision::{ExecProvisioner, Provisioner, SimProvisioner};
 use osac_fabric::{DriverContext, Registry, SimStateStore};
 use osac_linux::provision::LinuxProvisioner;
@@ -73,6 +75,8 @@ pub enum ServerError {
     ExecProvisioner(#[from] osac_fabric::exec::NotExecDriver),
     #[error("{0}")]
     Dataplane(String),
+    #[error("cannot join the other replicas")]
+    Replica(#[from] osac_controller::JoinError),
     #[error("cannot set up authentication")]
     Auth(#[from] crate::auth::AuthSetupError),
     #[error("cannot generate the OpenAPI document")]
@@ -158,6 +162,21 @@ impl SimStateStore for StoreSimState {
             .await
             .map_err(|e| e.to_string())
     }
+    /// Replicas sharing a PostgreSQL database write the same sim tables.
+    fn shared(&self) -> bool {
+        self.0.leases().is_some()
+    }
+    async fn exclusive(
+        &self,
+        namespace: &str,
+        seen: i64,
+    ) -> Result<Box<dyn osac_fabric::SharedBatch>, String> {
+        match self.0.kv_exclusive(namespace, seen).await {
+            Ok(Some(batch)) => Ok(Box::new(SharedKv(batch))),
+            Ok(None) => Err(format!("namespace {namespace} is not shared")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
     /// One store transaction for all records of a sim batch.
     async fn put_many(
         &self,
@@ -168,6 +187,31 @@ impl SimStateStore for StoreSimState {
             .kv_write(namespace, changes)
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+/// A sim batch of a namespace the replicas share, over the store's journalled batch.
+struct SharedKv(Box<dyn osac_store::KvBatch>);
+
+#[async_trait]
+impl osac_fabric::SharedBatch for SharedKv {
+    fn generation(&self) -> i64 {
+        self.0.generation()
+    }
+    fn take_missed(&mut self) -> osac_fabric::MissedRecords {
+        match self.0.take_missed() {
+            osac_store::Missed::Changes(c) => osac_fabric::MissedRecords::Changes(c),
+            osac_store::Missed::Everything(e) => osac_fabric::MissedRecords::Everything(e),
+        }
+    }
+    async fn fence_holds(&mut self, fence: &osac_fabric::fence::Fence) -> Result<bool, String> {
+        self.0
+            .fence_holds(fence.shard, &fence.replica, fence.token)
+            .await
+            .map_err(|e| e.to_string())
+    }
+    async fn commit(self: Box<Self>, changes: &[(String, Option<String>)]) -> Result<i64, String> {
+        self.0.commit(changes).await.map_err(|e| e.to_string())
     }
 }
 
@@ -247,6 +291,40 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         dataplane::collect_garbage_at_start(&service).await;
     }
 
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServerError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+
+    let controllers = Controllers::new(
+        store.clone(),
+        Dispatcher::new(registry.clone()),
+        config.controller.clone(),
+    )
+    .with_provisioner(active_provisioner)
+    .with_ip_discovery_timeout(config.ip_discovery_timeout);
+    // On a store several processes can share, this process is one replica among them.
+    let controllers = if store.leases().is_some() {
+        let replica = ReplicaConfig::new(osac_store::ReplicaInfo {
+            id: uuid::Uuid::new_v4().to_string(),
+            name: crate::replicas::process_name(),
+            address: addr.to_string(),
+            dataplane: dataplane::uses_linux(&registry),
+        });
+        osac_controller::replica::join(&*store, &replica).await?;
+        controllers.with_replica(replica)
+    } else {
+        controllers
+    };
+    let ownership = controllers.ownership();
     let ready_store = store.clone();
     let metrics_store = store.clone();
     metrics::register_process_metrics();
@@ -282,18 +360,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         )
         .route(
             "/readyz",
-            get(move || {
-                let s = ready_store.clone();
-                async move {
-                    match s.ping().await {
-                        Ok(()) => (axum::http::StatusCode::OK, "ready"),
-                        Err(_) => (
-                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                            "database unavailable",
-                        ),
-                    }
-                }
-            }),
+            get(move || crate::replicas::readyz(ready_store.clone(), ownership.clone())),
         )
         .route(
             "/metrics",
@@ -305,19 +372,6 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             listen::request_timeout,
         ))
         .layer(axum::middleware::from_fn(access::observe));
-
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| ServerError::Listen {
-            addr: config.listen,
-            source,
-        })?;
-    let addr = listener
-        .local_addr()
-        .map_err(|source| ServerError::Listen {
-            addr: config.listen,
-            source,
-        })?;
 
     let mut http_rx = rx.clone();
     let watched = service.clone();
@@ -335,13 +389,6 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     if let Some(tls) = &tls {
         tasks.push(tls.clone().spawn(rx.clone()));
     }
-    let controllers = Controllers::new(
-        store.clone(),
-        Dispatcher::new(registry.clone()),
-        config.controller.clone(),
-    )
-    .with_provisioner(active_provisioner)
-    .with_ip_discovery_timeout(config.ip_discovery_timeout);
     let ctl = tokio::spawn(controllers.run(rx));
     tasks.push(ctl);
     tracing::info!(%addr, tls = tls.is_some(), "osac-net listening (REST + gRPC)");

@@ -195,6 +195,8 @@ impl Manager for Metered {
         op: Operation,
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
+        // A reconcile whose shard lease is lost asks nothing of managers.
+        osac_fabric::fence::check()?;
         let start = Instant::now();
         let result = self
             .inner

@@ -50,9 +50,13 @@
 
 pub mod dispatch;
 pub mod events;
+mod fenced_provisioner;
+mod fenced_store;
 mod metrics;
+pub mod ownership;
 mod queue;
 pub mod reconcile;
+pub mod replica;
 pub mod runtime;
 
 pub use dispatch::{Dispatcher, Managers};
@@ -69,4 +73,6 @@ pub use reconcile::workload::{HOSTING_CLUSTER_ANNOTATION, hosting_cluster_for, v
 pub use reconcile::{
     APPLIED_SPEC_ANNOTATION, DELETE_FAILURES_ANNOTATION, ReconcileError, VIRTUAL_NETWORK_ANNOTATION,
 };
+pub use ownership::{Ownership, SHARDS, shard_of};
+pub use replica::{JoinError, ReplicaConfig};
 pub use runtime::{ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Handle};

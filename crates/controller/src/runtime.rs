@@ -12,7 +12,11 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::dispatch::Dispatcher;
+use crate::fenced_provisioner::FencedProvisioner;
+use crate::fenced_store::FencedStore;
 use crate::metrics;
+use crate::ownership::{Claim, Ownership};
+use crate::replica::{ReplicaConfig, lease_loop};
 use crate::queue::{Queue, Schedule};
 use crate::reconcile::external_ip_attachment::TargetResolver;
 use crate::reconcile::targets::WorkloadTargets;
@@ -60,6 +64,8 @@ pub const DEFAULT_IP_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct Controllers {
     ctx: Ctx,
     queue: Arc<Queue>,
+    ownership: Ownership,
+    replica: Option<ReplicaConfig>,
 }
 
 /// Pokes the queue of running [`Controllers`] (e.g. the API after a write it wants handled
@@ -82,7 +88,7 @@ impl Controllers {
         let queue = Arc::new(Queue::new(config.backoff_base, config.backoff_cap));
         Controllers {
             ctx: Ctx {
-                store,
+                store: Arc::new(FencedStore(store)),
                 dispatcher,
                 config,
                 targets: Arc::new(WorkloadTargets),
@@ -92,13 +98,28 @@ impl Controllers {
                 ip_discovery_timeout: DEFAULT_IP_DISCOVERY_TIMEOUT,
             },
             queue,
+            ownership: Ownership::alone(),
+            replica: None,
         }
+    }
+
+    /// Runs as one of several replicas sharing the store: reconciles only the shards whose
+    /// lease it holds (see [`crate::replica`]); [`crate::replica::join`] must have succeeded.
+    pub fn with_replica(mut self, config: ReplicaConfig) -> Self {
+        self.ownership = Ownership::replica(&config.info.id);
+        self.replica = Some(config);
+        self
+    }
+
+    /// What this process owns (for readiness and the replica listing).
+    pub fn ownership(&self) -> Ownership {
+        self.ownership.clone()
     }
 
     /// Sets the provisioner that boots VMs, installs bare-metal servers and builds clusters.
     /// Without one, workloads stop before their provisioning phase with a message saying so.
     pub fn with_provisioner(mut self, provisioner: Arc<dyn Provisioner>) -> Self {
-        self.ctx.provisioner = Some(provisioner);
+        self.ctx.provisioner = Some(Arc::new(FencedProvisioner(provisioner)));
         self
     }
 
@@ -138,7 +159,12 @@ impl Controllers {
     /// finish first. Dropping the returned future stops the workers at once (a reconcile
     /// already in flight still completes on its own; optimistic locking keeps that safe).
     pub async fn run(self, shutdown: watch::Receiver<bool>) {
-        let Controllers { ctx, queue } = self;
+        let Controllers {
+            ctx,
+            queue,
+            ownership,
+            replica,
+        } = self;
         let ctx = Arc::new(ctx);
         // Subscribe before the first listing so no change falls between the two.
         let feed = ctx.store.subscribe();
@@ -156,8 +182,22 @@ impl Controllers {
             feed,
             shutdown.clone(),
         ));
+        if let Some(config) = replica {
+            tasks.spawn(lease_loop(
+                ctx.store.clone(),
+                ownership.clone(),
+                config,
+                queue.clone(),
+                shutdown.clone(),
+            ));
+        }
         for _ in 0..ctx.config.workers.max(1) {
-            tasks.spawn(worker(ctx.clone(), queue.clone(), shutdown.clone()));
+            tasks.spawn(worker(
+                ctx.clone(),
+                queue.clone(),
+                ownership.clone(),
+                shutdown.clone(),
+            ));
         }
         tracing::info!(workers = ctx.config.workers.max(1), "controllers started");
         while tasks.join_next().await.is_some() {}
@@ -292,11 +332,25 @@ async fn wake_inventory_waiters(ctx: &Ctx, queue: &Queue, host_id: &str) {
     }
 }
 
-async fn worker(ctx: Arc<Ctx>, queue: Arc<Queue>, mut shutdown: watch::Receiver<bool>) {
+async fn worker(
+    ctx: Arc<Ctx>,
+    queue: Arc<Queue>,
+    ownership: Ownership,
+    mut shutdown: watch::Receiver<bool>,
+) {
     while let Some(id) = queue.next(&mut shutdown).await {
         let start = Instant::now();
+        let run = run_one(ctx.clone(), queue.clone(), id.clone());
         // A panicking reconcile must not take the worker (or the queue's running mark) with it.
-        let task = tokio::spawn(run_one(ctx.clone(), queue.clone(), id.clone()));
+        let task = match ownership.claim(&id) {
+            // Another replica's object: it reconciles it (the feed woke us too).
+            Claim::NotMine => {
+                queue.done(&id, Schedule::Done);
+                continue;
+            }
+            Claim::Alone => tokio::spawn(run),
+            Claim::Leased(fence) => tokio::spawn(osac_fabric::fence::scope(fence, run)),
+        };
         let (kind, result) = match task.await {
             Ok(r) => r,
             Err(e) => (None, Err(ReconcileError::Panicked(format!("{id}: {e}")))),
@@ -309,6 +363,11 @@ async fn worker(ctx: Arc<Ctx>, queue: Arc<Queue>, mut shutdown: watch::Receiver<
             Err(e) if e.is_conflict() => {
                 tracing::debug!(%id, kind = label, "conflict; requeueing");
                 ("conflict", Schedule::Backoff)
+            }
+            // The shard moved to another replica mid-way; it carries on there.
+            Err(ReconcileError::Store(osac_store::StoreError::Fenced(_))) => {
+                tracing::info!(%id, kind = label, "lease lost mid-reconcile; write refused");
+                ("fenced", Schedule::Done)
             }
             Err(e) => {
                 tracing::warn!(%id, kind = label, error = %e, "reconcile failed");

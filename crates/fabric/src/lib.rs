@@ -12,6 +12,7 @@ pub mod client;
 pub mod conformance;
 pub mod contract;
 pub mod exec;
+pub mod fence;
 pub mod net;
 pub mod provision;
 pub mod registration;
@@ -27,6 +28,7 @@ pub use exec::{EXIT_TEMPFAIL, ExecManager};
 pub use registration::{DriverConfig, ExecConfig, Registration, RegistrationError};
 pub use registry::{DriverContext, DriverFactory, Registry, RegistryError};
 pub use sim::{
-    FailureKind, MemorySimState, SimError, SimFabric, SimK8s, SimManager, SimStateStore,
+    FailureKind, MemorySimState, MissedRecords, SharedBatch, SimError, SimFabric, SimK8s, SimManager,
+    SimStateStore,
 };
 pub use types::*;

@@ -7,9 +7,12 @@
 //! transactions; committed writes are published on the change feed.
 
 pub mod filter_sql;
+mod lease;
+mod pg_lease;
 mod postgres;
 mod query;
 mod record;
+mod shared_kv;
 mod sqlite;
 
 use std::sync::Arc;
@@ -18,7 +21,9 @@ use async_trait::async_trait;
 use osac_model::Kind;
 use tokio::sync::broadcast;
 
+pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, ShardLease};
 pub use postgres::PostgresStore;
+pub use shared_kv::{KvBatch, Missed};
 pub use record::{Change, ListQuery, Page, Record, Reference, enum_resolver};
 pub use sqlite::SqliteStore;
 
@@ -44,6 +49,10 @@ pub enum StoreError {
     /// The database failed; the request may be retried.
     #[error("database error")]
     Database(#[source] sqlx::Error),
+    /// A controller write carried a shard lease this replica no longer holds (another replica
+    /// took the shard over): nothing was written.
+    #[error("lease of shard {0} lost: write refused")]
+    Fenced(i32),
     /// Stored data could not be decoded.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
@@ -104,6 +113,17 @@ pub trait Store: Send + Sync + 'static {
     /// all or nothing, one commit — so a driver operation that changes several records (or a
     /// batch of concurrent ones) costs one write; for a key given twice the last change wins.
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()>;
+    /// Replica coordination, for stores several processes share (None: this process is the
+    /// only one, and owns all controller work).
+    fn leases(&self) -> Option<&dyn Leases> {
+        None
+    }
+    /// Starts a write batch of a namespace that other processes also write, after catching up
+    /// from generation `seen` (see [`KvBatch`]). None: nobody else writes this store, plain
+    /// [`Store::kv_write`] is enough.
+    async fn kv_exclusive(&self, _ns: &str, _seen: i64) -> Result<Option<Box<dyn KvBatch>>> {
+        Ok(None)
+    }
 }
 
 /// One row of [`Store::count_by_state`].
@@ -179,6 +199,13 @@ pub trait Tx: Send {
     async fn update(&mut self, record: &Record) -> Result<Option<Record>>;
     /// Removes an object now.
     async fn remove(&mut self, id: &str) -> Result<()>;
+    /// Refuses the rest of this transaction unless `replica` still holds the lease of `shard`
+    /// with fencing token `token` ([`StoreError::Fenced`]); the lease stays locked until the
+    /// transaction ends, so no other replica can take the shard over in between. Stores with a
+    /// single process (no [`Store::leases`]) have nothing to check.
+    async fn fence(&mut self, _shard: i32, _replica: &str, _token: i64) -> Result<()> {
+        Ok(())
+    }
     /// Commits and publishes the changes.
     async fn commit(self: Box<Self>) -> Result<()>;
 }

@@ -23,7 +23,7 @@ const CHANNEL: &str = "osac_changes";
 
 /// The PostgreSQL store.
 pub struct PostgresStore {
-    pool: PgPool,
+    pub(crate) pool: PgPool,
     feed: broadcast::Sender<Change>,
     origin: String,
 }
@@ -324,6 +324,16 @@ impl Store for PostgresStore {
         }
         Ok(())
     }
+
+    fn leases(&self) -> Option<&dyn crate::Leases> {
+        Some(self)
+    }
+
+    async fn kv_exclusive(&self, ns: &str, seen: i64) -> Result<Option<Box<dyn crate::KvBatch>>> {
+        Ok(Some(Box::new(
+            crate::pg_lease::PgKvBatch::open(self, ns, seen).await?,
+        )))
+    }
 }
 
 /// A PostgreSQL transaction (READ COMMITTED plus explicit row locks).
@@ -525,6 +535,14 @@ impl Tx for PgTx {
             .await?;
         self.changes.push(Change::of(&rec, true, &[]));
         Ok(())
+    }
+
+    async fn fence(&mut self, shard: i32, replica: &str, token: i64) -> Result<()> {
+        if crate::pg_lease::fence_holds(&mut self.tx, shard, replica, token).await? {
+            Ok(())
+        } else {
+            Err(StoreError::Fenced(shard))
+        }
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {

@@ -52,6 +52,10 @@ impl Tables for PoweredOff {
         self.0.get(key)
     }
 
+    fn keys(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+
     fn apply(&mut self, key: String, record: Option<PowerState>) {
         match record {
             Some(p) => self.0.insert(key, p),
@@ -93,6 +97,10 @@ impl Tables for Machines {
 
     fn record(&self, key: &str) -> Option<&SimMachine> {
         self.0.get(key)
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
     }
 
     fn apply(&mut self, key: String, record: Option<SimMachine>) {

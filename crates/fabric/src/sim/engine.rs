@@ -14,15 +14,24 @@
 //! publishes them to the committed tables and answers. If the store fails, nothing of the batch
 //! is published, the working copy is reset to the committed tables, and every operation of the
 //! batch gets a transient error (retrying converges: operations are idempotent).
+//!
+//! When several processes write the same tables (replicas sharing a database,
+//! [`SimStateStore::shared`]), the committed tables may be behind the database, so nothing is
+//! answered from them: every operation goes to the writer, which runs each batch under the
+//! namespace's cross-process lock ([`SimStateStore::exclusive`]), first applies what the
+//! other processes wrote since the generation it last saw, then refuses the operations whose
+//! shard lease no longer holds ([`crate::fence`]) and plans the rest as above.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{SimStateStore, store_error};
+use super::{MissedRecords, SharedBatch, SimStateStore, store_error};
 use crate::contract::OpError;
+use crate::fence::Fence;
 
 /// Most operations persisted in one store transaction (bounds the transaction's size).
 const MAX_BATCH: usize = 512;
@@ -31,9 +40,11 @@ const MAX_BATCH: usize = 512;
 /// derives from them (kept in step by [`Tables::apply`]).
 pub(crate) trait Tables: Clone + Send + Sync + 'static {
     /// One persisted record (stored as its JSON text).
-    type Record: Clone + PartialEq + Serialize + Send + Sync + 'static;
+    type Record: Clone + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
     /// The record under `key`, if any.
     fn record(&self, key: &str) -> Option<&Self::Record>;
+    /// Every key that holds a record.
+    fn keys(&self) -> Vec<String>;
     /// Replaces (`Some`) or removes (`None`) the record under `key`, updating the indexes.
     fn apply(&mut self, key: String, record: Option<Self::Record>);
 }
@@ -45,6 +56,8 @@ type Plan<T> = Box<dyn Fn(&T) -> Result<Planned<<T as Tables>::Record>, OpError>
 
 struct Job<T: Tables> {
     plan: Plan<T>,
+    /// The lease of the reconcile that asked (checked by shared writers).
+    fence: Option<Fence>,
     reply: oneshot::Sender<Result<serde_json::Value, OpError>>,
 }
 
@@ -53,6 +66,8 @@ pub(crate) struct Engine<T: Tables> {
     committed: Arc<RwLock<T>>,
     jobs: mpsc::UnboundedSender<Job<T>>,
     namespace: String,
+    /// Other processes write the same tables: never answer from `committed`.
+    shared: bool,
 }
 
 impl<T: Tables> Engine<T> {
@@ -61,6 +76,7 @@ impl<T: Tables> Engine<T> {
     pub(crate) fn start(store: Arc<dyn SimStateStore>, namespace: &str, tables: T) -> Self {
         let committed = Arc::new(RwLock::new(tables.clone()));
         let (jobs, queue) = mpsc::unbounded_channel();
+        let shared = store.shared();
         tokio::spawn(writer(
             store,
             namespace.to_string(),
@@ -72,6 +88,7 @@ impl<T: Tables> Engine<T> {
             committed,
             jobs,
             namespace: namespace.to_string(),
+            shared,
         }
     }
 
@@ -87,7 +104,7 @@ impl<T: Tables> Engine<T> {
     where
         F: Fn(&T) -> Result<Planned<T::Record>, OpError> + Send + 'static,
     {
-        {
+        if !self.shared {
             let tables = self.read();
             let (changes, response) = plan(&tables)?;
             if changes
@@ -100,6 +117,7 @@ impl<T: Tables> Engine<T> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             plan: Box::new(plan),
+            fence: crate::fence::current(),
             reply,
         };
         if self.jobs.send(job).is_err() {
@@ -124,47 +142,206 @@ async fn writer<T: Tables>(
     mut queue: mpsc::UnboundedReceiver<Job<T>>,
 ) {
     let mut jobs = Vec::new();
+    // The generation of the shared namespace the tables reflect (shared stores only).
+    let mut seen = 0;
     while queue.recv_many(&mut jobs, MAX_BATCH).await > 0 {
-        let mut writes: Writes<T::Record> = BTreeMap::new();
-        let mut answers: Vec<_> = jobs
-            .drain(..)
-            .map(|job| {
-                let outcome = plan_into(&mut working, &job.plan, &mut writes);
-                (job.reply, outcome)
-            })
-            .collect();
-        tracing::debug!(
-            namespace = %namespace,
-            operations = answers.len(),
-            records = writes.len(),
-            "sim batch"
-        );
-        if !writes.is_empty() {
-            let rows: Vec<(String, Option<String>)> = writes
-                .iter()
-                .map(|(key, (_, text))| (key.clone(), text.clone()))
-                .collect();
-            match store.put_many(&namespace, &rows).await {
-                Ok(()) => {
-                    let mut tables = committed.write().unwrap_or_else(|e| e.into_inner());
-                    for (key, (record, _)) in writes {
-                        tables.apply(key, record);
-                    }
-                }
+        let batch = if store.shared() {
+            match store.exclusive(&namespace, seen).await {
+                Ok(b) => Some(b),
                 Err(message) => {
                     let err = store_error(&namespace, message);
-                    working = committed.read().unwrap_or_else(|e| e.into_inner()).clone();
-                    for (_, outcome) in &mut answers {
-                        *outcome = Err(err.clone());
+                    for job in jobs.drain(..) {
+                        let _ = job.reply.send(Err(err.clone()));
                     }
+                    continue;
                 }
             }
-        }
+        } else {
+            None
+        };
+        let answers = match batch {
+            Some(batch) => {
+                let run = SharedRun {
+                    namespace: &namespace,
+                    committed: &committed,
+                    seen: &mut seen,
+                };
+                run.write(batch, &mut working, jobs.drain(..).collect())
+                    .await
+            }
+            None => {
+                write_local(
+                    &*store,
+                    &namespace,
+                    &committed,
+                    &mut working,
+                    jobs.drain(..),
+                )
+                .await
+            }
+        };
         for (reply, outcome) in answers {
             // The caller may have given up waiting; the operation stands regardless.
             let _ = reply.send(outcome);
         }
     }
+}
+
+type Answers = Vec<(
+    oneshot::Sender<Result<serde_json::Value, OpError>>,
+    Result<serde_json::Value, OpError>,
+)>;
+
+/// The JSON texts of a batch's writes, for the store.
+fn rows<R>(writes: &Writes<R>) -> Vec<(String, Option<String>)> {
+    writes
+        .iter()
+        .map(|(key, (_, text))| (key.clone(), text.clone()))
+        .collect()
+}
+
+/// Publishes a persisted batch to the committed tables.
+fn publish<T: Tables>(committed: &RwLock<T>, writes: Writes<T::Record>) {
+    let mut tables = committed.write().unwrap_or_else(|e| e.into_inner());
+    for (key, (record, _)) in writes {
+        tables.apply(key, record);
+    }
+}
+
+/// Fails every answer of a batch that could not be persisted and resets the working copy.
+fn fail_batch<T: Tables>(
+    namespace: &str,
+    committed: &RwLock<T>,
+    working: &mut T,
+    answers: &mut Answers,
+    message: String,
+) {
+    let err = store_error(namespace, message);
+    *working = committed.read().unwrap_or_else(|e| e.into_inner()).clone();
+    for (_, outcome) in answers {
+        *outcome = Err(err.clone());
+    }
+}
+
+/// One batch when this process is the only writer.
+async fn write_local<T: Tables>(
+    store: &dyn SimStateStore,
+    namespace: &str,
+    committed: &RwLock<T>,
+    working: &mut T,
+    jobs: impl Iterator<Item = Job<T>>,
+) -> Answers {
+    let mut writes: Writes<T::Record> = BTreeMap::new();
+    let mut answers: Answers = jobs
+        .map(|job| {
+            let outcome = plan_into(working, &job.plan, &mut writes);
+            (job.reply, outcome)
+        })
+        .collect();
+    tracing::debug!(namespace, operations = answers.len(), records = writes.len(), "sim batch");
+    if !writes.is_empty() {
+        match store.put_many(namespace, &rows(&writes)).await {
+            Ok(()) => publish(committed, writes),
+            Err(message) => fail_batch(namespace, committed, working, &mut answers, message),
+        }
+    }
+    answers
+}
+
+/// One batch of a namespace other processes also write.
+struct SharedRun<'a, T: Tables> {
+    namespace: &'a str,
+    committed: &'a RwLock<T>,
+    seen: &'a mut i64,
+}
+
+impl<T: Tables> SharedRun<'_, T> {
+    async fn write(
+        self,
+        mut batch: Box<dyn SharedBatch>,
+        working: &mut T,
+        jobs: Vec<Job<T>>,
+    ) -> Answers {
+        let mut answers: Answers = Vec::with_capacity(jobs.len());
+        if let Err(message) = catch_up(self.committed, working, batch.take_missed()) {
+            fail_jobs(self.namespace, jobs, &mut answers, message);
+            return answers;
+        }
+        *self.seen = batch.generation();
+        let mut writes: Writes<T::Record> = BTreeMap::new();
+        for job in jobs {
+            if let Some(fence) = &job.fence {
+                match batch.fence_holds(fence).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        answers.push((job.reply, Err(fence.lost())));
+                        continue;
+                    }
+                    Err(message) => {
+                        answers.push((job.reply, Err(store_error(self.namespace, message))));
+                        continue;
+                    }
+                }
+            }
+            let outcome = plan_into(working, &job.plan, &mut writes);
+            answers.push((job.reply, outcome));
+        }
+        match batch.commit(&rows(&writes)).await {
+            Ok(generation) => {
+                *self.seen = generation;
+                publish(self.committed, writes);
+            }
+            Err(message) => {
+                fail_batch(self.namespace, self.committed, working, &mut answers, message)
+            }
+        }
+        answers
+    }
+}
+
+fn fail_jobs<T: Tables>(namespace: &str, jobs: Vec<Job<T>>, answers: &mut Answers, message: String) {
+    let err = store_error(namespace, message);
+    for job in jobs {
+        answers.push((job.reply, Err(err.clone())));
+    }
+}
+
+/// Applies what other processes wrote to both the working copy and the committed tables.
+fn catch_up<T: Tables>(
+    committed: &RwLock<T>,
+    working: &mut T,
+    missed: MissedRecords,
+) -> Result<(), String> {
+    let decode = |text: &str| {
+        serde_json::from_str::<T::Record>(text).map_err(|e| format!("undecodable record: {e}"))
+    };
+    let changes: Vec<(String, Option<T::Record>)> = match missed {
+        MissedRecords::Changes(changes) => changes
+            .into_iter()
+            .map(|(key, text)| Ok((key, text.as_deref().map(decode).transpose()?)))
+            .collect::<Result<_, String>>()?,
+        MissedRecords::Everything(records) => {
+            let mut all: BTreeMap<String, Option<T::Record>> =
+                working.keys().into_iter().map(|k| (k, None)).collect();
+            for (key, text) in records {
+                all.insert(key, Some(decode(&text)?));
+            }
+            all.into_iter().collect()
+        }
+    };
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let mut tables = committed.write().unwrap_or_else(|e| e.into_inner());
+    for (key, record) in changes {
+        if working.record(&key) != record.as_ref() {
+            working.apply(key.clone(), record.clone());
+        }
+        if tables.record(&key) != record.as_ref() {
+            tables.apply(key, record);
+        }
+    }
+    Ok(())
 }
 
 /// Plans one operation against the working copy and applies its changes there; nothing is
@@ -208,6 +385,9 @@ mod tests {
         type Record = i64;
         fn record(&self, key: &str) -> Option<&i64> {
             self.0.get(key)
+        }
+        fn keys(&self) -> Vec<String> {
+            self.0.keys().cloned().collect()
         }
         fn apply(&mut self, key: String, record: Option<i64>) {
             match record {

@@ -509,6 +509,10 @@ impl Tables for State {
         self.get(key)
     }
 
+    fn keys(&self) -> Vec<String> {
+        self.records.keys().cloned().collect()
+    }
+
     fn apply(&mut self, key: String, record: Option<Record>) {
         State::apply(self, key, record);
     }

@@ -69,6 +69,10 @@ impl Tables for State {
         self.overlays.get(key)
     }
 
+    fn keys(&self) -> Vec<String> {
+        self.overlays.keys().cloned().collect()
+    }
+
     fn apply(&mut self, key: String, record: Option<SimOverlay>) {
         State::apply(self, key, record);
     }

@@ -51,6 +51,45 @@ pub trait SimStateStore: Send + Sync {
         }
         Ok(())
     }
+    /// Whether other processes write the same namespaces (then every batch goes through
+    /// [`SimStateStore::exclusive`]).
+    fn shared(&self) -> bool {
+        false
+    }
+    /// A locked write batch after catching up from generation `seen`; only called when
+    /// [`SimStateStore::shared`].
+    async fn exclusive(
+        &self,
+        namespace: &str,
+        _seen: i64,
+    ) -> Result<Box<dyn SharedBatch>, String> {
+        Err(format!("namespace {namespace} is not shared"))
+    }
+}
+
+/// What other processes wrote to a shared namespace since the generation a writer last saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MissedRecords {
+    /// Records put (`Some`) or removed (`None`), in order.
+    Changes(Vec<(String, Option<String>)>),
+    /// Every record of the namespace as it is now (the writer fell too far behind).
+    Everything(Vec<(String, String)>),
+}
+
+/// One write batch of a namespace several processes write (replicas sharing a database),
+/// holding the namespace's cross-process lock until it commits or is dropped.
+#[async_trait]
+pub trait SharedBatch: Send {
+    /// The namespace's generation while the lock is held.
+    fn generation(&self) -> i64;
+    /// What the other processes wrote since the generation given to
+    /// [`SimStateStore::exclusive`].
+    fn take_missed(&mut self) -> MissedRecords;
+    /// Whether the shard lease behind an operation still holds (checked and locked inside the
+    /// batch's transaction).
+    async fn fence_holds(&mut self, fence: &crate::fence::Fence) -> Result<bool, String>;
+    /// Writes the batch's records and releases the lock; returns the new generation.
+    async fn commit(self: Box<Self>, changes: &[(String, Option<String>)]) -> Result<i64, String>;
 }
 
 /// In-memory [`SimStateStore`] for tests and throwaway dev runs; clones share the same data, so

@@ -1,0 +1,78 @@
+//! The store as reconciles see it: every write transaction a reconcile opens first checks the
+//! shard lease it runs under ([`osac_fabric::fence`]), so a replica that lost the lease writes
+//! nothing. Reads and writes outside a reconcile pass through unchanged.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use osac_model::Kind;
+use osac_store::{
+    Change, KvBatch, Leases, ListQuery, Page, Record, Reference, Result, StateCount, Store,
+    StoreError, Tx,
+};
+use tokio::sync::broadcast;
+
+/// Wraps the process's store for the controllers.
+pub(crate) struct FencedStore(pub Arc<dyn Store>);
+
+#[async_trait]
+impl Store for FencedStore {
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        let fence = osac_fabric::fence::current();
+        if let Some(f) = &fence
+            && !f.holds_locally()
+        {
+            return Err(StoreError::Fenced(f.shard));
+        }
+        let mut tx = self.0.begin().await?;
+        if let Some(f) = fence {
+            tx.fence(f.shard, &f.replica, f.token).await?;
+        }
+        Ok(tx)
+    }
+    async fn get(&self, id: &str) -> Result<Option<Record>> {
+        self.0.get(id).await
+    }
+    async fn list(&self, query: &ListQuery) -> Result<Page> {
+        self.0.list(query).await
+    }
+    async fn referrers(&self, target: &str) -> Result<Vec<Reference>> {
+        self.0.referrers(target).await
+    }
+    async fn ids(&self, kind: Kind) -> Result<Vec<String>> {
+        self.0.ids(kind).await
+    }
+    fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.0.subscribe()
+    }
+    async fn ping(&self) -> Result<()> {
+        self.0.ping().await
+    }
+    async fn count_by_state(&self) -> Result<Vec<StateCount>> {
+        self.0.count_by_state().await
+    }
+    async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>> {
+        self.0.kv_load(ns).await
+    }
+    async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<String>> {
+        self.0.kv_get(ns, key).await
+    }
+    async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
+        self.0.kv_put(ns, key, value).await
+    }
+    async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
+        self.0.kv_delete(ns, key).await
+    }
+    async fn prune_events(&self, before: chrono::DateTime<chrono::Utc>, limit: i64) -> Result<u64> {
+        self.0.prune_events(before, limit).await
+    }
+    async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
+        self.0.kv_write(ns, changes).await
+    }
+    fn leases(&self) -> Option<&dyn Leases> {
+        self.0.leases()
+    }
+    async fn kv_exclusive(&self, ns: &str, seen: i64) -> Result<Option<Box<dyn KvBatch>>> {
+        self.0.kv_exclusive(ns, seen).await
+    }
+}

@@ -1,0 +1,335 @@
+//! PostgreSQL side of replica coordination: registrations, shard leases with fencing tokens,
+//! and journalled write batches of shared driver namespaces.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{Postgres, Row, Transaction};
+
+use crate::lease::{Held, Leases, ReplicaInfo, ReplicaRow, ShardLease};
+use crate::shared_kv::{KvBatch, Missed};
+use crate::{PostgresStore, Result};
+
+/// Journal rows older than this many generations are pruned (checked every
+/// [`PRUNE_EVERY`] generations); a replica further behind reloads the namespace.
+const JOURNAL_KEEP: i64 = 8192;
+const PRUNE_EVERY: i64 = 256;
+/// Registrations gone for longer than this are forgotten.
+const FORGET_AFTER_SECS: f64 = 3600.0;
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+const REPLICA_COLUMNS: &str =
+    "id, name, address, dataplane, started_at, expires_at, expires_at > now() AS live";
+
+fn replica_row(r: &sqlx::postgres::PgRow) -> Result<ReplicaRow> {
+    Ok(ReplicaRow {
+        info: ReplicaInfo {
+            id: r.try_get("id")?,
+            name: r.try_get("name")?,
+            address: r.try_get("address")?,
+            dataplane: r.try_get("dataplane")?,
+        },
+        started_at: r.try_get::<DateTime<Utc>, _>("started_at")?,
+        expires_at: r.try_get::<DateTime<Utc>, _>("expires_at")?,
+        live: r.try_get("live")?,
+    })
+}
+
+#[async_trait]
+impl Leases for PostgresStore {
+    async fn join(&self, me: &ReplicaInfo, ttl: Duration) -> Result<Vec<ReplicaRow>> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('osac-replicas'))")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM replicas WHERE expires_at < now() - make_interval(secs => $1)")
+            .bind(FORGET_AFTER_SECS)
+            .execute(&mut *tx)
+            .await?;
+        let others = sqlx::query(&format!(
+            "SELECT {REPLICA_COLUMNS} FROM replicas WHERE expires_at > now() AND id <> $1 ORDER BY started_at"
+        ))
+        .bind(&me.id)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(replica_row)
+        .collect::<Result<Vec<_>>>()?;
+        sqlx::query(
+            "INSERT INTO replicas (id, name, address, dataplane, started_at, expires_at) \
+             VALUES ($1, $2, $3, $4, now(), now() + make_interval(secs => $5)) \
+             ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at",
+        )
+        .bind(&me.id)
+        .bind(&me.name)
+        .bind(&me.address)
+        .bind(me.dataplane)
+        .bind(secs(ttl))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(others)
+    }
+
+    async fn heartbeat(&self, me: &ReplicaInfo, ttl: Duration) -> Result<Vec<ReplicaRow>> {
+        // Re-inserts a registration that was forgotten meanwhile (a long pause).
+        sqlx::query(
+            "INSERT INTO replicas (id, name, address, dataplane, started_at, expires_at) \
+             VALUES ($1, $2, $3, $4, now(), now() + make_interval(secs => $5)) \
+             ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at",
+        )
+        .bind(&me.id)
+        .bind(&me.name)
+        .bind(&me.address)
+        .bind(me.dataplane)
+        .bind(secs(ttl))
+        .execute(&self.pool)
+        .await?;
+        sqlx::query(&format!(
+            "SELECT {REPLICA_COLUMNS} FROM replicas WHERE expires_at > now() ORDER BY started_at"
+        ))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(replica_row)
+        .collect()
+    }
+
+    async fn renew(&self, me: &str, shards: &[i32], ttl: Duration) -> Result<Vec<Held>> {
+        Ok(sqlx::query_as(
+            "UPDATE shard_leases SET expires_at = now() + make_interval(secs => $3) \
+             WHERE owner = $1 AND shard = ANY($2) AND expires_at > now() RETURNING shard, fence",
+        )
+        .bind(me)
+        .bind(shards)
+        .bind(secs(ttl))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn acquire(&self, me: &str, shards: &[i32], ttl: Duration) -> Result<Vec<Held>> {
+        Ok(sqlx::query_as(
+            "INSERT INTO shard_leases (shard, owner, fence, expires_at) \
+             SELECT s, $1, 1, now() + make_interval(secs => $3) FROM unnest($2::int4[]) AS s \
+             ON CONFLICT (shard) DO UPDATE SET owner = excluded.owner, \
+                 fence = shard_leases.fence + 1, expires_at = excluded.expires_at \
+             WHERE shard_leases.owner IS NULL OR shard_leases.expires_at <= now() \
+             RETURNING shard, fence",
+        )
+        .bind(me)
+        .bind(shards)
+        .bind(secs(ttl))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn release(&self, me: &str, shards: &[i32]) -> Result<()> {
+        sqlx::query(
+            "UPDATE shard_leases SET owner = NULL, expires_at = now() WHERE owner = $1 AND shard = ANY($2)",
+        )
+        .bind(me)
+        .bind(shards)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn leave(&self, me: &str) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE shard_leases SET owner = NULL, expires_at = now() WHERE owner = $1")
+            .bind(me)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE replicas SET expires_at = now() WHERE id = $1")
+            .bind(me)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn replicas(&self) -> Result<Vec<ReplicaRow>> {
+        sqlx::query(&format!(
+            "SELECT {REPLICA_COLUMNS} FROM replicas ORDER BY started_at"
+        ))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(replica_row)
+        .collect()
+    }
+
+    async fn shard_leases(&self) -> Result<Vec<ShardLease>> {
+        sqlx::query(
+            "SELECT shard, owner, fence, expires_at, (owner IS NOT NULL AND expires_at > now()) AS live \
+             FROM shard_leases ORDER BY shard",
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(ShardLease {
+                shard: r.try_get("shard")?,
+                owner: r.try_get("owner")?,
+                fence: r.try_get("fence")?,
+                expires_at: r.try_get::<DateTime<Utc>, _>("expires_at")?,
+                live: r.try_get("live")?,
+            })
+        })
+        .collect()
+    }
+}
+
+/// Checks a fencing token inside `tx` and share-locks the lease row until `tx` ends.
+pub(crate) async fn fence_holds(
+    tx: &mut sqlx::PgConnection,
+    shard: i32,
+    replica: &str,
+    token: i64,
+) -> Result<bool> {
+    let row = sqlx::query(
+        "SELECT 1 FROM shard_leases WHERE shard = $1 AND owner = $2 AND fence = $3 AND expires_at > now() FOR SHARE",
+    )
+    .bind(shard)
+    .bind(replica)
+    .bind(token)
+    .fetch_optional(tx)
+    .await?;
+    Ok(row.is_some())
+}
+
+/// A locked write batch of a shared namespace.
+pub(crate) struct PgKvBatch {
+    tx: Transaction<'static, Postgres>,
+    ns: String,
+    generation: i64,
+    pruned_below: i64,
+    missed: Option<Missed>,
+}
+
+impl PgKvBatch {
+    pub(crate) async fn open(store: &PostgresStore, ns: &str, seen: i64) -> Result<Self> {
+        let mut tx = store.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('osac-kv:' || $1))")
+            .bind(ns)
+            .execute(&mut *tx)
+            .await?;
+        let (generation, pruned_below): (i64, i64) = sqlx::query_as(
+            "SELECT generation, pruned_below FROM kv_namespaces WHERE ns = $1",
+        )
+        .bind(ns)
+        .fetch_optional(&mut *tx)
+        .await?
+        .unwrap_or((0, 0));
+        let missed = if generation == seen {
+            Missed::Changes(Vec::new())
+        } else if seen >= pruned_below && seen < generation {
+            Missed::Changes(
+                sqlx::query_as(
+                    "SELECT key, value FROM kv_journal WHERE ns = $1 AND generation > $2 ORDER BY generation, key",
+                )
+                .bind(ns)
+                .bind(seen)
+                .fetch_all(&mut *tx)
+                .await?,
+            )
+        } else {
+            Missed::Everything(
+                sqlx::query_as("SELECT key, value FROM kv WHERE ns = $1 ORDER BY key")
+                    .bind(ns)
+                    .fetch_all(&mut *tx)
+                    .await?,
+            )
+        };
+        Ok(PgKvBatch {
+            tx,
+            ns: ns.to_string(),
+            generation,
+            pruned_below,
+            missed: Some(missed),
+        })
+    }
+}
+
+#[async_trait]
+impl KvBatch for PgKvBatch {
+    fn generation(&self) -> i64 {
+        self.generation
+    }
+
+    fn take_missed(&mut self) -> Missed {
+        self.missed
+            .take()
+            .unwrap_or(Missed::Changes(Vec::new()))
+    }
+
+    async fn fence_holds(&mut self, shard: i32, replica: &str, token: i64) -> Result<bool> {
+        fence_holds(&mut self.tx, shard, replica, token).await
+    }
+
+    async fn commit(self: Box<Self>, changes: &[(String, Option<String>)]) -> Result<i64> {
+        let mut this = *self;
+        let (puts, deletes) = crate::kv_coalesce(changes);
+        if puts.is_empty() && deletes.is_empty() {
+            this.tx.commit().await?;
+            return Ok(this.generation);
+        }
+        let generation = this.generation + 1;
+        let ns = this.ns.as_str();
+        for chunk in puts.chunks(crate::KV_CHUNK) {
+            let mut q = sqlx::QueryBuilder::new("INSERT INTO kv (ns, key, value) ");
+            q.push_values(chunk, |mut row, (key, value)| {
+                row.push_bind(ns).push_bind(*key).push_bind(*value);
+            });
+            q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
+            q.build().execute(&mut *this.tx).await?;
+        }
+        for chunk in deletes.chunks(crate::KV_CHUNK) {
+            let mut q = sqlx::QueryBuilder::new("DELETE FROM kv WHERE ns = ");
+            q.push_bind(ns).push(" AND key = ANY(");
+            q.push_bind(chunk.iter().map(|k| k.to_string()).collect::<Vec<_>>());
+            q.push(")");
+            q.build().execute(&mut *this.tx).await?;
+        }
+        let journal: Vec<(&str, Option<&str>)> = puts
+            .iter()
+            .map(|(k, v)| (*k, Some(*v)))
+            .chain(deletes.iter().map(|k| (*k, None)))
+            .collect();
+        for chunk in journal.chunks(crate::KV_CHUNK) {
+            let mut q =
+                sqlx::QueryBuilder::new("INSERT INTO kv_journal (ns, generation, key, value) ");
+            q.push_values(chunk, |mut row, (key, value)| {
+                row.push_bind(ns)
+                    .push_bind(generation)
+                    .push_bind(*key)
+                    .push_bind(*value);
+            });
+            q.build().execute(&mut *this.tx).await?;
+        }
+        let mut pruned_below = this.pruned_below;
+        if generation % PRUNE_EVERY == 0 && generation > JOURNAL_KEEP {
+            pruned_below = generation - JOURNAL_KEEP;
+            sqlx::query("DELETE FROM kv_journal WHERE ns = $1 AND generation <= $2")
+                .bind(ns)
+                .bind(pruned_below)
+                .execute(&mut *this.tx)
+                .await?;
+        }
+        sqlx::query(
+            "INSERT INTO kv_namespaces (ns, generation, pruned_below) VALUES ($1, $2, $3) \
+             ON CONFLICT (ns) DO UPDATE SET generation = excluded.generation, pruned_below = excluded.pruned_below",
+        )
+        .bind(ns)
+        .bind(generation)
+        .bind(pruned_below)
+        .execute(&mut *this.tx)
+        .await?;
+        this.tx.commit().await?;
+        Ok(generation)
+    }
+}
