@@ -43,6 +43,9 @@ pub struct ServerConfig {
     /// registrations decide: a `role: provisioner` file chooses the provisioner, else any
     /// `linux` manager brings the linux provisioner.
     pub fabric: FabricChoice,
+    /// How long every operation of the `sim` managers takes (default none): a simulated
+    /// backend's latency, for trying timeouts, load and failover with realistic timing.
+    pub sim_latency: Duration,
     /// TLS and connection limits (default: plain HTTP, 4096 connections, 30 s to a response).
     pub transport: TransportConfig,
     /// What tenants may consume (provider default quotas).
@@ -247,7 +250,10 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         .transpose()?;
     let store = osac_store::open(&config.database_url).await?;
     let sim_state: Arc<dyn SimStateStore> = Arc::new(StoreSimState(store.clone()));
-    let ctx = dataplane::with_linux(DriverContext::new(sim_state.clone()));
+    let ctx = dataplane::with_linux(DriverContext {
+        sim_latency: config.sim_latency,
+        ..DriverContext::new(sim_state.clone())
+    });
     let provisioner = SimProvisioner::open(sim_state).await?;
     if let (None, FabricChoice::Linux(_)) = (&config.managers_dir, &config.fabric) {
         dataplane::preflight()

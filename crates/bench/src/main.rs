@@ -420,6 +420,7 @@ async fn bench(args: Args) -> Result<Report> {
         },
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
         fabric: Default::default(),
+        sim_latency: Default::default(),
         // Benchmarks measure the control plane, not the provider's limits.
         limits: osac_api::LimitsConfig {
             default_quotas: osac_model::quota::QuotaLimits::unlimited(),

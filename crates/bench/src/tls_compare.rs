@@ -86,6 +86,7 @@ async fn measure(s: &Settings, tls: Option<(String, TlsConfig)>) -> Result<Measu
         },
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
         fabric: Default::default(),
+        sim_latency: Default::default(),
         transport: TransportConfig {
             tls: tls.map(|(_, t)| t),
             ..TransportConfig::default()

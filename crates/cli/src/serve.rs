@@ -62,6 +62,10 @@ pub struct ServerArgs {
     /// NetworkingIPDiscoveryTimeout condition (it keeps retrying)
     #[arg(long, default_value_t = ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT.as_secs())]
     pub ip_discovery_timeout_seconds: u64,
+    /// Milliseconds every operation of the simulated managers takes (their backend's
+    /// latency): for trying timeouts, load and replica failover with realistic timing
+    #[arg(long, default_value_t = 0)]
+    pub sim_latency_ms: u64,
     /// Failed undo attempts of one auto-provisioned object after which a workload's cleanup
     /// gives up and labels the leftovers orphaned (`osac admin orphans`)
     #[arg(long, default_value_t = ControllerConfig::default().cleanup_retry_limit)]
@@ -182,6 +186,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         managers_dir: args.managers_dir.clone(),
         controller,
         ip_discovery_timeout: Duration::from_secs(args.ip_discovery_timeout_seconds),
+        sim_latency: Duration::from_millis(args.sim_latency_ms),
         fabric: match args.fabric {
             FabricArg::Sim => FabricChoice::Sim,
             FabricArg::Linux => FabricChoice::Linux(osac_linux_settings(&args.data_dir)),

@@ -44,6 +44,7 @@ async fn tls_server(dir: &Path) -> (RunningServer, String) {
         controller: Default::default(),
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
         fabric: Default::default(),
+        sim_latency: Default::default(),
         transport: TransportConfig {
             tls: Some(TlsConfig {
                 cert: dir.join("server.crt"),

@@ -45,7 +45,10 @@ impl Provisioner for FencedProvisioner {
         check()?;
         self.0.power(machine, state).await
     }
-    async fn discover_addresses(&self, machine: &MachineRef) -> Result<Vec<DiscoveredNic>, OpError> {
+    async fn discover_addresses(
+        &self,
+        machine: &MachineRef,
+    ) -> Result<Vec<DiscoveredNic>, OpError> {
         self.0.discover_addresses(machine).await
     }
 }

@@ -61,6 +61,7 @@ pub mod runtime;
 
 pub use dispatch::{Dispatcher, Managers};
 pub use events::{NewEvent, for_record, record, record_now};
+pub use ownership::{Ownership, SHARDS, shard_of};
 pub use reconcile::cluster::agent_attachment_id;
 pub use reconcile::external_ip::{PoolCounts, adjust_pool, recount_pool};
 pub use reconcile::external_ip_attachment::{NoWorkloads, Target, TargetResolver};
@@ -73,6 +74,5 @@ pub use reconcile::workload::{HOSTING_CLUSTER_ANNOTATION, hosting_cluster_for, v
 pub use reconcile::{
     APPLIED_SPEC_ANNOTATION, DELETE_FAILURES_ANNOTATION, ReconcileError, VIRTUAL_NETWORK_ANNOTATION,
 };
-pub use ownership::{Ownership, SHARDS, shard_of};
 pub use replica::{JoinError, ReplicaConfig};
 pub use runtime::{ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Handle};

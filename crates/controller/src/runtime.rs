@@ -16,12 +16,12 @@ use crate::fenced_provisioner::FencedProvisioner;
 use crate::fenced_store::FencedStore;
 use crate::metrics;
 use crate::ownership::{Claim, Ownership};
-use crate::replica::{ReplicaConfig, lease_loop};
 use crate::queue::{Queue, Schedule};
 use crate::reconcile::external_ip_attachment::TargetResolver;
 use crate::reconcile::targets::WorkloadTargets;
 use crate::reconcile::tenant::{DefaultNetworking, LabelledDefaults, TenantWatch};
 use crate::reconcile::{self, Action, Ctx, ReconcileError};
+use crate::replica::{ReplicaConfig, lease_loop};
 
 /// Tuning of the runtime.
 #[derive(Debug, Clone)]

@@ -28,7 +28,7 @@ pub use exec::{EXIT_TEMPFAIL, ExecManager};
 pub use registration::{DriverConfig, ExecConfig, Registration, RegistrationError};
 pub use registry::{DriverContext, DriverFactory, Registry, RegistryError};
 pub use sim::{
-    FailureKind, MemorySimState, MissedRecords, SharedBatch, SimError, SimFabric, SimK8s, SimManager,
-    SimStateStore,
+    FailureKind, MemorySimState, MissedRecords, SharedBatch, SimError, SimFabric, SimK8s,
+    SimManager, SimStateStore,
 };
 pub use types::*;

@@ -33,6 +33,8 @@ pub struct DriverContext {
     pub sim_k8s: Option<Arc<SimK8s>>,
     /// Factories of drivers implemented outside this crate, by driver name (`linux`).
     pub factories: BTreeMap<String, Arc<dyn DriverFactory>>,
+    /// How long every `sim` manager operation takes (a simulated backend's latency).
+    pub sim_latency: std::time::Duration,
 }
 
 impl DriverContext {
@@ -43,6 +45,7 @@ impl DriverContext {
             sim_fabric: None,
             sim_k8s: None,
             factories: BTreeMap::new(),
+            sim_latency: std::time::Duration::ZERO,
         }
     }
 
@@ -279,7 +282,8 @@ impl Registry {
                 self.sim_fabrics.insert(name.clone(), engine.clone());
                 Arc::new(
                     SimManager::fabric(registration, engine)
-                        .map_err(|e: SimError| driver_error(e.to_string()))?,
+                        .map_err(|e: SimError| driver_error(e.to_string()))?
+                        .with_latency(ctx.sim_latency),
                 )
             }
             (DriverConfig::Sim, Role::K8s) => {
@@ -294,7 +298,8 @@ impl Registry {
                 self.sim_k8s.insert(name.clone(), engine.clone());
                 Arc::new(
                     SimManager::k8s(registration, engine)
-                        .map_err(|e: SimError| driver_error(e.to_string()))?,
+                        .map_err(|e: SimError| driver_error(e.to_string()))?
+                        .with_latency(ctx.sim_latency),
                 )
             }
             (DriverConfig::Linux(_), _) => {

@@ -23,8 +23,8 @@ use tokio::sync::broadcast;
 
 pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, ShardLease};
 pub use postgres::PostgresStore;
-pub use shared_kv::{KvBatch, Missed};
 pub use record::{Change, ListQuery, Page, Record, Reference, enum_resolver};
+pub use shared_kv::{KvBatch, Missed};
 pub use sqlite::SqliteStore;
 
 /// Why a store call failed.

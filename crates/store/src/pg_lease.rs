@@ -218,13 +218,12 @@ impl PgKvBatch {
             .bind(ns)
             .execute(&mut *tx)
             .await?;
-        let (generation, pruned_below): (i64, i64) = sqlx::query_as(
-            "SELECT generation, pruned_below FROM kv_namespaces WHERE ns = $1",
-        )
-        .bind(ns)
-        .fetch_optional(&mut *tx)
-        .await?
-        .unwrap_or((0, 0));
+        let (generation, pruned_below): (i64, i64) =
+            sqlx::query_as("SELECT generation, pruned_below FROM kv_namespaces WHERE ns = $1")
+                .bind(ns)
+                .fetch_optional(&mut *tx)
+                .await?
+                .unwrap_or((0, 0));
         let missed = if generation == seen {
             Missed::Changes(Vec::new())
         } else if seen >= pruned_below && seen < generation {
@@ -262,9 +261,7 @@ impl KvBatch for PgKvBatch {
     }
 
     fn take_missed(&mut self) -> Missed {
-        self.missed
-            .take()
-            .unwrap_or(Missed::Changes(Vec::new()))
+        self.missed.take().unwrap_or(Missed::Changes(Vec::new()))
     }
 
     async fn fence_holds(&mut self, shard: i32, replica: &str, token: i64) -> Result<bool> {

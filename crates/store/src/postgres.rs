@@ -8,7 +8,7 @@ use std::str::FromStr;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use osac_model::Kind;
-use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 use sqlx::{PgPool, Row, Transaction};
 use tokio::sync::broadcast;
@@ -37,9 +37,14 @@ struct Notice {
 impl PostgresStore {
     /// Connects, runs migrations and starts listening for other processes' changes.
     pub async fn connect(url: &str) -> Result<Self> {
+        // A transaction left open by a stopped process (SIGSTOP, a frozen VM) would hold its
+        // row locks — among them a shard lease's — forever; the server ends it instead. No
+        // transaction of ours waits on anything but the database.
+        let options = PgConnectOptions::from_str(url)?
+            .options([("idle_in_transaction_session_timeout", "5s")]);
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            .connect(url)
+            .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations/postgres")
             .run(&pool)

@@ -189,6 +189,7 @@ async fn start_server(
         controller: controller_config(),
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
         fabric: Default::default(),
+        sim_latency: Default::default(),
         limits: Default::default(),
         transport: Default::default(),
     })

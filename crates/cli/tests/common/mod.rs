@@ -37,6 +37,7 @@ pub async fn start() -> Env {
         },
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
         fabric: Default::default(),
+        sim_latency: Default::default(),
         limits: Default::default(),
         transport: Default::default(),
     })

@@ -212,6 +212,7 @@ pub async fn start_server(dir: &tempfile::TempDir, settings: &LinuxSettings) -> 
         },
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
         fabric: FabricChoice::Linux(settings.clone()),
+        sim_latency: Default::default(),
         limits: Default::default(),
         transport: Default::default(),
     })

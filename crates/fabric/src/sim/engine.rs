@@ -238,7 +238,12 @@ async fn write_local<T: Tables>(
             (job.reply, outcome)
         })
         .collect();
-    tracing::debug!(namespace, operations = answers.len(), records = writes.len(), "sim batch");
+    tracing::debug!(
+        namespace,
+        operations = answers.len(),
+        records = writes.len(),
+        "sim batch"
+    );
     if !writes.is_empty() {
         match store.put_many(namespace, &rows(&writes)).await {
             Ok(()) => publish(committed, writes),
@@ -291,15 +296,24 @@ impl<T: Tables> SharedRun<'_, T> {
                 *self.seen = generation;
                 publish(self.committed, writes);
             }
-            Err(message) => {
-                fail_batch(self.namespace, self.committed, working, &mut answers, message)
-            }
+            Err(message) => fail_batch(
+                self.namespace,
+                self.committed,
+                working,
+                &mut answers,
+                message,
+            ),
         }
         answers
     }
 }
 
-fn fail_jobs<T: Tables>(namespace: &str, jobs: Vec<Job<T>>, answers: &mut Answers, message: String) {
+fn fail_jobs<T: Tables>(
+    namespace: &str,
+    jobs: Vec<Job<T>>,
+    answers: &mut Answers,
+    message: String,
+) {
     let err = store_error(namespace, message);
     for job in jobs {
         answers.push((job.reply, Err(err.clone())));

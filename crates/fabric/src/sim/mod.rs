@@ -58,11 +58,7 @@ pub trait SimStateStore: Send + Sync {
     }
     /// A locked write batch after catching up from generation `seen`; only called when
     /// [`SimStateStore::shared`].
-    async fn exclusive(
-        &self,
-        namespace: &str,
-        _seen: i64,
-    ) -> Result<Box<dyn SharedBatch>, String> {
+    async fn exclusive(&self, namespace: &str, _seen: i64) -> Result<Box<dyn SharedBatch>, String> {
         Err(format!("namespace {namespace} is not shared"))
     }
 }
@@ -306,6 +302,7 @@ enum Backend {
 pub struct SimManager {
     registration: Registration,
     backend: Backend,
+    latency: std::time::Duration,
 }
 
 impl SimManager {
@@ -315,6 +312,7 @@ impl SimManager {
         Ok(SimManager {
             registration,
             backend: Backend::Fabric(engine),
+            latency: std::time::Duration::ZERO,
         })
     }
 
@@ -325,7 +323,14 @@ impl SimManager {
         Ok(SimManager {
             registration,
             backend: Backend::K8s(engine),
+            latency: std::time::Duration::ZERO,
         })
+    }
+
+    /// Every operation takes `latency` before it runs (a simulated backend's response time).
+    pub fn with_latency(mut self, latency: std::time::Duration) -> Self {
+        self.latency = latency;
+        self
     }
 
     /// The fabric engine, for inspection (None for a k8s manager).
@@ -369,6 +374,9 @@ impl Manager for SimManager {
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
         ensure_role(&self.registration, op)?;
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
         match &self.backend {
             Backend::Fabric(f) => f.call(op, request).await,
             Backend::K8s(k) => {

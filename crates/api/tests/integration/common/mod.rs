@@ -410,6 +410,7 @@ async fn launch(
         controller: controller_config(),
         ip_discovery_timeout,
         fabric: Default::default(),
+        sim_latency: Default::default(),
         limits: limits.clone(),
         transport: Default::default(),
     })

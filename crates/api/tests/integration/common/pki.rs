@@ -102,6 +102,8 @@ impl LimitedServer {
             controller: super::controller_config(),
             ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
             fabric: Default::default(),
+            sim_latency: Default::default(),
+            sim_latency: Default::default(),
             transport,
             limits: Default::default(),
         })

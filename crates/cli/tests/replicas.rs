@@ -1,0 +1,550 @@
+//! Several `osac server` processes (replicas) on one PostgreSQL database: objects created
+//! through any replica become READY, a replica killed mid-way hands its shards over, and a
+//! paused replica writes nothing when it resumes. Runs when `OSAC_TEST_DATABASE_URL` is set
+//! (always in CI).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+const PUB: &str = "/api/fulfillment/v1";
+const PRIV: &str = "/api/private/v1";
+
+/// A fresh database, dropped with the test.
+struct Db {
+    base: String,
+    name: String,
+    url: String,
+}
+
+impl Db {
+    async fn new() -> Option<Db> {
+        let Ok(base) = std::env::var("OSAC_TEST_DATABASE_URL") else {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but OSAC_TEST_DATABASE_URL is not set: the replica tests must run in CI"
+            );
+            eprintln!("OSAC_TEST_DATABASE_URL not set: replica tests skipped");
+            return None;
+        };
+        let name = format!("osac_r_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = sqlx::PgConnection::connect(&base).await.expect("connect");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .expect("create database");
+        let path_start = base.find("://").map_or(0, |i| i + 3);
+        let url = match base[path_start..].rfind('/') {
+            Some(i) => format!("{}/{name}", &base[..path_start + i]),
+            None => format!("{base}/{name}"),
+        };
+        Some(Db { base, name, url })
+    }
+
+    async fn query(&self, sql: &str) -> Vec<(String, i64)> {
+        let mut conn = sqlx::PgConnection::connect(&self.url)
+            .await
+            .expect("connect");
+        sqlx::query_as(sql).fetch_all(&mut conn).await.expect(sql)
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let (base, name) = (self.base.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::PgConnection::connect(&base).await {
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut c)
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// One `osac server --dev` process on the shared database.
+struct Replica {
+    child: Child,
+    url: String,
+    dir: PathBuf,
+}
+
+impl Replica {
+    fn start(db: &Db, dir: &Path, extra: &[&str]) -> Replica {
+        std::fs::create_dir_all(dir).expect("data dir");
+        let log = std::fs::File::create(dir.join("server.log")).expect("log file");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_osac"))
+            .args([
+                "server",
+                "--dev",
+                "--listen",
+                "127.0.0.1:0",
+                "--database-url",
+            ])
+            .arg(&db.url)
+            .arg("--data-dir")
+            .arg(dir)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("spawn osac server");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .and_then(Result::ok)
+                .unwrap_or_else(|| panic!("server exited; see {}", dir.display()));
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                break rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+            }
+        };
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        Replica {
+            child,
+            url,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    fn admin_token(&self) -> String {
+        let path = self.dir.join("dev-credentials.json");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&path)
+                && let Ok(v) = serde_json::from_str::<Value>(&text)
+                && let Some(t) = v["admin_token"].as_str()
+            {
+                return t.to_string();
+            }
+            assert!(Instant::now() < deadline, "no dev credentials");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Api {
+    http: reqwest::Client,
+}
+
+impl Api {
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        url: String,
+        token: &str,
+        body: Option<Value>,
+    ) -> Value {
+        let mut req = self.http.request(method, &url).bearer_auth(token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        let status = resp.status();
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        assert!(status.is_success(), "{url}: {status} {v}");
+        v
+    }
+    async fn get(&self, base: &str, path: &str, token: &str) -> Value {
+        self.call(reqwest::Method::GET, format!("{base}{path}"), token, None)
+            .await
+    }
+    async fn post(&self, base: &str, path: &str, token: &str, body: Value) -> Value {
+        self.call(
+            reqwest::Method::POST,
+            format!("{base}{path}"),
+            token,
+            Some(body),
+        )
+        .await
+    }
+
+    /// Waits until every object of `collection` named in `names` is in `state` (60 s).
+    async fn wait_all(
+        &self,
+        base: &str,
+        token: &str,
+        collection: &str,
+        names: &[String],
+        state: &str,
+    ) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let list = self
+                .get(base, &format!("{PUB}/{collection}?limit=1000"), token)
+                .await;
+            let items = list["items"].as_array().cloned().unwrap_or_default();
+            let pending: Vec<String> = names
+                .iter()
+                .filter(|n| {
+                    !items.iter().any(|i| {
+                        i["metadata"]["name"] == n.as_str() && i["status"]["state"] == state
+                    })
+                })
+                .cloned()
+                .collect();
+            if pending.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{collection} not {state}: {pending:?}\n{items:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The replica listing; waits until every live replica holds shards and none is unowned.
+    async fn settled_replicas(&self, base: &str, admin: &str, live: usize) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = self.get(base, &format!("{PRIV}/replicas"), admin).await;
+            let items = r["items"].as_array().cloned().unwrap_or_default();
+            let holding = items
+                .iter()
+                .filter(|i| i["live"] == true && i["shard_count"].as_u64() > Some(0))
+                .count();
+            if r["unowned_shards"] == 0 && holding == live {
+                return r;
+            }
+            assert!(Instant::now() < deadline, "replicas never settled: {r:#}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Sets up tenant `acme` with a VirtualNetwork and a subnet; returns the tenant's token.
+async fn tenant(api: &Api, base: &str, admin: &str) -> String {
+    api.post(
+        base,
+        &format!("{PRIV}/tenants"),
+        admin,
+        json!({"metadata": {"name": "acme"}}),
+    )
+    .await;
+    let minted = api
+        .post(
+            base,
+            &format!("{PRIV}/tokens"),
+            admin,
+            json!({"tenant": "acme", "role": "tenant-admin"}),
+        )
+        .await;
+    let token = minted["token"].as_str().expect("token").to_string();
+    api.post(
+        base,
+        &format!("{PUB}/virtual_networks"),
+        &token,
+        json!({"metadata": {"name": "net"}, "spec": {"ipv4_cidr": "10.8.0.0/16"}}),
+    )
+    .await;
+    api.post(base, &format!("{PUB}/subnets"), &token, json!({"metadata": {"name": "sub"}, "spec": {"virtual_network": "net", "ipv4_cidr": "10.8.1.0/24"}}))
+        .await;
+    api.wait_all(
+        base,
+        &token,
+        "subnets",
+        &["sub".to_string()],
+        "SUBNET_STATE_READY",
+    )
+    .await;
+    token
+}
+
+/// Sim records that are written once when their object is created: a second journal entry
+/// means a second, different allocation.
+const ONCE_WRITTEN: &str = "SELECT key, COUNT(*) FROM kv_journal WHERE ns LIKE 'sim%' \
+     AND (key LIKE 'subnet/%' OR key LIKE 'vn/%' OR key LIKE 'eip/%' OR key LIKE 'sg/%') \
+     GROUP BY key HAVING COUNT(*) > 1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_share_the_work_and_survive_a_kill() {
+    let Some(db) = Db::new().await else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut replicas: Vec<Option<Replica>> = (0..3)
+        .map(|i| Some(Replica::start(&db, &tmp.path().join(format!("r{i}")), &[])))
+        .collect();
+    let urls: Vec<String> = replicas.iter().flatten().map(|r| r.url.clone()).collect();
+    let admin = replicas[0].as_ref().expect("r0").admin_token();
+    let api = Api {
+        http: reqwest::Client::new(),
+    };
+    let listing = api.settled_replicas(&urls[0], &admin, 3).await;
+    assert_eq!(
+        listing["items"].as_array().map(Vec::len),
+        Some(3),
+        "{listing:#}"
+    );
+    let token = tenant(&api, &urls[1], &admin).await;
+
+    // VMs and ExternalIPs created round-robin through all three replicas.
+    let mut vms = Vec::new();
+    let mut eips = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..24 {
+        let base = &urls[i % 3];
+        if i == 12 {
+            // Kill -9 the replica that owns most of what was created so far.
+            let owners = api.get(&urls[0], &format!("{PRIV}/replicas"), &admin).await;
+            let victim = busiest(&owners, &ids);
+            let idx = urls
+                .iter()
+                .position(|u| {
+                    owners["items"][victim]["address"]
+                        .as_str()
+                        .is_some_and(|a| u.ends_with(a))
+                })
+                .expect("victim url");
+            replicas[idx].as_ref().expect("victim").signal("-9");
+            replicas[idx] = None;
+            eprintln!("killed replica {idx} ({})", urls[idx]);
+        }
+        let base = if replicas[i % 3].is_none() {
+            &urls[(i + 1) % 3]
+        } else {
+            base
+        };
+        let name = format!("vm{i}");
+        let vm = api
+            .post(base, &format!("{PUB}/compute_instances"), &token, json!({"metadata": {"name": name}, "spec": {"template": "small", "compute_network_attachments": [{"subnet": "sub"}]}}))
+            .await;
+        ids.push(vm["id"].as_str().expect("id").to_string());
+        vms.push(name);
+        let eip = format!("ip{i}");
+        let e = api
+            .post(
+                base,
+                &format!("{PUB}/external_ips"),
+                &token,
+                json!({"metadata": {"name": eip}}),
+            )
+            .await;
+        ids.push(e["id"].as_str().expect("id").to_string());
+        eips.push(eip);
+    }
+    let killed_at = Instant::now();
+    let alive: Vec<&String> = urls
+        .iter()
+        .zip(&replicas)
+        .filter(|(_, r)| r.is_some())
+        .map(|(u, _)| u)
+        .collect();
+    let after = api.settled_replicas(alive[0], &admin, 2).await;
+    eprintln!(
+        "shards moved {:?} after the last create",
+        killed_at.elapsed()
+    );
+    api.wait_all(
+        alive[1],
+        &token,
+        "compute_instances",
+        &vms,
+        "COMPUTE_INSTANCE_STATE_RUNNING",
+    )
+    .await;
+    api.wait_all(
+        alive[0],
+        &token,
+        "external_ips",
+        &eips,
+        "EXTERNAL_IP_STATE_ALLOCATED",
+    )
+    .await;
+    let dead = after["items"]
+        .as_array()
+        .map(|i| i.iter().filter(|r| r["live"] == false).count());
+    assert_eq!(dead, Some(1), "{after:#}");
+    // Nothing allocated twice: every once-written sim record has one journal entry, and no
+    // two ExternalIPs got the same address.
+    assert_eq!(db.query(ONCE_WRITTEN).await, vec![]);
+    let list = api
+        .get(alive[0], &format!("{PUB}/external_ips?limit=1000"), &token)
+        .await;
+    let mut addresses: Vec<String> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            i["status"]["address"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let n = addresses.len();
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), n, "duplicate external addresses");
+}
+
+/// Index (in the listing) of the live replica owning the most of `ids`.
+fn busiest(listing: &Value, ids: &[String]) -> usize {
+    let items = listing["items"].as_array().cloned().unwrap_or_default();
+    (0..items.len())
+        .filter(|i| items[*i]["live"] == true)
+        .max_by_key(|i| {
+            let shards: Vec<i64> = items[*i]["shards"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_i64).collect())
+                .unwrap_or_default();
+            ids.iter()
+                .filter(|id| shards.contains(&i64::from(osac_controller::shard_of(id))))
+                .count()
+        })
+        .expect("a live replica")
+}
+
+/// Ids of the subnets named in `names` that still exist.
+async fn existing(api: &Api, base: &str, token: &str, names: &[String]) -> Vec<String> {
+    let list = api
+        .get(base, &format!("{PUB}/subnets?limit=1000"), token)
+        .await;
+    list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|i| names.iter().any(|n| i["metadata"]["name"] == n.as_str()))
+        .map(|i| i["id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_replica_writes_nothing_when_it_resumes() {
+    let Some(db) = Db::new().await else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Every sim operation takes 1.5 s, so A is stopped while its operations are in flight.
+    let slow = ["--sim-latency-ms", "1500"];
+    let a = Replica::start(&db, &tmp.path().join("a"), &slow);
+    let b = Replica::start(&db, &tmp.path().join("b"), &slow);
+    let admin = a.admin_token();
+    let api = Api {
+        http: reqwest::Client::new(),
+    };
+    api.settled_replicas(&b.url, &admin, 2).await;
+    let token = tenant(&api, &b.url, &admin).await;
+    let mut names = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let name = format!("s{i}");
+        let s = api
+            .post(&b.url, &format!("{PUB}/subnets"), &token, json!({"metadata": {"name": name}, "spec": {"virtual_network": "net", "ipv4_cidr": format!("10.8.{}.0/24", i + 10)}}))
+            .await;
+        ids.push(s["id"].as_str().expect("id").to_string());
+        names.push(name);
+    }
+    let listing = api.get(&b.url, &format!("{PRIV}/replicas"), &admin).await;
+    let a_shards: Vec<i64> = listing["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|r| a.url.ends_with(r["address"].as_str().unwrap_or("?")))
+        .and_then(|r| r["shards"].as_array())
+        .map(|s| s.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    let on_a = ids
+        .iter()
+        .filter(|id| a_shards.contains(&i64::from(osac_controller::shard_of(id))))
+        .count();
+    assert!(on_a > 0, "none of the subnets is A's");
+    // A is now inside its create_subnet calls; stop it there.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    a.signal("-STOP");
+    // The tenant deletes the subnets meanwhile; B takes A's shards over once A's leases
+    // expire and undoes them.
+    for id in &ids {
+        api.call(
+            reqwest::Method::DELETE,
+            format!("{}{PUB}/subnets/{id}", b.url),
+            &token,
+            None,
+        )
+        .await;
+    }
+    api.settled_replicas(&b.url, &admin, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !existing(&api, &b.url, &token, &names).await.is_empty() {
+        assert!(Instant::now() < deadline, "subnets never went away");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let snapshot = "SELECT id, version FROM objects WHERE kind <> 'events' ORDER BY id";
+    let objects_before = db.query(snapshot).await;
+    let journal = "SELECT ns, generation FROM kv_namespaces ORDER BY ns";
+    let journal_before = db.query(journal).await;
+    let events = "SELECT 'events', COUNT(*) FROM objects WHERE kind = 'events'";
+    let events_before = db.query(events).await;
+    a.signal("-CONT");
+    // A wakes up past its local lease deadlines, in the middle of creating subnets that no
+    // longer exist: the fencing token stops those operations and any write. Give it time.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let log = std::fs::read_to_string(a.dir.join("server.log")).unwrap_or_default();
+    for line in log
+        .lines()
+        .filter(|l| l.contains("lease") || l.contains("shards"))
+    {
+        eprintln!("A: {line}");
+    }
+    assert_eq!(
+        db.query(journal).await,
+        journal_before,
+        "manager state changed after resume"
+    );
+    assert_eq!(
+        db.query(snapshot).await,
+        objects_before,
+        "objects changed after resume"
+    );
+    assert_eq!(
+        db.query(events).await,
+        events_before,
+        "events recorded after resume"
+    );
+    let leaked = "SELECT key, 0::int8 FROM kv WHERE ns LIKE 'sim%' AND key LIKE 'subnet/%'";
+    let leaked: Vec<String> = db
+        .query(leaked)
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| ids.iter().any(|id| k.ends_with(id.as_str())))
+        .collect();
+    assert_eq!(
+        leaked,
+        Vec::<String>::new(),
+        "deleted subnets exist in the fabric again"
+    );
+    // And it serves again: the shards are shared out anew.
+    api.settled_replicas(&a.url, &admin, 2).await;
+}
