@@ -65,6 +65,15 @@ static POOL_ADDRESSES: LazyLock<Option<IntGaugeVec>> = LazyLock::new(|| {
     .ok()
 });
 
+/// A counter read from the store's own count at each scrape (an `IntCounter` cannot be set).
+static WRITE_TRANSACTIONS: LazyLock<Option<prometheus::IntGauge>> = LazyLock::new(|| {
+    prometheus::register_int_gauge!(
+        "osac_store_write_transactions_total",
+        "Write transactions this process committed (objects and driver records)"
+    )
+    .ok()
+});
+
 /// Registers the process metrics (Linux) once per process.
 pub fn register_process_metrics() {
     static DONE: std::sync::Once = std::sync::Once::new();
@@ -207,6 +216,9 @@ pub async fn render(store: Arc<dyn Store>) -> Response {
 }
 
 async fn refresh_gauges(store: &dyn Store) -> Result<(), osac_store::StoreError> {
+    if let Some(g) = WRITE_TRANSACTIONS.as_ref() {
+        g.set(i64::try_from(osac_store::write_transactions()).unwrap_or(i64::MAX));
+    }
     let counts = store.count_by_state().await?;
     let mut pools = Vec::new();
     let mut query = ListQuery::all(Kind::ExternalIpPool);

@@ -79,7 +79,12 @@ where
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         }
     }
-    let elapsed = start.elapsed();
+    finish(all, start.elapsed())
+}
+
+type Timed<T> = (usize, Duration, anyhow::Result<T>);
+
+fn finish<T>(mut all: Vec<Timed<T>>, elapsed: Duration) -> Run<T> {
     all.sort_by_key(|(i, _, _)| *i);
     let mut latencies = Vec::with_capacity(all.len());
     let mut results = Vec::with_capacity(all.len());
@@ -103,6 +108,75 @@ where
         errors,
         first_error,
     }
+}
+
+/// How operations are offered: by a fixed number of clients (closed loop: the next starts when
+/// one ends, so the load adapts to the server) or at a fixed rate (open loop: operations start
+/// on schedule whatever the server does, so latency is measured below saturation).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    Clients(usize),
+    /// Operations started per second.
+    Rate(f64),
+}
+
+impl Pace {
+    /// "32 clients" / "offered 200/s".
+    pub fn describe(&self) -> String {
+        match self {
+            Pace::Clients(c) => format!("{c} clients"),
+            Pace::Rate(r) => format!("offered {r:.0}/s"),
+        }
+    }
+}
+
+/// Runs `0..n` at `pace`; no operation starts after `limit`.
+pub async fn drive<T, F, Fut>(n: usize, pace: Pace, limit: Option<Duration>, op: F) -> Run<T>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = anyhow::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    match pace {
+        Pace::Clients(c) => run_for(n, c, limit, op).await,
+        Pace::Rate(r) => open_loop(n, r, limit, op).await,
+    }
+}
+
+/// Starts operation `i` at `i / rate` seconds after the start (each in its own task, however
+/// many are still running) and times it from that scheduled moment, so a server that falls
+/// behind shows its queueing in the latencies (no coordinated omission).
+pub async fn open_loop<T, F, Fut>(n: usize, rate: f64, limit: Option<Duration>, op: F) -> Run<T>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = anyhow::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let op = Arc::new(op);
+    let start = Instant::now();
+    let deadline = limit.map(|l| start + l);
+    let interval = Duration::from_secs_f64(1.0 / rate.max(1e-3));
+    let mut set = JoinSet::new();
+    for i in 0..n {
+        let scheduled = start + interval.mul_f64(i as f64);
+        if deadline.is_some_and(|d| scheduled >= d) {
+            break;
+        }
+        tokio::time::sleep_until(scheduled.into()).await;
+        let op = op.clone();
+        set.spawn(async move {
+            let r = op(i).await;
+            (i, scheduled.elapsed(), r)
+        });
+    }
+    let mut all = Vec::with_capacity(n);
+    while let Some(done) = set.join_next().await {
+        match done {
+            Ok(one) => all.push(one),
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+    finish(all, start.elapsed())
 }
 
 /// Sorted latencies.

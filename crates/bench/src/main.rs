@@ -60,6 +60,14 @@ struct Args {
     /// Raw store inserts to time (measure 1).
     #[arg(long, default_value_t = 10_000)]
     raw_inserts: usize,
+    /// Open loop for measure 2: start this many subnet creates per second (whatever the server
+    /// does) instead of `--clients` closed-loop clients, so create latency is measured below
+    /// saturation.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Open loop for measure 3: GETs and LISTs started per second instead of `--clients`.
+    #[arg(long)]
+    read_rate: Option<f64>,
     /// Subnets to create through REST, each in its own VirtualNetwork (measure 2).
     #[arg(long, default_value_t = 5_000)]
     creates: usize,
@@ -645,12 +653,15 @@ async fn create_phase(
     let vns = Arc::new(create_vns(args, env, "create", n, report).await?);
     env.analyze(args, report, "before the subnet creates")
         .await?;
+    let pace = args
+        .rate
+        .map_or(load::Pace::Clients(args.clients), load::Pace::Rate);
     progress!(
-        "2/5 create: timing {n} subnet creates with {} clients…",
-        args.clients
+        "2/5 create: timing {n} subnet creates, {}…",
+        pace.describe()
     );
     let api = env.api.clone();
-    let run = load::run(n, args.clients, move |i| {
+    let run = load::drive(n, pace, None, move |i| {
         let api = api.clone();
         let body = json!({
             "metadata": {"name": format!("create-sn-{i}"), "labels": {"bench": "create"}},
@@ -670,10 +681,7 @@ async fn create_phase(
     match raw_rate {
         Some(raw) => report.lines.push(Line {
             id: "2".into(),
-            what: format!(
-                "subnet create via REST ({} clients, own VN each)",
-                args.clients
-            ),
+            what: format!("subnet create via REST ({}, own VN each)", pace.describe()),
             shown: format!("{} /s = {:.2}× raw", thousands(rate), rate / raw),
             value: rate / raw,
             goal: Goal::AtLeast(0.25),
@@ -686,10 +694,7 @@ async fn create_phase(
         }),
         None => report.lines.push(Line {
             id: "2".into(),
-            what: format!(
-                "subnet create via REST ({} clients, own VN each)",
-                args.clients
-            ),
+            what: format!("subnet create via REST ({}, own VN each)", pace.describe()),
             shown: format!("{} /s", thousands(rate)),
             value: f64::NAN,
             goal: Goal::AtLeast(0.25),
@@ -959,10 +964,10 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
     let limit = Some(Duration::from_secs(args.phase_seconds));
     // GET: random bulk subnets.
     let get_ids = Arc::new(get_ids);
-    let gets = |n: usize, clients: usize| {
+    let gets = |n: usize, pace: load::Pace| {
         let api = env.api.clone();
         let ids = get_ids.clone();
-        load::run_for(n, clients, limit, move |_| {
+        load::drive(n, pace, limit, move |_| {
             let api = api.clone();
             let id = ids[rand::rng().random_range(0..ids.len())].clone();
             async move {
@@ -976,9 +981,9 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
     };
     // LIST: a random group of exactly GROUP_SIZE subnets out of all stored objects.
     let full_groups = bulk.groups;
-    let lists = |n: usize, clients: usize| {
+    let lists = |n: usize, pace: load::Pace| {
         let api = env.api.clone();
-        load::run_for(n, clients, limit, move |_| {
+        load::drive(n, pace, limit, move |_| {
             let api = api.clone();
             let g = rand::rng().random_range(0..groups);
             let filter = format!("this.metadata.labels[\"bench-group\"] == \"g{g}\"");
@@ -995,26 +1000,30 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
             }
         })
     };
+    let pace = args
+        .read_rate
+        .map_or(load::Pace::Clients(args.clients), load::Pace::Rate);
+    let (many, one) = (load::Pace::Clients(args.clients), load::Pace::Clients(1));
     progress!(
-        "3/5 objects: warm-up, {} GETs with {} clients, then with 1…",
+        "3/5 objects: warm-up, {} GETs {}, then with 1 client…",
         args.gets,
-        args.clients
+        pace.describe()
     );
-    let _ = gets(args.gets.min(500), args.clients).await;
-    let g = gets(args.gets, args.clients).await;
-    let g1 = gets(args.gets.div_ceil(5), 1).await;
+    let _ = gets(args.gets.min(500), many).await;
+    let g = gets(args.gets, pace).await;
+    let g1 = gets(args.gets.div_ceil(5), one).await;
     let after_gets = Mem::now();
     report
         .details
         .push(format!("memory, after the GETs: {after_gets}"));
     progress!(
-        "3/5 objects: warm-up, {} LISTs with {} clients, then with 1…",
+        "3/5 objects: warm-up, {} LISTs {}, then with 1 client…",
         args.lists,
-        args.clients
+        pace.describe()
     );
-    let _ = lists(args.lists.min(100), args.clients).await;
-    let l = lists(args.lists, args.clients).await;
-    let l1 = lists(args.lists.div_ceil(5), 1).await;
+    let _ = lists(args.lists.min(100), many).await;
+    let l = lists(args.lists, pace).await;
+    let l1 = lists(args.lists.div_ceil(5), one).await;
     for (what, run) in [
         ("GET", &g.errors),
         ("LIST", &l.errors),
@@ -1034,7 +1043,7 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
     push_latency(
         report,
         "3",
-        &format!("GET p99 at {objects} objects ({} clients)", args.clients),
+        &format!("GET p99 at {objects} objects ({})", pace.describe()),
         &g.latencies,
         5.0,
         g.rate(),
@@ -1043,23 +1052,23 @@ async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()
         report,
         "",
         &format!(
-            "LIST p99, label filter → {} of {objects} ({} cl.)",
+            "LIST p99, label filter → {} of {objects} ({})",
             store::GROUP_SIZE,
-            args.clients
+            pace.describe()
         ),
         &l.latencies,
         50.0,
         l.rate(),
     );
     report.details.push(format!(
-        "[objects] GET,  {} clients: {}; {} req/s",
-        args.clients,
+        "[objects] GET,  {}: {}; {} req/s",
+        pace.describe(),
         g.latencies.summary(),
         thousands(g.rate())
     ));
     report.details.push(format!(
-        "[objects] LIST, {} clients: {}; {} req/s",
-        args.clients,
+        "[objects] LIST, {}: {}; {} req/s",
+        pace.describe(),
         l.latencies.summary(),
         thousands(l.rate())
     ));

@@ -174,6 +174,7 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
         "6/6 workloads: timing {n} × (ComputeInstance + ExternalIPAttachment) with {} clients until every attachment is READY…",
         args.clients
     );
+    let txs_before = osac_store::write_transactions();
     let start = Instant::now();
     let run_api = api.clone();
     let subnets = Arc::new(subnets);
@@ -221,6 +222,7 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
         )
         .await;
     let total = start.elapsed();
+    let txs = osac_store::write_transactions().saturating_sub(txs_before);
     let phases = Histograms::now("osac_workload_phase_duration_seconds", &["kind", "phase"])
         .since(&phases_before);
     let reconciles =
@@ -273,6 +275,19 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
         goal: Goal::AtLeast(GOAL_PER_S),
         goal_text: format!("≥ {GOAL_PER_S:.0} /s"),
         note: String::new(),
+    });
+    let per_workload = txs as f64 / (ok.max(1)) as f64;
+    report.lines.push(Line {
+        id: "".into(),
+        what: "  write transactions per workload".into(),
+        shown: format!("{per_workload:.1}"),
+        value: per_workload,
+        goal: Goal::AtMost(3.0),
+        goal_text: "≤ 3".into(),
+        note: format!(
+            "{} committed (objects, events, driver records), creates included",
+            thousands(txs as f64)
+        ),
     });
     report.lines.push(Line {
         id: "".into(),

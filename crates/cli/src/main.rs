@@ -18,7 +18,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the control plane (REST + gRPC API and controllers)
-    Server(serve::ServerArgs),
+    Server(Box<serve::ServerArgs>),
     /// Print a shell completion script: `source <(osac completion bash)`
     Completion {
         /// bash, zsh, fish, elvish or powershell
@@ -66,7 +66,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Server(args) => serve::run(args).await,
+            Command::Server(args) => serve::run(*args).await,
             Command::Client(cmd) => osac_cli::client::run(cmd).await,
             Command::Completion { .. } => Ok(()),
         }

@@ -178,10 +178,14 @@ mod tests {
         assert_eq!((fence.shard, fence.token), (shard, 7));
         assert!(fence.holds_locally());
         // Taken over: a new token; the old fence no longer holds.
-        held.get_mut(&shard).map(|l| l.token = 8);
+        if let Some(l) = held.get_mut(&shard) {
+            l.token = 8;
+        }
         o.set(held.clone());
         assert!(!fence.holds_locally());
-        held.get_mut(&shard).map(|l| l.deadline = Instant::now());
+        if let Some(l) = held.get_mut(&shard) {
+            l.deadline = Instant::now();
+        }
         o.set(held);
         assert!(matches!(o.claim(id), Claim::NotMine));
     }

@@ -74,6 +74,19 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// Write transactions committed by this process (object transactions and driver-record
+/// writes), for `/metrics` and the benchmark's transactions-per-workload figure.
+static WRITE_TRANSACTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many write transactions this process has committed.
+pub fn write_transactions() -> u64 {
+    WRITE_TRANSACTIONS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn count_write() {
+    WRITE_TRANSACTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Result of store calls.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

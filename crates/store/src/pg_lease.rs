@@ -327,6 +327,7 @@ impl KvBatch for PgKvBatch {
         .execute(&mut *this.tx)
         .await?;
         this.tx.commit().await?;
+        crate::count_write();
         Ok(generation)
     }
 }

@@ -268,6 +268,7 @@ impl Store for PostgresStore {
             .bind(value)
             .execute(&self.pool)
             .await?;
+        crate::count_write();
         Ok(())
     }
 
@@ -289,6 +290,7 @@ impl Store for PostgresStore {
             .bind(key)
             .execute(&self.pool)
             .await?;
+        crate::count_write();
         Ok(())
     }
 
@@ -318,6 +320,7 @@ impl Store for PostgresStore {
             // One statement is atomic on its own: no BEGIN/COMMIT round trips.
             [only] => {
                 only.build().execute(&self.pool).await?;
+                crate::count_write();
             }
             all => {
                 let mut tx = self.pool.begin().await?;
@@ -325,6 +328,7 @@ impl Store for PostgresStore {
                     q.build().execute(&mut *tx).await?;
                 }
                 tx.commit().await?;
+                crate::count_write();
             }
         }
         Ok(())
@@ -566,6 +570,7 @@ impl Tx for PgTx {
                 .await?;
         }
         this.tx.commit().await?;
+        crate::count_write();
         for c in this.changes {
             let _ = this.feed.send(c);
         }

@@ -263,6 +263,7 @@ impl Store for SqliteStore {
             .bind(value)
             .execute(&self.pool)
             .await?;
+        crate::count_write();
         Ok(())
     }
 
@@ -286,6 +287,7 @@ impl Store for SqliteStore {
             .bind(key)
             .execute(&self.pool)
             .await?;
+        crate::count_write();
         Ok(())
     }
 
@@ -316,6 +318,7 @@ impl Store for SqliteStore {
             // One statement is atomic on its own: no BEGIN/COMMIT round trips.
             [only] => {
                 only.build().execute(&self.pool).await?;
+                crate::count_write();
             }
             all => {
                 let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -323,6 +326,7 @@ impl Store for SqliteStore {
                     q.build().execute(&mut *tx).await?;
                 }
                 tx.commit().await?;
+                crate::count_write();
             }
         }
         Ok(())
@@ -528,6 +532,7 @@ impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<()> {
         let this = *self;
         this.tx.commit().await?;
+        crate::count_write();
         // Every change is published, events included: watches (`osac events --watch`) stream
         // them; controllers skip kinds nothing reconciles.
         for c in this.changes {

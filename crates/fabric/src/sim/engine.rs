@@ -166,7 +166,7 @@ async fn writer<T: Tables>(
                     committed: &committed,
                     seen: &mut seen,
                 };
-                run.write(batch, &mut working, jobs.drain(..).collect())
+                run.write(batch, &mut working, std::mem::take(&mut jobs))
                     .await
             }
             None => {

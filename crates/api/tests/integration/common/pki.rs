@@ -103,7 +103,6 @@ impl LimitedServer {
             ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
             fabric: Default::default(),
             sim_latency: Default::default(),
-            sim_latency: Default::default(),
             transport,
             limits: Default::default(),
         })
