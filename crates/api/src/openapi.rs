@@ -589,7 +589,7 @@ fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMap<String, V
     paths.insert(
         "/readyz".into(),
         json!({ "get": { "operationId": "readyz", "summary": "Readiness: the database answers", "tags": ["Operations"], "security": [], "responses": {
-            "200": { "description": "\"ready\".", "content": { "text/plain": { "schema": { "type": "string" } } } },
+            "200": { "description": "\"ready\"; on PostgreSQL a second line with the controller shards this replica holds.", "content": { "text/plain": { "schema": { "type": "string" } } } },
             "503": { "description": "\"database unavailable\".", "content": { "text/plain": { "schema": { "type": "string" } } } },
         } } }),
     );
@@ -607,6 +607,11 @@ fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMap<String, V
         "/api/private/v1/managers".into(),
         json!({ "get": { "operationId": "private.managers.list", "summary": "List the registered managers", "tags": ["Managers"],
             "responses": ok("Every registered manager.", schema_ref("ManagerList")) } }),
+    );
+    paths.insert(
+        "/api/private/v1/replicas".into(),
+        json!({ "get": { "operationId": "private.replicas.list", "summary": "List the control-plane replicas sharing the database and the controller shards each holds", "tags": ["Managers"],
+            "responses": ok("Every replica registered in the last hour.", schema_ref("ReplicaList")) } }),
     );
     paths.insert(
         "/api/private/v1/dataplane:gc".into(),
@@ -668,6 +673,37 @@ fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMap<String, V
                 "size": { "type": "integer", "description": "Number of items." },
                 "total": { "type": "integer", "description": "Number of registered managers." },
                 "items": { "type": "array", "items": schema_ref("Manager") },
+            },
+        }),
+    );
+    schemas.insert(
+        "ReplicaList".into(),
+        json!({
+            "type": "object",
+            "properties": {
+                "shared": { "type": "boolean", "description": "Whether the store is shared by replicas (PostgreSQL); false: one process reconciles everything." },
+                "shards": { "type": "integer", "description": "Number of controller shards." },
+                "unowned_shards": { "type": "integer", "description": "Shards no live replica holds right now." },
+                "size": { "type": "integer", "description": "Number of items." },
+                "total": { "type": "integer", "description": "Number of replicas listed." },
+                "items": { "type": "array", "items": schema_ref("Replica") },
+            },
+        }),
+    );
+    schemas.insert(
+        "Replica".into(),
+        json!({
+            "type": "object",
+            "properties": {
+                "id": { "type": "string", "description": "Unique per process start." },
+                "name": { "type": "string", "description": "host:pid." },
+                "address": { "type": "string", "description": "Where it serves the API." },
+                "dataplane": { "type": "boolean", "description": "Whether it drives the linux dataplane (then it runs alone)." },
+                "live": { "type": "boolean", "description": "Its registration has not expired." },
+                "started_at": { "type": "string", "format": "date-time" },
+                "expires_at": { "type": "string", "format": "date-time", "description": "Its registration lapses then unless renewed." },
+                "shard_count": { "type": "integer" },
+                "shards": { "type": "array", "items": { "type": "integer" }, "description": "The controller shards whose lease it holds." },
             },
         }),
     );

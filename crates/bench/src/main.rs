@@ -24,6 +24,7 @@ macro_rules! progress {
 mod api;
 mod load;
 mod metrics;
+mod replicas;
 mod report;
 mod single_call;
 mod store;
@@ -149,6 +150,14 @@ struct Args {
     /// GETs per mode of --tls-compare.
     #[arg(long, default_value_t = 50_000)]
     tls_gets: usize,
+    /// Only run the replica measure: this many `osac server --dev` processes on a fresh
+    /// PostgreSQL database (from --database-url) each, `--workloads` workloads created
+    /// round-robin through them, undisturbed and then with one replica killed half-way.
+    #[arg(long)]
+    replicas: Option<usize>,
+    /// The `osac` binary the replicas run (default: next to this benchmark).
+    #[arg(long)]
+    osac_bin: Option<std::path::PathBuf>,
     /// Log filter for the server's logs (stderr), e.g. `info` or `osac_store=debug`.
     #[arg(long, env = "RUST_LOG", default_value = "warn")]
     log: String,
@@ -316,6 +325,26 @@ async fn bench(args: Args) -> Result<Report> {
             phase: Duration::from_secs(args.phase_seconds),
         };
         tls_compare::run(&settings, &mut report).await?;
+        return Ok(report);
+    }
+    if let Some(replicas) = args.replicas {
+        let database_url = args
+            .database_url
+            .clone()
+            .filter(|u| u.starts_with("postgres"))
+            .context("--replicas needs --database-url postgres://…")?;
+        let osac = match &args.osac_bin {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()?.with_file_name("osac"),
+        };
+        let settings = replicas::Settings {
+            osac,
+            database_url,
+            replicas,
+            workloads: args.workloads,
+            clients: args.clients,
+        };
+        replicas::run(&settings, &mut report).await?;
         return Ok(report);
     }
     let tmp = tempfile::Builder::new().prefix("osac-bench-").tempdir()?;

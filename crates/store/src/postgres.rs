@@ -32,7 +32,24 @@ pub struct PostgresStore {
 struct Notice {
     origin: String,
     change: Change,
+    /// When the change was committed (µs since the epoch, the sender's clock): the receiver
+    /// measures how long the notification took.
+    #[serde(default)]
+    sent_at_us: i64,
 }
+
+/// How long a change took to reach another process (`NOTIFY` → `LISTEN`), seconds.
+static FEED_DELAY: std::sync::LazyLock<Option<prometheus::Histogram>> =
+    std::sync::LazyLock::new(|| {
+        prometheus::register_histogram!(
+            "osac_change_feed_delay_seconds",
+            "Time from a commit in another replica to its change notification arriving here",
+            vec![
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5
+            ]
+        )
+        .ok()
+    });
 
 impl PostgresStore {
     /// Connects, runs migrations and starts listening for other processes' changes.
@@ -63,6 +80,12 @@ impl PostgresStore {
                         if let Ok(notice) = serde_json::from_str::<Notice>(n.payload())
                             && notice.origin != me
                         {
+                            if notice.sent_at_us > 0
+                                && let Some(h) = FEED_DELAY.as_ref()
+                            {
+                                let now = Utc::now().timestamp_micros();
+                                h.observe((now - notice.sent_at_us).max(0) as f64 / 1e6);
+                            }
                             let _ = tx.send(notice.change);
                         }
                     }
@@ -558,10 +581,12 @@ impl Tx for PgTx {
         // Every change is published, events included: watches (`osac events --watch`) stream
         // them; controllers skip kinds nothing reconciles.
         let mut this = *self;
+        let sent_at_us = Utc::now().timestamp_micros();
         for c in &this.changes {
             let notice = Notice {
                 origin: this.origin.clone(),
                 change: c.clone(),
+                sent_at_us,
             };
             sqlx::query("SELECT pg_notify($1, $2)")
                 .bind(CHANNEL)

@@ -197,6 +197,7 @@ async fn openapi_document_covers_every_route_and_field() {
     want.insert(format!("{PRIV}/tokens/{{id}}"), set(&["delete"]));
     for (path, m) in [
         (format!("{PRIV}/managers"), "get"),
+        (format!("{PRIV}/replicas"), "get"),
         (format!("{PRIV}/dataplane:gc"), "post"),
         ("/healthz".into(), "get"),
         ("/readyz".into(), "get"),

@@ -560,7 +560,8 @@ pub struct AdminArgs {
 pub enum AdminCommand {
     /// Create a provider object or a token
     Create(Box<AdminCreateArgs>),
-    /// List or show provider objects, or list bearer tokens (`osac admin get tokens`)
+    /// List or show provider objects, list bearer tokens (`osac admin get tokens`) or the
+    /// control-plane replicas (`osac admin get replicas`)
     Get(AdminGetArgs),
     /// Change a provider object from a file
     Update(Box<UpdateOpts>),
@@ -594,6 +595,14 @@ pub enum AdminGetTokens {
     /// Bearer tokens: id, subject, role, tenant, creation and expiry (never the secrets)
     #[command(name = "tokens", visible_alias = "token")]
     Tokens {
+        /// Output format
+        #[arg(long, short = 'o', value_enum, default_value = "table")]
+        output: OutputFormat,
+    },
+    /// Control-plane replicas sharing the database: live or gone, and the controller shards
+    /// each one holds
+    #[command(name = "replicas", visible_alias = "replica")]
+    Replicas {
         /// Output format
         #[arg(long, short = 'o', value_enum, default_value = "table")]
         output: OutputFormat,

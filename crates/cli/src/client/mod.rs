@@ -138,8 +138,13 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
                 AdminCommand::Create(x) => create::run_admin(&c, &x.what).await,
                 AdminCommand::Get(g) => match (&g.tokens, &g.opts) {
                     (Some(AdminGetTokens::Tokens { output }), _) => tokens::list(&c, *output).await,
+                    (Some(AdminGetTokens::Replicas { output }), _) => {
+                        ops::replicas(&c, *output).await
+                    }
                     (None, Some(o)) => ops::get(&c, o).await,
-                    (None, None) => anyhow::bail!("osac admin get: name a kind or `tokens`"),
+                    (None, None) => {
+                        anyhow::bail!("osac admin get: name a kind, `tokens` or `replicas`")
+                    }
                 },
                 AdminCommand::Update(o) => ops::update(&c, o).await,
                 AdminCommand::Label(o) => ops::label(&c, o).await,

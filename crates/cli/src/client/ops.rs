@@ -12,7 +12,7 @@ use super::http::{Api, ClientError, ListQuery};
 use super::kind::{Access, Kind, Scope};
 use super::output::{
     OutputFormat, RefNames, add_external_ips, emit, managers_table, object_label, render_raw,
-    table, to_json, to_yaml, wide_table,
+    replicas_table, table, to_json, to_yaml, wide_table,
 };
 use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules, rule_summary};
 use super::wait::{Goal, wait};
@@ -480,6 +480,37 @@ pub async fn managers(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
         OutputFormat::Name | OutputFormat::Id => items
             .iter()
             .filter_map(|m| m.get("name").and_then(Value::as_str))
+            .map(|n| format!("{n}\n"))
+            .collect(),
+    };
+    emit(&text)
+}
+
+/// `osac admin get replicas`.
+pub async fn replicas(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
+    let url = ctx.api.endpoint(Scope::Private, &["replicas"]);
+    let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
+    let items = match resp.get("items") {
+        Some(Value::Array(a)) => a.clone(),
+        _ => Vec::new(),
+    };
+    let text = match format {
+        OutputFormat::Table | OutputFormat::Wide => {
+            let mut out = replicas_table(&items).render();
+            if resp.get("shared") == Some(&Value::Bool(false)) {
+                out.push_str("one process on an embedded store: it reconciles everything\n");
+            } else if let Some(n) = resp.get("unowned_shards").and_then(Value::as_i64)
+                && n > 0
+            {
+                out.push_str(&format!("{n} shards held by no replica right now\n"));
+            }
+            out
+        }
+        OutputFormat::Json => to_json(&resp)?,
+        OutputFormat::Yaml => to_yaml(&resp)?,
+        OutputFormat::Name | OutputFormat::Id => items
+            .iter()
+            .filter_map(|m| m.get("id").and_then(Value::as_str))
             .map(|n| format!("{n}\n"))
             .collect(),
     };

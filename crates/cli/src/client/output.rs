@@ -722,6 +722,39 @@ fn baremetal_template_table(items: &[Value], names: &RefNames) -> Table {
     t
 }
 
+/// The table of `GET /api/private/v1/replicas` (`osac admin get replicas`).
+pub fn replicas_table(items: &[Value]) -> Table {
+    let mut t = Table::new(&[
+        "NAME",
+        "ADDRESS",
+        "LIVE",
+        "DATAPLANE",
+        "SHARDS",
+        "STARTED",
+        "ID",
+    ]);
+    for v in items {
+        let flag = |k: &str| {
+            if v[k] == Value::Bool(true) {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string()
+        };
+        t.push(vec![
+            text(v, "name"),
+            text(v, "address"),
+            flag("live"),
+            flag("dataplane"),
+            v["shard_count"].as_u64().unwrap_or(0).to_string(),
+            text(v, "started_at"),
+            text(v, "id"),
+        ]);
+    }
+    t
+}
+
 /// The table of `GET /api/private/v1/managers`.
 pub fn managers_table(items: &[Value]) -> Table {
     let mut t = Table::new(&["NAME", "ROLE", "DRIVER", "CAPABILITIES", "DESCRIPTION"]);
