@@ -403,6 +403,87 @@ async fn suite(s: Arc<dyn Store>) {
     counts_by_kind_and_state(s.as_ref()).await;
 }
 
+/// Shard leases: one holder at a time, an expired lease is taken over with a higher fencing
+/// token, and a transaction fenced with the old token is refused.
+async fn leases_and_fencing(s: &dyn Store) {
+    let leases = s.leases().expect("PostgreSQL coordinates replicas");
+    let info = |id: &str| osac_store::ReplicaInfo {
+        id: id.into(),
+        name: id.into(),
+        address: "127.0.0.1:1".into(),
+        dataplane: false,
+    };
+    let short = Duration::from_millis(700);
+    assert!(leases.join(&info("a"), short).await.unwrap().is_empty());
+    assert_eq!(leases.join(&info("b"), short).await.unwrap().len(), 1);
+    assert_eq!(leases.acquire("a", &[1, 2], short).await.unwrap(), vec![(1, 1), (2, 1)]);
+    assert!(leases.acquire("b", &[1, 2], short).await.unwrap().is_empty(), "held by a");
+    let mut tx = s.begin().await.unwrap();
+    tx.fence(1, "a", 1).await.expect("a holds shard 1 with token 1");
+    tx.commit().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    // Expired: a cannot renew it, b takes it with token 2, a's writes are refused.
+    assert!(leases.renew("a", &[1], short).await.unwrap().is_empty());
+    assert_eq!(leases.acquire("b", &[1], Duration::from_secs(30)).await.unwrap(), vec![(1, 2)]);
+    let mut tx = s.begin().await.unwrap();
+    assert!(matches!(tx.fence(1, "a", 1).await, Err(StoreError::Fenced(1))));
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
+    assert!(matches!(tx.fence(1, "b", 1).await, Err(StoreError::Fenced(1))), "old token");
+    drop(tx);
+    let mut tx = s.begin().await.unwrap();
+    tx.fence(1, "b", 2).await.expect("b holds shard 1 with token 2");
+    drop(tx);
+    // Released shards are free at once; the listing shows who holds what.
+    leases.release("b", &[1]).await.unwrap();
+    assert_eq!(leases.acquire("a", &[1], short).await.unwrap(), vec![(1, 3)]);
+    let held: Vec<_> = leases
+        .shard_leases()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.live)
+        .map(|l| (l.shard, l.owner))
+        .collect();
+    assert_eq!(held, vec![(1, Some("a".to_string()))]);
+    leases.leave("a").await.unwrap();
+    let live: Vec<_> = leases.replicas().await.unwrap().into_iter().filter(|r| r.live).collect();
+    assert_eq!(live.len(), 1, "a left, b is still registered");
+    assert_eq!(live[0].info.id, "b");
+}
+
+/// A shared namespace: each batch catches up on what others wrote since its generation.
+async fn shared_namespace_journal(s: &dyn Store) {
+    use osac_store::Missed;
+    let ns = "journal-test";
+    let mut first = s.kv_exclusive(ns, 0).await.unwrap().expect("shared");
+    assert_eq!(first.take_missed(), Missed::Changes(vec![]));
+    let g1 = first
+        .commit(&[("a".into(), Some("1".into())), ("b".into(), Some("2".into()))])
+        .await
+        .unwrap();
+    assert_eq!(g1, 1);
+    let second = s.kv_exclusive(ns, 1).await.unwrap().expect("shared");
+    let g2 = second.commit(&[("a".into(), None)]).await.unwrap();
+    assert_eq!(g2, 2);
+    // A writer that last saw generation 1 learns of the delete; one at 0 of everything.
+    let mut behind = s.kv_exclusive(ns, 1).await.unwrap().expect("shared");
+    assert_eq!(behind.generation(), 2);
+    assert_eq!(behind.take_missed(), Missed::Changes(vec![("a".into(), None)]));
+    drop(behind);
+    let mut fresh = s.kv_exclusive(ns, 0).await.unwrap().expect("shared");
+    assert_eq!(
+        fresh.take_missed(),
+        Missed::Changes(vec![
+            ("a".into(), Some("1".into())),
+            ("b".into(), Some("2".into())),
+            ("a".into(), None),
+        ])
+    );
+    drop(fresh);
+    assert_eq!(s.kv_load(ns).await.unwrap(), vec![("b".into(), "2".into())]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_conforms() {
     let (s, _dir) = sqlite().await;
@@ -412,7 +493,11 @@ async fn sqlite_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_conforms() {
     match postgres().await {
-        Some(s) => suite(s).await,
+        Some(s) => {
+            suite(s.clone()).await;
+            leases_and_fencing(s.as_ref()).await;
+            shared_namespace_journal(s.as_ref()).await;
+        }
         None if std::env::var("CI").is_ok_and(|v| v == "true") => {
             panic!(
                 "CI=true but OSAC_TEST_DATABASE_URL is not set: the PostgreSQL suite must run in CI"
