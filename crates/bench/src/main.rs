@@ -707,7 +707,7 @@ async fn create_phase(
     }
     let rate = run.rate();
     let ok = run.results.iter().filter(|r| r.is_some()).count();
-    match raw_rate {
+    match raw_rate.filter(|_| matches!(pace, load::Pace::Clients(_))) {
         Some(raw) => report.lines.push(Line {
             id: "2".into(),
             what: format!("subnet create via REST ({}, own VN each)", pace.describe()),
@@ -728,7 +728,10 @@ async fn create_phase(
             value: f64::NAN,
             goal: Goal::AtLeast(0.25),
             goal_text: "≥ 0.25× raw".into(),
-            note: "raw rate not measured (--skip-raw)".into(),
+            note: match pace {
+                load::Pace::Rate(_) => "open loop: the rate is what was offered".into(),
+                load::Pace::Clients(_) => "raw rate not measured (--skip-raw)".into(),
+            },
         }),
     }
     report.lines.push(Line {

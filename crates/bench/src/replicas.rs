@@ -56,6 +56,11 @@ fn start_replica(osac: &Path, db: &str, dir: &Path) -> Result<Replica> {
             "--database-url",
             db,
         ])
+        // The run measures throughput, not the tenant limits.
+        .args([
+            "--default-quota",
+            "external_ips=unlimited,compute_instances=unlimited",
+        ])
         .arg("--data-dir")
         .arg(dir)
         .env("RUST_LOG", "warn")
@@ -231,6 +236,12 @@ async fn timed_run(s: &Settings, db: &str, kill: bool) -> Result<Duration> {
         }
     })
     .await;
+    if let Some(e) = &eips.first_error {
+        eprintln!(
+            "[replicas] {} ExternalIP creates failed, e.g. {e}",
+            eips.errors
+        );
+    }
     let eips: Arc<Vec<String>> = Arc::new(eips.ok().collect());
     let (ok, bad) = ready("EXTERNAL_IP", "ALLOCATED");
     t.wait_count(

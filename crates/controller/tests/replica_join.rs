@@ -48,8 +48,12 @@ async fn the_linux_dataplane_runs_as_a_single_replica() {
     let Some(store) = fresh_store().await else {
         return;
     };
-    join(&*store, &replica("plain-1", false)).await.expect("first replica");
-    join(&*store, &replica("plain-2", false)).await.expect("plain replicas share");
+    join(&*store, &replica("plain-1", false))
+        .await
+        .expect("first replica");
+    join(&*store, &replica("plain-2", false))
+        .await
+        .expect("plain replicas share");
     let refused = join(&*store, &replica("linux-1", true)).await;
     assert!(
         matches!(refused, Err(JoinError::Dataplane { .. })),
@@ -59,7 +63,9 @@ async fn the_linux_dataplane_runs_as_a_single_replica() {
     let leases = store.leases().expect("shared store");
     leases.leave("plain-1").await.expect("leave");
     leases.leave("plain-2").await.expect("leave");
-    join(&*store, &replica("linux-1", true)).await.expect("alone now");
+    join(&*store, &replica("linux-1", true))
+        .await
+        .expect("alone now");
     let refused = join(&*store, &replica("plain-3", false)).await;
     match refused {
         Err(e @ JoinError::Dataplane { .. }) => {

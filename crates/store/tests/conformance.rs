@@ -416,27 +416,56 @@ async fn leases_and_fencing(s: &dyn Store) {
     let short = Duration::from_millis(700);
     assert!(leases.join(&info("a"), short).await.unwrap().is_empty());
     assert_eq!(leases.join(&info("b"), short).await.unwrap().len(), 1);
-    assert_eq!(leases.acquire("a", &[1, 2], short).await.unwrap(), vec![(1, 1), (2, 1)]);
-    assert!(leases.acquire("b", &[1, 2], short).await.unwrap().is_empty(), "held by a");
+    assert_eq!(
+        leases.acquire("a", &[1, 2], short).await.unwrap(),
+        vec![(1, 1), (2, 1)]
+    );
+    assert!(
+        leases
+            .acquire("b", &[1, 2], short)
+            .await
+            .unwrap()
+            .is_empty(),
+        "held by a"
+    );
     let mut tx = s.begin().await.unwrap();
-    tx.fence(1, "a", 1).await.expect("a holds shard 1 with token 1");
+    tx.fence(1, "a", 1)
+        .await
+        .expect("a holds shard 1 with token 1");
     tx.commit().await.unwrap();
     tokio::time::sleep(Duration::from_millis(900)).await;
     // Expired: a cannot renew it, b takes it with token 2, a's writes are refused.
     assert!(leases.renew("a", &[1], short).await.unwrap().is_empty());
-    assert_eq!(leases.acquire("b", &[1], Duration::from_secs(30)).await.unwrap(), vec![(1, 2)]);
+    assert_eq!(
+        leases
+            .acquire("b", &[1], Duration::from_secs(30))
+            .await
+            .unwrap(),
+        vec![(1, 2)]
+    );
     let mut tx = s.begin().await.unwrap();
-    assert!(matches!(tx.fence(1, "a", 1).await, Err(StoreError::Fenced(1))));
+    assert!(matches!(
+        tx.fence(1, "a", 1).await,
+        Err(StoreError::Fenced(1))
+    ));
     drop(tx);
     let mut tx = s.begin().await.unwrap();
-    assert!(matches!(tx.fence(1, "b", 1).await, Err(StoreError::Fenced(1))), "old token");
+    assert!(
+        matches!(tx.fence(1, "b", 1).await, Err(StoreError::Fenced(1))),
+        "old token"
+    );
     drop(tx);
     let mut tx = s.begin().await.unwrap();
-    tx.fence(1, "b", 2).await.expect("b holds shard 1 with token 2");
+    tx.fence(1, "b", 2)
+        .await
+        .expect("b holds shard 1 with token 2");
     drop(tx);
     // Released shards are free at once; the listing shows who holds what.
     leases.release("b", &[1]).await.unwrap();
-    assert_eq!(leases.acquire("a", &[1], short).await.unwrap(), vec![(1, 3)]);
+    assert_eq!(
+        leases.acquire("a", &[1], short).await.unwrap(),
+        vec![(1, 3)]
+    );
     let held: Vec<_> = leases
         .shard_leases()
         .await
@@ -447,7 +476,19 @@ async fn leases_and_fencing(s: &dyn Store) {
         .collect();
     assert_eq!(held, vec![(1, Some("a".to_string()))]);
     leases.leave("a").await.unwrap();
-    let live: Vec<_> = leases.replicas().await.unwrap().into_iter().filter(|r| r.live).collect();
+    // b's registration lapsed during the wait; a heartbeat renews it.
+    let live_now = leases
+        .heartbeat(&info("b"), Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(live_now.len(), 1);
+    let live: Vec<_> = leases
+        .replicas()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.live)
+        .collect();
     assert_eq!(live.len(), 1, "a left, b is still registered");
     assert_eq!(live[0].info.id, "b");
 }
@@ -459,7 +500,10 @@ async fn shared_namespace_journal(s: &dyn Store) {
     let mut first = s.kv_exclusive(ns, 0).await.unwrap().expect("shared");
     assert_eq!(first.take_missed(), Missed::Changes(vec![]));
     let g1 = first
-        .commit(&[("a".into(), Some("1".into())), ("b".into(), Some("2".into()))])
+        .commit(&[
+            ("a".into(), Some("1".into())),
+            ("b".into(), Some("2".into())),
+        ])
         .await
         .unwrap();
     assert_eq!(g1, 1);
@@ -469,7 +513,10 @@ async fn shared_namespace_journal(s: &dyn Store) {
     // A writer that last saw generation 1 learns of the delete; one at 0 of everything.
     let mut behind = s.kv_exclusive(ns, 1).await.unwrap().expect("shared");
     assert_eq!(behind.generation(), 2);
-    assert_eq!(behind.take_missed(), Missed::Changes(vec![("a".into(), None)]));
+    assert_eq!(
+        behind.take_missed(),
+        Missed::Changes(vec![("a".into(), None)])
+    );
     drop(behind);
     let mut fresh = s.kv_exclusive(ns, 0).await.unwrap().expect("shared");
     assert_eq!(
