@@ -11,6 +11,17 @@
 //! during a reconcile marks the object dirty and it runs again right after. Failures back off
 //! exponentially per object (`backoff_base` doubling up to `backoff_cap`, reset on success).
 //!
+//! # Several replicas
+//!
+//! On a store several processes share (PostgreSQL), each process is a replica
+//! ([`Controllers::with_replica`], after [`replica::join`]): objects fall into
+//! [`ownership::SHARDS`] shards by a hash of their id, and a replica reconciles only the shards
+//! whose lease it holds ([`replica`] renews, releases and acquires them). Every reconcile runs
+//! under its shard's fencing token ([`osac_fabric::fence`]): its store transactions check the
+//! token first (a write under a lost lease is refused), and manager and provisioner calls are
+//! refused once the lease's local deadline has passed. Alone on its store, a process owns every
+//! shard and nothing is fenced.
+//!
 //! # The reconciler contract
 //!
 //! Every reconciler (one per kind, in [`reconcile`]) obeys these rules; the runtime relies on
