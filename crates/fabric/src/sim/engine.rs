@@ -516,4 +516,109 @@ mod tests {
         );
         assert_eq!(*store.batches.lock().unwrap(), 1);
     }
+
+    /// Several "processes" sharing one namespace: a journal of (generation, key, value) and
+    /// one writer at a time, like the PostgreSQL store; fences named in `lost` do not hold.
+    #[derive(Default)]
+    struct SharedJournal {
+        journal: Arc<tokio::sync::Mutex<Vec<(i64, String, Option<String>)>>>,
+        lost: Mutex<Vec<i64>>,
+    }
+
+    struct JournalBatch {
+        guard: tokio::sync::OwnedMutexGuard<Vec<(i64, String, Option<String>)>>,
+        generation: i64,
+        missed: Vec<(String, Option<String>)>,
+        lost: Vec<i64>,
+    }
+
+    #[async_trait]
+    impl SharedBatch for JournalBatch {
+        fn generation(&self) -> i64 {
+            self.generation
+        }
+        fn take_missed(&mut self) -> MissedRecords {
+            MissedRecords::Changes(std::mem::take(&mut self.missed))
+        }
+        async fn fence_holds(&mut self, fence: &Fence) -> Result<bool, String> {
+            Ok(!self.lost.contains(&fence.token))
+        }
+        async fn commit(
+            mut self: Box<Self>,
+            rows: &[(String, Option<String>)],
+        ) -> Result<i64, String> {
+            if rows.is_empty() {
+                return Ok(self.generation);
+            }
+            let generation = self.generation + 1;
+            for (k, v) in rows {
+                self.guard.push((generation, k.clone(), v.clone()));
+            }
+            Ok(generation)
+        }
+    }
+
+    #[async_trait]
+    impl SimStateStore for SharedJournal {
+        async fn load_all(&self, _: &str) -> Result<Vec<(String, String)>, String> {
+            Ok(Vec::new())
+        }
+        async fn put(&self, _: &str, _: &str, _: &str) -> Result<(), String> {
+            Err("shared: batches only".into())
+        }
+        async fn delete(&self, _: &str, _: &str) -> Result<(), String> {
+            Err("shared: batches only".into())
+        }
+        fn shared(&self) -> bool {
+            true
+        }
+        async fn exclusive(&self, _: &str, seen: i64) -> Result<Box<dyn SharedBatch>, String> {
+            let guard = self.journal.clone().lock_owned().await;
+            let generation = guard.last().map_or(0, |(g, _, _)| *g);
+            let missed = guard
+                .iter()
+                .filter(|(g, _, _)| *g > seen)
+                .map(|(_, k, v)| (k.clone(), v.clone()))
+                .collect();
+            Ok(Box::new(JournalBatch {
+                guard,
+                generation,
+                missed,
+                lost: self.lost.lock().unwrap().clone(),
+            }))
+        }
+    }
+
+    #[tokio::test]
+    async fn engines_sharing_a_namespace_see_each_others_writes() {
+        let store = Arc::new(SharedJournal::default());
+        let a = Engine::start(store.clone(), "t", Counters::default());
+        let b = Engine::start(store.clone(), "t", Counters::default());
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            answers.push(a.run(increment("n")).await.unwrap());
+            answers.push(b.run(increment("n")).await.unwrap());
+        }
+        // Each engine caught up on the other's increments before adding its own.
+        assert_eq!(
+            answers,
+            (1..=6).map(|n| serde_json::json!(n)).collect::<Vec<_>>()
+        );
+        assert_eq!(b.read().record("n"), Some(&6));
+    }
+
+    #[tokio::test]
+    async fn an_operation_under_a_lost_lease_writes_nothing() {
+        let store = Arc::new(SharedJournal::default());
+        let engine = Engine::start(store.clone(), "t", Counters::default());
+        store.lost.lock().unwrap().push(7);
+        let stale = Fence::new(3, "r1".into(), 7, Arc::new(|_, _| true));
+        let refused = crate::fence::scope(stale, engine.run(increment("n"))).await;
+        assert!(matches!(refused, Err(OpError::Transient(_))), "{refused:?}");
+        assert!(store.journal.lock().await.is_empty(), "nothing written");
+        let held = Fence::new(3, "r2".into(), 8, Arc::new(|_, _| true));
+        let done = crate::fence::scope(held, engine.run(increment("n"))).await;
+        assert_eq!(done.unwrap(), 1);
+        assert_eq!(store.journal.lock().await.len(), 1);
+    }
 }
