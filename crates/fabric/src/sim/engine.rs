@@ -517,16 +517,19 @@ mod tests {
         assert_eq!(*store.batches.lock().unwrap(), 1);
     }
 
+    /// Journal rows: (generation, key, value).
+    type Journal = Vec<(i64, String, Option<String>)>;
+
     /// Several "processes" sharing one namespace: a journal of (generation, key, value) and
     /// one writer at a time, like the PostgreSQL store; fences named in `lost` do not hold.
     #[derive(Default)]
     struct SharedJournal {
-        journal: Arc<tokio::sync::Mutex<Vec<(i64, String, Option<String>)>>>,
+        journal: Arc<tokio::sync::Mutex<Journal>>,
         lost: Mutex<Vec<i64>>,
     }
 
     struct JournalBatch {
-        guard: tokio::sync::OwnedMutexGuard<Vec<(i64, String, Option<String>)>>,
+        guard: tokio::sync::OwnedMutexGuard<Journal>,
         generation: i64,
         missed: Vec<(String, Option<String>)>,
         lost: Vec<i64>,
