@@ -11,7 +11,7 @@ use osac_store::Store;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
-use crate::rest::{AppState, caller, reply};
+use crate::rest::{AppState, caller, reply, require_provider};
 
 /// `host:pid` of this process.
 pub fn process_name() -> String {
@@ -47,11 +47,7 @@ pub async fn list(State(s): State<AppState>, headers: HeaderMap) -> Response {
     reply(
         async {
             let caller = caller(&s, &headers).await?;
-            if !caller.is_provider() {
-                return Err(ApiError::denied(
-                    "the private API is for provider administrators",
-                ));
-            }
+            require_provider(&caller)?;
             listing(&*s.store).await
         }
         .await,

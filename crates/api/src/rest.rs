@@ -124,6 +124,17 @@ fn int_param(q: &HashMap<String, String>, name: &str) -> ApiResult<i64> {
     }
 }
 
+/// Provider-only routes that are not collections (managers, replicas).
+pub(crate) fn require_provider(caller: &Caller) -> ApiResult<()> {
+    if caller.is_provider() {
+        Ok(())
+    } else {
+        Err(ApiError::denied(
+            "the private API is for provider administrators",
+        ))
+    }
+}
+
 pub(crate) fn reply(r: ApiResult<Value>) -> Response {
     match r {
         Ok(v) => Json(v).into_response(),
@@ -358,11 +369,7 @@ async fn managers(State(s): State<AppState>, headers: HeaderMap) -> Response {
     reply(
         async {
             let caller = caller(&s, &headers).await?;
-            if !caller.is_provider() {
-                return Err(ApiError::denied(
-                    "the private API is for provider administrators",
-                ));
-            }
+            require_provider(&caller)?;
             let mut items: Vec<Value> = s
             .registry
             .registrations()

@@ -39,6 +39,23 @@ fn replica_row(r: &sqlx::postgres::PgRow) -> Result<ReplicaRow> {
     })
 }
 
+/// Registers `me` (or extends its registration) until `ttl` from now.
+async fn register(conn: &mut sqlx::PgConnection, me: &ReplicaInfo, ttl: Duration) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO replicas (id, name, address, dataplane, started_at, expires_at) \
+         VALUES ($1, $2, $3, $4, now(), now() + make_interval(secs => $5)) \
+         ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at",
+    )
+    .bind(&me.id)
+    .bind(&me.name)
+    .bind(&me.address)
+    .bind(me.dataplane)
+    .bind(secs(ttl))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 #[async_trait]
 impl Leases for PostgresStore {
     async fn join(&self, me: &ReplicaInfo, ttl: Duration) -> Result<Vec<ReplicaRow>> {
@@ -59,36 +76,15 @@ impl Leases for PostgresStore {
         .iter()
         .map(replica_row)
         .collect::<Result<Vec<_>>>()?;
-        sqlx::query(
-            "INSERT INTO replicas (id, name, address, dataplane, started_at, expires_at) \
-             VALUES ($1, $2, $3, $4, now(), now() + make_interval(secs => $5)) \
-             ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at",
-        )
-        .bind(&me.id)
-        .bind(&me.name)
-        .bind(&me.address)
-        .bind(me.dataplane)
-        .bind(secs(ttl))
-        .execute(&mut *tx)
-        .await?;
+        register(&mut tx, me, ttl).await?;
         tx.commit().await?;
         Ok(others)
     }
 
     async fn heartbeat(&self, me: &ReplicaInfo, ttl: Duration) -> Result<Vec<ReplicaRow>> {
         // Re-inserts a registration that was forgotten meanwhile (a long pause).
-        sqlx::query(
-            "INSERT INTO replicas (id, name, address, dataplane, started_at, expires_at) \
-             VALUES ($1, $2, $3, $4, now(), now() + make_interval(secs => $5)) \
-             ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at",
-        )
-        .bind(&me.id)
-        .bind(&me.name)
-        .bind(&me.address)
-        .bind(me.dataplane)
-        .bind(secs(ttl))
-        .execute(&self.pool)
-        .await?;
+        let mut conn = self.pool.acquire().await?;
+        register(&mut conn, me, ttl).await?;
         sqlx::query(&format!(
             "SELECT {REPLICA_COLUMNS} FROM replicas WHERE expires_at > now() ORDER BY started_at"
         ))
