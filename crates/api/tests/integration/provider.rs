@@ -995,6 +995,9 @@ async fn private_api_is_for_the_provider() {
         api.get(&format!("{PRIV}/managers"))
             .await
             .err(403, "PERMISSION_DENIED", &[]);
+        api.get(&format!("{PRIV}/replicas"))
+            .await
+            .err(403, "PERMISSION_DENIED", &[]);
     }
     assert_eq!(
         s.admin.get(&format!("{PRIV}/tenants")).await.ok()["total"],
