@@ -135,6 +135,10 @@ impl From<StoreError> for ApiError {
                 ApiError::new(Code::Unavailable, "database unavailable; retry the request")
             }
             StoreError::Fenced(_) => ApiError::new(Code::Unavailable, e.to_string()),
+            StoreError::Unavailable(m) => {
+                tracing::error!(message = %m, "shared commit failed");
+                ApiError::new(Code::Unavailable, "database unavailable; retry the request")
+            }
             StoreError::Corrupt(m) => {
                 tracing::error!(message = %m, "corrupt stored data");
                 ApiError::new(Code::Internal, "internal error reading stored data")

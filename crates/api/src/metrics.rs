@@ -74,6 +74,22 @@ static WRITE_TRANSACTIONS: LazyLock<Option<prometheus::IntGauge>> = LazyLock::ne
     .ok()
 });
 
+/// Group commits and the write sets they carried (read from the store at each scrape).
+static GROUP_COMMITS: LazyLock<Option<prometheus::IntGauge>> = LazyLock::new(|| {
+    prometheus::register_int_gauge!(
+        "osac_store_group_commits_total",
+        "Group commits this process made (transactions shared by concurrent write sets)"
+    )
+    .ok()
+});
+static GROUP_COMMIT_SETS: LazyLock<Option<prometheus::IntGauge>> = LazyLock::new(|| {
+    prometheus::register_int_gauge!(
+        "osac_store_group_commit_sets_total",
+        "Write sets (status writes with their events, driver records) committed by group commits"
+    )
+    .ok()
+});
+
 /// Registers the process metrics (Linux) once per process.
 pub fn register_process_metrics() {
     static DONE: std::sync::Once = std::sync::Once::new();
@@ -218,6 +234,13 @@ pub async fn render(store: Arc<dyn Store>) -> Response {
 async fn refresh_gauges(store: &dyn Store) -> Result<(), osac_store::StoreError> {
     if let Some(g) = WRITE_TRANSACTIONS.as_ref() {
         g.set(i64::try_from(osac_store::write_transactions()).unwrap_or(i64::MAX));
+    }
+    let (commits, sets) = osac_store::group_commits();
+    if let Some(g) = GROUP_COMMITS.as_ref() {
+        g.set(i64::try_from(commits).unwrap_or(i64::MAX));
+    }
+    if let Some(g) = GROUP_COMMIT_SETS.as_ref() {
+        g.set(i64::try_from(sets).unwrap_or(i64::MAX));
     }
     let counts = store.count_by_state().await?;
     let mut pools = Vec::new();

@@ -145,7 +145,9 @@ impl Service {
     /// Revokes a token by id at once (provider admin only).
     pub async fn revoke_token(&self, caller: &Caller, id: &str) -> ApiResult<()> {
         provider_only(caller)?;
-        tokens::revoke(self.auth.token_store()?, id).await
+        let revoked = tokens::revoke(self.auth.token_store()?, id).await;
+        self.auth.forget_cached_tokens();
+        revoked
     }
 
     /// Revokes the tokens of a tenant that is being deleted (they already fail to
@@ -154,7 +156,9 @@ impl Service {
         let Ok(store) = self.auth.token_store() else {
             return;
         };
-        match tokens::revoke_tenant(store, tenant_id).await {
+        let revoked = tokens::revoke_tenant(store, tenant_id).await;
+        self.auth.forget_cached_tokens();
+        match revoked {
             Ok(0) => {}
             Ok(n) => tracing::info!(
                 tenant_id,

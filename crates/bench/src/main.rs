@@ -816,8 +816,8 @@ async fn ready_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()> 
         what: format!("{} subnets to READY (sim fabric)", thousands(ok as f64)),
         shown: format!("{:.1} s", total.as_secs_f64()),
         value: total.as_secs_f64(),
-        goal: Goal::AtMost(30.0),
-        goal_text: "≤ 30 s".into(),
+        goal: Goal::AtMost(15.0),
+        goal_text: "≤ 15 s".into(),
         note: format!("creates done at {:.1} s", created_after.as_secs_f64()),
     });
     report.details.push(format!(

@@ -29,7 +29,7 @@ const LABEL: &str = "single-call";
 const ATT_READY: &str = "this.status.state == \"EXTERNAL_IP_ATTACHMENT_STATE_READY\"";
 const ATT_FAILED: &str = "this.status.state == \"EXTERNAL_IP_ATTACHMENT_STATE_FAILED\"";
 /// Goal of issue 4: end-to-end single-call workloads per second.
-pub const GOAL_PER_S: f64 = 200.0;
+pub const GOAL_PER_S: f64 = 400.0;
 /// Goal of issue 4: seconds from the first delete until the pool's capacity is back.
 pub const GOAL_RELEASE_S: f64 = 10.0;
 /// How often the bench polls while waiting.

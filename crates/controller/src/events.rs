@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use osac_model::{Kind, Scope};
-use osac_store::{Record, Store, StoreError, Tx};
+use osac_store::{Record, Store, StoreError, Tx, Write, WriteSet};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
@@ -291,6 +291,16 @@ pub(crate) async fn prune_loop(
     }
 }
 
+/// The event a write of `next` over `before` implies: `Deleted` when the write removes the row
+/// (deleted, no finalizers left: see [`Tx::update`]), else a state transition, if any.
+fn implied_event(before: &Record, next: &Record) -> Option<NewEvent> {
+    if next.deleted_at.is_some() && next.finalizers.is_empty() {
+        Some(deleted(next))
+    } else {
+        transition(before, next)
+    }
+}
+
 /// Writes `next` in `tx` like [`Tx::update`] and records the event the write implies: a state
 /// transition relative to `before`, or `Deleted` when the write removes the row.
 pub async fn update(
@@ -299,14 +309,26 @@ pub async fn update(
     next: &Record,
 ) -> Result<Option<Record>, StoreError> {
     let written = tx.update(next).await?;
-    let event = match &written {
-        None => Some(deleted(next)),
-        Some(w) => transition(before, w),
-    };
-    if let Some(ev) = event {
+    if let Some(ev) = implied_event(before, next) {
         record(tx, ev).await?;
     }
     Ok(written)
+}
+
+/// Like [`update`], as a write set of its own committed with concurrent ones
+/// ([`Store::apply`], group commit): the status write of a reconcile. Returns the record as
+/// written (None: the write removed the row).
+pub async fn apply_update(
+    store: &dyn Store,
+    before: &Record,
+    next: &Record,
+) -> Result<Option<Record>, StoreError> {
+    let mut writes = vec![Write::Update(next.clone())];
+    if let Some(ev) = implied_event(before, next) {
+        writes.push(Write::Insert(ev.to_record()));
+    }
+    let applied = store.apply(WriteSet::of(writes)).await?;
+    Ok(applied.into_iter().next().flatten())
 }
 
 #[cfg(test)]

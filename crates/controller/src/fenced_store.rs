@@ -1,14 +1,14 @@
-//! The store as reconciles see it: every write transaction a reconcile opens first checks the
-//! shard lease it runs under ([`osac_fabric::fence`]), so a replica that lost the lease writes
-//! nothing. Reads and writes outside a reconcile pass through unchanged.
+//! The store as reconciles see it: every write transaction a reconcile opens (and every write
+//! set it submits to the group commit) first checks the shard lease it runs under
+//! ([`osac_fabric::fence`]), so a replica that lost the lease writes nothing. Reads and writes outside a reconcile pass through unchanged.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use osac_model::Kind;
 use osac_store::{
-    Change, KvBatch, Leases, ListQuery, Page, Record, Reference, Result, StateCount, Store,
-    StoreError, Tx,
+    Applied, Change, FenceToken, KvBatch, Leases, ListQuery, Page, Record, Reference, Result,
+    StateCount, Store, StoreError, Tx, WriteSet,
 };
 use tokio::sync::broadcast;
 
@@ -29,6 +29,19 @@ impl Store for FencedStore {
             tx.fence(f.shard, &f.replica, f.token).await?;
         }
         Ok(tx)
+    }
+    async fn apply(&self, mut set: WriteSet) -> Result<Applied> {
+        if let Some(f) = osac_fabric::fence::current() {
+            if !f.holds_locally() {
+                return Err(StoreError::Fenced(f.shard));
+            }
+            set.fence = Some(FenceToken {
+                shard: f.shard,
+                replica: f.replica.clone(),
+                token: f.token,
+            });
+        }
+        self.0.apply(set).await
     }
     async fn get(&self, id: &str) -> Result<Option<Record>> {
         self.0.get(id).await

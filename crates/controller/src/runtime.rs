@@ -268,11 +268,12 @@ async fn feed_loop(
 
 /// Wakes the changed object, what it references and what references it.
 async fn on_change(ctx: &Ctx, queue: &Queue, change: Change) {
-    let kind = change.kind();
-    // Events wake nothing: nothing reconciles them (the feed carries them for watches).
-    if kind.is_some_and(|k| !k.is_reconciled()) {
+    // Events wake nothing: nothing reconciles them (the feed carries them for watches); nor do
+    // changes that are not about objects (a revoked token).
+    let Some(kind) = change.kind().filter(|k| k.is_reconciled()) else {
         return;
-    }
+    };
+    let kind = Some(kind);
     if change.gone {
         queue.forget(&change.id);
     } else {
@@ -291,6 +292,9 @@ async fn on_change(ctx: &Ctx, queue: &Queue, change: Change) {
     }
     if kind == Some(Kind::Host) && !change.gone {
         wake_inventory_waiters(ctx, queue, &change.id).await;
+    }
+    if kind.is_some_and(|k| !osac_model::refs::is_referenced(k)) {
+        return;
     }
     match ctx.store.referrers(&change.id).await {
         Ok(refs) => {

@@ -78,6 +78,23 @@ pub fn ref_fields(kind: Kind) -> &'static [RefField] {
     }
 }
 
+/// Whether any reference field can name an object of `kind` (workloads are the targets of
+/// the polymorphic fields). Nothing ever references objects of the other kinds, so looking
+/// up their referrers is pointless.
+pub fn is_referenced(kind: Kind) -> bool {
+    const WORKLOADS: [Kind; 3] = [
+        Kind::ComputeInstance,
+        Kind::BareMetalInstance,
+        Kind::Cluster,
+    ];
+    Kind::ALL.into_iter().any(|k| {
+        ref_fields(k).iter().any(|f| match f.target {
+            Some(target) => target == kind,
+            None => WORKLOADS.contains(&kind),
+        })
+    })
+}
+
 /// Reads a dotted path of a JSON body as a string; missing or non-string ⇒ None.
 pub fn string_at<'a>(body: &'a Value, path: &str) -> Option<&'a str> {
     path.split('.')
@@ -133,6 +150,23 @@ pub fn references(kind: Kind, body: &Value) -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn attachments_and_nat_gateways_are_never_referenced() {
+        use crate::Kind;
+        assert!(!super::is_referenced(Kind::ExternalIpAttachment));
+        assert!(!super::is_referenced(Kind::NatGateway));
+        assert!(!super::is_referenced(Kind::Tenant));
+        for k in [
+            Kind::Subnet,
+            Kind::ExternalIp,
+            Kind::ComputeInstance,
+            Kind::Cluster,
+            Kind::Host,
+        ] {
+            assert!(super::is_referenced(k), "{k}");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

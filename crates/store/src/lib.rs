@@ -7,6 +7,7 @@
 //! transactions; committed writes are published on the change feed.
 
 pub mod filter_sql;
+mod group;
 mod lease;
 mod pg_lease;
 mod postgres;
@@ -21,6 +22,7 @@ use async_trait::async_trait;
 use osac_model::Kind;
 use tokio::sync::broadcast;
 
+pub use group::{Applied, FenceToken, Write, WriteSet, apply_in};
 pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, ShardLease};
 pub use postgres::PostgresStore;
 pub use record::{Change, ListQuery, Page, Record, Reference, enum_resolver};
@@ -53,6 +55,10 @@ pub enum StoreError {
     /// took the shard over): nothing was written.
     #[error("lease of shard {0} lost: write refused")]
     Fenced(i32),
+    /// A shared commit (group commit) failed as a whole: nothing of the caller's writes was
+    /// written; the request may be retried.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     /// Stored data could not be decoded.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
@@ -85,6 +91,26 @@ pub fn write_transactions() -> u64 {
 
 fn count_write() {
     WRITE_TRANSACTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Group commits made and the write sets they carried (see [`Store::apply`]).
+static GROUP_COMMITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static GROUPED_SETS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many group commits this process made, and how many write sets they carried in all.
+pub fn group_commits() -> (u64, u64) {
+    (
+        GROUP_COMMITS.load(std::sync::atomic::Ordering::Relaxed),
+        GROUPED_SETS.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+fn count_group(sets: usize) {
+    GROUP_COMMITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    GROUPED_SETS.fetch_add(
+        u64::try_from(sets).unwrap_or(u64::MAX),
+        std::sync::atomic::Ordering::Relaxed,
+    );
 }
 
 /// Result of store calls.
@@ -126,6 +152,16 @@ pub trait Store: Send + Sync + 'static {
     /// all or nothing, one commit — so a driver operation that changes several records (or a
     /// batch of concurrent ones) costs one write; for a key given twice the last change wins.
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()>;
+    /// Applies a set of writes all or nothing, sharing one transaction (and one commit) with
+    /// the sets other tasks submit meanwhile (group commit; see [`WriteSet`] for the
+    /// contract). Returns once the set is committed. For writes that need no reads inside
+    /// their transaction: controller status writes with their events, driver records.
+    async fn apply(&self, set: WriteSet) -> Result<Applied> {
+        let mut tx = self.begin().await?;
+        let applied = apply_in(tx.as_mut(), &set).await?;
+        tx.commit().await?;
+        Ok(applied)
+    }
     /// Replica coordination, for stores several processes share (None: this process is the
     /// only one, and owns all controller work).
     fn leases(&self) -> Option<&dyn Leases> {
@@ -219,6 +255,20 @@ pub trait Tx: Send {
     async fn fence(&mut self, _shard: i32, _replica: &str, _token: i64) -> Result<()> {
         Ok(())
     }
+    /// Publishes `change` on the change feed (on PostgreSQL also to the other processes) when
+    /// this transaction commits, like the changes of its object writes: for what the feed does
+    /// not otherwise see, such as a revoked token (kind [`Change::kind`] unknown to
+    /// controllers, which ignore it).
+    fn publish(&mut self, change: Change);
+    /// [`Store::kv_write`] inside this transaction.
+    async fn kv_write(&mut self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()>;
+    /// Marks a point this transaction can roll back to ([`Tx::rollback_to_savepoint`]) without
+    /// losing what was written before it. One savepoint at a time.
+    async fn savepoint(&mut self) -> Result<()>;
+    /// Undoes every write (and unpublishes every change) since [`Tx::savepoint`].
+    async fn rollback_to_savepoint(&mut self) -> Result<()>;
+    /// Keeps the writes since [`Tx::savepoint`] and forgets the savepoint.
+    async fn release_savepoint(&mut self) -> Result<()>;
     /// Commits and publishes the changes.
     async fn commit(self: Box<Self>) -> Result<()>;
 }

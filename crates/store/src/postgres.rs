@@ -14,9 +14,13 @@ use sqlx::{PgPool, Row, Transaction};
 use tokio::sync::broadcast;
 
 use crate::filter_sql::{Dialect, SqlValue};
+use crate::group::{GroupCommit, StatementErrors};
 use crate::query::list_sql;
 use crate::record::{parse_json, to_json};
-use crate::{Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx};
+use crate::{
+    Applied, Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx, Write,
+    WriteSet,
+};
 
 const COLUMNS: &str = "o.id, o.kind, o.tenant, o.name, o.creator, o.version, o.created_at, o.deleted_at, o.labels, o.annotations, o.finalizers, o.body";
 const CHANNEL: &str = "osac_changes";
@@ -26,6 +30,7 @@ pub struct PostgresStore {
     pub(crate) pool: PgPool,
     feed: broadcast::Sender<Change>,
     origin: String,
+    group: GroupCommit,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -96,7 +101,19 @@ impl PostgresStore {
                 }
             }
         });
-        Ok(Self { pool, feed, origin })
+        let group = {
+            let (pool, feed, origin) = (pool.clone(), feed.clone(), origin.clone());
+            GroupCommit::start(
+                Box::new(move || Box::pin(begin_tx(pool.clone(), feed.clone(), origin.clone()))),
+                StatementErrors::AbortTransaction,
+            )
+        };
+        Ok(Self {
+            pool,
+            feed,
+            origin,
+            group,
+        })
     }
 }
 
@@ -214,13 +231,11 @@ async fn referrers_of(conn: &mut PgConnection, target: &str) -> Result<Vec<Refer
 #[async_trait]
 impl Store for PostgresStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
-        let tx = self.pool.begin().await?;
-        Ok(Box::new(PgTx {
-            tx,
-            changes: Vec::new(),
-            feed: self.feed.clone(),
-            origin: self.origin.clone(),
-        }))
+        begin_tx(self.pool.clone(), self.feed.clone(), self.origin.clone()).await
+    }
+
+    async fn apply(&self, set: WriteSet) -> Result<Applied> {
+        self.group.apply(set).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<Record>> {
@@ -318,43 +333,12 @@ impl Store for PostgresStore {
     }
 
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
-        let (puts, deletes) = crate::kv_coalesce(changes);
-        let mut statements: Vec<sqlx::QueryBuilder<'_, sqlx::Postgres>> = Vec::new();
-        for chunk in puts.chunks(crate::KV_CHUNK) {
-            let mut q = sqlx::QueryBuilder::new("INSERT INTO kv (ns, key, value) ");
-            q.push_values(chunk, |mut row, (key, value)| {
-                row.push_bind(ns).push_bind(*key).push_bind(*value);
-            });
-            q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
-            statements.push(q);
-        }
-        for chunk in deletes.chunks(crate::KV_CHUNK) {
-            let mut q = sqlx::QueryBuilder::new("DELETE FROM kv WHERE ns = ");
-            q.push_bind(ns).push(" AND key IN (");
-            let mut keys = q.separated(", ");
-            for key in chunk {
-                keys.push_bind(*key);
-            }
-            q.push(")");
-            statements.push(q);
-        }
-        match statements.as_mut_slice() {
-            [] => {}
-            // One statement is atomic on its own: no BEGIN/COMMIT round trips.
-            [only] => {
-                only.build().execute(&self.pool).await?;
-                crate::count_write();
-            }
-            all => {
-                let mut tx = self.pool.begin().await?;
-                for q in all {
-                    q.build().execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                crate::count_write();
-            }
-        }
-        Ok(())
+        // Driver records share the commit of concurrent controller writes.
+        let set = WriteSet::of(vec![Write::Kv {
+            ns: ns.to_string(),
+            changes: changes.to_vec(),
+        }]);
+        self.group.apply(set).await.map(|_| ())
     }
 
     fn leases(&self) -> Option<&dyn crate::Leases> {
@@ -369,9 +353,52 @@ impl Store for PostgresStore {
 }
 
 /// A PostgreSQL transaction (READ COMMITTED plus explicit row locks).
+/// Starts a write transaction.
+async fn begin_tx(
+    pool: PgPool,
+    feed: broadcast::Sender<Change>,
+    origin: String,
+) -> Result<Box<dyn Tx>> {
+    let tx = pool.begin().await?;
+    Ok(Box::new(PgTx {
+        tx,
+        changes: Vec::new(),
+        savepoint: None,
+        feed,
+        origin,
+    }))
+}
+
+/// The statements of a `kv_write` batch: upserts and deletes, a bounded number of rows each.
+fn kv_statements<'a>(
+    ns: &'a str,
+    changes: &'a [(String, Option<String>)],
+) -> Vec<sqlx::QueryBuilder<'a, sqlx::Postgres>> {
+    let (puts, deletes) = crate::kv_coalesce(changes);
+    let mut statements: Vec<sqlx::QueryBuilder<'_, sqlx::Postgres>> = Vec::new();
+    for chunk in puts.chunks(crate::KV_CHUNK) {
+        let mut q = sqlx::QueryBuilder::new("INSERT INTO kv (ns, key, value) ");
+        q.push_values(chunk, |mut row, (key, value)| {
+            row.push_bind(ns).push_bind(*key).push_bind(*value);
+        });
+        q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
+        statements.push(q);
+    }
+    for chunk in deletes.chunks(crate::KV_CHUNK) {
+        let mut q = sqlx::QueryBuilder::new("DELETE FROM kv WHERE ns = ");
+        q.push_bind(ns).push(" AND key = ANY(");
+        q.push_bind(chunk.iter().map(|k| k.to_string()).collect::<Vec<_>>());
+        q.push(")");
+        statements.push(q);
+    }
+    statements
+}
+
 struct PgTx {
     tx: Transaction<'static, sqlx::Postgres>,
     changes: Vec<Change>,
+    /// Changes recorded when the open savepoint was made.
+    savepoint: Option<usize>,
     feed: broadcast::Sender<Change>,
     origin: String,
 }
@@ -577,20 +604,67 @@ impl Tx for PgTx {
         }
     }
 
+    fn publish(&mut self, change: Change) {
+        self.changes.push(change);
+    }
+
+    async fn kv_write(&mut self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
+        for mut q in kv_statements(ns, changes) {
+            q.build().execute(&mut *self.tx).await?;
+        }
+        Ok(())
+    }
+
+    async fn savepoint(&mut self) -> Result<()> {
+        sqlx::query("SAVEPOINT osac_set")
+            .execute(&mut *self.tx)
+            .await?;
+        self.savepoint = Some(self.changes.len());
+        Ok(())
+    }
+
+    async fn rollback_to_savepoint(&mut self) -> Result<()> {
+        sqlx::query("ROLLBACK TO SAVEPOINT osac_set")
+            .execute(&mut *self.tx)
+            .await?;
+        sqlx::query("RELEASE SAVEPOINT osac_set")
+            .execute(&mut *self.tx)
+            .await?;
+        if let Some(n) = self.savepoint.take() {
+            self.changes.truncate(n);
+        }
+        Ok(())
+    }
+
+    async fn release_savepoint(&mut self) -> Result<()> {
+        sqlx::query("RELEASE SAVEPOINT osac_set")
+            .execute(&mut *self.tx)
+            .await?;
+        self.savepoint = None;
+        Ok(())
+    }
+
     async fn commit(self: Box<Self>) -> Result<()> {
         // Every change is published, events included: watches (`osac events --watch`) stream
         // them; controllers skip kinds nothing reconciles.
         let mut this = *self;
         let sent_at_us = Utc::now().timestamp_micros();
-        for c in &this.changes {
-            let notice = Notice {
-                origin: this.origin.clone(),
-                change: c.clone(),
-                sent_at_us,
-            };
-            sqlx::query("SELECT pg_notify($1, $2)")
+        let notices: Vec<String> = this
+            .changes
+            .iter()
+            .map(|c| {
+                to_json(&Notice {
+                    origin: this.origin.clone(),
+                    change: c.clone(),
+                    sent_at_us,
+                })
+            })
+            .collect();
+        if !notices.is_empty() {
+            // One statement for all of them (a group commit carries many changes).
+            sqlx::query("SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n")
                 .bind(CHANNEL)
-                .bind(to_json(&notice))
+                .bind(notices)
                 .execute(&mut *this.tx)
                 .await?;
         }

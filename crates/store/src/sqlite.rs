@@ -17,9 +17,13 @@ use sqlx::{Row, SqlitePool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
 
 use crate::filter_sql::{Dialect, SqlValue};
+use crate::group::{GroupCommit, StatementErrors};
 use crate::query::list_sql;
 use crate::record::{parse_json, parse_ts, to_json, ts_text};
-use crate::{Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx};
+use crate::{
+    Applied, Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx, Write,
+    WriteSet,
+};
 
 const COLUMNS: &str = "o.id, o.kind, o.tenant, o.name, o.creator, o.version, o.created_at, o.deleted_at, o.labels, o.annotations, o.finalizers, o.body";
 
@@ -28,6 +32,7 @@ pub struct SqliteStore {
     pool: SqlitePool,
     write_lock: Arc<Mutex<()>>,
     feed: broadcast::Sender<Change>,
+    group: GroupCommit,
 }
 
 impl SqliteStore {
@@ -51,6 +56,9 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(max)
             .min_connections(1)
+            // A connection to a local file does not go stale: no ping round trip to the
+            // connection's thread before every statement.
+            .test_before_acquire(false)
             .connect_with(opts)
             .await?;
         sqlx::migrate!("./migrations/sqlite")
@@ -60,11 +68,21 @@ impl SqliteStore {
         let (feed, _) = broadcast::channel(65536);
         let write_lock = Arc::new(Mutex::new(()));
         spawn_statistics_refresh(pool.clone(), write_lock.clone());
+        let group = {
+            let (pool, write_lock, feed) = (pool.clone(), write_lock.clone(), feed.clone());
+            GroupCommit::start(
+                Box::new(move || {
+                    Box::pin(begin_tx(pool.clone(), write_lock.clone(), feed.clone()))
+                }),
+                StatementErrors::UndoStatement,
+            )
+        };
         Ok(Self {
             pool,
             // The statistics refresh writes too: it must take the same lock as transactions.
             write_lock,
             feed,
+            group,
         })
     }
 }
@@ -179,19 +197,66 @@ async fn referrers_of(conn: &mut SqliteConnection, target: &str) -> Result<Vec<R
         .collect()
 }
 
+/// Starts a serialised write transaction.
+async fn begin_tx(
+    pool: SqlitePool,
+    write_lock: Arc<Mutex<()>>,
+    feed: broadcast::Sender<Change>,
+) -> Result<Box<dyn Tx>> {
+    let guard = write_lock.lock_owned().await;
+    // IMMEDIATE takes SQLite's write lock at BEGIN, so the snapshot a transaction reads can
+    // never be overtaken by another connection's commit (no SQLITE_BUSY_SNAPSHOT).
+    let tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    Ok(Box::new(SqliteTx {
+        tx,
+        _guard: guard,
+        changes: Vec::new(),
+        savepoint: None,
+        feed,
+    }))
+}
+
+/// The statements of a `kv_write` batch: upserts and deletes, a bounded number of rows each.
+fn kv_statements<'a>(
+    ns: &'a str,
+    changes: &'a [(String, Option<String>)],
+) -> Vec<sqlx::QueryBuilder<'a, sqlx::Sqlite>> {
+    let (puts, deletes) = crate::kv_coalesce(changes);
+    let mut statements: Vec<sqlx::QueryBuilder<'_, sqlx::Sqlite>> = Vec::new();
+    for chunk in puts.chunks(crate::KV_CHUNK) {
+        let mut q = sqlx::QueryBuilder::new("INSERT INTO kv (ns, key, value) ");
+        q.push_values(chunk, |mut row, (key, value)| {
+            row.push_bind(ns).push_bind(*key).push_bind(*value);
+        });
+        q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
+        statements.push(q);
+    }
+    for chunk in deletes.chunks(crate::KV_CHUNK) {
+        let mut q = sqlx::QueryBuilder::new("DELETE FROM kv WHERE ns = ");
+        q.push_bind(ns).push(" AND key IN (");
+        let mut keys = q.separated(", ");
+        for key in chunk {
+            keys.push_bind(*key);
+        }
+        q.push(")");
+        statements.push(q);
+    }
+    statements
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
-        let guard = self.write_lock.clone().lock_owned().await;
-        // IMMEDIATE takes SQLite's write lock at BEGIN, so the snapshot a transaction reads can
-        // never be overtaken by another connection's commit (no SQLITE_BUSY_SNAPSHOT).
-        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        Ok(Box::new(SqliteTx {
-            tx,
-            _guard: guard,
-            changes: Vec::new(),
-            feed: self.feed.clone(),
-        }))
+        begin_tx(
+            self.pool.clone(),
+            self.write_lock.clone(),
+            self.feed.clone(),
+        )
+        .await
+    }
+
+    async fn apply(&self, set: WriteSet) -> Result<Applied> {
+        self.group.apply(set).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<Record>> {
@@ -292,44 +357,12 @@ impl Store for SqliteStore {
     }
 
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
-        let (puts, deletes) = crate::kv_coalesce(changes);
-        let mut statements: Vec<sqlx::QueryBuilder<'_, sqlx::Sqlite>> = Vec::new();
-        for chunk in puts.chunks(crate::KV_CHUNK) {
-            let mut q = sqlx::QueryBuilder::new("INSERT INTO kv (ns, key, value) ");
-            q.push_values(chunk, |mut row, (key, value)| {
-                row.push_bind(ns).push_bind(*key).push_bind(*value);
-            });
-            q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
-            statements.push(q);
-        }
-        for chunk in deletes.chunks(crate::KV_CHUNK) {
-            let mut q = sqlx::QueryBuilder::new("DELETE FROM kv WHERE ns = ");
-            q.push_bind(ns).push(" AND key IN (");
-            let mut keys = q.separated(", ");
-            for key in chunk {
-                keys.push_bind(*key);
-            }
-            q.push(")");
-            statements.push(q);
-        }
-        let _guard = self.write_lock.lock().await;
-        match statements.as_mut_slice() {
-            [] => {}
-            // One statement is atomic on its own: no BEGIN/COMMIT round trips.
-            [only] => {
-                only.build().execute(&self.pool).await?;
-                crate::count_write();
-            }
-            all => {
-                let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-                for q in all {
-                    q.build().execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                crate::count_write();
-            }
-        }
-        Ok(())
+        // Driver records share the commit of concurrent controller writes.
+        let set = WriteSet::of(vec![Write::Kv {
+            ns: ns.to_string(),
+            changes: changes.to_vec(),
+        }]);
+        self.group.apply(set).await.map(|_| ())
     }
 }
 
@@ -338,6 +371,8 @@ struct SqliteTx {
     tx: Transaction<'static, sqlx::Sqlite>,
     _guard: OwnedMutexGuard<()>,
     changes: Vec<Change>,
+    /// Changes recorded when the open savepoint was made.
+    savepoint: Option<usize>,
     feed: broadcast::Sender<Change>,
 }
 
@@ -360,23 +395,16 @@ impl SqliteTx {
         Ok(())
     }
 
-    /// Rewrites the reference rows when they changed; returns the previous targets.
-    async fn write_refs(&mut self, record: &Record, replace: bool) -> Result<Vec<String>> {
-        let refs = record.references();
-        let old: Vec<(String, String)> = if replace {
-            sqlx::query_as(
-                "SELECT field, target_id FROM object_refs WHERE object_id = ? ORDER BY field",
-            )
-            .bind(&record.id)
-            .fetch_all(&mut *self.tx)
-            .await?
-        } else {
-            Vec::new()
-        };
-        let mut new: Vec<(String, String)> = refs
-            .iter()
-            .map(|(f, t)| (f.to_string(), t.clone()))
-            .collect();
+    /// Rewrites the reference rows when they differ from `old` (the stored (field, target)
+    /// rows, sorted; None for a new object); returns the previous targets.
+    async fn write_refs(
+        &mut self,
+        record: &Record,
+        old: Option<Vec<(String, String)>>,
+    ) -> Result<Vec<String>> {
+        let replace = old.is_some();
+        let old = old.unwrap_or_default();
+        let mut new: Vec<(String, String)> = record.references();
         new.sort();
         if replace && old == new {
             return Ok(Vec::new());
@@ -397,6 +425,17 @@ impl SqliteTx {
         }
         Ok(old.into_iter().map(|(_, t)| t).collect())
     }
+}
+
+/// The (field, target) rows of `json_group_array(json_array(field, target_id))`, sorted.
+fn stored_refs(json: Option<&str>) -> Result<Vec<(String, String)>> {
+    let mut refs: Vec<(String, String)> = match json {
+        None => Vec::new(),
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| StoreError::Corrupt(format!("reference rows: {e}")))?,
+    };
+    refs.sort();
+    Ok(refs)
 }
 
 #[async_trait]
@@ -459,18 +498,20 @@ impl Tx for SqliteTx {
         .execute(&mut *self.tx)
         .await?;
         self.write_labels(&rec, false).await?;
-        self.write_refs(&rec, false).await?;
+        self.write_refs(&rec, None).await?;
         self.changes.push(Change::of(&rec, false, &[]));
         Ok(rec)
     }
 
     async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
-        let current: Option<(i64, String)> =
-            sqlx::query_as("SELECT version, labels FROM objects WHERE id = ?")
-                .bind(&record.id)
-                .fetch_optional(&mut *self.tx)
-                .await?;
-        let Some((found, old_labels)) = current else {
+        // Version, labels and reference rows in one statement (one round trip).
+        let current: Option<(i64, String, Option<String>)> = sqlx::query_as(
+            "SELECT version, labels, (SELECT json_group_array(json_array(field, target_id)) FROM object_refs WHERE object_id = ?1) FROM objects WHERE id = ?1",
+        )
+        .bind(&record.id)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        let Some((found, old_labels, old_refs)) = current else {
             return Err(StoreError::NotFound(record.id.clone()));
         };
         if found != record.version {
@@ -480,17 +521,14 @@ impl Tx for SqliteTx {
                 found,
             });
         }
+        let old_refs = stored_refs(old_refs.as_deref())?;
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
-            let old_refs: Vec<String> =
-                sqlx::query_scalar("SELECT target_id FROM object_refs WHERE object_id = ?")
-                    .bind(&record.id)
-                    .fetch_all(&mut *self.tx)
-                    .await?;
             sqlx::query("DELETE FROM objects WHERE id = ?")
                 .bind(&record.id)
                 .execute(&mut *self.tx)
                 .await?;
-            self.changes.push(Change::of(record, true, &old_refs));
+            let targets: Vec<String> = old_refs.into_iter().map(|(_, t)| t).collect();
+            self.changes.push(Change::of(record, true, &targets));
             return Ok(None);
         }
         let mut rec = record.clone();
@@ -512,7 +550,7 @@ impl Tx for SqliteTx {
         if to_json(&rec.labels) != old_labels {
             self.write_labels(&rec, true).await?;
         }
-        let old_refs = self.write_refs(&rec, true).await?;
+        let old_refs = self.write_refs(&rec, Some(old_refs)).await?;
         self.changes.push(Change::of(&rec, false, &old_refs));
         Ok(Some(rec))
     }
@@ -526,6 +564,46 @@ impl Tx for SqliteTx {
             .execute(&mut *self.tx)
             .await?;
         self.changes.push(Change::of(&rec, true, &[]));
+        Ok(())
+    }
+
+    fn publish(&mut self, change: Change) {
+        self.changes.push(change);
+    }
+
+    async fn kv_write(&mut self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
+        for mut q in kv_statements(ns, changes) {
+            q.build().execute(&mut *self.tx).await?;
+        }
+        Ok(())
+    }
+
+    async fn savepoint(&mut self) -> Result<()> {
+        sqlx::query("SAVEPOINT osac_set")
+            .execute(&mut *self.tx)
+            .await?;
+        self.savepoint = Some(self.changes.len());
+        Ok(())
+    }
+
+    async fn rollback_to_savepoint(&mut self) -> Result<()> {
+        sqlx::query("ROLLBACK TO SAVEPOINT osac_set")
+            .execute(&mut *self.tx)
+            .await?;
+        sqlx::query("RELEASE SAVEPOINT osac_set")
+            .execute(&mut *self.tx)
+            .await?;
+        if let Some(n) = self.savepoint.take() {
+            self.changes.truncate(n);
+        }
+        Ok(())
+    }
+
+    async fn release_savepoint(&mut self) -> Result<()> {
+        sqlx::query("RELEASE SAVEPOINT osac_set")
+            .execute(&mut *self.tx)
+            .await?;
+        self.savepoint = None;
         Ok(())
     }
 

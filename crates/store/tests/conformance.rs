@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use osac_model::Kind;
-use osac_store::{ListQuery, Record, StateCount, Store, StoreError};
+use osac_store::{FenceToken, ListQuery, Record, StateCount, Store, StoreError, Write, WriteSet};
 use serde_json::json;
 
 async fn sqlite() -> (Arc<dyn Store>, tempfile::TempDir) {
@@ -390,6 +390,111 @@ async fn counts_by_kind_and_state(s: &dyn Store) {
     assert_eq!(keys.len(), n);
 }
 
+/// A nameless record (an event-like row that no unique rule can refuse).
+fn nameless(tenant: &str) -> Record {
+    Record::new(Kind::Event, tenant, json!({"spec": {"reason": "Test"}}))
+}
+
+/// Group commit: concurrent write sets share transactions, yet each is all or nothing — a
+/// set that fails (stale version, a name taken by its second write) leaves nothing behind
+/// and publishes nothing, and the sets around it are committed.
+async fn group_commit_isolates_sets(s: Arc<dyn Store>) {
+    let mut tx = s.begin().await.unwrap();
+    let mut targets = Vec::new();
+    for i in 0..24 {
+        targets.push(
+            tx.insert(&subnet("t-group", &format!("g{i}"), "vn1", &[]))
+                .await
+                .unwrap(),
+        );
+    }
+    tx.commit().await.unwrap();
+    let mut feed = s.subscribe();
+    let mut tasks = Vec::new();
+    for (i, target) in targets.iter().enumerate() {
+        let s = s.clone();
+        let mut next = target.clone();
+        next.body["status"]["state"] = json!("SUBNET_STATE_READY");
+        let extra = nameless("t-group");
+        let set = match i % 3 {
+            // Good: an update and its event.
+            0 => WriteSet::of(vec![Write::Update(next), Write::Insert(extra.clone())]),
+            // Stale version: refused before anything is written.
+            1 => {
+                next.version = 7;
+                WriteSet::of(vec![Write::Update(next), Write::Insert(extra.clone())])
+            }
+            // The second write takes a name that exists: the first must be undone.
+            _ => {
+                let mut taken = subnet("t-group", "g0", "vn1", &[]);
+                taken.id = format!("dup-{i}");
+                WriteSet::of(vec![Write::Insert(extra.clone()), Write::Insert(taken)])
+            }
+        };
+        tasks.push(tokio::spawn(
+            async move { (i, extra.id, s.apply(set).await) },
+        ));
+    }
+    let mut undone = Vec::new();
+    for t in tasks {
+        let (i, extra, outcome) = t.await.unwrap();
+        match i % 3 {
+            0 => {
+                let applied = outcome.expect("a good set commits");
+                assert_eq!(applied.len(), 2);
+                assert_eq!(applied[0].as_ref().map(|r| r.version), Some(2));
+                assert!(s.get(&extra).await.unwrap().is_some(), "its event is kept");
+            }
+            1 => {
+                assert!(
+                    matches!(outcome, Err(StoreError::Conflict { .. })),
+                    "{outcome:?}"
+                );
+                undone.push(extra);
+            }
+            _ => {
+                assert!(
+                    matches!(outcome, Err(StoreError::AlreadyExists(_))),
+                    "{outcome:?}"
+                );
+                undone.push(extra);
+            }
+        }
+    }
+    for id in &undone {
+        assert!(
+            s.get(id).await.unwrap().is_none(),
+            "a failed set leaves nothing"
+        );
+    }
+    for (i, target) in targets.iter().enumerate() {
+        let stored = s.get(&target.id).await.unwrap().unwrap();
+        let expected = if i % 3 == 0 { 2 } else { 1 };
+        assert_eq!(stored.version, expected, "{}", target.label());
+    }
+    // Driver records go through the same commits.
+    s.kv_write("group-test", &[("k".into(), Some("v".into()))])
+        .await
+        .unwrap();
+    assert_eq!(
+        s.kv_get("group-test", "k").await.unwrap().as_deref(),
+        Some("v")
+    );
+    // Published: the committed updates, never a failed set's rows.
+    let mut seen = Vec::new();
+    while let Ok(Ok(c)) = tokio::time::timeout(Duration::from_millis(300), feed.recv()).await {
+        seen.push(c.id);
+    }
+    for id in &undone {
+        assert!(
+            !seen.contains(id),
+            "a failed set's change must not be published"
+        );
+    }
+    let updated = targets.iter().step_by(3).filter(|t| seen.contains(&t.id));
+    assert_eq!(updated.count(), 8, "every committed update is published");
+}
+
 async fn suite(s: Arc<dyn Store>) {
     s.ping().await.unwrap();
     crud_and_versions(s.as_ref()).await;
@@ -401,6 +506,7 @@ async fn suite(s: Arc<dyn Store>) {
     kind_lock_serialises_whole_kind_rules(s.clone()).await;
     key_value_records(s.as_ref()).await;
     counts_by_kind_and_state(s.as_ref()).await;
+    group_commit_isolates_sets(s.clone()).await;
 }
 
 /// Shard leases: one holder at a time, an expired lease is taken over with a higher fencing
@@ -449,6 +555,18 @@ async fn leases_and_fencing(s: &dyn Store) {
         Err(StoreError::Fenced(1))
     ));
     drop(tx);
+    // A write set carrying the lost lease is refused too, and writes nothing.
+    let stale = subnet("t-fence", "fenced-set", "vn1", &[]);
+    let set = WriteSet {
+        fence: Some(FenceToken {
+            shard: 1,
+            replica: "a".into(),
+            token: 1,
+        }),
+        writes: vec![Write::Insert(stale.clone())],
+    };
+    assert!(matches!(s.apply(set).await, Err(StoreError::Fenced(1))));
+    assert!(s.get(&stale.id).await.unwrap().is_none());
     let mut tx = s.begin().await.unwrap();
     assert!(
         matches!(tx.fence(1, "b", 1).await, Err(StoreError::Fenced(1))),

@@ -2,6 +2,7 @@
 //! through the private API) or JWTs verified against an identity provider's JWKS (production).
 //! Produces the [`Caller`] every request is scoped by.
 
+mod cache;
 pub mod jwt;
 pub mod tokens;
 
@@ -85,7 +86,7 @@ pub struct Authenticator {
 }
 
 enum Mode {
-    Store,
+    Store(Arc<cache::TokenCache>),
     Jwt(Arc<jwt::JwtVerifier>),
 }
 
@@ -120,7 +121,7 @@ impl Authenticator {
         let mode = match config {
             AuthConfig::TokenFile(path) => {
                 tokens::import_file(store.as_ref(), path).await?;
-                Mode::Store
+                Mode::Store(cache::TokenCache::watching(store.as_ref()))
             }
             AuthConfig::Jwt(jwt) => Mode::Jwt(jwt::JwtVerifier::start(jwt.clone()).await?),
         };
@@ -131,7 +132,7 @@ impl Authenticator {
     pub fn jwt(&self) -> Option<&jwt::JwtVerifier> {
         match &self.mode {
             Mode::Jwt(v) => Some(v),
-            Mode::Store => None,
+            Mode::Store(_) => None,
         }
     }
 
@@ -149,8 +150,23 @@ impl Authenticator {
             return Err(unauth("empty bearer token"));
         }
         match &self.mode {
-            Mode::Store => tokens::resolve(self.store.as_ref(), token).await,
+            Mode::Store(cache) => {
+                let key = tokens::hash(token);
+                if let Some(caller) = cache.get(&key) {
+                    return Ok(caller);
+                }
+                let (caller, stored) = tokens::resolve_hash(self.store.as_ref(), &key).await?;
+                cache.put(key, caller.clone(), stored.tenant_id, stored.expires);
+                Ok(caller)
+            }
             Mode::Jwt(v) => v.verify(token).await,
+        }
+    }
+
+    /// Forgets every cached token resolution (after a revocation, so it holds at once here).
+    pub fn forget_cached_tokens(&self) {
+        if let Mode::Store(cache) = &self.mode {
+            cache.clear();
         }
     }
 
@@ -158,7 +174,7 @@ impl Authenticator {
     /// from the identity provider).
     pub fn token_store(&self) -> ApiResult<&dyn Store> {
         match &self.mode {
-            Mode::Store => Ok(self.store.as_ref()),
+            Mode::Store(_) => Ok(self.store.as_ref()),
             Mode::Jwt(_) => Err(ApiError::precondition(
                 "tokens are managed by the identity provider (the server runs with --jwks)",
             )),

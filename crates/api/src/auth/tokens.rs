@@ -5,15 +5,16 @@
 //!   shown once, in the mint answer, and never kept.
 //! - A token names its tenant by **id**: a tenant deleted and re-created with the same name is a
 //!   new tenant, and the old tokens do not work for it.
-//! - Every request resolves its token in the store, then the tenant id to the live tenant's
-//!   name; an unknown, revoked or expired token, or one whose tenant is gone or being deleted,
-//!   is UNAUTHENTICATED.
+//! - A request resolves its token in the store, then the tenant id to the live tenant's name;
+//!   an unknown, revoked or expired token, or one whose tenant is gone or being deleted, is
+//!   UNAUTHENTICATED. Successful resolutions are cached for a second; revocations and tenant
+//!   changes reach every replica's cache through the change feed (`auth::cache`).
 
 use std::path::Path;
 
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use osac_model::Kind;
-use osac_store::Store;
+use osac_store::{Change, Store};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -77,10 +78,17 @@ fn unauth(message: &str) -> ApiError {
 }
 
 /// Resolves a secret to its caller, or UNAUTHENTICATED (unknown or revoked, expired, tenant
-/// gone or being deleted).
+/// gone or being deleted); reads the store.
 pub async fn resolve(store: &dyn Store, secret: &str) -> ApiResult<Caller> {
+    resolve_hash(store, &hash(secret))
+        .await
+        .map(|(caller, _)| caller)
+}
+
+/// [`resolve`] by the hash of the secret; also returns the stored token.
+pub(crate) async fn resolve_hash(store: &dyn Store, key: &str) -> ApiResult<(Caller, StoredToken)> {
     let row = store
-        .kv_get(NAMESPACE, &hash(secret))
+        .kv_get(NAMESPACE, key)
         .await?
         .ok_or_else(|| unauth("invalid token (unknown or revoked)"))?;
     let token: StoredToken = serde_json::from_str(&row).map_err(|e| {
@@ -100,11 +108,12 @@ pub async fn resolve(store: &dyn Store, secret: &str) -> ApiResult<Caller> {
                 .ok_or_else(|| unauth("the token's tenant no longer exists"))?,
         ),
     };
-    Ok(Caller {
-        subject: token.subject,
+    let caller = Caller {
+        subject: token.subject.clone(),
         tenant,
         role: token.role,
-    })
+    };
+    Ok((caller, token))
 }
 
 /// The name of the tenant with this id, if it exists and is not being deleted.
@@ -200,20 +209,45 @@ pub async fn revoke(store: &dyn Store, id: &str) -> ApiResult<()> {
         .find(|(_, t)| t.id == id)
         .map(|(k, _)| k)
         .ok_or_else(|| ApiError::not_found(format!("token: no token with id '{id}'")))?;
-    store.kv_delete(NAMESPACE, &key).await?;
+    remove_rows(store, vec![key]).await
+}
+
+/// Removes token rows and announces it on the change feed, so every replica's token cache
+/// forgets them at once (see `auth::cache`).
+async fn remove_rows(store: &dyn Store, keys: Vec<String>) -> ApiResult<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let changes: Vec<(String, Option<String>)> = keys.into_iter().map(|k| (k, None)).collect();
+    let mut tx = store.begin().await?;
+    tx.kv_write(NAMESPACE, &changes).await?;
+    tx.publish(revocation());
+    tx.commit().await?;
     Ok(())
+}
+
+/// The change-feed notice of a revocation (it names no token: caches drop everything).
+pub(crate) fn revocation() -> Change {
+    Change {
+        kind: NAMESPACE.to_string(),
+        id: String::new(),
+        tenant: String::new(),
+        gone: true,
+        refs: Vec::new(),
+    }
 }
 
 /// Removes every token of a tenant (by tenant id); returns how many.
 pub async fn revoke_tenant(store: &dyn Store, tenant_id: &str) -> ApiResult<usize> {
-    let changes: Vec<(String, Option<String>)> = rows(store)
+    let keys: Vec<String> = rows(store)
         .await?
         .into_iter()
         .filter(|(_, t)| t.tenant_id.as_deref() == Some(tenant_id))
-        .map(|(k, _)| (k, None))
+        .map(|(k, _)| k)
         .collect();
-    store.kv_write(NAMESPACE, &changes).await?;
-    Ok(changes.len())
+    let n = keys.len();
+    remove_rows(store, keys).await?;
+    Ok(n)
 }
 
 /// Parses a lifetime such as `90s`, `30m`, `24h`, `7d` or `1h30m` (units s, m, h, d).

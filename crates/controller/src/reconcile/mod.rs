@@ -100,9 +100,7 @@ pub(crate) struct Ctx {
 pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
     if rec.deleted_at.is_some() && rec.finalizers.is_empty() {
         // Deleted without finalizers: writing it back removes the row.
-        let mut tx = ctx.store.begin().await?;
-        crate::events::update(&mut *tx, &rec, &rec).await?;
-        tx.commit().await?;
+        crate::events::apply_update(ctx.store.as_ref(), &rec, &rec).await?;
         return Ok(Action::Done);
     }
     if cleanup::pending(&rec) {
@@ -181,9 +179,7 @@ pub(crate) async fn write(ctx: &Ctx, read: &Record, next: Record) -> Result<bool
     if *read == next {
         return Ok(false);
     }
-    let mut tx = ctx.store.begin().await?;
-    crate::events::update(&mut *tx, read, &next).await?;
-    tx.commit().await?;
+    crate::events::apply_update(ctx.store.as_ref(), read, &next).await?;
     Ok(true)
 }
 

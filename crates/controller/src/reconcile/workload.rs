@@ -203,9 +203,7 @@ impl<T: Workload> Work<T> {
         if next == self.rec {
             return Ok(());
         }
-        let mut tx = ctx.store.begin().await?;
-        let written = crate::events::update(&mut *tx, &self.rec, &next).await?;
-        tx.commit().await?;
+        let written = crate::events::apply_update(ctx.store.as_ref(), &self.rec, &next).await?;
         self.written(written);
         metrics::workload_phase(T::KIND.collection(), "status_write", started.elapsed());
         Ok(())
