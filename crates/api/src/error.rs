@@ -135,6 +135,10 @@ impl From<StoreError> for ApiError {
                 ApiError::new(Code::Unavailable, "database unavailable; retry the request")
             }
             StoreError::Fenced(_) => ApiError::new(Code::Unavailable, e.to_string()),
+            StoreError::InUse(m) => {
+                tracing::error!(message = %m, "database in use");
+                ApiError::new(Code::Unavailable, "database unavailable; retry the request")
+            }
             StoreError::Unavailable(m) => {
                 tracing::error!(message = %m, "shared commit failed");
                 ApiError::new(Code::Unavailable, "database unavailable; retry the request")

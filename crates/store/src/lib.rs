@@ -13,6 +13,7 @@ mod pg_lease;
 mod postgres;
 mod query;
 mod record;
+mod record_cache;
 mod shared_kv;
 mod sqlite;
 
@@ -59,6 +60,9 @@ pub enum StoreError {
     /// written; the request may be retried.
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// The database is taken by another process (an SQLite file serves one process).
+    #[error("{0}")]
+    InUse(String),
     /// Stored data could not be decoded.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
@@ -274,10 +278,29 @@ pub trait Tx: Send {
 }
 
 /// Opens a store from a URL: `sqlite://path` / `sqlite::memory:` or `postgres://…`; runs migrations.
+///
+/// An SQLite file is served by one store per process: opening it again while a store on it
+/// is alive (a server restarted in-process, a tool next to a server) returns that store, so
+/// its object cache, write lock and change feed stay the only ones; another process is
+/// refused ([`StoreError::InUse`]).
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(PostgresStore::connect(url).await?))
-    } else {
-        Ok(Arc::new(SqliteStore::connect(url).await?))
+        return Ok(Arc::new(PostgresStore::connect(url).await?));
     }
+    let Some(file) = SqliteStore::file_of(url)? else {
+        return Ok(Arc::new(SqliteStore::connect(url).await?));
+    };
+    let mut open = SQLITE_STORES.lock().await;
+    open.retain(|_, store| store.strong_count() > 0);
+    if let Some(store) = open.get(&file).and_then(std::sync::Weak::upgrade) {
+        return Ok(store);
+    }
+    let store = Arc::new(SqliteStore::connect(url).await?);
+    open.insert(file, Arc::downgrade(&store));
+    Ok(store)
 }
+
+/// The SQLite stores alive in this process, by database file.
+static SQLITE_STORES: std::sync::LazyLock<
+    tokio::sync::Mutex<std::collections::HashMap<std::path::PathBuf, std::sync::Weak<SqliteStore>>>,
+> = std::sync::LazyLock::new(Default::default);

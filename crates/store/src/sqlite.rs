@@ -20,6 +20,7 @@ use crate::filter_sql::{Dialect, SqlValue};
 use crate::group::{GroupCommit, StatementErrors};
 use crate::query::list_sql;
 use crate::record::{parse_json, parse_ts, to_json, ts_text};
+use crate::record_cache::{RecordCache, Written};
 use crate::{
     Applied, Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx, Write,
     WriteSet,
@@ -33,13 +34,66 @@ pub struct SqliteStore {
     write_lock: Arc<Mutex<()>>,
     feed: broadcast::Sender<Change>,
     group: GroupCommit,
+    /// Recently read and written objects: this process is the database's only writer.
+    cache: Arc<RecordCache>,
+    /// Held for the store's lifetime: one process per database file (see [`lock_database`]).
+    _owner: Option<std::fs::File>,
+}
+
+/// Takes the database file's owner lock (`<file>.lock`, an exclusive advisory lock), or fails
+/// when another process has the file open as its store: SQLite here serves one process — its
+/// object cache and in-process change feed are only right if nobody else writes the file
+/// (several servers share a PostgreSQL database instead).
+fn lock_database(path: &std::path::Path) -> Result<std::fs::File> {
+    let lock_path = {
+        let mut p = path.as_os_str().to_owned();
+        p.push(".lock");
+        std::path::PathBuf::from(p)
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| StoreError::InUse(format!("cannot open {}: {e}", lock_path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::InUse(format!(
+            "the SQLite database {} is open in another osac process (one process per SQLite file; use PostgreSQL for several servers)",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(StoreError::InUse(format!(
+            "cannot lock {}: {e}",
+            lock_path.display()
+        ))),
+    }
 }
 
 impl SqliteStore {
+    /// The database file of `url` as an absolute path (None for an in-memory database): the
+    /// identity under which [`crate::open`] shares one store per file in a process.
+    pub fn file_of(url: &str) -> Result<Option<std::path::PathBuf>> {
+        if url.contains(":memory:") {
+            return Ok(None);
+        }
+        let parsed = SqliteConnectOptions::from_str(url)?;
+        let path = std::path::absolute(parsed.get_filename())
+            .map_err(|e| StoreError::InUse(format!("database path: {e}")))?;
+        Ok(Some(path))
+    }
+
     /// Opens (creating if needed) the database at `url` (`sqlite://file.db` or `sqlite::memory:`).
+    /// Fails when another process has the file open as its store; within a process, open it
+    /// through [`crate::open`], which hands out one store per file.
     pub async fn connect(url: &str) -> Result<Self> {
         let memory = url.contains(":memory:");
-        let opts = SqliteConnectOptions::from_str(url)?
+        let parsed = SqliteConnectOptions::from_str(url)?;
+        let owner = if memory {
+            None
+        } else {
+            Some(lock_database(parsed.get_filename())?)
+        };
+        let opts = parsed
             .create_if_missing(true)
             .journal_mode(if memory {
                 SqliteJournalMode::Memory
@@ -68,11 +122,18 @@ impl SqliteStore {
         let (feed, _) = broadcast::channel(65536);
         let write_lock = Arc::new(Mutex::new(()));
         spawn_statistics_refresh(pool.clone(), write_lock.clone());
+        let cache = Arc::new(RecordCache::default());
         let group = {
             let (pool, write_lock, feed) = (pool.clone(), write_lock.clone(), feed.clone());
+            let cache = cache.clone();
             GroupCommit::start(
                 Box::new(move || {
-                    Box::pin(begin_tx(pool.clone(), write_lock.clone(), feed.clone()))
+                    Box::pin(begin_tx(
+                        pool.clone(),
+                        write_lock.clone(),
+                        feed.clone(),
+                        cache.clone(),
+                    ))
                 }),
                 StatementErrors::UndoStatement,
             )
@@ -83,6 +144,8 @@ impl SqliteStore {
             write_lock,
             feed,
             group,
+            cache,
+            _owner: owner,
         })
     }
 }
@@ -202,6 +265,7 @@ async fn begin_tx(
     pool: SqlitePool,
     write_lock: Arc<Mutex<()>>,
     feed: broadcast::Sender<Change>,
+    cache: Arc<RecordCache>,
 ) -> Result<Box<dyn Tx>> {
     let guard = write_lock.lock_owned().await;
     // IMMEDIATE takes SQLite's write lock at BEGIN, so the snapshot a transaction reads can
@@ -211,8 +275,10 @@ async fn begin_tx(
         tx,
         _guard: guard,
         changes: Vec::new(),
+        written: Vec::new(),
         savepoint: None,
         feed,
+        cache,
     }))
 }
 
@@ -251,6 +317,7 @@ impl Store for SqliteStore {
             self.pool.clone(),
             self.write_lock.clone(),
             self.feed.clone(),
+            self.cache.clone(),
         )
         .await
     }
@@ -260,8 +327,16 @@ impl Store for SqliteStore {
     }
 
     async fn get(&self, id: &str) -> Result<Option<Record>> {
+        let (cached, epoch) = self.cache.get(id);
+        if cached.is_some() {
+            return Ok(cached);
+        }
         let mut conn = self.pool.acquire().await?;
-        get_row(&mut conn, id).await
+        let found = get_row(&mut conn, id).await?;
+        if let Some(r) = &found {
+            self.cache.offer(r, epoch);
+        }
+        Ok(found)
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page> {
@@ -371,9 +446,12 @@ struct SqliteTx {
     tx: Transaction<'static, sqlx::Sqlite>,
     _guard: OwnedMutexGuard<()>,
     changes: Vec<Change>,
-    /// Changes recorded when the open savepoint was made.
-    savepoint: Option<usize>,
+    /// The rows written, for the cache once committed.
+    written: Vec<Written>,
+    /// Changes and rows recorded when the open savepoint was made.
+    savepoint: Option<(usize, usize)>,
     feed: broadcast::Sender<Change>,
+    cache: Arc<RecordCache>,
 }
 
 impl SqliteTx {
@@ -500,6 +578,7 @@ impl Tx for SqliteTx {
         self.write_labels(&rec, false).await?;
         self.write_refs(&rec, None).await?;
         self.changes.push(Change::of(&rec, false, &[]));
+        self.written.push(Written::Put(rec.clone()));
         Ok(rec)
     }
 
@@ -529,6 +608,7 @@ impl Tx for SqliteTx {
                 .await?;
             let targets: Vec<String> = old_refs.into_iter().map(|(_, t)| t).collect();
             self.changes.push(Change::of(record, true, &targets));
+            self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
         }
         let mut rec = record.clone();
@@ -552,6 +632,7 @@ impl Tx for SqliteTx {
         }
         let old_refs = self.write_refs(&rec, Some(old_refs)).await?;
         self.changes.push(Change::of(&rec, false, &old_refs));
+        self.written.push(Written::Put(rec.clone()));
         Ok(Some(rec))
     }
 
@@ -564,6 +645,7 @@ impl Tx for SqliteTx {
             .execute(&mut *self.tx)
             .await?;
         self.changes.push(Change::of(&rec, true, &[]));
+        self.written.push(Written::Gone(id.to_string()));
         Ok(())
     }
 
@@ -582,7 +664,7 @@ impl Tx for SqliteTx {
         sqlx::query("SAVEPOINT osac_set")
             .execute(&mut *self.tx)
             .await?;
-        self.savepoint = Some(self.changes.len());
+        self.savepoint = Some((self.changes.len(), self.written.len()));
         Ok(())
     }
 
@@ -593,8 +675,9 @@ impl Tx for SqliteTx {
         sqlx::query("RELEASE SAVEPOINT osac_set")
             .execute(&mut *self.tx)
             .await?;
-        if let Some(n) = self.savepoint.take() {
-            self.changes.truncate(n);
+        if let Some((changes, written)) = self.savepoint.take() {
+            self.changes.truncate(changes);
+            self.written.truncate(written);
         }
         Ok(())
     }
@@ -610,6 +693,8 @@ impl Tx for SqliteTx {
     async fn commit(self: Box<Self>) -> Result<()> {
         let this = *self;
         this.tx.commit().await?;
+        // Still under the write lock (released when `this` is dropped): see `record_cache`.
+        this.cache.committed(this.written);
         crate::count_write();
         // Every change is published, events included: watches (`osac events --watch`) stream
         // them; controllers skip kinds nothing reconciles.

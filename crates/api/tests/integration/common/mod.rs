@@ -378,8 +378,15 @@ impl TestServer {
 
     /// Another server (replica) on the same database, with its own listener and controllers.
     pub async fn replica(&self) -> RunningServer {
+        self.try_replica()
+            .await
+            .unwrap_or_else(|e| panic!("server start on {}: {e}", self.db.url))
+    }
+
+    /// Like [`TestServer::replica`], returning a refused start as its message.
+    pub async fn try_replica(&self) -> Result<RunningServer, String> {
         let no_file = self.dir.path().join("replica-tokens.json");
-        launch(
+        try_launch(
             &self.db.url,
             &no_file,
             self.managers_dir.clone(),
@@ -402,6 +409,24 @@ async fn launch(
     ip_discovery_timeout: Duration,
     limits: &osac_api::LimitsConfig,
 ) -> RunningServer {
+    try_launch(
+        database_url,
+        token_file,
+        managers_dir,
+        ip_discovery_timeout,
+        limits,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("server start on {database_url}: {e}"))
+}
+
+async fn try_launch(
+    database_url: &str,
+    token_file: &Path,
+    managers_dir: Option<PathBuf>,
+    ip_discovery_timeout: Duration,
+    limits: &osac_api::LimitsConfig,
+) -> Result<RunningServer, String> {
     osac_api::start(ServerConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         database_url: database_url.to_string(),
@@ -415,7 +440,7 @@ async fn launch(
         transport: Default::default(),
     })
     .await
-    .unwrap_or_else(|e| panic!("server start on {database_url}: {e:?}"))
+    .map_err(|e| format!("{e:?}"))
 }
 
 /// Sim state kept in the store's key/value table (as the server does it), for controllers a

@@ -1,0 +1,152 @@
+//! A bounded in-memory copy of recently read and written objects, for a store that is the only
+//! writer of its database (SQLite: one process owns the file), so that reads by id cost no
+//! round trip to the database.
+//!
+//! Coherence rules (why a cached record is never older than the database):
+//! - Every committed write transaction updates the cache with what it wrote (new versions,
+//!   removed rows) *after* its commit and *before* it releases the write lock, and bumps the
+//!   cache's epoch.
+//! - A reader that missed the cache reads the database, then offers the row with the epoch it
+//!   saw before reading. The offer is taken only if no commit happened in between (same epoch):
+//!   a row read before a concurrent commit is never cached over it, and a row removed
+//!   meanwhile is never resurrected.
+//! - Reads inside a transaction never use the cache (they must see the transaction's own
+//!   writes).
+//! - Bounded: when full, the cache is emptied (correctness never depends on an entry).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use chrono::SubsecRound;
+use osac_model::Kind;
+
+use crate::Record;
+
+/// Records kept at most (a few MiB: objects are ~1 KiB).
+const CAPACITY: usize = 8192;
+
+/// What one committed transaction wrote.
+#[derive(Debug, Clone)]
+pub(crate) enum Written {
+    /// The row as stored now.
+    Put(Record),
+    /// The row is gone.
+    Gone(String),
+}
+
+#[derive(Default)]
+struct Inner {
+    records: HashMap<String, Record>,
+    epoch: u64,
+}
+
+/// The cache of one store.
+#[derive(Default)]
+pub(crate) struct RecordCache {
+    inner: Mutex<Inner>,
+}
+
+impl RecordCache {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // The map holds copies only: after a panic elsewhere, start afresh.
+        let mut guard = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.inner.is_poisoned() {
+            guard.records.clear();
+            self.inner.clear_poison();
+        }
+        guard
+    }
+
+    /// The cached record, and the epoch to offer a database read with on a miss.
+    pub(crate) fn get(&self, id: &str) -> (Option<Record>, u64) {
+        let inner = self.lock();
+        (inner.records.get(id).cloned(), inner.epoch)
+    }
+
+    /// Offers a row read from the database after [`RecordCache::get`] returned `epoch`.
+    /// Events are never cached (they are pruned outside transactions).
+    pub(crate) fn offer(&self, record: &Record, epoch: u64) {
+        if record.kind == Kind::Event {
+            return;
+        }
+        let mut inner = self.lock();
+        if inner.epoch != epoch {
+            return;
+        }
+        if inner.records.len() >= CAPACITY {
+            inner.records.clear();
+        }
+        inner.records.insert(record.id.clone(), record.clone());
+    }
+
+    /// Applies a committed transaction's writes (call before releasing the write lock).
+    pub(crate) fn committed(&self, writes: Vec<Written>) {
+        if writes.is_empty() {
+            return;
+        }
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        for w in writes {
+            match w {
+                Written::Put(record) if record.kind == Kind::Event => {}
+                Written::Put(mut record) => {
+                    if inner.records.len() >= CAPACITY {
+                        inner.records.clear();
+                    }
+                    // As the database returns it: timestamps are stored to the microsecond.
+                    record.created_at = record.created_at.trunc_subsecs(6);
+                    record.deleted_at = record.deleted_at.map(|t| t.trunc_subsecs(6));
+                    inner.records.insert(record.id.clone(), record);
+                }
+                Written::Gone(id) => {
+                    inner.records.remove(&id);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rec(version: i64) -> Record {
+        let mut r = Record::new(Kind::Subnet, "t", json!({"spec": {}}));
+        r.id = "a".into();
+        r.version = version;
+        r
+    }
+
+    #[test]
+    fn a_read_overtaken_by_a_commit_is_not_cached() {
+        let cache = RecordCache::default();
+        let (hit, epoch) = cache.get("a");
+        assert!(hit.is_none());
+        // A writer commits version 2 while the reader still holds its version-1 row.
+        cache.committed(vec![Written::Put(rec(2))]);
+        cache.offer(&rec(1), epoch);
+        assert_eq!(cache.get("a").0.map(|r| r.version), Some(2));
+    }
+
+    #[test]
+    fn a_removed_row_is_not_resurrected() {
+        let cache = RecordCache::default();
+        cache.committed(vec![Written::Put(rec(1))]);
+        let (_, epoch) = cache.get("b");
+        cache.committed(vec![Written::Gone("a".into())]);
+        cache.offer(&rec(1), epoch);
+        assert!(cache.get("a").0.is_none());
+    }
+
+    #[test]
+    fn a_quiet_read_is_cached() {
+        let cache = RecordCache::default();
+        let (_, epoch) = cache.get("a");
+        cache.offer(&rec(3), epoch);
+        assert_eq!(cache.get("a").0.map(|r| r.version), Some(3));
+    }
+}
