@@ -29,7 +29,7 @@ const CAPACITY: usize = 8192;
 #[derive(Debug, Clone)]
 pub(crate) enum Written {
     /// The row as stored now.
-    Put(Record),
+    Put(Box<Record>),
     /// The row is gone.
     Gone(String),
 }
@@ -92,7 +92,8 @@ impl RecordCache {
         for w in writes {
             match w {
                 Written::Put(record) if record.kind == Kind::Event => {}
-                Written::Put(mut record) => {
+                Written::Put(record) => {
+                    let mut record = *record;
                     if inner.records.len() >= CAPACITY {
                         inner.records.clear();
                     }
@@ -127,7 +128,7 @@ mod tests {
         let (hit, epoch) = cache.get("a");
         assert!(hit.is_none());
         // A writer commits version 2 while the reader still holds its version-1 row.
-        cache.committed(vec![Written::Put(rec(2))]);
+        cache.committed(vec![Written::Put(Box::new(rec(2)))]);
         cache.offer(&rec(1), epoch);
         assert_eq!(cache.get("a").0.map(|r| r.version), Some(2));
     }
@@ -135,7 +136,7 @@ mod tests {
     #[test]
     fn a_removed_row_is_not_resurrected() {
         let cache = RecordCache::default();
-        cache.committed(vec![Written::Put(rec(1))]);
+        cache.committed(vec![Written::Put(Box::new(rec(1)))]);
         let (_, epoch) = cache.get("b");
         cache.committed(vec![Written::Gone("a".into())]);
         cache.offer(&rec(1), epoch);

@@ -578,7 +578,7 @@ impl Tx for SqliteTx {
         self.write_labels(&rec, false).await?;
         self.write_refs(&rec, None).await?;
         self.changes.push(Change::of(&rec, false, &[]));
-        self.written.push(Written::Put(rec.clone()));
+        self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(rec)
     }
 
@@ -632,7 +632,7 @@ impl Tx for SqliteTx {
         }
         let old_refs = self.write_refs(&rec, Some(old_refs)).await?;
         self.changes.push(Change::of(&rec, false, &old_refs));
-        self.written.push(Written::Put(rec.clone()));
+        self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(Some(rec))
     }
 
