@@ -10,6 +10,8 @@
 //!   saw before reading. The offer is taken only if no commit happened in between (same epoch):
 //!   a row read before a concurrent commit is never cached over it, and a row removed
 //!   meanwhile is never resurrected.
+//! - The referrers of an object are cached the same way; a commit forgets those of every id
+//!   its rows referenced before or after the write.
 //! - Reads inside a transaction never use the cache (they must see the transaction's own
 //!   writes).
 //! - Bounded: when full, the cache is emptied (correctness never depends on an entry).
@@ -20,7 +22,7 @@ use std::sync::{Mutex, MutexGuard};
 use chrono::SubsecRound;
 use osac_model::Kind;
 
-use crate::Record;
+use crate::{Record, Reference};
 
 /// Records kept at most (a few MiB: objects are ~1 KiB).
 const CAPACITY: usize = 8192;
@@ -37,6 +39,8 @@ pub(crate) enum Written {
 #[derive(Default)]
 struct Inner {
     records: HashMap<String, Record>,
+    /// Referrers by target id (what `Store::referrers` answers).
+    referrers: HashMap<String, Vec<Reference>>,
     epoch: u64,
 }
 
@@ -55,6 +59,7 @@ impl RecordCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if self.inner.is_poisoned() {
             guard.records.clear();
+            guard.referrers.clear();
             self.inner.clear_poison();
         }
         guard
@@ -82,13 +87,43 @@ impl RecordCache {
         inner.records.insert(record.id.clone(), record.clone());
     }
 
-    /// Applies a committed transaction's writes (call before releasing the write lock).
-    pub(crate) fn committed(&self, writes: Vec<Written>) {
+    /// The cached referrers of `target`, and the epoch to offer a database read with.
+    pub(crate) fn referrers(&self, target: &str) -> (Option<Vec<Reference>>, u64) {
+        let inner = self.lock();
+        (inner.referrers.get(target).cloned(), inner.epoch)
+    }
+
+    /// Offers referrers read from the database after [`RecordCache::referrers`] returned
+    /// `epoch`.
+    pub(crate) fn offer_referrers(&self, target: &str, referrers: &[Reference], epoch: u64) {
+        let mut inner = self.lock();
+        if inner.epoch != epoch {
+            return;
+        }
+        if inner.referrers.len() >= CAPACITY {
+            inner.referrers.clear();
+        }
+        inner
+            .referrers
+            .insert(target.to_string(), referrers.to_vec());
+    }
+
+    /// Applies a committed transaction's writes (call before releasing the write lock):
+    /// `writes` are its rows, `targets` every id a written row referenced before or after the
+    /// write (whose referrers may have changed).
+    pub(crate) fn committed<'a>(
+        &self,
+        writes: Vec<Written>,
+        targets: impl Iterator<Item = &'a str>,
+    ) {
         if writes.is_empty() {
             return;
         }
         let mut inner = self.lock();
         inner.epoch += 1;
+        for target in targets {
+            inner.referrers.remove(target);
+        }
         for w in writes {
             match w {
                 Written::Put(record) if record.kind == Kind::Event => {}
@@ -128,7 +163,7 @@ mod tests {
         let (hit, epoch) = cache.get("a");
         assert!(hit.is_none());
         // A writer commits version 2 while the reader still holds its version-1 row.
-        cache.committed(vec![Written::Put(Box::new(rec(2)))]);
+        cache.committed(vec![Written::Put(Box::new(rec(2)))], std::iter::empty());
         cache.offer(&rec(1), epoch);
         assert_eq!(cache.get("a").0.map(|r| r.version), Some(2));
     }
@@ -136,11 +171,22 @@ mod tests {
     #[test]
     fn a_removed_row_is_not_resurrected() {
         let cache = RecordCache::default();
-        cache.committed(vec![Written::Put(Box::new(rec(1)))]);
+        cache.committed(vec![Written::Put(Box::new(rec(1)))], std::iter::empty());
         let (_, epoch) = cache.get("b");
-        cache.committed(vec![Written::Gone("a".into())]);
+        cache.committed(vec![Written::Gone("a".into())], std::iter::empty());
         cache.offer(&rec(1), epoch);
         assert!(cache.get("a").0.is_none());
+    }
+
+    #[test]
+    fn referrers_of_a_written_row_s_targets_are_forgotten() {
+        let cache = RecordCache::default();
+        let (_, epoch) = cache.referrers("vn");
+        cache.offer_referrers("vn", &[], epoch);
+        assert_eq!(cache.referrers("vn").0.map(|r| r.len()), Some(0));
+        // A subnet referencing the VN is written: the VN's referrers must be read again.
+        cache.committed(vec![Written::Put(Box::new(rec(1)))], ["vn"].into_iter());
+        assert!(cache.referrers("vn").0.is_none());
     }
 
     #[test]

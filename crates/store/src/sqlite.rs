@@ -345,8 +345,14 @@ impl Store for SqliteStore {
     }
 
     async fn referrers(&self, target: &str) -> Result<Vec<Reference>> {
+        let (cached, epoch) = self.cache.referrers(target);
+        if let Some(found) = cached {
+            return Ok(found);
+        }
         let mut conn = self.pool.acquire().await?;
-        referrers_of(&mut conn, target).await
+        let found = referrers_of(&mut conn, target).await?;
+        self.cache.offer_referrers(target, &found, epoch);
+        Ok(found)
     }
 
     async fn ids(&self, kind: Kind) -> Result<Vec<String>> {
@@ -694,7 +700,11 @@ impl Tx for SqliteTx {
         let this = *self;
         this.tx.commit().await?;
         // Still under the write lock (released when `this` is dropped): see `record_cache`.
-        this.cache.committed(this.written);
+        let targets = this
+            .changes
+            .iter()
+            .flat_map(|c| c.refs.iter().map(String::as_str));
+        this.cache.committed(this.written, targets);
         crate::count_write();
         // Every change is published, events included: watches (`osac events --watch`) stream
         // them; controllers skip kinds nothing reconciles.
