@@ -12,8 +12,9 @@
 //!   meanwhile is never resurrected.
 //! - The referrers of an object are cached the same way; a commit forgets those of every id
 //!   its rows referenced before or after the write.
-//! - Reads inside a transaction never use the cache (they must see the transaction's own
-//!   writes).
+//! - Reads inside a write transaction use the cache only for rows the transaction has not
+//!   written: it holds the write lock, so the cache is the committed state, but not its own
+//!   uncommitted writes.
 //! - Bounded: when full, the cache is emptied (correctness never depends on an entry).
 
 use std::collections::HashMap;

@@ -461,6 +461,28 @@ struct SqliteTx {
 }
 
 impl SqliteTx {
+    /// Reads a row inside the transaction. A row this transaction has not written is the
+    /// committed one, which the cache holds exactly (every commit updates it under the write
+    /// lock this transaction holds), so it is served from there; a miss is read and cached.
+    async fn read(&mut self, id: &str) -> Result<Option<Record>> {
+        let written_here = self.written.iter().any(|w| match w {
+            Written::Put(r) => r.id == id,
+            Written::Gone(gone) => gone == id,
+        });
+        if written_here {
+            return get_row(&mut self.tx, id).await;
+        }
+        let (cached, epoch) = self.cache.get(id);
+        if cached.is_some() {
+            return Ok(cached);
+        }
+        let found = get_row(&mut self.tx, id).await?;
+        if let Some(r) = &found {
+            self.cache.offer(r, epoch);
+        }
+        Ok(found)
+    }
+
     async fn write_labels(&mut self, record: &Record, replace: bool) -> Result<()> {
         if replace {
             sqlx::query("DELETE FROM object_labels WHERE object_id = ?")
@@ -525,11 +547,12 @@ fn stored_refs(json: Option<&str>) -> Result<Vec<(String, String)>> {
 #[async_trait]
 impl Tx for SqliteTx {
     async fn get(&mut self, id: &str) -> Result<Option<Record>> {
-        get_row(&mut self.tx, id).await
+        self.read(id).await
     }
 
     async fn lock(&mut self, id: &str) -> Result<Option<Record>> {
-        get_row(&mut self.tx, id).await
+        // SQLite write transactions are serial: reading is locking.
+        self.read(id).await
     }
 
     async fn lock_kind(&mut self, _kind: Kind) -> Result<()> {
