@@ -1,6 +1,11 @@
 //! Group commit: independent write sets that arrive while a commit is in progress are applied
 //! together in the next transaction, one commit for all of them.
 //!
+//! Used by the SQLite store, where write transactions are serial anyway and a failed statement
+//! undoes only itself (a set whose only fallible step is its first statement needs no
+//! savepoint). PostgreSQL shares WAL flushes between concurrent commits on its own, and its
+//! row locks would be held across a whole batch: there each set is its own transaction.
+//!
 //! # Contract
 //!
 //! - A [`WriteSet`] is all or nothing: each set runs inside its own savepoint, so a set that
@@ -99,17 +104,6 @@ struct Pending {
     reply: oneshot::Sender<Result<Applied>>,
 }
 
-/// How a backend treats a failed statement inside a transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StatementErrors {
-    /// Only the statement is undone (SQLite): a set whose only fallible step is its first
-    /// statement needs no savepoint.
-    UndoStatement,
-    /// The whole transaction becomes unusable (PostgreSQL): every set of a batch gets a
-    /// savepoint.
-    AbortTransaction,
-}
-
 /// The committer of one store: a task that owns the batching.
 pub(crate) struct GroupCommit {
     sender: mpsc::UnboundedSender<Pending>,
@@ -117,9 +111,9 @@ pub(crate) struct GroupCommit {
 
 impl GroupCommit {
     /// Spawns the committer task; it ends when the store (this handle) is dropped.
-    pub(crate) fn start(begin: Begin, errors: StatementErrors) -> Self {
+    pub(crate) fn start(begin: Begin) -> Self {
         let (sender, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(committer(receiver, begin, errors));
+        tokio::spawn(committer(receiver, begin));
         GroupCommit { sender }
     }
 
@@ -138,11 +132,7 @@ impl GroupCommit {
     }
 }
 
-async fn committer(
-    mut receiver: mpsc::UnboundedReceiver<Pending>,
-    begin: Begin,
-    errors: StatementErrors,
-) {
+async fn committer(mut receiver: mpsc::UnboundedReceiver<Pending>, begin: Begin) {
     while let Some(first) = receiver.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -151,7 +141,7 @@ async fn committer(
                 Err(_) => break,
             }
         }
-        commit_batch(&begin, errors, batch).await;
+        commit_batch(&begin, batch).await;
     }
 }
 
@@ -170,8 +160,8 @@ fn may_fail_midway(set: &WriteSet) -> bool {
 }
 
 /// Sets of a batch written in one transaction, each isolated by a savepoint where its
-/// failure could otherwise leave part of it behind or abort the transaction.
-async fn commit_batch(begin: &Begin, errors: StatementErrors, batch: Vec<Pending>) {
+/// failure could otherwise leave part of it behind.
+async fn commit_batch(begin: &Begin, batch: Vec<Pending>) {
     let sets = batch.len();
     let mut tx = match begin().await {
         Ok(tx) => tx,
@@ -179,8 +169,7 @@ async fn commit_batch(begin: &Begin, errors: StatementErrors, batch: Vec<Pending
     };
     let mut outcomes = Vec::with_capacity(sets);
     for p in &batch {
-        let alone =
-            sets == 1 || (errors == StatementErrors::UndoStatement && !may_fail_midway(&p.set));
+        let alone = sets == 1 || !may_fail_midway(&p.set);
         let outcome = if alone {
             apply_in(tx.as_mut(), &p.set).await
         } else {

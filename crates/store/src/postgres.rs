@@ -14,12 +14,10 @@ use sqlx::{PgPool, Row, Transaction};
 use tokio::sync::broadcast;
 
 use crate::filter_sql::{Dialect, SqlValue};
-use crate::group::{GroupCommit, StatementErrors};
 use crate::query::list_sql;
 use crate::record::{parse_json, to_json};
 use crate::{
-    Applied, Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx, Write,
-    WriteSet,
+    Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx, Write, WriteSet,
 };
 
 const COLUMNS: &str = "o.id, o.kind, o.tenant, o.name, o.creator, o.version, o.created_at, o.deleted_at, o.labels, o.annotations, o.finalizers, o.body";
@@ -30,7 +28,6 @@ pub struct PostgresStore {
     pub(crate) pool: PgPool,
     feed: broadcast::Sender<Change>,
     origin: String,
-    group: GroupCommit,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -101,19 +98,7 @@ impl PostgresStore {
                 }
             }
         });
-        let group = {
-            let (pool, feed, origin) = (pool.clone(), feed.clone(), origin.clone());
-            GroupCommit::start(
-                Box::new(move || Box::pin(begin_tx(pool.clone(), feed.clone(), origin.clone()))),
-                StatementErrors::AbortTransaction,
-            )
-        };
-        Ok(Self {
-            pool,
-            feed,
-            origin,
-            group,
-        })
+        Ok(Self { pool, feed, origin })
     }
 }
 
@@ -234,9 +219,10 @@ impl Store for PostgresStore {
         begin_tx(self.pool.clone(), self.feed.clone(), self.origin.clone()).await
     }
 
-    async fn apply(&self, set: WriteSet) -> Result<Applied> {
-        self.group.apply(set).await
-    }
+    // `apply` is the trait's: one transaction per write set. PostgreSQL already shares WAL
+    // flushes between concurrent commits (its own group commit), and batching sets into one
+    // transaction here held row locks across a whole batch, which API transactions then
+    // waited for (measured slower: docs/benchmarks.md).
 
     async fn get(&self, id: &str) -> Result<Option<Record>> {
         let mut conn = self.pool.acquire().await?;
@@ -333,12 +319,11 @@ impl Store for PostgresStore {
     }
 
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
-        // Driver records share the commit of concurrent controller writes.
         let set = WriteSet::of(vec![Write::Kv {
             ns: ns.to_string(),
             changes: changes.to_vec(),
         }]);
-        self.group.apply(set).await.map(|_| ())
+        self.apply(set).await.map(|_| ())
     }
 
     fn leases(&self) -> Option<&dyn crate::Leases> {

@@ -25,8 +25,10 @@ use osac_model::Kind;
 
 use crate::{Record, Reference};
 
-/// Records kept at most (a few MiB: objects are ~1 KiB).
-const CAPACITY: usize = 8192;
+/// Records (and referrer lists) kept at most: enough for the objects reconciles read again and
+/// again (classes, networks, subnets, groups, the workloads in flight), small enough that a
+/// store of 100,000 objects stays well within its memory budget.
+const CAPACITY: usize = 4096;
 
 /// What one committed transaction wrote.
 #[derive(Debug, Clone)]

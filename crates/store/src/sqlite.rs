@@ -17,7 +17,7 @@ use sqlx::{Row, SqlitePool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
 
 use crate::filter_sql::{Dialect, SqlValue};
-use crate::group::{GroupCommit, StatementErrors};
+use crate::group::GroupCommit;
 use crate::query::list_sql;
 use crate::record::{parse_json, parse_ts, to_json, ts_text};
 use crate::record_cache::{RecordCache, Written};
@@ -126,17 +126,14 @@ impl SqliteStore {
         let group = {
             let (pool, write_lock, feed) = (pool.clone(), write_lock.clone(), feed.clone());
             let cache = cache.clone();
-            GroupCommit::start(
-                Box::new(move || {
-                    Box::pin(begin_tx(
-                        pool.clone(),
-                        write_lock.clone(),
-                        feed.clone(),
-                        cache.clone(),
-                    ))
-                }),
-                StatementErrors::UndoStatement,
-            )
+            GroupCommit::start(Box::new(move || {
+                Box::pin(begin_tx(
+                    pool.clone(),
+                    write_lock.clone(),
+                    feed.clone(),
+                    cache.clone(),
+                ))
+            }))
         };
         Ok(Self {
             pool,
