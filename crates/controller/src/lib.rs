@@ -36,8 +36,11 @@
 //! - **Never block on another object.** A missing precondition (parent not READY, address not
 //!   allocated) is checked, reported in `status.message`, and the object is requeued; the
 //!   change feed wakes it when the dependency changes.
-//! - **Status is written only here**, with optimistic locking (`Tx::update`); a conflict just
-//!   requeues. Writes happen only when something changed, so a converged object costs one read.
+//! - **Status is written only here**, with optimistic locking: a status write (with the event
+//!   its state change implies) is a write set handed to [`osac_store::Store::apply`], which
+//!   commits it together with concurrent ones (group commit on SQLite), all or nothing; a
+//!   conflict just requeues. Writes happen only when something changed, so a converged object
+//!   costs one read.
 //! - **Managers are never called inside a store transaction** (a transaction may hold the only
 //!   database connection the manager's own state store needs).
 //!
