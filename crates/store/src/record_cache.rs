@@ -11,7 +11,8 @@
 //!   a row read before a concurrent commit is never cached over it, and a row removed
 //!   meanwhile is never resurrected.
 //! - The referrers of an object are cached the same way; a commit forgets those of every id
-//!   its rows referenced before or after the write.
+//!   whose reference rows it added or removed (a status write that keeps an object's
+//!   references keeps the cached referrers of what it references).
 //! - Reads inside a write transaction use the cache only for rows the transaction has not
 //!   written: it holds the write lock, so the cache is the committed state, but not its own
 //!   uncommitted writes.
@@ -112,8 +113,8 @@ impl RecordCache {
     }
 
     /// Applies a committed transaction's writes (call before releasing the write lock):
-    /// `writes` are its rows, `targets` every id a written row referenced before or after the
-    /// write (whose referrers may have changed).
+    /// `writes` are its rows, `targets` every id whose reference rows it added or removed
+    /// (whose referrers changed).
     pub(crate) fn committed<'a>(
         &self,
         writes: Vec<Written>,

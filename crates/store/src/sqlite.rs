@@ -273,6 +273,7 @@ async fn begin_tx(
         _guard: guard,
         changes: Vec::new(),
         written: Vec::new(),
+        ref_targets: Vec::new(),
         savepoint: None,
         feed,
         cache,
@@ -451,8 +452,10 @@ struct SqliteTx {
     changes: Vec<Change>,
     /// The rows written, for the cache once committed.
     written: Vec<Written>,
-    /// Changes and rows recorded when the open savepoint was made.
-    savepoint: Option<(usize, usize)>,
+    /// Ids whose referrers this transaction changed (reference rows added or removed).
+    ref_targets: Vec<String>,
+    /// Changes, rows and referrer targets recorded when the open savepoint was made.
+    savepoint: Option<(usize, usize, usize)>,
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
 }
@@ -512,6 +515,8 @@ impl SqliteTx {
         if replace && old == new {
             return Ok(Vec::new());
         }
+        self.ref_targets
+            .extend(old.iter().chain(&new).map(|(_, t)| t.clone()));
         if replace {
             sqlx::query("DELETE FROM object_refs WHERE object_id = ?")
                 .bind(&record.id)
@@ -633,6 +638,7 @@ impl Tx for SqliteTx {
                 .execute(&mut *self.tx)
                 .await?;
             let targets: Vec<String> = old_refs.into_iter().map(|(_, t)| t).collect();
+            self.ref_targets.extend(targets.iter().cloned());
             self.changes.push(Change::of(record, true, &targets));
             self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
@@ -671,6 +677,8 @@ impl Tx for SqliteTx {
             .execute(&mut *self.tx)
             .await?;
         self.changes.push(Change::of(&rec, true, &[]));
+        self.ref_targets
+            .extend(rec.references().into_iter().map(|(_, t)| t));
         self.written.push(Written::Gone(id.to_string()));
         Ok(())
     }
@@ -690,7 +698,11 @@ impl Tx for SqliteTx {
         sqlx::query("SAVEPOINT osac_set")
             .execute(&mut *self.tx)
             .await?;
-        self.savepoint = Some((self.changes.len(), self.written.len()));
+        self.savepoint = Some((
+            self.changes.len(),
+            self.written.len(),
+            self.ref_targets.len(),
+        ));
         Ok(())
     }
 
@@ -701,9 +713,10 @@ impl Tx for SqliteTx {
         sqlx::query("RELEASE SAVEPOINT osac_set")
             .execute(&mut *self.tx)
             .await?;
-        if let Some((changes, written)) = self.savepoint.take() {
+        if let Some((changes, written, ref_targets)) = self.savepoint.take() {
             self.changes.truncate(changes);
             self.written.truncate(written);
+            self.ref_targets.truncate(ref_targets);
         }
         Ok(())
     }
@@ -720,10 +733,7 @@ impl Tx for SqliteTx {
         let this = *self;
         this.tx.commit().await?;
         // Still under the write lock (released when `this` is dropped): see `record_cache`.
-        let targets = this
-            .changes
-            .iter()
-            .flat_map(|c| c.refs.iter().map(String::as_str));
+        let targets = this.ref_targets.iter().map(String::as_str);
         this.cache.committed(this.written, targets);
         crate::count_write();
         // Every change is published, events included: watches (`osac events --watch`) stream

@@ -231,6 +231,28 @@ async fn references_and_finalizers(s: &dyn Store) {
     assert_eq!(refs.len(), 1);
     assert_eq!(refs[0].source, child.id);
     assert_eq!(refs[0].field, "spec.virtual_network");
+    // A status write keeps the referrers; moving the reference moves them (also when the
+    // store caches referrers).
+    let mut tx = s.begin().await.unwrap();
+    let mut status = child.clone();
+    status.body["status"]["state"] = json!("SUBNET_STATE_READY");
+    let child = tx.update(&status).await.unwrap().expect("kept");
+    tx.commit().await.unwrap();
+    assert_eq!(s.referrers(&vn.id).await.unwrap().len(), 1);
+    let mut tx = s.begin().await.unwrap();
+    let mut moved = child.clone();
+    moved.body["spec"]["virtual_network"] = json!("elsewhere");
+    let moved = tx.update(&moved).await.unwrap().expect("kept");
+    tx.commit().await.unwrap();
+    assert!(s.referrers(&vn.id).await.unwrap().is_empty());
+    assert_eq!(s.referrers("elsewhere").await.unwrap().len(), 1);
+    let mut tx = s.begin().await.unwrap();
+    let mut back = moved.clone();
+    back.body["spec"]["virtual_network"] = json!(vn.id);
+    let child = tx.update(&back).await.unwrap().expect("kept");
+    tx.commit().await.unwrap();
+    assert_eq!(s.referrers(&vn.id).await.unwrap().len(), 1);
+    assert!(s.referrers("elsewhere").await.unwrap().is_empty());
 
     // Deleting with a finalizer keeps the row; dropping the finalizer removes it.
     let mut tx = s.begin().await.unwrap();

@@ -152,12 +152,15 @@ impl Authenticator {
         match &self.mode {
             Mode::Store(cache) => {
                 let key = tokens::hash(token);
-                if let Some(caller) = cache.get(&key) {
-                    return Ok(caller);
-                }
-                let (caller, stored) = tokens::resolve_hash(self.store.as_ref(), &key).await?;
-                cache.put(key, caller.clone(), stored.tenant_id, stored.expires);
-                Ok(caller)
+                let stored = match cache.get(&key) {
+                    Some(t) => t,
+                    None => {
+                        let t = tokens::stored(self.store.as_ref(), &key).await?;
+                        cache.put(key, t.clone());
+                        t
+                    }
+                };
+                tokens::caller_of(self.store.as_ref(), &stored).await
             }
             Mode::Jwt(v) => v.verify(token).await,
         }

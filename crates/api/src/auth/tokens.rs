@@ -7,8 +7,8 @@
 //!   new tenant, and the old tokens do not work for it.
 //! - A request resolves its token in the store, then the tenant id to the live tenant's name;
 //!   an unknown, revoked or expired token, or one whose tenant is gone or being deleted, is
-//!   UNAUTHENTICATED. Successful resolutions are cached for a second; revocations and tenant
-//!   changes reach every replica's cache through the change feed (`auth::cache`).
+//!   UNAUTHENTICATED. Token rows are cached for a second (revocations reach every replica's
+//!   cache through the change feed, `auth::cache`); the tenant is read on every request.
 
 use std::path::Path;
 
@@ -80,23 +80,26 @@ fn unauth(message: &str) -> ApiError {
 /// Resolves a secret to its caller, or UNAUTHENTICATED (unknown or revoked, expired, tenant
 /// gone or being deleted); reads the store.
 pub async fn resolve(store: &dyn Store, secret: &str) -> ApiResult<Caller> {
-    resolve_hash(store, &hash(secret))
-        .await
-        .map(|(caller, _)| caller)
+    caller_of(store, &stored(store, &hash(secret)).await?).await
 }
 
-/// [`resolve`] by the hash of the secret; also returns the stored token.
-pub(crate) async fn resolve_hash(store: &dyn Store, key: &str) -> ApiResult<(Caller, StoredToken)> {
+/// The token row stored under the hash of a secret, or UNAUTHENTICATED (unknown or revoked).
+pub(crate) async fn stored(store: &dyn Store, key: &str) -> ApiResult<StoredToken> {
     let row = store
         .kv_get(NAMESPACE, key)
         .await?
         .ok_or_else(|| unauth("invalid token (unknown or revoked)"))?;
-    let token: StoredToken = serde_json::from_str(&row).map_err(|e| {
+    serde_json::from_str(&row).map_err(|e| {
         ApiError::new(
             crate::error::Code::Internal,
             format!("stored token is unreadable: {e}"),
         )
-    })?;
+    })
+}
+
+/// The caller of a stored token, or UNAUTHENTICATED (expired, tenant gone or being deleted).
+/// Reads the tenant every time: a tenant's deletion stops its tokens at once.
+pub(crate) async fn caller_of(store: &dyn Store, token: &StoredToken) -> ApiResult<Caller> {
     if token.expires.is_some_and(|e| e <= Utc::now()) {
         return Err(unauth("token expired"));
     }
@@ -108,12 +111,11 @@ pub(crate) async fn resolve_hash(store: &dyn Store, key: &str) -> ApiResult<(Cal
                 .ok_or_else(|| unauth("the token's tenant no longer exists"))?,
         ),
     };
-    let caller = Caller {
+    Ok(Caller {
         subject: token.subject.clone(),
         tenant,
         role: token.role,
-    };
-    Ok((caller, token))
+    })
 }
 
 /// The name of the tenant with this id, if it exists and is not being deleted.
