@@ -14,7 +14,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use osac_fabric::{
+use osac_backends::{
     Capability, DriverConfig, DriverContext, DriverFactory, Manager, Registration, Registry,
     RegistryError, Role,
 };
@@ -82,7 +82,7 @@ pub async fn preflight() -> Result<(), String> {
 }
 
 fn registration(name: &str, role: Role, settings: &LinuxSettings) -> Result<Registration, String> {
-    let value = serde_yaml::to_value(settings).map_err(|e| e.to_string())?;
+    let value = serde_yaml_ng::to_value(settings).map_err(|e| e.to_string())?;
     Ok(Registration {
         name: name.to_string(),
         role,
@@ -152,7 +152,7 @@ pub async fn collect_garbage_at_start(service: &Service) {
             return;
         }
     };
-    match osac_linux::fabric::gc_among(&owned, None).await {
+    match osac_linux::fabric_manager::gc_among(&owned, None).await {
         Ok(r) => tracing::info!(
             namespaces = ?r.namespaces,
             bridges = ?r.bridges,
@@ -248,7 +248,7 @@ pub async fn gc(State(s): State<Arc<Service>>, headers: HeaderMap, body: Bytes) 
                 }
             };
         let owned = owned_set(&s).await?;
-        let report = osac_linux::fabric::gc_among(&owned, scope.as_deref())
+        let report = osac_linux::fabric_manager::gc_among(&owned, scope.as_deref())
             .await
             .map_err(|e| {
                 ApiError::new(

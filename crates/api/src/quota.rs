@@ -12,7 +12,7 @@ use osac_store::{ListQuery, Page, Record, Store, Tx};
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult, Code};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
 /// Where counts are read: inside a write transaction or from the store.
 enum Reader<'a> {
@@ -93,7 +93,7 @@ pub fn limits_of(defaults: &QuotaLimits, tenant: &Record) -> ApiResult<QuotaLimi
 }
 
 /// The limits of the tenant of `cx`: those of the row the write already locked, else read.
-async fn tenant_limits(cx: &mut Cx<'_>) -> ApiResult<QuotaLimits> {
+async fn tenant_limits(cx: &mut RequestCtx<'_>) -> ApiResult<QuotaLimits> {
     if let Some((name, limits)) = &cx.tenant_limits
         && *name == cx.tenant
     {
@@ -131,7 +131,7 @@ fn over(limit: u32, used: u64, adds: u64) -> bool {
 
 /// Refuses a create that would take the tenant of `cx` over a quota: one more object of
 /// `kind`, and for a SecurityGroup its rules. The caller holds the tenant's row lock.
-pub async fn check_create(cx: &mut Cx<'_>, kind: Kind, body: &Value) -> ApiResult<()> {
+pub async fn check_create(cx: &mut RequestCtx<'_>, kind: Kind, body: &Value) -> ApiResult<()> {
     let object_quota = Quota::of_kind(kind);
     if cx.tenant.is_empty() || object_quota.is_none() {
         return Ok(());
@@ -161,7 +161,7 @@ pub async fn check_create(cx: &mut Cx<'_>, kind: Kind, body: &Value) -> ApiResul
 
 /// Refuses a SecurityGroup update that adds rules beyond the tenant's rule quota. An update
 /// that does not add rules always passes (a lowered quota never blocks removing rules).
-pub async fn check_rules_update(cx: &mut Cx<'_>, current: &Record, body: &Value) -> ApiResult<()> {
+pub async fn check_rules_update(cx: &mut RequestCtx<'_>, current: &Record, body: &Value) -> ApiResult<()> {
     let (old, new) = (rule_count(&current.body), rule_count(body));
     if current.kind != Kind::SecurityGroup || new <= old {
         return Ok(());

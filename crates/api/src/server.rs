@@ -13,8 +13,8 @@ use std::time::Duration;
 use osac_controller::{
     ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Dispatcher, ReplicaConfig,
 };
-use osac_fabric::provision::{ExecProvisioner, Provisioner, SimProvisioner};
-use osac_fabric::{DriverContext, Registry, SimStateStore};
+use osac_backends::provision::{ExecProvisioner, Provisioner, SimProvisioner};
+use osac_backends::{DriverContext, Registry, SimStateStore};
 use osac_linux::provision::LinuxProvisioner;
 use osac_store::Store;
 use tokio::sync::watch;
@@ -71,11 +71,11 @@ pub enum ServerError {
     #[error("cannot open the store")]
     Store(#[from] osac_store::StoreError),
     #[error("cannot load manager registrations")]
-    Registry(#[from] osac_fabric::RegistryError),
+    Registry(#[from] osac_backends::RegistryError),
     #[error("cannot open the simulated provisioner")]
-    Provisioner(#[from] osac_fabric::SimError),
+    Provisioner(#[from] osac_backends::SimError),
     #[error("cannot start the registered provisioner")]
-    ExecProvisioner(#[from] osac_fabric::exec::NotExecDriver),
+    ExecProvisioner(#[from] osac_backends::exec::NotExecDriver),
     #[error("{0}")]
     Dataplane(String),
     #[error("cannot join the other replicas")]
@@ -173,7 +173,7 @@ impl SimStateStore for StoreSimState {
         &self,
         namespace: &str,
         seen: i64,
-    ) -> Result<Box<dyn osac_fabric::SharedBatch>, String> {
+    ) -> Result<Box<dyn osac_backends::SharedBatch>, String> {
         match self.0.kv_exclusive(namespace, seen).await {
             Ok(Some(batch)) => Ok(Box::new(SharedKv(batch))),
             Ok(None) => Err(format!("namespace {namespace} is not shared")),
@@ -197,17 +197,17 @@ impl SimStateStore for StoreSimState {
 struct SharedKv(Box<dyn osac_store::KvBatch>);
 
 #[async_trait]
-impl osac_fabric::SharedBatch for SharedKv {
+impl osac_backends::SharedBatch for SharedKv {
     fn generation(&self) -> i64 {
         self.0.generation()
     }
-    fn take_missed(&mut self) -> osac_fabric::MissedRecords {
+    fn take_missed(&mut self) -> osac_backends::MissedRecords {
         match self.0.take_missed() {
-            osac_store::Missed::Changes(c) => osac_fabric::MissedRecords::Changes(c),
-            osac_store::Missed::Everything(e) => osac_fabric::MissedRecords::Everything(e),
+            osac_store::Missed::Changes(c) => osac_backends::MissedRecords::Changes(c),
+            osac_store::Missed::Everything(e) => osac_backends::MissedRecords::Everything(e),
         }
     }
-    async fn fence_holds(&mut self, fence: &osac_fabric::fence::Fence) -> Result<bool, String> {
+    async fn fence_holds(&mut self, fence: &osac_backends::fence::Fence) -> Result<bool, String> {
         self.0
             .fence_holds(fence.shard, &fence.replica, fence.token)
             .await
@@ -269,7 +269,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     // linux provisioner and anything else the simulated one.
     let registered_provisioner = registry.provisioner();
     let linux_provisioner = match registered_provisioner.map(|r| &r.driver) {
-        Some(driver) => matches!(driver, osac_fabric::DriverConfig::Linux(_)),
+        Some(driver) => matches!(driver, osac_backends::DriverConfig::Linux(_)),
         None => dataplane::uses_linux(&registry),
     }
     .then(|| {
@@ -281,7 +281,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let active_provisioner: Arc<dyn Provisioner> =
         match (&linux_provisioner, registered_provisioner) {
             (Some(p), _) => p.clone(),
-            (None, Some(r)) if matches!(r.driver, osac_fabric::DriverConfig::Exec(_)) => {
+            (None, Some(r)) if matches!(r.driver, osac_backends::DriverConfig::Exec(_)) => {
                 Arc::new(ExecProvisioner::new(r.clone())?)
             }
             (None, _) => provisioner.clone(),

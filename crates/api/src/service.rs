@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::Utc;
-use osac_fabric::Registry;
+use osac_backends::Registry;
 use osac_model::quota::QuotaLimits;
 use osac_model::{FABRIC_FINALIZER, Kind, Scope};
 use osac_store::{ListQuery, Record, Store, StoreError, Tx};
@@ -67,7 +67,7 @@ pub struct Service {
 }
 
 /// What a per-kind rule needs while a write transaction is open.
-pub struct Cx<'a> {
+pub struct RequestCtx<'a> {
     pub tx: &'a mut dyn Tx,
     pub caller: &'a Caller,
     /// Tenant that owns the object being written ("" for provider objects).
@@ -85,7 +85,7 @@ pub struct Cx<'a> {
     pub tenant_limits: Option<(String, QuotaLimits)>,
 }
 
-impl<'a> Cx<'a> {
+impl<'a> RequestCtx<'a> {
     /// The context of a write by `caller` to objects of `tenant` ("" for provider objects).
     pub fn new(
         tx: &'a mut dyn Tx,
@@ -93,7 +93,7 @@ impl<'a> Cx<'a> {
         tenant: String,
         registry: &'a Registry,
     ) -> Self {
-        Cx {
+        RequestCtx {
             tx,
             caller,
             tenant,
@@ -300,7 +300,7 @@ impl Service {
                 Err(e) => return Err(e),
             }
         }
-        let mut cx = Cx::new(tx.as_mut(), caller, tenant.clone(), &self.registry);
+        let mut cx = RequestCtx::new(tx.as_mut(), caller, tenant.clone(), &self.registry);
         cx.quota_defaults = self.quota_defaults;
         if let Some(t) = &locked_tenant {
             cx.tenant_limits = Some((
@@ -491,7 +491,7 @@ impl Service {
         let old_obj = to_object(&current, true);
         let mut new_obj = osac_model::update::apply(&old_obj, &body, mask)?;
         osac_model::bounds::check_object(&new_obj)?;
-        let mut cx = Cx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
+        let mut cx = RequestCtx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
         resources::canonicalize_update(&mut cx, kind, &current, &mut new_obj).await?;
         osac_model::update::check_immutable(kind, &old_obj, &new_obj)?;
         let new_meta = user_metadata(&new_obj);
@@ -514,7 +514,7 @@ impl Service {
             }
         }
         let mut new_body = body_of(&new_obj);
-        let mut cx = Cx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
+        let mut cx = RequestCtx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
         cx.quota_defaults = self.quota_defaults;
         resources::prepare_update(&mut cx, kind, &current, &mut new_body).await?;
         crate::quota::check_rules_update(&mut cx, &current, &new_body).await?;
@@ -547,7 +547,7 @@ impl Service {
         if current.deleted_at.is_some() {
             return Ok(());
         }
-        let mut cx = Cx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
+        let mut cx = RequestCtx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
         resources::check_delete(&mut cx, &current).await?;
         let mut next = current.clone();
         next.deleted_at = Some(Utc::now());
@@ -557,7 +557,7 @@ impl Service {
             .await?
             .is_none();
         if gone {
-            let mut cx = Cx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
+            let mut cx = RequestCtx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
             resources::after_remove(&mut cx, &current).await?;
         }
         tx.commit().await?;
@@ -677,7 +677,7 @@ pub fn not_found(kind: Kind, key: &str) -> ApiError {
 /// auto-provisioned ExternalIPs). Used by every create, and by creates that make further
 /// objects in the same transaction (SPEC §7: all of it exists or none of it does).
 pub(crate) fn insert_new<'c, 'a: 'c>(
-    cx: &'c mut Cx<'a>,
+    cx: &'c mut RequestCtx<'a>,
     kind: Kind,
     obj: &'c Value,
 ) -> futures::future::BoxFuture<'c, ApiResult<Record>> {

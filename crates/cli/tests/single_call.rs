@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Env, start};
-use osac_fabric::{FailureKind, Operation};
+use osac_backends::{FailureKind, Operation};
 use serde_json::Value;
 
 fn items(v: &Value) -> Vec<Value> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use osac_fabric::{FabricClient, K8sClient, Manager, OpError, Operation, Registration, Registry};
+use osac_backends::{FabricClient, K8sClient, Manager, OpError, Operation, Registration, Registry};
 use osac_model::{Kind, pb};
 use osac_store::{Record, Store, StoreError};
 
@@ -196,7 +196,7 @@ impl Manager for Metered {
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
         // A reconcile whose shard lease is lost asks nothing of managers.
-        osac_fabric::fence::check()?;
+        osac_backends::fence::check()?;
         let start = Instant::now();
         let result = self
             .inner

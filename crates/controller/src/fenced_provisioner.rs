@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use osac_fabric::OpError;
-use osac_fabric::fence::check;
-use osac_fabric::provision::{
+use osac_backends::OpError;
+use osac_backends::fence::check;
+use osac_backends::provision::{
     BootVmRequest, DiscoveredNic, MachineRef, PowerState, ProvisionBareMetalRequest,
     ProvisionClusterRequest, Provisioner,
 };

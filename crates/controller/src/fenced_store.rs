@@ -1,6 +1,6 @@
 //! The store as reconciles see it: every write transaction a reconcile opens (and every write
 //! set it submits to the group commit) first checks the shard lease it runs under
-//! ([`osac_fabric::fence`]), so a replica that lost the lease writes nothing. Reads and writes outside a reconcile pass through unchanged.
+//! ([`osac_backends::fence`]), so a replica that lost the lease writes nothing. Reads and writes outside a reconcile pass through unchanged.
 
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ pub(crate) struct FencedStore(pub Arc<dyn Store>);
 #[async_trait]
 impl Store for FencedStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
-        let fence = osac_fabric::fence::current();
+        let fence = osac_backends::fence::current();
         if let Some(f) = &fence
             && !f.holds_locally()
         {
@@ -31,7 +31,7 @@ impl Store for FencedStore {
         Ok(tx)
     }
     async fn apply(&self, mut set: WriteSet) -> Result<Applied> {
-        if let Some(f) = osac_fabric::fence::current() {
+        if let Some(f) = osac_backends::fence::current() {
             if !f.holds_locally() {
                 return Err(StoreError::Fenced(f.shard));
             }

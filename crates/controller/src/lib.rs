@@ -17,7 +17,7 @@
 //! ([`Controllers::with_replica`], after [`replica::join`]): objects fall into
 //! [`ownership::SHARDS`] shards by a hash of their id, and a replica reconciles only the shards
 //! whose lease it holds ([`replica`] renews, releases and acquires them). Every reconcile runs
-//! under its shard's fencing token ([`osac_fabric::fence`]): its store transactions check the
+//! under its shard's fencing token ([`osac_backends::fence`]): its store transactions check the
 //! token first (a write under a lost lease is refused), and manager and provisioner calls are
 //! refused once the lease's local deadline has passed. Alone on its store, a process owns every
 //! shard and nothing is fenced.
@@ -49,7 +49,7 @@
 //! ComputeInstances, BareMetalInstances and Clusters follow `docs/workloads.md`: phases with
 //! conditions, each skipped once its condition is TRUE for the current spec, every step
 //! idempotent; host reservation and cluster VIP allocation are store transactions that also
-//! write the workload. Provisioning goes through the [`osac_fabric::provision::Provisioner`]
+//! write the workload. Provisioning goes through the [`osac_backends::provision::Provisioner`]
 //! given to [`Controllers::with_provisioner`] (none ⇒ workloads wait with a message). A host
 //! that becomes FREE wakes the workloads of its HostType (they may be waiting for inventory).
 //! Phase durations go to `osac_workload_phase_duration_seconds{kind, phase}`.

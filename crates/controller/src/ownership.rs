@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use osac_fabric::fence::Fence;
+use osac_backends::fence::Fence;
 
 /// Number of controller shards (the same in every replica of a deployment).
 pub const SHARDS: i32 = 64;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use osac_fabric::provision::Provisioner;
+use osac_backends::provision::Provisioner;
 use osac_model::Kind;
 use osac_store::{Change, Store};
 use tokio::sync::broadcast::error::RecvError;
@@ -20,7 +20,7 @@ use crate::queue::{Queue, Schedule};
 use crate::reconcile::external_ip_attachment::TargetResolver;
 use crate::reconcile::targets::WorkloadTargets;
 use crate::reconcile::tenant::{DefaultNetworking, LabelledDefaults, TenantWatch};
-use crate::reconcile::{self, Action, Ctx, ReconcileError};
+use crate::reconcile::{self, Action, ReconcileCtx, ReconcileError};
 use crate::replica::{ReplicaConfig, lease_loop};
 
 /// Tuning of the runtime.
@@ -62,7 +62,7 @@ pub const DEFAULT_IP_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The controllers of one process.
 pub struct Controllers {
-    ctx: Ctx,
+    ctx: ReconcileCtx,
     queue: Arc<Queue>,
     ownership: Ownership,
     replica: Option<ReplicaConfig>,
@@ -87,7 +87,7 @@ impl Controllers {
     pub fn new(store: Arc<dyn Store>, dispatcher: Dispatcher, config: ControllerConfig) -> Self {
         let queue = Arc::new(Queue::new(config.backoff_base, config.backoff_cap));
         Controllers {
-            ctx: Ctx {
+            ctx: ReconcileCtx {
                 store: Arc::new(FencedStore(store)),
                 dispatcher,
                 config,
@@ -206,7 +206,7 @@ impl Controllers {
 }
 
 /// Enqueues every object of every kind (start, periodic resync, lagged feed).
-async fn resync_all(ctx: &Ctx, queue: &Queue) {
+async fn resync_all(ctx: &ReconcileCtx, queue: &Queue) {
     for kind in Kind::ALL.into_iter().filter(|k| k.is_reconciled()) {
         match ctx.store.ids(kind).await {
             Ok(ids) => {
@@ -219,7 +219,7 @@ async fn resync_all(ctx: &Ctx, queue: &Queue) {
     }
 }
 
-async fn resync_loop(ctx: Arc<Ctx>, queue: Arc<Queue>, mut shutdown: watch::Receiver<bool>) {
+async fn resync_loop(ctx: Arc<ReconcileCtx>, queue: Arc<Queue>, mut shutdown: watch::Receiver<bool>) {
     let period = ctx.config.resync_interval.max(Duration::from_millis(10));
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -236,7 +236,7 @@ async fn resync_loop(ctx: Arc<Ctx>, queue: Arc<Queue>, mut shutdown: watch::Rece
 }
 
 async fn feed_loop(
-    ctx: Arc<Ctx>,
+    ctx: Arc<ReconcileCtx>,
     queue: Arc<Queue>,
     mut feed: tokio::sync::broadcast::Receiver<Change>,
     mut shutdown: watch::Receiver<bool>,
@@ -267,7 +267,7 @@ async fn feed_loop(
 }
 
 /// Wakes the changed object, what it references and what references it.
-async fn on_change(ctx: &Ctx, queue: &Queue, change: Change) {
+async fn on_change(ctx: &ReconcileCtx, queue: &Queue, change: Change) {
     // Events wake nothing: nothing reconciles them (the feed carries them for watches); nor do
     // changes that are not about objects (a revoked token).
     let Some(kind) = change.kind().filter(|k| k.is_reconciled()) else {
@@ -308,7 +308,7 @@ async fn on_change(ctx: &Ctx, queue: &Queue, change: Change) {
 
 /// A FREE host (new, or released by a workload) wakes the workloads of its HostType: those
 /// waiting for inventory reserve it (nothing references a host before it is reserved).
-async fn wake_inventory_waiters(ctx: &Ctx, queue: &Queue, host_id: &str) {
+async fn wake_inventory_waiters(ctx: &ReconcileCtx, queue: &Queue, host_id: &str) {
     let host = match ctx.store.get(host_id).await {
         Ok(Some(h)) if h.deleted_at.is_none() => h,
         Ok(_) => return,
@@ -337,7 +337,7 @@ async fn wake_inventory_waiters(ctx: &Ctx, queue: &Queue, host_id: &str) {
 }
 
 async fn worker(
-    ctx: Arc<Ctx>,
+    ctx: Arc<ReconcileCtx>,
     queue: Arc<Queue>,
     ownership: Ownership,
     mut shutdown: watch::Receiver<bool>,
@@ -353,7 +353,7 @@ async fn worker(
                 continue;
             }
             Claim::Alone => tokio::spawn(run),
-            Claim::Leased(fence) => tokio::spawn(osac_fabric::fence::scope(fence, run)),
+            Claim::Leased(fence) => tokio::spawn(osac_backends::fence::scope(fence, run)),
         };
         let (kind, result) = match task.await {
             Ok(r) => r,
@@ -385,7 +385,7 @@ async fn worker(
 
 /// Reads the object and runs its reconciler; a gone object needs nothing.
 async fn run_one(
-    ctx: Arc<Ctx>,
+    ctx: Arc<ReconcileCtx>,
     queue: Arc<Queue>,
     id: String,
 ) -> (Option<Kind>, Result<Action, ReconcileError>) {

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use osac_controller::{
     ControllerConfig, Controllers, Dispatcher, NoWorkloads, Target, TargetResolver, recount_pool,
 };
-use osac_fabric::{
+use osac_backends::{
     DriverContext, FailureKind, MemorySimState, Operation, Registry, SimFabric, SimK8s,
 };
 use osac_model::{FABRIC_FINALIZER, Kind, pb};

@@ -10,9 +10,9 @@ use osac_controller::{
     ControllerConfig, Controllers, Dispatcher, HOSTING_CLUSTER_ANNOTATION, PARKED_ANNOTATION,
     agent_attachment_id, vm_mac,
 };
-use osac_fabric::provision::{ProvisionOp, SimMachine, SimProvisioner};
-use osac_fabric::sim::PortLocation;
-use osac_fabric::{
+use osac_backends::provision::{ProvisionOp, SimMachine, SimProvisioner};
+use osac_backends::sim::PortLocation;
+use osac_backends::{
     DriverContext, FailureKind, MemorySimState, Operation, Registry, SimFabric, SimK8s,
 };
 use osac_model::{FABRIC_FINALIZER, Kind};

@@ -90,7 +90,7 @@ impl Default for LinuxSettings {
 pub enum SettingsError {
     /// Wrong keys or types.
     #[error("linux settings: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(#[from] serde_yaml_ng::Error),
     /// A value outside what the dataplane can do.
     #[error("linux settings: {0}")]
     Invalid(String),
@@ -107,10 +107,10 @@ impl LinuxSettings {
     }
 
     /// Parses the `linux:` block (absent = defaults) and validates it.
-    pub fn from_yaml_value(value: Option<&serde_yaml::Value>) -> Result<Self, SettingsError> {
+    pub fn from_yaml_value(value: Option<&serde_yaml_ng::Value>) -> Result<Self, SettingsError> {
         let settings: LinuxSettings = match value {
-            None | Some(serde_yaml::Value::Null) => LinuxSettings::default(),
-            Some(v) => serde_yaml::from_value(v.clone())?,
+            None | Some(serde_yaml_ng::Value::Null) => LinuxSettings::default(),
+            Some(v) => serde_yaml_ng::from_value(v.clone())?,
         };
         settings.validate()?;
         Ok(settings)
@@ -118,7 +118,7 @@ impl LinuxSettings {
 
     /// Parses a whole registration file's `linux:` block.
     pub fn from_registration_yaml(text: &str) -> Result<Self, SettingsError> {
-        let doc: serde_yaml::Value = serde_yaml::from_str(text)?;
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(text)?;
         Self::from_yaml_value(doc.get("linux"))
     }
 

@@ -1,6 +1,6 @@
 //! The crate's error type and its mapping onto contract failures.
 
-use osac_fabric::OpError;
+use osac_backends::OpError;
 
 use crate::cmd::CmdError;
 use crate::config::SettingsError;
@@ -34,9 +34,9 @@ pub enum LinuxError {
         /// Registration name.
         name: String,
         /// Its role.
-        role: osac_fabric::Role,
+        role: osac_backends::Role,
         /// The manager's role.
-        expected: osac_fabric::Role,
+        expected: osac_backends::Role,
     },
 }
 

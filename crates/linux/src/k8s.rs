@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use osac_fabric::{
+use osac_backends::{
     CreateSubnetOverlayRequest, DeleteSubnetOverlayRequest, Manager, OpError, Operation,
     Registration, Role, ensure_role,
 };
@@ -17,7 +17,7 @@ use tokio::sync::Mutex;
 use crate::cmd;
 use crate::config::LinuxSettings;
 use crate::error::LinuxError;
-use crate::fabric::render;
+use crate::fabric_manager::render;
 use crate::kernel;
 use crate::names;
 
@@ -52,7 +52,7 @@ pub struct LinuxK8s {
     registration: Registration,
     settings: LinuxSettings,
     clusters: Vec<String>,
-    store: crate::fabric::RecordStoreHandle,
+    store: crate::fabric_manager::RecordStoreHandle,
     overlays: Mutex<BTreeMap<String, OverlayRec>>,
 }
 
@@ -78,7 +78,7 @@ impl LinuxK8s {
         } else {
             registration.hosting_clusters.clone()
         };
-        let store = crate::fabric::RecordStoreHandle::new(settings.state_dir.join("k8s"));
+        let store = crate::fabric_manager::RecordStoreHandle::new(settings.state_dir.join("k8s"));
         let overlays = store
             .load(OVERLAY_KIND, |o: &OverlayRec| {
                 overlay_key(&o.hosting_cluster, &o.subnet_id)
@@ -154,7 +154,7 @@ impl LinuxK8s {
                 IpNet::V4(v) => r.ipv4_cidr.is_some_and(|n| n.contains(&v)),
                 IpNet::V6(v) => r.ipv6_cidr.is_some_and(|n| n.contains(&v)),
             };
-            if !inside || osac_fabric::net::has_host_bits(vip) {
+            if !inside || osac_backends::net::has_host_bits(vip) {
                 return Err(OpError::permanent(format!(
                     "vip_cidr '{vip}' is not a prefix inside the subnet's CIDR"
                 )));

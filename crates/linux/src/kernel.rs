@@ -121,8 +121,8 @@ pub async fn ensure_external(settings: &LinuxSettings) -> Result<(), CmdError> {
     ensure_bridge(EXT_NS, EXT_BRIDGE, None).await?;
     let t4 = settings.transit_ipv4_cidr;
     let t6 = settings.transit_ipv6_cidr;
-    let gw4 = osac_fabric::net::ipv4_gateway(t4);
-    let gw6 = osac_fabric::net::ipv6_gateway(t6);
+    let gw4 = osac_backends::net::ipv4_gateway(t4);
+    let gw6 = osac_backends::net::ipv6_gateway(t6);
     ensure_addr(EXT_NS, EXT_BRIDGE, &format!("{gw4}/{}", t4.prefix_len())).await?;
     ensure_addr(EXT_NS, EXT_BRIDGE, &format!("{gw6}/{}", t6.prefix_len())).await?;
     ensure_bridge(EXT_NS, UNDERLAY_BRIDGE, Some(UNDERLAY_MTU)).await?;
@@ -156,7 +156,7 @@ pub async fn ensure_park() -> Result<(), CmdError> {
     let mut settings = INFRA_SYSCTLS.to_vec();
     settings.push("net.ipv6.conf.all.disable_ipv6=1");
     cmd::sysctl(PARK_NS, &settings).await?;
-    cmd::nft(PARK_NS, &crate::fabric::render::l2_guard_table()).await?;
+    cmd::nft(PARK_NS, &crate::fabric_manager::render::l2_guard_table()).await?;
     ensure_bridge(PARK_NS, PARK_BRIDGE, None).await.map(|_| ())
 }
 

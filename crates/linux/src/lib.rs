@@ -14,7 +14,7 @@ pub mod cmd;
 pub mod config;
 pub mod dhcp;
 pub mod error;
-pub mod fabric;
+pub mod fabric_manager;
 pub mod k8s;
 pub mod kernel;
 pub mod names;
@@ -23,7 +23,7 @@ pub mod provision;
 
 pub use config::LinuxSettings;
 pub use error::LinuxError;
-pub use fabric::{GcReport, LinuxFabric, OwnedSet, gc};
+pub use fabric_manager::{GcReport, LinuxFabric, OwnedSet, gc};
 pub use k8s::LinuxK8s;
 
 /// Tools the dataplane cannot work without.

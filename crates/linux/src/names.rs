@@ -9,7 +9,7 @@
 //!   namespaces join it with a veth named [`UNDERLAY_IF`] (see `docs/dataplane.md`).
 //! - A parked agent port (idle cluster agent) is a veth whose switch end
 //!   [`port_switch_end`]`(key, ifname)` is enslaved to [`PARK_BRIDGE`] in [`PARK_NS`]; use
-//!   `osac_linux::fabric::ports::ensure_parked_port` to create it, the fabric moves it from there.
+//!   `osac_linux::fabric_manager::ports::ensure_parked_port` to create it, the fabric moves it from there.
 //!
 //! Namespaces (all start with [`PREFIX`]`-`; nothing else is ever touched):
 //! - [`EXT_NS`] — the provider's external network (bridge [`EXT_BRIDGE`], transit gateway, routes

@@ -1,4 +1,4 @@
-//! The contract conformance suites of `osac-fabric` (the same ones sim and exec pass), run
+//! The contract conformance suites of `osac-backends` (the same ones sim and exec pass), run
 //! against the `linux` fabric and k8s managers on the local kernel. Root; skipped (printing
 //! why) without root/tools, failing under `CI=true`.
 
@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use common::Env;
-use osac_fabric::Manager;
-use osac_fabric::conformance::{FabricSuiteOptions, LeaseReporting, fabric_suite_with, k8s_suite};
+use osac_backends::Manager;
+use osac_backends::conformance::{FabricSuiteOptions, LeaseReporting, fabric_suite_with, k8s_suite};
 use osac_linux::{cmd, names};
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use common::{
     Env, Session, configure, echo_server, next_peer, ping, ping_once, sh, sh_out, tcp_ok,
     tcp_server,
 };
-use osac_fabric::*;
+use osac_backends::*;
 use osac_linux::cmd;
 use osac_linux::names;
 
@@ -117,9 +117,9 @@ async fn subnets_ports_routing_and_rebuild() {
         addrs.contains("10.0.1.1/24") && addrs.contains("fd10:0:0:1::1/64"),
         "{addrs}"
     );
-    let files = osac_linux::fabric::dnsmasq::DnsmasqFiles::of(&env.settings, &env.id("s1"));
+    let files = osac_linux::fabric_manager::dnsmasq::DnsmasqFiles::of(&env.settings, &env.id("s1"));
     assert!(
-        osac_linux::fabric::dnsmasq::running_pid(&files)
+        osac_linux::fabric_manager::dnsmasq::running_pid(&files)
             .await
             .is_some(),
         "dnsmasq runs"
@@ -178,7 +178,7 @@ async fn subnets_ports_routing_and_rebuild() {
         .unwrap();
     assert!(cmd::link(&router, &br1).await.unwrap().is_some());
     assert!(
-        osac_linux::fabric::dnsmasq::running_pid(&files)
+        osac_linux::fabric_manager::dnsmasq::running_pid(&files)
             .await
             .is_some(),
         "dnsmasq restarted"
@@ -240,7 +240,7 @@ async fn agent_ports_move_between_parking_and_subnet() {
         .unwrap();
     let agent = env.id("agent");
     let mac = "02:02:00:00:00:01";
-    osac_linux::fabric::ports::ensure_parked_port(&agent, "data-0", mac, 1450)
+    osac_linux::fabric_manager::ports::ensure_parked_port(&agent, "data-0", mac, 1450)
         .await
         .unwrap();
     let sw = names::port_switch_end(&agent, "data-0");
@@ -481,7 +481,7 @@ async fn dnat_snat_and_masquerade() {
         e1,
         c.allocate_external_ip(&alloc("e1")).await.unwrap().address
     );
-    let ext_gw = osac_fabric::net::ipv4_gateway(env.settings.transit_ipv4_cidr).to_string();
+    let ext_gw = osac_backends::net::ipv4_gateway(env.settings.transit_ipv4_cidr).to_string();
     let transit = env
         .fabric
         .virtual_network(&env.id("vn"))
@@ -717,7 +717,7 @@ async fn gc_removes_only_unowned_state_with_our_prefix() {
         foreign.clone(),
         names::EXT_NS.to_string(),
     ];
-    let report = osac_linux::fabric::gc_among(&owned, Some(&scope))
+    let report = osac_linux::fabric_manager::gc_among(&owned, Some(&scope))
         .await
         .unwrap();
     let mut removed = report.namespaces.clone();

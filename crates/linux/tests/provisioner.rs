@@ -1,4 +1,4 @@
-//! The provisioner contract suite of `osac-fabric` (the one sim and the example exec program
+//! The provisioner contract suite of `osac-backends` (the one sim and the example exec program
 //! pass), run against the `linux` provisioner on machines the linux fabric plugged: a VM and
 //! a bare-metal server whose ports are on a real subnet with dnsmasq. Also checks that address
 //! discovery reports the lease the machine's DHCP client took. Root; skipped (printing why)
@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::Env;
-use osac_fabric::provision::conformance::{ProvisionerFixture, provisioner_suite};
-use osac_fabric::provision::{MachineRef, Nic, PowerState, Provisioner};
-use osac_fabric::{
+use osac_backends::provision::conformance::{ProvisionerFixture, provisioner_suite};
+use osac_backends::provision::{MachineRef, Nic, PowerState, Provisioner};
+use osac_backends::{
     CreateNetworkAttachmentRequest, CreateSubnetRequest, CreateVirtualNetworkRequest,
 };
 use osac_linux::dhcp::Timing;

@@ -11,11 +11,11 @@ use serde_json::Value;
 use super::workload::{self, AttachmentInput};
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
 const FIELD: &str = "spec.network_attachments";
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut bm: pb::BareMetalInstance = parse(Kind::BareMetalInstance, obj)?;
     validate::metadata(bm.metadata.as_ref())?;
     let spec = bm.spec.get_or_insert_with(Default::default);
@@ -90,7 +90,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
 }
 
 /// Only the security groups of the attachments (re-validated) and metadata may change.
-pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
+pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
     let mut bm: pb::BareMetalInstance = parse(Kind::BareMetalInstance, body)?;
     validate::metadata(bm.metadata.as_ref())?;
     let spec = bm.spec.get_or_insert_with(Default::default);
@@ -122,7 +122,7 @@ pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiR
 /// The template named by `spec.template` or its deprecated alias `spec.catalog_item` (id or
 /// name; both set must name the same template), or None when neither is set.
 async fn resolve_template(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     spec: &pb::BareMetalInstanceSpec,
 ) -> ApiResult<Option<Record>> {
     let (field, key) = match (spec.template.is_empty(), spec.catalog_item.is_empty()) {

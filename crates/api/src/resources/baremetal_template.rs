@@ -7,11 +7,11 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
 const HOST_TYPE: &str = "spec.host_type";
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut t: pb::BareMetalTemplate = parse(Kind::BareMetalTemplate, obj)?;
     let spec = t.spec.get_or_insert_with(Default::default);
     if spec.host_type.is_empty() {

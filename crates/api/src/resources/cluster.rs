@@ -10,11 +10,11 @@ use serde_json::Value;
 use super::workload::{self, AttachmentInput};
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
 const FIELD: &str = "spec.network_attachment";
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut c: pb::Cluster = parse(Kind::Cluster, obj)?;
     validate::cluster(&c)?;
     let spec = c.spec.get_or_insert_with(Default::default);
@@ -70,7 +70,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
 }
 
 /// Only the attachment's security groups (re-validated) and metadata may change.
-pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
+pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
     let mut c: pb::Cluster = parse(Kind::Cluster, body)?;
     validate::metadata(c.metadata.as_ref())?;
     let old: pb::Cluster = current.decode()?;

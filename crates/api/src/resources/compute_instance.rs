@@ -9,11 +9,11 @@ use serde_json::Value;
 use super::workload::{self, AttachmentInput};
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
 const FIELD: &str = "spec.compute_network_attachments";
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut ci: pb::ComputeInstance = parse(Kind::ComputeInstance, obj)?;
     validate::metadata(ci.metadata.as_ref())?;
     let spec = ci.spec.get_or_insert_with(Default::default);
@@ -47,7 +47,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
 }
 
 /// Only the security groups of the attachments (re-validated) and metadata may change.
-pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
+pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
     let mut ci: pb::ComputeInstance = parse(Kind::ComputeInstance, body)?;
     validate::metadata(ci.metadata.as_ref())?;
     let spec = ci.spec.get_or_insert_with(Default::default);

@@ -9,9 +9,9 @@ use serde_json::Value;
 use super::external_ip_pool as pools;
 use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut e: pb::ExternalIp = parse(Kind::ExternalIp, obj)?;
     let family = validate::external_ip_family(&e)?;
     let spec = e.spec.get_or_insert_with(Default::default);
@@ -94,7 +94,7 @@ pub async fn choose_pool(
 }
 
 /// Updates the pool counters to include the new address.
-pub async fn after_insert(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+pub async fn after_insert(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResult<()> {
     let pool_id = rec
         .body
         .pointer("/spec/pool")
@@ -125,7 +125,7 @@ pub async fn consumer(tx: &mut dyn Tx, eip_id: &str) -> ApiResult<Option<Record>
 
 /// Resolves an ExternalIP for a new consumer: not FAILED (a PENDING one is waited for by the
 /// consumer's controller) and not attached (one consumer at most).
-pub async fn require_free(cx: &mut Cx<'_>, key: &str) -> ApiResult<Record> {
+pub async fn require_free(cx: &mut RequestCtx<'_>, key: &str) -> ApiResult<Record> {
     let eip = super::resolve(cx, Kind::ExternalIp, "spec.external_ip", key, true).await?;
     super::require_not_failed(&eip, "spec.external_ip")?;
     if let Some(user) = consumer(cx.tx, &eip.id).await? {

@@ -9,9 +9,9 @@ use serde_json::Value;
 
 use crate::error::ApiResult;
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut a: pb::ExternalIpAttachment = parse(Kind::ExternalIpAttachment, obj)?;
     let target = validate::external_ip_attachment(&a)?;
     let spec = a.spec.get_or_insert_with(Default::default);

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut pool: pb::ExternalIpPool = parse(Kind::ExternalIpPool, obj)?;
     let nets = validate::external_ip_pool(&pool)?;
     let spec = pool.spec.get_or_insert_with(Default::default);
@@ -63,7 +63,7 @@ pub fn update(body: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
-pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+pub async fn check_delete(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResult<()> {
     let refs = cx.tx.referrers(&rec.id).await?;
     let mut users = refs.iter().filter(|r| r.source_kind == Kind::ExternalIp);
     let Some(first) = users.next() else {

@@ -9,9 +9,9 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut h: pb::Host = parse(Kind::Host, obj)?;
     validate::metadata(h.metadata.as_ref())?;
     let key = h
@@ -28,7 +28,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
     Ok(body_of(&to_json(&h)?))
 }
 
-pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
+pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
     let mut h: pb::Host = parse(Kind::Host, body)?;
     validate::metadata(h.metadata.as_ref())?;
     let old = current.decode::<pb::Host>()?.spec.unwrap_or_default();
@@ -58,7 +58,7 @@ pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiR
 }
 
 /// A host serving a workload (RESERVED or ASSIGNED) cannot be deleted.
-pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+pub async fn check_delete(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResult<()> {
     if matches!(
         super::state_of(rec),
         "HOST_STATE_RESERVED" | "HOST_STATE_ASSIGNED"

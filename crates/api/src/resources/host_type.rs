@@ -8,15 +8,15 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
-pub async fn create(_cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(_cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let ht: pb::HostType = parse(Kind::HostType, obj)?;
     validate::host_type(&ht)?;
     Ok(body_of(&to_json(&ht)?))
 }
 
-pub async fn update(cx: &mut Cx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
+pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
     let ht: pb::HostType = parse(Kind::HostType, body)?;
     validate::host_type(&ht)?;
     let old: pb::HostType = current.decode()?;

@@ -24,10 +24,10 @@ use osac_store::{Record, Tx};
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::service::{Cx, not_found};
+use crate::service::{RequestCtx, not_found};
 
 /// Validates a create request and returns the body to store (references resolved to ids).
-pub async fn prepare_create(cx: &mut Cx<'_>, kind: Kind, obj: &Value) -> ApiResult<Value> {
+pub async fn prepare_create(cx: &mut RequestCtx<'_>, kind: Kind, obj: &Value) -> ApiResult<Value> {
     match kind {
         Kind::NetworkClass => network_class::create(cx, obj).await,
         Kind::ExternalIpPool => external_ip_pool::create(cx, obj).await,
@@ -57,7 +57,7 @@ pub fn initial_status(kind: Kind, obj: &Value) -> Option<Value> {
 }
 
 /// Work that needs the inserted row (counters that include it).
-pub async fn after_insert(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+pub async fn after_insert(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResult<()> {
     match rec.kind {
         Kind::ExternalIp => external_ip::after_insert(cx, rec).await,
         Kind::Tenant => tenant::onboard(cx, rec).await,
@@ -69,13 +69,13 @@ pub async fn after_insert(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
 }
 
 /// Work after a row was removed immediately by a delete (no finalizers).
-pub async fn after_remove(_cx: &mut Cx<'_>, _rec: &Record) -> ApiResult<()> {
+pub async fn after_remove(_cx: &mut RequestCtx<'_>, _rec: &Record) -> ApiResult<()> {
     Ok(())
 }
 
 /// Re-validates an updated body; `body` already has the requested changes applied.
 pub async fn prepare_update(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     kind: Kind,
     current: &Record,
     body: &mut Value,
@@ -104,7 +104,7 @@ pub async fn prepare_update(
 /// resolved defaults left out, are made equal to the stored values (see
 /// [`workload::canonicalize_update`]).
 pub async fn canonicalize_update(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     kind: Kind,
     current: &Record,
     new_obj: &mut Value,
@@ -122,7 +122,7 @@ pub async fn canonicalize_update(
 }
 
 /// Refuses deletes that would strand other objects (FAILED_PRECONDITION naming the user).
-pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+pub async fn check_delete(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResult<()> {
     match rec.kind {
         Kind::NetworkClass => {
             refuse_if_used(cx.tx, rec, &[Kind::VirtualNetwork], "is used by").await
@@ -204,7 +204,7 @@ pub async fn refuse_if_used(
 /// Resolves a reference (id or name) to a live object of `kind` visible to the writer.
 /// Provider kinds are looked up among provider objects; tenant kinds in the writer's tenant.
 pub async fn resolve(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     kind: Kind,
     field: &str,
     key: &str,

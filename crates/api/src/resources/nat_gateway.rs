@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut n: pb::NatGateway = parse(Kind::NatGateway, obj)?;
     validate::nat_gateway(&n)?;
     let spec = n.spec.get_or_insert_with(Default::default);
@@ -51,7 +51,7 @@ pub fn update(body: &mut Value) -> ApiResult<()> {
 /// The gateway's address must come from a pool of the VirtualNetwork's NetworkClass: that
 /// class's fabric manager allocated it and is the one that can translate to it.
 async fn require_same_class(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     vn: &osac_store::Record,
     eip: &osac_store::Record,
 ) -> ApiResult<()> {

@@ -2,19 +2,19 @@
 //! of what they declare minus `disable_capabilities`; defaults must fit those capabilities;
 //! exactly one class is the default.
 
-use osac_fabric::{Capability, Role};
+use osac_backends::{Capability, Role};
 use osac_model::{Kind, pb, validate};
 use osac_store::ListQuery;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
 /// VIP block size used when a class does not say.
 pub const DEFAULT_VIP_PREFIX: i32 = 28;
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut nc: pb::NetworkClass = parse(Kind::NetworkClass, obj)?;
     complete(cx, &mut nc)?;
     let existing = cx.tx.list(&ListQuery::all(Kind::NetworkClass)).await?;
@@ -28,7 +28,7 @@ pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
 }
 
 pub async fn update(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     current: &osac_store::Record,
     body: &mut Value,
 ) -> ApiResult<()> {
@@ -53,7 +53,7 @@ pub async fn update(
 }
 
 /// Validates and fills the computed fields (capabilities, default VIP prefix).
-fn complete(cx: &Cx<'_>, nc: &mut pb::NetworkClass) -> ApiResult<()> {
+fn complete(cx: &RequestCtx<'_>, nc: &mut pb::NetworkClass) -> ApiResult<()> {
     validate::network_class(nc)?;
     cx.registry
         .check(&nc.fabric_manager, Role::Fabric)
@@ -118,7 +118,7 @@ fn complete(cx: &Cx<'_>, nc: &mut pb::NetworkClass) -> ApiResult<()> {
     Ok(())
 }
 
-async fn unset_other_defaults(cx: &mut Cx<'_>, keep: Option<&str>) -> ApiResult<()> {
+async fn unset_other_defaults(cx: &mut RequestCtx<'_>, keep: Option<&str>) -> ApiResult<()> {
     let page = cx.tx.list(&ListQuery::all(Kind::NetworkClass)).await?;
     for listed in page.items {
         if Some(listed.id.as_str()) == keep || listed.deleted_at.is_some() {
@@ -153,14 +153,14 @@ pub fn class_of<'a>(rec: &'a osac_store::Record, default_class: &'a str) -> &'a 
 }
 
 /// The default class (or the named one) for a new VirtualNetwork; it must be READY.
-pub async fn resolve_for_vn(cx: &mut Cx<'_>, key: &str) -> ApiResult<osac_store::Record> {
+pub async fn resolve_for_vn(cx: &mut RequestCtx<'_>, key: &str) -> ApiResult<osac_store::Record> {
     let rec = resolve_class(cx, key).await?;
     super::require_state(&rec, "spec.network_class", "NETWORK_CLASS_STATE_READY")?;
     Ok(rec)
 }
 
 /// The default class (`key` empty) or the named one, whatever its state.
-pub async fn resolve_class(cx: &mut Cx<'_>, key: &str) -> ApiResult<osac_store::Record> {
+pub async fn resolve_class(cx: &mut RequestCtx<'_>, key: &str) -> ApiResult<osac_store::Record> {
     let rec = if key.is_empty() {
         let page = cx
             .tx

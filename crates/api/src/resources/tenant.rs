@@ -9,9 +9,9 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::{Cx, insert_new};
+use crate::service::{RequestCtx, insert_new};
 
-pub async fn create(_cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(_cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let t: pb::Tenant = parse(Kind::Tenant, obj)?;
     validate::tenant(&t)?;
     Ok(body_of(&to_json(&t)?))
@@ -41,7 +41,7 @@ pub fn check_rename(current: &Record, new_name: Option<&str>) -> ApiResult<()> {
 
 /// A tenant is deleted only when it has no workloads; its networking (defaults and anything
 /// else it owns) is then removed by the tenant controller, consumers first.
-pub async fn check_delete(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+pub async fn check_delete(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResult<()> {
     let Some(name) = rec.name.as_deref() else {
         return Ok(());
     };
@@ -85,7 +85,7 @@ async fn default_class(tx: &mut dyn Tx) -> ApiResult<Option<Record>> {
 /// Creates the tenant's default networking in the tenant's transaction (SPEC §6.1). Any
 /// failure (e.g. no pool capacity for the NAT address) fails the tenant's creation too; the
 /// error names the default object.
-pub async fn onboard(cx: &mut Cx<'_>, tenant: &Record) -> ApiResult<()> {
+pub async fn onboard(cx: &mut RequestCtx<'_>, tenant: &Record) -> ApiResult<()> {
     let Some(name) = tenant.name.clone() else {
         return Ok(());
     };

@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::Cx;
+use crate::service::RequestCtx;
 
-pub async fn create(cx: &mut Cx<'_>, obj: &Value) -> ApiResult<Value> {
+pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut vn: pb::VirtualNetwork = parse(Kind::VirtualNetwork, obj)?;
     let cidrs = validate::virtual_network(&vn)?;
     let spec = vn.spec.get_or_insert_with(Default::default);

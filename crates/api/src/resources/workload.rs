@@ -9,7 +9,7 @@ use osac_store::Record;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
-use crate::service::{Cx, insert_new};
+use crate::service::{RequestCtx, insert_new};
 
 /// One attachment as requested: where it sits in the body and what it references.
 pub struct AttachmentInput<'a> {
@@ -51,7 +51,7 @@ fn is_default(rec: &Record) -> bool {
 
 /// Finds the writer's default subnet and security group; FAILED_PRECONDITION with the SPEC
 /// message when the tenant has none. Their state is checked by the normal attachment rules.
-pub async fn default_attachment(cx: &mut Cx<'_>) -> ApiResult<DefaultAttachment> {
+pub async fn default_attachment(cx: &mut RequestCtx<'_>) -> ApiResult<DefaultAttachment> {
     let tenant = cx.tenant.clone();
     let mut subnet = None;
     for name in [defaults::DEFAULT_SUBNET_V4, defaults::DEFAULT_SUBNET_V6] {
@@ -128,7 +128,7 @@ fn primary_subnet(kind: Kind, body: &Value) -> String {
 /// and a PENDING attachment to the
 /// workload — two of each (API and INGRESS) for a cluster. No capacity ⇒ RESOURCE_EXHAUSTED and
 /// the whole transaction, workload included, is rolled back.
-pub async fn auto_external_ips(cx: &mut Cx<'_>, rec: &Record) -> ApiResult<()> {
+pub async fn auto_external_ips(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResult<()> {
     if !wants_auto_external_ip(rec.kind, &rec.body) {
         return Ok(());
     }
@@ -216,7 +216,7 @@ fn vn_of(rec: &Record) -> &str {
 
 /// Resolves every attachment (see the module documentation) and locks what it references.
 pub async fn resolve_attachments(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     atts: &[AttachmentInput<'_>],
 ) -> ApiResult<Network> {
     let mut subnets: Vec<Record> = Vec::with_capacity(atts.len());
@@ -273,7 +273,7 @@ pub async fn resolve_attachments(
 /// Resolves security-group references of one attachment: in the tenant, not FAILED, of `vn`,
 /// none twice. Returns their ids.
 pub async fn resolve_security_groups(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     field: &str,
     keys: &[String],
     vn: &Record,
@@ -306,7 +306,7 @@ pub async fn resolve_security_groups(
 /// Locks referenced rows in id order (no lock-order deadlocks between concurrent writers), so
 /// a concurrent delete of a subnet or security group cannot pass its "in use" check while this
 /// workload is written; fails if one started being deleted meanwhile.
-pub async fn lock_refs(cx: &mut Cx<'_>, mut refs: Vec<(String, String)>) -> ApiResult<()> {
+pub async fn lock_refs(cx: &mut RequestCtx<'_>, mut refs: Vec<(String, String)>) -> ApiResult<()> {
     refs.sort();
     refs.dedup_by(|a, b| a.0 == b.0);
     for (id, field) in refs {
@@ -329,7 +329,7 @@ pub async fn lock_refs(cx: &mut Cx<'_>, mut refs: Vec<(String, String)>) -> ApiR
     Ok(())
 }
 
-async fn label_of(cx: &mut Cx<'_>, id: &str) -> ApiResult<String> {
+async fn label_of(cx: &mut RequestCtx<'_>, id: &str) -> ApiResult<String> {
     Ok(cx
         .tx
         .get(id)
@@ -340,7 +340,7 @@ async fn label_of(cx: &mut Cx<'_>, id: &str) -> ApiResult<String> {
 
 /// VMs and clusters live on hosting clusters: the network's class needs a k8s manager.
 /// `what` is "virtual machines" or "clusters"; `why` an optional explanation.
-pub async fn require_k8s(cx: &mut Cx<'_>, vn: &Record, what: &str, why: &str) -> ApiResult<()> {
+pub async fn require_k8s(cx: &mut RequestCtx<'_>, vn: &Record, what: &str, why: &str) -> ApiResult<()> {
     let class_id = vn
         .body
         .pointer("/spec/network_class")
@@ -365,7 +365,7 @@ pub async fn require_k8s(cx: &mut Cx<'_>, vn: &Record, what: &str, why: &str) ->
 }
 
 /// The VirtualNetwork of a stored workload (the network of its first subnet).
-pub async fn stored_vn(cx: &mut Cx<'_>, subnet_id: &str) -> ApiResult<Record> {
+pub async fn stored_vn(cx: &mut RequestCtx<'_>, subnet_id: &str) -> ApiResult<Record> {
     let sn = cx.tx.get(subnet_id).await?.ok_or_else(|| {
         ApiError::precondition(format!(
             "the workload's Subnet '{subnet_id}' no longer exists"
@@ -385,7 +385,7 @@ pub async fn stored_vn(cx: &mut Cx<'_>, subnet_id: &str) -> ApiResult<Record> {
 /// `fabric_interface`) are taken from the stored object, so a GET-modify-update round trip or
 /// a body written with names only changes what it means to change.
 pub async fn canonicalize_update(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     kind: Kind,
     current: &Record,
     new_obj: &mut Value,
@@ -489,7 +489,7 @@ pub async fn canonicalize_update(
 /// a deprecated `catalog_item` naming the stored template is dropped (it was stored as
 /// `template`).
 async fn canonicalize_template(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     current: &Record,
     new_obj: &mut Value,
 ) -> ApiResult<()> {
@@ -522,7 +522,7 @@ async fn canonicalize_template(
 
 /// Replaces `v` (a name) with `stored_id` when the name resolves to that object.
 async fn same_ref(
-    cx: &mut Cx<'_>,
+    cx: &mut RequestCtx<'_>,
     kind: Kind,
     tenant: &str,
     stored_id: &str,

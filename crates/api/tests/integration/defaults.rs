@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use osac_fabric::{FailureKind, Operation};
+use osac_backends::{FailureKind, Operation};
 use serde_json::{Value, json};
 
 use crate::both_backends;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use osac_fabric::{FailureKind, Operation};
+use osac_backends::{FailureKind, Operation};
 use osac_model::Kind;
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use osac_fabric::{FailureKind, Operation};
+use osac_backends::{FailureKind, Operation};
 use serde_json::{Value, json};
 
 use crate::common::*;

@@ -51,10 +51,10 @@ async fn lists_filters_and_order(backend: Backend) {
         t.wait("subnets", i, "SUBNET_STATE_READY").await;
     }
     s.sim_fabric().inject_failure(
-        osac_fabric::Operation::DeleteSubnet,
+        osac_backends::Operation::DeleteSubnet,
         &ids[5],
         u32::MAX,
-        osac_fabric::FailureKind::Transient,
+        osac_backends::FailureKind::Transient,
     );
     t.delete(&format!("{PUB}/subnets/db-2")).await.ok();
     t.wait("subnets", "db-2", "SUBNET_STATE_DELETING").await;

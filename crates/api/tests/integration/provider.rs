@@ -1210,7 +1210,7 @@ async fn pools_belong_to_a_network_class_whose_fabric_allocates_them() {
         .await;
     let fab_a = s.server().registry.sim_fabric("fab-a").unwrap();
     let fab_b = s.server().registry.sim_fabric("fab-b").unwrap();
-    let addresses = |f: &std::sync::Arc<osac_fabric::sim::SimFabric>| {
+    let addresses = |f: &std::sync::Arc<osac_backends::sim::SimFabric>| {
         let f = f.clone();
         async move {
             f.external_addresses()

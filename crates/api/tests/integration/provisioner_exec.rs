@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use osac_fabric::provision::ProvisionOp;
+use osac_backends::provision::ProvisionOp;
 use serde_json::{Value, json};
 
 use crate::common::*;

@@ -1,6 +1,6 @@
 //! Restarts: state survives, and reconciles interrupted by a stop converge afterwards.
 
-use osac_fabric::{FailureKind, Operation};
+use osac_backends::{FailureKind, Operation};
 use serde_json::json;
 
 use crate::both_backends;

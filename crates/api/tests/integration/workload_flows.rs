@@ -6,9 +6,9 @@
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use osac_fabric::provision::{ProvisionOp, SimMachine};
-use osac_fabric::sim::PortLocation;
-use osac_fabric::{FailureKind, Operation};
+use osac_backends::provision::{ProvisionOp, SimMachine};
+use osac_backends::sim::PortLocation;
+use osac_backends::{FailureKind, Operation};
 use serde_json::{Value, json};
 
 use crate::both_backends;

@@ -12,7 +12,7 @@ use super::args::{
     EndpointArg, IpFamilyArg,
 };
 use super::kind::{Kind, Scope};
-use super::ops::{Ctx, check_access, load_object_file, merge, print_objects, put, strip_read_only};
+use super::ops::{ClientCtx, check_access, load_object_file, merge, print_objects, put, strip_read_only};
 use super::output::{emit, object_label};
 use super::parse::{
     Direction, Family, capability_field, cidr_family, parse_host_interfaces,
@@ -446,7 +446,7 @@ pub fn request_body(kind: Kind, common: &CreateCommon, flags: Value) -> anyhow::
 }
 
 /// POSTs the object, waits if asked, prints the result.
-async fn create(ctx: &Ctx, kind: Kind, common: &CreateCommon, flags: Value) -> anyhow::Result<()> {
+async fn create(ctx: &ClientCtx, kind: Kind, common: &CreateCommon, flags: Value) -> anyhow::Result<()> {
     let verb = "create";
     check_access(kind, ctx.scope, verb, true)?;
     let body = request_body(kind, common, flags)?;
@@ -486,13 +486,13 @@ async fn create(ctx: &Ctx, kind: Kind, common: &CreateCommon, flags: Value) -> a
 }
 
 /// `osac create …`.
-pub async fn run_tenant(ctx: &Ctx, what: &CreateKind) -> anyhow::Result<()> {
+pub async fn run_tenant(ctx: &ClientCtx, what: &CreateKind) -> anyhow::Result<()> {
     let (kind, common, flags) = tenant_body(what)?;
     create(ctx, kind, common, flags).await
 }
 
 /// `osac admin create …`.
-pub async fn run_admin(ctx: &Ctx, what: &AdminCreateKind) -> anyhow::Result<()> {
+pub async fn run_admin(ctx: &ClientCtx, what: &AdminCreateKind) -> anyhow::Result<()> {
     if let AdminCreateKind::Token(t) = what {
         return create_token(ctx, t).await;
     }
@@ -503,7 +503,7 @@ pub async fn run_admin(ctx: &Ctx, what: &AdminCreateKind) -> anyhow::Result<()> 
 }
 
 /// `osac admin create token`: prints the token alone, for `$(…)`.
-async fn create_token(ctx: &Ctx, t: &CreateToken) -> anyhow::Result<()> {
+async fn create_token(ctx: &ClientCtx, t: &CreateToken) -> anyhow::Result<()> {
     let mut body = Map::new();
     put(&mut body, "tenant", t.tenant.clone());
     body.insert("role".into(), json!(t.role.as_str()));

@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 
 use super::args::{DataplaneArgs, DataplaneCommand};
 use super::kind::Scope;
-use super::ops::Ctx;
+use super::ops::ClientCtx;
 use super::output::{OutputFormat, emit, to_json, to_yaml};
 
 /// Runs a dataplane subcommand.
-pub async fn run(ctx: &Ctx, args: &DataplaneArgs) -> anyhow::Result<()> {
+pub async fn run(ctx: &ClientCtx, args: &DataplaneArgs) -> anyhow::Result<()> {
     match &args.command {
         DataplaneCommand::Gc(gc) => {
             let url = ctx.api.endpoint(Scope::Private, &["dataplane:gc"]);

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::args::DescribeOpts;
 use super::http::ListQuery;
 use super::kind::{Access, Kind, short_state};
-use super::ops::Ctx;
+use super::ops::ClientCtx;
 use super::output::{emit, object_label, to_yaml};
 
 /// Events shown at most.
@@ -21,7 +21,7 @@ const EVENT_LIMIT: u64 = 20;
 const SCAN_LIMIT: u64 = 1000;
 
 /// `osac describe`.
-pub async fn run(ctx: &Ctx, o: &DescribeOpts) -> anyhow::Result<()> {
+pub async fn run(ctx: &ClientCtx, o: &DescribeOpts) -> anyhow::Result<()> {
     let obj = ctx.api.get(ctx.scope, o.kind.collection(), &o.name).await?;
     let id = obj
         .get("id")

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::args::EventsArgs;
 use super::http::ListQuery;
 use super::kind::{Access, Kind, Scope};
-use super::ops::{Ctx, note};
+use super::ops::{ClientCtx, note};
 use super::output::{OutputFormat, Table, emit, to_json, to_yaml};
 
 /// REST collection of events (public API; a provider token without a tenant sees all).
@@ -25,7 +25,7 @@ fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
 
 /// The list filter for `--for KIND/NAME`: by the object's id when it can be read, else (a
 /// kind the caller cannot read, e.g. a tenant reading its own Tenant) by kind and name.
-async fn filter_for(ctx: &Ctx, target: &str) -> anyhow::Result<String> {
+async fn filter_for(ctx: &ClientCtx, target: &str) -> anyhow::Result<String> {
     let (kind, name) = target
         .split_once('/')
         .filter(|(k, n)| !k.is_empty() && !n.is_empty())
@@ -76,7 +76,7 @@ fn display_kind(kind: Kind) -> &'static str {
 }
 
 /// `osac events`.
-pub async fn run(ctx: &Ctx, a: &EventsArgs) -> anyhow::Result<()> {
+pub async fn run(ctx: &ClientCtx, a: &EventsArgs) -> anyhow::Result<()> {
     if a.watch {
         return watch(ctx, a).await;
     }
@@ -126,7 +126,7 @@ pub async fn run(ctx: &Ctx, a: &EventsArgs) -> anyhow::Result<()> {
 
 /// `osac events --watch`: the retained events, then each new one as it is recorded, as table
 /// rows or one JSON/YAML event per line/document. Expiry (DELETED) is not shown.
-async fn watch(ctx: &Ctx, a: &EventsArgs) -> anyhow::Result<()> {
+async fn watch(ctx: &ClientCtx, a: &EventsArgs) -> anyhow::Result<()> {
     let filter = match &a.target {
         Some(target) => Some(filter_for(ctx, target).await?),
         None => None,

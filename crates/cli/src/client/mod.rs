@@ -66,7 +66,7 @@ pub use http::{Api, ClientError};
 pub use kind::{Kind, Scope};
 pub use output::OutputFormat;
 
-use ops::Ctx;
+use ops::ClientCtx;
 
 impl Connection {
     /// The URL, token and TLS settings after applying flag > environment > config file.
@@ -104,8 +104,8 @@ impl Connection {
     }
 }
 
-fn ctx(conn: &Connection, scope: Scope) -> anyhow::Result<Ctx> {
-    Ok(Ctx {
+fn ctx(conn: &Connection, scope: Scope) -> anyhow::Result<ClientCtx> {
+    Ok(ClientCtx {
         api: conn.api()?,
         scope,
     })

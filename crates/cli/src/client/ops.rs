@@ -19,7 +19,7 @@ use super::wait::{Goal, wait};
 use super::watch::print_events;
 
 /// A connected client and the API it talks to.
-pub struct Ctx {
+pub struct ClientCtx {
     pub api: Api,
     pub scope: Scope,
 }
@@ -56,7 +56,7 @@ pub fn check_access(kind: Kind, scope: Scope, verb: &str, write: bool) -> anyhow
 }
 
 /// Id → name of every object of the kinds that `kind`'s table refers to (best effort).
-async fn ref_names(ctx: &Ctx, kind: Kind) -> RefNames {
+async fn ref_names(ctx: &ClientCtx, kind: Kind) -> RefNames {
     let mut names = RefNames::new();
     for r in kind.referenced() {
         if r.access(ctx.scope) == Access::None {
@@ -85,7 +85,7 @@ async fn ref_names(ctx: &Ctx, kind: Kind) -> RefNames {
 
 /// Prints objects in `format`; `single` prints one object rather than a list.
 pub async fn print_objects(
-    ctx: &Ctx,
+    ctx: &ClientCtx,
     kind: Kind,
     items: &[Value],
     format: OutputFormat,
@@ -103,7 +103,7 @@ pub async fn print_objects(
 }
 
 /// Reads one object by name or id.
-async fn fetch(ctx: &Ctx, kind: Kind, name: &str) -> Result<Value, ClientError> {
+async fn fetch(ctx: &ClientCtx, kind: Kind, name: &str) -> Result<Value, ClientError> {
     ctx.api.get(ctx.scope, kind.collection(), name).await
 }
 
@@ -115,7 +115,7 @@ fn id_of(obj: &Value) -> anyhow::Result<String> {
 }
 
 /// `get`.
-pub async fn get(ctx: &Ctx, o: &GetOpts) -> anyhow::Result<()> {
+pub async fn get(ctx: &ClientCtx, o: &GetOpts) -> anyhow::Result<()> {
     check_access(o.kind, ctx.scope, "get", false)?;
     if o.watch {
         return watch(ctx, o).await;
@@ -148,7 +148,7 @@ pub async fn get(ctx: &Ctx, o: &GetOpts) -> anyhow::Result<()> {
 }
 
 /// `get --watch`: named objects are watched by id, others through the filter.
-async fn watch(ctx: &Ctx, o: &GetOpts) -> anyhow::Result<()> {
+async fn watch(ctx: &ClientCtx, o: &GetOpts) -> anyhow::Result<()> {
     let filter = if o.names.is_empty() {
         o.filter
             .as_deref()
@@ -171,7 +171,7 @@ async fn watch(ctx: &Ctx, o: &GetOpts) -> anyhow::Result<()> {
 }
 
 /// `delete`.
-pub async fn delete(ctx: &Ctx, o: &DeleteOpts) -> anyhow::Result<()> {
+pub async fn delete(ctx: &ClientCtx, o: &DeleteOpts) -> anyhow::Result<()> {
     check_access(o.kind, ctx.scope, "delete", true)?;
     let mut pending = Vec::new();
     for n in &o.names {
@@ -211,7 +211,7 @@ pub async fn delete(ctx: &Ctx, o: &DeleteOpts) -> anyhow::Result<()> {
 
 /// `label`: read, change the label map, write it back with optimistic locking (retried when
 /// someone else changed the object in between).
-pub async fn label(ctx: &Ctx, o: &LabelOpts) -> anyhow::Result<()> {
+pub async fn label(ctx: &ClientCtx, o: &LabelOpts) -> anyhow::Result<()> {
     check_access(o.kind, ctx.scope, "label", true)?;
     let ops = o
         .changes
@@ -291,7 +291,7 @@ fn updated_or(updated: &Value, before: &Value) -> Value {
 }
 
 /// `update`: security-group rule replacement and/or fields from a file.
-pub async fn update(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
+pub async fn update(ctx: &ClientCtx, o: &UpdateOpts) -> anyhow::Result<()> {
     check_access(o.kind, ctx.scope, "update", true)?;
     let edits_given = !o.add_ingress.is_empty()
         || !o.remove_ingress.is_empty()
@@ -372,7 +372,7 @@ pub async fn update(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
 /// with these added (a rule already there is left alone) and removed (a rule that is not there
 /// is an error naming it), written with the version read (`lock=true`), so a concurrent change
 /// is not overwritten.
-async fn edit_rules(ctx: &Ctx, o: &UpdateOpts) -> anyhow::Result<()> {
+async fn edit_rules(ctx: &ClientCtx, o: &UpdateOpts) -> anyhow::Result<()> {
     let obj = fetch(ctx, o.kind, &o.name).await?;
     let id = id_of(&obj)?;
     let label = object_label(o.kind, &obj);
@@ -466,7 +466,7 @@ fn rule_key(rule: &Value) -> (String, i64, i64, String) {
 }
 
 /// `osac admin managers`.
-pub async fn managers(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
+pub async fn managers(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
     let url = ctx.api.endpoint(Scope::Private, &["managers"]);
     let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
     let items = match resp.get("items") {
@@ -487,7 +487,7 @@ pub async fn managers(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
 }
 
 /// `osac admin get replicas`.
-pub async fn replicas(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
+pub async fn replicas(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
     let url = ctx.api.endpoint(Scope::Private, &["replicas"]);
     let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
     let items = match resp.get("items") {
@@ -555,7 +555,7 @@ pub fn load_object_file(path: &Path) -> anyhow::Result<Value> {
 
 /// Parses one YAML (or JSON) mapping.
 pub fn parse_object(text: &str) -> Result<Value, String> {
-    let v: Value = serde_yaml::from_str(text).map_err(|e| format!("invalid YAML/JSON: {e}"))?;
+    let v: Value = serde_yaml_ng::from_str(text).map_err(|e| format!("invalid YAML/JSON: {e}"))?;
     if !v.is_object() {
         return Err("expected one object (a YAML or JSON mapping)".into());
     }

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::http::ListQuery;
 use super::kind::{Kind, Scope};
-use super::ops::Ctx;
+use super::ops::ClientCtx;
 use super::output::{OutputFormat, Table, to_json, to_yaml};
 
 /// The label the cleanup puts on its leftovers.
@@ -23,7 +23,7 @@ fn text(v: &Value, pointer: &str) -> String {
 }
 
 /// Lists orphaned objects of every tenant (the public API with a provider token sees all).
-pub async fn run(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
+pub async fn run(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
     let query = ListQuery {
         filter: Some(format!(
             "this.metadata.labels[\"{ORPHANED_LABEL}\"] == \"true\""

@@ -838,7 +838,7 @@ pub fn to_json(v: &Value) -> anyhow::Result<String> {
 
 /// YAML with keys in reading order.
 pub fn to_yaml(v: &Value) -> anyhow::Result<String> {
-    Ok(serde_yaml::to_string(&Ordered(v))?)
+    Ok(serde_yaml_ng::to_string(&Ordered(v))?)
 }
 
 /// Renders objects in a non-table format. `single` prints one object rather than a list.

@@ -4,11 +4,11 @@
 use serde_json::Value;
 
 use super::kind::Scope;
-use super::ops::Ctx;
+use super::ops::ClientCtx;
 use super::output::{OutputFormat, Table, emit, to_json, to_yaml};
 
 /// Lists the tokens.
-pub async fn list(ctx: &Ctx, format: OutputFormat) -> anyhow::Result<()> {
+pub async fn list(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
     let url = ctx.api.endpoint(Scope::Private, &["tokens"]);
     let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
     let items = match resp.get("items") {
@@ -49,7 +49,7 @@ fn table(items: &[Value]) -> Table {
 }
 
 /// Revokes tokens by id.
-pub async fn revoke(ctx: &Ctx, ids: &[String]) -> anyhow::Result<()> {
+pub async fn revoke(ctx: &ClientCtx, ids: &[String]) -> anyhow::Result<()> {
     for id in ids {
         let url = ctx.api.endpoint(Scope::Private, &["tokens", id]);
         ctx.api.call(reqwest::Method::DELETE, url, None).await?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use osac_linux::dhcp::netns;
-use osac_linux::fabric::dnsmasq::DnsmasqFiles;
+use osac_linux::fabric_manager::dnsmasq::DnsmasqFiles;
 use osac_linux::names;
 use osac_linux::probe::Listener;
 

@@ -12,10 +12,10 @@
 //! Messages our own code writes for the object's owner ([`OpError::Transient`] and
 //! [`OpError::Permanent`]) are shown as they are.
 
-use osac_fabric::{OpError, Operation};
+use osac_backends::{OpError, Operation};
 use osac_store::Record;
 
-use super::Ctx;
+use super::ReconcileCtx;
 use crate::events;
 
 /// Reason of the provider-only event that carries a backend failure's detail.
@@ -25,7 +25,7 @@ pub const REASON_BACKEND_FAILURE: &str = "BackendFailure";
 /// this message replaces `current` (the object's message now), the detail is logged and
 /// recorded in a provider-only event.
 pub(crate) async fn status_message(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     current: &str,
     err: &OpError,

@@ -5,8 +5,8 @@
 //! RUNNING and the host ASSIGNED in one transaction.
 //! Deletion: ports detached, `deprovision_baremetal`, host FREE with the finalizer removal.
 
-use osac_fabric::OpError;
-use osac_fabric::provision::{Nic, ProvisionBareMetalRequest};
+use osac_backends::OpError;
+use osac_backends::provision::{Nic, ProvisionBareMetalRequest};
 use osac_model::{Kind, pb};
 use osac_store::Record;
 
@@ -19,7 +19,7 @@ use super::workload::{
     since_condition, timed, wanted_families,
 };
 use super::{
-    Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
+    Action, ReconcileCtx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
     has_finalizer, settled,
 };
 
@@ -85,7 +85,7 @@ enum Inventory {
 /// The instance's host: the recorded one, else a FREE host of the type reserved now (the
 /// reservation and `status.host` are written in one transaction).
 async fn ensure_host(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     w: &mut Work<pb::BareMetalInstance>,
     host_type: &str,
 ) -> Result<Inventory, ReconcileError> {
@@ -136,7 +136,7 @@ async fn ensure_host(
     Ok(Inventory::Host(Box::new(host)))
 }
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let bm: pb::BareMetalInstance = decode(&rec)?;
     if rec.deleted_at.is_some() {
         return delete(ctx, rec, bm).await;
@@ -319,7 +319,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
 
 /// A converged instance: only the external address (from attachments) may change.
 async fn refresh_external_ip(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     w: &mut Work<pb::BareMetalInstance>,
 ) -> Result<Action, ReconcileError> {
     let external = external_ip_of(ctx, w.id(), TARGET_FIELD).await?;
@@ -333,7 +333,7 @@ async fn refresh_external_ip(
 
 /// Ports, then `deprovision_baremetal`, then the host FREE with the finalizer removal.
 async fn delete(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: Record,
     bm: pb::BareMetalInstance,
 ) -> Result<Action, ReconcileError> {

@@ -16,7 +16,7 @@ use osac_model::{Kind, defaults};
 use osac_store::{ListQuery, Record};
 use serde_json::{Value, json};
 
-use super::{Action, Ctx, ReconcileError, delete_failures, describe, write};
+use super::{Action, ReconcileCtx, ReconcileError, delete_failures, describe, write};
 use crate::events;
 
 /// Whether a deleted workload still has its cleanup to do.
@@ -26,7 +26,7 @@ pub(crate) fn pending(rec: &Record) -> bool {
 
 /// The auto-provisioned objects of `kind` created for `workload`, deleted or not.
 async fn leftovers(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     workload: &Record,
     kind: Kind,
 ) -> Result<Vec<Record>, ReconcileError> {
@@ -81,7 +81,7 @@ pub(crate) async fn request_delete(
 
 /// Starts the deletion of every live object of `objs` (skipping ExternalIPs that something
 /// other than this workload's auto attachments still consumes).
-async fn delete_all(ctx: &Ctx, workload: &Record, objs: &[Record]) -> Result<(), ReconcileError> {
+async fn delete_all(ctx: &ReconcileCtx, workload: &Record, objs: &[Record]) -> Result<(), ReconcileError> {
     for obj in objs.iter().filter(|o| o.deleted_at.is_none()) {
         let mut tx = ctx.store.begin().await?;
         let Some(current) = tx.lock(&obj.id).await? else {
@@ -113,7 +113,7 @@ async fn consumed(tx: &mut dyn osac_store::Tx, eip_id: &str) -> Result<bool, Rec
 }
 
 /// One pass of the cleanup of `rec` (a deleted workload holding the cleanup finalizer).
-pub(crate) async fn reconcile(ctx: &Ctx, rec: &Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: &Record) -> Result<Action, ReconcileError> {
     let limit = ctx.config.cleanup_retry_limit;
     for (kind, step) in [
         (Kind::ExternalIpAttachment, "CleanupExternalIPAttachments"),
@@ -161,7 +161,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: &Record) -> Result<Action, Reconci
 }
 
 /// Gives up after the retry limit: labels what is left orphaned and lets the workload go.
-async fn give_up(ctx: &Ctx, rec: &Record, stuck: &str) -> Result<Action, ReconcileError> {
+async fn give_up(ctx: &ReconcileCtx, rec: &Record, stuck: &str) -> Result<Action, ReconcileError> {
     let mut orphans = Vec::new();
     for kind in [Kind::ExternalIpAttachment, Kind::ExternalIp] {
         for obj in leftovers(ctx, rec, kind).await? {
@@ -188,7 +188,7 @@ async fn give_up(ctx: &Ctx, rec: &Record, stuck: &str) -> Result<Action, Reconci
 
 /// Drops the cleanup finalizer (the workload's own deprovisioning follows).
 async fn release(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     reason: &str,
     message: String,

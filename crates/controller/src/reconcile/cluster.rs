@@ -14,8 +14,8 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use ipnet::IpNet;
-use osac_fabric::OpError;
-use osac_fabric::provision::{ClusterAgent, ProvisionClusterRequest};
+use osac_backends::OpError;
+use osac_backends::provision::{ClusterAgent, ProvisionClusterRequest};
 use osac_model::{Kind, pb};
 use osac_store::Record;
 
@@ -28,7 +28,7 @@ use super::workload::{
     timed, wanted_families,
 };
 use super::{
-    Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
+    Action, ReconcileCtx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
     has_finalizer, settled,
 };
 
@@ -134,7 +134,7 @@ enum Inventory {
 
 /// The recorded agents when every node set has its `size` hosts still held by the cluster.
 async fn recorded_if_complete(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     w: &Work<pb::Cluster>,
     spec: &pb::ClusterSpec,
 ) -> Result<Option<Result<Vec<Agent>, OpError>>, ReconcileError> {
@@ -172,7 +172,7 @@ async fn recorded_if_complete(
 /// The cluster's agents: the recorded ones, else reserved now — every node set at once, in
 /// one transaction that also records them (all or nothing).
 async fn ensure_agents(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     w: &mut Work<pb::Cluster>,
     spec: &pb::ClusterSpec,
 ) -> Result<Inventory, ReconcileError> {
@@ -300,7 +300,7 @@ enum Vips {
 /// addresses of the subnet's VIP block, allocated under the subnet row lock and recorded in
 /// the same transaction.
 async fn ensure_vips(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     w: &mut Work<pb::Cluster>,
     subnet: &Record,
 ) -> Result<Vips, ReconcileError> {
@@ -345,7 +345,7 @@ async fn ensure_vips(
             .ok()
             .filter(|a| block.contains(a) && !used.contains(a));
         let a =
-            keep.or_else(|| osac_fabric::net::lowest_free(block, &|a| used.contains(a), &[]))?;
+            keep.or_else(|| osac_backends::net::lowest_free(block, &|a| used.contains(a), &[]))?;
         used.insert(a);
         Some(a)
     };
@@ -368,7 +368,7 @@ async fn ensure_vips(
     Ok(Vips::Allocated(api.to_string(), ingress.to_string()))
 }
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let cluster: pb::Cluster = decode(&rec)?;
     if rec.deleted_at.is_some() {
         return delete(ctx, rec, cluster).await;
@@ -592,7 +592,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
 }
 
 /// `deprovision_cluster`, VIPs released, ports back to parking, hosts FREE and finalizer gone.
-async fn delete(ctx: &Ctx, rec: Record, cluster: pb::Cluster) -> Result<Action, ReconcileError> {
+async fn delete(ctx: &ReconcileCtx, rec: Record, cluster: pb::Cluster) -> Result<Action, ReconcileError> {
     if !has_finalizer(&rec) {
         return Ok(Action::Done);
     }
@@ -651,7 +651,7 @@ async fn delete(ctx: &Ctx, rec: Record, cluster: pb::Cluster) -> Result<Action, 
 }
 
 /// The address of the READY ExternalIPAttachment to the cluster's API endpoint ("" if none).
-async fn api_external_ip(ctx: &Ctx, cluster_id: &str) -> Result<String, ReconcileError> {
+async fn api_external_ip(ctx: &ReconcileCtx, cluster_id: &str) -> Result<String, ReconcileError> {
     let mut found = Vec::new();
     for r in ctx.store.referrers(cluster_id).await? {
         if r.source_kind != Kind::ExternalIpAttachment || r.field != "spec.cluster" {
@@ -680,7 +680,7 @@ async fn api_external_ip(ctx: &Ctx, cluster_id: &str) -> Result<String, Reconcil
 
 /// A converged cluster: only the external address (from attachments) may change.
 async fn refresh_external_ip(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     w: &mut Work<pb::Cluster>,
 ) -> Result<Action, ReconcileError> {
     let external = api_external_ip(ctx, w.id()).await?;

@@ -3,7 +3,7 @@
 //! RUNNING with per-attachment addresses and `internal_ip_address` (the primary's).
 //! Deletion: `delete_vm`, then the ports, then the finalizer.
 
-use osac_fabric::provision::{BootVmRequest, Nic};
+use osac_backends::provision::{BootVmRequest, Nic};
 use osac_model::{Kind, pb};
 use osac_store::Record;
 
@@ -15,7 +15,7 @@ use super::workload::{
     since_condition, timed, vm_mac, wanted_families,
 };
 use super::{
-    Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, finalize,
+    Action, ReconcileCtx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, finalize,
     has_finalizer, settled,
 };
 
@@ -57,7 +57,7 @@ fn ports(id: &str, hosting: &str, spec: &pb::ComputeInstanceSpec) -> Vec<Port> {
         .collect()
 }
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let vm: pb::ComputeInstance = decode(&rec)?;
     if rec.deleted_at.is_some() {
         return delete(ctx, rec, vm).await;
@@ -68,7 +68,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
     }
     let spec = w.obj.spec.clone().unwrap_or_default();
     if spec.compute_network_attachments.is_empty() {
-        let e = osac_fabric::OpError::permanent(
+        let e = osac_backends::OpError::permanent(
             "spec.compute_network_attachments is empty: a VM needs at least one attachment",
         );
         return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
@@ -107,7 +107,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
         .filter(|c| clusters.contains(c))
         .cloned();
     let Some(hosting) = recorded.or_else(|| hosting_cluster_for(w.id(), clusters)) else {
-        let e = osac_fabric::OpError::permanent(
+        let e = osac_backends::OpError::permanent(
             "BM-only deployment: this NetworkClass has no k8s manager, so virtual machines are \
              not available",
         );
@@ -218,7 +218,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
 
 /// A converged VM: only the external address (from attachments) may change.
 async fn refresh_external_ip(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     w: &mut Work<pb::ComputeInstance>,
 ) -> Result<Action, ReconcileError> {
     let external = external_ip_of(ctx, w.id(), TARGET_FIELD).await?;
@@ -231,7 +231,7 @@ async fn refresh_external_ip(
 }
 
 /// `delete_vm`, then the ports, then the finalizer.
-async fn delete(ctx: &Ctx, rec: Record, vm: pb::ComputeInstance) -> Result<Action, ReconcileError> {
+async fn delete(ctx: &ReconcileCtx, rec: Record, vm: pb::ComputeInstance) -> Result<Action, ReconcileError> {
     if !has_finalizer(&rec) {
         return Ok(Action::Done);
     }
@@ -246,7 +246,7 @@ async fn delete(ctx: &Ctx, rec: Record, vm: pb::ComputeInstance) -> Result<Actio
         None if is_true(w.obj.conditions(), PROVISIONED) => {
             let m = "waiting for a provisioner to delete the VM: none is configured";
             return w
-                .delete_failed(ctx, osac_fabric::OpError::transient(m))
+                .delete_failed(ctx, osac_backends::OpError::transient(m))
                 .await;
         }
         None => {}

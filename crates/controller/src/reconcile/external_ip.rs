@@ -5,12 +5,12 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osac_fabric::{AllocateExternalIpRequest, OpError, ReleaseExternalIpRequest};
+use osac_backends::{AllocateExternalIpRequest, OpError, ReleaseExternalIpRequest};
 use osac_model::{Kind, pb};
 use osac_store::{Record, StoreError, Tx};
 
 use super::{
-    Action, Ctx, Object, ReconcileError, decode, delete_failed, has_finalizer, op_failed, save,
+    Action, ReconcileCtx, Object, ReconcileError, decode, delete_failed, has_finalizer, op_failed, save,
     settled, succeeded,
 };
 
@@ -145,7 +145,7 @@ fn pool_of(eip: &pb::ExternalIp) -> String {
 }
 
 /// Whether a live (not deleted) NATGateway or ExternalIPAttachment consumes the ExternalIP.
-pub(crate) async fn is_attached(ctx: &Ctx, eip_id: &str) -> Result<bool, ReconcileError> {
+pub(crate) async fn is_attached(ctx: &ReconcileCtx, eip_id: &str) -> Result<bool, ReconcileError> {
     for r in ctx.store.referrers(eip_id).await? {
         let consumer = matches!(r.source_kind, Kind::NatGateway | Kind::ExternalIpAttachment);
         if consumer
@@ -171,7 +171,7 @@ pub(crate) fn allocated_address(rec: &Record) -> Result<Option<IpAddr>, Reconcil
         .and_then(|s| s.address.parse::<IpAddr>().ok()))
 }
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut eip: pb::ExternalIp = decode(&rec)?;
     let pool_id = pool_of(&eip);
     if rec.deleted_at.is_some() {
@@ -195,7 +195,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
     }
 }
 
-async fn allocate(ctx: &Ctx, pool_id: &str, eip_id: &str) -> Result<IpAddr, OpError> {
+async fn allocate(ctx: &ReconcileCtx, pool_id: &str, eip_id: &str) -> Result<IpAddr, OpError> {
     if pool_id.is_empty() {
         return Err(OpError::permanent(
             "no ExternalIPPool assigned (spec.pool is empty)",
@@ -232,7 +232,7 @@ async fn allocate(ctx: &Ctx, pool_id: &str, eip_id: &str) -> Result<IpAddr, OpEr
 
 /// The managers of a pool's NetworkClass (the default class for a pool without one, or one
 /// that is gone).
-async fn managers_of_pool(ctx: &Ctx, pool_id: &str) -> Result<crate::Managers, OpError> {
+async fn managers_of_pool(ctx: &ReconcileCtx, pool_id: &str) -> Result<crate::Managers, OpError> {
     let class = ctx
         .store
         .get(pool_id)
@@ -249,7 +249,7 @@ async fn managers_of_pool(ctx: &Ctx, pool_id: &str) -> Result<crate::Managers, O
 }
 
 async fn delete(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: Record,
     eip: pb::ExternalIp,
     pool_id: String,

@@ -4,14 +4,14 @@
 use std::net::IpAddr;
 
 use async_trait::async_trait;
-use osac_fabric::{CreateExternalIpAttachmentRequest, DeleteExternalIpAttachmentRequest, OpError};
+use osac_backends::{CreateExternalIpAttachmentRequest, DeleteExternalIpAttachmentRequest, OpError};
 use osac_model::{Kind, pb};
 use osac_store::{Record, Store, StoreError};
 
 use super::backend::status_message;
 use super::external_ip::allocated_address;
 use super::{
-    Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, delete_failed,
+    Action, ReconcileCtx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, delete_failed,
     describe, failed_dependency, finalize, has_finalizer, op_failed, save, save_applied, settled,
     waiting,
 };
@@ -81,7 +81,7 @@ impl TargetResolver for NoWorkloads {
     }
 }
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut att: pb::ExternalIpAttachment = decode(&rec)?;
     let spec = att.spec.clone().unwrap_or_default();
     if rec.deleted_at.is_some() {
@@ -178,7 +178,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
 /// Not (or no longer) programmable: a previously programmed DNAT is removed first, then the
 /// attachment shows PENDING with `message`.
 async fn pending(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     mut att: pb::ExternalIpAttachment,
     message: String,
@@ -208,7 +208,7 @@ async fn pending(
 
 /// Removes the DNAT wherever it was programmed. Nothing to do when it never was, or when its
 /// VirtualNetwork (and with it the router) is gone.
-async fn undo(ctx: &Ctx, rec: &Record, spec: &pb::ExternalIpAttachmentSpec) -> Result<(), OpError> {
+async fn undo(ctx: &ReconcileCtx, rec: &Record, spec: &pb::ExternalIpAttachmentSpec) -> Result<(), OpError> {
     let vn_id = match rec.annotations.get(VIRTUAL_NETWORK_ANNOTATION) {
         Some(v) => v.clone(),
         None => match ctx.targets.resolve(&*ctx.store, spec).await {

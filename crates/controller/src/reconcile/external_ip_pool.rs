@@ -5,14 +5,14 @@ use osac_model::{Kind, pb};
 use osac_store::Record;
 
 use super::external_ip::{PoolCounts, counts_for, recount_with};
-use super::{Action, Ctx, Object, ReconcileError, decode, finalize, has_finalizer};
+use super::{Action, ReconcileCtx, Object, ReconcileError, decode, finalize, has_finalizer};
 
 super::object!(pb::ExternalIpPool, pb::ExternalIpPoolStatus,
     pending: pb::ExternalIpPoolState::Pending, ready: pb::ExternalIpPoolState::Ready,
     failed: pb::ExternalIpPoolState::Failed, deleting: pb::ExternalIpPoolState::Deleting,
     delete_failed: Some(pb::ExternalIpPoolState::DeleteFailed as i32));
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     if rec.deleted_at.is_some() {
         // The API refuses the delete while addresses are allocated: nothing to undo.
         return if has_finalizer(&rec) {
@@ -43,7 +43,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
 }
 
 /// ExternalIPs referencing the pool, read outside a transaction (to skip a no-op write).
-async fn allocated_outside_tx(ctx: &Ctx, pool_id: &str) -> Result<i64, ReconcileError> {
+async fn allocated_outside_tx(ctx: &ReconcileCtx, pool_id: &str) -> Result<i64, ReconcileError> {
     let refs = ctx.store.referrers(pool_id).await?;
     let n = refs
         .iter()

@@ -5,12 +5,12 @@
 //! (FREE → RESERVED → ASSIGNED → FREE) is done by the workload reconcilers in store
 //! transactions; this reconciler never changes the state.
 
-use osac_fabric::DeleteNetworkAttachmentRequest;
+use osac_backends::DeleteNetworkAttachmentRequest;
 use osac_model::pb;
 use osac_store::Record;
 
 use super::workload::{POOL_CAAS, host_mac, host_state};
-use super::{Action, Ctx, ReconcileError, decode, describe, write};
+use super::{Action, ReconcileCtx, ReconcileError, decode, describe, write};
 
 /// Annotation of a parked host: the interface that is on the parking network.
 pub const PARKED_ANNOTATION: &str = "osac.openshift.io/parked";
@@ -30,7 +30,7 @@ pub(crate) fn first_fabric_interface(host_type: &Record) -> Result<Option<String
         .map(|i| i.name))
 }
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut host: pb::Host = decode(&rec)?;
     let spec = host.spec.clone().unwrap_or_default();
     let free = host_state(&host).0 == pb::HostState::Free as i32 && rec.deleted_at.is_none();
@@ -100,7 +100,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
 
 /// Shows `message` on the host (its state is the workloads' business) and schedules `action`.
 async fn show(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     mut host: pb::Host,
     message: String,

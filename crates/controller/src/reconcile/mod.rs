@@ -22,7 +22,7 @@ pub(crate) mod workload;
 use std::sync::Arc;
 use std::time::Duration;
 
-use osac_fabric::OpError;
+use osac_backends::OpError;
 use osac_model::{FABRIC_FINALIZER, Kind, pb};
 use osac_store::{Record, Store, StoreError};
 use serde::Serialize;
@@ -82,7 +82,7 @@ pub(crate) enum Action {
 }
 
 /// Everything a reconcile may use: the store, the managers and the seams for later issues.
-pub(crate) struct Ctx {
+pub(crate) struct ReconcileCtx {
     pub store: Arc<dyn Store>,
     pub dispatcher: Dispatcher,
     pub config: ControllerConfig,
@@ -91,13 +91,13 @@ pub(crate) struct Ctx {
     /// Tenants waiting for their defaults, woken by changes to their objects.
     pub tenant_watch: tenant::TenantWatch,
     /// Boots VMs, installs bare-metal servers, builds clusters (None: workloads wait).
-    pub provisioner: Option<Arc<dyn osac_fabric::provision::Provisioner>>,
+    pub provisioner: Option<Arc<dyn osac_backends::provision::Provisioner>>,
     /// When a cluster shows `NetworkingIPDiscoveryTimeout`.
     pub ip_discovery_timeout: Duration,
 }
 
 /// Reconciles one stored object.
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     if rec.deleted_at.is_some() && rec.finalizers.is_empty() {
         // Deleted without finalizers: writing it back removes the row.
         crate::events::apply_update(ctx.store.as_ref(), &rec, &rec).await?;
@@ -175,7 +175,7 @@ pub(crate) fn decode<T: DeserializeOwned>(rec: &Record) -> Result<T, ReconcileEr
 /// Writes `next` (same id and version as `read`) unless nothing changed, with the event of a
 /// state change or of the row's removal in the same transaction. Returns whether a write
 /// happened.
-pub(crate) async fn write(ctx: &Ctx, read: &Record, next: Record) -> Result<bool, ReconcileError> {
+pub(crate) async fn write(ctx: &ReconcileCtx, read: &Record, next: Record) -> Result<bool, ReconcileError> {
     if *read == next {
         return Ok(false);
     }
@@ -185,7 +185,7 @@ pub(crate) async fn write(ctx: &Ctx, read: &Record, next: Record) -> Result<bool
 
 /// Writes `obj` as the body of `rec` unless nothing changed.
 pub(crate) async fn save<T: Serialize>(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     next: Record,
     obj: &T,
@@ -197,7 +197,7 @@ pub(crate) async fn save<T: Serialize>(
 
 /// Like [`save`], and records that the (encoded) spec got its final outcome.
 pub(crate) async fn save_applied<T: Serialize>(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     next: Record,
     obj: &T,
@@ -265,7 +265,7 @@ pub(crate) fn mark_applied(next: &mut Record) {
 
 /// Marks `obj` READY with the spec applied and writes it.
 pub(crate) async fn succeeded<T: Object>(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     mut obj: T,
 ) -> Result<Action, ReconcileError> {
@@ -278,7 +278,7 @@ pub(crate) async fn succeeded<T: Object>(
 /// A precondition is not met: stay PENDING (or whatever non-final state it is in), say why,
 /// and retry with backoff (the change feed usually wakes the object sooner).
 pub(crate) async fn waiting<T: Object>(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     mut obj: T,
     message: String,
@@ -295,7 +295,7 @@ pub(crate) async fn waiting<T: Object>(
 /// Permanent: FAILED with the manager's message, and no retry until the spec changes. Backend
 /// detail is replaced by a plain message with a reference ([`backend::status_message`]).
 pub(crate) async fn op_failed<T: Object>(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     mut obj: T,
     err: OpError,
@@ -314,7 +314,7 @@ pub(crate) async fn op_failed<T: Object>(
 /// DELETE_FAILED (where the kind has it) with the message, retried slowly in case an operator
 /// fixed the cause.
 pub(crate) async fn delete_failed<T: Object>(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     mut obj: T,
     err: OpError,
@@ -340,7 +340,7 @@ pub(crate) async fn delete_failed<T: Object>(
 }
 
 /// The undo succeeded: drop our finalizer; the store removes the row when none is left.
-pub(crate) async fn finalize(ctx: &Ctx, rec: &Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn finalize(ctx: &ReconcileCtx, rec: &Record) -> Result<Action, ReconcileError> {
     let mut next = rec.clone();
     next.finalizers.retain(|f| f != FABRIC_FINALIZER);
     write(ctx, rec, next).await?;

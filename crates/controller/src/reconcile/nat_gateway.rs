@@ -2,13 +2,13 @@
 //! the VN's CIDRs to the external address.
 
 use ipnet::IpNet;
-use osac_fabric::{CreateNatGatewayRequest, DeleteNatGatewayRequest};
+use osac_backends::{CreateNatGatewayRequest, DeleteNatGatewayRequest};
 use osac_model::pb;
 use osac_store::Record;
 
 use super::external_ip::allocated_address;
 use super::{
-    Action, Ctx, Object, ReconcileError, cidrs, decode, delete_failed, describe, failed_dependency,
+    Action, ReconcileCtx, Object, ReconcileError, cidrs, decode, delete_failed, describe, failed_dependency,
     finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
 };
 
@@ -17,7 +17,7 @@ super::object!(pb::NatGateway, pb::NatGatewayStatus,
     failed: pb::NatGatewayState::Failed, deleting: pb::NatGatewayState::Deleting,
     delete_failed: None);
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut nat: pb::NatGateway = decode(&rec)?;
     let spec = nat.spec.clone().unwrap_or_default();
     if rec.deleted_at.is_some() {
@@ -96,7 +96,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
     let created = async {
         let v: pb::VirtualNetwork = vn
             .decode()
-            .map_err(|e| osac_fabric::OpError::permanent(e.to_string()))?;
+            .map_err(|e| osac_backends::OpError::permanent(e.to_string()))?;
         let vspec = v.spec.unwrap_or_default();
         let nets = cidrs("VirtualNetwork", &vspec.ipv4_cidr, &vspec.ipv6_cidr)?;
         let source_cidrs: Vec<IpNet> = nets

@@ -4,7 +4,7 @@
 use osac_model::pb;
 use osac_store::Record;
 
-use super::{Action, Ctx, Object, ReconcileError, decode, finalize, has_finalizer, save};
+use super::{Action, ReconcileCtx, Object, ReconcileError, decode, finalize, has_finalizer, save};
 
 // A NetworkClass has no DELETING state; deletion only drops a finalizer, so PENDING stands in.
 super::object!(pb::NetworkClass, pb::NetworkClassStatus,
@@ -12,7 +12,7 @@ super::object!(pb::NetworkClass, pb::NetworkClassStatus,
     failed: pb::NetworkClassState::Failed, deleting: pb::NetworkClassState::Pending,
     delete_failed: None);
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     if rec.deleted_at.is_some() {
         return if has_finalizer(&rec) {
             finalize(ctx, &rec).await

@@ -1,14 +1,14 @@
 //! SecurityGroup: the fabric gets the full desired rule set; a rule change (a new spec hash)
 //! re-applies it. Delete removes the group (DELETE_FAILED on a permanent failure).
 
-use osac_fabric::{
+use osac_backends::{
     ApplySecurityGroupRequest, DeleteSecurityGroupRequest, OpError, Protocol, SecurityRule,
 };
 use osac_model::pb;
 use osac_store::Record;
 
 use super::{
-    Action, Ctx, Object, ReconcileError, decode, delete_failed, describe, failed_dependency,
+    Action, ReconcileCtx, Object, ReconcileError, decode, delete_failed, describe, failed_dependency,
     finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
 };
 
@@ -53,7 +53,7 @@ fn to_fabric_rules(dir: &str, rules: &[pb::SecurityRule]) -> Result<Vec<Security
         .collect()
 }
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let sg: pb::SecurityGroup = decode(&rec)?;
     let spec = sg.spec.clone().unwrap_or_default();
     if rec.deleted_at.is_some() {

@@ -3,7 +3,7 @@
 //! Delete runs in reverse: overlays first, then the fabric segment.
 
 use ipnet::IpNet;
-use osac_fabric::{
+use osac_backends::{
     CreateSubnetOverlayRequest, CreateSubnetRequest, DeleteSubnetOverlayRequest,
     DeleteSubnetRequest, OpError,
 };
@@ -11,7 +11,7 @@ use osac_model::pb;
 use osac_store::Record;
 
 use super::{
-    Action, Ctx, Object, ReconcileError, cidrs, decode, delete_failed, describe, failed_dependency,
+    Action, ReconcileCtx, Object, ReconcileError, cidrs, decode, delete_failed, describe, failed_dependency,
     finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
 };
 
@@ -25,7 +25,7 @@ fn on_cluster(cluster: &str, e: OpError) -> OpError {
     e.map_message(|m| format!("hosting cluster '{cluster}': {m}"))
 }
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut subnet: pb::Subnet = decode(&rec)?;
     let spec = subnet.spec.clone().unwrap_or_default();
     if rec.deleted_at.is_some() {
@@ -120,7 +120,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
 }
 
 /// Overlays on every hosting cluster, then the fabric segment.
-async fn delete(ctx: &Ctx, subnet_id: &str, vn_id: &str) -> Result<(), OpError> {
+async fn delete(ctx: &ReconcileCtx, subnet_id: &str, vn_id: &str) -> Result<(), OpError> {
     let (_, managers) = ctx
         .dispatcher
         .for_virtual_network(&*ctx.store, vn_id)

@@ -13,7 +13,7 @@ use osac_model::pb;
 use osac_store::{ListQuery, Record, Store, StoreError};
 
 use super::cleanup::request_delete;
-use super::{Action, Ctx, Object, ReconcileError, decode, describe, finalize, has_finalizer, save};
+use super::{Action, ReconcileCtx, Object, ReconcileError, decode, describe, finalize, has_finalizer, save};
 use crate::events;
 
 super::object!(pb::Tenant, pb::TenantStatus,
@@ -189,7 +189,7 @@ fn now() -> pbjson_types::Timestamp {
     }
 }
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let name = rec.name.clone().unwrap_or_default();
     if rec.deleted_at.is_some() {
         if !has_finalizer(&rec) {
@@ -259,7 +259,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, Reconcil
 /// One pass of a deleted tenant's teardown: the first tier of [`TENANT_TEARDOWN_ORDER`] that
 /// still has objects is deleted (their controllers undo them) and waited for; when nothing is
 /// left the tenant goes.
-async fn teardown(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+async fn teardown(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let name = rec.name.clone().unwrap_or_default();
     ctx.tenant_watch.set(&name, Some(&rec.id));
     for tier in TENANT_TEARDOWN_ORDER {

@@ -1,11 +1,11 @@
 //! VirtualNetwork: the fabric creates the isolated router; delete removes it.
 
-use osac_fabric::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, OpError};
+use osac_backends::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, OpError};
 use osac_model::pb;
 use osac_store::Record;
 
 use super::{
-    Action, Ctx, ReconcileError, cidrs, decode, delete_failed, finalize, has_finalizer, op_failed,
+    Action, ReconcileCtx, ReconcileError, cidrs, decode, delete_failed, finalize, has_finalizer, op_failed,
     settled, succeeded,
 };
 use crate::dispatch::network_class_of;
@@ -15,7 +15,7 @@ super::object!(pb::VirtualNetwork, pb::VirtualNetworkStatus,
     failed: pb::VirtualNetworkState::Failed, deleting: pb::VirtualNetworkState::Deleting,
     delete_failed: None);
 
-pub(crate) async fn reconcile(ctx: &Ctx, rec: Record) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let vn: pb::VirtualNetwork = decode(&rec)?;
     let class_id = network_class_of(&rec);
     if rec.deleted_at.is_some() {

@@ -18,7 +18,7 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use osac_fabric::{
+use osac_backends::{
     CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, FabricClient, OpError,
     PortAddresses, QueryDhcpLeaseRequest,
 };
@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use super::backend::status_message;
 use super::{
-    APPLIED_SPEC_ANNOTATION, Action, Ctx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION,
+    APPLIED_SPEC_ANNOTATION, Action, ReconcileCtx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION,
     describe, spec_hash,
 };
 use crate::dispatch::Managers;
@@ -197,7 +197,7 @@ impl<T: Workload> Work<T> {
     }
 
     /// Writes the workload when something changed.
-    pub async fn write(&mut self, ctx: &Ctx) -> Result<(), ReconcileError> {
+    pub async fn write(&mut self, ctx: &ReconcileCtx) -> Result<(), ReconcileError> {
         let started = Instant::now();
         let next = self.next()?;
         if next == self.rec {
@@ -213,7 +213,7 @@ impl<T: Workload> Work<T> {
     /// why, and the runtime looks again per `action`.
     pub async fn wait(
         &mut self,
-        ctx: &Ctx,
+        ctx: &ReconcileCtx,
         phase: &str,
         reason: &str,
         message: String,
@@ -232,7 +232,7 @@ impl<T: Workload> Work<T> {
     /// Permanent: FAILED with the message until the spec changes.
     pub async fn failed(
         &mut self,
-        ctx: &Ctx,
+        ctx: &ReconcileCtx,
         phase: &str,
         err: OpError,
     ) -> Result<Action, ReconcileError> {
@@ -251,7 +251,7 @@ impl<T: Workload> Work<T> {
     /// the message; transient retries with backoff, permanent slowly.
     pub async fn delete_failed(
         &mut self,
-        ctx: &Ctx,
+        ctx: &ReconcileCtx,
         err: OpError,
     ) -> Result<Action, ReconcileError> {
         let (state, action) = if err.is_transient() {
@@ -279,7 +279,7 @@ pub(crate) async fn timed<F: Future>(kind: Kind, phase: &'static str, f: F) -> F
 }
 
 /// How often IP discovery polls the fabric's leases.
-pub(crate) fn lease_poll(ctx: &Ctx) -> Duration {
+pub(crate) fn lease_poll(ctx: &ReconcileCtx) -> Duration {
     (ctx.config.backoff_base * 2).clamp(Duration::from_millis(10), Duration::from_secs(5))
 }
 
@@ -337,7 +337,7 @@ fn subnet_state(rec: &Record) -> Result<i32, ReconcileError> {
 /// Checks that every subnet and security group exists, is READY and is in one VirtualNetwork,
 /// and finds that network's managers.
 pub(crate) async fn resolve_network(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     subnets: &[&str],
     security_groups: &[&str],
 ) -> Result<Resolved<Network>, ReconcileError> {
@@ -437,7 +437,7 @@ pub(crate) async fn resolve_network(
 /// The managers to undo a workload's ports with: its VirtualNetwork's (recorded annotation,
 /// else through `subnet`), the default class's when that network is gone.
 pub(crate) async fn managers_for_delete(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     subnet: &str,
 ) -> Result<Managers, OpError> {
@@ -658,7 +658,7 @@ pub(crate) fn lease_primary(l: &PortAddresses) -> String {
 /// The address of the READY ExternalIPAttachment targeting the workload through `field`
 /// (`spec.compute_instance` / `spec.baremetal_instance`); "" when none.
 pub(crate) async fn external_ip_of(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     workload_id: &str,
     field: &str,
 ) -> Result<String, ReconcileError> {
@@ -803,7 +803,7 @@ pub(crate) fn host_mac(host: &pb::Host, interface: &str) -> Option<String> {
 }
 
 /// "HostType 'name'" (or its id when it is gone), for messages.
-pub(crate) async fn host_type_label(ctx: &Ctx, id: &str) -> Result<String, ReconcileError> {
+pub(crate) async fn host_type_label(ctx: &ReconcileCtx, id: &str) -> Result<String, ReconcileError> {
     Ok(match ctx.store.get(id).await? {
         Some(r) => describe(&r),
         None => format!("HostType '{id}'"),
@@ -813,7 +813,7 @@ pub(crate) async fn host_type_label(ctx: &Ctx, id: &str) -> Result<String, Recon
 /// The undo is complete: frees the workload's hosts and drops its finalizer in one
 /// transaction (the row goes when no finalizer is left).
 pub(crate) async fn finalize_with_hosts(
-    ctx: &Ctx,
+    ctx: &ReconcileCtx,
     rec: &Record,
     hosts: &[String],
 ) -> Result<Action, ReconcileError> {

@@ -268,8 +268,8 @@ mod tests {
 
     #[test]
     fn the_hot_paths_need_no_full_cache() {
-        use crate::fabric::render::{self, TableSite};
-        use osac_fabric::{Protocol, SecurityRule};
+        use crate::fabric_manager::render::{self, TableSite};
+        use osac_backends::{Protocol, SecurityRule};
         let rule = |protocol, port: Option<u16>, cidr: &str| SecurityRule {
             protocol,
             port_from: port,

@@ -16,8 +16,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use osac_fabric::OpError;
-use osac_fabric::provision::{
+use osac_backends::OpError;
+use osac_backends::provision::{
     BootVmRequest, DiscoveredNic, MachineRef, Nic, PowerState, ProvisionBareMetalRequest,
     ProvisionClusterRequest, Provisioner,
 };

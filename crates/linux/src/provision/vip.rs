@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use osac_fabric::OpError;
+use osac_backends::OpError;
 
 use super::machines::{MachineLink, machine_links};
 use crate::cmd;

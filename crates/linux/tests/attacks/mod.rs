@@ -18,7 +18,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use osac_fabric::*;
+use osac_backends::*;
 use osac_linux::probe::capture::{link_local_of, parse_mac, scoped};
 use osac_linux::probe::{self, Capture};
 use osac_linux::{LinuxK8s, names};

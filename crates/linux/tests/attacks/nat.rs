@@ -10,7 +10,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use osac_fabric::*;
+use osac_backends::*;
 use osac_linux::names;
 use osac_linux::probe::{Listener, send_udp_from};
 
@@ -40,7 +40,7 @@ async fn deleting_a_nat_gateway_stops_its_flows_using_the_released_address() {
         source_cidrs: vec![],
     };
     c.create_nat_gateway(&nat).await.unwrap();
-    let ext_gw = osac_fabric::net::ipv4_gateway(w.env.settings.transit_ipv4_cidr);
+    let ext_gw = osac_backends::net::ipv4_gateway(w.env.settings.transit_ipv4_cidr);
     let server = SocketAddr::new(IpAddr::V4(ext_gw), w.env.tcp_port);
     let listener = Listener::udp(names::EXT_NS, server).unwrap();
     let from = SocketAddr::new(IpAddr::V4(client.v4), 40_123);

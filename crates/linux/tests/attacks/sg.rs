@@ -16,7 +16,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use osac_fabric::Protocol;
+use osac_backends::Protocol;
 use osac_linux::probe;
 
 use super::{Kind, World, leaked, marker, rule, ssh_only, tcp_answered};

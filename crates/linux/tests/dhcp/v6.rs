@@ -8,10 +8,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use osac_fabric::provision::{Nic, ProvisionBareMetalRequest, Provisioner};
+use osac_backends::provision::{Nic, ProvisionBareMetalRequest, Provisioner};
 use osac_linux::dhcp::packet::parse_mac;
 use osac_linux::dhcp::{Applied6, Client6Config, Dhcp6Client, InterfaceStatus, Status, Timing, ra};
-use osac_linux::fabric::render::{DnsmasqConf, dnsmasq_conf, dnsmasq_host, parse_leases};
+use osac_linux::fabric_manager::render::{DnsmasqConf, dnsmasq_conf, dnsmasq_host, parse_leases};
 use osac_linux::provision::machines::Clients;
 use osac_linux::provision::{LinuxProvisioner, MachineScope};
 use std::sync::Arc;

@@ -6,8 +6,8 @@
 //! started on the unreachable directory; with `dnsmasq::health` always answering Ok the
 //! broken subnet's operation succeeded (the silent wait of the report).
 
-use osac_fabric::*;
-use osac_linux::fabric::dnsmasq::{self, DnsmasqFiles};
+use osac_backends::*;
+use osac_linux::fabric_manager::dnsmasq::{self, DnsmasqFiles};
 use osac_linux::{LinuxFabric, LinuxSettings};
 
 use super::common::{self, Env};

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use osac_fabric::*;
+use osac_backends::*;
 use osac_linux::{cmd, names};
 
 use super::common::{

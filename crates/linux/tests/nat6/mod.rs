@@ -6,7 +6,7 @@
 
 use std::net::IpAddr;
 
-use osac_fabric::*;
+use osac_backends::*;
 use osac_linux::names;
 
 use super::common::{
@@ -96,7 +96,7 @@ async fn ipv6_dnat_nat_gateway_and_masquerade() {
     let e1 = c.allocate_external_ip(&alloc("e1")).await.unwrap().address;
     let e2 = c.allocate_external_ip(&alloc("e2")).await.unwrap().address;
     assert!(e1.is_ipv6() && e2.is_ipv6() && e1 != e2, "{e1} {e2}");
-    let ext_gw = osac_fabric::net::ipv6_gateway(env.settings.transit_ipv6_cidr).to_string();
+    let ext_gw = osac_backends::net::ipv6_gateway(env.settings.transit_ipv6_cidr).to_string();
     let transit: IpAddr = env
         .fabric
         .virtual_network(&env.id("vn"))

@@ -10,8 +10,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use osac_fabric::*;
-use osac_linux::fabric::dnsmasq::{self, DnsmasqFiles};
+use osac_backends::*;
+use osac_linux::fabric_manager::dnsmasq::{self, DnsmasqFiles};
 use osac_linux::{LinuxFabric, LinuxK8s, cmd, names};
 
 use crate::world::{BenchError, World, registration};

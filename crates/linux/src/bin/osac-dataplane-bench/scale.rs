@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipnet::{IpNet, Ipv4Net};
-use osac_fabric::*;
+use osac_backends::*;
 use osac_linux::{LinuxFabric, cmd, names};
 
 use crate::latency::{Acceptor, connect_samples};

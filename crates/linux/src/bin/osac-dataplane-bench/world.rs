@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use osac_fabric::{Capability, DriverConfig, Registration, Role};
+use osac_backends::{Capability, DriverConfig, Registration, Role};
 use osac_linux::{LinuxSettings, cmd, names};
 
 /// Boxed error of the bench (a binary: the message is all the operator needs).
@@ -30,7 +30,7 @@ pub fn registration(name: &str, role: Role, clusters: &[String]) -> Registration
         capabilities: [Capability::Ipv4, Capability::Ipv6, Capability::DualStack]
             .into_iter()
             .collect(),
-        driver: DriverConfig::Linux(serde_yaml::Value::Null),
+        driver: DriverConfig::Linux(serde_yaml_ng::Value::Null),
         hosting_clusters: clusters.to_vec(),
     }
 }
@@ -121,8 +121,8 @@ impl World {
             // `-force`: a route that vanished meanwhile must not stop the rest.
             cmd::run("ip", &["-n", ext, "-force", "-batch", "-"], Some(&batch)).await?;
         }
-        let gw4 = format!("{}/{}", osac_fabric::net::ipv4_gateway(t4), t4.prefix_len());
-        let gw6 = format!("{}/{}", osac_fabric::net::ipv6_gateway(t6), t6.prefix_len());
+        let gw4 = format!("{}/{}", osac_backends::net::ipv4_gateway(t4), t4.prefix_len());
+        let gw6 = format!("{}/{}", osac_backends::net::ipv6_gateway(t6), t6.prefix_len());
         for a in [gw4, gw6] {
             cmd::ip_ignore_missing(Some(ext), &["addr", "del", &a, "dev", names::EXT_BRIDGE])
                 .await

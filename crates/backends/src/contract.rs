@@ -417,7 +417,7 @@ mod tests {
     #[test]
     fn capability_aliases() {
         let caps: Vec<Capability> =
-            serde_yaml::from_str("[ipv4, supports_ipv6, dual_stack, dpu_support]").unwrap();
+            serde_yaml_ng::from_str("[ipv4, supports_ipv6, dual_stack, dpu_support]").unwrap();
         assert_eq!(caps, Capability::ALL.to_vec());
     }
 }

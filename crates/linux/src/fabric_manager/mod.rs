@@ -5,13 +5,13 @@
 
 pub mod dnsmasq;
 pub mod gc;
-mod model;
+mod records;
 mod nat;
 pub mod ports;
 pub mod render;
 mod router;
 mod secgroup;
-mod store;
+mod record_files;
 mod subnet;
 mod vips;
 
@@ -19,18 +19,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ipnet::IpNet;
-use osac_fabric::{Manager, OpError, Operation, Registration, Role, ensure_role};
+use osac_backends::{Manager, OpError, Operation, Registration, Role, ensure_role};
 use serde::de::DeserializeOwned;
 use tokio::sync::Mutex;
 
 use crate::config::LinuxSettings;
 use crate::error::LinuxError;
-use model::{Model, kind};
-use store::RecordStore;
+use records::{Model, kind};
+use record_files::RecordStore;
 
 pub use gc::{GcReport, OwnedSet, gc, gc_among};
-pub use model::{DnatRec, EipRec, PortRec, SgRec, SnatRec, SubnetRec, VnRec};
-pub use store::RecordStore as RecordStoreHandle;
+pub use records::{DnatRec, EipRec, PortRec, SgRec, SnatRec, SubnetRec, VnRec};
+pub use record_files::RecordStore as RecordStoreHandle;
 
 /// A registered `linux` fabric manager. Operations are serialised (one kernel writer).
 pub struct LinuxFabric {
@@ -206,7 +206,7 @@ fn require_non_empty(field: &str, value: &str) -> Result<(), OpError> {
 }
 
 fn no_host_bits(field: &str, net: IpNet) -> Result<(), OpError> {
-    if osac_fabric::net::has_host_bits(net) {
+    if osac_backends::net::has_host_bits(net) {
         Err(OpError::permanent(format!(
             "{field} '{net}' has host bits set (did you mean '{}'?)",
             net.trunc()

@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use osac_fabric::conformance::{
+use osac_backends::conformance::{
     FabricSuiteOptions, LeaseReporting, fabric_suite, fabric_suite_with, k8s_suite,
 };
-use osac_fabric::{
+use osac_backends::{
     DriverConfig, DriverContext, ExecManager, Manager, MemorySimState, OpError, Operation,
     Registration, Registry, Role, SimFabric, SimK8s, SimManager,
 };

@@ -4,14 +4,14 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osac_fabric::net::lowest_free;
-use osac_fabric::{
+use osac_backends::net::lowest_free;
+use osac_backends::{
     AllocateExternalIpRequest, AllocateExternalIpResponse, CreateExternalIpAttachmentRequest,
     CreateNatGatewayRequest, DeleteExternalIpAttachmentRequest, DeleteNatGatewayRequest, OpError,
     ReleaseExternalIpRequest,
 };
 
-use super::model::{DnatRec, EipRec, SnatRec, VnRec, kind};
+use super::records::{DnatRec, EipRec, SnatRec, VnRec, kind};
 use super::render::{self, TableSite};
 use super::{Inner, empty, missing_vn, no_host_bits, require_non_empty, to_json};
 use crate::cmd;

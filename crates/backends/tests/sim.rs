@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use osac_fabric::sim::PortLocation;
-use osac_fabric::*;
+use osac_backends::sim::PortLocation;
+use osac_backends::*;
 use serde_json::json;
 
 async fn setup() -> (MemorySimState, Arc<SimFabric>, FabricClient) {

@@ -64,11 +64,11 @@ struct RawProvisioner {
 impl RegistrationFile {
     /// Parses one registration file; `base_dir` resolves relative `exec.command` paths.
     pub fn from_yaml(text: &str, base_dir: &Path) -> Result<RegistrationFile, RegistrationError> {
-        let role: RoleOnly = serde_yaml::from_str(text)?;
+        let role: RoleOnly = serde_yaml_ng::from_str(text)?;
         if role.role.as_deref() != Some(PROVISIONER_ROLE) {
             return Registration::from_yaml(text, base_dir).map(RegistrationFile::Manager);
         }
-        let raw: RawProvisioner = serde_yaml::from_str(text)?;
+        let raw: RawProvisioner = serde_yaml_ng::from_str(text)?;
         if !is_dns_label(&raw.name) {
             return Err(RegistrationError::NotDnsLabel {
                 what: "provisioner name",
@@ -85,7 +85,7 @@ impl RegistrationFile {
                 });
             }
             ("sim", None) => DriverConfig::Sim,
-            ("linux", None) => DriverConfig::Linux(serde_yaml::Value::Null),
+            ("linux", None) => DriverConfig::Linux(serde_yaml_ng::Value::Null),
             _ => return Err(RegistrationError::UnknownProvisionerDriver(raw.driver)),
         };
         Ok(RegistrationFile::Provisioner(ProvisionerRegistration {

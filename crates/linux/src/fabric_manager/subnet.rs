@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osac_fabric::{CreateSubnetRequest, CreateSubnetResponse, DeleteSubnetRequest, OpError};
+use osac_backends::{CreateSubnetRequest, CreateSubnetResponse, DeleteSubnetRequest, OpError};
 
 use super::dnsmasq::{self, DnsmasqFiles};
-use super::model::{SubnetRec, kind};
+use super::records::{SubnetRec, kind};
 use super::render::{self, DnsmasqConf};
 use super::{Inner, empty, missing_vn, no_host_bits, require_non_empty, to_json};
 use crate::cmd;

@@ -1,4 +1,4 @@
-//! `osac-fabric`: the networking manager contract of osac-net (SPEC §5), the registry of
+//! `osac-backends`: the networking manager contract of osac-net (SPEC §5), the registry of
 //! managers loaded from a config directory (SPEC §3.1), and the drivers that implement it:
 //! `sim` (in-process, deterministic, persisted) and `exec` (a command per operation).
 //! The `linux` driver plugs in behind the same [`Manager`] trait later.

@@ -3,11 +3,11 @@
 //! stays flat in the number of groups: `cmd::nft` sends its rules in block form, for which
 //! nft does not load every chain of the namespace first (see `cmd::compact`).
 
-use osac_fabric::{
+use osac_backends::{
     ApplySecurityGroupRequest, DeleteSecurityGroupRequest, OpError, Protocol, SecurityRule,
 };
 
-use super::model::{SgRec, kind};
+use super::records::{SgRec, kind};
 use super::render::{self, TableSite};
 use super::{Inner, empty, missing_vn, require_non_empty};
 use crate::cmd;
@@ -33,7 +33,7 @@ pub(crate) fn validate_rule(rule: &SecurityRule) -> Result<(), String> {
             }
         }
     }
-    if osac_fabric::net::has_host_bits(rule.cidr) {
+    if osac_backends::net::has_host_bits(rule.cidr) {
         return Err(format!("cidr '{}' has host bits set", rule.cidr));
     }
     Ok(())

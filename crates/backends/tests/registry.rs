@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use osac_fabric::{
+use osac_backends::{
     Capability, DriverConfig, DriverContext, MemorySimState, Operation, Registration, Registry,
     RegistryError, Role, SimFabric, SimManager,
 };
@@ -202,7 +202,7 @@ async fn shared_engine_and_programmatic_dev_setup() {
     let reg = Registry::load_dir(dir.path(), &ctx).await.unwrap();
     let a = reg.fabric("a").unwrap();
     let b = reg.fabric("b").unwrap();
-    a.create_virtual_network(&osac_fabric::CreateVirtualNetworkRequest {
+    a.create_virtual_network(&osac_backends::CreateVirtualNetworkRequest {
         virtual_network_id: "vn".into(),
         tenant: "t".into(),
         ipv4_cidr: None,
@@ -211,7 +211,7 @@ async fn shared_engine_and_programmatic_dev_setup() {
     .await
     .unwrap();
     // b shares a's engine: the VN is visible through it.
-    b.delete_virtual_network(&osac_fabric::DeleteVirtualNetworkRequest {
+    b.delete_virtual_network(&osac_backends::DeleteVirtualNetworkRequest {
         virtual_network_id: "vn".into(),
     })
     .await

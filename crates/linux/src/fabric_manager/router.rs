@@ -4,10 +4,10 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osac_fabric::net::{ipv4_gateway, ipv6_gateway, lowest_free};
-use osac_fabric::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, OpError};
+use osac_backends::net::{ipv4_gateway, ipv6_gateway, lowest_free};
+use osac_backends::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, OpError};
 
-use super::model::{VnRec, kind};
+use super::records::{VnRec, kind};
 use super::render::{self, TableSite};
 use super::{Inner, empty, missing_vn, no_host_bits, require_non_empty};
 use crate::cmd;

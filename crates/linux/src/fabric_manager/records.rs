@@ -1,14 +1,14 @@
-//! What the fabric has programmed, as records (persisted by [`super::store::RecordStore`]) and
+//! What the fabric has programmed, as records (persisted by [`super::record_files::RecordStore`]) and
 //! the in-memory tables the operations consult.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use osac_fabric::SecurityRule;
+use osac_backends::SecurityRule;
 use serde::{Deserialize, Serialize};
 
-use crate::fabric::render::PortKeys;
+use crate::fabric_manager::render::PortKeys;
 use crate::names;
 
 /// Record kinds (directory names in the state dir).
@@ -66,11 +66,11 @@ pub struct SubnetRec {
 impl SubnetRec {
     /// First usable IPv4 address.
     pub fn gw4(&self) -> Option<Ipv4Addr> {
-        self.ipv4_cidr.map(osac_fabric::net::ipv4_gateway)
+        self.ipv4_cidr.map(osac_backends::net::ipv4_gateway)
     }
     /// `::1` of the IPv6 prefix.
     pub fn gw6(&self) -> Option<Ipv6Addr> {
-        self.ipv6_cidr.map(osac_fabric::net::ipv6_gateway)
+        self.ipv6_cidr.map(osac_backends::net::ipv6_gateway)
     }
 }
 
@@ -168,11 +168,11 @@ impl PortRec {
         }
     }
     /// Where the port's VN table lives: its hosting cluster (VMs) or its router.
-    pub fn table_site(&self) -> crate::fabric::render::TableSite {
+    pub fn table_site(&self) -> crate::fabric_manager::render::TableSite {
         if self.machine().2 {
-            crate::fabric::render::TableSite::Hosting
+            crate::fabric_manager::render::TableSite::Hosting
         } else {
-            crate::fabric::render::TableSite::Router
+            crate::fabric_manager::render::TableSite::Router
         }
     }
 

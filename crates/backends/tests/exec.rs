@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use osac_fabric::{
+use osac_backends::{
     DriverConfig, DriverContext, ExecManager, FabricClient, Manager, OpError, Operation,
     Registration, Registry, Role,
 };
@@ -134,7 +134,7 @@ async fn empty_stdout_is_an_empty_object_and_bad_json_is_permanent() {
     let m = script_manager(dir.path(), "echo '{\"segment_id\": \"ten\"}'\n", 5);
     let client = FabricClient::new(Arc::new(m));
     let err = client
-        .create_subnet(&osac_fabric::CreateSubnetRequest {
+        .create_subnet(&osac_backends::CreateSubnetRequest {
             subnet_id: "s".into(),
             virtual_network_id: "v".into(),
             ipv4_cidr: None,

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use osac_fabric::provision::conformance::{ProvisionerFixture, provisioner_suite};
-use osac_fabric::provision::{
+use osac_backends::provision::conformance::{ProvisionerFixture, provisioner_suite};
+use osac_backends::provision::{
     ExecProvisioner, MachineRef, PowerState, ProvisionOp, Provisioner, ProvisionerRegistration,
     SimProvisioner,
 };
-use osac_fabric::{DriverConfig, DriverContext, FailureKind, MemorySimState, OpError, Registry};
+use osac_backends::{DriverConfig, DriverContext, FailureKind, MemorySimState, OpError, Registry};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/managers")
@@ -214,7 +214,7 @@ fn shell_provisioner(script: &str) -> ExecProvisioner {
     ExecProvisioner::new(ProvisionerRegistration {
         name: "shell".into(),
         description: String::new(),
-        driver: DriverConfig::Exec(osac_fabric::ExecConfig {
+        driver: DriverConfig::Exec(osac_backends::ExecConfig {
             command: "sh".into(),
             args: vec!["-c".into(), script.into(), "sh".into()],
             timeout_seconds: 10,

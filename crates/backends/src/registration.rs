@@ -47,7 +47,7 @@ pub enum DriverConfig {
     Exec(ExecConfig),
     /// The real dataplane on the local kernel; the value is the file's `linux:` block (Null
     /// when absent), interpreted by the driver factory that starts it (`osac-linux`).
-    Linux(serde_yaml::Value),
+    Linux(serde_yaml_ng::Value),
 }
 
 impl DriverConfig {
@@ -97,7 +97,7 @@ pub struct ExecConfig {
 pub enum RegistrationError {
     /// Not YAML, wrong types, unknown keys, bad role or capability.
     #[error("{0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(#[from] serde_yaml_ng::Error),
     /// Manager and hosting cluster names must be DNS labels.
     #[error(
         "{what} '{value}' is not a DNS label (1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)"
@@ -163,7 +163,7 @@ struct RawRegistration {
     exec: Option<RawExec>,
     /// Settings of the `linux` driver (checked by its factory).
     #[serde(default)]
-    linux: Option<serde_yaml::Value>,
+    linux: Option<serde_yaml_ng::Value>,
 }
 
 /// The `exec:` section of a registration file (managers and the provisioner).
@@ -215,7 +215,7 @@ impl Registration {
 
     /// Parses one registration; `base_dir` resolves relative `exec.command` paths.
     pub fn from_yaml(text: &str, base_dir: &Path) -> Result<Registration, RegistrationError> {
-        let mut raw: RawRegistration = serde_yaml::from_str(text)?;
+        let mut raw: RawRegistration = serde_yaml_ng::from_str(text)?;
         if !is_dns_label(&raw.name) {
             return Err(RegistrationError::NotDnsLabel {
                 what: "manager name",
@@ -243,7 +243,7 @@ impl Registration {
                         key: "exec",
                     });
                 }
-                DriverConfig::Linux(raw.linux.take().unwrap_or(serde_yaml::Value::Null))
+                DriverConfig::Linux(raw.linux.take().unwrap_or(serde_yaml_ng::Value::Null))
             }
             _ => return Err(RegistrationError::UnknownDriver(raw.driver)),
         };
@@ -451,7 +451,7 @@ mod tests {
         assert_eq!(v["linux"]["mtu"], 1400);
         let k = parse("name: k\nrole: k8s\ndriver: linux\n").unwrap();
         assert_eq!(k.hosting_clusters, vec!["hosting-a", "hosting-b"]);
-        assert_eq!(k.driver, DriverConfig::Linux(serde_yaml::Value::Null));
+        assert_eq!(k.driver, DriverConfig::Linux(serde_yaml_ng::Value::Null));
         let k =
             parse("name: k\nrole: k8s\ndriver: linux\nlinux: {hosting_clusters: [x]}\n").unwrap();
         assert_eq!(k.hosting_clusters, vec!["x"]);

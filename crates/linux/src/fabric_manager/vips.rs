@@ -5,10 +5,10 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use osac_fabric::OpError;
+use osac_backends::OpError;
 
 use super::Inner;
-use super::model::PortRec;
+use super::records::PortRec;
 use super::render;
 use crate::{cmd, names};
 

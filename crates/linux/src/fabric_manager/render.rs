@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osac_fabric::{Protocol, SecurityRule};
+use osac_backends::{Protocol, SecurityRule};
 
 use crate::names::{self, GUARD_TABLE, UNDERLAY_IF, UPLINK_IF, VXLAN_PORT};
 

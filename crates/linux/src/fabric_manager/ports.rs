@@ -6,14 +6,14 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use osac_fabric::net::lowest_free;
-use osac_fabric::{
+use osac_backends::net::lowest_free;
+use osac_backends::{
     CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, OpError, PortAddresses,
     QueryDhcpLeaseRequest,
 };
 
 use super::dnsmasq::{self, DnsmasqFiles};
-use super::model::{PortRec, kind};
+use super::records::{PortRec, kind};
 use super::render::{self, PortIdentity, TableSite};
 use super::{Inner, empty, normalize_mac, require_non_empty, to_json};
 use crate::cmd::{self, CmdError};
