@@ -1,4 +1,4 @@
-//! Generates prost types, tonic services, proto-JSON serde impls and the reflection descriptor,
+//! Generates prost types, tonic services (feature `grpc`), proto-JSON serde impls and the reflection descriptor,
 //! with the pure-Rust protobuf compiler protox (no `protoc` on the build machine).
 
 use std::{env, path::PathBuf};
@@ -30,6 +30,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .file_descriptor_set();
     let set = prost::Message::encode_to_vec(&fds);
     std::fs::write(&descriptor, &set)?;
+    messages_and_services(fds)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&set)?
+        .preserve_proto_field_names()
+        .build(&[".osacnet"])?;
+    Ok(())
+}
+
+/// The prost message types, and with the `grpc` feature the tonic clients and servers too.
+#[cfg(feature = "grpc")]
+fn messages_and_services(
+    fds: prost_types::FileDescriptorSet,
+) -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .compile_well_known_types(true)
         .extern_path(".google.protobuf", "::pbjson_types")
@@ -38,9 +51,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // What tonic adds itself when it runs protoc.
         .type_attribute(".", "#[allow(clippy::all)]")
         .compile_fds(fds)?;
-    pbjson_build::Builder::new()
-        .register_descriptors(&set)?
-        .preserve_proto_field_names()
-        .build(&[".osacnet"])?;
+    Ok(())
+}
+
+/// The prost message types alone (no `grpc` feature).
+#[cfg(not(feature = "grpc"))]
+fn messages_and_services(
+    fds: prost_types::FileDescriptorSet,
+) -> Result<(), Box<dyn std::error::Error>> {
+    prost_build::Config::new()
+        .compile_well_known_types()
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .type_attribute(".", "#[allow(clippy::all)]")
+        .compile_fds(fds)?;
     Ok(())
 }

@@ -1,10 +1,9 @@
 //! The osac-net API: one service layer (authorization, tenancy, validation, one transaction per
-//! write) behind two transports, REST (axum) and gRPC (tonic), plus the server wiring.
+//! write) behind two transports, REST (axum) and gRPC (tonic). Which store, managers and
+//! dataplane serve it is decided by the composition root (`osac-server`), not here.
 
 pub mod access;
 pub mod auth;
-pub mod dataplane;
-pub mod dev;
 pub mod error;
 pub mod grpc;
 pub mod health;
@@ -17,7 +16,6 @@ pub mod replicas;
 pub mod reserved;
 pub mod resources;
 pub mod rest;
-pub mod server;
 pub mod service;
 pub mod tls;
 pub mod token_service;
@@ -25,5 +23,4 @@ pub mod watch;
 
 pub use error::{ApiError, ApiResult, Code};
 pub use listen::TransportConfig;
-pub use server::{LimitsConfig, RunningServer, ServerConfig, ServerError, start};
 pub use service::{Service, Surface};

@@ -47,7 +47,6 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/tokens/{id}", axum::routing::delete(revoke_token))
         .route("/managers", get(managers))
         .route("/replicas", get(crate::replicas::list))
-        .route("/dataplane:gc", post(crate::dataplane::gc))
         .merge(collection(Surface::Private));
     Router::new()
         .nest("/api/fulfillment/v1", collection(Surface::Public))

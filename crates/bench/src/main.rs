@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use osac_api::auth::AuthConfig;
-use osac_api::{RunningServer, ServerConfig};
 use osac_controller::ControllerConfig;
+use osac_server::{RunningServer, ServerConfig};
 use osac_store::Store;
 use rand::Rng;
 use serde_json::json;
@@ -445,7 +445,7 @@ async fn bench(args: Args) -> Result<Report> {
     progress!("starting the server on {}…", redact(&database_url));
     let tokens = tmp.path().join("tokens.json");
     let admin_token = osac_api::auth::ensure_admin_token(&tokens)?;
-    let server = osac_api::start(ServerConfig {
+    let server = osac_server::start(ServerConfig {
         listen: "127.0.0.1:0".parse()?,
         database_url: database_url.clone(),
         auth: AuthConfig::TokenFile(tokens.clone()),
@@ -459,7 +459,7 @@ async fn bench(args: Args) -> Result<Report> {
         fabric: Default::default(),
         sim_latency: Default::default(),
         // Benchmarks measure the control plane, not the provider's limits.
-        limits: osac_api::LimitsConfig {
+        limits: osac_server::LimitsConfig {
             default_quotas: osac_model::quota::QuotaLimits::unlimited(),
         },
         transport: Default::default(),
@@ -470,7 +470,7 @@ async fn bench(args: Args) -> Result<Report> {
     report
         .details
         .push(format!("memory, server started: {}", Mem::now()));
-    osac_api::dev::bootstrap(&server.service)
+    osac_server::dev::bootstrap(&server.service)
         .await
         .map_err(|e| anyhow::anyhow!("dev bootstrap: {e:?}"))?;
     let admin = Api::new(&server.url(), &admin_token, args.clients * 2)?;

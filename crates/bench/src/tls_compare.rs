@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use osac_api::TransportConfig;
 use osac_api::auth::AuthConfig;
 use osac_api::tls::TlsConfig;
-use osac_api::{ServerConfig, TransportConfig};
 use osac_controller::ControllerConfig;
+use osac_server::ServerConfig;
 use rand::Rng;
 use serde_json::json;
 
@@ -75,7 +76,7 @@ async fn measure(s: &Settings, tls: Option<(String, TlsConfig)>) -> Result<Measu
     let tokens = tmp.path().join("tokens.json");
     let admin_token = osac_api::auth::ensure_admin_token(&tokens)?;
     let ca_pem = tls.as_ref().map(|(ca, _)| ca.clone());
-    let server = osac_api::start(ServerConfig {
+    let server = osac_server::start(ServerConfig {
         listen: "127.0.0.1:0".parse()?,
         database_url: format!("sqlite://{}", tmp.path().join("osac.db").display()),
         auth: AuthConfig::TokenFile(tokens),
@@ -91,13 +92,13 @@ async fn measure(s: &Settings, tls: Option<(String, TlsConfig)>) -> Result<Measu
             tls: tls.map(|(_, t)| t),
             ..TransportConfig::default()
         },
-        limits: osac_api::LimitsConfig {
+        limits: osac_server::LimitsConfig {
             default_quotas: osac_model::quota::QuotaLimits::unlimited(),
         },
     })
     .await
     .context("starting the server")?;
-    osac_api::dev::bootstrap(&server.service)
+    osac_server::dev::bootstrap(&server.service)
         .await
         .map_err(|e| anyhow::anyhow!("dev bootstrap: {e:?}"))?;
     let mut http = reqwest::Client::builder()

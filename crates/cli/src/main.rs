@@ -1,7 +1,5 @@
 //! `osac`: the osac-net server and its command-line client.
 
-mod serve;
-
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -18,7 +16,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the control plane (REST + gRPC API and controllers)
-    Server(Box<serve::ServerArgs>),
+    #[cfg(feature = "server")]
+    Server(Box<osac_server::ServerArgs>),
     /// Print a shell completion script: `source <(osac completion bash)`
     Completion {
         /// bash, zsh, fish, elvish or powershell
@@ -38,9 +37,10 @@ fn main() -> std::process::ExitCode {
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
         return std::process::ExitCode::SUCCESS;
     }
-    let log_format = match &cli.command {
-        Command::Server(args) => args.log_format,
-        _ => serve::LogFormat::Text,
+    let json_logs = match &cli.command {
+        #[cfg(feature = "server")]
+        Command::Server(args) => matches!(args.log_format, osac_server::LogFormat::Json),
+        _ => false,
     };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(
@@ -48,11 +48,12 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
         )
         .with_writer(std::io::stderr);
-    match log_format {
-        serve::LogFormat::Text => logs.init(),
+    if json_logs {
         // One JSON object a line; span fields (request_id, subject) are in `span`/`spans`,
         // the access line repeats them in its own fields.
-        serve::LogFormat::Json => logs.json().with_current_span(true).init(),
+        logs.json().with_current_span(true).init()
+    } else {
+        logs.init()
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -66,7 +67,8 @@ fn main() -> std::process::ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Server(args) => serve::run(*args).await,
+            #[cfg(feature = "server")]
+            Command::Server(args) => osac_server::run(*args).await,
             Command::Client(cmd) => osac_cli::client::run(cmd).await,
             Command::Completion { .. } => Ok(()),
         }

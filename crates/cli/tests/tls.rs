@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use osac_api::TransportConfig;
 use osac_api::auth::{AuthConfig, ensure_admin_token};
 use osac_api::tls::TlsConfig;
-use osac_api::{RunningServer, ServerConfig, TransportConfig};
+use osac_server::{RunningServer, ServerConfig};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
 
 const WARNING: &str = "the server's identity is NOT checked";
@@ -36,7 +37,7 @@ async fn tls_server(dir: &Path) -> (RunningServer, String) {
     write_pki(dir);
     let tokens = dir.join("tokens.json");
     let admin = ensure_admin_token(&tokens).unwrap();
-    let server = osac_api::start(ServerConfig {
+    let server = osac_server::start(ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         database_url: format!("sqlite://{}", dir.join("osac.db").display()),
         auth: AuthConfig::TokenFile(tokens),

@@ -9,8 +9,8 @@ use std::process::Output;
 use std::time::Duration;
 
 use osac_api::auth::{AuthConfig, ensure_admin_token};
-use osac_api::{RunningServer, ServerConfig};
 use osac_controller::ControllerConfig;
+use osac_server::{RunningServer, ServerConfig};
 use serde_json::Value;
 
 pub struct Env {
@@ -23,7 +23,7 @@ pub async fn start() -> Env {
     let dir = tempfile::tempdir().expect("tempdir");
     let tokens = dir.path().join("tokens.json");
     let admin = ensure_admin_token(&tokens).expect("admin token");
-    let server = osac_api::start(ServerConfig {
+    let server = osac_server::start(ServerConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         database_url: format!("sqlite://{}", dir.path().join("osac.db").display()),
         auth: AuthConfig::TokenFile(tokens),
@@ -43,7 +43,7 @@ pub async fn start() -> Env {
     })
     .await
     .expect("server starts");
-    osac_api::dev::bootstrap(&server.service)
+    osac_server::dev::bootstrap(&server.service)
         .await
         .expect("bootstrap");
     Env { server, dir, admin }

@@ -9,13 +9,14 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use osac_api::Surface;
 use osac_api::auth::{AuthConfig, Caller, Role, ensure_admin_token};
-use osac_api::dataplane::{FabricChoice, LINUX_FABRIC, LINUX_K8S};
-use osac_api::{RunningServer, ServerConfig, Surface};
 use osac_controller::ControllerConfig;
 use osac_linux::LinuxSettings;
 use osac_linux::names::machine_ns;
 use osac_model::Kind;
+use osac_server::dataplane::{FabricChoice, LINUX_FABRIC, LINUX_K8S};
+use osac_server::{RunningServer, ServerConfig};
 use serde_json::{Value, json};
 
 use crate::osac_cli;
@@ -143,7 +144,9 @@ pub async fn sweep() {
     }
     let scope: Vec<String> = scope.into_iter().filter(|n| all.contains(n)).collect();
     if !scope.is_empty() {
-        match osac_linux::fabric_manager::gc_among(&osac_linux::OwnedSet::default(), Some(&scope)).await {
+        match osac_linux::fabric_manager::gc_among(&osac_linux::OwnedSet::default(), Some(&scope))
+            .await
+        {
             Ok(r) => eprintln!(
                 "dataplane sweep: removed {} namespaces, killed {} dnsmasq",
                 r.namespaces.len(),
@@ -198,7 +201,7 @@ pub async fn start() -> Dp {
 
 /// Starts (or restarts) the server on the suite's database and state directory.
 pub async fn start_server(dir: &tempfile::TempDir, settings: &LinuxSettings) -> RunningServer {
-    osac_api::start(ServerConfig {
+    osac_server::start(ServerConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         database_url: format!("sqlite://{}", dir.path().join("osac.db").display()),
         auth: AuthConfig::TokenFile(dir.path().join("tokens.json")),
@@ -230,7 +233,7 @@ async fn bootstrap(server: &RunningServer) {
     let mut objects = vec![
         (
             Kind::NetworkClass,
-            osac_api::dev::default_class_for(LINUX_FABRIC, LINUX_K8S, "dataplane suite"),
+            osac_server::dev::default_class_for(LINUX_FABRIC, LINUX_K8S, "dataplane suite"),
         ),
         (
             Kind::ExternalIpPool,
@@ -250,7 +253,7 @@ async fn bootstrap(server: &RunningServer) {
         ),
     ];
     // Hosts with MACs of their own (dev hosts use 0e:00:…; ours 0e:d9:…).
-    for (kind, mut host) in osac_api::dev::dev_hosts() {
+    for (kind, mut host) in osac_server::dev::dev_hosts() {
         if let Some(ifs) = host["spec"]["interfaces"].as_array_mut() {
             for i in ifs {
                 let mac = i["mac_address"].as_str().unwrap_or_default().replacen(

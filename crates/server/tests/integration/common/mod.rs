@@ -11,11 +11,12 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use osac_api::Service;
 use osac_api::auth::AuthConfig;
-use osac_api::{RunningServer, ServerConfig, Service};
-use osac_controller::{ControllerConfig, Controllers, Dispatcher};
 use osac_backends::provision::SimProvisioner;
 use osac_backends::{DriverContext, Registry, SimFabric, SimStateStore};
+use osac_controller::{ControllerConfig, Controllers, Dispatcher};
+use osac_server::{RunningServer, ServerConfig};
 use osac_store::Store;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -148,7 +149,7 @@ pub struct TestServer {
     /// Used by the next [`TestServer::restart`] (default: the server default, 300 s).
     pub ip_discovery_timeout: Duration,
     /// Provider limits of the server (default: the built-in default quotas).
-    pub limits: osac_api::LimitsConfig,
+    pub limits: osac_server::LimitsConfig,
     pub base: Base,
     pub admin: Api,
 }
@@ -177,13 +178,13 @@ impl TestServer {
 
     /// A server without provider objects; `managers_dir` None = the dev registry.
     pub async fn start_bare(backend: Backend, managers_dir: Option<PathBuf>) -> Option<TestServer> {
-        Self::start_with(backend, managers_dir, osac_api::LimitsConfig::default()).await
+        Self::start_with(backend, managers_dir, osac_server::LimitsConfig::default()).await
     }
 
     /// A server on `backend` with these provider limits, the dev provider objects READY.
     pub async fn start_with_limits(
         backend: Backend,
-        limits: osac_api::LimitsConfig,
+        limits: osac_server::LimitsConfig,
     ) -> Option<TestServer> {
         let s = Self::start_with(backend, None, limits).await?;
         s.bootstrap().await;
@@ -193,7 +194,7 @@ impl TestServer {
     async fn start_with(
         backend: Backend,
         managers_dir: Option<PathBuf>,
-        limits: osac_api::LimitsConfig,
+        limits: osac_server::LimitsConfig,
     ) -> Option<TestServer> {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = TestDb::new(backend, dir.path()).await?;
@@ -258,7 +259,7 @@ impl TestServer {
 
     /// Creates the dev provider objects and waits until they are READY.
     pub async fn bootstrap(&self) {
-        osac_api::dev::bootstrap(&self.service())
+        osac_server::dev::bootstrap(&self.service())
             .await
             .expect("bootstrap");
         self.admin
@@ -407,7 +408,7 @@ async fn launch(
     token_file: &Path,
     managers_dir: Option<PathBuf>,
     ip_discovery_timeout: Duration,
-    limits: &osac_api::LimitsConfig,
+    limits: &osac_server::LimitsConfig,
 ) -> RunningServer {
     try_launch(
         database_url,
@@ -425,9 +426,9 @@ async fn try_launch(
     token_file: &Path,
     managers_dir: Option<PathBuf>,
     ip_discovery_timeout: Duration,
-    limits: &osac_api::LimitsConfig,
+    limits: &osac_server::LimitsConfig,
 ) -> Result<RunningServer, String> {
-    osac_api::start(ServerConfig {
+    osac_server::start(ServerConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         database_url: database_url.to_string(),
         auth: AuthConfig::TokenFile(token_file.to_path_buf()),

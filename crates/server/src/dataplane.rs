@@ -23,8 +23,8 @@ use osac_linux::{LinuxFabric, LinuxK8s, LinuxSettings, OwnedSet};
 use osac_model::Kind;
 use serde_json::{Value, json};
 
-use crate::error::{ApiError, ApiResult};
-use crate::service::Service;
+use osac_api::error::{ApiError, ApiResult};
+use osac_api::service::Service;
 
 /// Which managers and provisioner the dev registry uses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -194,10 +194,9 @@ pub async fn owned_set(service: &Service) -> ApiResult<OwnedSet> {
     let ids = |kind: Kind| {
         let store = service.store.clone();
         async move {
-            store
-                .ids(kind)
-                .await
-                .map_err(|e| ApiError::new(crate::error::Code::Unavailable, format!("store: {e}")))
+            store.ids(kind).await.map_err(|e| {
+                ApiError::new(osac_api::error::Code::Unavailable, format!("store: {e}"))
+            })
         }
     };
     let mut owned = OwnedSet {
@@ -215,6 +214,9 @@ pub async fn owned_set(service: &Service) -> ApiResult<OwnedSet> {
     Ok(owned)
 }
 
+/// Where [`gc`] is served (the private API).
+pub const GC_PATH: &str = "/api/private/v1/dataplane:gc";
+
 /// `POST /api/private/v1/dataplane:gc` — body optional: `{"scope": ["osac-…", …]}` limits the
 /// collection to those namespaces (several deployments sharing one machine, e.g. tests).
 pub async fn gc(State(s): State<Arc<Service>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -223,7 +225,7 @@ pub async fn gc(State(s): State<Arc<Service>>, headers: HeaderMap, body: Bytes) 
             .auth
             .authenticate(headers.get("authorization").and_then(|v| v.to_str().ok()))
             .await?;
-        crate::access::note_subject(&caller.subject);
+        osac_api::access::note_subject(&caller.subject);
         if !caller.is_provider() {
             return Err(ApiError::denied(
                 "the private API is for provider administrators",
@@ -252,7 +254,7 @@ pub async fn gc(State(s): State<Arc<Service>>, headers: HeaderMap, body: Bytes) 
             .await
             .map_err(|e| {
                 ApiError::new(
-                    crate::error::Code::Unavailable,
+                    osac_api::error::Code::Unavailable,
                     format!("garbage collection failed: {e}"),
                 )
             })?;

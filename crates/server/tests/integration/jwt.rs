@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use osac_api::auth::{AuthConfig, JwtConfig};
-use osac_api::{RunningServer, ServerConfig};
+use osac_server::{RunningServer, ServerConfig};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -180,8 +180,8 @@ impl JwksServer {
 async fn start_server(
     dir: &std::path::Path,
     jwt: JwtConfig,
-) -> Result<RunningServer, osac_api::ServerError> {
-    osac_api::start(ServerConfig {
+) -> Result<RunningServer, osac_server::ServerError> {
+    osac_server::start(ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         database_url: format!("sqlite://{}", dir.join("osac.db").display()),
         auth: AuthConfig::Jwt(jwt),
@@ -424,7 +424,7 @@ async fn the_server_refuses_to_start_without_strict_jwt_settings() {
     let dir = tempfile::tempdir().unwrap();
     let a = SigningKey::new("key-a");
     let jwks = JwksServer::start(dir.path(), set(&[&a])).await;
-    let message = |r: Result<RunningServer, osac_api::ServerError>| match r {
+    let message = |r: Result<RunningServer, osac_server::ServerError>| match r {
         Ok(_) => panic!("the server started"),
         Err(e) => {
             let mut s = e.to_string();

@@ -295,7 +295,7 @@ async fn server_default_quotas() {
         .expect("defaults");
     let s = TestServer::start_with_limits(
         Backend::Sqlite,
-        osac_api::LimitsConfig {
+        osac_server::LimitsConfig {
             default_quotas: defaults,
         },
     )

@@ -346,7 +346,7 @@ async fn concurrent_provider_writes(backend: Backend) {
 
     let results = join_all((0..8).map(|i| {
         let a = s.admin.clone();
-        let mut c = osac_api::dev::default_class();
+        let mut c = osac_server::dev::default_class();
         c["metadata"]["name"] = json!(format!("class-{i}"));
         async move { a.post(&format!("{PRIV}/network_classes"), c).await }
     }))

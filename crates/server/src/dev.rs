@@ -3,9 +3,9 @@
 use osac_model::Kind;
 use serde_json::{Value, json};
 
-use crate::auth::{Caller, Role};
-use crate::error::{ApiResult, Code};
-use crate::service::{Service, Surface};
+use osac_api::auth::{Caller, Role};
+use osac_api::error::{ApiResult, Code};
+use osac_api::service::{Service, Surface};
 
 /// The default NetworkClass of dev mode (sim fabric + sim k8s).
 pub fn default_class() -> Value {
@@ -182,7 +182,7 @@ pub async fn admin_token(service: &Service, credentials: &std::path::Path) -> Ap
     let minted = service
         .mint_token(
             &admin,
-            crate::token_service::MintRequest {
+            osac_api::token_service::MintRequest {
                 role: Role::ProviderAdmin.as_str().into(),
                 subject: "dev-admin".into(),
                 ..Default::default()
@@ -196,5 +196,5 @@ pub async fn admin_token(service: &Service, credentials: &std::path::Path) -> Ap
 /// readable by others even for an instant.
 pub fn write_credentials(path: &std::path::Path, credentials: &Value) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(credentials).map_err(std::io::Error::other)?;
-    crate::auth::tokens::write_private(path, &text)
+    osac_api::auth::tokens::write_private(path, &text)
 }

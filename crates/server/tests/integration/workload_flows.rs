@@ -48,7 +48,7 @@ async fn get_id(api: &Api, prefix: &str, collection: &str, key: &str) -> String 
     id(&api.get(&format!("{prefix}/{collection}/{key}")).await.ok())
 }
 
-/// The MAC of a dev host's interface (see `osac_api::dev::dev_hosts`).
+/// The MAC of a dev host's interface (see `osac_server::dev::dev_hosts`).
 async fn host_mac(s: &TestServer, host: &str, interface: &str) -> String {
     let h = s.admin.get(&format!("{PRIV}/hosts/{host}")).await.ok();
     h["spec"]["interfaces"]

@@ -396,8 +396,10 @@ async fn dev_credentials_are_private_and_their_token_is_reused() {
     std::fs::write(&creds, "{}").unwrap();
     std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o644)).unwrap();
 
-    let token = osac_api::dev::admin_token(&service, &creds).await.unwrap();
-    osac_api::dev::write_credentials(&creds, &json!({"url": s.url(), "admin_token": token}))
+    let token = osac_server::dev::admin_token(&service, &creds)
+        .await
+        .unwrap();
+    osac_server::dev::write_credentials(&creds, &json!({"url": s.url(), "admin_token": token}))
         .unwrap();
     let mode = std::fs::metadata(&creds).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "dev-credentials.json is {mode:o}");
@@ -407,7 +409,9 @@ async fn dev_credentials_are_private_and_their_token_is_reused() {
         .ok();
 
     // The next start reuses it while it authenticates…
-    let again = osac_api::dev::admin_token(&service, &creds).await.unwrap();
+    let again = osac_server::dev::admin_token(&service, &creds)
+        .await
+        .unwrap();
     assert_eq!(again, token);
     // …and mints a new one once it was revoked.
     let listed = s.admin.get(&format!("{PRIV}/tokens")).await.ok();
@@ -421,7 +425,9 @@ async fn dev_credentials_are_private_and_their_token_is_reused() {
         .unwrap()
         .to_string();
     s.admin.delete(&format!("{PRIV}/tokens/{id}")).await.ok();
-    let fresh = osac_api::dev::admin_token(&service, &creds).await.unwrap();
+    let fresh = osac_server::dev::admin_token(&service, &creds)
+        .await
+        .unwrap();
     assert_ne!(fresh, token);
     s.with_token(&fresh)
         .get(&format!("{PRIV}/tokens"))

@@ -4,11 +4,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::dataplane::FabricChoice;
+use crate::{ServerConfig, dev};
 use anyhow::{Context, bail};
+use osac_api::TransportConfig;
 use osac_api::auth::{AuthConfig, JwtConfig};
-use osac_api::dataplane::FabricChoice;
 use osac_api::tls::TlsConfig;
-use osac_api::{ServerConfig, TransportConfig, dev};
 use osac_controller::ControllerConfig;
 
 /// Flags of `osac server`.
@@ -179,7 +180,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         event_ttl: Duration::from_secs(args.event_ttl_seconds),
         ..ControllerConfig::default()
     };
-    let server = osac_api::start(ServerConfig {
+    let server = crate::start(ServerConfig {
         listen: args.listen,
         database_url,
         auth,
@@ -203,7 +204,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             max_connections: args.max_connections,
             request_timeout: Duration::from_secs(args.request_timeout_seconds),
         },
-        limits: osac_api::LimitsConfig {
+        limits: crate::LimitsConfig {
             default_quotas: args.default_quota,
         },
     })

@@ -5,8 +5,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use osac_api::TransportConfig;
 use osac_api::auth::AuthConfig;
-use osac_api::{RunningServer, ServerConfig, TransportConfig};
+use osac_server::{RunningServer, ServerConfig};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, SanType,
 };
@@ -94,7 +95,7 @@ impl LimitedServer {
     pub async fn start(dir: TempDir, transport: TransportConfig) -> LimitedServer {
         let token_file = dir.path().join("tokens.json");
         let admin_token = osac_api::auth::ensure_admin_token(&token_file).expect("admin token");
-        let server = osac_api::start(ServerConfig {
+        let server = osac_server::start(ServerConfig {
             listen: "127.0.0.1:0".parse().expect("addr"),
             database_url: format!("sqlite://{}", dir.path().join("osac.db").display()),
             auth: AuthConfig::TokenFile(token_file),

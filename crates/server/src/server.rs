@@ -10,21 +10,21 @@ use axum::Router;
 use axum::routing::get;
 use std::time::Duration;
 
+use osac_backends::provision::{ExecProvisioner, Provisioner, SimProvisioner};
+use osac_backends::{DriverContext, Registry, SimStateStore};
 use osac_controller::{
     ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Dispatcher, ReplicaConfig,
 };
-use osac_backends::provision::{ExecProvisioner, Provisioner, SimProvisioner};
-use osac_backends::{DriverContext, Registry, SimStateStore};
 use osac_linux::provision::LinuxProvisioner;
 use osac_store::Store;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::auth::{AuthConfig, Authenticator};
 use crate::dataplane::{self, FabricChoice};
-use crate::listen::{self, TransportConfig};
-use crate::service::Service;
-use crate::{access, grpc, health, metrics, rest};
+use osac_api::auth::{AuthConfig, Authenticator};
+use osac_api::listen::{self, TransportConfig};
+use osac_api::service::Service;
+use osac_api::{access, grpc, health, metrics, rest};
 
 /// How to run the server.
 #[derive(Debug, Clone)]
@@ -81,13 +81,13 @@ pub enum ServerError {
     #[error("cannot join the other replicas")]
     Replica(#[from] osac_controller::JoinError),
     #[error("cannot set up authentication")]
-    Auth(#[from] crate::auth::AuthSetupError),
+    Auth(#[from] osac_api::auth::AuthSetupError),
     #[error("cannot generate the OpenAPI document")]
-    OpenApi(#[from] crate::openapi::OpenApiError),
+    OpenApi(#[from] osac_api::openapi::OpenApiError),
     #[error("cannot build gRPC reflection")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("cannot load the TLS certificate")]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] osac_api::tls::TlsError),
     #[error("cannot listen on {addr}")]
     Listen {
         addr: SocketAddr,
@@ -231,7 +231,7 @@ async fn no_route(req: axum::extract::Request) -> axum::response::Response {
         return tonic::Status::unimplemented(format!("unknown method {}", req.uri().path()))
             .into_http();
     }
-    crate::error::ApiError::not_found(format!(
+    osac_api::error::ApiError::not_found(format!(
         "no route for {} {}",
         req.method(),
         req.uri().path()
@@ -246,7 +246,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         .transport
         .tls
         .clone()
-        .map(crate::tls::TlsReloader::load)
+        .map(osac_api::tls::TlsReloader::load)
         .transpose()?;
     let store = osac_store::open(&config.database_url).await?;
     let sim_state: Arc<dyn SimStateStore> = Arc::new(StoreSimState(store.clone()));
@@ -321,7 +321,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let controllers = if store.leases().is_some() {
         let replica = ReplicaConfig::new(osac_store::ReplicaInfo {
             id: uuid::Uuid::new_v4().to_string(),
-            name: crate::replicas::process_name(),
+            name: osac_api::replicas::process_name(),
             address: addr.to_string(),
             dataplane: dataplane::uses_linux(&registry),
         });
@@ -336,11 +336,16 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     metrics::register_process_metrics();
     let (shutdown, rx) = watch::channel(false);
     let (health, health_task) = health::start(store.clone(), rx.clone()).await;
-    let openapi = axum::body::Bytes::from(crate::openapi::document_json(
+    let openapi = axum::body::Bytes::from(osac_api::openapi::document_json(
         osac_proto::FILE_DESCRIPTOR_SET,
     )?);
     let app = Router::new()
         .merge(rest::router(service.clone()))
+        .merge(
+            Router::new()
+                .route(dataplane::GC_PATH, axum::routing::post(dataplane::gc))
+                .with_state(service.clone()),
+        )
         .merge(
             grpc::routes(service.clone())?
                 .add_service(health)
@@ -353,7 +358,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             get(|| async { axum::Json(serde_json::json!({"version": env!("CARGO_PKG_VERSION")})) }),
         )
         .route(
-            crate::openapi::PATH,
+            osac_api::openapi::PATH,
             get(move || {
                 let body = openapi.clone();
                 async move {
@@ -366,7 +371,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         )
         .route(
             "/readyz",
-            get(move || crate::replicas::readyz(ready_store.clone(), ownership.clone())),
+            get(move || osac_api::replicas::readyz(ready_store.clone(), ownership.clone())),
         )
         .route(
             "/metrics",

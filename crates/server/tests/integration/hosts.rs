@@ -60,7 +60,7 @@ async fn dev_mode_inventory() {
     }
     let first = s.admin.get(&format!("{PRIV}/hosts/baremetal-0")).await.ok();
     // Bootstrapping again (a restart in dev mode) changes nothing.
-    osac_api::dev::bootstrap(&s.service()).await.unwrap();
+    osac_server::dev::bootstrap(&s.service()).await.unwrap();
     assert_eq!(host_count(&s).await, 10);
     let again = s.admin.get(&format!("{PRIV}/hosts/baremetal-0")).await.ok();
     assert_eq!(again["spec"], first["spec"]);
