@@ -1,4 +1,4 @@
-//! REST transport (SPEC §9): parses paths, query and body into a typed call of the shared
+//! REST transport (docs/api.md): parses paths, query and body into a typed call of the shared
 //! [`Service`]; errors become `{"code","message","details"}` with the mapped HTTP status.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! The real dataplane in the server (SPEC §8): the `linux` driver factory for manager
+//! The real dataplane in the server: the `linux` driver factory for manager
 //! registrations, the dev-mode registry on the linux managers (`osac server --dev --fabric
 //! linux`), and the provider's garbage collection endpoint
 //! (`POST /api/private/v1/dataplane:gc`, used by `osac admin dataplane gc`).
@@ -141,7 +141,7 @@ pub fn gc_on_start(registry: &Registry) -> bool {
     !linux.is_empty() && linux.iter().all(|on| *on)
 }
 
-/// The start-up pass of SPEC §8: removes our kernel state that belongs to nothing in the store
+/// The start-up garbage collection: removes our kernel state that belongs to nothing in the store
 /// (what a crash or a lost object left behind); the controllers' resync rebuilds what is
 /// missing. Failures are logged, never fatal: the next `osac admin dataplane gc` retries.
 pub async fn collect_garbage_at_start(service: &Service) {

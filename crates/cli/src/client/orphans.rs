@@ -1,5 +1,5 @@
 //! `osac admin orphans`: what a workload's cleanup left behind after its retry limit (objects
-//! labelled `osac.openshift.io/orphaned: "true"`, SPEC §6.4), across every tenant, so the
+//! labelled `osac.openshift.io/orphaned: "true"`; docs/defaults.md), across every tenant, so the
 //! provider can investigate and delete them.
 
 use serde_json::Value;
