@@ -26,4 +26,4 @@ pub mod watch;
 pub use error::{ApiError, ApiResult, Code};
 pub use listen::TransportConfig;
 pub use server::{LimitsConfig, RunningServer, ServerConfig, ServerError, start};
-pub use service::{Service, Surface};
+pub use service::Service;

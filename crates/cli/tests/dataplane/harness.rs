@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use osac_api::auth::{AuthConfig, Caller, Role, ensure_admin_token};
 use osac_api::dataplane::{FabricChoice, LINUX_FABRIC, LINUX_K8S};
-use osac_api::{RunningServer, ServerConfig, Surface};
+use osac_api::{RunningServer, ServerConfig};
 use osac_controller::ControllerConfig;
 use osac_linux::LinuxSettings;
 use osac_linux::names::machine_ns;
-use osac_model::Kind;
+use osac_model::{Kind, Scope};
 use serde_json::{Value, json};
 
 use crate::osac_cli;
@@ -266,7 +266,7 @@ async fn bootstrap(server: &RunningServer) {
     for (kind, obj) in objects {
         let created = server
             .service
-            .create(&admin, Surface::Private, kind, obj)
+            .create(&admin, Scope::Provider, kind, obj)
             .await
             .unwrap_or_else(|e| panic!("bootstrap {kind:?}: {e}"));
         // Hosts get machine namespaces (their ports parked) as soon as they exist.
