@@ -1,6 +1,6 @@
 //! Request validation that needs nothing but the object itself: the helpers several kinds
 //! share (metadata, CIDR pairs, security rules). Each kind's own rules are in
-//! `kinds/<kind>.rs`; they are re-exported here under their historical names.
+//! `kinds/<kind>.rs`.
 //!
 //! Rules that need other objects (parent READY, sibling overlap, capacity) live in the API's
 //! service layer, inside the write transaction; the pure parts of those rules are here too.
@@ -12,23 +12,9 @@ use crate::labels::{check_labels, check_name};
 use crate::net::{Family, parse_any_cidr, parse_cidr, parse_optional_cidr};
 use crate::pb;
 
-pub use crate::kinds::baremetal_instance::network_attachments as baremetal_attachments;
-pub use crate::kinds::cluster::{node_set_interface as cluster_node_set, validate as cluster};
-pub use crate::kinds::compute_instance::network_attachments as compute_attachments;
-pub use crate::kinds::external_ip::validate as external_ip_family;
-pub use crate::kinds::external_ip_attachment::{
-    AttachmentTarget, validate as external_ip_attachment,
-};
+// Kind rules other crates call by their earlier names.
 pub use crate::kinds::external_ip_pool::validate as external_ip_pool;
-pub use crate::kinds::host::{HOST_POOLS, mac_address, validate as host};
-pub use crate::kinds::host_type::{LIFECYCLE_ROLE, first_fabric_interface, validate as host_type};
-pub use crate::kinds::nat_gateway::validate as nat_gateway;
-pub use crate::kinds::network_class::validate as network_class;
-pub use crate::kinds::security_group::validate as security_group;
-pub use crate::kinds::subnet::validate as subnet;
-pub use crate::kinds::tenant::validate as tenant;
-pub use crate::kinds::virtual_network::validate as virtual_network;
-pub use crate::kinds::workload::{primary_flags, security_group_refs};
+pub use crate::kinds::host::mac_address;
 
 /// The CIDRs of an object with an optional IPv4 and an optional IPv6 prefix.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

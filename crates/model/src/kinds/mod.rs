@@ -58,7 +58,8 @@ pub struct KindSpec {
     /// The prefix of the kind's state enum in JSON (`SUBNET_STATE`); None for kinds without
     /// `status.state`.
     pub state_prefix: Option<&'static str>,
-    /// The state a new object starts in (its enum's first working state, without prefix).
+    /// The state a new object starts in (its enum's first working state, without prefix);
+    /// unused when `state_prefix` is None.
     pub initial_state: &'static str,
     /// Fields that never change after creation (dotted paths; `list[]` walks every element).
     pub immutable_fields: &'static [&'static str],
