@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use osac_model::Kind;
+use osac_model::{Kind, Scope};
 use osac_proto::admin::v1 as admin;
 use osac_proto::v1 as pb;
 use serde::Serialize;
@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, Code};
-use crate::service::{ListParams, Service, Surface, UpdateOptions};
+use crate::service::{ListParams, Service, UpdateOptions};
 use crate::watch::{WatchEvent, WatchReceiver};
 
 /// Shared state of every gRPC service.
@@ -209,8 +209,8 @@ use pb::{
     subnets_server, virtual_networks_server,
 };
 
-const PUB: Surface = Surface::Public;
-const PRIV: Surface = Surface::Private;
+const PUB: Scope = Scope::Tenant;
+const PRIV: Scope = Scope::Provider;
 
 grpc_service!(
     VirtualNetworks,

@@ -23,4 +23,4 @@ pub mod watch;
 
 pub use error::{ApiError, ApiResult, Code};
 pub use listen::TransportConfig;
-pub use service::{Service, Surface};
+pub use service::Service;

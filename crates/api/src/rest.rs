@@ -12,12 +12,12 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use osac_model::Kind;
+use osac_model::{Kind, Scope};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::service::{ListParams, Service, Surface, UpdateOptions};
+use crate::service::{ListParams, Service, UpdateOptions};
 use crate::token_service::MintRequest;
 use crate::watch::WatchReceiver;
 
@@ -28,7 +28,7 @@ pub(crate) type AppState = Arc<Service>;
 
 /// The REST routes of both surfaces plus token minting and the manager list.
 pub fn router(service: Arc<Service>) -> Router {
-    let collection = |surface: Surface| {
+    let collection = |surface: Scope| {
         Router::new()
             .route(
                 "/{collection}",
@@ -47,9 +47,9 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/tokens/{id}", axum::routing::delete(revoke_token))
         .route("/managers", get(managers))
         .route("/replicas", get(crate::replicas::list))
-        .merge(collection(Surface::Private));
+        .merge(collection(Scope::Provider));
     Router::new()
-        .nest("/api/fulfillment/v1", collection(Surface::Public))
+        .nest("/api/fulfillment/v1", collection(Scope::Tenant))
         .nest("/api/private/v1", private)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(service)
@@ -146,7 +146,7 @@ async fn list(
     Path(collection): Path<String>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    surface: Surface,
+    surface: Scope,
 ) -> Response {
     async {
         let caller = caller(&s, &headers).await?;
@@ -195,7 +195,7 @@ async fn create(
     Path(collection): Path<String>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-    surface: Surface,
+    surface: Scope,
 ) -> Response {
     let body = match body {
         Ok(b) => b,
@@ -215,7 +215,7 @@ async fn get_one(
     State(s): State<AppState>,
     Path((collection, id)): Path<(String, String)>,
     headers: HeaderMap,
-    surface: Surface,
+    surface: Scope,
 ) -> Response {
     reply(
         async {
@@ -232,7 +232,7 @@ async fn update(
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-    surface: Surface,
+    surface: Scope,
 ) -> Response {
     let body = match body {
         Ok(b) => b,
@@ -272,7 +272,7 @@ async fn delete(
     State(s): State<AppState>,
     Path((collection, id)): Path<(String, String)>,
     headers: HeaderMap,
-    surface: Surface,
+    surface: Scope,
 ) -> Response {
     reply(
         async {

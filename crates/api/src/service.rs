@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use osac_backends::Registry;
 use osac_model::quota::QuotaLimits;
-use osac_model::{FABRIC_FINALIZER, Kind, Scope};
+use osac_model::{Access, FABRIC_FINALIZER, Kind, Scope};
 use osac_store::{ListQuery, Record, Store, StoreError, Tx};
 use serde_json::{Value, json};
 
@@ -15,15 +15,6 @@ use crate::auth::{Authenticator, Caller, Role};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, to_object, user_metadata};
 use crate::resources;
-
-/// Which API a call came through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Surface {
-    /// `/api/fulfillment/v1`, `osacnet.v1`: tenants.
-    Public,
-    /// `/api/private/v1`, `osacnet.admin.v1`: the provider.
-    Private,
-}
 
 /// List parameters as received.
 #[derive(Debug, Clone, Default)]
@@ -74,7 +65,8 @@ pub struct RequestCtx<'a> {
     pub tenant: String,
     pub registry: &'a Registry,
     /// Ids inserted earlier in this transaction (onboarding defaults, auto-provisioned
-    /// ExternalIPs): they count as present in their initial state (SPEC §6.1, §6.3).
+    /// ExternalIPs): they count as present in their initial state, so the objects created
+    /// with them may reference them before they are reconciled.
     pub created: Vec<String>,
     /// Events (reason, message) about the object being created, recorded once it has an id.
     pub notes: Vec<(&'static str, String)>,
@@ -106,42 +98,8 @@ impl<'a> RequestCtx<'a> {
     }
 }
 
-/// The JSON name of a kind's state enum prefix, e.g. `SUBNET_STATE`.
-pub fn state_prefix(kind: Kind) -> Option<&'static str> {
-    Some(match kind {
-        Kind::NetworkClass => "NETWORK_CLASS_STATE",
-        Kind::ExternalIpPool => "EXTERNAL_IP_POOL_STATE",
-        Kind::HostType | Kind::Event => return None,
-        Kind::BareMetalTemplate => "BARE_METAL_TEMPLATE_STATE",
-        Kind::Tenant => "TENANT_STATE",
-        Kind::VirtualNetwork => "VIRTUAL_NETWORK_STATE",
-        Kind::Subnet => "SUBNET_STATE",
-        Kind::SecurityGroup => "SECURITY_GROUP_STATE",
-        Kind::ExternalIp => "EXTERNAL_IP_STATE",
-        Kind::ExternalIpAttachment => "EXTERNAL_IP_ATTACHMENT_STATE",
-        Kind::NatGateway => "NAT_GATEWAY_STATE",
-        Kind::Host => "HOST_STATE",
-        Kind::ComputeInstance => "COMPUTE_INSTANCE_STATE",
-        Kind::BareMetalInstance => "BARE_METAL_INSTANCE_STATE",
-        Kind::Cluster => "CLUSTER_STATE",
-    })
-}
-
-/// The state a new object starts in (its enum's first working state).
-pub fn initial_state(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Host => "FREE",
-        Kind::ComputeInstance => "STARTING",
-        Kind::BareMetalInstance => "PROVISIONING",
-        Kind::Cluster => "PROGRESSING",
-        // Nothing to provision: usable once stored.
-        Kind::BareMetalTemplate => "READY",
-        _ => "PENDING",
-    }
-}
-
 fn set_state(body: &mut Value, kind: Kind, state: &str) {
-    let Some(prefix) = state_prefix(kind) else {
+    let Some(prefix) = kind.state_prefix() else {
         return;
     };
     if let Some(obj) = body.as_object_mut() {
@@ -178,7 +136,7 @@ impl Service {
     pub(crate) fn authorize(
         &self,
         caller: &Caller,
-        surface: Surface,
+        surface: Scope,
         kind: Kind,
         write: bool,
     ) -> ApiResult<()> {
@@ -190,32 +148,33 @@ impl Service {
                 kind.collection()
             ))
         };
+        let managed_privately = || {
+            ApiError::not_found(format!(
+                "{} is managed through the private API",
+                kind.collection()
+            ))
+        };
         match surface {
-            Surface::Private => {
+            Scope::Provider => {
                 if !caller.is_provider() {
                     return Err(ApiError::denied(
                         "the private API is for provider administrators",
                     ));
                 }
-                if kind.scope() != Scope::Provider {
+                if kind.access(Scope::Provider) == Access::None {
                     return Err(ApiError::not_found(format!(
                         "{} is not a provider collection",
                         kind.collection()
                     )));
                 }
             }
-            Surface::Public => match kind.scope() {
-                Scope::Provider => {
-                    // Tenants read classes, pools and host types; the inventory and the
-                    // tenants themselves are the provider's business.
-                    if write || matches!(kind, Kind::Tenant | Kind::Host) {
-                        return Err(ApiError::not_found(format!(
-                            "{} is managed through the private API",
-                            kind.collection()
-                        )));
-                    }
-                }
-                Scope::Tenant => {
+            Scope::Tenant => match kind.access(Scope::Tenant) {
+                // Tenants read classes, pools, host types and templates; the inventory and
+                // the tenants themselves are the provider's business.
+                Access::None => return Err(managed_privately()),
+                Access::ReadOnly if write => return Err(managed_privately()),
+                Access::ReadOnly => {}
+                Access::ReadWrite => {
                     if !caller.is_provider() && caller.tenant.is_none() {
                         return Err(denied());
                     }
@@ -256,7 +215,7 @@ impl Service {
     pub async fn create(
         &self,
         caller: &Caller,
-        surface: Surface,
+        surface: Scope,
         kind: Kind,
         obj: Value,
     ) -> ApiResult<Value> {
@@ -339,14 +298,14 @@ impl Service {
     pub async fn get(
         &self,
         caller: &Caller,
-        surface: Surface,
+        surface: Scope,
         kind: Kind,
         key: &str,
     ) -> ApiResult<Value> {
         self.authorize(caller, surface, kind, false)?;
         let scope = Self::scope(caller, kind);
         let rec = self.find(kind, scope.as_deref(), key).await?;
-        if surface == Surface::Public && !resources::publicly_visible(kind, &rec) {
+        if surface == Scope::Tenant && !resources::publicly_visible(kind, &rec) {
             return Err(not_found(kind, key));
         }
         self.render_full(surface, &rec).await
@@ -356,7 +315,7 @@ impl Service {
     pub async fn list(
         &self,
         caller: &Caller,
-        surface: Surface,
+        surface: Scope,
         kind: Kind,
         p: ListParams,
     ) -> ApiResult<ListResult> {
@@ -374,7 +333,7 @@ impl Service {
         if !p.order.trim().is_empty() {
             let terms = osac_model::filter::parse_order(&p.order)
                 .map_err(|e| ApiError::invalid(format!("order: {e}")))?;
-            if surface == Surface::Public {
+            if surface == Scope::Tenant {
                 resources::check_public_paths(kind, "order", terms.iter().map(|t| &t.path))?;
             }
         }
@@ -400,11 +359,7 @@ impl Service {
     }
 
     /// The caller's filter, checked, combined with what the surface may show of the kind.
-    pub(crate) fn effective_filter(
-        surface: Surface,
-        kind: Kind,
-        filter: &str,
-    ) -> ApiResult<String> {
+    pub(crate) fn effective_filter(surface: Scope, kind: Kind, filter: &str) -> ApiResult<String> {
         osac_model::bounds::check_query("filter", filter)?;
         let mut filter = filter.trim().to_string();
         if !filter.is_empty() {
@@ -414,12 +369,12 @@ impl Service {
                     .unwrap_or_default();
                 ApiError::invalid(format!("filter: {e}{hint}"))
             })?;
-            if surface == Surface::Public {
+            if surface == Scope::Tenant {
                 // Tenants filter only on what they can see of provider objects.
                 resources::check_public_paths(kind, "filter", expr.paths())?;
             }
         }
-        if surface == Surface::Public
+        if surface == Scope::Tenant
             && let Some(extra) = resources::public_filter(kind)
         {
             filter = if filter.is_empty() {
@@ -435,7 +390,7 @@ impl Service {
     pub async fn update(
         &self,
         caller: &Caller,
-        surface: Surface,
+        surface: Scope,
         kind: Kind,
         key: &str,
         body: Value,
@@ -532,7 +487,7 @@ impl Service {
     pub async fn delete(
         &self,
         caller: &Caller,
-        surface: Surface,
+        surface: Scope,
         kind: Kind,
         key: &str,
     ) -> ApiResult<()> {
@@ -570,7 +525,7 @@ impl Service {
     }
 
     /// [`Service::render`] plus what is counted at read time (a Tenant's quota usage).
-    pub(crate) async fn render_full(&self, surface: Surface, rec: &Record) -> ApiResult<Value> {
+    pub(crate) async fn render_full(&self, surface: Scope, rec: &Record) -> ApiResult<Value> {
         let mut obj = self.render(surface, rec);
         if rec.kind == Kind::Tenant {
             crate::quota::add_usage(&*self.store, &self.quota_defaults, rec, &mut obj).await?;
@@ -578,11 +533,11 @@ impl Service {
         Ok(obj)
     }
 
-    pub(crate) fn render(&self, surface: Surface, rec: &Record) -> Value {
-        let obj = to_object(rec, surface == Surface::Private);
+    pub(crate) fn render(&self, surface: Scope, rec: &Record) -> Value {
+        let obj = to_object(rec, surface == Scope::Provider);
         match surface {
-            Surface::Public => resources::public_view(rec.kind, obj),
-            Surface::Private => obj,
+            Scope::Tenant => resources::public_view(rec.kind, obj),
+            Scope::Provider => obj,
         }
     }
 
@@ -676,7 +631,7 @@ pub fn not_found(kind: Kind, key: &str) -> ApiError {
 /// Creates one object inside the caller's transaction: per-kind rules, initial state,
 /// finalizers, insert, then the work that needs the row (pool counters, onboarding defaults,
 /// auto-provisioned ExternalIPs). Used by every create, and by creates that make further
-/// objects in the same transaction (SPEC §7: all of it exists or none of it does).
+/// objects in the same transaction (all of it exists or none of it does).
 pub(crate) fn insert_new<'c, 'a: 'c>(
     cx: &'c mut RequestCtx<'a>,
     kind: Kind,
@@ -693,7 +648,7 @@ pub(crate) fn insert_new<'c, 'a: 'c>(
                 o.insert("status".into(), status);
             }
         }
-        set_state(&mut body, kind, initial_state(kind));
+        set_state(&mut body, kind, kind.initial_state());
         let mut rec = Record::new(kind, cx.tenant.clone(), body);
         rec.name = meta.name.clone();
         rec.creator = cx.caller.subject.clone();

@@ -11,14 +11,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use osac_model::Kind;
+use osac_model::{Kind, Scope};
 use osac_store::{Change, ListQuery};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::auth::Caller;
 use crate::error::ApiResult;
-use crate::service::{MAX_LIMIT, Service, Surface};
+use crate::service::{MAX_LIMIT, Service};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl Service {
     pub async fn watch(
         self: &Arc<Self>,
         caller: &Caller,
-        surface: Surface,
+        surface: Scope,
         kind: Kind,
         filter: &str,
     ) -> ApiResult<WatchReceiver> {
@@ -93,7 +93,7 @@ impl Service {
 
 struct Watcher {
     service: Arc<Service>,
-    surface: Surface,
+    surface: Scope,
     kind: Kind,
     tenant: Option<String>,
     filter: String,

@@ -1,5 +1,7 @@
-//! Default networking (SPEC §6): the well-known labels and finalizer, and which objects a
-//! tenant's onboarding creates from its NetworkClass defaults. Pure: the API layer inserts what
+//! Default networking: every new tenant gets a VirtualNetwork, subnets, a security group and a
+//! NAT gateway from its NetworkClass defaults, which workloads created without attachments
+//! use. Here: the well-known labels and finalizer, and which objects a tenant's onboarding
+//! creates from its NetworkClass defaults. Pure: the API layer inserts what
 //! this describes in the tenant's transaction.
 
 use serde_json::{Value, json};
@@ -41,7 +43,8 @@ pub const DEFAULT_NAT_EXTERNAL_IP: &str = "default-nat";
 /// The default NAT gateway.
 pub const DEFAULT_NAT_GATEWAY: &str = "default";
 
-/// The exact message of SPEC §6.2 when a workload omits attachments and there are no defaults.
+/// The exact message when a workload omits attachments and its tenant has no default
+/// networking (clients match it word for word).
 pub const NO_DEFAULTS_MESSAGE: &str =
     "No default networking resources available. Please contact your administrator.";
 
@@ -57,7 +60,7 @@ pub struct DefaultObject {
     pub body: Value,
 }
 
-/// The objects onboarding creates for a class with these defaults (SPEC §6.1). The NAT gateway
+/// The objects onboarding creates for a class with these defaults. The NAT gateway
 /// is last and references the VN and the ExternalIP by name.
 pub fn onboarding_objects(class_id: &str, d: &pb::NetworkClassDefaults) -> Vec<DefaultObject> {
     let meta = |name: &str| json!({"name": name, "labels": {DEFAULT_LABEL: "true"}});
@@ -126,7 +129,7 @@ pub fn onboarding_objects(class_id: &str, d: &pb::NetworkClassDefaults) -> Vec<D
     out
 }
 
-/// The condition reason when a default object of `kind` failed (SPEC §6.1).
+/// The condition reason when a default object of `kind` failed during onboarding.
 pub fn failure_reason(kind: Kind) -> &'static str {
     match kind {
         Kind::VirtualNetwork => "VirtualNetworkProvisioningFailed",

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::kinds::{self, KindSpec};
+
 /// Every kind of object the store keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -27,11 +29,25 @@ pub enum Kind {
     Event,
 }
 
-/// Who owns objects of a kind: the provider (private API) or a tenant (public API).
+/// The two sides of the product: the provider and its tenants. It says who owns objects of a
+/// kind ([`Kind::scope`]) and which API a call came through: the provider's private API
+/// (`/api/private/v1`, `osacnet.admin.v1`) or the tenants' public API
+/// (`/api/fulfillment/v1`, `osacnet.v1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     Provider,
     Tenant,
+}
+
+/// What one API allows on a kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Not served by that API.
+    None,
+    /// List/get only.
+    ReadOnly,
+    /// Create, read, update and delete (subject to the caller's role and the kind's rules).
+    ReadWrite,
 }
 
 impl Kind {
@@ -62,60 +78,73 @@ impl Kind {
         Kind::Cluster,
     ];
 
+    /// The static facts about the kind, from its module in [`crate::kinds`].
+    pub const fn spec(self) -> &'static KindSpec {
+        match self {
+            Kind::NetworkClass => &kinds::network_class::SPEC,
+            Kind::ExternalIpPool => &kinds::external_ip_pool::SPEC,
+            Kind::HostType => &kinds::host_type::SPEC,
+            Kind::BareMetalTemplate => &kinds::baremetal_template::SPEC,
+            Kind::Host => &kinds::host::SPEC,
+            Kind::Tenant => &kinds::tenant::SPEC,
+            Kind::VirtualNetwork => &kinds::virtual_network::SPEC,
+            Kind::Subnet => &kinds::subnet::SPEC,
+            Kind::SecurityGroup => &kinds::security_group::SPEC,
+            Kind::ExternalIp => &kinds::external_ip::SPEC,
+            Kind::ComputeInstance => &kinds::compute_instance::SPEC,
+            Kind::BareMetalInstance => &kinds::baremetal_instance::SPEC,
+            Kind::Cluster => &kinds::cluster::SPEC,
+            Kind::ExternalIpAttachment => &kinds::external_ip_attachment::SPEC,
+            Kind::NatGateway => &kinds::nat_gateway::SPEC,
+            Kind::Event => &kinds::event::SPEC,
+        }
+    }
+
     /// REST collection name, also the kind's stable identifier in the store.
     pub const fn collection(self) -> &'static str {
-        match self {
-            Kind::NetworkClass => "network_classes",
-            Kind::ExternalIpPool => "external_ip_pools",
-            Kind::HostType => "host_types",
-            Kind::BareMetalTemplate => "baremetal_templates",
-            Kind::Host => "hosts",
-            Kind::ComputeInstance => "compute_instances",
-            Kind::BareMetalInstance => "baremetal_instances",
-            Kind::Cluster => "clusters",
-            Kind::Tenant => "tenants",
-            Kind::VirtualNetwork => "virtual_networks",
-            Kind::Subnet => "subnets",
-            Kind::SecurityGroup => "security_groups",
-            Kind::ExternalIp => "external_ips",
-            Kind::ExternalIpAttachment => "external_ip_attachments",
-            Kind::NatGateway => "nat_gateways",
-            Kind::Event => "events",
-        }
+        self.spec().collection
     }
 
     /// Human name used in messages ("VirtualNetwork 'net'").
     pub const fn display_name(self) -> &'static str {
-        match self {
-            Kind::NetworkClass => "NetworkClass",
-            Kind::ExternalIpPool => "ExternalIPPool",
-            Kind::HostType => "HostType",
-            Kind::BareMetalTemplate => "BareMetalTemplate",
-            Kind::Host => "Host",
-            Kind::ComputeInstance => "ComputeInstance",
-            Kind::BareMetalInstance => "BareMetalInstance",
-            Kind::Cluster => "Cluster",
-            Kind::Tenant => "Tenant",
-            Kind::VirtualNetwork => "VirtualNetwork",
-            Kind::Subnet => "Subnet",
-            Kind::SecurityGroup => "SecurityGroup",
-            Kind::ExternalIp => "ExternalIP",
-            Kind::ExternalIpAttachment => "ExternalIPAttachment",
-            Kind::NatGateway => "NATGateway",
-            Kind::Event => "Event",
-        }
+        self.spec().display_name
+    }
+
+    /// The name users type, singular, lower case (`virtualnetwork`).
+    pub const fn singular(self) -> &'static str {
+        self.spec().singular
+    }
+
+    /// The name users type, plural, lower case (`virtualnetworks`).
+    pub const fn plural(self) -> &'static str {
+        self.spec().plural
+    }
+
+    /// Short names users may type besides the singular and plural (`vn`, `vns`, …).
+    pub const fn aliases(self) -> &'static [&'static str] {
+        self.spec().aliases
     }
 
     /// Whether objects of this kind belong to the provider or to a tenant.
     pub const fn scope(self) -> Scope {
-        match self {
-            Kind::NetworkClass
-            | Kind::ExternalIpPool
-            | Kind::HostType
-            | Kind::BareMetalTemplate
-            | Kind::Host
-            | Kind::Tenant => Scope::Provider,
-            _ => Scope::Tenant,
+        self.spec().scope
+    }
+
+    /// What the API of `api` allows on this kind. The private API serves the provider kinds;
+    /// the public API serves the tenant kinds and lets tenants read the provider's catalog
+    /// (classes, pools, host types, templates) but not the inventory (hosts) nor the tenants
+    /// themselves. Roles and per-kind rules (events are never written by clients) narrow this
+    /// further.
+    pub const fn access(self, api: Scope) -> Access {
+        match (api, self.scope()) {
+            (Scope::Provider, Scope::Provider) | (Scope::Tenant, Scope::Tenant) => {
+                Access::ReadWrite
+            }
+            (Scope::Provider, Scope::Tenant) => Access::None,
+            (Scope::Tenant, Scope::Provider) => match self {
+                Kind::Tenant | Kind::Host => Access::None,
+                _ => Access::ReadOnly,
+            },
         }
     }
 
@@ -125,100 +154,48 @@ impl Kind {
     /// Subnets, SecurityGroups and NATGateways shape every workload of the tenant and stay the
     /// tenant admin's.
     pub const fn tenant_user_may_write(self) -> bool {
-        matches!(
-            self,
-            Kind::ComputeInstance
-                | Kind::BareMetalInstance
-                | Kind::Cluster
-                | Kind::ExternalIp
-                | Kind::ExternalIpAttachment
-        )
+        self.spec().tenant_user_may_write
     }
 
-    /// Names the CLI accepts for the kind (singular, plural, short forms).
-    pub fn aliases(self) -> &'static [&'static str] {
-        match self {
-            Kind::NetworkClass => &["networkclass", "networkclasses", "network-class", "nc"],
-            Kind::ExternalIpPool => &[
-                "externalippool",
-                "externalippools",
-                "external-ip-pool",
-                "pool",
-                "pools",
-            ],
-            Kind::HostType => &["hosttype", "hosttypes", "host-type", "ht"],
-            Kind::BareMetalTemplate => &[
-                "baremetaltemplate",
-                "baremetaltemplates",
-                "baremetal-template",
-                "bmt",
-            ],
-            Kind::Host => &["host", "hosts"],
-            Kind::ComputeInstance => &[
-                "computeinstance",
-                "computeinstances",
-                "compute-instance",
-                "vm",
-                "vms",
-                "ci",
-            ],
-            Kind::BareMetalInstance => &[
-                "baremetalinstance",
-                "baremetalinstances",
-                "baremetal-instance",
-                "bm",
-                "bmi",
-            ],
-            Kind::Cluster => &["cluster", "clusters"],
-            Kind::Tenant => &["tenant", "tenants"],
-            Kind::VirtualNetwork => &[
-                "virtualnetwork",
-                "virtualnetworks",
-                "virtual-network",
-                "vn",
-                "vns",
-            ],
-            Kind::Subnet => &["subnet", "subnets"],
-            Kind::SecurityGroup => &[
-                "securitygroup",
-                "securitygroups",
-                "security-group",
-                "sg",
-                "sgs",
-            ],
-            Kind::ExternalIp => &["externalip", "externalips", "external-ip", "eip", "eips"],
-            Kind::ExternalIpAttachment => &[
-                "externalipattachment",
-                "externalipattachments",
-                "external-ip-attachment",
-                "eipa",
-            ],
-            Kind::NatGateway => &["natgateway", "natgateways", "nat-gateway", "nat", "natgw"],
-            Kind::Event => &["event", "events", "ev"],
-        }
+    /// The JSON name of the kind's state enum prefix, e.g. `SUBNET_STATE`; None for kinds
+    /// without `status.state` (HostTypes, Events).
+    pub const fn state_prefix(self) -> Option<&'static str> {
+        self.spec().state_prefix
+    }
+
+    /// Whether objects of this kind carry `status.state`.
+    pub const fn has_state(self) -> bool {
+        self.state_prefix().is_some()
+    }
+
+    /// The state a new object starts in (its enum's first working state, without prefix).
+    pub const fn initial_state(self) -> &'static str {
+        self.spec().initial_state
     }
 
     /// Whether objects of this kind have a lifecycle that controllers reconcile and that a
     /// tenant's deletion must wait for. Events do not: they are records that expire.
     pub const fn is_reconciled(self) -> bool {
-        !matches!(self, Kind::Event)
+        self.spec().reconciled
     }
 
     /// Whether a controller must undo fabric state before the object may disappear.
     pub const fn needs_fabric_finalizer(self) -> bool {
-        matches!(
-            self,
-            Kind::Tenant
-                | Kind::VirtualNetwork
-                | Kind::Subnet
-                | Kind::SecurityGroup
-                | Kind::ExternalIp
-                | Kind::ExternalIpAttachment
-                | Kind::NatGateway
-                | Kind::ComputeInstance
-                | Kind::BareMetalInstance
-                | Kind::Cluster
-        )
+        self.spec().needs_fabric_finalizer
+    }
+
+    /// The kind a user means by `name`: its singular, plural, collection, display name or a
+    /// short alias; case and the separators `-`, `_` and space are ignored
+    /// (`security-group`, `SecurityGroups`, `security_groups`, `sg`).
+    pub fn from_name(name: &str) -> Option<Kind> {
+        let norm: String = name
+            .chars()
+            .filter(|c| !matches!(c, '-' | '_' | ' '))
+            .flat_map(char::to_lowercase)
+            .collect();
+        Kind::ALL.into_iter().find(|k| {
+            k.singular() == norm || k.plural() == norm || k.aliases().contains(&norm.as_str())
+        })
     }
 }
 
@@ -237,15 +214,7 @@ impl FromStr for Kind {
     type Err = UnknownKind;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let lower = s.to_ascii_lowercase();
-        Kind::ALL
-            .into_iter()
-            .find(|k| {
-                k.collection() == lower
-                    || k.display_name().eq_ignore_ascii_case(&lower)
-                    || k.aliases().contains(&lower.as_str())
-            })
-            .ok_or_else(|| UnknownKind(s.to_string()))
+        Kind::from_name(s).ok_or_else(|| UnknownKind(s.to_string()))
     }
 }
 
@@ -263,6 +232,36 @@ mod tests {
             assert_eq!(k.display_name().parse::<Kind>().ok(), Some(k));
         }
         assert_eq!("vn".parse::<Kind>().ok(), Some(Kind::VirtualNetwork));
+        assert_eq!(
+            "Security_Groups".parse::<Kind>().ok(),
+            Some(Kind::SecurityGroup)
+        );
         assert!("bogus".parse::<Kind>().is_err());
+    }
+
+    #[test]
+    fn names_follow_the_display_name_and_collection() {
+        let mut seen = std::collections::HashSet::new();
+        for k in Kind::ALL {
+            assert_eq!(k.singular(), k.display_name().to_ascii_lowercase());
+            assert_eq!(k.plural(), k.collection().replace('_', ""));
+            for n in [k.singular(), k.plural()]
+                .into_iter()
+                .chain(k.aliases().iter().copied())
+            {
+                assert!(seen.insert(n), "duplicate spelling {n}");
+                assert_eq!(Kind::from_name(n), Some(k));
+            }
+        }
+    }
+
+    #[test]
+    fn access_by_api() {
+        assert_eq!(Kind::Tenant.access(Scope::Tenant), Access::None);
+        assert_eq!(Kind::Host.access(Scope::Tenant), Access::None);
+        assert_eq!(Kind::Tenant.access(Scope::Provider), Access::ReadWrite);
+        assert_eq!(Kind::NetworkClass.access(Scope::Tenant), Access::ReadOnly);
+        assert_eq!(Kind::Subnet.access(Scope::Provider), Access::None);
+        assert_eq!(Kind::Subnet.access(Scope::Tenant), Access::ReadWrite);
     }
 }

@@ -5,6 +5,7 @@ pub mod defaults;
 pub mod enums;
 pub mod filter;
 pub mod kind;
+pub mod kinds;
 pub mod labels;
 pub mod net;
 pub mod quota;
@@ -12,7 +13,7 @@ pub mod refs;
 pub mod update;
 pub mod validate;
 
-pub use kind::{FABRIC_FINALIZER, Kind, Scope};
+pub use kind::{Access, FABRIC_FINALIZER, Kind, Scope};
 pub use osac_proto::v1 as pb;
 
 /// A request field broke a rule; the message names the field and the rule.

@@ -16,81 +16,34 @@ pub struct RefField {
     pub target: Option<Kind>,
 }
 
-macro_rules! field {
-    ($path:expr, $target:expr) => {
+impl RefField {
+    /// A reference to an object of `target`.
+    pub const fn to(path: &'static str, target: Kind) -> Self {
         RefField {
-            path: $path,
-            target: $target,
+            path,
+            target: Some(target),
         }
-    };
+    }
+
+    /// A reference to a workload of any of the workload kinds (which one, the field name says).
+    pub const fn workload(path: &'static str) -> Self {
+        RefField { path, target: None }
+    }
 }
 
-/// The reference fields of `kind`.
+/// The reference fields of `kind` (from its table in [`crate::kinds`]).
 pub fn ref_fields(kind: Kind) -> &'static [RefField] {
-    use Kind::*;
-    match kind {
-        VirtualNetwork => &[field!("spec.network_class", Some(NetworkClass))],
-        Subnet => &[field!("spec.virtual_network", Some(VirtualNetwork))],
-        SecurityGroup => &[field!("spec.virtual_network", Some(VirtualNetwork))],
-        ExternalIpPool => &[field!("spec.network_class", Some(NetworkClass))],
-        ExternalIp => &[field!("spec.pool", Some(ExternalIpPool))],
-        ExternalIpAttachment => &[
-            field!("spec.external_ip", Some(ExternalIp)),
-            field!("spec.compute_instance", None),
-            field!("spec.cluster", None),
-            field!("spec.baremetal_instance", None),
-        ],
-        NatGateway => &[
-            field!("spec.virtual_network", Some(VirtualNetwork)),
-            field!("spec.external_ip", Some(ExternalIp)),
-        ],
-        Host => &[field!("spec.host_type", Some(HostType))],
-        BareMetalTemplate => &[field!("spec.host_type", Some(HostType))],
-        ComputeInstance => &[
-            field!("spec.compute_network_attachments[].subnet", Some(Subnet)),
-            field!(
-                "spec.compute_network_attachments[].security_groups[]",
-                Some(SecurityGroup)
-            ),
-        ],
-        BareMetalInstance => &[
-            field!("spec.host_type", Some(HostType)),
-            field!("spec.template", Some(BareMetalTemplate)),
-            field!("spec.network_attachments[].subnet", Some(Subnet)),
-            field!(
-                "spec.network_attachments[].security_groups[]",
-                Some(SecurityGroup)
-            ),
-            field!("status.host", Some(Host)),
-        ],
-        Cluster => &[
-            field!("spec.network_attachment.subnet", Some(Subnet)),
-            field!(
-                "spec.network_attachment.security_groups[]",
-                Some(SecurityGroup)
-            ),
-            field!("spec.node_sets{}.host_type", Some(HostType)),
-            field!("status.node_sets{}.agents[].host", Some(Host)),
-        ],
-        // An event names its object by id without referencing it: no deletion protection, no
-        // wake-ups, and the object may be gone.
-        NetworkClass | HostType | Tenant | Event => &[],
-    }
+    kind.spec().references
 }
 
 /// Whether any reference field can name an object of `kind` (workloads are the targets of
 /// the polymorphic fields). Nothing ever references objects of the other kinds, so looking
 /// up their referrers is pointless.
 pub fn is_referenced(kind: Kind) -> bool {
-    const WORKLOADS: [Kind; 3] = [
-        Kind::ComputeInstance,
-        Kind::BareMetalInstance,
-        Kind::Cluster,
-    ];
     Kind::ALL.into_iter().any(|k| {
         ref_fields(k).iter().any(|f| match f.target {
             Some(target) => target == kind,
-            None => WORKLOADS.contains(&kind),
+            None => Kind::WORKLOADS.contains(&kind),
         })
     })
 }

@@ -30,68 +30,15 @@ const WRITABLE_ROOTS: &[&str] = &[
 /// Metadata fields a client may change.
 const WRITABLE_METADATA: &[&str] = &["name", "labels", "annotations"];
 
-/// Fields that never change after creation, by kind ("once set" fields are handled separately).
+/// Fields that never change after creation, by kind ("once set" fields are handled separately;
+/// the lists are in each kind's table in [`crate::kinds`]).
 pub fn immutable_fields(kind: Kind) -> &'static [&'static str] {
-    match kind {
-        Kind::NetworkClass => &["fabric_manager"],
-        Kind::ExternalIpPool => &["spec.ip_family", "spec.cidrs", "spec.network_class"],
-        Kind::VirtualNetwork => &[
-            "spec.network_class",
-            "spec.ipv4_cidr",
-            "spec.ipv6_cidr",
-            "spec.capabilities",
-        ],
-        Kind::Subnet => &["spec.virtual_network", "spec.ipv4_cidr", "spec.ipv6_cidr"],
-        Kind::SecurityGroup => &["spec.virtual_network"],
-        Kind::ExternalIp => &["spec.pool", "spec.ip_family"],
-        Kind::ExternalIpAttachment => &[
-            "spec.external_ip",
-            "spec.compute_instance",
-            "spec.cluster",
-            "spec.baremetal_instance",
-            "spec.target_endpoint",
-        ],
-        Kind::NatGateway => &["spec.virtual_network", "spec.external_ip"],
-        Kind::Host => &["spec.host_type"],
-        // Instances took their HostType from the template; title, description and the
-        // default parameters (for new instances) may change.
-        Kind::BareMetalTemplate => &["spec.host_type"],
-        Kind::ComputeInstance => &[
-            "spec.template",
-            "spec.template_parameters",
-            "spec.auto_external_ip_attachment",
-            "spec.compute_network_attachments[].subnet",
-            "spec.compute_network_attachments[].primary",
-        ],
-        Kind::BareMetalInstance => &[
-            "spec.host_type",
-            "spec.template",
-            "spec.catalog_item",
-            "spec.template_parameters",
-            "spec.auto_external_ip_attachment",
-            "spec.network_attachments[].subnet",
-            "spec.network_attachments[].interface",
-            "spec.network_attachments[].primary",
-        ],
-        Kind::Cluster => &[
-            "spec.template",
-            "spec.template_parameters",
-            "spec.auto_external_ip_attachment",
-            "spec.node_sets",
-            "spec.network_attachment.subnet",
-        ],
-        Kind::HostType | Kind::Tenant => &[],
-        // Events are never updated: the API refuses every change (PERMISSION_DENIED).
-        Kind::Event => &[],
-    }
+    kind.spec().immutable_fields
 }
 
 /// Fields that may be set once (from empty) and never changed afterwards.
 pub fn set_once_fields(kind: Kind) -> &'static [&'static str] {
-    match kind {
-        Kind::NetworkClass => &["k8s_manager"],
-        _ => &[],
-    }
+    kind.spec().set_once_fields
 }
 
 /// Returns the stored object with the body's fields applied under the mask.

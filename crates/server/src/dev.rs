@@ -1,11 +1,11 @@
 //! Dev mode: the provider objects a fresh `osac server --dev` needs to be usable at once.
 
-use osac_model::Kind;
+use osac_model::{Kind, Scope};
 use serde_json::{Value, json};
 
 use osac_api::auth::{Caller, Role};
 use osac_api::error::{ApiResult, Code};
-use osac_api::service::{Service, Surface};
+use osac_api::service::Service;
 
 /// The default NetworkClass of dev mode (sim fabric + sim k8s).
 pub fn default_class() -> Value {
@@ -143,13 +143,13 @@ pub async fn bootstrap(service: &Service) -> ApiResult<()> {
         // Idempotent: an object of that name (from an earlier start) is left as it is.
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
         if service
-            .get(&admin, Surface::Private, kind, name)
+            .get(&admin, Scope::Provider, kind, name)
             .await
             .is_ok()
         {
             continue;
         }
-        match service.create(&admin, Surface::Private, kind, obj).await {
+        match service.create(&admin, Scope::Provider, kind, obj).await {
             Ok(_) => {}
             Err(e) if e.code == Code::AlreadyExists => {}
             Err(e) => return Err(e),

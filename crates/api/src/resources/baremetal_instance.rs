@@ -4,7 +4,7 @@
 //! supplies the HostType and default template parameters. Only the security groups of an
 //! attachment (and metadata) change afterwards.
 
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb, validate};
 use osac_store::Record;
 use serde_json::Value;
 
@@ -55,7 +55,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     if spec.network_attachments.is_empty() {
         if ht.interfaces.is_empty() {
             // A VM type is the more useful thing to say.
-            validate::baremetal_attachments(&[], &ht, ht_rec.label())?;
+            kinds::baremetal_instance::network_attachments(&[], &ht, ht_rec.label())?;
         }
         // Defaults on the first `fabric` interface (resolved by the attachment rules).
         let d = workload::default_attachment(cx).await?;
@@ -67,7 +67,11 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
                 primary: true,
             });
     }
-    let mut atts = validate::baremetal_attachments(&spec.network_attachments, &ht, ht_rec.label())?;
+    let mut atts = kinds::baremetal_instance::network_attachments(
+        &spec.network_attachments,
+        &ht,
+        ht_rec.label(),
+    )?;
     let inputs: Vec<AttachmentInput<'_>> = atts
         .iter()
         .enumerate()

@@ -3,7 +3,7 @@
 //! a k8s manager (the VIP pool). Only the attachment's security groups (and metadata) change
 //! afterwards.
 
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb, validate};
 use osac_store::Record;
 use serde_json::Value;
 
@@ -16,7 +16,7 @@ const FIELD: &str = "spec.network_attachment";
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut c: pb::Cluster = parse(Kind::Cluster, obj)?;
-    validate::cluster(&c)?;
+    kinds::cluster::validate(&c)?;
     let spec = c.spec.get_or_insert_with(Default::default);
     let mut names: Vec<String> = spec.node_sets.keys().cloned().collect();
     names.sort();
@@ -28,7 +28,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
         let field = format!("spec.node_sets.{name}.host_type");
         let ht_rec = super::resolve(cx, Kind::HostType, &field, &ns.host_type, false).await?;
         let ht: pb::HostType = ht_rec.decode()?;
-        ns.fabric_interface = validate::cluster_node_set(name, &ht, ht_rec.label())?;
+        ns.fabric_interface = kinds::cluster::node_set_interface(name, &ht, ht_rec.label())?;
         ns.host_type = ht_rec.id.clone();
         type_refs.push((ht_rec.id, field));
     }

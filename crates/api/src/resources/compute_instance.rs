@@ -2,7 +2,7 @@
 //! the deprecated `network_attachments` input is converted. Only the security groups of an
 //! attachment (and metadata) change afterwards. VMs need a k8s manager (hosting clusters).
 
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb, validate};
 use osac_store::Record;
 use serde_json::Value;
 
@@ -17,7 +17,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut ci: pb::ComputeInstance = parse(Kind::ComputeInstance, obj)?;
     validate::metadata(ci.metadata.as_ref())?;
     let spec = ci.spec.get_or_insert_with(Default::default);
-    let mut atts = validate::compute_attachments(spec)?;
+    let mut atts = kinds::compute_instance::network_attachments(spec)?;
     if atts.is_empty() {
         let d = workload::default_attachment(cx).await?;
         atts.push(pb::ComputeNetworkAttachment {

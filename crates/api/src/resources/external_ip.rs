@@ -2,7 +2,7 @@
 //! locked and its stored counter checked and moved), so concurrent creates never over-allocate.
 
 use osac_model::net::Family;
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb, validate};
 use osac_store::{ListQuery, Record, Tx};
 use serde_json::Value;
 
@@ -13,7 +13,7 @@ use crate::service::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut e: pb::ExternalIp = parse(Kind::ExternalIp, obj)?;
-    let family = validate::external_ip_family(&e)?;
+    let family = kinds::external_ip::validate(&e)?;
     let spec = e.spec.get_or_insert_with(Default::default);
     let pool = if spec.pool.is_empty() {
         // No network is concerned yet: the default class's pools.

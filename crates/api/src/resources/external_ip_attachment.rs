@@ -3,8 +3,8 @@
 //! (another tenant's ⇒ NOT_FOUND) and not be deleting; its id is stored. It may not have an IP
 //! yet: the attachment then stays PENDING until it has one (docs/workloads.md).
 
-use osac_model::validate::AttachmentTarget;
-use osac_model::{Kind, pb, validate};
+use osac_model::kinds::external_ip_attachment::AttachmentTarget;
+use osac_model::{Kind, kinds, pb, validate};
 use serde_json::Value;
 
 use crate::error::ApiResult;
@@ -13,7 +13,7 @@ use crate::service::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut a: pb::ExternalIpAttachment = parse(Kind::ExternalIpAttachment, obj)?;
-    let target = validate::external_ip_attachment(&a)?;
+    let target = kinds::external_ip_attachment::validate(&a)?;
     let spec = a.spec.get_or_insert_with(Default::default);
     let eip = super::external_ip::require_free(cx, &spec.external_ip).await?;
     spec.external_ip = eip.id.clone();

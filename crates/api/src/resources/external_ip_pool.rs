@@ -3,7 +3,7 @@
 //! manager allocates its addresses; delete refused while addresses are allocated.
 
 use osac_model::net::total_capacity;
-use osac_model::{Kind, net, pb, validate};
+use osac_model::{Kind, kinds, net, pb, validate};
 use osac_store::{ListQuery, Record};
 use serde_json::{Value, json};
 
@@ -13,7 +13,7 @@ use crate::service::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut pool: pb::ExternalIpPool = parse(Kind::ExternalIpPool, obj)?;
-    let nets = validate::external_ip_pool(&pool)?;
+    let nets = kinds::external_ip_pool::validate(&pool)?;
     let spec = pool.spec.get_or_insert_with(Default::default);
     // A class still being provisioned is fine (the provider creates both at once).
     let class = super::network_class::resolve_class(cx, &spec.network_class).await?;

@@ -3,7 +3,7 @@
 //! changes; interfaces and pool change only while the host is FREE; a host in use (RESERVED or
 //! ASSIGNED) cannot be deleted. State and assignment are written by the workload controllers.
 
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb, validate};
 use osac_store::{ListQuery, Record, Tx};
 use serde_json::Value;
 
@@ -21,7 +21,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
         .unwrap_or_default();
     let ht_rec = super::resolve(cx, Kind::HostType, "spec.host_type", &key, true).await?;
     let ht: pb::HostType = ht_rec.decode()?;
-    let spec = validate::host(&h, &ht, ht_rec.label(), &ht_rec.id)?;
+    let spec = kinds::host::validate(&h, &ht, ht_rec.label(), &ht_rec.id)?;
     cx.tx.lock_kind(Kind::Host).await?;
     check_unique_macs(cx.tx, &spec, None).await?;
     h.spec = Some(spec);
@@ -40,7 +40,7 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value)
         ))
     })?;
     let ht: pb::HostType = ht_rec.decode()?;
-    let spec = validate::host(&h, &ht, ht_rec.label(), &ht_rec.id)?;
+    let spec = kinds::host::validate(&h, &ht, ht_rec.label(), &ht_rec.id)?;
     if spec.interfaces != old.interfaces || spec.pool != old.pool {
         if super::state_of(current) != "HOST_STATE_FREE" {
             return Err(ApiError::precondition(format!(

@@ -2,7 +2,7 @@
 //! interfaces (hosts list a MAC per interface, attachments and node sets name them), so the
 //! interfaces cannot change while anything uses the type.
 
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb};
 use osac_store::Record;
 use serde_json::Value;
 
@@ -12,13 +12,13 @@ use crate::service::RequestCtx;
 
 pub async fn create(_cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let ht: pb::HostType = parse(Kind::HostType, obj)?;
-    validate::host_type(&ht)?;
+    kinds::host_type::validate(&ht)?;
     Ok(body_of(&to_json(&ht)?))
 }
 
 pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
     let ht: pb::HostType = parse(Kind::HostType, body)?;
-    validate::host_type(&ht)?;
+    kinds::host_type::validate(&ht)?;
     let old: pb::HostType = current.decode()?;
     if old.interfaces == ht.interfaces {
         return Ok(());

@@ -1,7 +1,7 @@
 //! NATGateway (outbound SNAT): one per VirtualNetwork, its ExternalIP free (the controller waits
 //! for the network to be READY and the address to be ALLOCATED).
 
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb, validate};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult, Code};
@@ -10,7 +10,7 @@ use crate::service::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut n: pb::NatGateway = parse(Kind::NatGateway, obj)?;
-    validate::nat_gateway(&n)?;
+    kinds::nat_gateway::validate(&n)?;
     let spec = n.spec.get_or_insert_with(Default::default);
     let vn = super::resolve(
         cx,

@@ -3,7 +3,7 @@
 //! exactly one class is the default.
 
 use osac_backends::{Capability, Role};
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb};
 use osac_store::ListQuery;
 use serde_json::Value;
 
@@ -54,7 +54,7 @@ pub async fn update(
 
 /// Validates and fills the computed fields (capabilities, default VIP prefix).
 fn complete(cx: &RequestCtx<'_>, nc: &mut pb::NetworkClass) -> ApiResult<()> {
-    validate::network_class(nc)?;
+    kinds::network_class::validate(nc)?;
     cx.registry
         .check(&nc.fabric_manager, Role::Fabric)
         .map_err(|e| ApiError::invalid(format!("fabric_manager: {e}")))?;

@@ -3,7 +3,7 @@
 //! row is locked while the group is created, so a concurrent delete of the network either sees
 //! the group (and is refused) or makes this create fail: never a group on a deleted network.
 
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb};
 use serde_json::Value;
 
 use crate::error::ApiResult;
@@ -12,7 +12,7 @@ use crate::service::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut sg: pb::SecurityGroup = parse(Kind::SecurityGroup, obj)?;
-    validate::security_group(&sg)?;
+    kinds::security_group::validate(&sg)?;
     let spec = sg.spec.get_or_insert_with(Default::default);
     let vn = super::resolve(
         cx,
@@ -29,6 +29,6 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
 
 pub fn update(body: &mut Value) -> ApiResult<()> {
     let sg: pb::SecurityGroup = parse(Kind::SecurityGroup, body)?;
-    validate::security_group(&sg)?;
+    kinds::security_group::validate(&sg)?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! VN row is locked while siblings are checked, so concurrent creates cannot both win.
 
 use osac_model::validate::{DualCidrs, subnet_within};
-use osac_model::{Kind, net, pb, validate};
+use osac_model::{Kind, kinds, net, pb, validate};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
@@ -12,7 +12,7 @@ use crate::service::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut s: pb::Subnet = parse(Kind::Subnet, obj)?;
-    let cidrs = validate::subnet(&s)?;
+    let cidrs = kinds::subnet::validate(&s)?;
     let spec = s.spec.get_or_insert_with(Default::default);
     let vn = super::resolve(
         cx,

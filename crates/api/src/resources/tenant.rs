@@ -1,9 +1,10 @@
 //! Tenant: the unit of isolation; its name is the tenant identity in tokens and objects.
-//! Creating one creates its default networking in the same transaction (SPEC §6.1); deleting
+//! Creating one creates its default networking in the same transaction (all of it exists or
+//! none of it does); deleting
 //! one is refused while it has workloads, then the controller removes what it owns.
 
 use osac_model::defaults::onboarding_objects;
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb};
 use osac_store::{ListQuery, Record, Tx};
 use serde_json::Value;
 
@@ -13,7 +14,7 @@ use crate::service::{RequestCtx, insert_new};
 
 pub async fn create(_cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let t: pb::Tenant = parse(Kind::Tenant, obj)?;
-    validate::tenant(&t)?;
+    kinds::tenant::validate(&t)?;
     Ok(body_of(&to_json(&t)?))
 }
 
@@ -24,7 +25,7 @@ pub fn update(current: &Record, body: &mut Value) -> ApiResult<()> {
         name: current.name.clone().unwrap_or_default(),
         ..Default::default()
     });
-    validate::tenant(&t)?;
+    kinds::tenant::validate(&t)?;
     Ok(())
 }
 
@@ -82,7 +83,7 @@ async fn default_class(tx: &mut dyn Tx) -> ApiResult<Option<Record>> {
     Ok(page.items.into_iter().find(|r| r.deleted_at.is_none()))
 }
 
-/// Creates the tenant's default networking in the tenant's transaction (SPEC §6.1). Any
+/// Creates the tenant's default networking in the tenant's transaction. Any
 /// failure (e.g. no pool capacity for the NAT address) fails the tenant's creation too; the
 /// error names the default object.
 pub async fn onboard(cx: &mut RequestCtx<'_>, tenant: &Record) -> ApiResult<()> {

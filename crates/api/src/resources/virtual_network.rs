@@ -1,7 +1,7 @@
 //! VirtualNetwork: CIDRs valid and allowed by its class's capabilities; the class (default when
 //! omitted) is stored resolved, so later class changes never move an existing network.
 
-use osac_model::{Kind, pb, validate};
+use osac_model::{Kind, kinds, pb, validate};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
@@ -10,7 +10,7 @@ use crate::service::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut vn: pb::VirtualNetwork = parse(Kind::VirtualNetwork, obj)?;
-    let cidrs = validate::virtual_network(&vn)?;
+    let cidrs = kinds::virtual_network::validate(&vn)?;
     let spec = vn.spec.get_or_insert_with(Default::default);
     let class = super::network_class::resolve_for_vn(cx, &spec.network_class).await?;
     let caps = class

@@ -1,4 +1,4 @@
-//! Rules shared by the three workload kinds (SPEC §3.3, docs/workloads.md): every attachment's
+//! Rules shared by the three workload kinds (see also docs/workloads.md): every attachment's
 //! subnet and security groups exist in the writer's tenant (another tenant's ⇒ NOT_FOUND) and
 //! are READY, all subnets are in one VirtualNetwork, security groups belong to that network;
 //! VMs and clusters need a NetworkClass with a k8s manager. References are stored as ids.
@@ -36,8 +36,8 @@ pub fn no_attachments(field: &str) -> ApiError {
     ))
 }
 
-/// The tenant's default subnet and security group for a workload created without attachments
-/// (SPEC §6.2).
+/// The tenant's default subnet and security group, which a workload created without
+/// attachments is attached to.
 pub struct DefaultAttachment {
     /// Subnet id (the IPv4 default subnet, else the IPv6 one).
     pub subnet: String,
@@ -49,8 +49,9 @@ fn is_default(rec: &Record) -> bool {
     rec.labels.get(defaults::DEFAULT_LABEL).map(String::as_str) == Some("true")
 }
 
-/// Finds the writer's default subnet and security group; FAILED_PRECONDITION with the SPEC
-/// message when the tenant has none. Their state is checked by the normal attachment rules.
+/// Finds the writer's default subnet and security group; FAILED_PRECONDITION with
+/// [`defaults::NO_DEFAULTS_MESSAGE`] when the tenant has none. Their state is checked by the
+/// normal attachment rules.
 pub async fn default_attachment(cx: &mut RequestCtx<'_>) -> ApiResult<DefaultAttachment> {
     let tenant = cx.tenant.clone();
     let mut subnet = None;
@@ -90,7 +91,8 @@ pub async fn default_attachment(cx: &mut RequestCtx<'_>) -> ApiResult<DefaultAtt
     }
 }
 
-/// Whether a workload body asks for `auto_external_ip_attachment` (SPEC §6.3).
+/// Whether a workload body asks for `auto_external_ip_attachment` (an ExternalIP and its
+/// attachment created with the workload).
 pub fn wants_auto_external_ip(kind: Kind, body: &Value) -> bool {
     Kind::WORKLOADS.contains(&kind)
         && body.pointer("/spec/auto_external_ip_attachment") == Some(&json!(true))
@@ -123,7 +125,7 @@ fn primary_subnet(kind: Kind, body: &Value) -> String {
     }
 }
 
-/// `auto_external_ip_attachment` (SPEC §6.3): in the workload's transaction, an ExternalIP from
+/// `auto_external_ip_attachment`: in the workload's transaction, an ExternalIP from
 /// the automatically chosen pool (family of the primary subnet, class of its VirtualNetwork)
 /// and a PENDING attachment to the
 /// workload — two of each (API and INGRESS) for a cluster. No capacity ⇒ RESOURCE_EXHAUSTED and
@@ -278,7 +280,7 @@ pub async fn resolve_security_groups(
     keys: &[String],
     vn: &Record,
 ) -> ApiResult<Vec<String>> {
-    osac_model::validate::security_group_refs(field, keys)?;
+    osac_model::kinds::workload::security_group_refs(field, keys)?;
     let mut ids: Vec<String> = Vec::with_capacity(keys.len());
     for (j, key) in keys.iter().enumerate() {
         let f = format!("{field}[{j}]");

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::kind::Kind;
+use super::kind::{self, Kind};
 use super::output::OutputFormat;
 use super::parse::parse_duration;
 
@@ -399,7 +399,7 @@ pub struct GetOpts {
     /// Kind: virtualnetwork(s)/vn, subnet(s), securitygroup(s)/sg, externalip(s)/eip,
     /// externalipattachment(s), natgateway(s)/nat, externalippool(s)/pool, networkclass(es),
     /// hosttype(s), tenant(s), host(s), computeinstance(s), baremetalinstance(s), cluster(s)
-    #[arg(value_parser = Kind::parse)]
+    #[arg(value_parser = kind::parse)]
     pub kind: Kind,
     /// Names or ids (all objects when none)
     pub names: Vec<String>,
@@ -436,7 +436,7 @@ pub struct DescribeArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct DescribeOpts {
     /// Kind (see `osac get --help`)
-    #[arg(value_parser = Kind::parse)]
+    #[arg(value_parser = kind::parse)]
     pub kind: Kind,
     /// Name or id
     pub name: String,
@@ -455,7 +455,7 @@ pub struct DeleteArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct DeleteOpts {
     /// Kind (see `osac get --help`)
-    #[arg(value_parser = Kind::parse)]
+    #[arg(value_parser = kind::parse)]
     pub kind: Kind,
     /// Names or ids
     #[arg(required = true)]
@@ -480,7 +480,7 @@ pub struct LabelArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct LabelOpts {
     /// Kind (see `osac get --help`)
-    #[arg(value_parser = Kind::parse)]
+    #[arg(value_parser = kind::parse)]
     pub kind: Kind,
     /// Name or id
     pub name: String,
@@ -502,7 +502,7 @@ pub struct UpdateArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct UpdateOpts {
     /// Kind (see `osac get --help`)
-    #[arg(value_parser = Kind::parse)]
+    #[arg(value_parser = kind::parse)]
     pub kind: Kind,
     /// Name or id
     pub name: String,
@@ -639,7 +639,7 @@ impl AdminDeleteKind {
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "token" | "tokens" => Ok(Self::Token),
-            _ => Kind::parse(s).map(Self::Object),
+            _ => kind::parse(s).map(Self::Object),
         }
     }
 }

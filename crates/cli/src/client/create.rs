@@ -517,7 +517,7 @@ async fn create_token(ctx: &ClientCtx, t: &CreateToken) -> anyhow::Result<()> {
     put(&mut body, "subject", t.subject.clone());
     put(&mut body, "expires_in", t.expires_in.clone());
     put(&mut body, "expires_at", t.expires_at.clone());
-    let url = ctx.api.endpoint(Scope::Private, &["tokens"]);
+    let url = ctx.api.endpoint(Scope::Provider, &["tokens"]);
     let resp = ctx
         .api
         .call(Method::POST, url, Some(&Value::Object(body)))

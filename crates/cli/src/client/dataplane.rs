@@ -13,7 +13,7 @@ use super::output::{OutputFormat, emit, to_json, to_yaml};
 pub async fn run(ctx: &ClientCtx, args: &DataplaneArgs) -> anyhow::Result<()> {
     match &args.command {
         DataplaneCommand::Gc(gc) => {
-            let url = ctx.api.endpoint(Scope::Private, &["dataplane:gc"]);
+            let url = ctx.api.endpoint(Scope::Provider, &["dataplane:gc"]);
             let body = if gc.scope.is_empty() {
                 json!({})
             } else {

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::args::DescribeOpts;
 use super::http::ListQuery;
-use super::kind::{Access, Kind, short_state};
+use super::kind::{Access, CLI_KINDS, Kind, short_state};
 use super::ops::ClientCtx;
 use super::output::{emit, object_label, to_yaml};
 
@@ -29,7 +29,7 @@ pub async fn run(ctx: &ClientCtx, o: &DescribeOpts) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow!("the server returned an object without an id"))?
         .to_string();
     let mut readable: Vec<(Kind, Vec<Value>)> = Vec::new();
-    for kind in Kind::ALL {
+    for kind in CLI_KINDS {
         if kind.access(ctx.scope) == Access::None {
             continue;
         }
@@ -44,7 +44,7 @@ pub async fn run(ctx: &ClientCtx, o: &DescribeOpts) -> anyhow::Result<()> {
     let events = ctx
         .api
         .list(
-            super::kind::Scope::Public,
+            super::kind::Scope::Tenant,
             "events",
             &ListQuery {
                 filter: Some(format!(
@@ -72,7 +72,7 @@ pub fn render(
     let id = text("/id");
     let mut out = String::new();
     writeln!(out, "Name:      {}", or_dash(text("/metadata/name")))?;
-    writeln!(out, "Kind:      {}", kind.name())?;
+    writeln!(out, "Kind:      {}", kind.singular())?;
     writeln!(out, "ID:        {id}")?;
     if !text("/metadata/tenant").is_empty() {
         writeln!(out, "Tenant:    {}", text("/metadata/tenant"))?;

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::args::EventsArgs;
 use super::http::ListQuery;
-use super::kind::{Access, Kind, Scope};
+use super::kind::{Access, Scope};
 use super::ops::{ClientCtx, note};
 use super::output::{OutputFormat, Table, emit, to_json, to_yaml};
 
@@ -30,11 +30,11 @@ async fn filter_for(ctx: &ClientCtx, target: &str) -> anyhow::Result<String> {
         .split_once('/')
         .filter(|(k, n)| !k.is_empty() && !n.is_empty())
         .ok_or_else(|| anyhow!("--for: expected KIND/NAME, e.g. subnet/my-subnet"))?;
-    let kind = Kind::parse(kind).map_err(|e| anyhow!("--for: {e}"))?;
-    let scope = if kind.access(Scope::Public) == Access::None {
-        Scope::Private
+    let kind = super::kind::parse(kind).map_err(|e| anyhow!("--for: {e}"))?;
+    let scope = if kind.access(Scope::Tenant) == Access::None {
+        Scope::Provider
     } else {
-        Scope::Public
+        Scope::Tenant
     };
     let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
     match ctx.api.get(scope, kind.collection(), name).await {
@@ -45,33 +45,12 @@ async fn filter_for(ctx: &ClientCtx, target: &str) -> anyhow::Result<String> {
                 .ok_or_else(|| anyhow!("the server returned an object without an id"))?;
             Ok(format!("this.spec.object_id == {}", quoted(id)))
         }
-        Err(e) if scope == Scope::Private && !e.is_transient() => Ok(format!(
+        Err(e) if scope == Scope::Provider && !e.is_transient() => Ok(format!(
             "this.spec.object_kind == {} && this.spec.object_name == {}",
-            quoted(display_kind(kind)),
+            quoted(kind.display_name()),
             quoted(name)
         )),
         Err(e) => Err(e.into()),
-    }
-}
-
-/// The kind as events name it (`Kind` display names of the server).
-fn display_kind(kind: Kind) -> &'static str {
-    match kind {
-        Kind::VirtualNetwork => "VirtualNetwork",
-        Kind::Subnet => "Subnet",
-        Kind::SecurityGroup => "SecurityGroup",
-        Kind::ExternalIp => "ExternalIP",
-        Kind::ExternalIpAttachment => "ExternalIPAttachment",
-        Kind::NatGateway => "NATGateway",
-        Kind::ExternalIpPool => "ExternalIPPool",
-        Kind::NetworkClass => "NetworkClass",
-        Kind::HostType => "HostType",
-        Kind::BareMetalTemplate => "BareMetalTemplate",
-        Kind::Tenant => "Tenant",
-        Kind::Host => "Host",
-        Kind::ComputeInstance => "ComputeInstance",
-        Kind::BareMetalInstance => "BareMetalInstance",
-        Kind::Cluster => "Cluster",
     }
 }
 
@@ -89,7 +68,7 @@ pub async fn run(ctx: &ClientCtx, a: &EventsArgs) -> anyhow::Result<()> {
                 limit: a.limit,
                 offset: a.offset,
             };
-            ctx.api.list(Scope::Public, COLLECTION, &q).await?
+            ctx.api.list(Scope::Tenant, COLLECTION, &q).await?
         }
         None => {
             // The latest ones, shown oldest first.
@@ -99,7 +78,7 @@ pub async fn run(ctx: &ClientCtx, a: &EventsArgs) -> anyhow::Result<()> {
                 limit: Some(a.limit.unwrap_or(DEFAULT_LIMIT)),
                 offset: a.offset,
             };
-            let mut items = ctx.api.list(Scope::Public, COLLECTION, &q).await?;
+            let mut items = ctx.api.list(Scope::Tenant, COLLECTION, &q).await?;
             items.reverse();
             items
         }
@@ -133,7 +112,7 @@ async fn watch(ctx: &ClientCtx, a: &EventsArgs) -> anyhow::Result<()> {
     };
     let mut stream = ctx
         .api
-        .watch(Scope::Public, COLLECTION, filter.as_deref())
+        .watch(Scope::Tenant, COLLECTION, filter.as_deref())
         .await?;
     let mut first = true;
     while let Some(event) = stream.next().await? {

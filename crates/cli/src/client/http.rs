@@ -7,7 +7,7 @@ use reqwest::header::ACCEPT;
 use reqwest::{Method, StatusCode, Url};
 use serde_json::Value;
 
-use super::kind::Scope;
+use super::kind::{Scope, api_root};
 use super::tls::TlsOptions;
 
 /// Largest page the server hands out.
@@ -144,7 +144,7 @@ impl Api {
         let mut u = self.base.clone();
         if let Ok(mut segs) = u.path_segments_mut() {
             segs.pop_if_empty();
-            segs.extend(scope.prefix());
+            segs.extend(api_root(scope));
             segs.extend(parts);
         }
         u
@@ -525,13 +525,13 @@ mod tests {
     fn endpoints_encode_segments() {
         let api = Api::new("http://127.0.0.1:8000/", "t").unwrap();
         assert_eq!(
-            api.endpoint(Scope::Public, &["subnets", "my subnet"])
+            api.endpoint(Scope::Tenant, &["subnets", "my subnet"])
                 .as_str(),
             "http://127.0.0.1:8000/api/fulfillment/v1/subnets/my%20subnet"
         );
         let api = Api::new("http://host/prefix", "t").unwrap();
         assert_eq!(
-            api.endpoint(Scope::Private, &["tokens"]).as_str(),
+            api.endpoint(Scope::Provider, &["tokens"]).as_str(),
             "http://host/prefix/api/private/v1/tokens"
         );
         assert!(Api::new("not a url", "t").is_err());

@@ -122,18 +122,18 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
             // The design's spelling of the provider command.
             CreateKind::Tenant(t) => {
                 let what = AdminCreateKind::Tenant(t.clone());
-                create::run_admin(&ctx(&a.conn, Scope::Private)?, &what).await
+                create::run_admin(&ctx(&a.conn, Scope::Provider)?, &what).await
             }
-            what => create::run_tenant(&ctx(&a.conn, Scope::Public)?, what).await,
+            what => create::run_tenant(&ctx(&a.conn, Scope::Tenant)?, what).await,
         },
-        ClientCommand::Get(a) => ops::get(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
-        ClientCommand::Update(a) => ops::update(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
-        ClientCommand::Label(a) => ops::label(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
-        ClientCommand::Delete(a) => ops::delete(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
-        ClientCommand::Events(a) => events::run(&ctx(&a.conn, Scope::Public)?, &a).await,
-        ClientCommand::Describe(a) => describe::run(&ctx(&a.conn, Scope::Public)?, &a.opts).await,
+        ClientCommand::Get(a) => ops::get(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
+        ClientCommand::Update(a) => ops::update(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
+        ClientCommand::Label(a) => ops::label(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
+        ClientCommand::Delete(a) => ops::delete(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
+        ClientCommand::Events(a) => events::run(&ctx(&a.conn, Scope::Tenant)?, &a).await,
+        ClientCommand::Describe(a) => describe::run(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
         ClientCommand::Admin(a) => {
-            let c = ctx(&a.conn, Scope::Private)?;
+            let c = ctx(&a.conn, Scope::Provider)?;
             match &a.command {
                 AdminCommand::Create(x) => create::run_admin(&c, &x.what).await,
                 AdminCommand::Get(g) => match (&g.tokens, &g.opts) {

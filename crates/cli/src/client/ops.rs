@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::args::{DeleteOpts, GetOpts, LabelOpts, UpdateOpts};
 use super::http::{Api, ClientError, ListQuery};
-use super::kind::{Access, Kind, Scope};
+use super::kind::{Access, Kind, Scope, table_refs};
 use super::output::{
     OutputFormat, RefNames, add_external_ips, emit, managers_table, object_label, render_raw,
     replicas_table, table, to_json, to_yaml, wide_table,
@@ -36,19 +36,19 @@ pub fn check_access(kind: Kind, scope: Scope, verb: &str, write: bool) -> anyhow
         (Access::ReadOnly, true) => bail!(
             "{} are managed by the provider: use `osac admin {verb} {}` with a provider-admin token",
             kind.plural(),
-            kind.name()
+            kind.singular()
         ),
         (Access::None, _) => match scope {
-            Scope::Public => bail!(
+            Scope::Tenant => bail!(
                 "{} is a provider object: use `osac admin {verb} {}`",
-                kind.name(),
-                kind.name()
+                kind.singular(),
+                kind.singular()
             ),
-            Scope::Private => {
+            Scope::Provider => {
                 bail!(
                     "{} is a tenant object: use `osac {verb} {}`",
-                    kind.name(),
-                    kind.name()
+                    kind.singular(),
+                    kind.singular()
                 )
             }
         },
@@ -58,7 +58,7 @@ pub fn check_access(kind: Kind, scope: Scope, verb: &str, write: bool) -> anyhow
 /// Id → name of every object of the kinds that `kind`'s table refers to (best effort).
 async fn ref_names(ctx: &ClientCtx, kind: Kind) -> RefNames {
     let mut names = RefNames::new();
-    for r in kind.referenced() {
+    for r in table_refs(kind) {
         if r.access(ctx.scope) == Access::None {
             continue;
         }
@@ -467,7 +467,7 @@ fn rule_key(rule: &Value) -> (String, i64, i64, String) {
 
 /// `osac admin managers`.
 pub async fn managers(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
-    let url = ctx.api.endpoint(Scope::Private, &["managers"]);
+    let url = ctx.api.endpoint(Scope::Provider, &["managers"]);
     let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
     let items = match resp.get("items") {
         Some(Value::Array(a)) => a.clone(),
@@ -488,7 +488,7 @@ pub async fn managers(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<(
 
 /// `osac admin get replicas`.
 pub async fn replicas(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
-    let url = ctx.api.endpoint(Scope::Private, &["replicas"]);
+    let url = ctx.api.endpoint(Scope::Provider, &["replicas"]);
     let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
     let items = match resp.get("items") {
         Some(Value::Array(a)) => a.clone(),
@@ -654,21 +654,21 @@ mod tests {
 
     #[test]
     fn access_messages_point_to_the_right_command() {
-        let e = check_access(Kind::Tenant, Scope::Public, "get", false)
+        let e = check_access(Kind::Tenant, Scope::Tenant, "get", false)
             .unwrap_err()
             .to_string();
         assert_eq!(
             e,
             "tenant is a provider object: use `osac admin get tenant`"
         );
-        let e = check_access(Kind::Subnet, Scope::Private, "delete", true)
+        let e = check_access(Kind::Subnet, Scope::Provider, "delete", true)
             .unwrap_err()
             .to_string();
         assert_eq!(e, "subnet is a tenant object: use `osac delete subnet`");
-        let e = check_access(Kind::NetworkClass, Scope::Public, "delete", true)
+        let e = check_access(Kind::NetworkClass, Scope::Tenant, "delete", true)
             .unwrap_err()
             .to_string();
         assert!(e.contains("osac admin delete networkclass"), "{e}");
-        assert!(check_access(Kind::NetworkClass, Scope::Public, "get", false).is_ok());
+        assert!(check_access(Kind::NetworkClass, Scope::Tenant, "get", false).is_ok());
     }
 }

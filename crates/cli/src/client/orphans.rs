@@ -34,7 +34,7 @@ pub async fn run(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
     for kind in KINDS {
         for item in ctx
             .api
-            .list(Scope::Public, kind.collection(), &query)
+            .list(Scope::Tenant, kind.collection(), &query)
             .await?
         {
             rows.push((kind, item));
@@ -52,13 +52,13 @@ pub async fn run(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
         }
         OutputFormat::Name | OutputFormat::Id => rows
             .iter()
-            .map(|(k, v)| format!("{}/{}\n", k.name(), text(v, "/id")))
+            .map(|(k, v)| format!("{}/{}\n", k.singular(), text(v, "/id")))
             .collect(),
         OutputFormat::Table | OutputFormat::Wide => {
             let mut t = Table::new(&["KIND", "ID", "TENANT", "STATE", "FOR WORKLOAD", "MESSAGE"]);
             for (k, v) in &rows {
                 t.push(vec![
-                    k.name().to_string(),
+                    k.singular().to_string(),
                     text(v, "/id"),
                     text(v, "/metadata/tenant"),
                     text(v, "/status/state")

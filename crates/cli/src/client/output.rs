@@ -165,7 +165,7 @@ pub fn object_name(v: &Value) -> String {
 
 /// `kind/name`.
 pub fn object_label(kind: Kind, v: &Value) -> String {
-    format!("{}/{}", kind.name(), object_name(v))
+    format!("{}/{}", kind.singular(), object_name(v))
 }
 
 /// The id column: the last 8 hex digits (ids are UUIDv7, whose leading digits are a
@@ -269,7 +269,7 @@ fn eipa_target(v: &Value, names: &RefNames) -> String {
                 }
                 _ => String::new(),
             };
-            return format!("{}/{r}{endpoint}", kind.name());
+            return format!("{}/{r}{endpoint}", kind.singular());
         }
     }
     "-".into()
@@ -661,6 +661,8 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                 ]
             },
         ),
+        // Not a kind `osac get` accepts: events are listed by `osac events`.
+        Kind::Event => (&["NAME", "ID", "STATE", "MESSAGE"], |_, _| Vec::new()),
     };
     let mut t = Table::new(headers);
     for v in items {

@@ -9,7 +9,7 @@ use super::output::{OutputFormat, Table, emit, to_json, to_yaml};
 
 /// Lists the tokens.
 pub async fn list(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
-    let url = ctx.api.endpoint(Scope::Private, &["tokens"]);
+    let url = ctx.api.endpoint(Scope::Provider, &["tokens"]);
     let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
     let items = match resp.get("items") {
         Some(Value::Array(a)) => a.clone(),
@@ -51,7 +51,7 @@ fn table(items: &[Value]) -> Table {
 /// Revokes tokens by id.
 pub async fn revoke(ctx: &ClientCtx, ids: &[String]) -> anyhow::Result<()> {
     for id in ids {
-        let url = ctx.api.endpoint(Scope::Private, &["tokens", id]);
+        let url = ctx.api.endpoint(Scope::Provider, &["tokens", id]);
         ctx.api.call(reqwest::Method::DELETE, url, None).await?;
         emit(&format!("token/{id} revoked\n"))?;
     }

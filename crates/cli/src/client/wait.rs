@@ -12,7 +12,7 @@ use anyhow::bail;
 use serde_json::Value;
 
 use super::http::Api;
-use super::kind::{Kind, Scope, short_state};
+use super::kind::{Kind, Scope, is_ready, short_state};
 use super::workload::progress_text;
 
 /// How often the object is read.
@@ -38,7 +38,7 @@ pub enum Verdict {
 /// Decides what a state (without prefix) means for the goal.
 pub fn judge(kind: Kind, goal: Goal, state: &str) -> Verdict {
     match goal {
-        Goal::Ready if kind.is_ready(state) => Verdict::Done,
+        Goal::Ready if is_ready(kind, state) => Verdict::Done,
         Goal::Ready if matches!(state, "FAILED" | "DELETE_FAILED") => Verdict::Failed,
         Goal::Gone if state == "DELETE_FAILED" => Verdict::Failed,
         _ => Verdict::Pending,

@@ -9,12 +9,11 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use osac_api::Surface;
 use osac_api::auth::{AuthConfig, Caller, Role, ensure_admin_token};
 use osac_controller::ControllerConfig;
 use osac_linux::LinuxSettings;
 use osac_linux::names::machine_ns;
-use osac_model::Kind;
+use osac_model::{Kind, Scope};
 use osac_server::dataplane::{FabricChoice, LINUX_FABRIC, LINUX_K8S};
 use osac_server::{RunningServer, ServerConfig};
 use serde_json::{Value, json};
@@ -269,7 +268,7 @@ async fn bootstrap(server: &RunningServer) {
     for (kind, obj) in objects {
         let created = server
             .service
-            .create(&admin, Surface::Private, kind, obj)
+            .create(&admin, Scope::Provider, kind, obj)
             .await
             .unwrap_or_else(|e| panic!("bootstrap {kind:?}: {e}"));
         // Hosts get machine namespaces (their ports parked) as soon as they exist.

@@ -1,0 +1,73 @@
+//! NetworkClass: a provider-defined kind of network (its fabric and k8s managers, the
+//! capabilities it offers and the default networking every new tenant gets).
+
+use crate::kinds::KindSpec;
+use crate::validate::{DualCidrs, metadata, security_rules, subnet_within};
+use crate::{Invalid, Scope, pb};
+
+/// The facts about NetworkClasses. The fabric manager is fixed at creation; the k8s manager
+/// may be set once later.
+pub const SPEC: KindSpec = KindSpec {
+    display_name: "NetworkClass",
+    collection: "network_classes",
+    singular: "networkclass",
+    plural: "networkclasses",
+    aliases: &["nc", "class", "classes"],
+    scope: Scope::Provider,
+    state_prefix: Some("NETWORK_CLASS_STATE"),
+    initial_state: "PENDING",
+    immutable_fields: &["fabric_manager"],
+    set_once_fields: &["k8s_manager"],
+    references: &[],
+    tenant_user_may_write: false,
+    needs_fabric_finalizer: false,
+    reconciled: true,
+};
+
+/// Checks a NetworkClass apart from the manager registry: managers named, defaults valid.
+pub fn validate(nc: &pb::NetworkClass) -> Result<(), Invalid> {
+    metadata(nc.metadata.as_ref())?;
+    if nc.fabric_manager.is_empty() {
+        return Err(Invalid::new("fabric_manager", "fabric_manager is required"));
+    }
+    let spec = nc.spec.clone().unwrap_or_default();
+    if !(0..=32).contains(&spec.vip_prefix_length) {
+        return Err(Invalid::new(
+            "spec.vip_prefix_length",
+            "must be between 1 and 32 (0 = default 28)",
+        ));
+    }
+    let Some(d) = spec.defaults.as_ref() else {
+        return Err(Invalid::new(
+            "spec.defaults",
+            "defaults are required (tenant default networking)",
+        ));
+    };
+    let vn = DualCidrs::parse(
+        "spec.defaults.virtual_network",
+        &d.virtual_network_ipv4_cidr,
+        &d.virtual_network_ipv6_cidr,
+    )
+    .map_err(|e| Invalid::new(e.field.replace("network.ipv", "network_ipv"), e.message))?;
+    let sub = DualCidrs::parse_optional(
+        "spec.defaults.subnet",
+        &d.subnet_ipv4_cidr,
+        &d.subnet_ipv6_cidr,
+    )
+    .map_err(|e| Invalid::new(e.field.replace("subnet.ipv", "subnet_ipv"), e.message))?;
+    if sub.v4.is_none() && sub.v6.is_none() {
+        return Err(Invalid::new(
+            "spec.defaults.subnet_ipv4_cidr",
+            "at least one default subnet CIDR is required",
+        ));
+    }
+    subnet_within(
+        &sub,
+        &vn,
+        "spec.defaults.subnet",
+        "the default VirtualNetwork CIDR",
+    )?;
+    security_rules("spec.defaults.ingress_rules", &d.ingress_rules)?;
+    security_rules("spec.defaults.egress_rules", &d.egress_rules)?;
+    Ok(())
+}
