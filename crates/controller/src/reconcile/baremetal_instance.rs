@@ -152,17 +152,12 @@ async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::BareMetalInstance>) -> Step
         );
         return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
     }
-    let subnets: Vec<&str> = spec
+    let attachments: Vec<(&str, &[String])> = spec
         .network_attachments
         .iter()
-        .map(|a| a.subnet.as_str())
+        .map(|a| (a.subnet.as_str(), a.security_groups.as_slice()))
         .collect();
-    let sgs: Vec<&str> = spec
-        .network_attachments
-        .iter()
-        .flat_map(|a| a.security_groups.iter().map(String::as_str))
-        .collect();
-    let net = network_phase::resolve(ctx, w, &subnets, &sgs).await?;
+    let net = network_phase::resolve(ctx, w, &attachments).await?;
 
     let host_rec = match ensure_host(ctx, w, &spec.host_type).await? {
         Inventory::Host(h) => *h,

@@ -395,12 +395,11 @@ async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::Cluster>) -> Step<()> {
         );
         return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
     }
-    let sgs: Vec<&str> = attachment
-        .security_groups
-        .iter()
-        .map(String::as_str)
-        .collect();
-    let net = network_phase::resolve(ctx, w, &[attachment.subnet.as_str()], &sgs).await?;
+    let only = [(
+        attachment.subnet.as_str(),
+        attachment.security_groups.as_slice(),
+    )];
+    let net = network_phase::resolve(ctx, w, &only).await?;
     let Some(subnet) = net.subnets.first().cloned() else {
         let e = OpError::permanent("the cluster's subnet could not be resolved");
         return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);

@@ -99,17 +99,12 @@ async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::ComputeInstance>) -> Step<(
         );
         return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
     }
-    let subnets: Vec<&str> = spec
+    let attachments: Vec<(&str, &[String])> = spec
         .compute_network_attachments
         .iter()
-        .map(|a| a.subnet.as_str())
+        .map(|a| (a.subnet.as_str(), a.security_groups.as_slice()))
         .collect();
-    let sgs: Vec<&str> = spec
-        .compute_network_attachments
-        .iter()
-        .flat_map(|a| a.security_groups.iter().map(String::as_str))
-        .collect();
-    let net = network_phase::resolve(ctx, w, &subnets, &sgs).await?;
+    let net = network_phase::resolve(ctx, w, &attachments).await?;
     let clusters = net.managers.hosting_clusters();
     let recorded = w
         .annotations

@@ -8,7 +8,7 @@ use osac_store::Record;
 
 use super::external_ip::allocated_address;
 use super::finalizer::{self, Cleanup};
-use super::virtual_network::vn_state;
+use super::virtual_network::{undo_in_network, vn_state};
 use super::{
     Action, Object, ReconcileCtx, ReconcileError, cidrs, decode, describe, failed_dependency,
     op_failed, settled, succeeded, waiting,
@@ -26,25 +26,19 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
 /// The fabric removes the SNAT.
 async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
     let nat: pb::NatGateway = decode(&rec)?;
-    let vn_id = nat
-        .spec
-        .as_ref()
-        .map(|s| s.virtual_network.clone())
-        .unwrap_or_default();
-    let deleted = async {
-        let (_, m) = ctx
-            .dispatcher
-            .for_virtual_network(&*ctx.store, &vn_id)
-            .await?;
-        m.fabric
-            .delete_nat_gateway(&DeleteNatGatewayRequest {
-                nat_gateway_id: rec.id.clone(),
-                virtual_network_id: vn_id.clone(),
-            })
-            .await
-    }
-    .await;
-    finalizer::undone(ctx, rec, nat, deleted).await
+    let request = DeleteNatGatewayRequest {
+        nat_gateway_id: rec.id.clone(),
+        virtual_network_id: nat
+            .spec
+            .as_ref()
+            .map(|s| s.virtual_network.clone())
+            .unwrap_or_default(),
+    };
+    let vn_id = request.virtual_network_id.clone();
+    undo_in_network(ctx, rec, nat, &vn_id, |fabric| async move {
+        fabric.delete_nat_gateway(&request).await
+    })
+    .await
 }
 
 /// Once both preconditions hold, the fabric SNATs the VirtualNetwork's CIDRs to the address.

@@ -39,16 +39,20 @@ pub(crate) struct Network {
     pub subnets: Vec<Record>,
 }
 
-/// Phase 1: the workload's network from its attachments' `subnets` and `security_groups`. A
-/// missing or not yet READY one is waited for, a failed one or a mix of networks fails the
-/// workload (`NetworkingConfigured` FALSE either way).
+/// Phase 1: the workload's network from its `attachments` (each a subnet and its security
+/// groups). A missing or not yet READY subnet or group is waited for; a failed one, or a mix
+/// of networks, fails the workload (`NetworkingConfigured` FALSE either way).
 pub(crate) async fn resolve<T: Workload>(
     ctx: &ReconcileCtx,
     w: &mut Work<T>,
-    subnets: &[&str],
-    security_groups: &[&str],
+    attachments: &[(&str, &[String])],
 ) -> Step<Network> {
-    match resolve_network(ctx, subnets, security_groups).await? {
+    let subnets: Vec<&str> = attachments.iter().map(|(subnet, _)| *subnet).collect();
+    let security_groups: Vec<&str> = attachments
+        .iter()
+        .flat_map(|(_, groups)| groups.iter().map(String::as_str))
+        .collect();
+    match resolve_network(ctx, &subnets, &security_groups).await? {
         Resolved::Ready(net) => {
             w.annotations
                 .insert(VIRTUAL_NETWORK_ANNOTATION.to_string(), net.vn_id.clone());

@@ -8,7 +8,7 @@ use osac_model::pb;
 use osac_store::Record;
 
 use super::finalizer::{self, Cleanup};
-use super::virtual_network::ready_virtual_network;
+use super::virtual_network::{ready_virtual_network, undo_in_network};
 use super::{
     Action, ReconcileCtx, ReconcileError, Resolved, decode, op_failed, settled, succeeded, waiting,
 };
@@ -61,25 +61,19 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
 /// The fabric removes the group.
 async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
     let sg: pb::SecurityGroup = decode(&rec)?;
-    let vn_id = sg
-        .spec
-        .as_ref()
-        .map(|s| s.virtual_network.clone())
-        .unwrap_or_default();
-    let deleted = async {
-        let (_, m) = ctx
-            .dispatcher
-            .for_virtual_network(&*ctx.store, &vn_id)
-            .await?;
-        m.fabric
-            .delete_security_group(&DeleteSecurityGroupRequest {
-                security_group_id: rec.id.clone(),
-                virtual_network_id: vn_id.clone(),
-            })
-            .await
-    }
-    .await;
-    finalizer::undone(ctx, rec, sg, deleted).await
+    let request = DeleteSecurityGroupRequest {
+        security_group_id: rec.id.clone(),
+        virtual_network_id: sg
+            .spec
+            .as_ref()
+            .map(|s| s.virtual_network.clone())
+            .unwrap_or_default(),
+    };
+    let vn_id = request.virtual_network_id.clone();
+    undo_in_network(ctx, rec, sg, &vn_id, |fabric| async move {
+        fabric.delete_security_group(&request).await
+    })
+    .await
 }
 
 /// Once the VirtualNetwork is READY, the fabric gets the full rule set (again after a rule

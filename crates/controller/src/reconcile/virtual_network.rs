@@ -1,6 +1,10 @@
 //! VirtualNetwork: the fabric creates the isolated router; delete removes it.
 
-use osac_backends::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, OpError};
+use std::future::Future;
+
+use osac_backends::{
+    CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, FabricClient, OpError,
+};
 use osac_model::pb;
 use osac_store::Record;
 
@@ -88,6 +92,32 @@ pub(crate) async fn ready_virtual_network(
         )));
     }
     Ok(Resolved::Ready(vn))
+}
+
+/// The cleanup of an object the fabric programmed inside VirtualNetwork `vn_id` (a
+/// SecurityGroup, a NATGateway): `undo` with that network's fabric manager, then the
+/// finalizer's outcome ([`finalizer::undone`]).
+pub(crate) async fn undo_in_network<T, F, Fut>(
+    ctx: &ReconcileCtx,
+    rec: Record,
+    obj: T,
+    vn_id: &str,
+    undo: F,
+) -> Result<Cleanup, ReconcileError>
+where
+    T: Object,
+    F: FnOnce(FabricClient) -> Fut,
+    Fut: Future<Output = Result<(), OpError>>,
+{
+    let undone = async {
+        let (_, m) = ctx
+            .dispatcher
+            .for_virtual_network(&*ctx.store, vn_id)
+            .await?;
+        undo(m.fabric).await
+    }
+    .await;
+    finalizer::undone(ctx, rec, obj, undone).await
 }
 
 /// The state of a VirtualNetwork record.
