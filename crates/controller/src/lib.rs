@@ -43,6 +43,9 @@
 //!   costs one read.
 //! - **Managers are never called inside a store transaction** (a transaction may hold the only
 //!   database connection the manager's own state store needs).
+//! - **Deletion goes through the fabric finalizer** (`reconcile/finalizer.rs`): a deleted
+//!   object holding it has its managers' state undone, and only a successful undo drops the
+//!   finalizer (which removes the row); a failed undo keeps it and is retried.
 //!
 //! # Workloads
 //!
