@@ -1,4 +1,4 @@
-//! `osac-controller`: the level-triggered reconcilers of osac-net (SPEC §4) and the dispatcher
+//! `osac-controller`: the level-triggered reconcilers of osac-net (one per kind) and the dispatcher
 //! that routes their operations to networking managers.
 //!
 //! # How it runs
@@ -43,6 +43,9 @@
 //!   costs one read.
 //! - **Managers are never called inside a store transaction** (a transaction may hold the only
 //!   database connection the manager's own state store needs).
+//! - **Deletion goes through the fabric finalizer** (`reconcile/finalizer.rs`): a deleted
+//!   object holding it has its managers' state undone, and only a successful undo drops the
+//!   finalizer (which removes the row); a failed undo keeps it and is retried.
 //!
 //! # Workloads
 //!
@@ -77,14 +80,14 @@ pub use dispatch::{Dispatcher, Managers};
 pub use events::{NewEvent, for_record, record, record_now};
 pub use ownership::{Ownership, SHARDS, shard_of};
 pub use reconcile::cluster::agent_attachment_id;
-pub use reconcile::external_ip::{PoolCounts, adjust_pool, recount_pool};
+pub use reconcile::compute_instance::{HOSTING_CLUSTER_ANNOTATION, hosting_cluster_for, vm_mac};
 pub use reconcile::external_ip_attachment::{NoWorkloads, Target, TargetResolver};
+pub use reconcile::external_ip_pool::{PoolCounts, adjust_pool, recount_pool};
 pub use reconcile::host::{PARKED_ANNOTATION, parking_attachment_id};
 pub use reconcile::targets::WorkloadTargets;
 pub use reconcile::tenant::{
     DefaultNetworking, DefaultNetworkingStatus, LabelledDefaults, NotConfigured,
 };
-pub use reconcile::workload::{HOSTING_CLUSTER_ANNOTATION, hosting_cluster_for, vm_mac};
 pub use reconcile::{
     APPLIED_SPEC_ANNOTATION, DELETE_FAILURES_ANNOTATION, ReconcileError, VIRTUAL_NETWORK_ANNOTATION,
 };

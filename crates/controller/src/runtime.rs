@@ -35,7 +35,7 @@ pub struct ControllerConfig {
     /// Longest retry delay; also the slow retry of DELETE_FAILED objects.
     pub backoff_cap: Duration,
     /// Failed undo attempts of one auto-provisioned object after which a workload's cleanup
-    /// gives up, labels the leftovers orphaned and lets the workload go (SPEC §6.4).
+    /// gives up, labels the leftovers orphaned and lets the workload go.
     pub cleanup_retry_limit: u32,
     /// How long events are kept (default one hour, as in Kubernetes).
     pub event_ttl: Duration,

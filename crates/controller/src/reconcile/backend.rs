@@ -102,11 +102,7 @@ fn provider_detail(rec: &Record, operation: &str, reference: &str, detail: &str)
 
 /// A short stable reference of one failure of one object (FNV-1a, 8 hex digits).
 fn reference(id: &str, detail: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in id.bytes().chain([0u8]).chain(detail.bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let h = super::fnv1a(id.bytes().chain([0u8]).chain(detail.bytes()));
     format!("{:08x}", (h >> 32) as u32 ^ (h as u32))
 }
 

@@ -10,18 +10,14 @@ use osac_backends::provision::{Nic, ProvisionBareMetalRequest};
 use osac_model::{Kind, pb};
 use osac_store::Record;
 
+use super::finalizer::{self, Cleanup};
+use super::host::{POOL_BAREMETAL, free_hosts, host_mac, host_type_label, owned_by, reserve};
+use super::network_phase::{self, Awaited, Port, detach_ports, managers_for_delete};
 use super::workload::{
-    INVENTORY_ASSIGNED, IP_DISCOVERY_COMPLETE, NETWORKING_CONFIGURED, NO_PROVISIONER,
-    POOL_BAREMETAL, PROVISIONING_COMPLETE, Port, READY, Resolved, SECOND_FAMILY_GRACE, Work,
-    Workload, attach_ports, describe_missing, detach_ports, discover, external_ip_of,
-    finalize_with_hosts, free_hosts, host_mac, host_type_label, is_true, lease_poll, lease_primary,
-    lease_strings, managers_for_delete, owned_by, reserve, resolve_network, set_host_state,
-    since_condition, timed, wanted_families,
+    INVENTORY_ASSIGNED, NETWORKING_CONFIGURED, PROVISIONING_COMPLETE, READY, Step, Work,
+    deprovision, external_ip_of, outcome, provisioner, release_with_hosts, stop, timed,
 };
-use super::{
-    Action, Object, ReconcileCtx, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
-    has_finalizer, settled,
-};
+use super::{Action, ReconcileCtx, ReconcileError, decode, describe, settled};
 
 super::object!(pb::BareMetalInstance, pb::BareMetalInstanceStatus,
     pending: pb::BareMetalInstanceState::Provisioning, ready: pb::BareMetalInstanceState::Running,
@@ -129,108 +125,69 @@ async fn ensure_host(
         "HostReserved",
         format!("{} reserved", describe(&host)),
     );
-    let written = w.write_in(&mut *tx).await?;
-    tx.commit().await?;
-    w.written(written);
-    crate::metrics::workload_phase(KIND.collection(), "inventory", started.elapsed());
+    w.commit_in(tx, "inventory", started).await?;
     Ok(Inventory::Host(Box::new(host)))
 }
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| cleanup(ctx, rec)).await
+}
+
+async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let bm: pb::BareMetalInstance = decode(&rec)?;
-    if rec.deleted_at.is_some() {
-        return delete(ctx, rec, bm).await;
-    }
     let mut w = Work::new(rec, bm);
     if settled(&w.rec, &w.obj) {
-        return refresh_external_ip(ctx, &mut w).await;
+        let external = external_ip_of(ctx, w.id(), TARGET_FIELD, None).await?;
+        return w.refresh_external_ip(ctx, external).await;
     }
+    outcome(phases(ctx, &mut w).await)
+}
+
+/// Network, host, ports, installation, addresses, RUNNING with the host ASSIGNED.
+async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::BareMetalInstance>) -> Step<()> {
     let spec = w.obj.spec.clone().unwrap_or_default();
     if spec.network_attachments.is_empty() {
         let e = OpError::permanent(
             "spec.network_attachments is empty: a bare-metal instance needs at least one",
         );
-        return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
+        return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
     }
-    let subnets: Vec<&str> = spec
+    let attachments: Vec<(&str, &[String])> = spec
         .network_attachments
         .iter()
-        .map(|a| a.subnet.as_str())
+        .map(|a| (a.subnet.as_str(), a.security_groups.as_slice()))
         .collect();
-    let sgs: Vec<&str> = spec
-        .network_attachments
-        .iter()
-        .flat_map(|a| a.security_groups.iter().map(String::as_str))
-        .collect();
-    let net = match resolve_network(ctx, &subnets, &sgs).await? {
-        Resolved::Ready(n) => n,
-        Resolved::Wait(m) => {
-            return w
-                .wait(
-                    ctx,
-                    NETWORKING_CONFIGURED,
-                    "WaitingForNetwork",
-                    m,
-                    Action::Retry,
-                )
-                .await;
-        }
-        Resolved::Failed(e) => return w.failed(ctx, NETWORKING_CONFIGURED, e).await,
-    };
-    w.annotations
-        .insert(VIRTUAL_NETWORK_ANNOTATION.to_string(), net.vn_id.clone());
+    let net = network_phase::resolve(ctx, w, &attachments).await?;
 
-    let host_rec = match ensure_host(ctx, &mut w, &spec.host_type).await? {
+    let host_rec = match ensure_host(ctx, w, &spec.host_type).await? {
         Inventory::Host(h) => *h,
         Inventory::NoFreeHost(m) => {
-            return w
-                .wait(ctx, INVENTORY_ASSIGNED, "NoFreeHost", m, Action::Retry)
-                .await;
+            let retry = Action::Retry;
+            return stop(
+                w.wait(ctx, INVENTORY_ASSIGNED, "NoFreeHost", m, retry)
+                    .await,
+            );
         }
         Inventory::Lost(m) => {
-            return w
-                .failed(ctx, INVENTORY_ASSIGNED, OpError::permanent(m))
-                .await;
+            let e = OpError::permanent(m);
+            return stop(w.failed(ctx, INVENTORY_ASSIGNED, e).await);
         }
     };
     let host: pb::Host = decode(&host_rec)?;
     let ports = match ports(w.id(), &host_rec.id, Some(&host), &spec) {
         Ok(p) => p,
-        Err(e) => return w.failed(ctx, NETWORKING_CONFIGURED, e).await,
+        Err(e) => return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await),
     };
-    let fabric = net.managers.fabric.clone();
 
-    if !w.done(NETWORKING_CONFIGURED) {
-        let attached = timed(
-            KIND,
-            "networking",
-            attach_ports(&fabric, &net.vn_id, &ports),
-        )
-        .await;
-        if let Err(e) = attached {
-            return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
-        }
-        let m = format!(
-            "{} switch port(s) of {} moved onto their subnets",
-            ports.len(),
-            describe(&host_rec)
-        );
-        w.set(NETWORKING_CONFIGURED, true, "PortsAttached", m);
-    }
+    let summary = format!(
+        "{} switch port(s) of {} moved onto their subnets",
+        ports.len(),
+        describe(&host_rec)
+    );
+    network_phase::attach(ctx, w, &net, &ports, &[], summary).await?;
 
     if !w.done(PROVISIONING_COMPLETE) {
-        let Some(provisioner) = ctx.provisioner.clone() else {
-            let m = NO_PROVISIONER.to_string();
-            return w
-                .wait(
-                    ctx,
-                    PROVISIONING_COMPLETE,
-                    "NoProvisioner",
-                    m,
-                    Action::Retry,
-                )
-                .await;
-        };
+        let provisioner = provisioner(ctx, w, PROVISIONING_COMPLETE).await?;
         let request = ProvisionBareMetalRequest {
             instance_id: w.id().to_string(),
             host_id: host_rec.id.clone(),
@@ -251,95 +208,28 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
         )
         .await;
         if let Err(e) = provisioned {
-            return w.failed(ctx, PROVISIONING_COMPLETE, e).await;
+            return stop(w.failed(ctx, PROVISIONING_COMPLETE, e).await);
         }
         let m = format!("{} installed and booted", describe(&host_rec));
         w.set(PROVISIONING_COMPLETE, true, "Provisioned", m);
     }
 
-    let leases = match timed(KIND, "ip_discovery", discover(&fabric, &ports)).await {
-        Ok(l) => l,
-        Err(e) => return w.failed(ctx, IP_DISCOVERY_COMPLETE, e).await,
-    };
-    let wanted = wanted_families(&ports, &net.subnets);
-    let partial_ok =
-        since_condition(w.obj.conditions(), NETWORKING_CONFIGURED) >= SECOND_FAMILY_GRACE;
-    let missing = describe_missing(&ports, &leases, &wanted, partial_ok);
-    if !missing.is_empty() {
-        let m = format!("waiting for the DHCP lease of {}", missing.join(", "));
-        let poll = Action::After(lease_poll(ctx));
-        return w
-            .wait(ctx, IP_DISCOVERY_COMPLETE, "WaitingForLease", m, poll)
-            .await;
-    }
-    w.set(
-        IP_DISCOVERY_COMPLETE,
-        true,
-        "AddressesDiscovered",
-        "every interface has an address",
-    );
-    let external = external_ip_of(ctx, w.id(), TARGET_FIELD).await?;
+    let leases = network_phase::discover(ctx, w, &net, &ports, Awaited::Nics("interface")).await?;
+    let external = external_ip_of(ctx, w.id(), TARGET_FIELD, None).await?;
+    let (statuses, primary) =
+        network_phase::attachment_statuses(&ports, &leases, |_, p| p.interface.clone());
     let status = w.obj.status.get_or_insert_with(Default::default);
-    status.network_attachment_statuses = ports
-        .iter()
-        .zip(&leases)
-        .map(|(p, l)| {
-            let (v4, v6) = lease_strings(l);
-            pb::AttachmentStatus {
-                interface: p.interface.clone(),
-                subnet_ref: p.subnet_id.clone(),
-                ip_address: v4,
-                ipv6_address: v6,
-                primary: p.primary,
-                mac_address: p.mac_address.clone(),
-            }
-        })
-        .collect();
-    status.internal_ip_address = ports
-        .iter()
-        .zip(&leases)
-        .find(|(p, _)| p.primary)
-        .map(|(_, l)| lease_primary(l))
-        .unwrap_or_default();
+    status.network_attachment_statuses = statuses;
+    status.internal_ip_address = primary;
     status.external_ip_address = external;
     w.set(READY, true, "Running", "the instance is running");
-    w.obj.set_state(pb::BareMetalInstance::READY);
-    w.obj.set_message(String::new());
-
-    // RUNNING and the host ASSIGNED together.
-    let started = std::time::Instant::now();
-    let mut tx = ctx.store.begin().await?;
-    set_host_state(&mut *tx, &host_rec.id, w.id(), pb::HostState::Assigned).await?;
-    let written = w.write_in(&mut *tx).await?;
-    tx.commit().await?;
-    w.written(written);
-    crate::metrics::workload_phase(KIND.collection(), "assign", started.elapsed());
-    Ok(Action::Done)
-}
-
-/// A converged instance: only the external address (from attachments) may change.
-async fn refresh_external_ip(
-    ctx: &ReconcileCtx,
-    w: &mut Work<pb::BareMetalInstance>,
-) -> Result<Action, ReconcileError> {
-    let external = external_ip_of(ctx, w.id(), TARGET_FIELD).await?;
-    let status = w.obj.status.get_or_insert_with(Default::default);
-    if status.external_ip_address != external {
-        status.external_ip_address = external;
-        w.write(ctx).await?;
-    }
-    Ok(Action::Done)
+    w.ready_with_hosts(ctx, &[host_rec.id.as_str()]).await?;
+    Ok(())
 }
 
 /// Ports, then `deprovision_baremetal`, then the host FREE with the finalizer removal.
-async fn delete(
-    ctx: &ReconcileCtx,
-    rec: Record,
-    bm: pb::BareMetalInstance,
-) -> Result<Action, ReconcileError> {
-    if !has_finalizer(&rec) {
-        return Ok(Action::Done);
-    }
+async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
+    let bm: pb::BareMetalInstance = decode(&rec)?;
     let mut w = Work::new(rec, bm);
     let spec = w.obj.spec.clone().unwrap_or_default();
     let host_id = w
@@ -350,7 +240,7 @@ async fn delete(
         .unwrap_or_default();
     // Without a host nothing was attached or installed.
     if host_id.is_empty() {
-        return finalize_with_hosts(ctx, &w.rec, &[]).await;
+        return release_with_hosts(ctx, &w.rec, &[]).await;
     }
     let host = match ctx.store.get(&host_id).await? {
         Some(h) => Some(decode::<pb::Host>(&h)?),
@@ -378,23 +268,16 @@ async fn delete(
     if let Err(e) = detached {
         return w.delete_failed(ctx, e).await;
     }
-    match ctx.provisioner.clone() {
-        Some(p) => {
-            let done = timed(
-                KIND,
-                "deprovisioning",
-                p.deprovision_baremetal(&w.rec.id, &host_id),
-            )
-            .await;
-            if let Err(e) = done {
-                return w.delete_failed(ctx, e).await;
-            }
-        }
-        None if is_true(w.obj.conditions(), PROVISIONING_COMPLETE) => {
-            let m = "waiting for a provisioner to wipe the host: none is configured";
-            return w.delete_failed(ctx, OpError::transient(m)).await;
-        }
-        None => {}
+    let (id, host) = (w.id().to_string(), host_id.clone());
+    let wiped = deprovision(
+        ctx,
+        &mut w,
+        PROVISIONING_COMPLETE,
+        "wipe the host",
+        |p| async move { p.deprovision_baremetal(&id, &host).await },
+    );
+    if let Some(not_yet) = wiped.await? {
+        return Ok(not_yet);
     }
-    finalize_with_hosts(ctx, &w.rec, &[host_id]).await
+    release_with_hosts(ctx, &w.rec, &[host_id]).await
 }

@@ -1,4 +1,5 @@
-//! Ordered cleanup of a deleted workload's auto-provisioned resources (SPEC §6.4). While the
+//! Ordered cleanup of a deleted workload's auto-provisioned resources (the ExternalIPs and
+//! attachments the API created with it, labelled auto-provisioned for it). While the
 //! workload holds the cleanup finalizer, each pass looks at what is left and takes the next
 //! step: delete the auto-provisioned attachments and wait until they are gone (DNAT removed),
 //! then delete the auto-provisioned ExternalIPs and wait until they are gone (address and pool
@@ -6,7 +7,7 @@
 //! Manual ExternalIPs and attachments, and the tenant's defaults, are never touched.
 //!
 //! A step whose object keeps failing its undo (counted on the object by
-//! [`super::DELETE_FAILURES_ANNOTATION`]) is given up after `cleanup_retry_limit` failures:
+//! [`super::finalizer::DELETE_FAILURES_ANNOTATION`]) is given up after `cleanup_retry_limit` failures:
 //! what is left is labelled `osac.openshift.io/orphaned: "true"` (listed by
 //! `osac admin orphans`) and the workload is let go. Idempotent; reads only the store.
 
@@ -16,7 +17,8 @@ use osac_model::{Kind, defaults};
 use osac_store::{ListQuery, Record};
 use serde_json::{Value, json};
 
-use super::{Action, ReconcileCtx, ReconcileError, delete_failures, describe, write};
+use super::finalizer::delete_failures;
+use super::{Action, ReconcileCtx, ReconcileError, describe, write};
 use crate::events;
 
 /// Whether a deleted workload still has its cleanup to do.

@@ -19,18 +19,18 @@ use osac_backends::provision::{ClusterAgent, ProvisionClusterRequest};
 use osac_model::{Kind, pb};
 use osac_store::Record;
 
+use super::finalizer::{self, Cleanup};
+use super::host::{
+    POOL_CAAS, free_hosts, host_mac, host_type_label, owned_by, reserve, set_host_state,
+};
+use super::network_phase::{
+    self, Awaited, Port, detach_ports, lease_primary, lease_strings, managers_for_delete,
+};
 use super::workload::{
-    INVENTORY_ASSIGNED, IP_DISCOVERY_COMPLETE, IP_DISCOVERY_TIMEOUT, NETWORKING_CONFIGURED,
-    NO_PROVISIONER, POOL_CAAS, PROVISIONING_COMPLETE, Port, Resolved, SECOND_FAMILY_GRACE, Work,
-    Workload, attach_ports_allowing, condition, describe_missing, detach_ports, discover,
-    finalize_with_hosts, free_hosts, host_mac, host_type_label, is_true, lease_poll, lease_strings,
-    managers_for_delete, owned_by, reserve, resolve_network, set_host_state, since_condition,
-    timed, wanted_families,
+    INVENTORY_ASSIGNED, NETWORKING_CONFIGURED, PROVISIONING_COMPLETE, Step, Work, deprovision,
+    external_ip_of, outcome, provisioner, release_with_hosts, stop, timed,
 };
-use super::{
-    Action, Object, ReconcileCtx, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
-    has_finalizer, settled,
-};
+use super::{Action, ReconcileCtx, ReconcileError, decode, describe, settled};
 
 super::object!(pb::Cluster, pb::ClusterStatus,
     pending: pb::ClusterState::Progressing, ready: pb::ClusterState::Ready,
@@ -282,10 +282,7 @@ async fn ensure_agents(
         "HostsReserved",
         format!("caas hosts reserved ({})", summary.join(", ")),
     );
-    let written = w.write_in(&mut *tx).await?;
-    tx.commit().await?;
-    w.written(written);
-    crate::metrics::workload_phase(KIND.collection(), "inventory", started.elapsed());
+    w.commit_in(tx, "inventory", started).await?;
     Ok(Inventory::Agents(agents))
 }
 
@@ -361,139 +358,80 @@ async fn ensure_vips(
     let st = w.obj.status.get_or_insert_with(Default::default);
     st.api_endpoint = api.to_string();
     st.ingress_endpoint = ingress.to_string();
-    let written = w.write_in(&mut *tx).await?;
-    tx.commit().await?;
-    w.written(written);
-    crate::metrics::workload_phase(KIND.collection(), "vips", started.elapsed());
+    w.commit_in(tx, "vips", started).await?;
     Ok(Vips::Allocated(api.to_string(), ingress.to_string()))
 }
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| cleanup(ctx, rec)).await
+}
+
+/// The reference field of ExternalIPAttachments targeting a cluster.
+const TARGET_FIELD: &str = "spec.cluster";
+
+/// The address of the READY ExternalIPAttachment to the cluster's API endpoint ("" if none).
+async fn api_external_ip(ctx: &ReconcileCtx, cluster_id: &str) -> Result<String, ReconcileError> {
+    let api = Some(pb::ExternalIpAttachmentEndpoint::Api);
+    external_ip_of(ctx, cluster_id, TARGET_FIELD, api).await
+}
+
+async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let cluster: pb::Cluster = decode(&rec)?;
-    if rec.deleted_at.is_some() {
-        return delete(ctx, rec, cluster).await;
-    }
     let mut w = Work::new(rec, cluster);
     if settled(&w.rec, &w.obj) {
-        return refresh_external_ip(ctx, &mut w).await;
+        let external = api_external_ip(ctx, w.id()).await?;
+        return w.refresh_external_ip(ctx, external).await;
     }
+    outcome(phases(ctx, &mut w).await)
+}
+
+/// Network, hosts, agent ports, addresses, VIPs, installation, READY with the hosts ASSIGNED.
+async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::Cluster>) -> Step<()> {
     let spec = w.obj.spec.clone().unwrap_or_default();
     let attachment = spec.network_attachment.clone().unwrap_or_default();
     if attachment.subnet.is_empty() || spec.node_sets.is_empty() {
         let e = OpError::permanent(
             "a cluster needs spec.network_attachment.subnet and at least one node set",
         );
-        return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
+        return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
     }
-    let sgs: Vec<&str> = attachment
-        .security_groups
-        .iter()
-        .map(String::as_str)
-        .collect();
-    let net = match resolve_network(ctx, &[attachment.subnet.as_str()], &sgs).await? {
-        Resolved::Ready(n) => n,
-        Resolved::Wait(m) => {
-            return w
-                .wait(
-                    ctx,
-                    NETWORKING_CONFIGURED,
-                    "WaitingForNetwork",
-                    m,
-                    Action::Retry,
-                )
-                .await;
-        }
-        Resolved::Failed(e) => return w.failed(ctx, NETWORKING_CONFIGURED, e).await,
-    };
-    w.annotations
-        .insert(VIRTUAL_NETWORK_ANNOTATION.to_string(), net.vn_id.clone());
+    let only = [(
+        attachment.subnet.as_str(),
+        attachment.security_groups.as_slice(),
+    )];
+    let net = network_phase::resolve(ctx, w, &only).await?;
     let Some(subnet) = net.subnets.first().cloned() else {
         let e = OpError::permanent("the cluster's subnet could not be resolved");
-        return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
+        return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
     };
 
-    let agents = match ensure_agents(ctx, &mut w, &spec).await? {
+    let agents = match ensure_agents(ctx, w, &spec).await? {
         Inventory::Agents(a) => a,
         Inventory::NoFreeHost(m) => {
-            return w
-                .wait(ctx, INVENTORY_ASSIGNED, "NoFreeHost", m, Action::Retry)
-                .await;
+            let retry = Action::Retry;
+            return stop(
+                w.wait(ctx, INVENTORY_ASSIGNED, "NoFreeHost", m, retry)
+                    .await,
+            );
         }
-        Inventory::Failed(e) => return w.failed(ctx, INVENTORY_ASSIGNED, e).await,
+        Inventory::Failed(e) => return stop(w.failed(ctx, INVENTORY_ASSIGNED, e).await),
     };
     let ports: Vec<Port> = agents
         .iter()
         .map(|a| agent_port(w.id(), a, &attachment.subnet, &attachment.security_groups))
         .collect();
-    let fabric = net.managers.fabric.clone();
 
-    if !w.done(NETWORKING_CONFIGURED) {
-        let attached = timed(
-            KIND,
-            "networking",
-            // Known VIPs go along, so re-running this step never withdraws them.
-            attach_ports_allowing(&fabric, &net.vn_id, &ports, &recorded_vips(&w.obj)),
-        )
-        .await;
-        if let Err(e) = attached {
-            return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
-        }
-        let m = format!(
-            "{} agent port(s) moved from the parking network to {}",
-            ports.len(),
-            describe(&subnet)
-        );
-        w.set(NETWORKING_CONFIGURED, true, "PortsAttached", m);
-    }
-
-    let leases = match timed(KIND, "ip_discovery", discover(&fabric, &ports)).await {
-        Ok(l) => l,
-        Err(e) => return w.failed(ctx, IP_DISCOVERY_COMPLETE, e).await,
-    };
-    let wanted = wanted_families(&ports, std::slice::from_ref(&subnet));
-    let partial_ok =
-        since_condition(w.obj.conditions(), NETWORKING_CONFIGURED) >= SECOND_FAMILY_GRACE;
-    let missing = describe_missing(&ports, &leases, &wanted, partial_ok);
-    if !missing.is_empty() {
-        let missing_hosts: Vec<String> = ports
-            .iter()
-            .zip(&leases)
-            .filter(|(_, l)| l.is_empty())
-            .map(|(p, _)| format!("{} {}", p.host, p.mac_address))
-            .collect();
-        let waited = since_condition(w.obj.conditions(), NETWORKING_CONFIGURED);
-        if waited >= ctx.ip_discovery_timeout {
-            let m = format!(
-                "agent(s) without a DHCP lease after {}s: {}; still retrying",
-                ctx.ip_discovery_timeout.as_secs_f64(),
-                missing_hosts.join(", ")
-            );
-            w.set(IP_DISCOVERY_TIMEOUT, true, "Timeout", m);
-        }
-        let m = format!(
-            "waiting for the DHCP lease of {} agent(s): {}",
-            missing.len(),
-            missing_hosts.join(", ")
-        );
-        let poll = Action::After(lease_poll(ctx));
-        return w
-            .wait(ctx, IP_DISCOVERY_COMPLETE, "WaitingForLease", m, poll)
-            .await;
-    }
-    if condition(w.obj.conditions(), IP_DISCOVERY_TIMEOUT).is_some() {
-        w.set(
-            IP_DISCOVERY_TIMEOUT,
-            false,
-            "AddressesDiscovered",
-            "every agent has an address",
-        );
-    }
-    w.set(
-        IP_DISCOVERY_COMPLETE,
-        true,
-        "AddressesDiscovered",
-        "every agent has an address",
+    let summary = format!(
+        "{} agent port(s) moved from the parking network to {}",
+        ports.len(),
+        describe(&subnet)
     );
+    // Known VIPs go along, so re-running this step never withdraws them.
+    let vips = recorded_vips(&w.obj);
+    network_phase::attach(ctx, w, &net, &ports, &vips, summary).await?;
+
+    let awaited = Awaited::Agents(ctx.ip_discovery_timeout);
+    let leases = network_phase::discover(ctx, w, &net, &ports, awaited).await?;
     let status = w.obj.status.get_or_insert_with(Default::default);
     for (agent, lease) in agents.iter().zip(&leases) {
         let (v4, v6) = lease_strings(lease);
@@ -505,14 +443,16 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
         }
     }
 
-    let (api_vip, ingress_vip) = match ensure_vips(ctx, &mut w, &subnet).await? {
+    let (api_vip, ingress_vip) = match ensure_vips(ctx, w, &subnet).await? {
         Vips::Allocated(a, i) => (a, i),
         Vips::Exhausted(m) => {
-            return w
-                .wait(ctx, PROVISIONING_COMPLETE, "NoFreeVIP", m, Action::Retry)
-                .await;
+            let retry = Action::Retry;
+            return stop(
+                w.wait(ctx, PROVISIONING_COMPLETE, "NoFreeVIP", m, retry)
+                    .await,
+            );
         }
-        Vips::Failed(e) => return w.failed(ctx, PROVISIONING_COMPLETE, e).await,
+        Vips::Failed(e) => return stop(w.failed(ctx, PROVISIONING_COMPLETE, e).await),
     };
     // The agents answer for the VIPs: their ports may send from them and traffic to them is
     // filtered by the cluster's groups. Re-applied (one idempotent call per agent, no store
@@ -522,27 +462,14 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
         let allowed = timed(
             KIND,
             "vips_allowed",
-            attach_ports_allowing(&fabric, &net.vn_id, &ports, &vips),
+            network_phase::attach_ports(&net.managers.fabric, &net.vn_id, &ports, &vips),
         )
         .await;
         if let Err(e) = allowed {
-            return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
+            return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
         }
-    }
 
-    if !w.done(PROVISIONING_COMPLETE) {
-        let Some(provisioner) = ctx.provisioner.clone() else {
-            let m = NO_PROVISIONER.to_string();
-            return w
-                .wait(
-                    ctx,
-                    PROVISIONING_COMPLETE,
-                    "NoProvisioner",
-                    m,
-                    Action::Retry,
-                )
-                .await;
-        };
+        let provisioner = provisioner(ctx, w, PROVISIONING_COMPLETE).await?;
         let request = ProvisionClusterRequest {
             cluster_id: w.id().to_string(),
             template: spec.template.clone(),
@@ -553,7 +480,7 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
                     host_id: a.host_id.clone(),
                     node_set: a.node_set.clone(),
                     mac_address: a.mac.clone(),
-                    ip_address: super::workload::lease_primary(l),
+                    ip_address: lease_primary(l),
                 })
                 .collect(),
             api_vip,
@@ -566,7 +493,7 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
         )
         .await;
         if let Err(e) = provisioned {
-            return w.failed(ctx, PROVISIONING_COMPLETE, e).await;
+            return stop(w.failed(ctx, PROVISIONING_COMPLETE, e).await);
         }
         let m = format!("cluster installed on {} agent(s)", agents.len());
         w.set(PROVISIONING_COMPLETE, true, "Provisioned", m);
@@ -577,43 +504,26 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
         .status
         .get_or_insert_with(Default::default)
         .external_ip_address = external;
-    w.obj.set_state(pb::Cluster::READY);
-    w.obj.set_message(String::new());
-    let started = Instant::now();
-    let mut tx = ctx.store.begin().await?;
-    for a in &agents {
-        set_host_state(&mut *tx, &a.host_id, w.id(), pb::HostState::Assigned).await?;
-    }
-    let written = w.write_in(&mut *tx).await?;
-    tx.commit().await?;
-    w.written(written);
-    crate::metrics::workload_phase(KIND.collection(), "assign", started.elapsed());
-    Ok(Action::Done)
+    let hosts: Vec<&str> = agents.iter().map(|a| a.host_id.as_str()).collect();
+    w.ready_with_hosts(ctx, &hosts).await?;
+    Ok(())
 }
 
 /// `deprovision_cluster`, VIPs released, ports back to parking, hosts FREE and finalizer gone.
-async fn delete(
-    ctx: &ReconcileCtx,
-    rec: Record,
-    cluster: pb::Cluster,
-) -> Result<Action, ReconcileError> {
-    if !has_finalizer(&rec) {
-        return Ok(Action::Done);
-    }
+async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
+    let cluster: pb::Cluster = decode(&rec)?;
     let mut w = Work::new(rec, cluster);
     let spec = w.obj.spec.clone().unwrap_or_default();
-    match ctx.provisioner.clone() {
-        Some(p) => {
-            let done = timed(KIND, "deprovisioning", p.deprovision_cluster(w.id())).await;
-            if let Err(e) = done {
-                return w.delete_failed(ctx, e).await;
-            }
-        }
-        None if is_true(w.obj.conditions(), PROVISIONING_COMPLETE) => {
-            let m = "waiting for a provisioner to tear the cluster down: none is configured";
-            return w.delete_failed(ctx, OpError::transient(m)).await;
-        }
-        None => {}
+    let id = w.id().to_string();
+    let torn_down = deprovision(
+        ctx,
+        &mut w,
+        PROVISIONING_COMPLETE,
+        "tear the cluster down",
+        |p| async move { p.deprovision_cluster(&id).await },
+    );
+    if let Some(not_yet) = torn_down.await? {
+        return Ok(not_yet);
     }
     let status = w.obj.status.get_or_insert_with(Default::default);
     if !status.api_endpoint.is_empty() || !status.ingress_endpoint.is_empty() {
@@ -651,47 +561,5 @@ async fn delete(
             return w.delete_failed(ctx, e).await;
         }
     }
-    finalize_with_hosts(ctx, &w.rec, &hosts).await
-}
-
-/// The address of the READY ExternalIPAttachment to the cluster's API endpoint ("" if none).
-async fn api_external_ip(ctx: &ReconcileCtx, cluster_id: &str) -> Result<String, ReconcileError> {
-    let mut found = Vec::new();
-    for r in ctx.store.referrers(cluster_id).await? {
-        if r.source_kind != Kind::ExternalIpAttachment || r.field != "spec.cluster" {
-            continue;
-        }
-        let Some(rec) = ctx.store.get(&r.source).await? else {
-            continue;
-        };
-        if rec.deleted_at.is_some() {
-            continue;
-        }
-        let att: pb::ExternalIpAttachment = rec.decode()?;
-        let (Some(spec), Some(status)) = (att.spec, att.status) else {
-            continue;
-        };
-        if spec.target_endpoint == pb::ExternalIpAttachmentEndpoint::Api as i32
-            && status.state == pb::ExternalIpAttachmentState::Ready as i32
-            && !status.external_ip_address.is_empty()
-        {
-            found.push((rec.id.clone(), status.external_ip_address));
-        }
-    }
-    found.sort();
-    Ok(found.into_iter().next().map(|(_, a)| a).unwrap_or_default())
-}
-
-/// A converged cluster: only the external address (from attachments) may change.
-async fn refresh_external_ip(
-    ctx: &ReconcileCtx,
-    w: &mut Work<pb::Cluster>,
-) -> Result<Action, ReconcileError> {
-    let external = api_external_ip(ctx, w.id()).await?;
-    let status = w.obj.status.get_or_insert_with(Default::default);
-    if status.external_ip_address != external {
-        status.external_ip_address = external;
-        w.write(ctx).await?;
-    }
-    Ok(Action::Done)
+    release_with_hosts(ctx, &w.rec, &hosts).await
 }

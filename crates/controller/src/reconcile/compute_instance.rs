@@ -3,21 +3,18 @@
 //! RUNNING with per-attachment addresses and `internal_ip_address` (the primary's).
 //! Deletion: `delete_vm`, then the ports, then the finalizer.
 
+use osac_backends::OpError;
 use osac_backends::provision::{BootVmRequest, Nic};
 use osac_model::{Kind, pb};
 use osac_store::Record;
 
+use super::finalizer::{self, Cleanup};
+use super::network_phase::{self, Awaited, Port, detach_ports, managers_for_delete};
 use super::workload::{
-    HOSTING_CLUSTER_ANNOTATION, IP_DISCOVERY_COMPLETE, NETWORKING_CONFIGURED, NO_PROVISIONER,
-    PROVISIONED, Port, Resolved, SECOND_FAMILY_GRACE, Work, Workload, attach_ports,
-    describe_missing, detach_ports, discover, external_ip_of, hosting_cluster_for, is_true,
-    lease_poll, lease_primary, lease_strings, managers_for_delete, resolve_network,
-    since_condition, timed, vm_mac, wanted_families,
+    NETWORKING_CONFIGURED, PROVISIONED, Step, Work, deprovision, external_ip_of, outcome,
+    provisioner, stop, timed,
 };
-use super::{
-    Action, Object, ReconcileCtx, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, finalize,
-    has_finalizer, settled,
-};
+use super::{Action, Object, ReconcileCtx, ReconcileError, decode, fnv1a, settled};
 
 super::object!(pb::ComputeInstance, pb::ComputeInstanceStatus,
     pending: pb::ComputeInstanceState::Starting, ready: pb::ComputeInstanceState::Running,
@@ -31,8 +28,30 @@ super::workload::workload!(
 
 const KIND: Kind = Kind::ComputeInstance;
 
+/// Annotation of a ComputeInstance: the hosting cluster its VM runs on (chosen once).
+pub const HOSTING_CLUSTER_ANNOTATION: &str = "osac.openshift.io/hosting-cluster";
+
 /// The reference field of ExternalIPAttachments targeting a VM.
 pub(crate) const TARGET_FIELD: &str = "spec.compute_instance";
+
+/// The deterministic MAC of a VM's NIC `n`: locally administered unicast (`02:…`).
+pub fn vm_mac(instance_id: &str, n: usize) -> String {
+    let b = fnv1a(format!("{instance_id}/{n}").bytes()).to_be_bytes();
+    format!(
+        "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        b[3], b[4], b[5], b[6], b[7]
+    )
+}
+
+/// The hosting cluster a VM runs on: a stable choice from its id.
+pub fn hosting_cluster_for(instance_id: &str, clusters: &[String]) -> Option<String> {
+    if clusters.is_empty() {
+        return None;
+    }
+    let n = u64::try_from(clusters.len()).unwrap_or(1);
+    let i = usize::try_from(fnv1a(instance_id.bytes()) % n).unwrap_or(0);
+    clusters.get(i).cloned()
+}
 
 /// The NIC name of attachment `n` inside the VM.
 fn nic_name(n: usize) -> String {
@@ -58,48 +77,34 @@ fn ports(id: &str, hosting: &str, spec: &pb::ComputeInstanceSpec) -> Vec<Port> {
 }
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| cleanup(ctx, rec)).await
+}
+
+async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let vm: pb::ComputeInstance = decode(&rec)?;
-    if rec.deleted_at.is_some() {
-        return delete(ctx, rec, vm).await;
-    }
     let mut w = Work::new(rec, vm);
     if settled(&w.rec, &w.obj) {
-        return refresh_external_ip(ctx, &mut w).await;
+        let external = external_ip_of(ctx, w.id(), TARGET_FIELD, None).await?;
+        return w.refresh_external_ip(ctx, external).await;
     }
+    outcome(phases(ctx, &mut w).await)
+}
+
+/// Network, hosting cluster, boot, addresses, RUNNING.
+async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::ComputeInstance>) -> Step<()> {
     let spec = w.obj.spec.clone().unwrap_or_default();
     if spec.compute_network_attachments.is_empty() {
-        let e = osac_backends::OpError::permanent(
+        let e = OpError::permanent(
             "spec.compute_network_attachments is empty: a VM needs at least one attachment",
         );
-        return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
+        return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
     }
-    let subnets: Vec<&str> = spec
+    let attachments: Vec<(&str, &[String])> = spec
         .compute_network_attachments
         .iter()
-        .map(|a| a.subnet.as_str())
+        .map(|a| (a.subnet.as_str(), a.security_groups.as_slice()))
         .collect();
-    let sgs: Vec<&str> = spec
-        .compute_network_attachments
-        .iter()
-        .flat_map(|a| a.security_groups.iter().map(String::as_str))
-        .collect();
-    let net = match resolve_network(ctx, &subnets, &sgs).await? {
-        Resolved::Ready(n) => n,
-        Resolved::Wait(m) => {
-            return w
-                .wait(
-                    ctx,
-                    NETWORKING_CONFIGURED,
-                    "WaitingForNetwork",
-                    m,
-                    Action::Retry,
-                )
-                .await;
-        }
-        Resolved::Failed(e) => return w.failed(ctx, NETWORKING_CONFIGURED, e).await,
-    };
-    w.annotations
-        .insert(VIRTUAL_NETWORK_ANNOTATION.to_string(), net.vn_id.clone());
+    let net = network_phase::resolve(ctx, w, &attachments).await?;
     let clusters = net.managers.hosting_clusters();
     let recorded = w
         .annotations
@@ -107,41 +112,24 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
         .filter(|c| clusters.contains(c))
         .cloned();
     let Some(hosting) = recorded.or_else(|| hosting_cluster_for(w.id(), clusters)) else {
-        let e = osac_backends::OpError::permanent(
+        let e = OpError::permanent(
             "BM-only deployment: this NetworkClass has no k8s manager, so virtual machines are \
              not available",
         );
-        return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
+        return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
     };
     w.annotations
         .insert(HOSTING_CLUSTER_ANNOTATION.to_string(), hosting.clone());
     let ports = ports(w.id(), &hosting, &spec);
-    let fabric = net.managers.fabric.clone();
 
-    if !w.done(NETWORKING_CONFIGURED) {
-        let attached = timed(
-            KIND,
-            "networking",
-            attach_ports(&fabric, &net.vn_id, &ports),
-        )
-        .await;
-        if let Err(e) = attached {
-            return w.failed(ctx, NETWORKING_CONFIGURED, e).await;
-        }
-        let m = format!(
-            "{} port(s) attached on hosting cluster '{hosting}'",
-            ports.len()
-        );
-        w.set(NETWORKING_CONFIGURED, true, "PortsAttached", m);
-    }
+    let summary = format!(
+        "{} port(s) attached on hosting cluster '{hosting}'",
+        ports.len()
+    );
+    network_phase::attach(ctx, w, &net, &ports, &[], summary).await?;
 
     if !w.done(PROVISIONED) {
-        let Some(provisioner) = ctx.provisioner.clone() else {
-            let m = NO_PROVISIONER.to_string();
-            return w
-                .wait(ctx, PROVISIONED, "NoProvisioner", m, Action::Retry)
-                .await;
-        };
+        let provisioner = provisioner(ctx, w, PROVISIONED).await?;
         let request = BootVmRequest {
             instance_id: w.id().to_string(),
             hosting_cluster: hosting.clone(),
@@ -158,102 +146,37 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
                 .collect(),
         };
         if let Err(e) = timed(KIND, "provisioning", provisioner.boot_vm(&request)).await {
-            return w.failed(ctx, PROVISIONED, e).await;
+            return stop(w.failed(ctx, PROVISIONED, e).await);
         }
         let m = format!("VM booted on hosting cluster '{hosting}'");
         w.set(PROVISIONED, true, "Booted", m);
     }
 
-    let leases = match timed(KIND, "ip_discovery", discover(&fabric, &ports)).await {
-        Ok(l) => l,
-        Err(e) => return w.failed(ctx, IP_DISCOVERY_COMPLETE, e).await,
-    };
-    let wanted = wanted_families(&ports, &net.subnets);
-    let partial_ok =
-        since_condition(w.obj.conditions(), NETWORKING_CONFIGURED) >= SECOND_FAMILY_GRACE;
-    let missing = describe_missing(&ports, &leases, &wanted, partial_ok);
-    if !missing.is_empty() {
-        let m = format!("waiting for the DHCP lease of {}", missing.join(", "));
-        let poll = Action::After(lease_poll(ctx));
-        return w
-            .wait(ctx, IP_DISCOVERY_COMPLETE, "WaitingForLease", m, poll)
-            .await;
-    }
-    w.set(
-        IP_DISCOVERY_COMPLETE,
-        true,
-        "AddressesDiscovered",
-        "every attachment has an address",
-    );
-    let external = external_ip_of(ctx, w.id(), TARGET_FIELD).await?;
+    let leases = network_phase::discover(ctx, w, &net, &ports, Awaited::Nics("attachment")).await?;
+    let external = external_ip_of(ctx, w.id(), TARGET_FIELD, None).await?;
+    let (statuses, primary) =
+        network_phase::attachment_statuses(&ports, &leases, |n, _| nic_name(n));
     let status = w.obj.status.get_or_insert_with(Default::default);
-    status.compute_network_attachment_statuses = ports
-        .iter()
-        .zip(&leases)
-        .enumerate()
-        .map(|(n, (p, l))| {
-            let (v4, v6) = lease_strings(l);
-            pb::AttachmentStatus {
-                interface: nic_name(n),
-                subnet_ref: p.subnet_id.clone(),
-                ip_address: v4,
-                ipv6_address: v6,
-                primary: p.primary,
-                mac_address: p.mac_address.clone(),
-            }
-        })
-        .collect();
-    status.internal_ip_address = ports
-        .iter()
-        .zip(&leases)
-        .find(|(p, _)| p.primary)
-        .map(|(_, l)| lease_primary(l))
-        .unwrap_or_default();
+    status.compute_network_attachment_statuses = statuses;
+    status.internal_ip_address = primary;
     status.external_ip_address = external;
     w.obj.set_state(pb::ComputeInstance::READY);
     w.obj.set_message(String::new());
     w.write(ctx).await?;
-    Ok(Action::Done)
-}
-
-/// A converged VM: only the external address (from attachments) may change.
-async fn refresh_external_ip(
-    ctx: &ReconcileCtx,
-    w: &mut Work<pb::ComputeInstance>,
-) -> Result<Action, ReconcileError> {
-    let external = external_ip_of(ctx, w.id(), TARGET_FIELD).await?;
-    let status = w.obj.status.get_or_insert_with(Default::default);
-    if status.external_ip_address != external {
-        status.external_ip_address = external;
-        w.write(ctx).await?;
-    }
-    Ok(Action::Done)
+    Ok(())
 }
 
 /// `delete_vm`, then the ports, then the finalizer.
-async fn delete(
-    ctx: &ReconcileCtx,
-    rec: Record,
-    vm: pb::ComputeInstance,
-) -> Result<Action, ReconcileError> {
-    if !has_finalizer(&rec) {
-        return Ok(Action::Done);
-    }
+async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
+    let vm: pb::ComputeInstance = decode(&rec)?;
     let mut w = Work::new(rec, vm);
     let spec = w.obj.spec.clone().unwrap_or_default();
-    match ctx.provisioner.clone() {
-        Some(p) => {
-            if let Err(e) = timed(KIND, "deprovisioning", p.delete_vm(w.id())).await {
-                return w.delete_failed(ctx, e).await;
-            }
-        }
-        None if is_true(w.obj.conditions(), PROVISIONED) => {
-            let m = "waiting for a provisioner to delete the VM: none is configured";
-            return w
-                .delete_failed(ctx, osac_backends::OpError::transient(m))
-                .await;
-        }
-        None => {}
+    let id = w.id().to_string();
+    let deleted = deprovision(ctx, &mut w, PROVISIONED, "delete the VM", |p| async move {
+        p.delete_vm(&id).await
+    });
+    if let Some(not_yet) = deleted.await? {
+        return Ok(not_yet);
     }
     let first_subnet = spec
         .compute_network_attachments
@@ -284,5 +207,35 @@ async fn delete(
     if let Err(e) = detached {
         return w.delete_failed(ctx, e).await;
     }
-    finalize(ctx, &w.rec).await
+    Ok(Cleanup::done(w.rec))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn vm_macs_are_stable_local_and_distinct() {
+        let a = vm_mac("0190-abc", 0);
+        assert_eq!(a, vm_mac("0190-abc", 0));
+        assert!(a.starts_with("02:"));
+        assert_eq!(a.len(), 17);
+        assert_ne!(a, vm_mac("0190-abc", 1));
+        assert_ne!(a, vm_mac("0190-abd", 0));
+    }
+
+    #[test]
+    fn hosting_cluster_choice_is_stable() {
+        let clusters = vec!["a".to_string(), "b".to_string()];
+        let c = hosting_cluster_for("x", &clusters);
+        assert_eq!(c, hosting_cluster_for("x", &clusters));
+        assert!(c.is_some());
+        assert_eq!(hosting_cluster_for("x", &[]), None);
+        let spread: BTreeSet<String> = (0..32)
+            .filter_map(|i| hosting_cluster_for(&format!("vm-{i}"), &clusters))
+            .collect();
+        assert_eq!(spread.len(), 2, "ids spread over the clusters");
+    }
 }

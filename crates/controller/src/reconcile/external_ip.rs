@@ -1,134 +1,24 @@
 //! ExternalIP: the fabric allocates the address (capacity was reserved by the API), the
 //! controller reports it, keeps `status.attached` right, and on delete releases the address and
-//! gives the capacity back in the same transaction that removes the row.
+//! gives the capacity back in the same transaction that removes the row (the pool's counters
+//! are in `external_ip_pool`).
 
 use std::net::IpAddr;
 
-use ipnet::IpNet;
 use osac_backends::{AllocateExternalIpRequest, OpError, ReleaseExternalIpRequest};
 use osac_model::{Kind, pb};
-use osac_store::{Record, StoreError, Tx};
+use osac_store::Record;
 
+use super::external_ip_pool::{adjust_pool, pool_cidrs};
+use super::finalizer::{self, Cleanup};
 use super::{
-    Action, Object, ReconcileCtx, ReconcileError, decode, delete_failed, has_finalizer, op_failed,
-    save, settled, succeeded,
+    Action, Object, ReconcileCtx, ReconcileError, decode, op_failed, save, settled, succeeded,
 };
 
 super::object!(pb::ExternalIp, pb::ExternalIpStatus,
     pending: pb::ExternalIpState::Pending, ready: pb::ExternalIpState::Allocated,
     failed: pb::ExternalIpState::Failed, deleting: pb::ExternalIpState::Deleting,
     delete_failed: None);
-
-/// The counters of a pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolCounts {
-    /// Assignable addresses of the pool's CIDRs.
-    pub total: i64,
-    /// ExternalIPs holding capacity in the pool (including ones being deleted).
-    pub allocated: i64,
-    /// `total - allocated`, never negative.
-    pub available: i64,
-}
-
-/// Recomputes a pool's `status.total/allocated/available` inside `tx` and writes them when they
-/// changed. The pool row is locked first, so concurrent reservations serialise on it. Allocated
-/// = ExternalIPs that reference the pool through `spec.pool` as seen by `tx` (an ExternalIP
-/// removed earlier in the same transaction no longer counts; one inserted does). Returns None
-/// when the pool does not exist.
-pub async fn recount_pool(
-    tx: &mut dyn Tx,
-    pool_id: &str,
-) -> Result<Option<PoolCounts>, StoreError> {
-    recount_with(tx, pool_id, None).await
-}
-
-/// Moves a pool's stored `allocated` counter by `delta` inside `tx` (the pool row is locked
-/// first): O(1), for the hot paths that reserve (API create) or release (row removal) exactly
-/// one address in the same transaction. The pool controller's [`recount_pool`] stays the
-/// source of truth and corrects any drift. Returns None when the pool does not exist.
-pub async fn adjust_pool(
-    tx: &mut dyn Tx,
-    pool_id: &str,
-    delta: i64,
-) -> Result<Option<PoolCounts>, StoreError> {
-    let Some(rec) = tx.lock(pool_id).await? else {
-        return Ok(None);
-    };
-    if rec.kind != Kind::ExternalIpPool {
-        return Ok(None);
-    }
-    let mut pool: pb::ExternalIpPool = rec.decode()?;
-    let stored = pool.status.as_ref().map_or(0, |s| s.allocated);
-    let counts = counts_for(&pool, (stored + delta).max(0));
-    let status = pool.status.get_or_insert_with(Default::default);
-    status.total = counts.total;
-    status.allocated = counts.allocated;
-    status.available = counts.available;
-    let mut next = rec.clone();
-    next.encode(&pool)?;
-    if next != rec {
-        tx.update(&next).await?;
-    }
-    Ok(Some(counts))
-}
-
-/// [`recount_pool`], optionally also setting the pool's state and message.
-pub(crate) async fn recount_with(
-    tx: &mut dyn Tx,
-    pool_id: &str,
-    state: Option<(i32, String)>,
-) -> Result<Option<PoolCounts>, StoreError> {
-    let Some(rec) = tx.lock(pool_id).await? else {
-        return Ok(None);
-    };
-    if rec.kind != Kind::ExternalIpPool {
-        return Ok(None);
-    }
-    let mut pool: pb::ExternalIpPool = rec.decode()?;
-    let refs = tx.referrers(pool_id).await?;
-    let allocated = refs
-        .iter()
-        .filter(|r| r.source_kind == Kind::ExternalIp && r.field == "spec.pool")
-        .count();
-    let counts = counts_for(&pool, i64::try_from(allocated).unwrap_or(i64::MAX));
-    let status = pool.status.get_or_insert_with(Default::default);
-    status.total = counts.total;
-    status.allocated = counts.allocated;
-    status.available = counts.available;
-    if let Some((state, message)) = state {
-        status.state = state;
-        status.message = message;
-    }
-    let mut next = rec.clone();
-    next.encode(&pool)?;
-    if next != rec {
-        crate::events::update(tx, &rec, &next).await?;
-    }
-    Ok(Some(counts))
-}
-
-/// Counters of `pool` with `allocated` addresses taken (unparseable CIDRs count as empty).
-pub(crate) fn counts_for(pool: &pb::ExternalIpPool, allocated: i64) -> PoolCounts {
-    let nets = pool_cidrs(pool);
-    let total = osac_model::net::total_capacity(&nets);
-    PoolCounts {
-        total,
-        allocated,
-        available: total.saturating_sub(allocated).max(0),
-    }
-}
-
-fn pool_cidrs(pool: &pb::ExternalIpPool) -> Vec<IpNet> {
-    pool.spec
-        .as_ref()
-        .map(|s| {
-            s.cidrs
-                .iter()
-                .filter_map(|c| osac_model::net::parse_any_cidr("spec.cidrs", c).ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// The pool an ExternalIP draws from: `spec.pool` (the API stores its automatic choice there),
 /// else `status.pool`.
@@ -172,11 +62,13 @@ pub(crate) fn allocated_address(rec: &Record) -> Result<Option<IpAddr>, Reconcil
 }
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| cleanup(ctx, rec)).await
+}
+
+/// The fabric allocates the address once; `status.attached` follows the consumers.
+async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut eip: pb::ExternalIp = decode(&rec)?;
     let pool_id = pool_of(&eip);
-    if rec.deleted_at.is_some() {
-        return delete(ctx, rec, eip, pool_id).await;
-    }
     let attached = is_attached(ctx, &rec.id).await?;
     eip.status.get_or_insert_with(Default::default).attached = attached;
     let has_address = eip.status.as_ref().is_some_and(|s| !s.address.is_empty());
@@ -248,15 +140,11 @@ async fn managers_of_pool(ctx: &ReconcileCtx, pool_id: &str) -> Result<crate::Ma
     ctx.dispatcher.for_class(&*ctx.store, &class).await
 }
 
-async fn delete(
-    ctx: &ReconcileCtx,
-    rec: Record,
-    eip: pb::ExternalIp,
-    pool_id: String,
-) -> Result<Action, ReconcileError> {
-    if !has_finalizer(&rec) {
-        return Ok(Action::Done);
-    }
+/// The fabric releases the address; then, in one transaction, the row goes (the finalizer
+/// dropped) and the pool gets its capacity back.
+async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
+    let eip: pb::ExternalIp = decode(&rec)?;
+    let pool_id = pool_of(&eip);
     if !pool_id.is_empty() {
         let released = async {
             let managers = managers_of_pool(ctx, &pool_id).await?;
@@ -270,24 +158,20 @@ async fn delete(
         }
         .await;
         if let Err(e) = released {
-            return delete_failed(ctx, &rec, eip, e).await;
+            return Ok(Cleanup::NotYet(
+                finalizer::undo_failed(ctx, &rec, eip, e).await?,
+            ));
         }
     }
-    // Remove the row and give the capacity back atomically: lock the pool, drop our finalizer
-    // (the row goes), recount.
+    // Lock the pool first, so the count and the removal serialise with reservations.
     let mut tx = ctx.store.begin().await?;
     if !pool_id.is_empty() {
         tx.lock(&pool_id).await?;
     }
-    let mut next = rec.clone();
-    next.finalizers
-        .retain(|f| f != osac_model::FABRIC_FINALIZER);
-    let removed = crate::events::update(&mut *tx, &rec, &next)
-        .await?
-        .is_none();
+    let removed = finalizer::release_in(&mut *tx, &rec).await?;
     if removed && !pool_id.is_empty() {
         adjust_pool(&mut *tx, &pool_id, -1).await?;
     }
     tx.commit().await?;
-    Ok(Action::Done)
+    Ok(Cleanup::Released)
 }

@@ -12,10 +12,10 @@ use osac_store::{Record, Store, StoreError};
 
 use super::backend::status_message;
 use super::external_ip::allocated_address;
+use super::finalizer::{self, Cleanup};
 use super::{
-    Action, Object, ReconcileCtx, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode,
-    delete_failed, describe, failed_dependency, finalize, has_finalizer, op_failed, save,
-    save_applied, settled, waiting,
+    Action, Object, ReconcileCtx, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
+    failed_dependency, op_failed, save, save_applied, settled, waiting,
 };
 
 super::object!(pb::ExternalIpAttachment, pb::ExternalIpAttachmentStatus,
@@ -84,17 +84,22 @@ impl TargetResolver for NoWorkloads {
 }
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| cleanup(ctx, rec)).await
+}
+
+/// The DNAT is removed wherever it was programmed.
+async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
+    let att: pb::ExternalIpAttachment = decode(&rec)?;
+    let spec = att.spec.clone().unwrap_or_default();
+    let undone = undo(ctx, &rec, &spec).await;
+    finalizer::undone(ctx, rec, att, undone).await
+}
+
+/// Once the ExternalIP is ALLOCATED and the target has an IP, the fabric programs the DNAT
+/// (again when either changes).
+async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut att: pb::ExternalIpAttachment = decode(&rec)?;
     let spec = att.spec.clone().unwrap_or_default();
-    if rec.deleted_at.is_some() {
-        if !has_finalizer(&rec) {
-            return Ok(Action::Done);
-        }
-        return match undo(ctx, &rec, &spec).await {
-            Ok(()) => finalize(ctx, &rec).await,
-            Err(e) => delete_failed(ctx, &rec, att, e).await,
-        };
-    }
     let eip = ctx.store.get(&spec.external_ip).await?;
     if let Some(e) = eip.as_ref().and_then(failed_dependency) {
         return op_failed(ctx, &rec, att, e).await;

@@ -1,19 +1,26 @@
 //! Host (inventory): an idle `caas` host — FREE, a pre-booted cluster agent — has its first
 //! fabric interface on the deployment's parking network. The reconciler parks it through the
 //! default class's fabric manager (`delete_network_attachment {park: true}`, idempotent) and
-//! remembers that in [`PARKED_ANNOTATION`], so a resync costs no manager call. Reservation
-//! (FREE → RESERVED → ASSIGNED → FREE) is done by the workload reconcilers in store
-//! transactions; this reconciler never changes the state.
+//! remembers that in [`PARKED_ANNOTATION`], so a resync costs no manager call. This reconciler
+//! never changes the state.
+//!
+//! Reservation (FREE → RESERVED → ASSIGNED → FREE) is done by the workload reconcilers
+//! (BareMetalInstance: one `baremetal` host; Cluster: `caas` hosts per node set) in store
+//! transactions that also write the workload, with the primitives below: [`free_hosts`],
+//! [`reserve`], [`set_host_state`], [`owned_by`].
 
 use osac_backends::DeleteNetworkAttachmentRequest;
-use osac_model::pb;
-use osac_store::Record;
+use osac_model::{Kind, pb};
+use osac_store::{ListQuery, Record, StoreError, Tx};
 
-use super::workload::{POOL_CAAS, host_mac, host_state};
 use super::{Action, ReconcileCtx, ReconcileError, decode, describe, write};
 
 /// Annotation of a parked host: the interface that is on the parking network.
 pub const PARKED_ANNOTATION: &str = "osac.openshift.io/parked";
+
+/// Host pools: hosts for bare-metal instances, and pre-booted cluster agents.
+pub(crate) const POOL_BAREMETAL: &str = "baremetal";
+pub(crate) const POOL_CAAS: &str = "caas";
 
 /// The fabric attachment id used to park a host's port.
 pub fn parking_attachment_id(host_id: &str) -> String {
@@ -111,4 +118,130 @@ async fn show(
     next.encode(&host)?;
     write(ctx, rec, next).await?;
     Ok(action)
+}
+
+fn quoted(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+/// FREE hosts of a type and pool, in name order (inside `tx`).
+pub(crate) async fn free_hosts(
+    tx: &mut dyn Tx,
+    host_type: &str,
+    pool: &str,
+) -> Result<Vec<Record>, StoreError> {
+    let filter = format!(
+        "this.spec.host_type == {} && this.spec.pool == {} && this.status.state == \"HOST_STATE_FREE\"",
+        quoted(host_type),
+        quoted(pool)
+    );
+    let page = tx
+        .list(&ListQuery {
+            kind: Kind::Host,
+            tenant: None,
+            filter,
+            order: "metadata.name".to_string(),
+            offset: 0,
+            limit: 1000,
+        })
+        .await?;
+    Ok(page.items)
+}
+
+/// The host's state and owner.
+pub(crate) fn host_state(host: &pb::Host) -> (i32, &str) {
+    host.status
+        .as_ref()
+        .map_or((0, ""), |s| (s.state, s.assigned_to.as_str()))
+}
+
+/// Whether the host record is (still) reserved or assigned to `owner`.
+pub(crate) fn owned_by(rec: &Record, owner: &str) -> Result<bool, StoreError> {
+    if rec.kind != Kind::Host || rec.deleted_at.is_some() {
+        return Ok(false);
+    }
+    let h: pb::Host = rec.decode()?;
+    let (state, who) = host_state(&h);
+    Ok(who == owner
+        && (state == pb::HostState::Reserved as i32 || state == pb::HostState::Assigned as i32))
+}
+
+/// The RESERVED version of a locked host record when it is FREE, of `host_type` and `pool`
+/// (None otherwise). Drops the parking mark: the port is about to leave the parking network.
+pub(crate) fn reserve(
+    rec: &Record,
+    host_type: &str,
+    pool: &str,
+    owner: &str,
+) -> Result<Option<Record>, StoreError> {
+    if rec.kind != Kind::Host || rec.deleted_at.is_some() {
+        return Ok(None);
+    }
+    let mut h: pb::Host = rec.decode()?;
+    let spec = h.spec.clone().unwrap_or_default();
+    if spec.host_type != host_type
+        || spec.pool != pool
+        || host_state(&h).0 != pb::HostState::Free as i32
+    {
+        return Ok(None);
+    }
+    let status = h.status.get_or_insert_with(Default::default);
+    status.state = pb::HostState::Reserved as i32;
+    status.assigned_to = owner.to_string();
+    status.message = String::new();
+    let mut next = rec.clone();
+    next.encode(&h)?;
+    next.annotations.remove(PARKED_ANNOTATION);
+    Ok(Some(next))
+}
+
+/// Locks host `id` in `tx` and moves it to `state` if `owner` holds it (FREE clears the
+/// owner). Returns whether it was written.
+pub(crate) async fn set_host_state(
+    tx: &mut dyn Tx,
+    id: &str,
+    owner: &str,
+    state: pb::HostState,
+) -> Result<bool, StoreError> {
+    let Some(rec) = tx.lock(id).await? else {
+        return Ok(false);
+    };
+    if !owned_by(&rec, owner)? {
+        return Ok(false);
+    }
+    let mut h: pb::Host = rec.decode()?;
+    let status = h.status.get_or_insert_with(Default::default);
+    if status.state == state as i32 {
+        return Ok(false);
+    }
+    status.state = state as i32;
+    if state == pb::HostState::Free {
+        status.assigned_to = String::new();
+    }
+    status.message = String::new();
+    let mut next = rec.clone();
+    next.encode(&h)?;
+    tx.update(&next).await?;
+    Ok(true)
+}
+
+/// The MAC address of a host's interface.
+pub(crate) fn host_mac(host: &pb::Host, interface: &str) -> Option<String> {
+    host.spec.as_ref().and_then(|s| {
+        s.interfaces
+            .iter()
+            .find(|i| i.name == interface)
+            .map(|i| i.mac_address.clone())
+    })
+}
+
+/// "HostType 'name'" (or its id when it is gone), for messages.
+pub(crate) async fn host_type_label(
+    ctx: &ReconcileCtx,
+    id: &str,
+) -> Result<String, ReconcileError> {
+    Ok(match ctx.store.get(id).await? {
+        Some(r) => describe(&r),
+        None => format!("HostType '{id}'"),
+    })
 }

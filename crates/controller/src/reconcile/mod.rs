@@ -1,17 +1,24 @@
-//! One reconciler per kind (SPEC §4 dispatch table) and the helpers they share: status writes
-//! under optimistic locking, the applied-spec hash, failure handling and finalizer removal.
+//! One reconciler per kind, each in the file named for its kind (what it asks of which manager
+//! is read there), and the helpers they share: status writes under optimistic locking, the
+//! applied-spec hash, failure handling, and the finalizer that holds a deleted object until
+//! its undo succeeded ([`finalizer`]). The workload reconcilers (ComputeInstance,
+//! BareMetalInstance, Cluster) also share [`workload`] (phases and status writes),
+//! [`network_phase`] (ports, subnets, DHCP discovery) and the host inventory in [`host`].
 
 pub mod backend;
 pub mod baremetal_instance;
 pub(crate) mod cleanup;
 pub mod cluster;
 pub mod compute_instance;
+pub(crate) mod conditions;
 pub mod external_ip;
 pub mod external_ip_attachment;
 pub mod external_ip_pool;
+pub(crate) mod finalizer;
 pub mod host;
 pub mod nat_gateway;
 pub mod network_class;
+pub(crate) mod network_phase;
 pub mod security_group;
 pub mod subnet;
 pub mod targets;
@@ -19,11 +26,13 @@ pub mod tenant;
 pub mod virtual_network;
 pub(crate) mod workload;
 
+pub use finalizer::DELETE_FAILURES_ANNOTATION;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use osac_backends::OpError;
-use osac_model::{FABRIC_FINALIZER, Kind, pb};
+use osac_model::Kind;
 use osac_store::{Record, Store, StoreError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -39,18 +48,6 @@ pub const APPLIED_SPEC_ANNOTATION: &str = "osac.openshift.io/applied-spec";
 /// Annotation of an ExternalIPAttachment: the VirtualNetwork its DNAT was programmed in, so the
 /// delete can undo it even after the target is gone.
 pub const VIRTUAL_NETWORK_ANNOTATION: &str = "osac.openshift.io/virtual-network";
-
-/// Annotation counting failed undo attempts of a deleted object; a workload's cleanup gives up
-/// on it after `cleanup_retry_limit` (SPEC §6.4).
-pub const DELETE_FAILURES_ANNOTATION: &str = "osac.openshift.io/delete-failures";
-
-/// Failed undo attempts recorded on `rec`.
-pub(crate) fn delete_failures(rec: &Record) -> u32 {
-    rec.annotations
-        .get(DELETE_FAILURES_ANNOTATION)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
 
 /// Why a reconcile could not finish; the runtime backs off and retries.
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +78,8 @@ pub(crate) enum Action {
     Retry,
 }
 
-/// Everything a reconcile may use: the store, the managers and the seams for later issues.
+/// Everything a reconcile may use: the store, the managers, and the replaceable steps (target
+/// resolution, default networking, provisioning).
 pub(crate) struct ReconcileCtx {
     pub store: Arc<dyn Store>,
     pub dispatcher: Dispatcher,
@@ -187,16 +185,14 @@ pub(crate) async fn write(
     Ok(true)
 }
 
-/// Writes `obj` as the body of `rec` unless nothing changed.
+/// Writes `obj` as the body of `next` (a changed copy of `rec`) unless nothing changed.
 pub(crate) async fn save<T: Serialize>(
     ctx: &ReconcileCtx,
     rec: &Record,
     next: Record,
     obj: &T,
 ) -> Result<bool, ReconcileError> {
-    let mut next = next;
-    next.encode(obj)?;
-    write(ctx, rec, next).await
+    encode_and_write(ctx, rec, next, obj, false).await
 }
 
 /// Like [`save`], and records that the (encoded) spec got its final outcome.
@@ -206,22 +202,39 @@ pub(crate) async fn save_applied<T: Serialize>(
     next: Record,
     obj: &T,
 ) -> Result<bool, ReconcileError> {
-    let mut next = next;
+    encode_and_write(ctx, rec, next, obj, true).await
+}
+
+async fn encode_and_write<T: Serialize>(
+    ctx: &ReconcileCtx,
+    rec: &Record,
+    mut next: Record,
+    obj: &T,
+    applied: bool,
+) -> Result<bool, ReconcileError> {
     next.encode(obj)?;
-    mark_applied(&mut next);
+    if applied {
+        mark_applied(&mut next);
+    }
     write(ctx, rec, next).await
+}
+
+/// FNV-1a over `bytes`: stable hashes of ids and specs (the same in every process and
+/// release, unlike `std`'s hasher).
+pub(crate) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 /// Stable hash of the object's `spec` (FNV-1a over canonical JSON: keys sorted).
 pub(crate) fn spec_hash(body: &Value) -> String {
     let mut text = String::new();
     canonical(body.get("spec").unwrap_or(&Value::Null), &mut text);
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    format!("{:016x}", fnv1a(text.bytes()))
 }
 
 fn canonical(v: &Value, out: &mut String) {
@@ -314,48 +327,6 @@ pub(crate) async fn op_failed<T: Object>(
     Ok(Action::Done)
 }
 
-/// An undo step failed. Transient: DELETING with the message, retry with backoff. Permanent:
-/// DELETE_FAILED (where the kind has it) with the message, retried slowly in case an operator
-/// fixed the cause.
-pub(crate) async fn delete_failed<T: Object>(
-    ctx: &ReconcileCtx,
-    rec: &Record,
-    mut obj: T,
-    err: OpError,
-) -> Result<Action, ReconcileError> {
-    let (state, action) = if err.is_transient() {
-        (T::DELETING, Action::Retry)
-    } else {
-        (
-            T::DELETE_FAILED.unwrap_or(T::DELETING),
-            Action::After(ctx.config.backoff_cap),
-        )
-    };
-    let message = backend::status_message(ctx, rec, obj.message(), &err).await;
-    obj.set_state(state);
-    obj.set_message(message);
-    let mut next = rec.clone();
-    next.annotations.insert(
-        DELETE_FAILURES_ANNOTATION.to_string(),
-        (delete_failures(rec) + 1).to_string(),
-    );
-    save(ctx, rec, next, &obj).await?;
-    Ok(action)
-}
-
-/// The undo succeeded: drop our finalizer; the store removes the row when none is left.
-pub(crate) async fn finalize(ctx: &ReconcileCtx, rec: &Record) -> Result<Action, ReconcileError> {
-    let mut next = rec.clone();
-    next.finalizers.retain(|f| f != FABRIC_FINALIZER);
-    write(ctx, rec, next).await?;
-    Ok(Action::Done)
-}
-
-/// Whether the object carries our finalizer (deleted objects without it are not ours to undo).
-pub(crate) fn has_finalizer(rec: &Record) -> bool {
-    rec.finalizers.iter().any(|f| f == FABRIC_FINALIZER)
-}
-
 /// Parses the optional IPv4/IPv6 CIDR pair of a spec; a bad value is a permanent failure.
 pub(crate) fn cidrs(
     what: &str,
@@ -391,10 +362,14 @@ pub(crate) fn failed_dependency(dep: &Record) -> Option<OpError> {
     )))
 }
 
-/// The state of a VirtualNetwork record.
-pub(crate) fn vn_state(vn: &Record) -> Result<i32, ReconcileError> {
-    let v: pb::VirtualNetwork = decode(vn)?;
-    Ok(v.status.map_or(0, |s| s.state))
+/// Outcome of a precondition check.
+pub(crate) enum Resolved<T> {
+    /// Met: what the object needed.
+    Ready(T),
+    /// Not yet: the message says what the object waits for.
+    Wait(String),
+    /// Cannot work (permanent) or failed this time (transient).
+    Failed(OpError),
 }
 
 #[cfg(test)]

@@ -7,9 +7,11 @@ use osac_model::pb;
 use osac_store::Record;
 
 use super::external_ip::allocated_address;
+use super::finalizer::{self, Cleanup};
+use super::virtual_network::{undo_in_network, vn_state};
 use super::{
-    Action, Object, ReconcileCtx, ReconcileError, cidrs, decode, delete_failed, describe,
-    failed_dependency, finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
+    Action, Object, ReconcileCtx, ReconcileError, cidrs, decode, describe, failed_dependency,
+    op_failed, settled, succeeded, waiting,
 };
 
 super::object!(pb::NatGateway, pb::NatGatewayStatus,
@@ -18,30 +20,31 @@ super::object!(pb::NatGateway, pb::NatGatewayStatus,
     delete_failed: None);
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| cleanup(ctx, rec)).await
+}
+
+/// The fabric removes the SNAT.
+async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
+    let nat: pb::NatGateway = decode(&rec)?;
+    let request = DeleteNatGatewayRequest {
+        nat_gateway_id: rec.id.clone(),
+        virtual_network_id: nat
+            .spec
+            .as_ref()
+            .map(|s| s.virtual_network.clone())
+            .unwrap_or_default(),
+    };
+    let vn_id = request.virtual_network_id.clone();
+    undo_in_network(ctx, rec, nat, &vn_id, |fabric| async move {
+        fabric.delete_nat_gateway(&request).await
+    })
+    .await
+}
+
+/// Once both preconditions hold, the fabric SNATs the VirtualNetwork's CIDRs to the address.
+async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut nat: pb::NatGateway = decode(&rec)?;
     let spec = nat.spec.clone().unwrap_or_default();
-    if rec.deleted_at.is_some() {
-        if !has_finalizer(&rec) {
-            return Ok(Action::Done);
-        }
-        let deleted = async {
-            let (_, m) = ctx
-                .dispatcher
-                .for_virtual_network(&*ctx.store, &spec.virtual_network)
-                .await?;
-            m.fabric
-                .delete_nat_gateway(&DeleteNatGatewayRequest {
-                    nat_gateway_id: rec.id.clone(),
-                    virtual_network_id: spec.virtual_network.clone(),
-                })
-                .await
-        }
-        .await;
-        return match deleted {
-            Ok(()) => finalize(ctx, &rec).await,
-            Err(e) => delete_failed(ctx, &rec, nat, e).await,
-        };
-    }
     if settled(&rec, &nat) {
         return Ok(Action::Done);
     }
@@ -75,24 +78,10 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
             a
         }
     };
-    let (Some(vn), Some(address)) = (vn, address) else {
-        return waiting(
-            ctx,
-            &rec,
-            nat,
-            format!("waiting for {}", waits.join(" and ")),
-        )
-        .await;
+    let (Some(vn), Some(address), true) = (vn, address, waits.is_empty()) else {
+        let m = format!("waiting for {}", waits.join(" and "));
+        return waiting(ctx, &rec, nat, m).await;
     };
-    if !waits.is_empty() {
-        return waiting(
-            ctx,
-            &rec,
-            nat,
-            format!("waiting for {}", waits.join(" and ")),
-        )
-        .await;
-    }
     let created = async {
         let v: pb::VirtualNetwork = vn
             .decode()

@@ -4,7 +4,8 @@
 use osac_model::pb;
 use osac_store::Record;
 
-use super::{Action, Object, ReconcileCtx, ReconcileError, decode, finalize, has_finalizer, save};
+use super::finalizer::{self, Cleanup};
+use super::{Action, Object, ReconcileCtx, ReconcileError, decode, save};
 
 // A NetworkClass has no DELETING state; deletion only drops a finalizer, so PENDING stands in.
 super::object!(pb::NetworkClass, pb::NetworkClassStatus,
@@ -13,13 +14,17 @@ super::object!(pb::NetworkClass, pb::NetworkClassStatus,
     delete_failed: None);
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
-    if rec.deleted_at.is_some() {
-        return if has_finalizer(&rec) {
-            finalize(ctx, &rec).await
-        } else {
-            Ok(Action::Done)
-        };
-    }
+    finalizer::reconcile(
+        ctx,
+        rec,
+        |rec| apply(ctx, rec),
+        // Nothing is programmed for a class.
+        |rec| async { Ok(Cleanup::done(rec)) },
+    )
+    .await
+}
+
+async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut class: pb::NetworkClass = decode(&rec)?;
     if class.state() != pb::NetworkClass::READY || !class.message().is_empty() {
         class.set_state(pb::NetworkClass::READY);

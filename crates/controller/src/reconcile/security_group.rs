@@ -7,9 +7,10 @@ use osac_backends::{
 use osac_model::pb;
 use osac_store::Record;
 
+use super::finalizer::{self, Cleanup};
+use super::virtual_network::{ready_virtual_network, undo_in_network};
 use super::{
-    Action, Object, ReconcileCtx, ReconcileError, decode, delete_failed, describe,
-    failed_dependency, finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
+    Action, ReconcileCtx, ReconcileError, Resolved, decode, op_failed, settled, succeeded, waiting,
 };
 
 super::object!(pb::SecurityGroup, pb::SecurityGroupStatus,
@@ -54,47 +55,40 @@ fn to_fabric_rules(dir: &str, rules: &[pb::SecurityRule]) -> Result<Vec<Security
 }
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| cleanup(ctx, rec)).await
+}
+
+/// The fabric removes the group.
+async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
+    let sg: pb::SecurityGroup = decode(&rec)?;
+    let request = DeleteSecurityGroupRequest {
+        security_group_id: rec.id.clone(),
+        virtual_network_id: sg
+            .spec
+            .as_ref()
+            .map(|s| s.virtual_network.clone())
+            .unwrap_or_default(),
+    };
+    let vn_id = request.virtual_network_id.clone();
+    undo_in_network(ctx, rec, sg, &vn_id, |fabric| async move {
+        fabric.delete_security_group(&request).await
+    })
+    .await
+}
+
+/// Once the VirtualNetwork is READY, the fabric gets the full rule set (again after a rule
+/// change).
+async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let sg: pb::SecurityGroup = decode(&rec)?;
     let spec = sg.spec.clone().unwrap_or_default();
-    if rec.deleted_at.is_some() {
-        if !has_finalizer(&rec) {
-            return Ok(Action::Done);
-        }
-        let deleted = async {
-            let (_, m) = ctx
-                .dispatcher
-                .for_virtual_network(&*ctx.store, &spec.virtual_network)
-                .await?;
-            m.fabric
-                .delete_security_group(&DeleteSecurityGroupRequest {
-                    security_group_id: rec.id.clone(),
-                    virtual_network_id: spec.virtual_network.clone(),
-                })
-                .await
-        }
-        .await;
-        return match deleted {
-            Ok(()) => finalize(ctx, &rec).await,
-            Err(e) => delete_failed(ctx, &rec, sg, e).await,
-        };
-    }
     if settled(&rec, &sg) {
         return Ok(Action::Done);
     }
-    let Some(vn) = ctx.store.get(&spec.virtual_network).await? else {
-        let m = format!(
-            "waiting for VirtualNetwork '{}' to exist",
-            spec.virtual_network
-        );
-        return waiting(ctx, &rec, sg, m).await;
+    let vn = match ready_virtual_network(ctx, &spec.virtual_network).await? {
+        Resolved::Ready(vn) => vn,
+        Resolved::Wait(m) => return waiting(ctx, &rec, sg, m).await,
+        Resolved::Failed(e) => return op_failed(ctx, &rec, sg, e).await,
     };
-    if let Some(e) = failed_dependency(&vn) {
-        return op_failed(ctx, &rec, sg, e).await;
-    }
-    if vn_state(&vn)? != pb::VirtualNetwork::READY {
-        let m = format!("waiting for {} to be READY", describe(&vn));
-        return waiting(ctx, &rec, sg, m).await;
-    }
     let applied = async {
         let request = ApplySecurityGroupRequest {
             security_group_id: rec.id.clone(),

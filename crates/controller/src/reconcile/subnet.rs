@@ -10,9 +10,11 @@ use osac_backends::{
 use osac_model::pb;
 use osac_store::Record;
 
+use super::finalizer::{self, Cleanup};
+use super::virtual_network::ready_virtual_network;
 use super::{
-    Action, Object, ReconcileCtx, ReconcileError, cidrs, decode, delete_failed, describe,
-    failed_dependency, finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
+    Action, ReconcileCtx, ReconcileError, Resolved, cidrs, decode, op_failed, settled, succeeded,
+    waiting,
 };
 
 super::object!(pb::Subnet, pb::SubnetStatus,
@@ -26,35 +28,22 @@ fn on_cluster(cluster: &str, e: OpError) -> OpError {
 }
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| cleanup(ctx, rec)).await
+}
+
+/// Once the VirtualNetwork is READY: the fabric segment, then an overlay on every hosting
+/// cluster of the class's k8s manager.
+async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut subnet: pb::Subnet = decode(&rec)?;
     let spec = subnet.spec.clone().unwrap_or_default();
-    if rec.deleted_at.is_some() {
-        if !has_finalizer(&rec) {
-            return Ok(Action::Done);
-        }
-        return match delete(ctx, &rec.id, &spec.virtual_network).await {
-            Ok(()) => finalize(ctx, &rec).await,
-            Err(e) => delete_failed(ctx, &rec, subnet, e).await,
-        };
-    }
     if settled(&rec, &subnet) {
         return Ok(Action::Done);
     }
-    let vn = ctx.store.get(&spec.virtual_network).await?;
-    let Some(vn) = vn else {
-        let m = format!(
-            "waiting for VirtualNetwork '{}' to exist",
-            spec.virtual_network
-        );
-        return waiting(ctx, &rec, subnet, m).await;
+    let vn = match ready_virtual_network(ctx, &spec.virtual_network).await? {
+        Resolved::Ready(vn) => vn,
+        Resolved::Wait(m) => return waiting(ctx, &rec, subnet, m).await,
+        Resolved::Failed(e) => return op_failed(ctx, &rec, subnet, e).await,
     };
-    if let Some(e) = failed_dependency(&vn) {
-        return op_failed(ctx, &rec, subnet, e).await;
-    }
-    if vn_state(&vn)? != pb::VirtualNetwork::READY {
-        let m = format!("waiting for {} to be READY", describe(&vn));
-        return waiting(ctx, &rec, subnet, m).await;
-    }
     let nets = match cidrs("Subnet", &spec.ipv4_cidr, &spec.ipv6_cidr) {
         Ok(n) => n,
         Err(e) => return op_failed(ctx, &rec, subnet, e).await,
@@ -117,6 +106,18 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
         }
     }
     succeeded(ctx, &rec, subnet).await
+}
+
+/// Removes the overlays and the segment.
+async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
+    let subnet: pb::Subnet = decode(&rec)?;
+    let vn_id = subnet
+        .spec
+        .as_ref()
+        .map(|s| s.virtual_network.clone())
+        .unwrap_or_default();
+    let deleted = delete(ctx, &rec.id, &vn_id).await;
+    finalizer::undone(ctx, rec, subnet, deleted).await
 }
 
 /// Overlays on every hosting cluster, then the fabric segment.

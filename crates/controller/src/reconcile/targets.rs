@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use osac_model::{Kind, pb};
 use osac_store::{Record, Store, StoreError};
 
-use super::VIRTUAL_NETWORK_ANNOTATION;
 use super::external_ip_attachment::{Target, TargetResolver};
+use super::{VIRTUAL_NETWORK_ANNOTATION, describe};
 
 /// Resolves attachment targets from the store (the default of `Controllers::new`).
 pub struct WorkloadTargets;
@@ -29,11 +29,6 @@ fn target_of(spec: &pb::ExternalIpAttachmentSpec) -> Option<(Kind, &str)> {
     } else {
         None
     }
-}
-
-/// "ComputeInstance 'web'" for messages.
-fn label(rec: &Record) -> String {
-    format!("{} '{}'", rec.kind, rec.label())
 }
 
 /// The VirtualNetwork of a workload: recorded by its controller, else its first subnet's.
@@ -79,7 +74,7 @@ impl TargetResolver for WorkloadTargets {
         if rec.deleted_at.is_some() {
             return Ok(Target::Waiting(format!(
                 "target {} is being deleted",
-                label(&rec)
+                describe(&rec)
             )));
         }
         let (ip, waiting_for) = match kind {
@@ -112,8 +107,12 @@ impl TargetResolver for WorkloadTargets {
                 (ip, what)
             }
         };
-        let waiting =
-            || Target::Waiting(format!("waiting for {} to have {waiting_for}", label(&rec)));
+        let waiting = || {
+            Target::Waiting(format!(
+                "waiting for {} to have {waiting_for}",
+                describe(&rec)
+            ))
+        };
         let Ok(ip) = ip.parse::<IpAddr>() else {
             return Ok(waiting());
         };

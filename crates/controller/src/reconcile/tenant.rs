@@ -1,6 +1,7 @@
-//! Tenant: READY once its default networking is (SPEC §6.1). The API creates the defaults in
-//! the tenant's transaction; [`LabelledDefaults`] reports on them as the
-//! `DefaultNetworkingReady` condition. A deleted tenant (refused by the API while it has
+//! Tenant: READY once every object of its default networking is READY (ALLOCATED for the NAT
+//! address), FAILED when one of them failed. The API creates the defaults in the tenant's
+//! transaction; [`LabelledDefaults`] reports on them as the `DefaultNetworkingReady`
+//! condition. A deleted tenant (refused by the API while it has
 //! workloads) removes everything it owns, consumers first, then goes.
 
 use std::collections::HashMap;
@@ -13,9 +14,9 @@ use osac_model::pb;
 use osac_store::{ListQuery, Record, Store, StoreError};
 
 use super::cleanup::request_delete;
-use super::{
-    Action, Object, ReconcileCtx, ReconcileError, decode, describe, finalize, has_finalizer, save,
-};
+use super::conditions::{condition, set_status};
+use super::finalizer::{self, Cleanup, Event};
+use super::{Action, Object, ReconcileCtx, ReconcileError, decode, describe, save};
 use crate::events;
 
 super::object!(pb::Tenant, pb::TenantStatus,
@@ -183,23 +184,17 @@ impl TenantWatch {
     }
 }
 
-fn now() -> pbjson_types::Timestamp {
-    let t = chrono::Utc::now();
-    pbjson_types::Timestamp {
-        seconds: t.timestamp(),
-        nanos: i32::try_from(t.timestamp_subsec_nanos()).unwrap_or(0),
+pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+    if Event::of(&rec) == Event::Released {
+        let name = rec.name.clone().unwrap_or_default();
+        ctx.tenant_watch.set(&name, None);
     }
+    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| teardown(ctx, rec)).await
 }
 
-pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+/// The tenant's state follows its default networking ([`DEFAULT_NETWORKING_READY`]).
+async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let name = rec.name.clone().unwrap_or_default();
-    if rec.deleted_at.is_some() {
-        if !has_finalizer(&rec) {
-            ctx.tenant_watch.set(&name, None);
-            return Ok(Action::Done);
-        }
-        return teardown(ctx, rec).await;
-    }
     let mut tenant: pb::Tenant = decode(&rec)?;
     let step = ctx.default_networking.status(&*ctx.store, &rec).await?;
     let (state, message) = match step.status {
@@ -207,27 +202,19 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
         pb::ConditionStatus::False => (pb::Tenant::FAILED, step.message.clone()),
         _ => (pb::Tenant::PENDING, step.message.clone()),
     };
-    let status = tenant.status.get_or_insert_with(Default::default);
-    let previous = status
-        .conditions
-        .iter()
-        .position(|c| c.r#type == DEFAULT_NETWORKING_READY);
-    let changed = previous.map(|i| status.conditions[i].status) != Some(step.status as i32);
-    let transition = match previous.map(|i| &status.conditions[i]) {
-        Some(c) if !changed => c.last_transition_time,
-        _ => Some(now()),
-    };
-    let condition = pb::Condition {
-        r#type: DEFAULT_NETWORKING_READY.to_string(),
-        status: step.status as i32,
-        reason: step.reason.clone(),
-        message: step.message.clone(),
-        last_transition_time: transition,
-    };
-    match previous {
-        Some(i) => status.conditions[i] = condition,
-        None => status.conditions.push(condition),
-    }
+    let conditions = &mut tenant
+        .status
+        .get_or_insert_with(Default::default)
+        .conditions;
+    let changed = condition(conditions, DEFAULT_NETWORKING_READY).map(|c| c.status)
+        != Some(step.status as i32);
+    set_status(
+        conditions,
+        DEFAULT_NETWORKING_READY,
+        step.status,
+        &step.reason,
+        step.message.clone(),
+    );
     tenant.set_state(state);
     tenant.set_message(message);
     save(ctx, &rec, rec.clone(), &tenant).await?;
@@ -261,7 +248,7 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
 /// One pass of a deleted tenant's teardown: the first tier of [`TENANT_TEARDOWN_ORDER`] that
 /// still has objects is deleted (their controllers undo them) and waited for; when nothing is
 /// left the tenant goes.
-async fn teardown(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
+async fn teardown(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
     let name = rec.name.clone().unwrap_or_default();
     ctx.tenant_watch.set(&name, Some(&rec.id));
     for tier in TENANT_TEARDOWN_ORDER {
@@ -309,8 +296,8 @@ async fn teardown(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileEr
             }
         ));
         save(ctx, &rec, rec.clone(), &tenant).await?;
-        return Ok(Action::After(Duration::from_millis(500)));
+        return Ok(Cleanup::NotYet(Action::After(Duration::from_millis(500))));
     }
     ctx.tenant_watch.set(&name, None);
-    finalize(ctx, &rec).await
+    Ok(Cleanup::done(rec))
 }
