@@ -161,7 +161,11 @@ pub async fn check_create(cx: &mut RequestCtx<'_>, kind: Kind, body: &Value) -> 
 
 /// Refuses a SecurityGroup update that adds rules beyond the tenant's rule quota. An update
 /// that does not add rules always passes (a lowered quota never blocks removing rules).
-pub async fn check_rules_update(cx: &mut RequestCtx<'_>, current: &Record, body: &Value) -> ApiResult<()> {
+pub async fn check_rules_update(
+    cx: &mut RequestCtx<'_>,
+    current: &Record,
+    body: &Value,
+) -> ApiResult<()> {
     let (old, new) = (rule_count(&current.body), rule_count(body));
     if current.kind != Kind::SecurityGroup || new <= old {
         return Ok(());

@@ -10,11 +10,11 @@ use axum::Router;
 use axum::routing::get;
 use std::time::Duration;
 
+use osac_backends::provision::{ExecProvisioner, Provisioner, SimProvisioner};
+use osac_backends::{DriverContext, Registry, SimStateStore};
 use osac_controller::{
     ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Dispatcher, ReplicaConfig,
 };
-use osac_backends::provision::{ExecProvisioner, Provisioner, SimProvisioner};
-use osac_backends::{DriverContext, Registry, SimStateStore};
 use osac_linux::provision::LinuxProvisioner;
 use osac_store::Store;
 use tokio::sync::watch;

@@ -557,7 +557,8 @@ impl Service {
             .await?
             .is_none();
         if gone {
-            let mut cx = RequestCtx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
+            let mut cx =
+                RequestCtx::new(tx.as_mut(), caller, current.tenant.clone(), &self.registry);
             resources::after_remove(&mut cx, &current).await?;
         }
         tx.commit().await?;

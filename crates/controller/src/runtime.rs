@@ -219,7 +219,11 @@ async fn resync_all(ctx: &ReconcileCtx, queue: &Queue) {
     }
 }
 
-async fn resync_loop(ctx: Arc<ReconcileCtx>, queue: Arc<Queue>, mut shutdown: watch::Receiver<bool>) {
+async fn resync_loop(
+    ctx: Arc<ReconcileCtx>,
+    queue: Arc<Queue>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let period = ctx.config.resync_interval.max(Duration::from_millis(10));
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use osac_controller::{
-    ControllerConfig, Controllers, Dispatcher, NoWorkloads, Target, TargetResolver, recount_pool,
-};
 use osac_backends::{
     DriverContext, FailureKind, MemorySimState, Operation, Registry, SimFabric, SimK8s,
+};
+use osac_controller::{
+    ControllerConfig, Controllers, Dispatcher, NoWorkloads, Target, TargetResolver, recount_pool,
 };
 use osac_model::{FABRIC_FINALIZER, Kind, pb};
 use osac_store::{Record, SqliteStore, Store, StoreError};

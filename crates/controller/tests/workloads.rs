@@ -6,14 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use osac_controller::{
-    ControllerConfig, Controllers, Dispatcher, HOSTING_CLUSTER_ANNOTATION, PARKED_ANNOTATION,
-    agent_attachment_id, vm_mac,
-};
 use osac_backends::provision::{ProvisionOp, SimMachine, SimProvisioner};
 use osac_backends::sim::PortLocation;
 use osac_backends::{
     DriverContext, FailureKind, MemorySimState, Operation, Registry, SimFabric, SimK8s,
+};
+use osac_controller::{
+    ControllerConfig, Controllers, Dispatcher, HOSTING_CLUSTER_ANNOTATION, PARKED_ANNOTATION,
+    agent_attachment_id, vm_mac,
 };
 use osac_model::{FABRIC_FINALIZER, Kind};
 use osac_store::{Record, SqliteStore, Store, StoreError};

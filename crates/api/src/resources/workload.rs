@@ -340,7 +340,12 @@ async fn label_of(cx: &mut RequestCtx<'_>, id: &str) -> ApiResult<String> {
 
 /// VMs and clusters live on hosting clusters: the network's class needs a k8s manager.
 /// `what` is "virtual machines" or "clusters"; `why` an optional explanation.
-pub async fn require_k8s(cx: &mut RequestCtx<'_>, vn: &Record, what: &str, why: &str) -> ApiResult<()> {
+pub async fn require_k8s(
+    cx: &mut RequestCtx<'_>,
+    vn: &Record,
+    what: &str,
+    why: &str,
+) -> ApiResult<()> {
     let class_id = vn
         .body
         .pointer("/spec/network_class")

@@ -12,7 +12,9 @@ use super::args::{
     EndpointArg, IpFamilyArg,
 };
 use super::kind::{Kind, Scope};
-use super::ops::{ClientCtx, check_access, load_object_file, merge, print_objects, put, strip_read_only};
+use super::ops::{
+    ClientCtx, check_access, load_object_file, merge, print_objects, put, strip_read_only,
+};
 use super::output::{emit, object_label};
 use super::parse::{
     Direction, Family, capability_field, cidr_family, parse_host_interfaces,
@@ -446,7 +448,12 @@ pub fn request_body(kind: Kind, common: &CreateCommon, flags: Value) -> anyhow::
 }
 
 /// POSTs the object, waits if asked, prints the result.
-async fn create(ctx: &ClientCtx, kind: Kind, common: &CreateCommon, flags: Value) -> anyhow::Result<()> {
+async fn create(
+    ctx: &ClientCtx,
+    kind: Kind,
+    common: &CreateCommon,
+    flags: Value,
+) -> anyhow::Result<()> {
     let verb = "create";
     check_access(kind, ctx.scope, verb, true)?;
     let body = request_body(kind, common, flags)?;

@@ -143,7 +143,9 @@ pub async fn sweep() {
     }
     let scope: Vec<String> = scope.into_iter().filter(|n| all.contains(n)).collect();
     if !scope.is_empty() {
-        match osac_linux::fabric_manager::gc_among(&osac_linux::OwnedSet::default(), Some(&scope)).await {
+        match osac_linux::fabric_manager::gc_among(&osac_linux::OwnedSet::default(), Some(&scope))
+            .await
+        {
             Ok(r) => eprintln!(
                 "dataplane sweep: removed {} namespaces, killed {} dnsmasq",
                 r.namespaces.len(),

@@ -19,7 +19,7 @@ use super::workload::{
     since_condition, timed, wanted_families,
 };
 use super::{
-    Action, ReconcileCtx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
+    Action, Object, ReconcileCtx, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
     has_finalizer, settled,
 };
 

@@ -81,7 +81,11 @@ pub(crate) async fn request_delete(
 
 /// Starts the deletion of every live object of `objs` (skipping ExternalIPs that something
 /// other than this workload's auto attachments still consumes).
-async fn delete_all(ctx: &ReconcileCtx, workload: &Record, objs: &[Record]) -> Result<(), ReconcileError> {
+async fn delete_all(
+    ctx: &ReconcileCtx,
+    workload: &Record,
+    objs: &[Record],
+) -> Result<(), ReconcileError> {
     for obj in objs.iter().filter(|o| o.deleted_at.is_none()) {
         let mut tx = ctx.store.begin().await?;
         let Some(current) = tx.lock(&obj.id).await? else {

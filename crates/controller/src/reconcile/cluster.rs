@@ -28,7 +28,7 @@ use super::workload::{
     timed, wanted_families,
 };
 use super::{
-    Action, ReconcileCtx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
+    Action, Object, ReconcileCtx, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, describe,
     has_finalizer, settled,
 };
 
@@ -592,7 +592,11 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
 }
 
 /// `deprovision_cluster`, VIPs released, ports back to parking, hosts FREE and finalizer gone.
-async fn delete(ctx: &ReconcileCtx, rec: Record, cluster: pb::Cluster) -> Result<Action, ReconcileError> {
+async fn delete(
+    ctx: &ReconcileCtx,
+    rec: Record,
+    cluster: pb::Cluster,
+) -> Result<Action, ReconcileError> {
     if !has_finalizer(&rec) {
         return Ok(Action::Done);
     }

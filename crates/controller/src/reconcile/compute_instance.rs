@@ -15,7 +15,7 @@ use super::workload::{
     since_condition, timed, vm_mac, wanted_families,
 };
 use super::{
-    Action, ReconcileCtx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, finalize,
+    Action, Object, ReconcileCtx, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, finalize,
     has_finalizer, settled,
 };
 
@@ -231,7 +231,11 @@ async fn refresh_external_ip(
 }
 
 /// `delete_vm`, then the ports, then the finalizer.
-async fn delete(ctx: &ReconcileCtx, rec: Record, vm: pb::ComputeInstance) -> Result<Action, ReconcileError> {
+async fn delete(
+    ctx: &ReconcileCtx,
+    rec: Record,
+    vm: pb::ComputeInstance,
+) -> Result<Action, ReconcileError> {
     if !has_finalizer(&rec) {
         return Ok(Action::Done);
     }

@@ -10,8 +10,8 @@ use osac_model::{Kind, pb};
 use osac_store::{Record, StoreError, Tx};
 
 use super::{
-    Action, ReconcileCtx, Object, ReconcileError, decode, delete_failed, has_finalizer, op_failed, save,
-    settled, succeeded,
+    Action, Object, ReconcileCtx, ReconcileError, decode, delete_failed, has_finalizer, op_failed,
+    save, settled, succeeded,
 };
 
 super::object!(pb::ExternalIp, pb::ExternalIpStatus,

@@ -4,16 +4,18 @@
 use std::net::IpAddr;
 
 use async_trait::async_trait;
-use osac_backends::{CreateExternalIpAttachmentRequest, DeleteExternalIpAttachmentRequest, OpError};
+use osac_backends::{
+    CreateExternalIpAttachmentRequest, DeleteExternalIpAttachmentRequest, OpError,
+};
 use osac_model::{Kind, pb};
 use osac_store::{Record, Store, StoreError};
 
 use super::backend::status_message;
 use super::external_ip::allocated_address;
 use super::{
-    Action, ReconcileCtx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode, delete_failed,
-    describe, failed_dependency, finalize, has_finalizer, op_failed, save, save_applied, settled,
-    waiting,
+    Action, Object, ReconcileCtx, ReconcileError, VIRTUAL_NETWORK_ANNOTATION, decode,
+    delete_failed, describe, failed_dependency, finalize, has_finalizer, op_failed, save,
+    save_applied, settled, waiting,
 };
 
 super::object!(pb::ExternalIpAttachment, pb::ExternalIpAttachmentStatus,
@@ -208,7 +210,11 @@ async fn pending(
 
 /// Removes the DNAT wherever it was programmed. Nothing to do when it never was, or when its
 /// VirtualNetwork (and with it the router) is gone.
-async fn undo(ctx: &ReconcileCtx, rec: &Record, spec: &pb::ExternalIpAttachmentSpec) -> Result<(), OpError> {
+async fn undo(
+    ctx: &ReconcileCtx,
+    rec: &Record,
+    spec: &pb::ExternalIpAttachmentSpec,
+) -> Result<(), OpError> {
     let vn_id = match rec.annotations.get(VIRTUAL_NETWORK_ANNOTATION) {
         Some(v) => v.clone(),
         None => match ctx.targets.resolve(&*ctx.store, spec).await {

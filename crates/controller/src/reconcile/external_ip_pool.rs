@@ -5,7 +5,7 @@ use osac_model::{Kind, pb};
 use osac_store::Record;
 
 use super::external_ip::{PoolCounts, counts_for, recount_with};
-use super::{Action, ReconcileCtx, Object, ReconcileError, decode, finalize, has_finalizer};
+use super::{Action, Object, ReconcileCtx, ReconcileError, decode, finalize, has_finalizer};
 
 super::object!(pb::ExternalIpPool, pb::ExternalIpPoolStatus,
     pending: pb::ExternalIpPoolState::Pending, ready: pb::ExternalIpPoolState::Ready,

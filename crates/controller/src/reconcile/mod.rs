@@ -175,7 +175,11 @@ pub(crate) fn decode<T: DeserializeOwned>(rec: &Record) -> Result<T, ReconcileEr
 /// Writes `next` (same id and version as `read`) unless nothing changed, with the event of a
 /// state change or of the row's removal in the same transaction. Returns whether a write
 /// happened.
-pub(crate) async fn write(ctx: &ReconcileCtx, read: &Record, next: Record) -> Result<bool, ReconcileError> {
+pub(crate) async fn write(
+    ctx: &ReconcileCtx,
+    read: &Record,
+    next: Record,
+) -> Result<bool, ReconcileError> {
     if *read == next {
         return Ok(false);
     }

@@ -8,8 +8,8 @@ use osac_store::Record;
 
 use super::external_ip::allocated_address;
 use super::{
-    Action, ReconcileCtx, Object, ReconcileError, cidrs, decode, delete_failed, describe, failed_dependency,
-    finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
+    Action, Object, ReconcileCtx, ReconcileError, cidrs, decode, delete_failed, describe,
+    failed_dependency, finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
 };
 
 super::object!(pb::NatGateway, pb::NatGatewayStatus,

@@ -4,7 +4,7 @@
 use osac_model::pb;
 use osac_store::Record;
 
-use super::{Action, ReconcileCtx, Object, ReconcileError, decode, finalize, has_finalizer, save};
+use super::{Action, Object, ReconcileCtx, ReconcileError, decode, finalize, has_finalizer, save};
 
 // A NetworkClass has no DELETING state; deletion only drops a finalizer, so PENDING stands in.
 super::object!(pb::NetworkClass, pb::NetworkClassStatus,

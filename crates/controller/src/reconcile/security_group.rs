@@ -8,8 +8,8 @@ use osac_model::pb;
 use osac_store::Record;
 
 use super::{
-    Action, ReconcileCtx, Object, ReconcileError, decode, delete_failed, describe, failed_dependency,
-    finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
+    Action, Object, ReconcileCtx, ReconcileError, decode, delete_failed, describe,
+    failed_dependency, finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
 };
 
 super::object!(pb::SecurityGroup, pb::SecurityGroupStatus,

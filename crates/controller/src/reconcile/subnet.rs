@@ -11,8 +11,8 @@ use osac_model::pb;
 use osac_store::Record;
 
 use super::{
-    Action, ReconcileCtx, Object, ReconcileError, cidrs, decode, delete_failed, describe, failed_dependency,
-    finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
+    Action, Object, ReconcileCtx, ReconcileError, cidrs, decode, delete_failed, describe,
+    failed_dependency, finalize, has_finalizer, op_failed, settled, succeeded, vn_state, waiting,
 };
 
 super::object!(pb::Subnet, pb::SubnetStatus,

@@ -13,7 +13,9 @@ use osac_model::pb;
 use osac_store::{ListQuery, Record, Store, StoreError};
 
 use super::cleanup::request_delete;
-use super::{Action, ReconcileCtx, Object, ReconcileError, decode, describe, finalize, has_finalizer, save};
+use super::{
+    Action, Object, ReconcileCtx, ReconcileError, decode, describe, finalize, has_finalizer, save,
+};
 use crate::events;
 
 super::object!(pb::Tenant, pb::TenantStatus,

@@ -5,8 +5,8 @@ use osac_model::pb;
 use osac_store::Record;
 
 use super::{
-    Action, ReconcileCtx, ReconcileError, cidrs, decode, delete_failed, finalize, has_finalizer, op_failed,
-    settled, succeeded,
+    Action, ReconcileCtx, ReconcileError, cidrs, decode, delete_failed, finalize, has_finalizer,
+    op_failed, settled, succeeded,
 };
 use crate::dispatch::network_class_of;
 

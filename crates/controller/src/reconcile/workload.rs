@@ -28,8 +28,8 @@ use serde::Serialize;
 
 use super::backend::status_message;
 use super::{
-    APPLIED_SPEC_ANNOTATION, Action, ReconcileCtx, Object, ReconcileError, VIRTUAL_NETWORK_ANNOTATION,
-    describe, spec_hash,
+    APPLIED_SPEC_ANNOTATION, Action, Object, ReconcileCtx, ReconcileError,
+    VIRTUAL_NETWORK_ANNOTATION, describe, spec_hash,
 };
 use crate::dispatch::Managers;
 use crate::metrics;
@@ -803,7 +803,10 @@ pub(crate) fn host_mac(host: &pb::Host, interface: &str) -> Option<String> {
 }
 
 /// "HostType 'name'" (or its id when it is gone), for messages.
-pub(crate) async fn host_type_label(ctx: &ReconcileCtx, id: &str) -> Result<String, ReconcileError> {
+pub(crate) async fn host_type_label(
+    ctx: &ReconcileCtx,
+    id: &str,
+) -> Result<String, ReconcileError> {
     Ok(match ctx.store.get(id).await? {
         Some(r) => describe(&r),
         None => format!("HostType '{id}'"),

@@ -5,13 +5,13 @@
 
 pub mod dnsmasq;
 pub mod gc;
-mod records;
 mod nat;
 pub mod ports;
+mod record_files;
+mod records;
 pub mod render;
 mod router;
 mod secgroup;
-mod record_files;
 mod subnet;
 mod vips;
 
@@ -25,12 +25,12 @@ use tokio::sync::Mutex;
 
 use crate::config::LinuxSettings;
 use crate::error::LinuxError;
-use records::{Model, kind};
 use record_files::RecordStore;
+use records::{Model, kind};
 
 pub use gc::{GcReport, OwnedSet, gc, gc_among};
-pub use records::{DnatRec, EipRec, PortRec, SgRec, SnatRec, SubnetRec, VnRec};
 pub use record_files::RecordStore as RecordStoreHandle;
+pub use records::{DnatRec, EipRec, PortRec, SgRec, SnatRec, SubnetRec, VnRec};
 
 /// A registered `linux` fabric manager. Operations are serialised (one kernel writer).
 pub struct LinuxFabric {
