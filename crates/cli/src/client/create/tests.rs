@@ -80,8 +80,7 @@ fn virtual_network() {
 
 #[test]
 fn subnet_and_security_group() {
-    let v =
-        tenant("create subnet --virtual-network my-net --cidr 10.0.1.0/24 --name s").unwrap();
+    let v = tenant("create subnet --virtual-network my-net --cidr 10.0.1.0/24 --name s").unwrap();
     let want = json!({
         "metadata": {"name": "s"},
         "spec": {"virtual_network": "my-net", "ipv4_cidr": "10.0.1.0/24"}
@@ -114,10 +113,9 @@ fn external_ips_and_nat() {
     );
     let v = tenant("create eip --ip-family ipv6").unwrap();
     assert_eq!(v, json!({"spec": {"ip_family": "IP_FAMILY_IPV6"}}));
-    let v = tenant(
-        "create externalipattachment --externalip my-ip --compute-instance vm1 --name att",
-    )
-    .unwrap();
+    let v =
+        tenant("create externalipattachment --externalip my-ip --compute-instance vm1 --name att")
+            .unwrap();
     assert_eq!(
         v["spec"],
         json!({"external_ip": "my-ip", "compute_instance": "vm1"})
@@ -146,9 +144,8 @@ fn external_ips_and_nat() {
     assert!(e.contains("--endpoint applies to --cluster"), "{e}");
     let e = err(tenant("create eipa --externalip ip"));
     assert!(e.contains("give the target"), "{e}");
-    let v =
-        tenant("create natgateway --virtual-network my-net --externalip nat-ip --name my-nat")
-            .unwrap();
+    let v = tenant("create natgateway --virtual-network my-net --externalip nat-ip --name my-nat")
+        .unwrap();
     assert_eq!(
         v["spec"],
         json!({"virtual_network": "my-net", "external_ip": "nat-ip"})
@@ -253,8 +250,10 @@ fn admin_objects() {
         "admin create pool --cidr 203.0.113.0/24 --ip-family ipv6",
     ));
     assert!(e.contains("one address family"), "{e}");
-    let v = admin("admin create host-type --name h100 --interface data-0:fabric --interface bmc-0:lifecycle")
-        .unwrap();
+    let v = admin(
+        "admin create host-type --name h100 --interface data-0:fabric --interface bmc-0:lifecycle",
+    )
+    .unwrap();
     let want = json!({
         "metadata": {"name": "h100"},
         "interfaces": [{"name": "data-0", "role": "fabric"}, {"name": "bmc-0", "role": "lifecycle"}]
@@ -431,8 +430,7 @@ fn cluster_spec_form() {
 
 #[test]
 fn external_ip_attachment_targets() {
-    let v =
-        tenant("create externalipattachment --externalip ip --compute-instance vm1").unwrap();
+    let v = tenant("create externalipattachment --externalip ip --compute-instance vm1").unwrap();
     assert_eq!(
         v["spec"],
         json!({"external_ip": "ip", "compute_instance": "vm1"})
@@ -450,10 +448,8 @@ fn external_ip_attachment_targets() {
     );
     assert!(try_parse("create eipa --externalip ip --cluster c1").is_err());
     assert!(
-        try_parse(
-            "create eipa --externalip ip --compute-instance a --cluster c --endpoint api"
-        )
-        .is_err()
+        try_parse("create eipa --externalip ip --compute-instance a --cluster c --endpoint api")
+            .is_err()
     );
 }
 
