@@ -1,5 +1,6 @@
 //! `osac-bench`: starts the osac-net server in-process (sim fabric) and measures the control
-//! plane's throughput goals (listed with their numbers in docs/benchmarks.md), printing one report line per measure with its goal, PASS/MISS and ratios:
+//! plane's throughput goals (listed with their numbers in docs/benchmarks.md), printing one
+//! report line per measure with its goal, PASS/MISS and ratios:
 //!
 //! 1. the raw store insert rate (32 writers, one insert per transaction, a subnet-shaped row);
 //! 2. the REST subnet create rate (32 keep-alive clients, each subnet in its own READY VN), its
