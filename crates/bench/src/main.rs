@@ -555,8 +555,6 @@ fn state_filter(value: &str, state: &str) -> String {
     )
 }
 
-/// Creates `n` VirtualNetworks (10.0.0.0/16) labelled `bench=label` and waits until all are
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ use crate::load;
 use crate::report::{Goal, Line, Report, thousands};
 use crate::{Args, Env, SN_FAILED, SN_READY, SUBNETS, VN_FAILED, VN_READY, VNS, state_filter};
 
+/// Creates `n` VirtualNetworks (10.0.0.0/16) labelled `bench=label` and waits until all are
 /// READY. Returns their ids in order.
 pub(crate) async fn create_vns(
     args: &Args,
