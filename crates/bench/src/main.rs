@@ -1,5 +1,6 @@
-//! `osac-bench`: starts the osac-net server in-process (sim fabric) and measures what issue 2
-//! asks for, printing one report line per measure with its goal, PASS/MISS and ratios:
+//! `osac-bench`: starts the osac-net server in-process (sim fabric) and measures the control
+//! plane's throughput goals (listed with their numbers in docs/benchmarks.md), printing one
+//! report line per measure with its goal, PASS/MISS and ratios:
 //!
 //! 1. the raw store insert rate (32 writers, one insert per transaction, a subnet-shaped row);
 //! 2. the REST subnet create rate (32 keep-alive clients, each subnet in its own READY VN), its
@@ -8,9 +9,9 @@
 //!    store, measured through REST);
 //! 4. the time for 10,000 subnets to reach READY;
 //! 5. the process RSS (the server runs in this process) at 100,000 objects;
-//! 6. (issue 3) 2,000 ComputeInstances, each with an ExternalIPAttachment: creates/s, time until
+//! 6. 2,000 ComputeInstances, each with an ExternalIPAttachment: creates/s, time until
 //!    every attachment is READY, end-to-end workloads/s and the controllers' phase durations;
-//! 7. (issue 4) single-call creation: 1,000 VMs each created in one call with an automatic
+//! 7. single-call creation: 1,000 VMs each created in one call with an automatic
 //!    external IP in a fresh tenant's default networking, the time until every attachment is
 //!    READY, then the time after deleting them until the pool's capacity is back.
 //!
@@ -24,14 +25,16 @@ macro_rules! progress {
 mod api;
 mod load;
 mod metrics;
+mod objects;
+mod process_stats;
 mod replicas;
 mod report;
 mod single_call;
 mod store;
+mod subnets;
 mod tls_compare;
 mod workloads;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -39,13 +42,14 @@ use clap::Parser;
 use osac_api::auth::AuthConfig;
 use osac_controller::ControllerConfig;
 use osac_server::{RunningServer, ServerConfig};
-use osac_store::Store;
 use rand::Rng;
 use serde_json::json;
 
-use crate::api::{Api, id_of};
-use crate::load::Latencies;
+use crate::api::Api;
+use crate::objects::objects_phase;
+use crate::process_stats::{Mem, loadavg, mib, proc_status_kib};
 use crate::report::{Goal, Line, Report, thousands};
+use crate::subnets::{create_phase, ready_phase};
 
 /// Benchmark of the osac-net control plane (server started in-process, simulated fabric).
 #[derive(Parser, Debug, Clone)]
@@ -126,7 +130,7 @@ struct Args {
     /// VMs created in one call each (no attachments, auto external IP) in measure 7.
     #[arg(long, default_value_t = 1_000)]
     single_call: usize,
-    /// Skip measure 7 (single-call creation, issue 4).
+    /// Skip measure 7 (single-call creation).
     #[arg(long)]
     skip_single_call: bool,
     /// Longest time one GET or LIST measurement may take (no request starts after it).
@@ -184,80 +188,6 @@ fn main() -> Result<()> {
     let report = runtime.block_on(bench(args))?;
     println!("{}", report.render());
     Ok(())
-}
-
-/// A kB figure of /proc/self/status (VmRSS, VmHWM).
-fn proc_status_kib(key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/status").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
-/// Memory of this process, attributed as far as the allocators tell.
-struct Mem {
-    rss_kib: Option<u64>,
-    /// Bytes SQLite has allocated (page caches of every connection, statements, schema).
-    sqlite: i64,
-    /// Bytes glibc malloc has handed out and not got back (includes `sqlite`).
-    heap_used: usize,
-    /// Bytes glibc malloc holds free inside its arenas (fragmentation, not returned to the OS).
-    heap_free: usize,
-}
-
-impl Mem {
-    fn now() -> Self {
-        // SAFETY: both read process-wide counters and take no pointers.
-        let sqlite = unsafe { libsqlite3_sys::sqlite3_memory_used() };
-        let (heap_used, heap_free) = heap();
-        Self {
-            rss_kib: proc_status_kib("VmRSS"),
-            sqlite,
-            heap_used,
-            heap_free,
-        }
-    }
-
-    fn rss_mib(&self) -> f64 {
-        mib(self.rss_kib)
-    }
-}
-
-impl std::fmt::Display for Mem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let m = |b: f64| b / 1048576.0;
-        write!(
-            f,
-            "RSS {:.0} MiB; malloc in use {:.0} MiB (of which SQLite {:.0} MiB), malloc free but held {:.0} MiB",
-            self.rss_mib(),
-            m(self.heap_used as f64),
-            m(self.sqlite as f64),
-            m(self.heap_free as f64)
-        )
-    }
-}
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn heap() -> (usize, usize) {
-    // SAFETY: mallinfo2 only reads the allocator's statistics.
-    let mi = unsafe { libc::mallinfo2() };
-    (mi.uordblks + mi.hblkhd, mi.fordblks)
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn heap() -> (usize, usize) {
-    (0, 0)
-}
-
-/// The 1, 5 and 15 minute load averages.
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-fn mib(kib: Option<u64>) -> f64 {
-    kib.map_or(f64::NAN, |k| k as f64 / 1024.0)
 }
 
 /// The server's URL with any password hidden.
@@ -385,7 +315,7 @@ async fn bench(args: Args) -> Result<Report> {
         (
             "server".into(),
             format!(
-                "osac-api in-process, sim fabric + sim k8s, {} reconcile workers, resync {} s",
+                "osac-server in-process, sim fabric + sim k8s, {} reconcile workers, resync {} s",
                 args.workers, args.resync_seconds
             ),
         ),
@@ -579,7 +509,7 @@ async fn phases(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mut Repo
                 report,
                 "7",
                 &format!(
-                    "{} single-call VM creates (issue 4)",
+                    "{} single-call VM creates",
                     thousands(args.single_call as f64)
                 ),
                 &e,
@@ -625,534 +555,6 @@ fn state_filter(value: &str, state: &str) -> String {
     )
 }
 
-/// Creates `n` VirtualNetworks (10.0.0.0/16) labelled `bench=label` and waits until all are
-/// READY. Returns their ids in order.
-async fn create_vns(
-    args: &Args,
-    env: &Env,
-    label: &str,
-    n: usize,
-    report: &mut Report,
-) -> Result<Vec<String>> {
-    let api = env.api.clone();
-    let label_owned = label.to_string();
-    let run = load::run(n, args.clients, move |i| {
-        let api = api.clone();
-        let body = json!({
-            "metadata": {"name": format!("{label_owned}-vn-{i}"), "labels": {"bench": label_owned}},
-            "spec": {"ipv4_cidr": "10.0.0.0/16"}
-        });
-        async move { id_of(&api.post(VNS, &body).await?) }
-    })
-    .await;
-    if let Some(e) = &run.first_error {
-        bail!("{} of {n} VirtualNetwork creates failed: {e}", run.errors);
-    }
-    let rate = run.rate();
-    let lat = run.latencies.summary();
-    let created = run.elapsed;
-    let waited = env
-        .api
-        .wait_count(
-            VNS,
-            &state_filter(label, VN_READY),
-            &state_filter(label, VN_FAILED),
-            n as i64,
-            Duration::from_secs(args.ready_timeout),
-        )
-        .await?;
-    report.details.push(format!(
-        "[{label}] {n} VirtualNetworks created in {:.2} s ({} /s; {lat}); all READY {:.2} s later",
-        created.as_secs_f64(),
-        thousands(rate),
-        waited.as_secs_f64()
-    ));
-    Ok(run.ok().collect())
-}
-
-/// Measure 2: subnet creates through REST, each in its own READY VirtualNetwork.
-async fn create_phase(
-    args: &Args,
-    env: &Env,
-    raw_rate: Option<f64>,
-    report: &mut Report,
-) -> Result<()> {
-    let n = args.creates;
-    progress!("2/5 create: {n} VirtualNetworks (untimed), waiting for READY…");
-    let vns = Arc::new(create_vns(args, env, "create", n, report).await?);
-    env.analyze(args, report, "before the subnet creates")
-        .await?;
-    let pace = args
-        .rate
-        .map_or(load::Pace::Clients(args.clients), load::Pace::Rate);
-    progress!(
-        "2/5 create: timing {n} subnet creates, {}…",
-        pace.describe()
-    );
-    let api = env.api.clone();
-    let run = load::drive(n, pace, None, move |i| {
-        let api = api.clone();
-        let body = json!({
-            "metadata": {"name": format!("create-sn-{i}"), "labels": {"bench": "create"}},
-            "spec": {"virtual_network": vns[i], "ipv4_cidr": "10.0.1.0/24"}
-        });
-        async move { id_of(&api.post(SUBNETS, &body).await?) }
-    })
-    .await;
-    if let Some(e) = &run.first_error {
-        report.warnings.push(format!(
-            "{} of {n} subnet creates failed, e.g. {e}",
-            run.errors
-        ));
-    }
-    let rate = run.rate();
-    let ok = run.results.iter().filter(|r| r.is_some()).count();
-    match raw_rate.filter(|_| matches!(pace, load::Pace::Clients(_))) {
-        Some(raw) => report.lines.push(Line {
-            id: "2".into(),
-            what: format!("subnet create via REST ({}, own VN each)", pace.describe()),
-            shown: format!("{} /s = {:.2}× raw", thousands(rate), rate / raw),
-            value: rate / raw,
-            goal: Goal::AtLeast(0.25),
-            goal_text: "≥ 0.25× raw".into(),
-            note: format!(
-                "{} creates in {:.2} s",
-                thousands(ok as f64),
-                run.elapsed.as_secs_f64()
-            ),
-        }),
-        None => report.lines.push(Line {
-            id: "2".into(),
-            what: format!("subnet create via REST ({}, own VN each)", pace.describe()),
-            shown: format!("{} /s", thousands(rate)),
-            value: f64::NAN,
-            goal: Goal::AtLeast(0.25),
-            goal_text: "≥ 0.25× raw".into(),
-            note: match pace {
-                load::Pace::Rate(_) => "open loop: the rate is what was offered".into(),
-                load::Pace::Clients(_) => "raw rate not measured (--skip-raw)".into(),
-            },
-        }),
-    }
-    report.lines.push(Line {
-        id: "".into(),
-        what: "  create latency p50 / p99".into(),
-        shown: format!(
-            "{:.1} / {:.1} ms",
-            run.latencies.pct(0.5),
-            run.latencies.pct(0.99)
-        ),
-        value: run.latencies.pct(0.99),
-        goal: Goal::AtMost(20.0),
-        goal_text: "p99 ≤ 20 ms".into(),
-        note: format!("max {:.1} ms", run.latencies.max()),
-    });
-    report.details.push(format!(
-        "[create] subnet create latency: {}",
-        run.latencies.summary()
-    ));
-    // Let the controllers finish these before the next phase, so phases do not overlap.
-    let t = Instant::now();
-    env.api
-        .wait_count(
-            SUBNETS,
-            &state_filter("create", SN_READY),
-            &state_filter("create", SN_FAILED),
-            ok as i64,
-            Duration::from_secs(args.ready_timeout),
-        )
-        .await?;
-    report.details.push(format!(
-        "[create] all {ok} subnets READY {:.2} s after the last create returned",
-        t.elapsed().as_secs_f64()
-    ));
-    Ok(())
-}
-
-/// Measure 4: `ready` subnets created through REST (spread over VNs), time until all READY.
-async fn ready_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()> {
-    let n = args.ready;
-    let per_vn = args.ready_per_vn.clamp(1, 255);
-    let n_vn = n.div_ceil(per_vn);
-    progress!("4/5 ready: {n_vn} VirtualNetworks (untimed), waiting for READY…");
-    let vns = Arc::new(create_vns(args, env, "ready", n_vn, report).await?);
-    env.analyze(args, report, "before the READY run").await?;
-    progress!("4/5 ready: creating {n} subnets ({per_vn} per VN) and waiting until all are READY…");
-    let start = Instant::now();
-    let api = env.api.clone();
-    let creating = tokio::spawn(load::run(n, args.clients, move |i| {
-        let api = api.clone();
-        // Round-robin over the VNs: consecutive creates land in different VNs.
-        let (vn, third) = (i % n_vn, 1 + i / n_vn);
-        let body = json!({
-            "metadata": {"name": format!("ready-sn-{i}"), "labels": {"bench": "ready"}},
-            "spec": {"virtual_network": vns[vn], "ipv4_cidr": format!("10.0.{third}.0/24")}
-        });
-        async move { id_of(&api.post(SUBNETS, &body).await?) }
-    }));
-    let run = creating.await?;
-    let created_after = start.elapsed();
-    if let Some(e) = &run.first_error {
-        report.warnings.push(format!(
-            "{} of {n} READY-run subnet creates failed, e.g. {e}",
-            run.errors
-        ));
-    }
-    let ok = run.results.iter().filter(|r| r.is_some()).count();
-    let wait = env
-        .api
-        .wait_count(
-            SUBNETS,
-            &state_filter("ready", SN_READY),
-            &state_filter("ready", SN_FAILED),
-            ok as i64,
-            Duration::from_secs(args.ready_timeout),
-        )
-        .await;
-    let total = start.elapsed();
-    wait?;
-    report.lines.push(Line {
-        id: "4".into(),
-        what: format!("{} subnets to READY (sim fabric)", thousands(ok as f64)),
-        shown: format!("{:.1} s", total.as_secs_f64()),
-        value: total.as_secs_f64(),
-        goal: Goal::AtMost(15.0),
-        goal_text: "≤ 15 s".into(),
-        note: format!("creates done at {:.1} s", created_after.as_secs_f64()),
-    });
-    report.details.push(format!(
-        "[ready] {ok} subnet creates in {:.2} s ({} /s; {}); all READY at {:.2} s (first create → last READY)",
-        created_after.as_secs_f64(),
-        thousands(run.rate()),
-        run.latencies.summary(),
-        total.as_secs_f64()
-    ));
-    Ok(())
-}
-
-/// The controllers' queue depth and reconcile count, read from the process's Prometheus
-/// registry (the server is in-process).
-fn controller_activity() -> (i64, u64) {
-    let mut depth = 0;
-    let mut total = 0;
-    for family in prometheus::gather() {
-        match family.name() {
-            "osac_reconcile_queue_depth" => {
-                depth += family
-                    .get_metric()
-                    .iter()
-                    .map(|m| m.get_gauge().get_value() as i64)
-                    .sum::<i64>();
-            }
-            "osac_reconcile_total" => {
-                total += family
-                    .get_metric()
-                    .iter()
-                    .map(|m| m.get_counter().get_value() as u64)
-                    .sum::<u64>();
-            }
-            _ => {}
-        }
-    }
-    (depth, total)
-}
-
-/// Waits until the controllers' queue is empty and no reconcile ran for a second.
-/// Returns how long that took and how many reconciles ran since `before` (a reconcile count).
-async fn controllers_idle(timeout: Duration, before: u64) -> Result<(Duration, u64)> {
-    let start = Instant::now();
-    let mut last = (i64::MAX, u64::MAX);
-    let mut quiet = 0;
-    loop {
-        let now = controller_activity();
-        if now.0 == 0 && now.1 == last.1 {
-            quiet += 1;
-            if quiet >= 4 {
-                return Ok((start.elapsed(), now.1 - before));
-            }
-        } else {
-            quiet = 0;
-        }
-        last = now;
-        if start.elapsed() > timeout {
-            bail!(
-                "controllers still busy after {timeout:?}: queue depth {}",
-                now.0
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// Measures 3 and 5: bulk-load up to `objects` objects, then GET/LIST through REST and RSS.
-async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -> Result<()> {
-    let store: Arc<dyn Store> = env.server.store.clone();
-    // Templates: one VN and one subnet created through the API and READY, copied by the load.
-    progress!("3/5 objects: creating the templates…");
-    let vn = id_of(&env.api.post(VNS, &json!({"metadata": {"name": "template-vn", "labels": {"bench": "template"}}, "spec": {"ipv4_cidr": "10.0.0.0/16"}})).await?)?;
-    env.api
-        .wait_count(
-            VNS,
-            &state_filter("template", VN_READY),
-            &state_filter("template", VN_FAILED),
-            1,
-            Duration::from_secs(60),
-        )
-        .await?;
-    env.api
-        .post(SUBNETS, &json!({"metadata": {"name": "template-sn", "labels": {"bench": "template"}}, "spec": {"virtual_network": vn, "ipv4_cidr": "10.0.1.0/24"}}))
-        .await?;
-    env.api
-        .wait_count(
-            SUBNETS,
-            &state_filter("template", SN_READY),
-            &state_filter("template", SN_FAILED),
-            1,
-            Duration::from_secs(60),
-        )
-        .await?;
-    let vn_template = store.get(&vn).await?.context("template VN vanished")?;
-    let sn_list = env.api.list(SUBNETS, &label_filter("template"), 1).await?;
-    let sn_id = sn_list["items"][0]["id"]
-        .as_str()
-        .context("template subnet not listed")?
-        .to_string();
-    let sn_template = store
-        .get(&sn_id)
-        .await?
-        .context("template subnet vanished")?;
-
-    let existing = store::count_all(&*store).await?;
-    let to_load = (args.objects as i64 - existing).max(0) as usize;
-    progress!(
-        "3/5 objects: {existing} objects stored; bulk-loading {to_load} more through the store…"
-    );
-    let (_, reconciles_before) = controller_activity();
-    let bulk = store::bulk_load(
-        store.clone(),
-        &vn_template,
-        &sn_template,
-        to_load,
-        args.load_batch,
-        args.load_writers,
-    )
-    .await?;
-    let stored = store::count_all(&*store).await?;
-    report.details.push(format!(
-        "[objects] bulk-loaded {} VirtualNetworks + {} subnets in {:.2} s ({} obj/s, {} per transaction); {} objects stored",
-        bulk.vns,
-        bulk.subnets,
-        bulk.elapsed.as_secs_f64(),
-        thousands((bulk.vns + bulk.subnets) as f64 / bulk.elapsed.as_secs_f64().max(1e-9)),
-        args.load_batch,
-        thousands(stored as f64)
-    ));
-    report
-        .details
-        .push(format!("memory, after the bulk load: {}", Mem::now()));
-    env.analyze(args, report, "after the bulk load").await?;
-    progress!("3/5 objects: waiting for the controllers to go idle after the load…");
-    let (settle, reconciles) =
-        controllers_idle(Duration::from_secs(args.ready_timeout), reconciles_before).await?;
-    report.details.push(format!(
-        "[objects] controllers idle {:.2} s after the load ({} reconciles during load and settling: the settled copies need no writes)",
-        settle.as_secs_f64(),
-        thousands(reconciles as f64)
-    ));
-    // The copies must have been left alone (applied-spec hash matched).
-    for id in bulk
-        .sample_ids
-        .iter()
-        .step_by((bulk.sample_ids.len() / 20).max(1))
-    {
-        if let Some(r) = store.get(id).await?
-            && r.version != 1
-        {
-            report.warnings.push(format!(
-                "bulk subnet {id} was rewritten by a controller (version {})",
-                r.version
-            ));
-            break;
-        }
-    }
-    if bulk.sample_ids.is_empty() || bulk.groups == 0 {
-        report.warnings.push(format!(
-            "only {} objects bulk-loaded: GET/LIST run against what exists",
-            bulk.subnets
-        ));
-    }
-    report.details.push(format!(
-        "memory, controllers idle at {} objects: {}",
-        thousands(stored as f64),
-        Mem::now()
-    ));
-    let get_ids = if bulk.sample_ids.is_empty() {
-        vec![sn_id.clone()]
-    } else {
-        bulk.sample_ids.clone()
-    };
-    let groups = bulk.groups.max(1);
-
-    let limit = Some(Duration::from_secs(args.phase_seconds));
-    // GET: random bulk subnets.
-    let get_ids = Arc::new(get_ids);
-    let gets = |n: usize, pace: load::Pace| {
-        let api = env.api.clone();
-        let ids = get_ids.clone();
-        load::drive(n, pace, limit, move |_| {
-            let api = api.clone();
-            let id = ids[rand::rng().random_range(0..ids.len())].clone();
-            async move {
-                let v = api.get(&format!("{SUBNETS}/{id}")).await?;
-                if v["id"] != json!(id) {
-                    bail!("GET {id} returned {v}");
-                }
-                Ok(())
-            }
-        })
-    };
-    // LIST: a random group of exactly GROUP_SIZE subnets out of all stored objects.
-    let full_groups = bulk.groups;
-    let lists = |n: usize, pace: load::Pace| {
-        let api = env.api.clone();
-        load::drive(n, pace, limit, move |_| {
-            let api = api.clone();
-            let g = rand::rng().random_range(0..groups);
-            let filter = format!("this.metadata.labels[\"bench-group\"] == \"g{g}\"");
-            async move {
-                let v = api.list(SUBNETS, &filter, 100).await?;
-                let size = v["items"].as_array().map_or(0, Vec::len);
-                if full_groups > 0 && size != store::GROUP_SIZE {
-                    bail!(
-                        "LIST {filter} returned {size} items, expected {}",
-                        store::GROUP_SIZE
-                    );
-                }
-                Ok(())
-            }
-        })
-    };
-    let pace = args
-        .read_rate
-        .map_or(load::Pace::Clients(args.clients), load::Pace::Rate);
-    let (many, one) = (load::Pace::Clients(args.clients), load::Pace::Clients(1));
-    progress!(
-        "3/5 objects: warm-up, {} GETs {}, then with 1 client…",
-        args.gets,
-        pace.describe()
-    );
-    let _ = gets(args.gets.min(500), many).await;
-    let g = gets(args.gets, pace).await;
-    let g1 = gets(args.gets.div_ceil(5), one).await;
-    let after_gets = Mem::now();
-    report
-        .details
-        .push(format!("memory, after the GETs: {after_gets}"));
-    progress!(
-        "3/5 objects: warm-up, {} LISTs {}, then with 1 client…",
-        args.lists,
-        pace.describe()
-    );
-    let _ = lists(args.lists.min(100), many).await;
-    let l = lists(args.lists, pace).await;
-    let l1 = lists(args.lists.div_ceil(5), one).await;
-    for (what, run) in [
-        ("GET", &g.errors),
-        ("LIST", &l.errors),
-        ("GET (1 client)", &g1.errors),
-        ("LIST (1 client)", &l1.errors),
-    ] {
-        if *run > 0 {
-            report
-                .warnings
-                .push(format!("{run} {what} requests failed"));
-        }
-    }
-    if let Some(e) = g.first_error.as_ref().or(l.first_error.as_ref()) {
-        report.warnings.push(format!("first GET/LIST error: {e}"));
-    }
-    let objects = thousands(stored as f64);
-    push_latency(
-        report,
-        "3",
-        &format!("GET p99 at {objects} objects ({})", pace.describe()),
-        &g.latencies,
-        5.0,
-        g.rate(),
-    );
-    push_latency(
-        report,
-        "",
-        &format!(
-            "LIST p99, label filter → {} of {objects} ({})",
-            store::GROUP_SIZE,
-            pace.describe()
-        ),
-        &l.latencies,
-        50.0,
-        l.rate(),
-    );
-    report.details.push(format!(
-        "[objects] GET,  {}: {}; {} req/s",
-        pace.describe(),
-        g.latencies.summary(),
-        thousands(g.rate())
-    ));
-    report.details.push(format!(
-        "[objects] LIST, {}: {}; {} req/s",
-        pace.describe(),
-        l.latencies.summary(),
-        thousands(l.rate())
-    ));
-    report.details.push(format!(
-        "[objects] GET,  1 client:  {}",
-        g1.latencies.summary()
-    ));
-    report.details.push(format!(
-        "[objects] LIST, 1 client:  {}",
-        l1.latencies.summary()
-    ));
-
-    // 5. RSS with the objects stored, after they were read.
-    let end = Mem::now();
-    report
-        .details
-        .push(format!("memory, after the LISTs: {end}"));
-    let rss = end.rss_mib();
-    report.lines.push(Line {
-        id: "5".into(),
-        what: format!("server RSS at {objects} objects (VmRSS)"),
-        shown: format!("{rss:.0} MiB"),
-        value: rss,
-        goal: Goal::AtMost(300.0),
-        goal_text: "≤ 300 MiB".into(),
-        note: format!(
-            "whole process, after GET+LIST; {:.0} MiB before the LISTs",
-            after_gets.rss_mib()
-        ),
-    });
-    Ok(())
-}
-
-fn push_latency(
-    report: &mut Report,
-    id: &str,
-    what: &str,
-    lat: &Latencies,
-    goal_ms: f64,
-    rate: f64,
-) {
-    report.lines.push(Line {
-        id: id.into(),
-        what: what.into(),
-        shown: format!("{:.2} ms", lat.pct(0.99)),
-        value: lat.pct(0.99),
-        goal: Goal::AtMost(goal_ms),
-        goal_text: format!("≤ {goal_ms} ms"),
-        note: format!("p50 {:.2} ms, {} req/s", lat.pct(0.5), thousands(rate)),
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1168,12 +570,6 @@ mod tests {
             "postgres://postgres@127.0.0.1/db"
         );
         assert_eq!(redact("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
-    }
-
-    #[test]
-    fn reads_proc_status() {
-        assert!(proc_status_kib("VmRSS").is_some_and(|k| k > 0));
-        assert_eq!(proc_status_kib("NoSuchKey"), None);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Measure 7 (issue 4): single-call creation. A fresh tenant gets its default networking at
+//! Measure 7: single-call creation. A fresh tenant gets its default networking at
 //! onboarding; then N VMs are created in ONE call each — no attachments (the server fills in
 //! the default subnet and security group) and `auto_external_ip_attachment` (the server creates
 //! an ExternalIP and an ExternalIPAttachment in the same transaction). Measured: create
@@ -28,9 +28,9 @@ const CLASSES: &str = "/api/private/v1/network_classes";
 const LABEL: &str = "single-call";
 const ATT_READY: &str = "this.status.state == \"EXTERNAL_IP_ATTACHMENT_STATE_READY\"";
 const ATT_FAILED: &str = "this.status.state == \"EXTERNAL_IP_ATTACHMENT_STATE_FAILED\"";
-/// Goal of issue 4: end-to-end single-call workloads per second.
+/// Goal (docs/benchmarks.md): end-to-end single-call workloads per second.
 pub const GOAL_PER_S: f64 = 400.0;
-/// Goal of issue 4: seconds from the first delete until the pool's capacity is back.
+/// Goal (docs/benchmarks.md): seconds from the first delete until the pool's capacity is back.
 pub const GOAL_RELEASE_S: f64 = 10.0;
 /// How often the bench polls while waiting.
 const POLL: Duration = Duration::from_millis(100);
@@ -153,7 +153,7 @@ async fn setup(args: &Args, env: &Env, report: &mut Report) -> Result<(String, A
     admin
         .wait_count(TENANTS, &named("READY"), &named("FAILED"), 1, timeout)
         .await
-        .context("waiting for the tenant's default networking (issue 4 onboarding)")?;
+        .context("waiting for the tenant's default networking (made at tenant onboarding)")?;
     let onboarded = onboarding.elapsed();
     let token = admin
         .post(TOKENS, &json!({"tenant": tenant, "role": "tenant-admin"}))
@@ -200,7 +200,7 @@ pub async fn single_call_phase(args: &Args, env: &Env, report: &mut Report) -> R
     let ok = run.results.iter().filter(|r| r.is_some()).count();
     if ok == 0 {
         bail!(
-            "every single-call VM create failed, e.g. {} — this needs issue 4's server side (default networking at tenant onboarding, attachments filled in from the defaults, auto_external_ip_attachment)",
+            "every single-call VM create failed, e.g. {} — this needs a server that provides single-call creation (default networking at tenant onboarding, attachments filled in from the defaults, auto_external_ip_attachment)",
             run.first_error.as_deref().unwrap_or("?")
         );
     }

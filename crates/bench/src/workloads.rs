@@ -1,4 +1,4 @@
-//! Measure 6 (issue 3): N ComputeInstances, each with an ExternalIPAttachment, created by the
+//! Measure 6: N ComputeInstances, each with an ExternalIPAttachment, created by the
 //! concurrent clients; the time until every attachment is READY, and where the controllers
 //! spent their time (`osac_workload_phase_duration_seconds`).
 
@@ -24,7 +24,7 @@ const LABEL: &str = "workloads";
 const PER_SUBNET: usize = 2_000;
 /// The most /21 subnets that fit in the VN's /16.
 const MAX_SUBNETS: usize = 32;
-/// Goal of issue 3: end-to-end workloads per second.
+/// Goal (docs/benchmarks.md): end-to-end workloads per second.
 pub const GOAL_PER_S: f64 = 400.0;
 
 /// The /21 subnets of the run: at least `wanted`, enough for `n` VMs, at most 32.

@@ -1,5 +1,5 @@
 //! The `osac` binary driven end to end against a real in-process server (SQLite, sim fabric):
-//! the SPEC §9 CLI flow for the networking resources, as a new user would type it.
+//! the CLI flow for the networking resources (create, get, update, label, delete), as a new user would type it.
 
 mod common;
 
@@ -12,20 +12,7 @@ async fn networking_flow_through_the_cli() {
     let admin = env.admin.clone();
     env.ok(&admin, &["admin", "create", "tenant", "--name", "acme"])
         .await;
-    let token = env
-        .ok(
-            &admin,
-            &[
-                "admin",
-                "create",
-                "token",
-                "--tenant",
-                "acme",
-                "--role",
-                "tenant-admin",
-            ],
-        )
-        .await;
+    let token = env.token("acme", "tenant-admin").await;
     assert!(token.starts_with("osac_"), "token printed alone: {token}");
 
     env.ok(

@@ -1,4 +1,4 @@
-//! Single-call creation as a new tenant types it (issue 4): onboarding, then
+//! Single-call creation as a new tenant types it: onboarding, then
 //! `osac create computeinstance --template small --external-ip-attachment --name vm1 --wait`
 //! (and a bare-metal server and a cluster the same way) — RUNNING with external addresses,
 //! with no networking flags at all — then deleting each returns the pool to where it was.

@@ -1,5 +1,5 @@
 //! The `osac` binary driven end to end against a real in-process server (SQLite, sim fabric,
-//! sim provisioners): the SPEC §9 CLI flow for the workloads, as a new user would type it — a
+//! sim provisioners): the documented CLI flow for the workloads (docs/workloads.md), as a new user would type it — a
 //! VM, a two-NIC bare-metal server (primary on data-0) and a three-node cluster reached through
 //! an ExternalIPAttachment to its API endpoint, all reaching RUNNING/READY, then deleted.
 
@@ -122,20 +122,7 @@ async fn workload_flow_through_the_cli() {
         &["admin", "create", "tenant", "--name", "acme", "--wait"],
     )
     .await;
-    let token = env
-        .ok(
-            &admin,
-            &[
-                "admin",
-                "create",
-                "token",
-                "--tenant",
-                "acme",
-                "--role",
-                "tenant-admin",
-            ],
-        )
-        .await;
+    let token = env.token("acme", "tenant-admin").await;
     let out = env.osac(&token, &["get", "hosts"]).await;
     assert!(!out.status.success());
     assert!(
@@ -188,7 +175,7 @@ async fn workload_flow_through_the_cli() {
         env.ok(&token, &args).await;
     }
 
-    // A VM (SPEC §9 form).
+    // A VM, in the documented `osac create computeinstance` form.
     let out = env
         .ok(
             &token,

@@ -222,20 +222,7 @@ async fn concurrent_external_ips_never_over_allocate(backend: Backend) {
         }
     }
     assert_eq!((won.len(), exhausted), (100, 100));
-    let p = s
-        .admin
-        .get(&format!("{PRIV}/external_ip_pools/hundred"))
-        .await
-        .ok();
-    assert_eq!(
-        (
-            counter(&p, "total"),
-            counter(&p, "allocated"),
-            counter(&p, "available")
-        ),
-        (100, 100, 0),
-        "{p}"
-    );
+    assert_pool_full(&s).await;
     assert_eq!(t.count("external_ips").await, 100);
 
     // Every winner gets a distinct address from the pool.
@@ -275,6 +262,16 @@ async fn concurrent_external_ips_never_over_allocate(backend: Backend) {
     let ok = results.iter().filter(|(_, r)| r.status == 200).count();
     let refused = results.iter().filter(|(_, r)| r.status == 429).count();
     assert_eq!((ok, refused), (10, 10));
+    assert_pool_full(&s).await;
+    for (_, r) in results.iter().filter(|(_, r)| r.status == 200) {
+        t.wait("external_ips", &id(&r.body), "EXTERNAL_IP_STATE_ALLOCATED")
+            .await;
+    }
+    s.finish().await;
+}
+
+/// The 100-address pool "hundred" has every address allocated, per its counters.
+async fn assert_pool_full(s: &TestServer) {
     let p = s
         .admin
         .get(&format!("{PRIV}/external_ip_pools/hundred"))
@@ -289,11 +286,6 @@ async fn concurrent_external_ips_never_over_allocate(backend: Backend) {
         (100, 100, 0),
         "{p}"
     );
-    for (_, r) in results.iter().filter(|(_, r)| r.status == 200) {
-        t.wait("external_ips", &id(&r.body), "EXTERNAL_IP_STATE_ALLOCATED")
-            .await;
-    }
-    s.finish().await;
 }
 
 /// Kind-wide provider rules hold under concurrency too: pool CIDRs never overlap, exactly one

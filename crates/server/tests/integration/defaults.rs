@@ -1,4 +1,4 @@
-//! Default networking and single-call creation (SPEC §6, issue 4): tenant onboarding creates
+//! Default networking and single-call creation (docs/defaults.md): tenant onboarding creates
 //! labelled, READY defaults in one transaction; workloads without attachments get them stored
 //! in their spec; `auto_external_ip_attachment` creates ExternalIPs and attachments in the
 //! workload's transaction (nothing persisted on exhaustion, also under concurrency); deleting a

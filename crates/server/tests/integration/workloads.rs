@@ -1,4 +1,4 @@
-//! API rules of the workload kinds (SPEC §3.3, docs/workloads.md): what a create needs, what
+//! API rules of the workload kinds (docs/workloads.md): what a create needs, what
 //! is stored (ids and resolved defaults), what an update may change, what deletes they block;
 //! ExternalIPAttachment targets. Every refused request leaves nothing behind.
 

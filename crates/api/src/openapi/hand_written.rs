@@ -1,0 +1,162 @@
+//! Routes and schemas that are not defined in proto: health, metrics, managers, dataplane
+//! garbage collection, errors.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::error::Code;
+
+use super::PATH;
+use super::routes::{json_content, ok};
+use super::schemas::{described, schema_ref};
+
+/// Routes and schemas that are not defined in proto.
+pub(super) fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMap<String, Value>) {
+    let text = |d: &str| json!({ "200": { "description": d, "content": { "text/plain": { "schema": { "type": "string" } } } } });
+    paths.insert(
+        "/healthz".into(),
+        json!({ "get": { "operationId": "healthz", "summary": "Liveness: the process serves requests", "tags": ["Operations"], "security": [], "responses": text("\"ok\".") } }),
+    );
+    paths.insert(
+        "/readyz".into(),
+        json!({ "get": { "operationId": "readyz", "summary": "Readiness: the database answers", "tags": ["Operations"], "security": [], "responses": {
+            "200": { "description": "\"ready\"; on PostgreSQL a second line with the controller shards this replica holds.", "content": { "text/plain": { "schema": { "type": "string" } } } },
+            "503": { "description": "\"database unavailable\".", "content": { "text/plain": { "schema": { "type": "string" } } } },
+        } } }),
+    );
+    paths.insert(
+        "/metrics".into(),
+        json!({ "get": { "operationId": "metrics", "summary": "Prometheus metrics (text exposition format)", "tags": ["Operations"], "security": [], "responses": text("The metrics.") } }),
+    );
+    paths.insert(
+        PATH.into(),
+        json!({ "get": { "operationId": "openapi", "summary": "This OpenAPI document", "tags": ["Operations"], "security": [], "responses": {
+            "200": { "description": "The document.", "content": json_content(json!({ "type": "object" })) }
+        } } }),
+    );
+    paths.insert(
+        "/api/private/v1/managers".into(),
+        json!({ "get": { "operationId": "private.managers.list", "summary": "List the registered managers", "tags": ["Managers"],
+            "responses": ok("Every registered manager.", schema_ref("ManagerList")) } }),
+    );
+    paths.insert(
+        "/api/private/v1/replicas".into(),
+        json!({ "get": { "operationId": "private.replicas.list", "summary": "List the control-plane replicas sharing the database and the controller shards each holds", "tags": ["Managers"],
+            "responses": ok("Every replica registered in the last hour.", schema_ref("ReplicaList")) } }),
+    );
+    paths.insert(
+        "/api/private/v1/dataplane:gc".into(),
+        json!({ "post": { "operationId": "private.dataplane.gc", "summary": "Remove kernel state of the linux dataplane that no stored object owns", "tags": ["Managers"],
+            "requestBody": { "required": false, "content": json_content(schema_ref("DataplaneGcRequest")) },
+            "responses": ok("What was removed.", schema_ref("DataplaneGcReport")) } }),
+    );
+    let codes = [
+        Code::InvalidArgument,
+        Code::Unauthenticated,
+        Code::PermissionDenied,
+        Code::NotFound,
+        Code::AlreadyExists,
+        Code::Aborted,
+        Code::FailedPrecondition,
+        Code::ResourceExhausted,
+        Code::Unavailable,
+        Code::Internal,
+    ];
+    let mapping = codes
+        .iter()
+        .map(|c| format!("{} {}", c.name(), c.http().as_u16()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    schemas.insert(
+        "Error".into(),
+        json!({
+            "type": "object",
+            "description": format!("An error; the HTTP status follows the code: {mapping}."),
+            "required": ["code", "message", "details"],
+            "properties": {
+                "code": { "type": "string", "enum": codes.iter().map(|c| c.name()).collect::<Vec<_>>(), "description": "gRPC status code name." },
+                "message": { "type": "string", "description": "What is wrong, naming the field and the rule." },
+                "details": { "type": "array", "items": {}, "description": "Always empty for now." },
+            },
+        }),
+    );
+    let strings = json!({ "type": "array", "items": { "type": "string" } });
+    schemas.insert(
+        "Manager".into(),
+        json!({
+            "type": "object",
+            "description": "A registered manager (fabric or k8s).",
+            "properties": {
+                "name": { "type": "string", "description": "Registration name, referenced by NetworkClass.fabric_manager and k8s_manager." },
+                "role": { "type": "string", "description": "fabric or k8s." },
+                "description": { "type": "string", "description": "Human description from the registration." },
+                "capabilities": described(strings.clone(), Some("Capabilities the manager declared.")),
+                "driver": { "type": "string", "description": "Driver kind, e.g. sim or linux." },
+                "hosting_clusters": described(strings.clone(), Some("Hosting clusters the manager serves.")),
+            },
+        }),
+    );
+    schemas.insert(
+        "ManagerList".into(),
+        json!({
+            "type": "object",
+            "properties": {
+                "size": { "type": "integer", "description": "Number of items." },
+                "total": { "type": "integer", "description": "Number of registered managers." },
+                "items": { "type": "array", "items": schema_ref("Manager") },
+            },
+        }),
+    );
+    schemas.insert(
+        "ReplicaList".into(),
+        json!({
+            "type": "object",
+            "properties": {
+                "shared": { "type": "boolean", "description": "Whether the store is shared by replicas (PostgreSQL); false: one process reconciles everything." },
+                "shards": { "type": "integer", "description": "Number of controller shards." },
+                "unowned_shards": { "type": "integer", "description": "Shards no live replica holds right now." },
+                "size": { "type": "integer", "description": "Number of items." },
+                "total": { "type": "integer", "description": "Number of replicas listed." },
+                "items": { "type": "array", "items": schema_ref("Replica") },
+            },
+        }),
+    );
+    schemas.insert(
+        "Replica".into(),
+        json!({
+            "type": "object",
+            "properties": {
+                "id": { "type": "string", "description": "Unique per process start." },
+                "name": { "type": "string", "description": "host:pid." },
+                "address": { "type": "string", "description": "Where it serves the API." },
+                "dataplane": { "type": "boolean", "description": "Whether it drives the linux dataplane (then it runs alone)." },
+                "live": { "type": "boolean", "description": "Its registration has not expired." },
+                "started_at": { "type": "string", "format": "date-time" },
+                "expires_at": { "type": "string", "format": "date-time", "description": "Its registration lapses then unless renewed." },
+                "shard_count": { "type": "integer" },
+                "shards": { "type": "array", "items": { "type": "integer" }, "description": "The controller shards whose lease it holds." },
+            },
+        }),
+    );
+    schemas.insert(
+        "DataplaneGcRequest".into(),
+        json!({
+            "type": "object",
+            "description": "Optional body; an empty body collects everything.",
+            "properties": { "scope": described(strings.clone(), Some("Only these namespaces; absent = all.")) },
+        }),
+    );
+    schemas.insert(
+        "DataplaneGcReport".into(),
+        json!({
+            "type": "object",
+            "properties": {
+                "namespaces": described(strings.clone(), Some("Deleted namespaces.")),
+                "bridges": described(strings.clone(), Some("Deleted bridges, as namespace/bridge.")),
+                "processes": { "type": "array", "items": { "type": "integer" }, "description": "Killed dnsmasq processes (pids)." },
+                "tables": described(strings, Some("Deleted nft tables, as namespace/family name.")),
+            },
+        }),
+    );
+}
