@@ -6,6 +6,7 @@ pub mod enums;
 pub mod filter;
 pub mod kind;
 pub mod labels;
+pub mod mac;
 pub mod net;
 pub mod quota;
 pub mod refs;
@@ -13,6 +14,7 @@ pub mod update;
 pub mod validate;
 
 pub use kind::{FABRIC_FINALIZER, Kind, Scope};
+pub use mac::MacAddress;
 pub use osac_proto::v1 as pb;
 
 /// A request field broke a rule; the message names the field and the rule.
