@@ -1,5 +1,6 @@
 //! The `sim` provisioner: machines recorded (persisted) in the sim state store, with failure
-//! injection and call counts for tests.
+//! injection and call counts for tests. It implements [`crate::provision::Provisioner`]
+//! (re-exported there) and runs on the same [`Engine`] as the sim managers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -7,20 +8,23 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{
+use super::engine::{Engine, Tables};
+use super::{FailureKind, SimError, SimStateStore, load_records};
+use crate::contract::OpError;
+use crate::provision::{
     BootVmRequest, DiscoveredNic, MachineRef, PowerState, ProvisionBareMetalRequest,
     ProvisionClusterRequest, ProvisionOp, Provisioner,
 };
-use crate::contract::OpError;
-use crate::sim::engine::{Engine, Tables};
-use crate::sim::{FailureKind, SimError, SimStateStore};
 
 /// A machine the sim provisioner knows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SimMachine {
+    /// A VM booted on a hosting cluster.
     Vm(BootVmRequest),
+    /// A bare-metal host installed for an instance.
     BareMetal(ProvisionBareMetalRequest),
+    /// A cluster built from agents.
     Cluster(ProvisionClusterRequest),
 }
 
@@ -64,28 +68,12 @@ impl Tables for PoweredOff {
     }
 }
 
-/// Loads every record of `namespace`.
-async fn load<T: for<'de> Deserialize<'de>>(
+/// Loads every record of `namespace` by key.
+async fn load<T: serde::de::DeserializeOwned>(
     store: &Arc<dyn SimStateStore>,
     namespace: &str,
 ) -> Result<BTreeMap<String, T>, SimError> {
-    let records = store
-        .load_all(namespace)
-        .await
-        .map_err(|message| SimError::Store {
-            namespace: namespace.to_string(),
-            message,
-        })?;
-    let mut out = BTreeMap::new();
-    for (key, value) in records {
-        let record: T = serde_json::from_str(&value).map_err(|e| SimError::Corrupt {
-            namespace: namespace.to_string(),
-            key: key.clone(),
-            message: e.to_string(),
-        })?;
-        out.insert(key, record);
-    }
-    Ok(out)
+    Ok(load_records(store, namespace).await?.into_iter().collect())
 }
 
 /// The sim provisioner's table: machines by workload id (the key is the workload id).
