@@ -4,7 +4,7 @@
 //! driver already holds (passed in as plain values); a refusal is [`OpError::Permanent`]:
 //! retrying the same request cannot help.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use osac_model::MacAddress;
@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::contract::{OpError, Operation};
-use crate::net::{has_host_bits, lowest_free};
+use crate::net::{has_host_bits, ipv4_gateway, ipv6_gateway, lowest_free};
 use crate::types::*;
 
 /// Largest segment id a VXLAN overlay can carry (24-bit VNI).
@@ -509,6 +509,51 @@ pub fn attachment_security_groups<'a>(
     groups.sort();
     groups.dedup();
     Ok(groups)
+}
+
+/// Refusal of a new attachment for a port another attachment holds.
+pub fn port_taken(host: &str, interface: &str, other: &str) -> OpError {
+    OpError::permanent(format!(
+        "port {host}/{interface} is already attached by network attachment '{other}'"
+    ))
+}
+
+/// Refusal of a new attachment for a MAC that already has one on the subnet.
+pub fn mac_taken(mac: &str, other: &str, subnet_id: &str) -> OpError {
+    OpError::permanent(format!(
+        "MAC {mac} already has network attachment '{other}' on subnet '{subnet_id}'"
+    ))
+}
+
+/// The addresses a new port on a subnet gets: the lowest free address of each of the
+/// subnet's families, never the gateway or an address of the VIP range; `used` says which
+/// addresses other ports hold.
+pub fn pick_port_addresses(
+    subnet_id: &str,
+    ipv4_cidr: Option<Ipv4Net>,
+    ipv6_cidr: Option<Ipv6Net>,
+    vip_cidr: Option<IpNet>,
+    used: &dyn Fn(&IpAddr) -> bool,
+) -> Result<(Option<Ipv4Addr>, Option<Ipv6Addr>), OpError> {
+    let mut blocked: Vec<IpNet> = vip_cidr.into_iter().collect();
+    blocked.extend(ipv4_cidr.map(|n| IpNet::V4(Ipv4Net::from(ipv4_gateway(n)))));
+    blocked.extend(ipv6_cidr.map(|n| IpNet::V6(Ipv6Net::from(ipv6_gateway(n)))));
+    let pick = |net: IpNet, family: &str| {
+        lowest_free(net, used, &blocked).ok_or_else(|| {
+            OpError::permanent(format!(
+                "subnet '{subnet_id}' has no free {family} address left"
+            ))
+        })
+    };
+    let ipv4 = match ipv4_cidr.map(|n| pick(IpNet::V4(n), "IPv4")).transpose()? {
+        Some(IpAddr::V4(a)) => Some(a),
+        _ => None,
+    };
+    let ipv6 = match ipv6_cidr.map(|n| pick(IpNet::V6(n), "IPv6")).transpose()? {
+        Some(IpAddr::V6(a)) => Some(a),
+        _ => None,
+    };
+    Ok((ipv4, ipv6))
 }
 
 /// A network attachment created again keeps its port (`host`, `interface`), MAC (`old_mac`)

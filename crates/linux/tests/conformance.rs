@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use common::Env;
 use osac_backends::Manager;
-use osac_backends::conformance::{FabricSuiteOptions, LeaseReporting, fabric_suite_with, k8s_suite};
+use osac_backends::conformance::{
+    FabricSuiteOptions, LeaseReporting, fabric_suite_with, k8s_suite,
+};
 use osac_linux::{cmd, names};
 
 #[tokio::test]

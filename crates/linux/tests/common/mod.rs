@@ -172,8 +172,16 @@ impl Drop for Env {
                 }
             }
         }
-        let gw4 = format!("{}/{}", osac_backends::net::ipv4_gateway(t4), t4.prefix_len());
-        let gw6 = format!("{}/{}", osac_backends::net::ipv6_gateway(t6), t6.prefix_len());
+        let gw4 = format!(
+            "{}/{}",
+            osac_backends::net::ipv4_gateway(t4),
+            t4.prefix_len()
+        );
+        let gw6 = format!(
+            "{}/{}",
+            osac_backends::net::ipv6_gateway(t6),
+            t6.prefix_len()
+        );
         for a in [gw4, gw6] {
             let _ = Sync::new("ip")
                 .args(["-n", ext, "addr", "del", &a, "dev", "ext0"])

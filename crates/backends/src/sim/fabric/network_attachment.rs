@@ -7,13 +7,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Mutex;
 
-use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
 use super::tables::{Change, Record, State, att_key};
 use super::{Plan, empty, put};
 use crate::checks;
-use crate::net::lowest_free;
 use crate::types::{
     CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, PortAddresses,
     QueryDhcpLeaseRequest,
@@ -148,41 +146,24 @@ pub(super) fn create(state: &State, r: CreateNetworkAttachmentRequest) -> Plan {
     if let Some(PortLocation::Attached { attachment_id, .. }) =
         state.port(&r.host, &r.interface).map(|p| &p.location)
     {
-        return Err(crate::OpError::permanent(format!(
-            "port {}/{} is already attached by network attachment '{attachment_id}'",
-            r.host, r.interface
-        )));
+        return Err(checks::port_taken(&r.host, &r.interface, attachment_id));
     }
     let mac = mac.to_string();
     if let Some(other) = state.leases.get(&(r.subnet_id.clone(), mac.clone())) {
-        return Err(crate::OpError::permanent(format!(
-            "MAC {mac} already has network attachment '{other}' on subnet '{}'",
-            r.subnet_id
-        )));
+        return Err(checks::mac_taken(&mac, other, &r.subnet_id));
     }
 
     let empty_set = BTreeSet::new();
     let used_set = state.subnet_addrs.get(&r.subnet_id).unwrap_or(&empty_set);
-    let used = |a: &IpAddr| used_set.contains(a);
-    let mut blocked: Vec<IpNet> = subnet.vip_cidr.into_iter().collect();
-    blocked.extend(subnet.ipv4_gateway.map(|g| IpNet::V4(Ipv4Net::from(g))));
-    blocked.extend(subnet.ipv6_gateway.map(|g| IpNet::V6(Ipv6Net::from(g))));
-    let pick = |net: IpNet, family: &str| {
-        lowest_free(net, &used, &blocked).ok_or_else(|| {
-            crate::OpError::permanent(format!(
-                "subnet '{}' has no free {family} address left",
-                r.subnet_id
-            ))
-        })
-    };
-    let ipv4_address = subnet
-        .ipv4_cidr
-        .map(|n| pick(IpNet::V4(n), "IPv4"))
-        .transpose()?;
-    let ipv6_address = subnet
-        .ipv6_cidr
-        .map(|n| pick(IpNet::V6(n), "IPv6"))
-        .transpose()?;
+    let (ipv4, ipv6) = checks::pick_port_addresses(
+        &r.subnet_id,
+        subnet.ipv4_cidr,
+        subnet.ipv6_cidr,
+        subnet.vip_cidr,
+        &|a: &IpAddr| used_set.contains(a),
+    )?;
+    let ipv4_address = ipv4.map(IpAddr::V4);
+    let ipv6_address = ipv6.map(IpAddr::V6);
 
     let port = attached_port(&r);
     let attachment = SimNetworkAttachment {

@@ -121,8 +121,16 @@ impl World {
             // `-force`: a route that vanished meanwhile must not stop the rest.
             cmd::run("ip", &["-n", ext, "-force", "-batch", "-"], Some(&batch)).await?;
         }
-        let gw4 = format!("{}/{}", osac_backends::net::ipv4_gateway(t4), t4.prefix_len());
-        let gw6 = format!("{}/{}", osac_backends::net::ipv6_gateway(t6), t6.prefix_len());
+        let gw4 = format!(
+            "{}/{}",
+            osac_backends::net::ipv4_gateway(t4),
+            t4.prefix_len()
+        );
+        let gw6 = format!(
+            "{}/{}",
+            osac_backends::net::ipv6_gateway(t6),
+            t6.prefix_len()
+        );
         for a in [gw4, gw6] {
             cmd::ip_ignore_missing(Some(ext), &["addr", "del", &a, "dev", names::EXT_BRIDGE])
                 .await
