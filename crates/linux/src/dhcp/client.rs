@@ -14,7 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::apply::{self, Applied};
 use super::netns;
 use super::packet::{CLIENT_PORT, MessageType, Reply, Request, SERVER_PORT};
-use super::worker::Worker;
+use super::worker::{Client, ClientInterface};
 
 /// Retransmission and renewal timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,19 +108,16 @@ impl<A: Clone> Shared<A> {
     }
 }
 
-/// A running client; dropping it stops the thread (leaving the address in place).
-pub struct DhcpClient {
-    config: ClientConfig,
-    worker: Worker<Applied>,
-}
+/// A running DHCPv4 client; dropping it stops the thread (leaving the address in place).
+pub type DhcpClient = Client<ClientConfig, Applied>;
 
-impl std::fmt::Debug for DhcpClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DhcpClient")
-            .field("netns", &self.config.netns)
-            .field("ifname", &self.config.ifname)
-            .field("status", &self.status())
-            .finish()
+impl ClientInterface for ClientConfig {
+    const HANDLE: &'static str = "DhcpClient";
+    fn netns(&self) -> &str {
+        &self.netns
+    }
+    fn ifname(&self) -> &str {
+        &self.ifname
     }
 }
 
@@ -130,30 +127,7 @@ pub(crate) const POLL: Duration = Duration::from_millis(200);
 impl DhcpClient {
     /// Starts the client thread.
     pub fn start(config: ClientConfig) -> io::Result<DhcpClient> {
-        let cfg = config.clone();
-        let label = format!("dhcp-{}", config.ifname);
-        let worker = Worker::spawn(&config.netns, label, move |shared| run(&cfg, shared))?;
-        Ok(DhcpClient { config, worker })
-    }
-
-    /// The interface's configuration.
-    pub fn config(&self) -> &ClientConfig {
-        &self.config
-    }
-
-    /// What the client holds now.
-    pub fn status(&self) -> Status {
-        self.worker.status()
-    }
-
-    /// Whether the thread is still running.
-    pub fn is_running(&self) -> bool {
-        self.worker.is_running()
-    }
-
-    /// Stops the thread and waits for it; `flush` removes the applied address (and routes).
-    pub fn stop(self, flush: bool) {
-        self.worker.stop(flush);
+        Client::spawn(config, "dhcp", run)
     }
 }
 

@@ -20,7 +20,7 @@ use super::packet6::{
     iaid_of, status,
 };
 use super::ra;
-use super::worker::Worker;
+use super::worker::{Client, ClientInterface};
 
 /// What the DHCPv6 client of an interface holds.
 pub type Status6 = Status<Applied6>;
@@ -44,48 +44,22 @@ const SILENT_ROUNDS_BEFORE_LOSS: u32 = 3;
 
 /// A running DHCPv6 client; dropping it stops the thread (leaving the address in place, to
 /// expire with its valid lifetime).
-pub struct Dhcp6Client {
-    config: Client6Config,
-    worker: Worker<Applied6>,
-}
+pub type Dhcp6Client = Client<Client6Config, Applied6>;
 
-impl std::fmt::Debug for Dhcp6Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dhcp6Client")
-            .field("netns", &self.config.netns)
-            .field("ifname", &self.config.ifname)
-            .field("status", &self.status())
-            .finish()
+impl ClientInterface for Client6Config {
+    const HANDLE: &'static str = "Dhcp6Client";
+    fn netns(&self) -> &str {
+        &self.netns
+    }
+    fn ifname(&self) -> &str {
+        &self.ifname
     }
 }
 
 impl Dhcp6Client {
     /// Starts the client thread.
     pub fn start(config: Client6Config) -> io::Result<Dhcp6Client> {
-        let cfg = config.clone();
-        let label = format!("dhcp6-{}", config.ifname);
-        let worker = Worker::spawn(&config.netns, label, move |shared| run(&cfg, shared))?;
-        Ok(Dhcp6Client { config, worker })
-    }
-
-    /// The interface's configuration.
-    pub fn config(&self) -> &Client6Config {
-        &self.config
-    }
-
-    /// What the client holds now.
-    pub fn status(&self) -> Status6 {
-        self.worker.status()
-    }
-
-    /// Whether the thread is still running.
-    pub fn is_running(&self) -> bool {
-        self.worker.is_running()
-    }
-
-    /// Stops the thread and waits for it; `flush` removes the applied address (and routes).
-    pub fn stop(self, flush: bool) {
-        self.worker.stop(flush);
+        Client::spawn(config, "dhcp6", run)
     }
 }
 

@@ -9,6 +9,70 @@ use std::thread::JoinHandle;
 use super::client::{Shared, Status};
 use super::netns;
 
+/// The interface a client serves, as its configuration names it.
+pub trait ClientInterface: Clone + Send + 'static {
+    /// How the client's handle is named in debug output (e.g. `DhcpClient`).
+    const HANDLE: &'static str;
+    /// Machine namespace.
+    fn netns(&self) -> &str;
+    /// Interface inside it.
+    fn ifname(&self) -> &str;
+}
+
+/// A running DHCP client of one family ([`super::DhcpClient`], [`super::Dhcp6Client`]):
+/// its configuration and its thread. Dropping it stops the thread (leaving the address in
+/// place).
+pub struct Client<C, A> {
+    config: C,
+    worker: Worker<A>,
+}
+
+impl<C: ClientInterface, A: Clone + Send + 'static> Client<C, A> {
+    /// Starts `run` on the client thread, named `{family}-{ifname}`.
+    pub(super) fn spawn(
+        config: C,
+        family: &str,
+        run: fn(&C, &Shared<A>) -> io::Result<()>,
+    ) -> io::Result<Self> {
+        let cfg = config.clone();
+        let label = format!("{family}-{}", config.ifname());
+        let worker = Worker::spawn(config.netns(), label, move |shared| run(&cfg, shared))?;
+        Ok(Client { config, worker })
+    }
+
+    /// The interface's configuration.
+    pub fn config(&self) -> &C {
+        &self.config
+    }
+
+    /// What the client holds now.
+    pub fn status(&self) -> Status<A> {
+        self.worker.status()
+    }
+
+    /// Whether the thread is still running.
+    pub fn is_running(&self) -> bool {
+        self.worker.is_running()
+    }
+
+    /// Stops the thread and waits for it; `flush` removes the applied address (and routes).
+    pub fn stop(self, flush: bool) {
+        self.worker.stop(flush);
+    }
+}
+
+impl<C: ClientInterface, A: Clone + Send + std::fmt::Debug + 'static> std::fmt::Debug
+    for Client<C, A>
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(C::HANDLE)
+            .field("netns", &self.config.netns())
+            .field("ifname", &self.config.ifname())
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
 /// A client thread and the state it shares with its owner.
 pub(crate) struct Worker<A> {
     shared: Arc<Shared<A>>,
