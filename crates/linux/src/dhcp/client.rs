@@ -175,7 +175,9 @@ fn run(cfg: &ClientConfig, shared: &Shared<Applied>) -> io::Result<()> {
     result
 }
 
-fn seed_xid(mac: &[u8; 6]) -> u32 {
+/// A first transaction id: the MAC's low bytes mixed with the clock (clients of different
+/// interfaces, and restarts of one, start apart).
+pub(crate) fn seed_xid(mac: &[u8; 6]) -> u32 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())

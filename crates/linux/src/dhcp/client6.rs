@@ -138,12 +138,9 @@ fn run(cfg: &Client6Config, shared: &Shared<Applied6>) -> io::Result<()> {
     result
 }
 
+/// A DHCPv6 transaction id is 24 bits: the DHCPv4 seed, cut to size.
 fn seed_xid(mac: &[u8; 6]) -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    (u32::from_be_bytes([0, mac[3], mac[4], mac[5]]) ^ nanos) & 0x00ff_ffff
+    super::client::seed_xid(mac) & 0x00ff_ffff
 }
 
 struct Machine6<'a> {

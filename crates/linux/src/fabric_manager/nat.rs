@@ -83,12 +83,7 @@ impl Inner {
         r: CreateExternalIpAttachmentRequest,
     ) -> Result<serde_json::Value, OpError> {
         checks::require_non_empty("attachment_id", &r.attachment_id)?;
-        let vn = self
-            .model
-            .vns
-            .get(&r.virtual_network_id)
-            .cloned()
-            .ok_or_else(|| checks::missing_virtual_network(&r.virtual_network_id))?;
+        let vn = self.model.vn(&r.virtual_network_id)?.clone();
         let me = checks::external_ip_attachment_user(&r.attachment_id);
         self.model.external_address_free(r.external_address, &me)?;
         let its_vn = self
@@ -103,10 +98,9 @@ impl Inner {
             external: r.external_address,
             target: r.target_ip,
         };
-        if self.model.dnats.get(&rec.id) != Some(&rec) {
-            self.store.put(kind::DNAT, &rec.id, &rec).await?;
-            self.model.dnats.insert(rec.id.clone(), rec.clone());
-        }
+        self.store
+            .save(kind::DNAT, &mut self.model.dnats, &rec.id, &rec)
+            .await?;
         self.router_ready(&vn.id).await?;
         let table = names::vn_table(&vn.id);
         let mut script = render::vn_table(&table, TableSite::Router);
@@ -148,12 +142,7 @@ impl Inner {
         r: CreateNatGatewayRequest,
     ) -> Result<serde_json::Value, OpError> {
         checks::require_non_empty("nat_gateway_id", &r.nat_gateway_id)?;
-        let vn = self
-            .model
-            .vns
-            .get(&r.virtual_network_id)
-            .cloned()
-            .ok_or_else(|| checks::missing_virtual_network(&r.virtual_network_id))?;
+        let vn = self.model.vn(&r.virtual_network_id)?.clone();
         let me = checks::nat_gateway_user(&r.nat_gateway_id);
         self.model.external_address_free(r.external_address, &me)?;
         let other = self
@@ -179,10 +168,9 @@ impl Inner {
             external: r.external_address,
             sources,
         };
-        if self.model.snats.get(&rec.id) != Some(&rec) {
-            self.store.put(kind::SNAT, &rec.id, &rec).await?;
-            self.model.snats.insert(rec.id.clone(), rec.clone());
-        }
+        self.store
+            .save(kind::SNAT, &mut self.model.snats, &rec.id, &rec)
+            .await?;
         self.router_ready(&vn.id).await?;
         let table = names::vn_table(&vn.id);
         let mut script = render::vn_table(&table, TableSite::Router);

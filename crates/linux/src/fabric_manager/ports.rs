@@ -215,10 +215,9 @@ impl Inner {
         {
             self.retire_address_egress_maps(&rec).await?;
         }
-        if self.model.ports.get(&rec.id) != Some(&rec) {
-            self.store.put(kind::PORT, &rec.id, &rec).await?;
-            self.model.ports.insert(rec.id.clone(), rec.clone());
-        }
+        self.store
+            .save(kind::PORT, &mut self.model.ports, &rec.id, &rec)
+            .await?;
         self.build_port(&rec).await?;
         encode_response(&PortAddresses {
             ipv4_address: rec.v4.map(IpAddr::V4),

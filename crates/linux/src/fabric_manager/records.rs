@@ -224,6 +224,13 @@ pub struct Model {
 }
 
 impl Model {
+    /// The VirtualNetwork a request names, or the refusal.
+    pub fn vn(&self, id: &str) -> Result<&VnRec, OpError> {
+        self.vns
+            .get(id)
+            .ok_or_else(|| checks::missing_virtual_network(id))
+    }
+
     /// Ports of a subnet.
     pub fn subnet_ports<'a>(&'a self, subnet: &'a str) -> impl Iterator<Item = &'a PortRec> {
         self.ports.values().filter(move |p| p.subnet == subnet)

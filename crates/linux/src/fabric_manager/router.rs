@@ -143,12 +143,7 @@ impl Inner {
     /// Makes sure the router of `vn` exists (rebuilding it when someone removed it); returns
     /// its record.
     pub(crate) async fn router_ready(&self, vn_id: &str) -> Result<VnRec, OpError> {
-        let vn = self
-            .model
-            .vns
-            .get(vn_id)
-            .cloned()
-            .ok_or_else(|| checks::missing_virtual_network(vn_id))?;
+        let vn = self.model.vn(vn_id)?.clone();
         let ns = names::router_ns(vn_id);
         if !cmd::netns_exists(&ns).await? || cmd::link(&ns, UPLINK_IF).await?.is_none() {
             self.build_router(&vn).await?;

@@ -29,9 +29,7 @@ impl Inner {
         r: ApplySecurityGroupRequest,
     ) -> Result<serde_json::Value, OpError> {
         checks::require_non_empty("security_group_id", &r.security_group_id)?;
-        if !self.model.vns.contains_key(&r.virtual_network_id) {
-            return Err(checks::missing_virtual_network(&r.virtual_network_id));
-        }
+        self.model.vn(&r.virtual_network_id)?;
         let its_vn = self
             .model
             .sgs
@@ -44,10 +42,9 @@ impl Inner {
             ingress: r.ingress,
             egress: r.egress,
         };
-        if self.model.sgs.get(&rec.id) != Some(&rec) {
-            self.store.put(kind::SG, &rec.id, &rec).await?;
-            self.model.sgs.insert(rec.id.clone(), rec.clone());
-        }
+        self.store
+            .save(kind::SG, &mut self.model.sgs, &rec.id, &rec)
+            .await?;
         self.router_ready(&rec.vn).await?;
         let table = names::vn_table(&rec.vn);
         for (ns, site) in self.sg_namespaces(&rec.vn, &rec.id) {

@@ -24,11 +24,7 @@ impl Inner {
         r: CreateSubnetRequest,
     ) -> Result<serde_json::Value, OpError> {
         checks::require_non_empty("subnet_id", &r.subnet_id)?;
-        let vn = self
-            .model
-            .vns
-            .get(&r.virtual_network_id)
-            .ok_or_else(|| checks::missing_virtual_network(&r.virtual_network_id))?;
+        let vn = self.model.vn(&r.virtual_network_id)?;
         checks::subnet(&r, vn.ipv4_cidr, vn.ipv6_cidr)?;
         let rec = match self.model.subnets.get(&r.subnet_id) {
             Some(old) => {
