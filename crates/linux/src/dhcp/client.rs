@@ -193,11 +193,7 @@ struct Machine<'a> {
     xid: u32,
 }
 
-enum Outcome {
-    Reply(Box<Reply>),
-    Timeout,
-    Stopped,
-}
+type Outcome = super::worker::Outcome<Reply>;
 
 impl Machine<'_> {
     fn run(&mut self) -> io::Result<()> {
@@ -343,52 +339,14 @@ impl Machine<'_> {
                 e.raw_os_error(),
                 Some(libc::ENETDOWN | libc::ENETUNREACH | libc::ENXIO)
             ) {
-                std::thread::sleep(wait.min(POLL));
-                return Ok(if self.shared.stopping() {
-                    Outcome::Stopped
-                } else {
-                    Outcome::Timeout
-                });
-            }
-            if e.raw_os_error() == Some(libc::ENODEV) {
-                return Err(e);
+                return Ok(Outcome::unanswered(self.shared, wait));
             }
             return Err(e);
         }
-        let deadline = Instant::now() + wait;
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 1500];
-        while Instant::now() < deadline {
-            if self.shared.stopping() {
-                return Ok(Outcome::Stopped);
-            }
-            match self.socket.recv(&mut buf) {
-                Ok(n) => {
-                    // SAFETY: recv initialised the first n bytes.
-                    let bytes: Vec<u8> = buf[..n]
-                        .iter()
-                        .map(|b| unsafe { b.assume_init() })
-                        .collect();
-                    if let Ok(r) = Reply::decode(&bytes)
-                        && r.xid == req.xid
-                        && r.chaddr == self.cfg.mac
-                    {
-                        return Ok(Outcome::Reply(Box::new(r)));
-                    }
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(if self.shared.stopping() {
-            Outcome::Stopped
-        } else {
-            Outcome::Timeout
+        Outcome::receive(&self.socket, self.shared, wait, 1500, |bytes| {
+            Reply::decode(bytes)
+                .ok()
+                .filter(|r| r.xid == req.xid && r.chaddr == self.cfg.mac)
         })
     }
 }

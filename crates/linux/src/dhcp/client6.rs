@@ -154,11 +154,7 @@ struct Machine6<'a> {
     xid: u32,
 }
 
-enum Outcome {
-    Reply(Box<ServerMessage>),
-    Timeout,
-    Stopped,
-}
+type Outcome = super::worker::Outcome<ServerMessage>;
 
 /// Hundredths of a second since `start`, as the Elapsed Time option carries them.
 fn elapsed_cs(start: Instant) -> u16 {
@@ -372,12 +368,7 @@ impl Machine6<'_> {
                 e.raw_os_error(),
                 Some(libc::ENETDOWN | libc::ENETUNREACH | libc::ENXIO | libc::EADDRNOTAVAIL)
             ) {
-                std::thread::sleep(wait.min(POLL));
-                return Ok(if self.shared.stopping() {
-                    Outcome::Stopped
-                } else {
-                    Outcome::Timeout
-                });
+                return Ok(Outcome::unanswered(self.shared, wait));
             }
             return Err(e);
         }
@@ -386,40 +377,10 @@ impl Machine6<'_> {
         } else {
             MessageType::Reply
         };
-        let deadline = Instant::now() + wait;
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 2048];
-        while Instant::now() < deadline {
-            if self.shared.stopping() {
-                return Ok(Outcome::Stopped);
-            }
-            match self.socket.recv(&mut buf) {
-                Ok(n) => {
-                    // SAFETY: recv initialised the first n bytes.
-                    let bytes: Vec<u8> = buf[..n]
-                        .iter()
-                        .map(|b| unsafe { b.assume_init() })
-                        .collect();
-                    if let Ok(m) = ServerMessage::decode(&bytes)
-                        && m.message_type == expected
-                        && m.answers(msg)
-                    {
-                        return Ok(Outcome::Reply(Box::new(m)));
-                    }
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(if self.shared.stopping() {
-            Outcome::Stopped
-        } else {
-            Outcome::Timeout
+        Outcome::receive(&self.socket, self.shared, wait, 2048, |bytes| {
+            ServerMessage::decode(bytes)
+                .ok()
+                .filter(|m| m.message_type == expected && m.answers(msg))
         })
     }
 }
