@@ -47,15 +47,7 @@ impl LinuxK8s {
         registration: Registration,
         settings: LinuxSettings,
     ) -> Result<Self, LinuxError> {
-        if registration.role != Role::K8s {
-            return Err(LinuxError::Role {
-                name: registration.name.clone(),
-                role: registration.role,
-                expected: Role::K8s,
-            });
-        }
-        settings.validate()?;
-        crate::preflight().await?;
+        crate::error::ready_to_start(&registration, Role::K8s, &settings).await?;
         let clusters = if registration.hosting_clusters.is_empty() {
             settings.hosting_clusters.clone()
         } else {

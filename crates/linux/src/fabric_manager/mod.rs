@@ -53,15 +53,7 @@ impl LinuxFabric {
         registration: Registration,
         settings: LinuxSettings,
     ) -> Result<Self, LinuxError> {
-        if registration.role != Role::Fabric {
-            return Err(LinuxError::Role {
-                name: registration.name.clone(),
-                role: registration.role,
-                expected: Role::Fabric,
-            });
-        }
-        settings.validate()?;
-        crate::preflight().await?;
+        crate::error::ready_to_start(&registration, Role::Fabric, &settings).await?;
         dnsmasq::ensure_hosts_root(&settings)?;
         let store = RecordStore::new(settings.state_dir.join("fabric"));
         let model = Model {

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::tables::{Record, State, dnat_key, ref_dnat};
-use super::{Plan, empty, put};
+use super::{Plan, empty, put, remove};
 use crate::checks;
 use crate::types::{CreateExternalIpAttachmentRequest, DeleteExternalIpAttachmentRequest};
 
@@ -43,8 +43,5 @@ pub(super) fn create(state: &State, r: CreateExternalIpAttachmentRequest) -> Pla
 
 /// `delete_external_ip_attachment`: removes the DNAT rule.
 pub(super) fn delete(state: &State, r: DeleteExternalIpAttachmentRequest) -> Plan {
-    if state.dnat(&r.attachment_id).is_none() {
-        return Ok((vec![], empty()));
-    }
-    Ok((vec![(dnat_key(&r.attachment_id), None)], empty()))
+    remove(state, dnat_key(&r.attachment_id))
 }

@@ -45,6 +45,16 @@ fn put(r: Record) -> Change {
     (r.key(), Some(r))
 }
 
+/// Deletes the record under `key`; deleting what is gone changes nothing.
+fn remove(state: &State, key: String) -> Plan {
+    let changes = if state.get(&key).is_some() {
+        vec![(key, None)]
+    } else {
+        vec![]
+    };
+    Ok((changes, empty()))
+}
+
 /// The simulated fabric engine. Share it (`Arc`) between registrations and tests; bind it to a
 /// registration with [`super::SimManager::fabric`]. Operations run through an [`Engine`]:
 /// queries and no-op calls are answered from the committed tables without waiting, changes of

@@ -7,7 +7,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use super::tables::{Record, State, ref_snat, snat_key};
-use super::{Plan, empty, put};
+use super::{Plan, empty, put, remove};
 use crate::checks;
 use crate::types::{CreateNatGatewayRequest, DeleteNatGatewayRequest};
 
@@ -49,8 +49,5 @@ pub(super) fn create(state: &State, r: CreateNatGatewayRequest) -> Plan {
 
 /// `delete_nat_gateway`: removes the SNAT rule.
 pub(super) fn delete(state: &State, r: DeleteNatGatewayRequest) -> Plan {
-    if state.snat(&r.nat_gateway_id).is_none() {
-        return Ok((vec![], empty()));
-    }
-    Ok((vec![(snat_key(&r.nat_gateway_id), None)], empty()))
+    remove(state, snat_key(&r.nat_gateway_id))
 }
