@@ -3,6 +3,11 @@
 //! write-through one small record per object (all records an operation — or a batch of
 //! concurrent operations — changes in one store transaction, see [`engine`]), and supports
 //! failure injection for tests.
+//!
+//! Layout: `fabric` is the driver of the fabric manager role ([`SimFabric`], one file per
+//! resource), `k8s` the driver of the k8s manager role ([`SimK8s`]), [`provisioner`] the sim
+//! provisioner, and `engine` how all three run and persist operations. "Fabric" names only
+//! the manager role here.
 
 pub(crate) mod engine;
 mod fabric;
