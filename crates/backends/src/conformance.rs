@@ -1,5 +1,5 @@
-//! Contract conformance suites, written once and run against every driver (sim, exec, later
-//! linux) so they all behave the same for the controllers. They return the first violation
+//! Contract conformance suites, written once and run against every driver (sim, exec, linux)
+//! so they all behave the same for the controllers. They return the first violation
 //! instead of panicking, so they can also back a provider's self-check.
 
 use std::net::IpAddr;

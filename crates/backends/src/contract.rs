@@ -1,4 +1,4 @@
-//! The manager contract (SPEC §5): roles, capabilities, operations, failures as values and
+//! The manager contract between the controllers and the networking backends: roles, capabilities, operations, failures as values and
 //! the [`Manager`] trait every driver implements.
 
 use std::fmt;
@@ -79,7 +79,7 @@ impl fmt::Display for Capability {
     }
 }
 
-/// Every operation of the manager contract (SPEC §5). The snake_case name is the wire name
+/// Every operation of the manager contract. The snake_case name is the wire name
 /// (the `exec` driver passes it as the last argument).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -38,6 +38,19 @@ pub struct NotExecDriver {
     pub driver: &'static str,
 }
 
+impl NotExecDriver {
+    /// The exec settings of registration `name` with driver `driver`, or the refusal.
+    pub fn exec_config(name: &str, driver: &DriverConfig) -> Result<ExecConfig, NotExecDriver> {
+        match driver {
+            DriverConfig::Exec(c) => Ok(c.clone()),
+            other => Err(NotExecDriver {
+                name: name.to_string(),
+                driver: other.kind(),
+            }),
+        }
+    }
+}
+
 /// A manager implemented by an external command.
 pub struct ExecManager {
     registration: Registration,
@@ -47,15 +60,7 @@ pub struct ExecManager {
 impl ExecManager {
     /// Binds a `driver: exec` registration.
     pub fn new(registration: Registration) -> Result<Self, NotExecDriver> {
-        let config = match &registration.driver {
-            DriverConfig::Exec(c) => c.clone(),
-            other => {
-                return Err(NotExecDriver {
-                    name: registration.name.clone(),
-                    driver: other.kind(),
-                });
-            }
-        };
+        let config = NotExecDriver::exec_config(&registration.name, &registration.driver)?;
         Ok(ExecManager {
             registration,
             config,

@@ -1,13 +1,16 @@
-//! `osac-backends`: the networking manager contract of osac-net (SPEC §5), the registry of
-//! managers loaded from a config directory (SPEC §3.1), and the drivers that implement it:
-//! `sim` (in-process, deterministic, persisted) and `exec` (a command per operation).
-//! The `linux` driver plugs in behind the same [`Manager`] trait later.
+//! `osac-backends`: the networking manager contract of osac-net (roles, operations, failures
+//! as values), the registry of managers loaded from a config directory (one registration file
+//! per manager), the preconditions every driver applies ([`checks`]), and the drivers that
+//! implement the contract here: `sim` (in-process, deterministic, persisted) and `exec` (a
+//! command per operation). The `linux` driver (crate `osac-linux`) implements the same
+//! [`Manager`] trait on the local kernel.
 //!
 //! Controllers use [`Registry`] to find managers and the typed [`FabricClient`] /
 //! [`K8sClient`] to call them; failures come back as [`OpError`] values.
 
 #![warn(missing_docs)]
 
+pub mod checks;
 pub mod client;
 pub mod conformance;
 pub mod contract;
@@ -25,6 +28,7 @@ pub use contract::{
     BackendFailure, Capability, Manager, OpError, Operation, Role, UnknownOperation, ensure_role,
 };
 pub use exec::{EXIT_TEMPFAIL, ExecManager};
+pub use osac_model::MacAddress;
 pub use registration::{DriverConfig, ExecConfig, Registration, RegistrationError};
 pub use registry::{DriverContext, DriverFactory, Registry, RegistryError};
 pub use sim::{

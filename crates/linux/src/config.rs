@@ -53,7 +53,8 @@ pub struct LinuxSettings {
     pub dns_servers: Vec<IpAddr>,
     /// Hosting clusters (k8s role); the registration's `hosting_clusters` win when set.
     pub hosting_clusters: Vec<String>,
-    /// Garbage-collect what nobody owns when the server starts (SPEC §8). Off only where
+    /// Garbage-collect what nobody owns (kernel state of no recorded object) when the server
+    /// starts, so a crash never leaves orphans behind. Off only where
     /// several deployments share one kernel (tests side by side): a namespace's name does not
     /// say which deployment made it, so each would collect the others'.
     pub gc_on_start: bool,

@@ -1,9 +1,28 @@
 //! The crate's error type and its mapping onto contract failures.
 
-use osac_backends::OpError;
+use osac_backends::{OpError, Registration, Role};
 
 use crate::cmd::CmdError;
 use crate::config::SettingsError;
+
+/// A `linux` manager of role `expected` runs only a registration of that role; then the
+/// machine must pass [`crate::preflight`] with valid settings.
+pub(crate) async fn ready_to_start(
+    registration: &Registration,
+    expected: Role,
+    settings: &crate::LinuxSettings,
+) -> Result<(), LinuxError> {
+    if registration.role != expected {
+        return Err(LinuxError::Role {
+            name: registration.name.clone(),
+            role: registration.role,
+            expected,
+        });
+    }
+    settings.validate()?;
+    crate::preflight().await?;
+    Ok(())
+}
 
 /// Why a `linux` manager could not start or a maintenance task failed.
 #[derive(Debug, thiserror::Error)]

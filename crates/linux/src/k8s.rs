@@ -6,12 +6,11 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use osac_backends::checks;
 use osac_backends::{
     CreateSubnetOverlayRequest, DeleteSubnetOverlayRequest, Manager, OpError, Operation,
     Registration, Role, ensure_role,
 };
-use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::cmd;
@@ -21,27 +20,11 @@ use crate::fabric_manager::render;
 use crate::kernel;
 use crate::names;
 
-/// Largest VXLAN VNI.
-const MAX_VNI: i64 = (1 << 24) - 1;
 const OVERLAY_KIND: &str = "overlay";
 
-/// A subnet's overlay on one hosting cluster, as programmed (with the reserved VIP block the
-/// cluster load balancer may use and DHCP never hands out).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OverlayRec {
-    /// Subnet id.
-    pub subnet_id: String,
-    /// Hosting cluster.
-    pub hosting_cluster: String,
-    /// VNI.
-    pub segment_id: i64,
-    /// IPv4 prefix.
-    pub ipv4_cidr: Option<Ipv4Net>,
-    /// IPv6 prefix.
-    pub ipv6_cidr: Option<Ipv6Net>,
-    /// VIP block.
-    pub vip_cidr: Option<IpNet>,
-}
+/// A subnet's overlay on one hosting cluster, as programmed: the request that programmed it
+/// (with the reserved VIP block the cluster load balancer may use and DHCP never hands out).
+pub type OverlayRec = CreateSubnetOverlayRequest;
 
 fn overlay_key(cluster: &str, subnet: &str) -> String {
     format!("{cluster}/{subnet}")
@@ -64,15 +47,7 @@ impl LinuxK8s {
         registration: Registration,
         settings: LinuxSettings,
     ) -> Result<Self, LinuxError> {
-        if registration.role != Role::K8s {
-            return Err(LinuxError::Role {
-                name: registration.name.clone(),
-                role: registration.role,
-                expected: Role::K8s,
-            });
-        }
-        settings.validate()?;
-        crate::preflight().await?;
+        crate::error::ready_to_start(&registration, Role::K8s, &settings).await?;
         let clusters = if registration.hosting_clusters.is_empty() {
             settings.hosting_clusters.clone()
         } else {
@@ -134,53 +109,17 @@ impl LinuxK8s {
         &self,
         r: CreateSubnetOverlayRequest,
     ) -> Result<serde_json::Value, OpError> {
-        if r.subnet_id.trim().is_empty() {
-            return Err(OpError::permanent("subnet_id must not be empty"));
-        }
-        self.check_cluster(&r.hosting_cluster)?;
-        if !(1..=MAX_VNI).contains(&r.segment_id) {
-            return Err(OpError::permanent(format!(
-                "segment_id {} is outside the VXLAN range 1-{MAX_VNI}",
-                r.segment_id
-            )));
-        }
-        if r.ipv4_cidr.is_none() && r.ipv6_cidr.is_none() {
-            return Err(OpError::permanent(
-                "an overlay needs ipv4_cidr, ipv6_cidr or both",
-            ));
-        }
-        if let Some(vip) = r.vip_cidr {
-            let inside = match vip {
-                IpNet::V4(v) => r.ipv4_cidr.is_some_and(|n| n.contains(&v)),
-                IpNet::V6(v) => r.ipv6_cidr.is_some_and(|n| n.contains(&v)),
-            };
-            if !inside || osac_backends::net::has_host_bits(vip) {
-                return Err(OpError::permanent(format!(
-                    "vip_cidr '{vip}' is not a prefix inside the subnet's CIDR"
-                )));
-            }
-        }
+        checks::subnet_overlay(&r, &self.clusters)?;
         let mut overlays = self.overlays.lock().await;
-        if let Some(other) = overlays.values().find(|o| {
+        let other = overlays.values().find(|o| {
             o.hosting_cluster == r.hosting_cluster
                 && o.segment_id == r.segment_id
                 && o.subnet_id != r.subnet_id
-        }) {
-            return Err(OpError::permanent(format!(
-                "segment {} is already bridged for subnet '{}' on hosting cluster '{}'",
-                r.segment_id, other.subnet_id, r.hosting_cluster
-            )));
-        }
+        });
+        checks::segment_free(&r, other.map(|o| o.subnet_id.as_str()))?;
         let key = overlay_key(&r.hosting_cluster, &r.subnet_id);
         let old = overlays.get(&key).cloned();
-        let rec = OverlayRec {
-            subnet_id: r.subnet_id,
-            hosting_cluster: r.hosting_cluster,
-            segment_id: r.segment_id,
-            ipv4_cidr: r.ipv4_cidr,
-            ipv6_cidr: r.ipv6_cidr,
-            vip_cidr: r.vip_cidr,
-        };
+        let rec: OverlayRec = r;
         let ns = names::hosting_ns(&rec.hosting_cluster);
         self.ensure_cluster(&rec.hosting_cluster).await?;
         let br = names::subnet_bridge(&rec.subnet_id);
@@ -200,14 +139,14 @@ impl LinuxK8s {
             self.store.put(OVERLAY_KIND, &key, &rec).await?;
             overlays.insert(key, rec);
         }
-        Ok(serde_json::json!({}))
+        Ok(checks::empty_response())
     }
 
     async fn delete_overlay(
         &self,
         r: DeleteSubnetOverlayRequest,
     ) -> Result<serde_json::Value, OpError> {
-        self.check_cluster(&r.hosting_cluster)?;
+        checks::hosting_cluster(&r.hosting_cluster, &self.clusters)?;
         let mut overlays = self.overlays.lock().await;
         let key = overlay_key(&r.hosting_cluster, &r.subnet_id);
         let ns = names::hosting_ns(&r.hosting_cluster);
@@ -228,18 +167,7 @@ impl LinuxK8s {
         if overlays.remove(&key).is_some() {
             self.store.delete(OVERLAY_KIND, &key).await?;
         }
-        Ok(serde_json::json!({}))
-    }
-
-    fn check_cluster(&self, cluster: &str) -> Result<(), OpError> {
-        if self.clusters.iter().any(|c| c == cluster) {
-            Ok(())
-        } else {
-            Err(OpError::permanent(format!(
-                "unknown hosting cluster '{cluster}' (this manager serves: {})",
-                self.clusters.join(", ")
-            )))
-        }
+        Ok(checks::empty_response())
     }
 }
 
@@ -255,20 +183,16 @@ impl Manager for LinuxK8s {
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
         ensure_role(&self.registration, op)?;
-        let parse_err =
-            |e: serde_json::Error| OpError::permanent(format!("invalid {op} request: {e}"));
         match op {
             Operation::CreateSubnetOverlay => {
-                self.create_overlay(serde_json::from_value(request).map_err(parse_err)?)
+                self.create_overlay(checks::decode_request(op, request)?)
                     .await
             }
             Operation::DeleteSubnetOverlay => {
-                self.delete_overlay(serde_json::from_value(request).map_err(parse_err)?)
+                self.delete_overlay(checks::decode_request(op, request)?)
                     .await
             }
-            _ => Err(OpError::permanent(format!(
-                "operation {op} is not a k8s operation"
-            ))),
+            _ => Err(checks::not_an_operation_of(op, "k8s")),
         }
     }
 }

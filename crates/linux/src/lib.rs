@@ -1,4 +1,4 @@
-//! `osac-linux`: the real dataplane of osac-net (SPEC §8) on the local kernel — network
+//! `osac-linux`: the real dataplane of osac-net on the local kernel — network
 //! namespaces, Linux bridges, veth pairs, VXLAN, nftables and dnsmasq.
 //!
 //! - [`LinuxFabric`] implements the fabric role of the manager contract;

@@ -7,6 +7,7 @@ pub mod filter;
 pub mod kind;
 pub mod kinds;
 pub mod labels;
+pub mod mac;
 pub mod net;
 pub mod quota;
 pub mod refs;
@@ -14,6 +15,7 @@ pub mod update;
 pub mod validate;
 
 pub use kind::{Access, FABRIC_FINALIZER, Kind, Scope};
+pub use mac::MacAddress;
 pub use osac_proto::v1 as pb;
 
 /// A request field broke a rule; the message names the field and the rule.

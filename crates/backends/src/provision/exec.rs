@@ -15,7 +15,7 @@ use super::{
 };
 use crate::contract::OpError;
 use crate::exec::{ExecInvocation, NotExecDriver};
-use crate::registration::{DriverConfig, ExecConfig};
+use crate::registration::ExecConfig;
 
 /// A provisioner implemented by an external command.
 pub struct ExecProvisioner {
@@ -41,15 +41,7 @@ struct DiscoverResult {
 impl ExecProvisioner {
     /// Binds a `driver: exec` provisioner registration.
     pub fn new(registration: ProvisionerRegistration) -> Result<Self, NotExecDriver> {
-        let config = match &registration.driver {
-            DriverConfig::Exec(c) => c.clone(),
-            other => {
-                return Err(NotExecDriver {
-                    name: registration.name.clone(),
-                    driver: other.kind(),
-                });
-            }
-        };
+        let config = NotExecDriver::exec_config(&registration.name, &registration.driver)?;
         Ok(ExecProvisioner {
             registration,
             config,

@@ -15,7 +15,6 @@
 pub mod conformance;
 pub mod exec;
 pub mod registration;
-pub mod sim;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -24,9 +23,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::contract::OpError;
 
+/// The `sim` provisioner lives with the other sim drivers in [`crate::sim::provisioner`].
+pub use crate::sim::provisioner as sim;
+pub use crate::sim::provisioner::{SIM_PROVISIONER_NAMESPACE, SimMachine, SimProvisioner};
 pub use exec::ExecProvisioner;
 pub use registration::{ProvisionerRegistration, RegistrationFile};
-pub use sim::{SIM_PROVISIONER_NAMESPACE, SimMachine, SimProvisioner};
 
 /// One network interface of a machine being provisioned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

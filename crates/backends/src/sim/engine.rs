@@ -49,6 +49,29 @@ pub(crate) trait Tables: Clone + Send + Sync + 'static {
     fn apply(&mut self, key: String, record: Option<Self::Record>);
 }
 
+/// A plain table without indexes: records by key.
+impl<R> Tables for BTreeMap<String, R>
+where
+    R: Clone + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    type Record = R;
+
+    fn record(&self, key: &str) -> Option<&R> {
+        self.get(key)
+    }
+
+    fn keys(&self) -> Vec<String> {
+        BTreeMap::keys(self).cloned().collect()
+    }
+
+    fn apply(&mut self, key: String, record: Option<R>) {
+        match record {
+            Some(r) => self.insert(key, r),
+            None => self.remove(&key),
+        };
+    }
+}
+
 /// A plan's outcome: the records to put (`Some`) or delete (`None`) by key, and the response.
 pub(crate) type Planned<R> = (Vec<(String, Option<R>)>, serde_json::Value);
 
@@ -392,24 +415,7 @@ mod tests {
     use async_trait::async_trait;
     use std::sync::Mutex;
 
-    #[derive(Clone, Default)]
-    struct Counters(BTreeMap<String, i64>);
-
-    impl Tables for Counters {
-        type Record = i64;
-        fn record(&self, key: &str) -> Option<&i64> {
-            self.0.get(key)
-        }
-        fn keys(&self) -> Vec<String> {
-            self.0.keys().cloned().collect()
-        }
-        fn apply(&mut self, key: String, record: Option<i64>) {
-            match record {
-                Some(v) => self.0.insert(key, v),
-                None => self.0.remove(&key),
-            };
-        }
-    }
+    type Counters = BTreeMap<String, i64>;
 
     /// Adds one to `key` and answers the new value.
     fn increment(key: &'static str) -> impl Fn(&Counters) -> Result<Planned<i64>, OpError> {

@@ -3,37 +3,17 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use serde::{Deserialize, Serialize};
-
 use super::engine::{Engine, Planned, Tables};
-use super::{FailureKind, Faults, SimError, SimStateStore, parse_request, require_non_empty};
+use super::{FailureKind, Faults, SimError, SimStateStore, load_records};
+use crate::checks::{self, decode_request};
 use crate::contract::{OpError, Operation};
-use crate::net::has_host_bits;
 use crate::types::{CreateSubnetOverlayRequest, DeleteSubnetOverlayRequest};
-
-/// Largest segment id a VXLAN overlay can carry (24-bit VNI).
-const MAX_VNI: i64 = (1 << 24) - 1;
 
 /// Namespace [`SimK8s::open`] uses.
 pub const DEFAULT_K8S_NAMESPACE: &str = "sim-k8s";
 
-/// A subnet's overlay on one hosting cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SimOverlay {
-    /// Our Subnet id.
-    pub subnet_id: String,
-    /// Hosting cluster.
-    pub hosting_cluster: String,
-    /// Fabric segment (VNI) the overlay is joined to.
-    pub segment_id: i64,
-    /// IPv4 prefix.
-    pub ipv4_cidr: Option<Ipv4Net>,
-    /// IPv6 prefix.
-    pub ipv6_cidr: Option<Ipv6Net>,
-    /// MetalLB VIP range.
-    pub vip_cidr: Option<IpNet>,
-}
+/// A subnet's overlay on one hosting cluster: the request that programmed it.
+pub type SimOverlay = CreateSubnetOverlayRequest;
 
 fn overlay_key(cluster: &str, subnet: &str) -> String {
     format!("overlay/{cluster}/{subnet}")
@@ -96,21 +76,8 @@ impl SimK8s {
         store: Arc<dyn SimStateStore>,
         namespace: &str,
     ) -> Result<Arc<SimK8s>, SimError> {
-        let rows = store
-            .load_all(namespace)
-            .await
-            .map_err(|message| SimError::Store {
-                namespace: namespace.to_string(),
-                message,
-            })?;
         let mut state = State::default();
-        for (key, value) in rows {
-            let overlay: SimOverlay =
-                serde_json::from_str(&value).map_err(|e| SimError::Corrupt {
-                    namespace: namespace.to_string(),
-                    key: key.clone(),
-                    message: e.to_string(),
-                })?;
+        for (key, overlay) in load_records::<SimOverlay>(&store, namespace).await? {
             state.apply(key, Some(overlay));
         }
         Ok(Arc::new(SimK8s {
@@ -174,73 +141,20 @@ fn plan(
 ) -> Result<Planned<SimOverlay>, OpError> {
     let (key, record) = match op {
         Operation::CreateSubnetOverlay => {
-            let r: CreateSubnetOverlayRequest = parse_request(op, request)?;
-            require_non_empty("subnet_id", &r.subnet_id)?;
-            check_cluster(&r.hosting_cluster, hosting_clusters)?;
-            if !(1..=MAX_VNI).contains(&r.segment_id) {
-                return Err(OpError::permanent(format!(
-                    "segment_id {} is outside the VXLAN range 1-{MAX_VNI}",
-                    r.segment_id
-                )));
-            }
-            if r.ipv4_cidr.is_none() && r.ipv6_cidr.is_none() {
-                return Err(OpError::permanent(
-                    "an overlay needs ipv4_cidr, ipv6_cidr or both",
-                ));
-            }
-            if let Some(vip) = r.vip_cidr {
-                let inside = match vip {
-                    IpNet::V4(v) => r.ipv4_cidr.is_some_and(|n| n.contains(&v)),
-                    IpNet::V6(v) => r.ipv6_cidr.is_some_and(|n| n.contains(&v)),
-                };
-                if !inside || has_host_bits(vip) {
-                    return Err(OpError::permanent(format!(
-                        "vip_cidr '{vip}' is not a prefix inside the subnet's CIDR"
-                    )));
-                }
-            }
-            if let Some(other) = state
+            let r: CreateSubnetOverlayRequest = decode_request(op, request)?;
+            checks::subnet_overlay(&r, hosting_clusters)?;
+            let other = state
                 .segments
-                .get(&(r.hosting_cluster.clone(), r.segment_id))
-                && *other != r.subnet_id
-            {
-                return Err(OpError::permanent(format!(
-                    "segment {} is already bridged for subnet '{other}' on hosting cluster '{}'",
-                    r.segment_id, r.hosting_cluster
-                )));
-            }
-            let key = overlay_key(&r.hosting_cluster, &r.subnet_id);
-            let overlay = SimOverlay {
-                subnet_id: r.subnet_id,
-                hosting_cluster: r.hosting_cluster,
-                segment_id: r.segment_id,
-                ipv4_cidr: r.ipv4_cidr,
-                ipv6_cidr: r.ipv6_cidr,
-                vip_cidr: r.vip_cidr,
-            };
-            (key, Some(overlay))
+                .get(&(r.hosting_cluster.clone(), r.segment_id));
+            checks::segment_free(&r, other.map(String::as_str))?;
+            (overlay_key(&r.hosting_cluster, &r.subnet_id), Some(r))
         }
         Operation::DeleteSubnetOverlay => {
-            let r: DeleteSubnetOverlayRequest = parse_request(op, request)?;
-            check_cluster(&r.hosting_cluster, hosting_clusters)?;
+            let r: DeleteSubnetOverlayRequest = decode_request(op, request)?;
+            checks::hosting_cluster(&r.hosting_cluster, hosting_clusters)?;
             (overlay_key(&r.hosting_cluster, &r.subnet_id), None)
         }
-        _ => {
-            return Err(OpError::permanent(format!(
-                "operation {op} is not a k8s operation"
-            )));
-        }
+        _ => return Err(checks::not_an_operation_of(op, "k8s")),
     };
-    Ok((vec![(key, record)], serde_json::json!({})))
-}
-
-fn check_cluster(cluster: &str, allowed: &[String]) -> Result<(), OpError> {
-    if allowed.iter().any(|c| c == cluster) {
-        Ok(())
-    } else {
-        Err(OpError::permanent(format!(
-            "unknown hosting cluster '{cluster}' (this manager serves: {})",
-            allowed.join(", ")
-        )))
-    }
+    Ok((vec![(key, record)], checks::empty_response()))
 }

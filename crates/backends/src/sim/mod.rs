@@ -3,10 +3,16 @@
 //! write-through one small record per object (all records an operation — or a batch of
 //! concurrent operations — changes in one store transaction, see [`engine`]), and supports
 //! failure injection for tests.
+//!
+//! Layout: `fabric` is the driver of the fabric manager role ([`SimFabric`], one file per
+//! resource), `k8s` the driver of the k8s manager role ([`SimK8s`]), [`provisioner`] the sim
+//! provisioner, and `engine` how all three run and persist operations. "Fabric" names only
+//! the manager role here.
 
 pub(crate) mod engine;
 mod fabric;
 mod k8s;
+pub mod provisioner;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -269,27 +275,35 @@ fn kind_name(kind: FailureKind) -> &'static str {
     }
 }
 
-/// Decodes a request; a malformed one is permanent (retrying the same bytes cannot help).
-fn parse_request<T: DeserializeOwned>(op: Operation, v: serde_json::Value) -> Result<T, OpError> {
-    serde_json::from_value(v).map_err(|e| OpError::permanent(format!("invalid {op} request: {e}")))
-}
-
-fn to_json<T: serde::Serialize>(v: &T) -> Result<serde_json::Value, OpError> {
-    serde_json::to_value(v).map_err(|e| OpError::permanent(format!("cannot encode response: {e}")))
+/// Every record of `namespace`, decoded, with its key (a record that does not decode makes the
+/// namespace corrupt).
+async fn load_records<R: DeserializeOwned>(
+    store: &Arc<dyn SimStateStore>,
+    namespace: &str,
+) -> Result<Vec<(String, R)>, SimError> {
+    let rows = store
+        .load_all(namespace)
+        .await
+        .map_err(|message| SimError::Store {
+            namespace: namespace.to_string(),
+            message,
+        })?;
+    rows.into_iter()
+        .map(|(key, value)| match serde_json::from_str(&value) {
+            Ok(record) => Ok((key, record)),
+            Err(e) => Err(SimError::Corrupt {
+                namespace: namespace.to_string(),
+                key,
+                message: e.to_string(),
+            }),
+        })
+        .collect()
 }
 
 /// A store failure during an operation is transient: the operation is idempotent, so the
 /// caller's retry converges.
 fn store_error(namespace: &str, message: String) -> OpError {
     OpError::transient(format!("sim state store ({namespace}): {message}"))
-}
-
-fn require_non_empty(field: &str, value: &str) -> Result<(), OpError> {
-    if value.trim().is_empty() {
-        Err(OpError::permanent(format!("{field} must not be empty")))
-    } else {
-        Ok(())
-    }
 }
 
 #[derive(Clone)]

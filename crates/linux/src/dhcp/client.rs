@@ -14,7 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::apply::{self, Applied};
 use super::netns;
 use super::packet::{CLIENT_PORT, MessageType, Reply, Request, SERVER_PORT};
-use super::worker::Worker;
+use super::worker::{Client, ClientInterface};
 
 /// Retransmission and renewal timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,19 +108,16 @@ impl<A: Clone> Shared<A> {
     }
 }
 
-/// A running client; dropping it stops the thread (leaving the address in place).
-pub struct DhcpClient {
-    config: ClientConfig,
-    worker: Worker<Applied>,
-}
+/// A running DHCPv4 client; dropping it stops the thread (leaving the address in place).
+pub type DhcpClient = Client<ClientConfig, Applied>;
 
-impl std::fmt::Debug for DhcpClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DhcpClient")
-            .field("netns", &self.config.netns)
-            .field("ifname", &self.config.ifname)
-            .field("status", &self.status())
-            .finish()
+impl ClientInterface for ClientConfig {
+    const HANDLE: &'static str = "DhcpClient";
+    fn netns(&self) -> &str {
+        &self.netns
+    }
+    fn ifname(&self) -> &str {
+        &self.ifname
     }
 }
 
@@ -130,30 +127,7 @@ pub(crate) const POLL: Duration = Duration::from_millis(200);
 impl DhcpClient {
     /// Starts the client thread.
     pub fn start(config: ClientConfig) -> io::Result<DhcpClient> {
-        let cfg = config.clone();
-        let label = format!("dhcp-{}", config.ifname);
-        let worker = Worker::spawn(&config.netns, label, move |shared| run(&cfg, shared))?;
-        Ok(DhcpClient { config, worker })
-    }
-
-    /// The interface's configuration.
-    pub fn config(&self) -> &ClientConfig {
-        &self.config
-    }
-
-    /// What the client holds now.
-    pub fn status(&self) -> Status {
-        self.worker.status()
-    }
-
-    /// Whether the thread is still running.
-    pub fn is_running(&self) -> bool {
-        self.worker.is_running()
-    }
-
-    /// Stops the thread and waits for it; `flush` removes the applied address (and routes).
-    pub fn stop(self, flush: bool) {
-        self.worker.stop(flush);
+        Client::spawn(config, "dhcp", run)
     }
 }
 
@@ -201,7 +175,9 @@ fn run(cfg: &ClientConfig, shared: &Shared<Applied>) -> io::Result<()> {
     result
 }
 
-fn seed_xid(mac: &[u8; 6]) -> u32 {
+/// A first transaction id: the MAC's low bytes mixed with the clock (clients of different
+/// interfaces, and restarts of one, start apart).
+pub(crate) fn seed_xid(mac: &[u8; 6]) -> u32 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -217,11 +193,7 @@ struct Machine<'a> {
     xid: u32,
 }
 
-enum Outcome {
-    Reply(Box<Reply>),
-    Timeout,
-    Stopped,
-}
+type Outcome = super::worker::Outcome<Reply>;
 
 impl Machine<'_> {
     fn run(&mut self) -> io::Result<()> {
@@ -367,52 +339,14 @@ impl Machine<'_> {
                 e.raw_os_error(),
                 Some(libc::ENETDOWN | libc::ENETUNREACH | libc::ENXIO)
             ) {
-                std::thread::sleep(wait.min(POLL));
-                return Ok(if self.shared.stopping() {
-                    Outcome::Stopped
-                } else {
-                    Outcome::Timeout
-                });
-            }
-            if e.raw_os_error() == Some(libc::ENODEV) {
-                return Err(e);
+                return Ok(Outcome::unanswered(self.shared, wait));
             }
             return Err(e);
         }
-        let deadline = Instant::now() + wait;
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 1500];
-        while Instant::now() < deadline {
-            if self.shared.stopping() {
-                return Ok(Outcome::Stopped);
-            }
-            match self.socket.recv(&mut buf) {
-                Ok(n) => {
-                    // SAFETY: recv initialised the first n bytes.
-                    let bytes: Vec<u8> = buf[..n]
-                        .iter()
-                        .map(|b| unsafe { b.assume_init() })
-                        .collect();
-                    if let Ok(r) = Reply::decode(&bytes)
-                        && r.xid == req.xid
-                        && r.chaddr == self.cfg.mac
-                    {
-                        return Ok(Outcome::Reply(Box::new(r)));
-                    }
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(if self.shared.stopping() {
-            Outcome::Stopped
-        } else {
-            Outcome::Timeout
+        Outcome::receive(&self.socket, self.shared, wait, 1500, |bytes| {
+            Reply::decode(bytes)
+                .ok()
+                .filter(|r| r.xid == req.xid && r.chaddr == self.cfg.mac)
         })
     }
 }

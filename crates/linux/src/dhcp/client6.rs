@@ -20,7 +20,7 @@ use super::packet6::{
     iaid_of, status,
 };
 use super::ra;
-use super::worker::Worker;
+use super::worker::{Client, ClientInterface};
 
 /// What the DHCPv6 client of an interface holds.
 pub type Status6 = Status<Applied6>;
@@ -44,48 +44,22 @@ const SILENT_ROUNDS_BEFORE_LOSS: u32 = 3;
 
 /// A running DHCPv6 client; dropping it stops the thread (leaving the address in place, to
 /// expire with its valid lifetime).
-pub struct Dhcp6Client {
-    config: Client6Config,
-    worker: Worker<Applied6>,
-}
+pub type Dhcp6Client = Client<Client6Config, Applied6>;
 
-impl std::fmt::Debug for Dhcp6Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dhcp6Client")
-            .field("netns", &self.config.netns)
-            .field("ifname", &self.config.ifname)
-            .field("status", &self.status())
-            .finish()
+impl ClientInterface for Client6Config {
+    const HANDLE: &'static str = "Dhcp6Client";
+    fn netns(&self) -> &str {
+        &self.netns
+    }
+    fn ifname(&self) -> &str {
+        &self.ifname
     }
 }
 
 impl Dhcp6Client {
     /// Starts the client thread.
     pub fn start(config: Client6Config) -> io::Result<Dhcp6Client> {
-        let cfg = config.clone();
-        let label = format!("dhcp6-{}", config.ifname);
-        let worker = Worker::spawn(&config.netns, label, move |shared| run(&cfg, shared))?;
-        Ok(Dhcp6Client { config, worker })
-    }
-
-    /// The interface's configuration.
-    pub fn config(&self) -> &Client6Config {
-        &self.config
-    }
-
-    /// What the client holds now.
-    pub fn status(&self) -> Status6 {
-        self.worker.status()
-    }
-
-    /// Whether the thread is still running.
-    pub fn is_running(&self) -> bool {
-        self.worker.is_running()
-    }
-
-    /// Stops the thread and waits for it; `flush` removes the applied address (and routes).
-    pub fn stop(self, flush: bool) {
-        self.worker.stop(flush);
+        Client::spawn(config, "dhcp6", run)
     }
 }
 
@@ -164,12 +138,9 @@ fn run(cfg: &Client6Config, shared: &Shared<Applied6>) -> io::Result<()> {
     result
 }
 
+/// A DHCPv6 transaction id is 24 bits: the DHCPv4 seed, cut to size.
 fn seed_xid(mac: &[u8; 6]) -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    (u32::from_be_bytes([0, mac[3], mac[4], mac[5]]) ^ nanos) & 0x00ff_ffff
+    super::client::seed_xid(mac) & 0x00ff_ffff
 }
 
 struct Machine6<'a> {
@@ -183,11 +154,7 @@ struct Machine6<'a> {
     xid: u32,
 }
 
-enum Outcome {
-    Reply(Box<ServerMessage>),
-    Timeout,
-    Stopped,
-}
+type Outcome = super::worker::Outcome<ServerMessage>;
 
 /// Hundredths of a second since `start`, as the Elapsed Time option carries them.
 fn elapsed_cs(start: Instant) -> u16 {
@@ -401,12 +368,7 @@ impl Machine6<'_> {
                 e.raw_os_error(),
                 Some(libc::ENETDOWN | libc::ENETUNREACH | libc::ENXIO | libc::EADDRNOTAVAIL)
             ) {
-                std::thread::sleep(wait.min(POLL));
-                return Ok(if self.shared.stopping() {
-                    Outcome::Stopped
-                } else {
-                    Outcome::Timeout
-                });
+                return Ok(Outcome::unanswered(self.shared, wait));
             }
             return Err(e);
         }
@@ -415,40 +377,10 @@ impl Machine6<'_> {
         } else {
             MessageType::Reply
         };
-        let deadline = Instant::now() + wait;
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 2048];
-        while Instant::now() < deadline {
-            if self.shared.stopping() {
-                return Ok(Outcome::Stopped);
-            }
-            match self.socket.recv(&mut buf) {
-                Ok(n) => {
-                    // SAFETY: recv initialised the first n bytes.
-                    let bytes: Vec<u8> = buf[..n]
-                        .iter()
-                        .map(|b| unsafe { b.assume_init() })
-                        .collect();
-                    if let Ok(m) = ServerMessage::decode(&bytes)
-                        && m.message_type == expected
-                        && m.answers(msg)
-                    {
-                        return Ok(Outcome::Reply(Box::new(m)));
-                    }
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(if self.shared.stopping() {
-            Outcome::Stopped
-        } else {
-            Outcome::Timeout
+        Outcome::receive(&self.socket, self.shared, wait, 2048, |bytes| {
+            ServerMessage::decode(bytes)
+                .ok()
+                .filter(|m| m.message_type == expected && m.answers(msg))
         })
     }
 }

@@ -22,6 +22,7 @@ mod worker;
 pub use apply6::Applied6;
 pub use client::{ClientConfig, DhcpClient, Status, Timing};
 pub use client6::{Client6Config, Dhcp6Client, Status6};
+pub use worker::{Client, ClientInterface};
 
 /// What the DHCP clients of one interface hold, both families.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

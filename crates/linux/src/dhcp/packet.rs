@@ -343,14 +343,12 @@ impl Reply {
     }
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff`.
+/// The octets of an interface MAC (`aa:bb:cc:dd:ee:ff`), read by the one MAC rule of
+/// [`osac_backends::MacAddress`]; None when the text breaks it.
 pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
-    let mut out = [0u8; 6];
-    let mut parts = text.split(':');
-    for o in &mut out {
-        *o = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(out)
+    text.parse::<osac_backends::MacAddress>()
+        .ok()
+        .map(|m| m.octets())
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! IPv6 router advertisements on a machine: the kernel of the machine namespace handles them
-//! (SPEC §8: the subnet's dnsmasq sends RAs with the M flag, the on-link prefix without the
+//! (the subnet's dnsmasq sends RAs with the M flag, the on-link prefix without the
 //! A flag, and the MTU). We only set, per interface:
 //!
 //! - `accept_ra=1` (forwarding stays off: a machine is a host), `accept_ra_pinfo=1` (the

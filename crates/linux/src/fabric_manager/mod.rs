@@ -1,7 +1,8 @@
-//! The `linux` fabric manager (SPEC §8): a router namespace per VirtualNetwork, a bridge and a
+//! The `linux` driver of the fabric manager role: a router namespace per VirtualNetwork, a bridge and a
 //! dnsmasq per subnet, veth ports with anti-spoofing, stateful security groups, NAT, and the
 //! external namespace. Every operation is idempotent and re-creates missing kernel state when
-//! called again, which is how a start-up resync rebuilds the dataplane.
+//! called again, which is how a start-up resync rebuilds the dataplane. The preconditions it
+//! shares with the sim driver are in [`osac_backends::checks`].
 
 pub mod dnsmasq;
 pub mod gc;
@@ -18,9 +19,8 @@ mod vips;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ipnet::IpNet;
+use osac_backends::checks::{self, decode_request as parse};
 use osac_backends::{Manager, OpError, Operation, Registration, Role, ensure_role};
-use serde::de::DeserializeOwned;
 use tokio::sync::Mutex;
 
 use crate::config::LinuxSettings;
@@ -53,15 +53,7 @@ impl LinuxFabric {
         registration: Registration,
         settings: LinuxSettings,
     ) -> Result<Self, LinuxError> {
-        if registration.role != Role::Fabric {
-            return Err(LinuxError::Role {
-                name: registration.name.clone(),
-                role: registration.role,
-                expected: Role::Fabric,
-            });
-        }
-        settings.validate()?;
-        crate::preflight().await?;
+        crate::error::ready_to_start(&registration, Role::Fabric, &settings).await?;
         dnsmasq::ensure_hosts_root(&settings)?;
         let store = RecordStore::new(settings.state_dir.join("fabric"));
         let model = Model {
@@ -172,66 +164,13 @@ impl Manager for LinuxFabric {
             Operation::CreateNetworkAttachment => inner.create_port(parse(op, request)?).await,
             Operation::DeleteNetworkAttachment => inner.delete_port(parse(op, request)?).await,
             Operation::QueryDhcpLease => inner.query_lease(parse(op, request)?).await,
-            Operation::CreateSubnetOverlay | Operation::DeleteSubnetOverlay => Err(
-                OpError::permanent(format!("operation {op} is not a fabric operation")),
-            ),
+            Operation::CreateSubnetOverlay | Operation::DeleteSubnetOverlay => {
+                Err(checks::not_an_operation_of(op, "fabric"))
+            }
         };
         if let Err(e) = &result {
             tracing::warn!(%op, error = %e, "linux fabric operation failed");
         }
         result
-    }
-}
-
-/// Decodes a request; a malformed one is permanent.
-fn parse<T: DeserializeOwned>(op: Operation, v: serde_json::Value) -> Result<T, OpError> {
-    serde_json::from_value(v).map_err(|e| OpError::permanent(format!("invalid {op} request: {e}")))
-}
-
-/// Encodes a response.
-fn to_json<T: serde::Serialize>(v: &T) -> Result<serde_json::Value, OpError> {
-    serde_json::to_value(v).map_err(|e| OpError::permanent(format!("cannot encode response: {e}")))
-}
-
-fn empty() -> serde_json::Value {
-    serde_json::json!({})
-}
-
-fn require_non_empty(field: &str, value: &str) -> Result<(), OpError> {
-    if value.trim().is_empty() {
-        Err(OpError::permanent(format!("{field} must not be empty")))
-    } else {
-        Ok(())
-    }
-}
-
-fn no_host_bits(field: &str, net: IpNet) -> Result<(), OpError> {
-    if osac_backends::net::has_host_bits(net) {
-        Err(OpError::permanent(format!(
-            "{field} '{net}' has host bits set (did you mean '{}'?)",
-            net.trunc()
-        )))
-    } else {
-        Ok(())
-    }
-}
-
-fn missing_vn(id: &str) -> OpError {
-    OpError::permanent(format!("virtual network '{id}' does not exist"))
-}
-
-/// Lowercase colon-separated MAC, or a permanent error.
-pub fn normalize_mac(mac: &str) -> Result<String, OpError> {
-    let parts: Vec<&str> = mac.split([':', '-']).collect();
-    let ok = parts.len() == 6
-        && parts
-            .iter()
-            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()));
-    if ok {
-        Ok(parts.join(":").to_ascii_lowercase())
-    } else {
-        Err(OpError::permanent(format!(
-            "mac_address '{mac}' is not a MAC address (aa:bb:cc:dd:ee:ff)"
-        )))
     }
 }

@@ -4,16 +4,16 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osac_backends::net::lowest_free;
+use osac_backends::checks::{self, empty_response, encode_response};
 use osac_backends::{
     AllocateExternalIpRequest, AllocateExternalIpResponse, CreateExternalIpAttachmentRequest,
     CreateNatGatewayRequest, DeleteExternalIpAttachmentRequest, DeleteNatGatewayRequest, OpError,
     ReleaseExternalIpRequest,
 };
 
+use super::Inner;
 use super::records::{DnatRec, EipRec, SnatRec, VnRec, kind};
 use super::render::{self, TableSite};
-use super::{Inner, empty, missing_vn, no_host_bits, require_non_empty, to_json};
 use crate::cmd;
 use crate::names::{self, EXT_NS};
 
@@ -42,56 +42,18 @@ async fn unroute_external(addr: IpAddr) -> Result<(), OpError> {
 }
 
 impl Inner {
-    fn check_external(&self, addr: IpAddr, me: &str) -> Result<(), OpError> {
-        if !self.model.external_allocated(addr) {
-            return Err(OpError::permanent(format!(
-                "external address {addr} is not allocated"
-            )));
-        }
-        match self.model.external_consumer(addr) {
-            Some(user) if user != me => Err(OpError::permanent(format!(
-                "external address {addr} is already used by {user}"
-            ))),
-            _ => Ok(()),
-        }
-    }
-
     pub(crate) async fn allocate_external_ip(
         &mut self,
         r: AllocateExternalIpRequest,
     ) -> Result<serde_json::Value, OpError> {
-        require_non_empty("external_ip_id", &r.external_ip_id)?;
+        checks::require_non_empty("external_ip_id", &r.external_ip_id)?;
         if let Some(e) = self.model.eips.get(&r.external_ip_id) {
-            if e.pool != r.pool_id {
-                return Err(OpError::permanent(format!(
-                    "external IP '{}' is already allocated from pool '{}'",
-                    r.external_ip_id, e.pool
-                )));
-            }
-            return to_json(&AllocateExternalIpResponse { address: e.address });
+            checks::same_pool(&r.external_ip_id, &e.pool, &r.pool_id)?;
+            return encode_response(&AllocateExternalIpResponse { address: e.address });
         }
-        if r.cidrs.is_empty() {
-            return Err(OpError::permanent(format!(
-                "pool '{}' has no CIDRs",
-                r.pool_id
-            )));
-        }
-        let mut cidrs = r.cidrs.clone();
-        for c in &cidrs {
-            no_host_bits("cidrs", *c)?;
-        }
-        cidrs.sort();
         let used: std::collections::BTreeSet<IpAddr> =
             self.model.eips.values().map(|e| e.address).collect();
-        let address = cidrs
-            .iter()
-            .find_map(|c| lowest_free(*c, &|a| used.contains(a), &[]))
-            .ok_or_else(|| {
-                OpError::permanent(format!(
-                    "pool exhausted: no free address left in external IP pool '{}'",
-                    r.pool_id
-                ))
-            })?;
+        let address = checks::pick_external_address(&r, &|a: &IpAddr| used.contains(a))?;
         let rec = EipRec {
             id: r.external_ip_id,
             pool: r.pool_id,
@@ -99,7 +61,7 @@ impl Inner {
         };
         self.store.put(kind::EIP, &rec.id, &rec).await?;
         self.model.eips.insert(rec.id.clone(), rec);
-        to_json(&AllocateExternalIpResponse { address })
+        encode_response(&AllocateExternalIpResponse { address })
     }
 
     pub(crate) async fn release_external_ip(
@@ -107,81 +69,45 @@ impl Inner {
         r: ReleaseExternalIpRequest,
     ) -> Result<serde_json::Value, OpError> {
         let Some(e) = self.model.eips.get(&r.external_ip_id).cloned() else {
-            return Ok(empty());
+            return Ok(empty_response());
         };
-        if e.pool != r.pool_id {
-            return Err(OpError::permanent(format!(
-                "external IP '{}' belongs to pool '{}', not '{}'",
-                e.id, e.pool, r.pool_id
-            )));
-        }
-        if let Some(user) = self.model.external_consumer(e.address) {
-            return Err(OpError::permanent(format!(
-                "external address {} is still used by {user}",
-                e.address
-            )));
-        }
+        let used_by = self.model.external_consumer(e.address);
+        checks::releasable(&r, &e.pool, e.address, used_by.as_deref())?;
         self.model.eips.remove(&e.id);
         self.store.delete(kind::EIP, &e.id).await?;
-        Ok(empty())
+        Ok(empty_response())
     }
 
     pub(crate) async fn create_dnat(
         &mut self,
         r: CreateExternalIpAttachmentRequest,
     ) -> Result<serde_json::Value, OpError> {
-        require_non_empty("attachment_id", &r.attachment_id)?;
-        let vn = self
+        checks::require_non_empty("attachment_id", &r.attachment_id)?;
+        let vn = self.model.vn(&r.virtual_network_id)?.clone();
+        let me = checks::external_ip_attachment_user(&r.attachment_id);
+        self.model.external_address_free(r.external_address, &me)?;
+        let its_vn = self
             .model
-            .vns
-            .get(&r.virtual_network_id)
-            .cloned()
-            .ok_or_else(|| missing_vn(&r.virtual_network_id))?;
-        self.check_external(
-            r.external_address,
-            &format!("external IP attachment '{}'", r.attachment_id),
-        )?;
-        if r.external_address.is_ipv4() != r.target_ip.is_ipv4() {
-            return Err(OpError::permanent(format!(
-                "external address {} and target {} are of different IP families",
-                r.external_address, r.target_ip
-            )));
-        }
-        let inside = match r.target_ip {
-            IpAddr::V4(a) => vn.ipv4_cidr.is_some_and(|n| n.contains(&a)),
-            IpAddr::V6(a) => vn.ipv6_cidr.is_some_and(|n| n.contains(&a)),
-        };
-        if !inside {
-            return Err(OpError::permanent(format!(
-                "target {} is not inside virtual network '{}'",
-                r.target_ip, r.virtual_network_id
-            )));
-        }
-        if let Some(old) = self.model.dnats.get(&r.attachment_id)
-            && old.vn != r.virtual_network_id
-        {
-            return Err(OpError::permanent(format!(
-                "external IP attachment '{}' belongs to virtual network '{}'",
-                r.attachment_id, old.vn
-            )));
-        }
+            .dnats
+            .get(&r.attachment_id)
+            .map(|d| d.vn.as_str());
+        checks::external_ip_attachment(&r, vn.ipv4_cidr, vn.ipv6_cidr, its_vn)?;
         let rec = DnatRec {
             id: r.attachment_id,
             vn: r.virtual_network_id,
             external: r.external_address,
             target: r.target_ip,
         };
-        if self.model.dnats.get(&rec.id) != Some(&rec) {
-            self.store.put(kind::DNAT, &rec.id, &rec).await?;
-            self.model.dnats.insert(rec.id.clone(), rec.clone());
-        }
+        self.store
+            .save(kind::DNAT, &mut self.model.dnats, &rec.id, &rec)
+            .await?;
         self.router_ready(&vn.id).await?;
         let table = names::vn_table(&vn.id);
         let mut script = render::vn_table(&table, TableSite::Router);
         script.push_str(&render::dnat(&table, rec.external, Some(rec.target)));
         cmd::nft_converge(&names::router_ns(&vn.id), &script).await?;
         route_external(rec.external, &vn).await?;
-        Ok(empty())
+        Ok(empty_response())
     }
 
     pub(crate) async fn delete_dnat(
@@ -189,7 +115,7 @@ impl Inner {
         r: DeleteExternalIpAttachmentRequest,
     ) -> Result<serde_json::Value, OpError> {
         let Some(rec) = self.model.dnats.get(&r.attachment_id).cloned() else {
-            return Ok(empty());
+            return Ok(empty_response());
         };
         let ns = names::router_ns(&rec.vn);
         if cmd::netns_exists(&ns).await? {
@@ -202,52 +128,35 @@ impl Inner {
             flush_conntrack(&ns, rec.external, "--orig-dst").await;
         }
         if self.model.external_consumer(rec.external).as_deref()
-            == Some(&format!("external IP attachment '{}'", rec.id))
+            == Some(&checks::external_ip_attachment_user(&rec.id))
         {
             unroute_external(rec.external).await?;
         }
         self.model.dnats.remove(&rec.id);
         self.store.delete(kind::DNAT, &rec.id).await?;
-        Ok(empty())
+        Ok(empty_response())
     }
 
     pub(crate) async fn create_nat_gateway(
         &mut self,
         r: CreateNatGatewayRequest,
     ) -> Result<serde_json::Value, OpError> {
-        require_non_empty("nat_gateway_id", &r.nat_gateway_id)?;
-        let vn = self
-            .model
-            .vns
-            .get(&r.virtual_network_id)
-            .cloned()
-            .ok_or_else(|| missing_vn(&r.virtual_network_id))?;
-        self.check_external(
-            r.external_address,
-            &format!("NAT gateway '{}'", r.nat_gateway_id),
-        )?;
-        if let Some(other) = self
+        checks::require_non_empty("nat_gateway_id", &r.nat_gateway_id)?;
+        let vn = self.model.vn(&r.virtual_network_id)?.clone();
+        let me = checks::nat_gateway_user(&r.nat_gateway_id);
+        self.model.external_address_free(r.external_address, &me)?;
+        let other = self
             .model
             .snats
             .values()
             .find(|s| s.vn == vn.id && s.id != r.nat_gateway_id)
-        {
-            return Err(OpError::permanent(format!(
-                "virtual network '{}' already has NAT gateway '{}'",
-                vn.id, other.id
-            )));
-        }
-        if let Some(old) = self.model.snats.get(&r.nat_gateway_id)
-            && old.vn != vn.id
-        {
-            return Err(OpError::permanent(format!(
-                "NAT gateway '{}' belongs to virtual network '{}'",
-                r.nat_gateway_id, old.vn
-            )));
-        }
-        for c in &r.source_cidrs {
-            no_host_bits("source_cidrs", *c)?;
-        }
+            .map(|s| s.id.as_str());
+        let its_vn = self
+            .model
+            .snats
+            .get(&r.nat_gateway_id)
+            .map(|s| s.vn.as_str());
+        checks::nat_gateway(&r, other, its_vn)?;
         let mut sources: Vec<IpNet> = r.source_cidrs.clone();
         if sources.is_empty() {
             sources.extend(vn.ipv4_cidr.map(IpNet::V4));
@@ -259,17 +168,16 @@ impl Inner {
             external: r.external_address,
             sources,
         };
-        if self.model.snats.get(&rec.id) != Some(&rec) {
-            self.store.put(kind::SNAT, &rec.id, &rec).await?;
-            self.model.snats.insert(rec.id.clone(), rec.clone());
-        }
+        self.store
+            .save(kind::SNAT, &mut self.model.snats, &rec.id, &rec)
+            .await?;
         self.router_ready(&vn.id).await?;
         let table = names::vn_table(&vn.id);
         let mut script = render::vn_table(&table, TableSite::Router);
         script.push_str(&render::snat(&table, Some((rec.external, &rec.sources))));
         cmd::nft(&names::router_ns(&vn.id), &script).await?;
         route_external(rec.external, &vn).await?;
-        Ok(empty())
+        Ok(empty_response())
     }
 
     pub(crate) async fn delete_nat_gateway(
@@ -277,7 +185,7 @@ impl Inner {
         r: DeleteNatGatewayRequest,
     ) -> Result<serde_json::Value, OpError> {
         let Some(rec) = self.model.snats.get(&r.nat_gateway_id).cloned() else {
-            return Ok(empty());
+            return Ok(empty_response());
         };
         let ns = names::router_ns(&rec.vn);
         if cmd::netns_exists(&ns).await? {
@@ -290,7 +198,7 @@ impl Inner {
         unroute_external(rec.external).await?;
         self.model.snats.remove(&rec.id);
         self.store.delete(kind::SNAT, &rec.id).await?;
-        Ok(empty())
+        Ok(empty_response())
     }
 }
 

@@ -5,17 +5,17 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use osac_backends::net::lowest_free;
+use ipnet::IpNet;
+use osac_backends::checks::{self, empty_response, encode_response};
 use osac_backends::{
     CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, OpError, PortAddresses,
     QueryDhcpLeaseRequest,
 };
 
+use super::Inner;
 use super::dnsmasq::{self, DnsmasqFiles};
 use super::records::{PortRec, kind};
 use super::render::{self, PortIdentity, TableSite};
-use super::{Inner, empty, normalize_mac, require_non_empty, to_json};
 use crate::cmd::{self, CmdError};
 use crate::kernel;
 use crate::names::{self, PARK_BRIDGE, PARK_NS};
@@ -120,21 +120,12 @@ pub async fn ensure_parked_port(
     .await
 }
 
-fn v4_net(n: Option<Ipv4Net>) -> Option<IpNet> {
-    n.map(IpNet::V4)
-}
-fn v6_net(n: Option<Ipv6Net>) -> Option<IpNet> {
-    n.map(IpNet::V6)
-}
-
 impl Inner {
     pub(crate) async fn create_port(
         &mut self,
         r: CreateNetworkAttachmentRequest,
     ) -> Result<serde_json::Value, OpError> {
-        require_non_empty("attachment_id", &r.attachment_id)?;
-        require_non_empty("host", &r.host)?;
-        require_non_empty("interface", &r.interface)?;
+        checks::attachment_port(&r.attachment_id, &r.host, &r.interface)?;
         let (key, ifname, _) = names::machine_of(&r.host, &r.interface);
         if key.is_empty() || ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ']) {
             return Err(OpError::permanent(format!(
@@ -142,40 +133,17 @@ impl Inner {
                 r.interface
             )));
         }
-        let mac = normalize_mac(&r.mac_address)?;
+        let mac = checks::mac_address(&r.mac_address)?;
         let subnet = self
             .model
             .subnets
             .get(&r.subnet_id)
             .cloned()
-            .ok_or_else(|| {
-                OpError::permanent(format!("subnet '{}' does not exist", r.subnet_id))
-            })?;
-        if subnet.vn != r.virtual_network_id {
-            return Err(OpError::permanent(format!(
-                "subnet '{}' belongs to virtual network '{}', not '{}'",
-                r.subnet_id, subnet.vn, r.virtual_network_id
-            )));
-        }
-        for sg in &r.security_groups {
-            match self.model.sgs.get(sg) {
-                None => {
-                    return Err(OpError::permanent(format!(
-                        "security group '{sg}' does not exist"
-                    )));
-                }
-                Some(g) if g.vn != r.virtual_network_id => {
-                    return Err(OpError::permanent(format!(
-                        "security group '{sg}' belongs to virtual network '{}', not '{}'",
-                        g.vn, r.virtual_network_id
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
-        let mut sgs = r.security_groups.clone();
-        sgs.sort();
-        sgs.dedup();
+            .ok_or_else(|| checks::missing_subnet(&r.subnet_id))?;
+        checks::subnet_in(&r.subnet_id, &subnet.vn, &r.virtual_network_id)?;
+        let sgs = checks::attachment_security_groups(&r, |sg| {
+            self.model.sgs.get(sg).map(|g| g.vn.as_str())
+        })?;
         let allowed = r.checked_allowed_addresses(subnet.vip_cidr)?;
         if let Some(old) = self.model.ports.get(&r.attachment_id) {
             // Addresses the port stops claiming are re-steered without it before the record
@@ -190,16 +158,7 @@ impl Inner {
         }
 
         let rec = if let Some(old) = self.model.ports.get(&r.attachment_id) {
-            if old.host != r.host
-                || old.interface != r.interface
-                || old.mac != mac
-                || old.subnet != r.subnet_id
-            {
-                return Err(OpError::permanent(format!(
-                    "network attachment '{}' already exists for port {}/{} ({}) on subnet '{}'",
-                    r.attachment_id, old.host, old.interface, old.mac, old.subnet
-                )));
-            }
+            checks::same_attachment(&r, mac, &old.host, &old.interface, &old.mac, &old.subnet)?;
             let mut rec = PortRec {
                 sgs,
                 primary: r.primary,
@@ -211,49 +170,26 @@ impl Inner {
             }
             rec
         } else {
+            let mac = mac.to_string();
             if let Some(other) = self
                 .model
                 .ports
                 .values()
                 .find(|p| p.machine().0 == key && p.machine().1 == ifname)
             {
-                return Err(OpError::permanent(format!(
-                    "port {}/{} is already attached by network attachment '{}'",
-                    r.host, r.interface, other.id
-                )));
+                return Err(checks::port_taken(&r.host, &r.interface, &other.id));
             }
             if let Some(other) = self.model.subnet_ports(&r.subnet_id).find(|p| p.mac == mac) {
-                return Err(OpError::permanent(format!(
-                    "MAC {mac} already has network attachment '{}' on subnet '{}'",
-                    other.id, r.subnet_id
-                )));
+                return Err(checks::mac_taken(&mac, &other.id, &r.subnet_id));
             }
             let used: BTreeSet<IpAddr> = self.model.used_in_subnet(&r.subnet_id);
-            let mut blocked: Vec<IpNet> = subnet.vip_cidr.into_iter().collect();
-            blocked.extend(subnet.gw4().map(|g| IpNet::V4(Ipv4Net::from(g))));
-            blocked.extend(subnet.gw6().map(|g| IpNet::V6(Ipv6Net::from(g))));
-            let pick = |net: IpNet, family: &str| {
-                lowest_free(net, &|a| used.contains(a), &blocked).ok_or_else(|| {
-                    OpError::permanent(format!(
-                        "subnet '{}' has no free {family} address left",
-                        r.subnet_id
-                    ))
-                })
-            };
-            let v4 = match v4_net(subnet.ipv4_cidr)
-                .map(|n| pick(n, "IPv4"))
-                .transpose()?
-            {
-                Some(IpAddr::V4(a)) => Some(a),
-                _ => None,
-            };
-            let v6 = match v6_net(subnet.ipv6_cidr)
-                .map(|n| pick(n, "IPv6"))
-                .transpose()?
-            {
-                Some(IpAddr::V6(a)) => Some(a),
-                _ => None,
-            };
+            let (v4, v6) = checks::pick_port_addresses(
+                &r.subnet_id,
+                subnet.ipv4_cidr,
+                subnet.ipv6_cidr,
+                subnet.vip_cidr,
+                &|a: &IpAddr| used.contains(a),
+            )?;
             let mut rec = PortRec {
                 id: r.attachment_id.clone(),
                 host: r.host.clone(),
@@ -279,12 +215,11 @@ impl Inner {
         {
             self.retire_address_egress_maps(&rec).await?;
         }
-        if self.model.ports.get(&rec.id) != Some(&rec) {
-            self.store.put(kind::PORT, &rec.id, &rec).await?;
-            self.model.ports.insert(rec.id.clone(), rec.clone());
-        }
+        self.store
+            .save(kind::PORT, &mut self.model.ports, &rec.id, &rec)
+            .await?;
         self.build_port(&rec).await?;
-        to_json(&PortAddresses {
+        encode_response(&PortAddresses {
             ipv4_address: rec.v4.map(IpAddr::V4),
             ipv6_address: rec.v6.map(IpAddr::V6),
         })
@@ -307,10 +242,12 @@ impl Inner {
     /// Programs everything of one port (idempotent): cable, anti-spoofing, security groups
     /// (of its addresses and of the allowed addresses it claims), DHCP reservation.
     async fn build_port(&self, p: &PortRec) -> Result<(), OpError> {
-        let subnet =
-            self.model.subnets.get(&p.subnet).cloned().ok_or_else(|| {
-                OpError::permanent(format!("subnet '{}' does not exist", p.subnet))
-            })?;
+        let subnet = self
+            .model
+            .subnets
+            .get(&p.subnet)
+            .cloned()
+            .ok_or_else(|| checks::missing_subnet(&p.subnet))?;
         let (key, ifname, is_vm) = p.machine();
         let ns = p.switch_ns();
         let br = names::subnet_bridge(&p.subnet);
@@ -385,8 +322,8 @@ impl Inner {
         &mut self,
         r: DeleteNetworkAttachmentRequest,
     ) -> Result<serde_json::Value, OpError> {
-        require_non_empty("host", &r.host)?;
-        require_non_empty("interface", &r.interface)?;
+        checks::require_non_empty("host", &r.host)?;
+        checks::require_non_empty("interface", &r.interface)?;
         let (key, ifname, is_vm) = names::machine_of(&r.host, &r.interface);
         let sw = names::port_switch_end(&key, &ifname);
         let rec = self.model.ports.get(&r.attachment_id).cloned();
@@ -427,7 +364,7 @@ impl Inner {
         if !taken_by_other {
             if r.park {
                 kernel::ensure_park().await?;
-                let mac = normalize_mac(&r.mac_address)?;
+                let mac = checks::mac_address(&r.mac_address)?.to_string();
                 let search: Vec<&str> = switch_ns.iter().map(String::as_str).collect();
                 ensure_cable(
                     &key,
@@ -454,7 +391,7 @@ impl Inner {
                 self.write_dnsmasq(&s, false).await?;
             }
         }
-        Ok(empty())
+        Ok(empty_response())
     }
 
     /// Tells dnsmasq to forget a port's IPv4 lease (best effort: `dhcp_release` is optional;
@@ -473,22 +410,19 @@ impl Inner {
         r: QueryDhcpLeaseRequest,
     ) -> Result<serde_json::Value, OpError> {
         if !self.model.subnets.contains_key(&r.subnet_id) {
-            return Err(OpError::permanent(format!(
-                "subnet '{}' does not exist",
-                r.subnet_id
-            )));
+            return Err(checks::missing_subnet(&r.subnet_id));
         }
         // A workload waiting for its lease learns why none comes.
         let files = DnsmasqFiles::of(&self.settings, &r.subnet_id);
         dnsmasq::health(&files, false).await?;
-        let mac = normalize_mac(&r.mac_address)?;
+        let mac = checks::mac_address(&r.mac_address)?.to_string();
         let Some(p) = self
             .model
             .subnet_ports(&r.subnet_id)
             .find(|p| p.mac == mac)
             .cloned()
         else {
-            return to_json(&PortAddresses::default());
+            return encode_response(&PortAddresses::default());
         };
         let text = tokio::fs::read_to_string(&files.leases)
             .await
@@ -501,7 +435,7 @@ impl Inner {
         });
         let v6 =
             p.v6.filter(|a| leases.iter().any(|l| l.address == IpAddr::V6(*a)));
-        to_json(&PortAddresses {
+        encode_response(&PortAddresses {
             ipv4_address: v4.map(IpAddr::V4),
             ipv6_address: v6.map(IpAddr::V6),
         })

@@ -36,6 +36,22 @@ impl RecordStore {
             .join(format!("{:016x}.json", fnv1a64(id)))
     }
 
+    /// Records `value` under `id`, on disk and in `table` (the in-memory copy), unless the
+    /// table already holds it unchanged.
+    pub async fn save<T: Serialize + PartialEq + Clone>(
+        &self,
+        kind: &str,
+        table: &mut std::collections::BTreeMap<String, T>,
+        id: &str,
+        value: &T,
+    ) -> Result<(), LinuxError> {
+        if table.get(id) != Some(value) {
+            self.put(kind, id, value).await?;
+            table.insert(id.to_string(), value.clone());
+        }
+        Ok(())
+    }
+
     /// Writes one record atomically and durably: temp file, fsync, rename, fsync of the
     /// directory. Without the two syncs a power loss after the rename may leave the old
     /// content (or none) while the kernel already used the new one — e.g. an external address

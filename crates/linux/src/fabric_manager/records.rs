@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use osac_backends::SecurityRule;
+use osac_backends::checks;
+use osac_backends::{OpError, SecurityRule};
 use serde::{Deserialize, Serialize};
 
 use crate::fabric_manager::render::PortKeys;
@@ -223,6 +224,13 @@ pub struct Model {
 }
 
 impl Model {
+    /// The VirtualNetwork a request names, or the refusal.
+    pub fn vn(&self, id: &str) -> Result<&VnRec, OpError> {
+        self.vns
+            .get(id)
+            .ok_or_else(|| checks::missing_virtual_network(id))
+    }
+
     /// Ports of a subnet.
     pub fn subnet_ports<'a>(&'a self, subnet: &'a str) -> impl Iterator<Item = &'a PortRec> {
         self.ports.values().filter(move |p| p.subnet == subnet)
@@ -257,13 +265,38 @@ impl Model {
         self.dnats
             .values()
             .find(|d| d.external == addr)
-            .map(|d| format!("external IP attachment '{}'", d.id))
+            .map(|d| checks::external_ip_attachment_user(&d.id))
             .or_else(|| {
                 self.snats
                     .values()
                     .find(|s| s.external == addr)
-                    .map(|s| format!("NAT gateway '{}'", s.id))
+                    .map(|s| checks::nat_gateway_user(&s.id))
             })
+    }
+
+    /// What still lives in VirtualNetwork `vn` (its subnets, security groups, DNAT and SNAT
+    /// rules), as human references.
+    pub fn users_of_vn(&self, vn: &str) -> Vec<String> {
+        let subnets = self.subnets.values().filter(|s| s.vn == vn);
+        let sgs = self.sgs.values().filter(|g| g.vn == vn);
+        let dnats = self.dnats.values().filter(|d| d.vn == vn);
+        let snats = self.snats.values().filter(|s| s.vn == vn);
+        subnets
+            .map(|s| format!("subnet '{}'", s.id))
+            .chain(sgs.map(|g| format!("security group '{}'", g.id)))
+            .chain(dnats.map(|d| checks::external_ip_attachment_user(&d.id)))
+            .chain(snats.map(|s| checks::nat_gateway_user(&s.id)))
+            .collect()
+    }
+
+    /// The external address is allocated and used by nobody but `me`.
+    pub fn external_address_free(&self, addr: IpAddr, me: &str) -> Result<(), OpError> {
+        checks::external_address_free(
+            addr,
+            self.external_allocated(addr),
+            self.external_consumer(addr).as_deref(),
+            me,
+        )
     }
 
     /// The union of the security groups (sorted, unique) of the ports of `vn` in namespace `ns`

@@ -332,8 +332,9 @@ pub fn rule_match(rule: &SecurityRule, ingress: bool) -> String {
 }
 
 /// Replaces a security group's two chains in one transaction (declare, flush, refill): the
-/// atomic update SPEC §8 asks for. Allowed packets are accepted (ending that direction's base
-/// chain); anything else returns to the port chain, which tries the next group, then drops.
+/// rules of a group change atomically, never half applied. Allowed packets are accepted
+/// (ending that direction's base chain); anything else returns to the port chain, which tries
+/// the next group, then drops.
 pub fn sg_chains(
     table: &str,
     sg_id: &str,

@@ -4,12 +4,13 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+use osac_backends::checks::{self, empty_response};
 use osac_backends::net::{ipv4_gateway, ipv6_gateway, lowest_free};
 use osac_backends::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, OpError};
 
+use super::Inner;
 use super::records::{VnRec, kind};
 use super::render::{self, TableSite};
-use super::{Inner, empty, missing_vn, no_host_bits, require_non_empty};
 use crate::cmd;
 use crate::kernel;
 use crate::names::{self, EXT_BRIDGE, EXT_NS, UPLINK_IF};
@@ -19,24 +20,10 @@ impl Inner {
         &mut self,
         r: CreateVirtualNetworkRequest,
     ) -> Result<serde_json::Value, OpError> {
-        require_non_empty("virtual_network_id", &r.virtual_network_id)?;
-        if let Some(n) = r.ipv4_cidr {
-            no_host_bits("ipv4_cidr", IpNet::V4(n))?;
-        }
-        if let Some(n) = r.ipv6_cidr {
-            no_host_bits("ipv6_cidr", IpNet::V6(n))?;
-        }
+        checks::virtual_network(&r)?;
         let rec = match self.model.vns.get(&r.virtual_network_id) {
             Some(old) => {
-                if old.ipv4_cidr != r.ipv4_cidr
-                    || old.ipv6_cidr != r.ipv6_cidr
-                    || old.tenant != r.tenant
-                {
-                    return Err(OpError::permanent(format!(
-                        "virtual network '{}' already exists with a different tenant or CIDRs",
-                        r.virtual_network_id
-                    )));
-                }
+                checks::same_virtual_network(&r, &old.tenant, old.ipv4_cidr, old.ipv6_cidr)?;
                 old.clone()
             }
             None => {
@@ -71,7 +58,7 @@ impl Inner {
             }
         };
         self.build_router(&rec).await?;
-        Ok(empty())
+        Ok(empty_response())
     }
 
     /// Builds (or repairs) a router namespace: everything `create_virtual_network` owns.
@@ -156,12 +143,7 @@ impl Inner {
     /// Makes sure the router of `vn` exists (rebuilding it when someone removed it); returns
     /// its record.
     pub(crate) async fn router_ready(&self, vn_id: &str) -> Result<VnRec, OpError> {
-        let vn = self
-            .model
-            .vns
-            .get(vn_id)
-            .cloned()
-            .ok_or_else(|| missing_vn(vn_id))?;
+        let vn = self.model.vn(vn_id)?.clone();
         let ns = names::router_ns(vn_id);
         if !cmd::netns_exists(&ns).await? || cmd::link(&ns, UPLINK_IF).await?.is_none() {
             self.build_router(&vn).await?;
@@ -174,38 +156,10 @@ impl Inner {
         r: DeleteVirtualNetworkRequest,
     ) -> Result<serde_json::Value, OpError> {
         let id = &r.virtual_network_id;
-        let mut users: Vec<String> = Vec::new();
-        let m = &self.model;
-        users.extend(
-            m.subnets
-                .values()
-                .filter(|s| &s.vn == id)
-                .map(|s| format!("subnet '{}'", s.id)),
-        );
-        users.extend(
-            m.sgs
-                .values()
-                .filter(|s| &s.vn == id)
-                .map(|s| format!("security group '{}'", s.id)),
-        );
-        users.extend(
-            m.dnats
-                .values()
-                .filter(|s| &s.vn == id)
-                .map(|s| format!("external IP attachment '{}'", s.id)),
-        );
-        users.extend(
-            m.snats
-                .values()
-                .filter(|s| &s.vn == id)
-                .map(|s| format!("NAT gateway '{}'", s.id)),
-        );
-        if !users.is_empty() {
-            return Err(OpError::permanent(format!(
-                "virtual network '{id}' is still in use by {}",
-                users.into_iter().take(5).collect::<Vec<_>>().join(", ")
-            )));
-        }
+        checks::still_in_use(
+            &format!("virtual network '{id}'"),
+            self.model.users_of_vn(id).iter().map(String::as_str),
+        )?;
         cmd::delete_netns(&names::router_ns(id)).await?;
         for end in [
             names::uplink_ext_end(id),
@@ -223,6 +177,6 @@ impl Inner {
         if self.model.vns.remove(id).is_some() {
             self.store.delete(kind::VN, id).await?;
         }
-        Ok(empty())
+        Ok(empty_response())
     }
 }

@@ -3,41 +3,14 @@
 //! stays flat in the number of groups: `cmd::nft` sends its rules in block form, for which
 //! nft does not load every chain of the namespace first (see `cmd::compact`).
 
-use osac_backends::{
-    ApplySecurityGroupRequest, DeleteSecurityGroupRequest, OpError, Protocol, SecurityRule,
-};
+use osac_backends::checks::{self, empty_response};
+use osac_backends::{ApplySecurityGroupRequest, DeleteSecurityGroupRequest, OpError};
 
+use super::Inner;
 use super::records::{SgRec, kind};
 use super::render::{self, TableSite};
-use super::{Inner, empty, missing_vn, require_non_empty};
 use crate::cmd;
 use crate::names;
-
-/// Rule validation shared with the sim's semantics.
-pub(crate) fn validate_rule(rule: &SecurityRule) -> Result<(), String> {
-    match rule.protocol {
-        Protocol::Tcp | Protocol::Udp => match (rule.port_from, rule.port_to) {
-            (None, None) => {}
-            (Some(from), Some(to)) => {
-                if from == 0 || from > to {
-                    return Err(format!(
-                        "port range {from}-{to} is invalid (1-65535, from <= to)"
-                    ));
-                }
-            }
-            _ => return Err("port_from and port_to must be given together".into()),
-        },
-        Protocol::Icmp | Protocol::All => {
-            if rule.port_from.is_some() || rule.port_to.is_some() {
-                return Err("ports are only valid for tcp and udp".into());
-            }
-        }
-    }
-    if osac_backends::net::has_host_bits(rule.cidr) {
-        return Err(format!("cidr '{}' has host bits set", rule.cidr));
-    }
-    Ok(())
-}
 
 impl Inner {
     /// Namespaces enforcing group `sg` of `vn`: the router plus hosting clusters with its ports.
@@ -55,34 +28,23 @@ impl Inner {
         &mut self,
         r: ApplySecurityGroupRequest,
     ) -> Result<serde_json::Value, OpError> {
-        require_non_empty("security_group_id", &r.security_group_id)?;
-        if !self.model.vns.contains_key(&r.virtual_network_id) {
-            return Err(missing_vn(&r.virtual_network_id));
-        }
-        if let Some(old) = self.model.sgs.get(&r.security_group_id)
-            && old.vn != r.virtual_network_id
-        {
-            return Err(OpError::permanent(format!(
-                "security group '{}' belongs to virtual network '{}'",
-                r.security_group_id, old.vn
-            )));
-        }
-        for (dir, rules) in [("ingress", &r.ingress), ("egress", &r.egress)] {
-            for (i, rule) in rules.iter().enumerate() {
-                validate_rule(rule)
-                    .map_err(|m| OpError::permanent(format!("{dir} rule {i}: {m}")))?;
-            }
-        }
+        checks::require_non_empty("security_group_id", &r.security_group_id)?;
+        self.model.vn(&r.virtual_network_id)?;
+        let its_vn = self
+            .model
+            .sgs
+            .get(&r.security_group_id)
+            .map(|g| g.vn.as_str());
+        checks::security_group(&r, its_vn)?;
         let rec = SgRec {
             id: r.security_group_id,
             vn: r.virtual_network_id,
             ingress: r.ingress,
             egress: r.egress,
         };
-        if self.model.sgs.get(&rec.id) != Some(&rec) {
-            self.store.put(kind::SG, &rec.id, &rec).await?;
-            self.model.sgs.insert(rec.id.clone(), rec.clone());
-        }
+        self.store
+            .save(kind::SG, &mut self.model.sgs, &rec.id, &rec)
+            .await?;
         self.router_ready(&rec.vn).await?;
         let table = names::vn_table(&rec.vn);
         for (ns, site) in self.sg_namespaces(&rec.vn, &rec.id) {
@@ -96,7 +58,7 @@ impl Inner {
             ));
             cmd::nft(&ns, &script).await?;
         }
-        Ok(empty())
+        Ok(empty_response())
     }
 
     pub(crate) async fn delete_security_group(
@@ -104,20 +66,17 @@ impl Inner {
         r: DeleteSecurityGroupRequest,
     ) -> Result<serde_json::Value, OpError> {
         let Some(g) = self.model.sgs.get(&r.security_group_id).cloned() else {
-            return Ok(empty());
+            return Ok(empty_response());
         };
-        if g.vn != r.virtual_network_id {
-            return Err(OpError::permanent(format!(
-                "security group '{}' belongs to virtual network '{}', not '{}'",
-                g.id, g.vn, r.virtual_network_id
-            )));
-        }
-        if let Some(p) = self.model.ports.values().find(|p| p.sgs.contains(&g.id)) {
-            return Err(OpError::permanent(format!(
-                "security group '{}' is still applied to network attachment '{}'",
-                g.id, p.id
-            )));
-        }
+        checks::security_group_in(&g.id, &g.vn, &r.virtual_network_id)?;
+        let users: Vec<&str> = self
+            .model
+            .ports
+            .values()
+            .filter(|p| p.sgs.contains(&g.id))
+            .map(|p| p.id.as_str())
+            .collect();
+        checks::security_group_unused(&g.id, users.len(), users.first().copied().unwrap_or(""))?;
         let table = names::vn_table(&g.vn);
         let router = names::router_ns(&g.vn);
         if cmd::netns_exists(&router).await? {
@@ -127,6 +86,6 @@ impl Inner {
         }
         self.model.sgs.remove(&g.id);
         self.store.delete(kind::SG, &g.id).await?;
-        Ok(empty())
+        Ok(empty_response())
     }
 }

@@ -4,13 +4,13 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use ipnet::IpNet;
+use osac_backends::checks::{self, empty_response, encode_response};
 use osac_backends::{CreateSubnetRequest, CreateSubnetResponse, DeleteSubnetRequest, OpError};
 
+use super::Inner;
 use super::dnsmasq::{self, DnsmasqFiles};
 use super::records::{SubnetRec, kind};
 use super::render::{self, DnsmasqConf};
-use super::{Inner, empty, missing_vn, no_host_bits, require_non_empty, to_json};
 use crate::cmd;
 use crate::kernel;
 use crate::names;
@@ -23,58 +23,12 @@ impl Inner {
         &mut self,
         r: CreateSubnetRequest,
     ) -> Result<serde_json::Value, OpError> {
-        require_non_empty("subnet_id", &r.subnet_id)?;
-        let vn = self
-            .model
-            .vns
-            .get(&r.virtual_network_id)
-            .ok_or_else(|| missing_vn(&r.virtual_network_id))?;
-        if r.ipv4_cidr.is_none() && r.ipv6_cidr.is_none() {
-            return Err(OpError::permanent(
-                "a subnet needs ipv4_cidr, ipv6_cidr or both",
-            ));
-        }
-        if let Some(n) = r.ipv4_cidr {
-            no_host_bits("ipv4_cidr", IpNet::V4(n))?;
-            if !vn.ipv4_cidr.is_some_and(|v| v.contains(&n)) {
-                return Err(OpError::permanent(format!(
-                    "subnet IPv4 CIDR '{n}' is not inside virtual network '{}' ({:?})",
-                    vn.id, vn.ipv4_cidr
-                )));
-            }
-        }
-        if let Some(n) = r.ipv6_cidr {
-            no_host_bits("ipv6_cidr", IpNet::V6(n))?;
-            if !vn.ipv6_cidr.is_some_and(|v| v.contains(&n)) {
-                return Err(OpError::permanent(format!(
-                    "subnet IPv6 CIDR '{n}' is not inside virtual network '{}' ({:?})",
-                    vn.id, vn.ipv6_cidr
-                )));
-            }
-        }
-        if let Some(vip) = r.vip_cidr {
-            no_host_bits("vip_cidr", vip)?;
-            let inside = match vip {
-                IpNet::V4(v) => r.ipv4_cidr.is_some_and(|n| n.contains(&v)),
-                IpNet::V6(v) => r.ipv6_cidr.is_some_and(|n| n.contains(&v)),
-            };
-            if !inside {
-                return Err(OpError::permanent(format!(
-                    "vip_cidr '{vip}' is not inside the subnet's CIDR of its family"
-                )));
-            }
-        }
+        checks::require_non_empty("subnet_id", &r.subnet_id)?;
+        let vn = self.model.vn(&r.virtual_network_id)?;
+        checks::subnet(&r, vn.ipv4_cidr, vn.ipv6_cidr)?;
         let rec = match self.model.subnets.get(&r.subnet_id) {
             Some(old) => {
-                if old.vn != r.virtual_network_id
-                    || old.ipv4_cidr != r.ipv4_cidr
-                    || old.ipv6_cidr != r.ipv6_cidr
-                {
-                    return Err(OpError::permanent(format!(
-                        "subnet '{}' already exists with a different virtual network or CIDRs",
-                        r.subnet_id
-                    )));
-                }
+                checks::same_subnet(&r, &old.vn, old.ipv4_cidr, old.ipv6_cidr)?;
                 let mut rec = old.clone();
                 if rec.vip_cidr != r.vip_cidr {
                     rec.vip_cidr = r.vip_cidr;
@@ -93,10 +47,7 @@ impl Inner {
                     let overlap4 = matches!((s.ipv4_cidr, r.ipv4_cidr), (Some(a), Some(b)) if a.contains(&b) || b.contains(&a));
                     let overlap6 = matches!((s.ipv6_cidr, r.ipv6_cidr), (Some(a), Some(b)) if a.contains(&b) || b.contains(&a));
                     if overlap4 || overlap6 {
-                        return Err(OpError::permanent(format!(
-                            "subnet '{}' overlaps subnet '{}' in virtual network '{}'",
-                            r.subnet_id, s.id, r.virtual_network_id
-                        )));
+                        return Err(checks::subnet_overlaps(&r, &s.id));
                     }
                 }
                 let rec = SubnetRec {
@@ -113,7 +64,7 @@ impl Inner {
             }
         };
         self.build_subnet(&rec).await?;
-        to_json(&CreateSubnetResponse {
+        encode_response(&CreateSubnetResponse {
             segment_id: rec.segment_id,
             ipv4_gateway: rec.gw4().map(IpAddr::V4),
             ipv6_gateway: rec.gw6().map(IpAddr::V6),
@@ -199,20 +150,19 @@ impl Inner {
         r: DeleteSubnetRequest,
     ) -> Result<serde_json::Value, OpError> {
         let Some(s) = self.model.subnets.get(&r.subnet_id).cloned() else {
-            return Ok(empty());
+            return Ok(empty_response());
         };
-        if s.vn != r.virtual_network_id {
-            return Err(OpError::permanent(format!(
-                "subnet '{}' belongs to virtual network '{}', not '{}'",
-                r.subnet_id, s.vn, r.virtual_network_id
-            )));
-        }
-        if let Some(p) = self.model.subnet_ports(&s.id).next() {
-            return Err(OpError::permanent(format!(
-                "subnet '{}' still has network attachment '{}'",
-                s.id, p.id
-            )));
-        }
+        checks::subnet_in(&r.subnet_id, &s.vn, &r.virtual_network_id)?;
+        let attachments: Vec<&str> = self
+            .model
+            .subnet_ports(&s.id)
+            .map(|p| p.id.as_str())
+            .collect();
+        checks::subnet_unused(
+            &s.id,
+            attachments.len(),
+            attachments.first().copied().unwrap_or(""),
+        )?;
         dnsmasq::remove(&DnsmasqFiles::of(&self.settings, &s.id)).await?;
         let ns = names::router_ns(&s.vn);
         if cmd::netns_exists(&ns).await? {
@@ -227,6 +177,6 @@ impl Inner {
         }
         self.model.subnets.remove(&s.id);
         self.store.delete(kind::SUBNET, &s.id).await?;
-        Ok(empty())
+        Ok(empty_response())
     }
 }

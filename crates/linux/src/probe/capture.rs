@@ -296,14 +296,10 @@ pub fn send_udp_from(ns: &str, bind: SocketAddr, to: SocketAddr, payload: &[u8])
     })
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff`.
+/// The octets of an interface MAC (`aa:bb:cc:dd:ee:ff`, surrounding white space ignored), read
+/// by the one MAC rule (see [`crate::dhcp::packet::parse_mac`]).
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.trim().split(':');
-    for b in &mut mac {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
+    crate::dhcp::packet::parse_mac(s.trim())
 }
 
 /// The MAC address of `ifname` in `ns`.

@@ -27,41 +27,13 @@ pub const SPEC: KindSpec = KindSpec {
 /// The pools a host may serve.
 pub const HOST_POOLS: [&str; 2] = ["baremetal", "caas"];
 
-/// Normalises a MAC address: six hex octets separated by `:` or `-` → lowercase, `:`-separated.
-/// Multicast and all-zero addresses are not interface addresses.
+/// Normalises a MAC address with the one MAC rule ([`crate::MacAddress`]): six hex octets
+/// separated by `:` or `-` → lowercase, `:`-separated; multicast and all-zero addresses are not
+/// interface addresses.
 pub fn mac_address(field: &str, mac: &str) -> Result<String, Invalid> {
-    let bad = || {
-        Invalid::new(
-            field,
-            format!("'{mac}' is not a MAC address (six hex octets, e.g. 0e:00:00:00:01:00)"),
-        )
-    };
-    let sep = if mac.contains('-') { '-' } else { ':' };
-    let parts: Vec<&str> = mac.split(sep).collect();
-    if parts.len() != 6 || parts.iter().any(|p| p.len() != 2) {
-        return Err(bad());
-    }
-    let mut octets = [0u8; 6];
-    for (o, p) in octets.iter_mut().zip(&parts) {
-        *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
-    }
-    if octets[0] & 1 == 1 {
-        return Err(Invalid::new(
-            field,
-            format!("'{mac}' is a multicast MAC address; an interface needs a unicast one"),
-        ));
-    }
-    if octets == [0; 6] {
-        return Err(Invalid::new(
-            field,
-            format!("'{mac}' is the all-zero MAC address"),
-        ));
-    }
-    Ok(octets
-        .iter()
-        .map(|o| format!("{o:02x}"))
-        .collect::<Vec<_>>()
-        .join(":"))
+    mac.parse::<crate::MacAddress>()
+        .map(|m| m.to_string())
+        .map_err(|e| Invalid::new(field, e.to_string()))
 }
 
 /// Checks a Host against its HostType and returns the spec to store: every interface of the

@@ -1,4 +1,4 @@
-//! `osac-dataplane-bench`: the benchmark of issue 5 for the `linux` dataplane, run as root with
+//! `osac-dataplane-bench`: the scale benchmark of the `linux` dataplane, run as root with
 //! one command (`cargo run --release -p osac-linux --bin osac-dataplane-bench`). It drives the
 //! `linux` fabric and k8s managers directly (no server, no store) on the local kernel and prints
 //! one line per measure with its goal, PASS/MISS and the ratio:

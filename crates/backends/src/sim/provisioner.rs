@@ -1,5 +1,6 @@
 //! The `sim` provisioner: machines recorded (persisted) in the sim state store, with failure
-//! injection and call counts for tests.
+//! injection and call counts for tests. It implements [`crate::provision::Provisioner`]
+//! (re-exported there) and runs on the same [`Engine`] as the sim managers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -7,20 +8,23 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{
+use super::engine::Engine;
+use super::{FailureKind, SimError, SimStateStore, load_records};
+use crate::contract::OpError;
+use crate::provision::{
     BootVmRequest, DiscoveredNic, MachineRef, PowerState, ProvisionBareMetalRequest,
     ProvisionClusterRequest, ProvisionOp, Provisioner,
 };
-use crate::contract::OpError;
-use crate::sim::engine::{Engine, Tables};
-use crate::sim::{FailureKind, SimError, SimStateStore};
 
 /// A machine the sim provisioner knows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SimMachine {
+    /// A VM booted on a hosting cluster.
     Vm(BootVmRequest),
+    /// A bare-metal host installed for an instance.
     BareMetal(ProvisionBareMetalRequest),
+    /// A cluster built from agents.
     Cluster(ProvisionClusterRequest),
 }
 
@@ -42,74 +46,18 @@ impl SimMachine {
 }
 
 /// The machines powered off, by workload id (a machine without a record is on).
-#[derive(Clone, Default)]
-struct PoweredOff(BTreeMap<String, PowerState>);
+type PoweredOff = BTreeMap<String, PowerState>;
 
-impl Tables for PoweredOff {
-    type Record = PowerState;
-
-    fn record(&self, key: &str) -> Option<&PowerState> {
-        self.0.get(key)
-    }
-
-    fn keys(&self) -> Vec<String> {
-        self.0.keys().cloned().collect()
-    }
-
-    fn apply(&mut self, key: String, record: Option<PowerState>) {
-        match record {
-            Some(p) => self.0.insert(key, p),
-            None => self.0.remove(&key),
-        };
-    }
-}
-
-/// Loads every record of `namespace`.
-async fn load<T: for<'de> Deserialize<'de>>(
+/// Loads every record of `namespace` by key.
+async fn load<T: serde::de::DeserializeOwned>(
     store: &Arc<dyn SimStateStore>,
     namespace: &str,
 ) -> Result<BTreeMap<String, T>, SimError> {
-    let records = store
-        .load_all(namespace)
-        .await
-        .map_err(|message| SimError::Store {
-            namespace: namespace.to_string(),
-            message,
-        })?;
-    let mut out = BTreeMap::new();
-    for (key, value) in records {
-        let record: T = serde_json::from_str(&value).map_err(|e| SimError::Corrupt {
-            namespace: namespace.to_string(),
-            key: key.clone(),
-            message: e.to_string(),
-        })?;
-        out.insert(key, record);
-    }
-    Ok(out)
+    Ok(load_records(store, namespace).await?.into_iter().collect())
 }
 
 /// The sim provisioner's table: machines by workload id (the key is the workload id).
-#[derive(Clone, Default)]
-struct Machines(BTreeMap<String, SimMachine>);
-
-impl Tables for Machines {
-    type Record = SimMachine;
-
-    fn record(&self, key: &str) -> Option<&SimMachine> {
-        self.0.get(key)
-    }
-
-    fn keys(&self) -> Vec<String> {
-        self.0.keys().cloned().collect()
-    }
-
-    fn apply(&mut self, key: String, record: Option<SimMachine>) {
-        match record {
-            Some(m) => self.0.insert(key, m),
-            None => self.0.remove(&key),
-        };
-    }
-}
+type Machines = BTreeMap<String, SimMachine>;
 
 /// In-process provisioner: records machines (persisted), supports failure injection. Calls run
 /// through the sim [`Engine`]: repeated calls are answered without a write, and the machines
@@ -124,8 +72,8 @@ pub struct SimProvisioner {
 impl SimProvisioner {
     /// Opens the provisioner, loading machines recorded before a restart.
     pub async fn open(store: Arc<dyn SimStateStore>) -> Result<Arc<Self>, SimError> {
-        let machines = Machines(load(&store, SIM_PROVISIONER_NAMESPACE).await?);
-        let powered_off = PoweredOff(load(&store, SIM_POWER_NAMESPACE).await?);
+        let machines = load(&store, SIM_PROVISIONER_NAMESPACE).await?;
+        let powered_off = load(&store, SIM_POWER_NAMESPACE).await?;
         Ok(Arc::new(Self {
             power: Engine::start(store.clone(), SIM_POWER_NAMESPACE, powered_off),
             engine: Engine::start(store, SIM_PROVISIONER_NAMESPACE, machines),
@@ -164,25 +112,18 @@ impl SimProvisioner {
 
     /// The machine recorded for a workload id, if any.
     pub async fn machine(&self, id: &str) -> Option<SimMachine> {
-        self.engine.read().0.get(id).cloned()
+        self.engine.read().get(id).cloned()
     }
 
     /// The power state of a recorded machine (None: not recorded).
     pub async fn power_state(&self, id: &str) -> Option<PowerState> {
-        self.engine.read().0.get(id)?;
-        Some(
-            self.power
-                .read()
-                .0
-                .get(id)
-                .copied()
-                .unwrap_or(PowerState::On),
-        )
+        self.engine.read().get(id)?;
+        Some(self.power.read().get(id).copied().unwrap_or(PowerState::On))
     }
 
     /// Number of machines.
     pub async fn machine_count(&self) -> usize {
-        self.engine.read().0.len()
+        self.engine.read().len()
     }
 
     fn enter(&self, op: ProvisionOp, id: &str) -> Result<(), OpError> {
@@ -216,7 +157,7 @@ impl SimProvisioner {
         let id = id.to_string();
         self.engine
             .run(move |machines: &Machines| {
-                if let Some(existing) = machines.record(&id)
+                if let Some(existing) = machines.get(&id)
                     && existing != &machine
                 {
                     return Err(OpError::Permanent(format!(
@@ -253,7 +194,7 @@ impl SimProvisioner {
 
     /// The recorded machine of a power or discovery call, checked against its kind.
     fn machine_of(&self, machine: &MachineRef) -> Option<SimMachine> {
-        let recorded = self.engine.read().0.get(machine.instance_id()).cloned()?;
+        let recorded = self.engine.read().get(machine.instance_id()).cloned()?;
         match (&recorded, machine) {
             (SimMachine::Vm(_), MachineRef::Vm { .. }) => Some(recorded),
             (SimMachine::BareMetal(r), MachineRef::BareMetal { host_id, .. })

@@ -1,0 +1,54 @@
+//! External IPs in the sim fabric: addresses allocated from the provider's pools, used by
+//! at most one DNAT or SNAT rule at a time.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::tables::{Record, State, eip_key};
+use super::{Plan, empty, put};
+use crate::checks;
+use crate::types::{
+    AllocateExternalIpRequest, AllocateExternalIpResponse, ReleaseExternalIpRequest,
+};
+
+/// An allocated external address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimExternalIp {
+    /// Our ExternalIP id.
+    pub external_ip_id: String,
+    /// Pool it came from.
+    pub pool_id: String,
+    /// The address.
+    pub address: IpAddr,
+}
+
+/// `allocate_external_ip`: the lowest free address of the pool; allocating again answers the
+/// address it already has.
+pub(super) fn allocate(state: &State, r: AllocateExternalIpRequest) -> Plan {
+    checks::require_non_empty("external_ip_id", &r.external_ip_id)?;
+    if let Some(e) = state.eip(&r.external_ip_id) {
+        checks::same_pool(&r.external_ip_id, &e.pool_id, &r.pool_id)?;
+        let response = AllocateExternalIpResponse { address: e.address };
+        return Ok((vec![], checks::encode_response(&response)?));
+    }
+    let address =
+        checks::pick_external_address(&r, &|a: &IpAddr| state.external_used.contains_key(a))?;
+    let rec = Record::ExternalIp(SimExternalIp {
+        external_ip_id: r.external_ip_id,
+        pool_id: r.pool_id,
+        address,
+    });
+    let response = AllocateExternalIpResponse { address };
+    Ok((vec![put(rec)], checks::encode_response(&response)?))
+}
+
+/// `release_external_ip`: refused while a DNAT or SNAT rule uses the address.
+pub(super) fn release(state: &State, r: ReleaseExternalIpRequest) -> Plan {
+    let Some(e) = state.eip(&r.external_ip_id) else {
+        return Ok((vec![], empty()));
+    };
+    let used_by = state.address_consumer.get(&e.address).map(String::as_str);
+    checks::releasable(&r, &e.pool_id, e.address, used_by)?;
+    Ok((vec![(eip_key(&r.external_ip_id), None)], empty()))
+}

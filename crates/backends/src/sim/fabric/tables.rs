@@ -1,0 +1,423 @@
+//! The sim fabric's tables: every record it persists (one per object, keyed by kind and id)
+//! and the indexes derived from them, kept in step on every change.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::external_ip::SimExternalIp;
+use super::external_ip_attachment::DnatRule;
+use super::nat_gateway::SnatRule;
+use super::network_attachment::{SimNetworkAttachment, SimPort};
+use super::security_group::SimSecurityGroup;
+use super::subnet::SimSubnet;
+use super::virtual_network::SimVirtualNetwork;
+use crate::checks;
+use crate::contract::OpError;
+use crate::net::to_u128;
+use crate::sim::engine::Tables;
+
+/// The segment allocator's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Meta {
+    /// Segment id the next new subnet gets.
+    pub(super) next_segment_id: i64,
+}
+
+/// One persisted record; the key is derived from the record (kind prefix and id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(super) enum Record {
+    VirtualNetwork(SimVirtualNetwork),
+    Subnet(SimSubnet),
+    SecurityGroup(SimSecurityGroup),
+    ExternalIp(SimExternalIp),
+    Dnat(DnatRule),
+    Snat(SnatRule),
+    Attachment(SimNetworkAttachment),
+    Port(SimPort),
+    Meta(Meta),
+}
+
+pub(super) fn vn_key(id: &str) -> String {
+    format!("vn/{id}")
+}
+pub(super) fn subnet_key(id: &str) -> String {
+    format!("subnet/{id}")
+}
+pub(super) fn sg_key(id: &str) -> String {
+    format!("sg/{id}")
+}
+pub(super) fn eip_key(id: &str) -> String {
+    format!("eip/{id}")
+}
+pub(super) fn dnat_key(id: &str) -> String {
+    format!("dnat/{id}")
+}
+pub(super) fn snat_key(id: &str) -> String {
+    format!("snat/{id}")
+}
+pub(super) fn att_key(id: &str) -> String {
+    format!("att/{id}")
+}
+pub(super) fn port_key(host: &str, interface: &str) -> String {
+    format!("port/{host}/{interface}")
+}
+pub(super) const META_KEY: &str = "meta";
+
+impl Record {
+    pub(super) fn key(&self) -> String {
+        match self {
+            Record::VirtualNetwork(r) => vn_key(&r.virtual_network_id),
+            Record::Subnet(r) => subnet_key(&r.subnet_id),
+            Record::SecurityGroup(r) => sg_key(&r.security_group_id),
+            Record::ExternalIp(r) => eip_key(&r.external_ip_id),
+            Record::Dnat(r) => dnat_key(&r.attachment_id),
+            Record::Snat(r) => snat_key(&r.nat_gateway_id),
+            Record::Attachment(r) => att_key(&r.attachment_id),
+            Record::Port(r) => port_key(&r.host, &r.interface),
+            Record::Meta(_) => META_KEY.to_string(),
+        }
+    }
+}
+
+/// A pending change: put the record under the key, or delete the key.
+pub(super) type Change = (String, Option<Record>);
+
+/// Sorted, non-overlapping prefixes of one family of one VN: start → (end, subnet id).
+type RangeIndex = BTreeMap<u128, (u128, String)>;
+
+/// The tables with their indexes.
+#[derive(Default, Clone)]
+pub(super) struct State {
+    /// Every record by key.
+    pub(super) records: HashMap<String, Record>,
+    pub(super) next_segment_id: i64,
+    /// VN → what still lives in it ("subnet 'x'", …), for delete validation.
+    pub(super) vn_refs: HashMap<String, BTreeSet<String>>,
+    /// (VN, is_ipv4) → subnet prefixes, for O(log n) overlap checks.
+    pub(super) vn_ranges: HashMap<(String, bool), RangeIndex>,
+    /// VN → its NAT gateway.
+    pub(super) vn_nat: HashMap<String, String>,
+    /// Subnet → its network attachments.
+    pub(super) subnet_ports: HashMap<String, BTreeSet<String>>,
+    /// Subnet → the addresses its attachments hold.
+    pub(super) subnet_addrs: HashMap<String, BTreeSet<IpAddr>>,
+    /// Security group → the network attachments it is applied to.
+    pub(super) sg_refs: HashMap<String, BTreeSet<String>>,
+    /// (subnet, normalised MAC) → the network attachment holding the DHCP reservation.
+    pub(super) leases: HashMap<(String, String), String>,
+    /// Allocated external address → its external IP.
+    pub(super) external_used: HashMap<IpAddr, String>,
+    /// External address → the DNAT or SNAT rule using it.
+    pub(super) address_consumer: HashMap<IpAddr, String>,
+}
+
+pub(super) fn ref_subnet(id: &str) -> String {
+    format!("subnet '{id}'")
+}
+pub(super) fn ref_sg(id: &str) -> String {
+    format!("security group '{id}'")
+}
+pub(super) fn ref_dnat(id: &str) -> String {
+    checks::external_ip_attachment_user(id)
+}
+pub(super) fn ref_snat(id: &str) -> String {
+    checks::nat_gateway_user(id)
+}
+
+pub(super) fn subnet_prefixes(s: &SimSubnet) -> Vec<(bool, u128, u128)> {
+    let mut out = Vec::new();
+    if let Some(n) = s.ipv4_cidr {
+        out.push((
+            true,
+            to_u128(IpAddr::V4(n.network())),
+            to_u128(IpAddr::V4(n.broadcast())),
+        ));
+    }
+    if let Some(n) = s.ipv6_cidr {
+        out.push((
+            false,
+            to_u128(IpAddr::V6(n.network())),
+            to_u128(IpAddr::V6(n.broadcast())),
+        ));
+    }
+    out
+}
+
+pub(super) fn port_addrs(a: &SimNetworkAttachment) -> impl Iterator<Item = IpAddr> {
+    a.ipv4_address.into_iter().chain(a.ipv6_address)
+}
+
+impl State {
+    pub(super) fn get(&self, key: &str) -> Option<&Record> {
+        self.records.get(key)
+    }
+
+    pub(super) fn vn(&self, id: &str) -> Option<&SimVirtualNetwork> {
+        match self.get(&vn_key(id)) {
+            Some(Record::VirtualNetwork(r)) => Some(r),
+            _ => None,
+        }
+    }
+    pub(super) fn subnet(&self, id: &str) -> Option<&SimSubnet> {
+        match self.get(&subnet_key(id)) {
+            Some(Record::Subnet(r)) => Some(r),
+            _ => None,
+        }
+    }
+    pub(super) fn sg(&self, id: &str) -> Option<&SimSecurityGroup> {
+        match self.get(&sg_key(id)) {
+            Some(Record::SecurityGroup(r)) => Some(r),
+            _ => None,
+        }
+    }
+    pub(super) fn eip(&self, id: &str) -> Option<&SimExternalIp> {
+        match self.get(&eip_key(id)) {
+            Some(Record::ExternalIp(r)) => Some(r),
+            _ => None,
+        }
+    }
+    pub(super) fn dnat(&self, id: &str) -> Option<&DnatRule> {
+        match self.get(&dnat_key(id)) {
+            Some(Record::Dnat(r)) => Some(r),
+            _ => None,
+        }
+    }
+    pub(super) fn snat(&self, id: &str) -> Option<&SnatRule> {
+        match self.get(&snat_key(id)) {
+            Some(Record::Snat(r)) => Some(r),
+            _ => None,
+        }
+    }
+    pub(super) fn attachment(&self, id: &str) -> Option<&SimNetworkAttachment> {
+        match self.get(&att_key(id)) {
+            Some(Record::Attachment(r)) => Some(r),
+            _ => None,
+        }
+    }
+    pub(super) fn port(&self, host: &str, interface: &str) -> Option<&SimPort> {
+        match self.get(&port_key(host, interface)) {
+            Some(Record::Port(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Replaces (or removes) one record and keeps every index in step.
+    pub(super) fn apply(&mut self, key: String, record: Option<Record>) {
+        if let Some(old) = self.records.remove(&key) {
+            self.unindex(&old);
+        }
+        if let Some(new) = record {
+            self.index(&new);
+            self.records.insert(key, new);
+        }
+    }
+
+    fn index(&mut self, r: &Record) {
+        match r {
+            Record::VirtualNetwork(_) | Record::Port(_) => {}
+            Record::Meta(m) => self.next_segment_id = self.next_segment_id.max(m.next_segment_id),
+            Record::Subnet(s) => {
+                self.next_segment_id = self.next_segment_id.max(s.segment_id + 1);
+                self.vn_refs
+                    .entry(s.virtual_network_id.clone())
+                    .or_default()
+                    .insert(ref_subnet(&s.subnet_id));
+                for (v4, lo, hi) in subnet_prefixes(s) {
+                    self.vn_ranges
+                        .entry((s.virtual_network_id.clone(), v4))
+                        .or_default()
+                        .insert(lo, (hi, s.subnet_id.clone()));
+                }
+            }
+            Record::SecurityGroup(g) => {
+                self.vn_refs
+                    .entry(g.virtual_network_id.clone())
+                    .or_default()
+                    .insert(ref_sg(&g.security_group_id));
+            }
+            Record::ExternalIp(e) => {
+                self.external_used
+                    .insert(e.address, e.external_ip_id.clone());
+            }
+            Record::Dnat(d) => {
+                self.vn_refs
+                    .entry(d.virtual_network_id.clone())
+                    .or_default()
+                    .insert(ref_dnat(&d.attachment_id));
+                self.address_consumer
+                    .insert(d.external_address, ref_dnat(&d.attachment_id));
+            }
+            Record::Snat(s) => {
+                self.vn_refs
+                    .entry(s.virtual_network_id.clone())
+                    .or_default()
+                    .insert(ref_snat(&s.nat_gateway_id));
+                self.address_consumer
+                    .insert(s.external_address, ref_snat(&s.nat_gateway_id));
+                self.vn_nat
+                    .insert(s.virtual_network_id.clone(), s.nat_gateway_id.clone());
+            }
+            Record::Attachment(a) => {
+                self.subnet_ports
+                    .entry(a.subnet_id.clone())
+                    .or_default()
+                    .insert(a.attachment_id.clone());
+                for sg in &a.security_groups {
+                    self.sg_refs
+                        .entry(sg.clone())
+                        .or_default()
+                        .insert(a.attachment_id.clone());
+                }
+                let addrs = self.subnet_addrs.entry(a.subnet_id.clone()).or_default();
+                addrs.extend(port_addrs(a));
+                self.leases.insert(
+                    (a.subnet_id.clone(), a.mac_address.clone()),
+                    a.attachment_id.clone(),
+                );
+            }
+        }
+    }
+
+    fn unindex(&mut self, r: &Record) {
+        fn remove_from<K: std::hash::Hash + Eq>(
+            map: &mut HashMap<K, BTreeSet<String>>,
+            key: &K,
+            item: &str,
+        ) {
+            if let Some(set) = map.get_mut(key) {
+                set.remove(item);
+                if set.is_empty() {
+                    map.remove(key);
+                }
+            }
+        }
+        match r {
+            Record::VirtualNetwork(_) | Record::Port(_) | Record::Meta(_) => {}
+            Record::Subnet(s) => {
+                remove_from(
+                    &mut self.vn_refs,
+                    &s.virtual_network_id,
+                    &ref_subnet(&s.subnet_id),
+                );
+                for (v4, lo, _) in subnet_prefixes(s) {
+                    let key = (s.virtual_network_id.clone(), v4);
+                    if let Some(ranges) = self.vn_ranges.get_mut(&key) {
+                        ranges.remove(&lo);
+                        if ranges.is_empty() {
+                            self.vn_ranges.remove(&key);
+                        }
+                    }
+                }
+            }
+            Record::SecurityGroup(g) => remove_from(
+                &mut self.vn_refs,
+                &g.virtual_network_id,
+                &ref_sg(&g.security_group_id),
+            ),
+            Record::ExternalIp(e) => {
+                self.external_used.remove(&e.address);
+            }
+            Record::Dnat(d) => {
+                remove_from(
+                    &mut self.vn_refs,
+                    &d.virtual_network_id,
+                    &ref_dnat(&d.attachment_id),
+                );
+                self.address_consumer.remove(&d.external_address);
+            }
+            Record::Snat(s) => {
+                remove_from(
+                    &mut self.vn_refs,
+                    &s.virtual_network_id,
+                    &ref_snat(&s.nat_gateway_id),
+                );
+                self.address_consumer.remove(&s.external_address);
+                self.vn_nat.remove(&s.virtual_network_id);
+            }
+            Record::Attachment(a) => {
+                remove_from(&mut self.subnet_ports, &a.subnet_id, &a.attachment_id);
+                for sg in &a.security_groups {
+                    remove_from(&mut self.sg_refs, sg, &a.attachment_id);
+                }
+                if let Some(addrs) = self.subnet_addrs.get_mut(&a.subnet_id) {
+                    for ip in port_addrs(a) {
+                        addrs.remove(&ip);
+                    }
+                    if addrs.is_empty() {
+                        self.subnet_addrs.remove(&a.subnet_id);
+                    }
+                }
+                self.leases
+                    .remove(&(a.subnet_id.clone(), a.mac_address.clone()));
+            }
+        }
+    }
+
+    /// The VirtualNetwork a request names, or the refusal.
+    pub(super) fn required_vn(&self, id: &str) -> Result<&SimVirtualNetwork, OpError> {
+        self.vn(id)
+            .ok_or_else(|| checks::missing_virtual_network(id))
+    }
+
+    /// The external address is allocated and used by nobody but `me`.
+    pub(super) fn external_address_free(&self, address: IpAddr, me: &str) -> Result<(), OpError> {
+        checks::external_address_free(
+            address,
+            self.external_used.contains_key(&address),
+            self.address_consumer.get(&address).map(String::as_str),
+            me,
+        )
+    }
+
+    /// Every record `pick` selects, sorted by `order`.
+    pub(super) fn all<T: Clone, K: Ord>(
+        &self,
+        pick: impl Fn(&Record) -> Option<&T>,
+        order: impl Fn(&T) -> K,
+    ) -> Vec<T> {
+        let mut out: Vec<T> = self.records.values().filter_map(pick).cloned().collect();
+        out.sort_by_key(order);
+        out
+    }
+
+    /// The sibling subnet whose prefix overlaps `[lo, hi]`, if any.
+    pub(super) fn overlapping_sibling(
+        &self,
+        vn: &str,
+        v4: bool,
+        lo: u128,
+        hi: u128,
+    ) -> Option<&str> {
+        let ranges = self.vn_ranges.get(&(vn.to_string(), v4))?;
+        if let Some((_, (end, id))) = ranges.range(..=lo).next_back()
+            && *end >= lo
+        {
+            return Some(id);
+        }
+        if let Some((start, (_, id))) = ranges.range(lo..).next()
+            && *start <= hi
+        {
+            return Some(id);
+        }
+        None
+    }
+}
+
+impl Tables for State {
+    type Record = Record;
+
+    fn record(&self, key: &str) -> Option<&Record> {
+        self.get(key)
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.records.keys().cloned().collect()
+    }
+
+    fn apply(&mut self, key: String, record: Option<Record>) {
+        State::apply(self, key, record);
+    }
+}
