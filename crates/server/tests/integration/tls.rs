@@ -215,8 +215,13 @@ async fn client_certificates_are_required_with_a_client_ca() {
         .await
         .expect_err("no client certificate");
     let text = format!("{err:?}");
+    // TLS 1.3: the client may finish its side of the handshake before the server refuses it;
+    // it then sees the server's alert, or only the connection closing under the request.
     assert!(
-        text.contains("CertificateRequired") || text.contains("HandshakeFailure"),
+        text.contains("CertificateRequired")
+            || text.contains("HandshakeFailure")
+            || text.contains("connection was not ready")
+            || text.contains("connection closed"),
         "{text}"
     );
     // A certificate from a CA the server does not trust: refused.

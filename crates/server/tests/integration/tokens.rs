@@ -112,11 +112,22 @@ async fn mint_use_list_revoke(backend: Backend) {
         &["invalid token"],
     );
     if s.db.url.starts_with("postgres") {
-        // The revocation reaches the replica's token cache through the change feed.
-        on_replica
-            .get(&format!("{PUB}/virtual_networks"))
-            .await
-            .err(401, "UNAUTHENTICATED", &["invalid token"]);
+        // The revocation reaches the replica's token cache through the change feed, well
+        // before the entry cached by the request just before the revocation would expire
+        // (TOKEN_CACHE_TTL, 1 s): without the notice this still answers 200 at the deadline.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        loop {
+            let r = on_replica.get(&format!("{PUB}/virtual_networks")).await;
+            if r.status == 401 {
+                r.err(401, "UNAUTHENTICATED", &["invalid token"]);
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the replica still accepts a revoked token 500 ms after the revocation"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     } else {
         // SQLite has no feed between processes: a second process on the same file trusts
         // its cached resolution for at most the cache's lifetime.
