@@ -83,50 +83,10 @@ pub async fn count_all(store: &dyn Store) -> Result<i64> {
     Ok(total)
 }
 
-/// Same as the controllers' hash of `spec` (osac-controller `reconcile::spec_hash`, which is
-/// crate-private): FNV-1a 64 over the canonical JSON (keys sorted) of `body.spec`. A bulk
-/// object carrying it in the applied-spec annotation is "settled": the controllers leave it
-/// alone, as they would a READY object created through the API.
-pub fn spec_hash(body: &Value) -> String {
-    let mut text = String::new();
-    canonical(body.get("spec").unwrap_or(&Value::Null), &mut text);
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
-}
-
-fn canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                canonical(&map[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
-}
+/// The controllers' hash of `spec`: a bulk object carrying it in the applied-spec annotation
+/// is "settled" — the controllers leave it alone, as they would a READY object created through
+/// the API.
+pub use osac_controller::spec_hash;
 
 /// Subnets per bulk VirtualNetwork (each gets its own /24 of the VN's /16).
 pub const SUBNETS_PER_VN: usize = 200;

@@ -89,7 +89,8 @@ pub use reconcile::tenant::{
     DefaultNetworking, DefaultNetworkingStatus, LabelledDefaults, NotConfigured,
 };
 pub use reconcile::{
-    APPLIED_SPEC_ANNOTATION, DELETE_FAILURES_ANNOTATION, ReconcileError, VIRTUAL_NETWORK_ANNOTATION,
+    APPLIED_SPEC_ANNOTATION, DELETE_FAILURES_ANNOTATION, ReconcileError,
+    VIRTUAL_NETWORK_ANNOTATION, spec_hash,
 };
 pub use replica::{JoinError, ReplicaConfig};
 pub use runtime::{ControllerConfig, Controllers, DEFAULT_IP_DISCOVERY_TIMEOUT, Handle};

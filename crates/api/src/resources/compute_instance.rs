@@ -63,20 +63,12 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value)
         .and_then(|s| s.compute_network_attachments.first())
         .map(|a| a.subnet.clone())
         .unwrap_or_default();
-    let vn = workload::stored_vn(cx, &first).await?;
-    let mut refs = Vec::new();
-    for (i, a) in spec.compute_network_attachments.iter_mut().enumerate() {
-        let field = format!("{FIELD}[{i}].security_groups");
-        a.security_groups =
-            workload::resolve_security_groups(cx, &field, &a.security_groups, &vn).await?;
-        refs.extend(
-            a.security_groups
-                .iter()
-                .enumerate()
-                .map(|(j, id)| (id.clone(), format!("{field}[{j}]"))),
-        );
-    }
-    workload::lock_refs(cx, refs).await?;
+    let groups = spec
+        .compute_network_attachments
+        .iter_mut()
+        .map(|a| &mut a.security_groups)
+        .collect();
+    workload::update_security_groups(cx, FIELD, &first, groups).await?;
     *body = body_of(&to_json(&ci)?);
     Ok(())
 }

@@ -371,6 +371,31 @@ pub async fn require_k8s(
     Ok(())
 }
 
+/// The update of a workload's attachments: only their security groups may change. Resolves
+/// each attachment's groups (names to ids, same VirtualNetwork as the workload's first
+/// subnet — the VN cannot change) and locks them for the rest of the transaction.
+/// `field` names the attachment list (`spec.compute_network_attachments`).
+pub async fn update_security_groups(
+    cx: &mut RequestCtx<'_>,
+    field: &str,
+    first_subnet: &str,
+    attachment_groups: Vec<&mut Vec<String>>,
+) -> ApiResult<()> {
+    let vn = stored_vn(cx, first_subnet).await?;
+    let mut refs = Vec::new();
+    for (i, groups) in attachment_groups.into_iter().enumerate() {
+        let field = format!("{field}[{i}].security_groups");
+        *groups = resolve_security_groups(cx, &field, groups, &vn).await?;
+        refs.extend(
+            groups
+                .iter()
+                .enumerate()
+                .map(|(j, id)| (id.clone(), format!("{field}[{j}]"))),
+        );
+    }
+    lock_refs(cx, refs).await
+}
+
 /// The VirtualNetwork of a stored workload (the network of its first subnet).
 pub async fn stored_vn(cx: &mut RequestCtx<'_>, subnet_id: &str) -> ApiResult<Record> {
     let sn = cx.tx.get(subnet_id).await?.ok_or_else(|| {

@@ -231,7 +231,7 @@ pub(crate) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
 }
 
 /// Stable hash of the object's `spec` (FNV-1a over canonical JSON: keys sorted).
-pub(crate) fn spec_hash(body: &Value) -> String {
+pub fn spec_hash(body: &Value) -> String {
     let mut text = String::new();
     canonical(body.get("spec").unwrap_or(&Value::Null), &mut text);
     format!("{:016x}", fnv1a(text.bytes()))
