@@ -65,6 +65,7 @@ pub static ALL: &[(&str, Scenario)] = &[
         "ipv6_dual_stack_vms_dhcpv6_ra_sg_spoofing",
         scenario!(crate::scenarios_ipv6::dual_stack_vms),
     ),
+    ("differential", scenario!(crate::differential::differential)),
     // Last: it restarts the shared server.
     (
         "server_restart_mid_create_converges",
