@@ -14,36 +14,51 @@ use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::service::Service;
 
-/// Decodes a stored record into its proto type with its id and name.
-fn decode<T: DeserializeOwned>(
-    rec: &Record,
-    id: fn(&mut T) -> (&mut String, &mut Option<pb::Metadata>),
-) -> ApiResult<T> {
-    let mut v: T = rec.decode()?;
-    let (i, m) = id(&mut v);
-    *i = rec.id.clone();
-    *m = Some(pb::Metadata {
-        name: rec.name.clone().unwrap_or_default(),
-        tenant: rec.tenant.clone(),
-        ..Default::default()
-    });
-    Ok(v)
+/// A network object of the snapshot: decoded from its record's body, then given the record's
+/// id and name (the body holds neither).
+trait Stored: DeserializeOwned {
+    fn set_identity(&mut self, id: String, metadata: pb::Metadata);
 }
 
-macro_rules! id_meta {
-    () => {
-        |o| (&mut o.id, &mut o.metadata)
+macro_rules! stored {
+    ($($t:ty),* $(,)?) => {
+        $(impl Stored for $t {
+            fn set_identity(&mut self, id: String, metadata: pb::Metadata) {
+                self.id = id;
+                self.metadata = Some(metadata);
+            }
+        })*
     };
+}
+
+stored!(
+    pb::VirtualNetwork,
+    pb::Subnet,
+    pb::SecurityGroup,
+    pb::ComputeInstance,
+    pb::BareMetalInstance,
+    pb::Cluster,
+    pb::ExternalIp,
+    pb::ExternalIpAttachment,
+    pb::NatGateway,
+);
+
+fn decode<T: Stored>(rec: &Record) -> ApiResult<T> {
+    let mut v: T = rec.decode()?;
+    v.set_identity(
+        rec.id.clone(),
+        pb::Metadata {
+            name: rec.name.clone().unwrap_or_default(),
+            tenant: rec.tenant.clone(),
+            ..Default::default()
+        },
+    );
+    Ok(v)
 }
 
 impl Service {
     /// Every live object of `kind` owned by `tenant`, decoded.
-    async fn tenant_objects<T: DeserializeOwned>(
-        &self,
-        kind: Kind,
-        tenant: &str,
-        id: fn(&mut T) -> (&mut String, &mut Option<pb::Metadata>),
-    ) -> ApiResult<Vec<T>> {
+    async fn tenant_objects<T: Stored>(&self, kind: Kind, tenant: &str) -> ApiResult<Vec<T>> {
         let mut out = Vec::new();
         let mut offset = 0i64;
         loop {
@@ -57,7 +72,7 @@ impl Service {
                 .await?;
             let n = page.items.len();
             for rec in page.items.iter().filter(|r| r.deleted_at.is_none()) {
-                out.push(decode(rec, id)?);
+                out.push(decode(rec)?);
             }
             offset += i64::try_from(n).unwrap_or(i64::MAX);
             if n == 0 || offset >= page.total {
@@ -69,33 +84,17 @@ impl Service {
     /// The network snapshot of one tenant.
     pub async fn tenant_network(&self, tenant: &str) -> ApiResult<Network> {
         Ok(Network {
-            virtual_networks: self
-                .tenant_objects(Kind::VirtualNetwork, tenant, id_meta!())
-                .await?,
-            subnets: self
-                .tenant_objects(Kind::Subnet, tenant, id_meta!())
-                .await?,
-            security_groups: self
-                .tenant_objects(Kind::SecurityGroup, tenant, id_meta!())
-                .await?,
-            compute_instances: self
-                .tenant_objects(Kind::ComputeInstance, tenant, id_meta!())
-                .await?,
-            baremetal_instances: self
-                .tenant_objects(Kind::BareMetalInstance, tenant, id_meta!())
-                .await?,
-            clusters: self
-                .tenant_objects(Kind::Cluster, tenant, id_meta!())
-                .await?,
-            external_ips: self
-                .tenant_objects(Kind::ExternalIp, tenant, id_meta!())
-                .await?,
+            virtual_networks: self.tenant_objects(Kind::VirtualNetwork, tenant).await?,
+            subnets: self.tenant_objects(Kind::Subnet, tenant).await?,
+            security_groups: self.tenant_objects(Kind::SecurityGroup, tenant).await?,
+            compute_instances: self.tenant_objects(Kind::ComputeInstance, tenant).await?,
+            baremetal_instances: self.tenant_objects(Kind::BareMetalInstance, tenant).await?,
+            clusters: self.tenant_objects(Kind::Cluster, tenant).await?,
+            external_ips: self.tenant_objects(Kind::ExternalIp, tenant).await?,
             external_ip_attachments: self
-                .tenant_objects(Kind::ExternalIpAttachment, tenant, id_meta!())
+                .tenant_objects(Kind::ExternalIpAttachment, tenant)
                 .await?,
-            nat_gateways: self
-                .tenant_objects(Kind::NatGateway, tenant, id_meta!())
-                .await?,
+            nat_gateways: self.tenant_objects(Kind::NatGateway, tenant).await?,
             transit_prefixes: Vec::new(),
         })
     }
