@@ -115,7 +115,7 @@ impl Service {
                         "tenant: is required on the private API (the tenant whose network to explain)",
                     ));
                 }
-                self.live_tenant(req.tenant.trim()).await?.0
+                self.live_tenant(req.tenant.trim()).await?.1
             }
             Scope::Tenant => {
                 let Some(own) = caller.tenant.clone() else {

@@ -13,7 +13,7 @@ const EXPLAIN: &str = "/api/fulfillment/v1/reachability:explain";
 const EXPLAIN_PRIVATE: &str = "/api/private/v1/reachability:explain";
 
 /// Tenant `acme`: VN `net` (subnets `a`, `b`), VN `other` (subnet `o`); SG `web` (tcp 443
-/// from anywhere), SG `db` (tcp 5432 from 10.0.1.0/24); VMs `vm1`, `vm2` (a, web), `db1`
+/// from anywhere), SG `db` (tcp 5432 from 10.0.1.0/24), both allowing every egress; VMs `vm1`, `vm2` (a, web), `db1`
 /// (b, db), `far` (o); `vm1` attached at ExternalIP `pub`.
 async fn tenant(s: &TestServer) -> Api {
     let t = s.tenant("acme").await;
@@ -36,7 +36,7 @@ async fn tenant(s: &TestServer) -> Api {
         let sg = t
             .create(
                 "security_groups",
-                json!({"metadata": {"name": name}, "spec": {"virtual_network": net, "ingress": [rule]}}),
+                json!({"metadata": {"name": name}, "spec": {"virtual_network": net, "ingress": [rule], "egress": [{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}]}}),
             )
             .await;
         t.wait("security_groups", &id(&sg), "SECURITY_GROUP_STATE_READY")
