@@ -152,7 +152,10 @@ pub fn udp(ns: &str, src: Option<IpAddr>, to: SocketAddr) -> io::Result<Answer> 
         let bind = SocketAddr::new(src.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), 0);
         let u = UdpSocket::bind(bind)?;
         u.set_read_timeout(Some(PROBE_WAIT))?;
-        u.send_to(b"q", to)?;
+        // No route (an outside client to a private address) is an answer too: nothing arrives.
+        if let Err(e) = u.send_to(b"q", to) {
+            return Ok(failed(&e));
+        }
         let mut buf = [0u8; 512];
         match u.recv_from(&mut buf) {
             Ok((n, _)) => Ok(Answer::From(
