@@ -23,6 +23,7 @@ macro_rules! progress {
 }
 
 mod api;
+mod console;
 mod load;
 mod metrics;
 mod objects;
@@ -133,6 +134,10 @@ struct Args {
     /// Skip measure 7 (single-call creation).
     #[arg(long)]
     skip_single_call: bool,
+    /// In measure 7, also time the web console's first paint of the tenant with its VMs
+    /// (needs Chromium and chromedriver: Debian packages chromium, chromium-driver).
+    #[arg(long)]
+    console_first_paint: bool,
     /// Longest time one GET or LIST measurement may take (no request starts after it).
     #[arg(long, default_value_t = 60)]
     phase_seconds: u64,

@@ -4,6 +4,7 @@
 
 mod bounds;
 mod common;
+mod console;
 mod concurrency;
 mod defaults;
 mod events;
