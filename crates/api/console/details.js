@@ -113,7 +113,7 @@ export class Details {
     ].filter(([, v]) => v !== undefined && v !== '');
     const conditions = status.conditions || [];
     const section = (title, ...body) => el('section', { class: 'block' }, el('h3', {}, title), ...body);
-    this.root.replaceChildren(
+    this.root.replaceChildren(...[
       el('header', { class: 'details-head' },
         el('span', { class: 'kind' }, KIND_OF[collection] || collection),
         el('h2', { id: 'details-name' }, nameOf(obj)),
@@ -137,7 +137,7 @@ export class Details {
       section('Status', el('pre', { id: 'details-status' }, pretty(status))),
       (meta.labels || meta.annotations) && section('Labels and annotations',
         el('pre', { id: 'details-meta' }, pretty({ labels: meta.labels || {}, annotations: meta.annotations || {} }))),
-    );
+    ].filter(Boolean));
   }
 
   eventsTable() {

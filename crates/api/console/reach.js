@@ -122,7 +122,7 @@ export class Reach {
     const hops = answer.hops || [];
     const deciding = answer.deciding_object;
     const rule = answer.deciding_rule_index ? ` (rule ${answer.deciding_rule_index})` : '';
-    $('reach-result').replaceChildren(
+    $('reach-result').replaceChildren(...[
       el('p', { class: `verdict ${verdict}`, id: 'reach-verdict', 'data-verdict': verdict }, reachable ? 'Reachable' : 'Blocked'),
       el('p', { class: 'deciding', id: 'reach-deciding' }, answer.deciding || ''),
       deciding && el('p', { class: 'deciding-object' }, 'Decided by ', this.objectButton(deciding), rule),
@@ -132,7 +132,7 @@ export class Reach {
         (h.source_address || h.destination_address) &&
           el('span', { class: 'hop-addr' }, `${h.source_address || '?'} → ${h.destination_address || '?'}`),
         this.objectButton(h.object)))),
-    );
+    ].filter(Boolean));
     const ids = hops.map((h) => (h.object && h.object.id) || (h.kind === 'internet' ? 'internet' : null)).filter(Boolean);
     this.ctx.onPath({ ids, deciding: deciding && deciding.id, verdict });
   }

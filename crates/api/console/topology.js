@@ -18,7 +18,7 @@ const PAD = 16;
 const CARD_W = 172;
 const CARD_H = 48;
 const GAP = 10;
-const EIP_W = 168;
+const EIP_W = 210;
 const EIP_H = 34;
 const SG_H = 26;
 const SUBNET_HEAD = 46;
@@ -102,7 +102,7 @@ function layout(live) {
     let cx = PAD * 2;
     let cy = VN_HEAD + tallest + GAP * 2;
     for (const sg of sgs) {
-      const w = Math.min(40 + nameOf(sg).length * 7, 190);
+      const w = Math.min(56 + nameOf(sg).length * 7.5, 200);
       if (cx + w > vnWidth - PAD && cx > PAD * 2) {
         cx = PAD * 2;
         cy += SG_H + GAP;
@@ -267,12 +267,12 @@ function drawNode(id, n) {
       return drawCard(id, n);
     case 'eip': {
       const addr = (n.obj.status || {}).address;
-      return drawChip(id, n, clip(addr ? `${label(n)} ${addr}` : label(n), 24));
+      return drawChip(id, n, clip(addr ? `${label(n)}  ${addr}` : label(n), 28));
     }
     case 'nat':
       return drawChip(id, n, clip('NAT ' + label(n), 24));
     case 'sg':
-      return drawChip(id, n, clip('⛨ ' + label(n), Math.floor((n.w - 30) / 7)));
+      return drawChip(id, n, clip('SG ' + label(n), Math.floor((n.w - 30) / 7)));
     default: {
       const g = nodeGroup(id, n, 'internet');
       g.append(
@@ -330,7 +330,7 @@ export class Topology {
     }
     this.svg.replaceChildren(
       svg('defs', {},
-        svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 8, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
+        svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerUnits: 'userSpaceOnUse', markerWidth: 14, markerHeight: 14, orient: 'auto-start-reverse' },
           svg('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrow' }))),
       frames, lines, this.sgLayer, items, this.pathLayer,
     );
