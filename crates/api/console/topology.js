@@ -384,7 +384,7 @@ export class Topology {
       mark(id, 'hop');
       const n = this.scene.nodes.get(id);
       if (!n) continue;
-      const c = n.shape === 'vn' || n.shape === 'subnet' ? { x: n.x + 60, y: n.y + 18 } : center(n);
+      const c = n.shape === 'vn' || n.shape === 'subnet' ? { x: n.x + 16, y: n.y + 17 } : center(n);
       const last = points[points.length - 1];
       if (!last || last.x !== c.x || last.y !== c.y) points.push(c);
     }

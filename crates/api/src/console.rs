@@ -245,21 +245,22 @@ fn collection_stream(
                 let event = st.rx.recv().await?;
                 return Some((Item::Event(event).into_sse(collection), st));
             };
-            tokio::select! {
-                event = st.rx.recv() => {
-                    return Some((Item::Event(event?).into_sse(collection), st));
-                }
-                fired = synced => {
-                    st.synced = None;
-                    // The whole first batch is queued: pass it on, then the marker. A watch that
-                    // failed before its first batch ends never fires; its error follows.
-                    while let Ok(event) = st.rx.try_recv() {
-                        st.pending.push_back(Item::Event(event));
-                    }
-                    if fired.is_ok() {
-                        st.pending.push_back(Item::Synced);
-                    }
-                }
+            let fired = tokio::select! {
+                event = st.rx.recv() => Err(event),
+                fired = synced => Ok(fired.is_ok()),
+            };
+            let fired = match fired {
+                Err(event) => return Some((Item::Event(event?).into_sse(collection), st)),
+                Ok(fired) => fired,
+            };
+            st.synced = None;
+            // The whole first batch is queued: pass it on, then the marker. A watch that failed
+            // before its first batch ended never fires; its error follows instead.
+            while let Ok(event) = st.rx.try_recv() {
+                st.pending.push_back(Item::Event(event));
+            }
+            if fired {
+                st.pending.push_back(Item::Synced);
             }
         }
     })

@@ -252,9 +252,66 @@ async fn console_shows_the_tenants_own_network_live_and_explains_reachability() 
     assert_eq!(same, 42, "the page was not reloaded");
 
     explains_reachability(&s, &b).await;
+    provider_picks_a_tenant(&s, &b, &bravo_ids).await;
 
     b.quit().await.expect("quit the browser");
     s.finish().await;
+}
+
+/// The provider signs in: its objects in tables, a tenant picker, the picked tenant's network.
+async fn provider_picks_a_tenant(s: &TestServer, b: &Browser, bravo_ids: &[String]) {
+    b.click("#logout").await.expect("sign out");
+    b.wait_for("!document.getElementById('login').hidden", SHOWN)
+        .await
+        .expect("the sign-in form again");
+    let admin_token = s.admin.token.clone().unwrap();
+    b.type_into("#token", &admin_token).await.expect("type");
+    b.click("#login-submit").await.expect("sign in");
+    b.wait_for(
+        "[...document.querySelectorAll('#tenant-picker option')].map(o => o.value).join() === ',alpha,bravo'",
+        SHOWN,
+    )
+    .await
+    .expect("the tenant picker lists the tenants");
+    b.execute(
+        "const p = document.getElementById('tenant-picker'); p.value = 'bravo'; \
+         p.dispatchEvent(new Event('change')); return true",
+        vec![],
+    )
+    .await
+    .unwrap();
+    b.wait_for(&format!("{} === 'RUNNING'", drawn_state("bravo-secret")), SHOWN)
+        .await
+        .expect("the provider sees bravo's network");
+    let drawn = drawn_ids(b).await;
+    for own in bravo_ids {
+        assert!(drawn.contains(own), "bravo's {own} is not drawn");
+    }
+    let alpha_drawn = b
+        .execute(
+            "return document.querySelectorAll('#topology [data-name=\"web-1\"]').length",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(alpha_drawn, 0, "only the picked tenant is drawn");
+    let pwned = b
+        .execute("return window.__pwned === undefined", vec![])
+        .await
+        .unwrap();
+    assert_eq!(pwned, true, "bravo's hostile annotation did not run");
+    b.click("#view-provider").await.expect("provider objects");
+    let tables = b
+        .wait_for(
+            "document.getElementById('provider-pools')?.textContent.includes('external-pool-1') && \
+             document.getElementById('provider-hosts')?.textContent.includes('baremetal-0') && \
+             document.getElementById('provider-classes').textContent",
+            SHOWN,
+        )
+        .await
+        .expect("the provider's pools, hosts and classes");
+    assert!(tables.as_str().unwrap().contains("default"), "{tables}");
+    screenshot(b, "provider.png").await;
 }
 
 /// "Can A reach B?": the verdict, the deciding element and the hops, drawn on the picture.
@@ -336,4 +393,141 @@ async fn explains_reachability(s: &TestServer, b: &Browser) {
         .await
         .unwrap();
     assert!(!deciding.as_str().unwrap().is_empty(), "{deciding}");
+}
+
+/// Reads a console event stream until every collection in `collections` has sent SYNCED;
+/// answers the events before that, `(collection, type, object id)`.
+async fn first_batch(resp: reqwest::Response, collections: &[&str]) -> Vec<(String, String, String)> {
+    let mut resp = resp;
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    let mut synced: Vec<String> = Vec::new();
+    while synced.len() < collections.len() {
+        let chunk = tokio::time::timeout(SHOWN, resp.chunk())
+            .await
+            .expect("the stream goes on")
+            .expect("chunk")
+            .expect("the stream does not end");
+        buffer.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            for line in block.lines() {
+                let Some(data) = line.strip_prefix("data:") else {
+                    continue;
+                };
+                let v: Value = serde_json::from_str(data.trim()).expect("JSON event");
+                let collection = v["collection"].as_str().unwrap().to_string();
+                let kind = v["type"].as_str().unwrap().to_string();
+                if kind == "SYNCED" {
+                    assert!(!synced.contains(&collection), "one SYNCED per collection");
+                    synced.push(collection);
+                } else {
+                    assert!(!synced.contains(&collection), "first batch before SYNCED");
+                    events.push((collection, kind, id(&v["object"])));
+                }
+            }
+        }
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_page_is_served_with_a_strict_policy_and_one_stream_per_tenant() {
+    let s = TestServer::sqlite().await;
+    let http = reqwest::Client::new();
+    let page = http
+        .get(format!("{}/console", s.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"), "{csp}");
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    let html = page.text().await.unwrap();
+    assert!(html.contains(r#"<script type="module" src="/console/app.js">"#));
+    assert!(!html.contains("<script>"), "no inline script");
+    for (file, kind) in [("app.js", "text/javascript"), ("console.css", "text/css")] {
+        let r = http
+            .get(format!("{}/console/{file}", s.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{file}");
+        assert!(r.headers()["content-type"].to_str().unwrap().starts_with(kind), "{file}");
+    }
+    let missing = http
+        .get(format!("{}/console/nothing.js", s.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    // No page source writes HTML from data.
+    for file in ["app.js", "api.js", "dom.js", "live.js", "model.js", "topology.js", "details.js", "reach.js", "provider.js"] {
+        let src = http
+            .get(format!("{}/console/{file}", s.url()))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
+            assert!(!src.contains(sink), "{file} uses {sink}");
+        }
+    }
+
+    // The session and the combined watch need a token and are scoped by it.
+    s.anonymous()
+        .get("/console/api/session")
+        .await
+        .err(401, "UNAUTHENTICATED", &[]);
+    let alpha = s.tenant("alpha").await;
+    let bravo = s.tenant("bravo").await;
+    bravo
+        .create("compute_instances", vm_body("b-vm", json!([{"subnet": "default-ipv4"}])))
+        .await;
+    let me = alpha.get("/console/api/session").await.ok();
+    assert_eq!(me["role"], "tenant-admin");
+    assert_eq!(me["tenant"], "alpha");
+    alpha
+        .get("/console/api/watch?collections=subnets,nope")
+        .await
+        .err(400, "INVALID_ARGUMENT", &["collections", "'nope'"]);
+    alpha
+        .get("/console/api/watch?collections=hosts&surface=private")
+        .await
+        .err(403, "PERMISSION_DENIED", &[]);
+    let collections = ["virtual_networks", "subnets", "compute_instances"];
+    let stream = http
+        .get(format!(
+            "{}/console/api/watch?collections={}",
+            s.url(),
+            collections.join(",")
+        ))
+        .bearer_auth(alpha.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(stream.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let events = first_batch(stream, &collections).await;
+    let alpha_ids = tenant_ids(&alpha).await;
+    let bravo_ids = tenant_ids(&bravo).await;
+    for (collection, kind, object) in &events {
+        assert_eq!(kind, "ADDED", "{collection} {object}");
+        assert!(alpha_ids.contains(object), "{collection} {object} is not alpha's");
+        assert!(!bravo_ids.contains(object), "bravo's {object} in alpha's stream");
+    }
+    for c in collections {
+        let listed = alpha.list(c, &[]).await.ok()["items"]
+            .as_array()
+            .unwrap()
+            .len();
+        let sent = events.iter().filter(|(col, _, _)| col == c).count();
+        assert_eq!(sent, listed, "the first batch of {c} is what a list shows");
+    }
+    s.finish().await;
 }
