@@ -401,7 +401,10 @@ export class Topology {
 
   fit() {
     if (!this.scene) return;
-    this.view = { x: 0, y: 0, w: this.scene.width, h: this.scene.height };
+    // Everything in view, never enlarged beyond its natural size.
+    const w = Math.max(this.scene.width, this.svg.clientWidth || 0);
+    const h = Math.max(this.scene.height, this.svg.clientHeight || 0);
+    this.view = { x: -(w - this.scene.width) / 2, y: 0, w, h };
     this.userMoved = false;
     this.applyView();
   }
