@@ -146,7 +146,9 @@ fn watched_kinds(q: &HashMap<String, String>) -> ApiResult<(Scope, Vec<Kind>)> {
         let kind = Kind::ALL
             .into_iter()
             .find(|k| k.collection() == name)
-            .ok_or_else(|| ApiError::invalid(format!("collections: unknown collection '{name}'")))?;
+            .ok_or_else(|| {
+                ApiError::invalid(format!("collections: unknown collection '{name}'"))
+            })?;
         if !kinds.contains(&kind) {
             kinds.push(kind);
         }
@@ -185,8 +187,8 @@ async fn watch(
     .await;
     secured(match started {
         Ok(streams) => {
-            let events = futures::stream::select_all(streams)
-                .map(Ok::<_, std::convert::Infallible>);
+            let events =
+                futures::stream::select_all(streams).map(Ok::<_, std::convert::Infallible>);
             Sse::new(events)
                 .keep_alive(KeepAlive::default())
                 .into_response()

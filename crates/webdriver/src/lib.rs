@@ -125,7 +125,10 @@ impl Browser {
         browser.wait_for_driver().await?;
         let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| f.to_string()).collect();
         args.push(format!("--window-size={width},{height}"));
-        args.push(format!("--user-data-dir={}", browser._profile.path().display()));
+        args.push(format!(
+            "--user-data-dir={}",
+            browser._profile.path().display()
+        ));
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": bin.chromium, "args": args},
@@ -207,9 +210,8 @@ impl Browser {
         let script = format!("try {{ return ({expr}); }} catch (e) {{ return null; }}");
         loop {
             let v = self.execute(&script, vec![]).await?;
-            let truthy = !matches!(&v, Value::Null | Value::Bool(false))
-                && v != json!(0)
-                && v != json!("");
+            let truthy =
+                !matches!(&v, Value::Null | Value::Bool(false)) && v != json!(0) && v != json!("");
             if truthy {
                 return Ok(v);
             }

@@ -26,7 +26,11 @@ async fn browser() -> Option<Browser> {
         eprintln!("skipping the console browser test: {reason}");
         return None;
     }
-    Some(Browser::start(1600, 1000).await.expect("start headless Chromium"))
+    Some(
+        Browser::start(1600, 1000)
+            .await
+            .expect("start headless Chromium"),
+    )
 }
 
 async fn screenshot(b: &Browser, name: &str) {
@@ -84,7 +88,12 @@ fn baremetal_macs() -> Vec<String> {
     osac_server::dev::dev_hosts()
         .into_iter()
         .filter(|(_, h)| h["spec"]["pool"] == "baremetal")
-        .map(|(_, h)| h["spec"]["interfaces"][0]["mac_address"].as_str().unwrap().to_string())
+        .map(|(_, h)| {
+            h["spec"]["interfaces"][0]["mac_address"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect()
 }
 
@@ -115,7 +124,10 @@ async fn console_shows_the_tenants_own_network_live_and_explains_reachability() 
     alpha
         .create(
             "compute_instances",
-            vm_body("db-1", json!([{"subnet": "db", "security_groups": ["default"]}])),
+            vm_body(
+                "db-1",
+                json!([{"subnet": "db", "security_groups": ["default"]}]),
+            ),
         )
         .await;
     for vm in ["web-1", "db-1"] {
@@ -161,7 +173,10 @@ async fn console_shows_the_tenants_own_network_live_and_explains_reachability() 
     // Alpha's objects are drawn; none of bravo's.
     let drawn = drawn_ids(&b).await;
     for own in tenant_ids(&alpha).await {
-        assert!(drawn.contains(&own), "alpha's {own} is not drawn: {drawn:?}");
+        assert!(
+            drawn.contains(&own),
+            "alpha's {own} is not drawn: {drawn:?}"
+        );
     }
     for other in &bravo_ids {
         assert!(!drawn.contains(other), "bravo's {other} is drawn");
@@ -225,12 +240,18 @@ async fn console_shows_the_tenants_own_network_live_and_explains_reachability() 
     alpha
         .create(
             "baremetal_instances",
-            bm_body("bm-1", json!([{"subnet": "default-ipv4", "security_groups": ["web"]}])),
+            bm_body(
+                "bm-1",
+                json!([{"subnet": "default-ipv4", "security_groups": ["web"]}]),
+            ),
         )
         .await;
-    b.wait_for(&format!("{} === 'PROVISIONING'", drawn_state("bm-1")), SHOWN)
-        .await
-        .expect("bm-1 appears PROVISIONING");
+    b.wait_for(
+        &format!("{} === 'PROVISIONING'", drawn_state("bm-1")),
+        SHOWN,
+    )
+    .await
+    .expect("bm-1 appears PROVISIONING");
     let amber = b
         .execute(
             "return document.querySelector('#topology [data-name=\"bm-1\"]').classList.contains('st-wait')",
@@ -280,9 +301,12 @@ async fn provider_picks_a_tenant(s: &TestServer, b: &Browser, bravo_ids: &[Strin
     )
     .await
     .unwrap();
-    b.wait_for(&format!("{} === 'RUNNING'", drawn_state("bravo-secret")), SHOWN)
-        .await
-        .expect("the provider sees bravo's network");
+    b.wait_for(
+        &format!("{} === 'RUNNING'", drawn_state("bravo-secret")),
+        SHOWN,
+    )
+    .await
+    .expect("the provider sees bravo's network");
     let drawn = drawn_ids(b).await;
     for own in bravo_ids {
         assert!(drawn.contains(own), "bravo's {own} is not drawn");
@@ -352,7 +376,10 @@ async fn explains_reachability(s: &TestServer, b: &Browser) {
         )
         .await
         .expect("an answer");
-    assert_eq!(verdict, "reachable", "internet → web-1 tcp/443 through its external IP");
+    assert_eq!(
+        verdict, "reachable",
+        "internet → web-1 tcp/443 through its external IP"
+    );
     let shown = b
         .execute(
             "return {hops: document.querySelectorAll('#reach-hops li').length, \
@@ -365,7 +392,10 @@ async fn explains_reachability(s: &TestServer, b: &Browser) {
         .unwrap();
     assert!(shown["hops"].as_u64().unwrap() >= 2, "{shown}");
     assert_eq!(shown["path"], 1, "the path is drawn: {shown}");
-    assert_eq!(shown["web"], true, "the destination is on the path: {shown}");
+    assert_eq!(
+        shown["web"], true,
+        "the destination is on the path: {shown}"
+    );
     screenshot(b, "reachability.png").await;
 
     // db-1 → web-1 on 443: allowed by web's rule; on 22 blocked, with the deciding group.
@@ -397,7 +427,10 @@ async fn explains_reachability(s: &TestServer, b: &Browser) {
 
 /// Reads a console event stream until every collection in `collections` has sent SYNCED;
 /// answers the events before that, `(collection, type, object id)`.
-async fn first_batch(resp: reqwest::Response, collections: &[&str]) -> Vec<(String, String, String)> {
+async fn first_batch(
+    resp: reqwest::Response,
+    collections: &[&str],
+) -> Vec<(String, String, String)> {
     let mut resp = resp;
     let mut buffer = String::new();
     let mut events = Vec::new();
@@ -442,10 +475,18 @@ async fn console_page_is_served_with_a_strict_policy_and_one_stream_per_tenant()
         .unwrap();
     assert_eq!(page.status(), 200);
     let csp = page.headers()["content-security-policy"].to_str().unwrap();
-    assert!(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"), "{csp}");
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("default-src 'none'"),
+        "{csp}"
+    );
     assert!(!csp.contains("unsafe"), "{csp}");
     assert_eq!(page.headers()["x-content-type-options"], "nosniff");
-    assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
     let html = page.text().await.unwrap();
     assert!(html.contains(r#"<script type="module" src="/console/app.js">"#));
     assert!(!html.contains("<script>"), "no inline script");
@@ -456,7 +497,13 @@ async fn console_page_is_served_with_a_strict_policy_and_one_stream_per_tenant()
             .await
             .unwrap();
         assert_eq!(r.status(), 200, "{file}");
-        assert!(r.headers()["content-type"].to_str().unwrap().starts_with(kind), "{file}");
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with(kind),
+            "{file}"
+        );
     }
     let missing = http
         .get(format!("{}/console/nothing.js", s.url()))
@@ -465,7 +512,17 @@ async fn console_page_is_served_with_a_strict_policy_and_one_stream_per_tenant()
         .unwrap();
     assert_eq!(missing.status(), 404);
     // No page source writes HTML from data.
-    for file in ["app.js", "api.js", "dom.js", "live.js", "model.js", "topology.js", "details.js", "reach.js", "provider.js"] {
+    for file in [
+        "app.js",
+        "api.js",
+        "dom.js",
+        "live.js",
+        "model.js",
+        "topology.js",
+        "details.js",
+        "reach.js",
+        "provider.js",
+    ] {
         let src = http
             .get(format!("{}/console/{file}", s.url()))
             .send()
@@ -474,7 +531,13 @@ async fn console_page_is_served_with_a_strict_policy_and_one_stream_per_tenant()
             .text()
             .await
             .unwrap();
-        for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
             assert!(!src.contains(sink), "{file} uses {sink}");
         }
     }
@@ -487,7 +550,10 @@ async fn console_page_is_served_with_a_strict_policy_and_one_stream_per_tenant()
     let alpha = s.tenant("alpha").await;
     let bravo = s.tenant("bravo").await;
     bravo
-        .create("compute_instances", vm_body("b-vm", json!([{"subnet": "default-ipv4"}])))
+        .create(
+            "compute_instances",
+            vm_body("b-vm", json!([{"subnet": "default-ipv4"}])),
+        )
         .await;
     let me = alpha.get("/console/api/session").await.ok();
     assert_eq!(me["role"], "tenant-admin");
@@ -512,14 +578,25 @@ async fn console_page_is_served_with_a_strict_policy_and_one_stream_per_tenant()
         .await
         .unwrap();
     assert_eq!(stream.status(), 200);
-    assert!(stream.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    assert!(
+        stream.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
     let events = first_batch(stream, &collections).await;
     let alpha_ids = tenant_ids(&alpha).await;
     let bravo_ids = tenant_ids(&bravo).await;
     for (collection, kind, object) in &events {
         assert_eq!(kind, "ADDED", "{collection} {object}");
-        assert!(alpha_ids.contains(object), "{collection} {object} is not alpha's");
-        assert!(!bravo_ids.contains(object), "bravo's {object} in alpha's stream");
+        assert!(
+            alpha_ids.contains(object),
+            "{collection} {object} is not alpha's"
+        );
+        assert!(
+            !bravo_ids.contains(object),
+            "bravo's {object} in alpha's stream"
+        );
     }
     for c in collections {
         let listed = alpha.list(c, &[]).await.ok()["items"]

@@ -4,8 +4,8 @@
 
 mod bounds;
 mod common;
-mod console;
 mod concurrency;
+mod console;
 mod defaults;
 mod events;
 mod grpc;
