@@ -16,7 +16,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 /// The key of an element reference in WebDriver answers.
-const ELEMENT_KEY: &str = "element-6066-11e4-a5c6-52d3-7ed9ba55d3e4";
+const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// Chromium flags that work in containers, also as root.
 const CHROMIUM_FLAGS: [&str; 9] = [
@@ -230,7 +230,14 @@ impl Browser {
                 json!({"using": "css selector", "value": css}),
             )
             .await?;
-        Ok(v[ELEMENT_KEY].as_str().unwrap_or_default().to_string())
+        v[ELEMENT_KEY]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| WebDriverError::Command {
+                command: format!("find {css}"),
+                error: "no element reference".into(),
+                message: v.to_string(),
+            })
     }
 
     /// Clicks the first element matching `css`, as a user would (pointer events included).
