@@ -102,7 +102,7 @@ function layout(live) {
     let cx = PAD * 2;
     let cy = VN_HEAD + tallest + GAP * 2;
     for (const sg of sgs) {
-      const w = Math.min(56 + nameOf(sg).length * 7.5, 200);
+      const w = Math.min(60 + nameOf(sg).length * 8, 210);
       if (cx + w > vnWidth - PAD && cx > PAD * 2) {
         cx = PAD * 2;
         cy += SG_H + GAP;
