@@ -487,6 +487,31 @@ impl tokens_server::Tokens for Tokens {
     }
 }
 
+/// `Reachability.Explain`: tenant callers explain their own tenant; a provider admin (no
+/// tenant of its own) names one in `tenant`, as on the private REST API.
+pub struct Reachability(pub Grpc);
+
+#[tonic::async_trait]
+impl pb::reachability_server::Reachability for Reachability {
+    async fn explain(
+        &self,
+        req: Request<pb::ExplainReachabilityRequest>,
+    ) -> Result<Response<pb::ExplainReachabilityResponse>, Status> {
+        let caller = self.0.caller(&req).await?;
+        let surface = if caller.is_provider() && caller.tenant.is_none() {
+            Scope::Provider
+        } else {
+            Scope::Tenant
+        };
+        let answer = self
+            .0
+            .service
+            .explain_reachability(&caller, surface, req.get_ref())
+            .await?;
+        Ok(Response::new(answer))
+    }
+}
+
 /// Every gRPC service plus reflection, as routes that can be merged into the HTTP router.
 pub fn routes(
     service: Arc<Service>,
@@ -535,6 +560,9 @@ pub fn routes(
             PublicTemplates(g.clone()),
         ))
         .add_service(events_server::EventsServer::new(Events(g.clone())))
+        .add_service(pb::reachability_server::ReachabilityServer::new(
+            Reachability(g.clone()),
+        ))
         .add_service(a_classes::NetworkClassesServer::new(AdminClasses(
             g.clone(),
         )))

@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod object;
 pub mod openapi;
 pub mod quota;
+pub mod reachability;
 pub mod replicas;
 pub mod reserved;
 pub mod resources;

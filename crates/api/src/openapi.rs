@@ -59,6 +59,11 @@ const SURFACES: [Surface; 2] = [
 /// Services that are not collections: service full name → (path under the prefix).
 const SINGLE_ROUTES: [(&str, &str); 1] = [("osacnet.admin.v1.Tokens", "tokens")];
 
+/// Services of one action, served as `POST` on both surfaces: service full name → (its rpc,
+/// path under each prefix).
+const ACTION_ROUTES: [(&str, &str, &str); 1] =
+    [("osacnet.v1.Reachability", "Explain", "reachability:explain")];
+
 /// The OpenAPI document of the REST API described by an encoded `FileDescriptorSet`.
 pub fn document(descriptor: &[u8]) -> Result<Value, OpenApiError> {
     let set = FileDescriptorSet::decode(descriptor)?;
@@ -78,10 +83,23 @@ pub fn document(descriptor: &[u8]) -> Result<Value, OpenApiError> {
         services.sort_by_key(|s| s.desc.name());
         for svc in services {
             let full = format!("{}.{}", svc.package, svc.desc.name());
+            if ACTION_ROUTES.iter().any(|(name, _, _)| *name == full) {
+                continue;
+            }
             match SINGLE_ROUTES.iter().find(|(name, _)| *name == full) {
                 Some((_, path)) => single_path(surface, svc, path, &mut schemas, &mut paths)?,
                 None => collection_paths(surface, svc, &mut schemas, &mut paths)?,
             }
+        }
+    }
+    for (full, rpc, path) in ACTION_ROUTES {
+        let svc = ix
+            .services
+            .iter()
+            .find(|s| format!("{}.{}", s.package, s.desc.name()) == full)
+            .ok_or_else(|| OpenApiError::UnknownService(full.to_string()))?;
+        for surface in &SURFACES {
+            routes::action_path(surface, svc, rpc, path, &mut schemas, &mut paths)?;
         }
     }
     schemas.drain()?;

@@ -31,6 +31,10 @@ pub fn router(service: Arc<Service>) -> Router {
     let collection = |surface: Scope| {
         Router::new()
             .route(
+                "/reachability:explain",
+                post(move |s, h, b| explain(s, h, b, surface)),
+            )
+            .route(
                 "/{collection}",
                 get(move |s, p, q, h| list(s, p, q, h, surface))
                     .post(move |s, p, h, b| create(s, p, h, b, surface)),
@@ -280,6 +284,32 @@ async fn delete(
             s.delete(&caller, surface, kind_of(&collection)?, &id)
                 .await?;
             Ok(json!({}))
+        }
+        .await,
+    )
+}
+
+/// `POST …/reachability:explain`: the request JSON (proto field names, enums by name,
+/// unknown fields refused) → the explanation JSON.
+async fn explain(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    surface: Scope,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(r) => return body_rejection(r),
+    };
+    reply(
+        async {
+            let caller = caller(&s, &headers).await?;
+            let v = json_body(&body)?;
+            let req: osac_model::pb::ExplainReachabilityRequest = serde_json::from_value(v)
+                .map_err(|e| ApiError::invalid(format!("request body: {e}")))?;
+            let answer = s.explain_reachability(&caller, surface, &req).await?;
+            serde_json::to_value(answer)
+                .map_err(|e| ApiError::new(crate::error::Code::Internal, e.to_string()))
         }
         .await,
     )

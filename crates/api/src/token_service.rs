@@ -115,7 +115,7 @@ impl Service {
     }
 
     /// (id, name) of the live tenant with this id or name.
-    async fn live_tenant(&self, key: &str) -> ApiResult<(String, String)> {
+    pub(crate) async fn live_tenant(&self, key: &str) -> ApiResult<(String, String)> {
         let missing = || ApiError::not_found(format!("tenant: Tenant '{key}' does not exist"));
         let mut tx = self.store.begin().await?;
         let by_id = tx.get(key).await?.filter(|r| r.kind == Kind::Tenant);

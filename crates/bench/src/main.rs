@@ -24,6 +24,7 @@ macro_rules! progress {
 
 mod api;
 mod console;
+mod explain;
 mod load;
 mod metrics;
 mod objects;
@@ -138,6 +139,19 @@ struct Args {
     /// (needs Chromium and chromedriver: Debian packages chromium, chromium-driver).
     #[arg(long)]
     console_first_paint: bool,
+    /// Run measure 8, the reachability explainer (a tenant of --explain-vms VMs and
+    /// --explain-groups security groups, then --explain-requests explain calls).
+    #[arg(long)]
+    explain: bool,
+    /// VMs of the explainer's tenant (measure 8).
+    #[arg(long, default_value_t = 1_000)]
+    explain_vms: usize,
+    /// Security groups of the explainer's tenant (measure 8).
+    #[arg(long, default_value_t = 200)]
+    explain_groups: usize,
+    /// Explain requests timed (measure 8).
+    #[arg(long, default_value_t = 2_000)]
+    explain_requests: usize,
     /// Longest time one GET or LIST measurement may take (no request starts after it).
     #[arg(long, default_value_t = 60)]
     phase_seconds: u64,
@@ -523,6 +537,11 @@ async fn phases(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mut Repo
         report
             .details
             .push(format!("memory, after the single-call run: {}", Mem::now()));
+    }
+    if args.explain {
+        if let Err(e) = explain::explain_phase(args, env, report).await {
+            failed(report, "8", "reachability explain", &e);
+        }
     }
     if !args.skip_objects
         && let Err(e) = objects_phase(args, env, report).await

@@ -10,6 +10,7 @@ pub mod labels;
 pub mod mac;
 pub mod net;
 pub mod quota;
+pub mod reachability;
 pub mod refs;
 pub mod update;
 pub mod validate;

@@ -241,3 +241,32 @@ pub(super) fn single_path(
     }
     Ok(())
 }
+
+/// `POST {prefix}/{path}`: one rpc of a service that is an action, not a collection (e.g.
+/// `reachability:explain`), on `surface`.
+pub(super) fn action_path(
+    surface: &Surface,
+    svc: &Svc<'_>,
+    rpc_name: &str,
+    path: &str,
+    schemas: &mut Schemas<'_, '_>,
+    paths: &mut Map<String, Value>,
+) -> Result<(), OpenApiError> {
+    let full = format!("{}.{}", svc.package, svc.desc.name());
+    let call = rpc(svc.desc, rpc_name).ok_or_else(|| OpenApiError::UnknownService(full))?;
+    let input = schemas.reference(call.input_type());
+    let output = schemas.reference(call.output_type());
+    paths.insert(
+        format!("{}/{path}", surface.prefix),
+        json!({
+            "post": {
+                "operationId": format!("{}.{path}", surface.name),
+                "summary": format!("{} {}", svc.desc.name(), rpc_name),
+                "tags": [svc.desc.name()],
+                "requestBody": { "required": true, "content": json_content(input) },
+                "responses": ok("The answer.", output),
+            }
+        }),
+    );
+    Ok(())
+}

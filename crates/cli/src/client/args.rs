@@ -86,6 +86,48 @@ pub enum ClientCommand {
     /// Provider administration (private API): network classes, pools, host types, tenants,
     /// hosts, tokens, managers
     Admin(Box<AdminArgs>),
+    /// Explain the network: why A can (or cannot) reach B
+    Explain(Box<ExplainArgs>),
+}
+
+/// `osac explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    #[command(subcommand)]
+    pub what: ExplainWhat,
+}
+
+/// What `osac explain` explains.
+#[derive(Debug, clap::Subcommand)]
+pub enum ExplainWhat {
+    /// Whether a packet from --from reaches --to, the hops it crosses and what decides it
+    Reach(ReachArgs),
+}
+
+/// `osac explain reach`.
+#[derive(Debug, clap::Args)]
+pub struct ReachArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    /// Source: computeinstance/NAME, baremetalinstance/NAME, cluster/NAME:api|ingress,
+    /// address/IP[@VN], or internet
+    #[arg(long, value_name = "END")]
+    pub from: String,
+    /// Destination, in the same forms as --from
+    #[arg(long, value_name = "END")]
+    pub to: String,
+    /// tcp, udp or icmp
+    #[arg(long, default_value = "tcp")]
+    pub protocol: String,
+    /// Destination port (TCP and UDP)
+    #[arg(long)]
+    pub port: Option<u32>,
+    /// Provider admins: the tenant whose network to explain (private API)
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Output format: the explanation in words (default), or the response as json|yaml
+    #[arg(long, short = 'o', value_enum, default_value = "table")]
+    pub output: OutputFormat,
 }
 
 /// `osac login`.

@@ -40,6 +40,7 @@ mod create;
 mod dataplane;
 mod describe;
 mod events;
+mod explain;
 mod http;
 mod kind;
 mod login;
@@ -132,6 +133,9 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Delete(a) => ops::delete(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
         ClientCommand::Events(a) => events::run(&ctx(&a.conn, Scope::Tenant)?, &a).await,
         ClientCommand::Describe(a) => describe::run(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
+        ClientCommand::Explain(a) => match &a.what {
+            args::ExplainWhat::Reach(r) => explain::reach(&ctx(&r.conn, Scope::Tenant)?, r).await,
+        },
         ClientCommand::Admin(a) => {
             let c = ctx(&a.conn, Scope::Provider)?;
             match &a.command {

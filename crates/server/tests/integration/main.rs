@@ -21,6 +21,7 @@ mod ops;
 mod provider;
 mod provisioner_exec;
 mod quotas;
+mod reachability;
 mod restart;
 mod status_messages;
 mod tenancy;

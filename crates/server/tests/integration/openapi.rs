@@ -199,6 +199,8 @@ async fn openapi_document_covers_every_route_and_field() {
         (format!("{PRIV}/managers"), "get"),
         (format!("{PRIV}/replicas"), "get"),
         (format!("{PRIV}/dataplane:gc"), "post"),
+        (format!("{PUB}/reachability:explain"), "post"),
+        (format!("{PRIV}/reachability:explain"), "post"),
         ("/healthz".into(), "get"),
         ("/readyz".into(), "get"),
         ("/metrics".into(), "get"),

@@ -1,0 +1,345 @@
+//! The reachability explainer end to end (docs/reachability.md): REST on both surfaces and
+//! gRPC, over objects created through the API on the sim fabric.
+
+use osac_proto::v1 as pb;
+use serde_json::{Value, json};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic::{Request, Status};
+
+use crate::common::*;
+
+const EXPLAIN: &str = "/api/fulfillment/v1/reachability:explain";
+const EXPLAIN_PRIVATE: &str = "/api/private/v1/reachability:explain";
+
+/// Tenant `acme`: VN `net` (subnets `a`, `b`), VN `other` (subnet `o`); SG `web` (tcp 443
+/// from anywhere), SG `db` (tcp 5432 from 10.0.1.0/24), both allowing every egress; VMs `vm1`, `vm2` (a, web), `db1`
+/// (b, db), `far` (o); `vm1` attached at ExternalIP `pub`.
+async fn tenant(s: &TestServer) -> Api {
+    let t = s.tenant("acme").await;
+    t.ready_vn("net", "10.0.0.0/16").await;
+    t.ready_vn("other", "10.1.0.0/16").await;
+    t.ready_subnet("a", "net", "10.0.1.0/24").await;
+    t.ready_subnet("b", "net", "10.0.2.0/24").await;
+    t.ready_subnet("o", "other", "10.1.1.0/24").await;
+    for (name, rule) in [
+        (
+            "web",
+            json!({"protocol": "PROTOCOL_TCP", "port_from": 443, "ipv4_cidr": "0.0.0.0/0"}),
+        ),
+        (
+            "db",
+            json!({"protocol": "PROTOCOL_TCP", "port_from": 5432, "ipv4_cidr": "10.0.1.0/24"}),
+        ),
+    ] {
+        let net = "net";
+        let sg = t
+            .create(
+                "security_groups",
+                json!({"metadata": {"name": name}, "spec": {"virtual_network": net, "ingress": [rule], "egress": [{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}]}}),
+            )
+            .await;
+        t.wait("security_groups", &id(&sg), "SECURITY_GROUP_STATE_READY")
+            .await;
+    }
+    for (name, subnet, sgs) in [
+        ("vm1", "a", json!(["web"])),
+        ("vm2", "a", json!(["web"])),
+        ("db1", "b", json!(["db"])),
+        ("far", "o", json!([])),
+    ] {
+        let vm = t
+            .create(
+                "compute_instances",
+                vm_body(name, json!([{"subnet": subnet, "security_groups": sgs}])),
+            )
+            .await;
+        t.wait(
+            "compute_instances",
+            &id(&vm),
+            "COMPUTE_INSTANCE_STATE_RUNNING",
+        )
+        .await;
+    }
+    t.allocated_eip("pub", "").await;
+    let a = t
+        .create(
+            "external_ip_attachments",
+            json!({"metadata": {"name": "a1"}, "spec": {"external_ip": "pub", "compute_instance": "vm1"}}),
+        )
+        .await;
+    t.wait(
+        "external_ip_attachments",
+        &id(&a),
+        "EXTERNAL_IP_ATTACHMENT_STATE_READY",
+    )
+    .await;
+    t
+}
+
+fn vm(name: &str) -> Value {
+    json!({"compute_instance": name})
+}
+
+fn ask(from: Value, to: Value, protocol: &str, port: u32) -> Value {
+    json!({"source": from, "destination": to, "protocol": protocol, "port": port})
+}
+
+async fn address(t: &Api, name: &str) -> String {
+    let v = t.get(&format!("{PUB}/compute_instances/{name}")).await.ok();
+    v["status"]["internal_ip_address"]
+        .as_str()
+        .expect("address")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explains_security_groups_vns_and_external_paths_over_rest() {
+    let s = TestServer::sqlite().await;
+    let t = tenant(&s).await;
+    let vm1 = address(&t, "vm1").await;
+
+    let r = t
+        .post(EXPLAIN, ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 443))
+        .await
+        .ok();
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
+    assert_eq!(
+        r["deciding"],
+        "SecurityGroup 'web' ingress rule 1: tcp 443 from 0.0.0.0/0"
+    );
+    assert_eq!(r["deciding_object"]["name"], "web");
+    assert_eq!(r["deciding_rule_index"], 1);
+    assert_eq!(r["hops"][0]["source_address"], vm1.as_str());
+
+    let r = t
+        .post(EXPLAIN, ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 8080))
+        .await
+        .ok();
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_BLOCKED", "{r}");
+    assert_eq!(
+        r["deciding"],
+        format!("no ingress rule of SecurityGroups 'web' allows tcp/8080 from {vm1}")
+    );
+
+    let r = t
+        .post(EXPLAIN, ask(vm("vm1"), vm("db1"), "PROTOCOL_TCP", 5432))
+        .await
+        .ok();
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
+    assert!(
+        r["hops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["kind"] == "router"),
+        "{r}"
+    );
+
+    let r = t
+        .post(EXPLAIN, ask(vm("vm1"), vm("far"), "PROTOCOL_ICMP", 0))
+        .await
+        .ok();
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_BLOCKED", "{r}");
+    assert!(
+        r["deciding"]
+            .as_str()
+            .unwrap()
+            .starts_with("different VirtualNetworks"),
+        "{r}"
+    );
+
+    // Inbound through the attachment, outbound through the tenant's default NAT gateway.
+    let r = t
+        .post(
+            EXPLAIN,
+            ask(json!({"internet": true}), vm("vm1"), "PROTOCOL_TCP", 443),
+        )
+        .await
+        .ok();
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
+    let dnat = r["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["kind"] == "dnat")
+        .cloned();
+    assert_eq!(
+        dnat.expect("a dnat hop")["destination_address"],
+        vm1.as_str()
+    );
+    let r = t
+        .post(
+            EXPLAIN,
+            ask(json!({"internet": true}), vm("vm2"), "PROTOCOL_TCP", 443),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        r["deciding"],
+        "no ExternalIPAttachment makes ComputeInstance 'vm2' reachable from the internet"
+    );
+
+    let nat = t.get(&format!("{PUB}/nat_gateways/default")).await.ok();
+    let out = t
+        .create(
+            "compute_instances",
+            vm_body("out", json!([{"subnet": "default-ipv4"}])),
+        )
+        .await;
+    t.wait(
+        "compute_instances",
+        &id(&out),
+        "COMPUTE_INSTANCE_STATE_RUNNING",
+    )
+    .await;
+    let r = t
+        .post(
+            EXPLAIN,
+            ask(vm("out"), json!({"internet": true}), "PROTOCOL_UDP", 53),
+        )
+        .await
+        .ok();
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
+    let snat = r["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["kind"] == "snat")
+        .cloned();
+    assert_eq!(
+        snat.expect("a snat hop")["source_address"],
+        nat["status"]["address"]
+    );
+
+    // Bad input names the field.
+    let e = t
+        .post(EXPLAIN, ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 0))
+        .await;
+    e.err(400, "INVALID_ARGUMENT", &["port"]);
+    let e = t
+        .post(
+            EXPLAIN,
+            ask(
+                vm("vm1"),
+                json!({"address": "not-an-ip"}),
+                "PROTOCOL_TCP",
+                1,
+            ),
+        )
+        .await;
+    e.err(400, "INVALID_ARGUMENT", &["destination.address"]);
+    let e = t
+        .post(EXPLAIN, ask(vm("vm1"), vm("vm2"), "PROTOCOL_ALL", 0))
+        .await;
+    e.err(400, "INVALID_ARGUMENT", &["protocol"]);
+    let e = t
+        .post(EXPLAIN, ask(vm("vm1"), vm("ghost"), "PROTOCOL_TCP", 1))
+        .await;
+    e.err(404, "NOT_FOUND", &["destination.compute_instance", "ghost"]);
+
+    // The provider names the tenant on the private API, and must.
+    let mut body = ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 443);
+    s.admin
+        .post(EXPLAIN_PRIVATE, body.clone())
+        .await
+        .err(400, "INVALID_ARGUMENT", &["tenant"]);
+    body["tenant"] = json!("acme");
+    let r = s.admin.post(EXPLAIN_PRIVATE, body).await.ok();
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_tenants_workload_is_not_found() {
+    let s = TestServer::sqlite().await;
+    let t = tenant(&s).await;
+    let victim = id(&t.get(&format!("{PUB}/compute_instances/vm1")).await.ok());
+    let evil = s.tenant("evil").await;
+    let mine = evil
+        .create(
+            "compute_instances",
+            vm_body("mine", json!([{"subnet": "default-ipv4"}])),
+        )
+        .await;
+    evil.wait(
+        "compute_instances",
+        &id(&mine),
+        "COMPUTE_INSTANCE_STATE_RUNNING",
+    )
+    .await;
+    for body in [
+        ask(vm("mine"), vm(&victim), "PROTOCOL_TCP", 443),
+        ask(vm(&victim), vm("mine"), "PROTOCOL_TCP", 443),
+        ask(json!({"internet": true}), vm(&victim), "PROTOCOL_TCP", 443),
+    ] {
+        evil.post(EXPLAIN, body)
+            .await
+            .err(404, "NOT_FOUND", &[&victim]);
+    }
+    // Names resolve in the caller's tenant: acme's vm1 is not evil's.
+    evil.post(EXPLAIN, ask(vm("mine"), vm("vm1"), "PROTOCOL_TCP", 443))
+        .await
+        .err(404, "NOT_FOUND", &["vm1"]);
+}
+
+#[derive(Clone)]
+struct Bearer(Option<String>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(t) = &self.0 {
+            req.metadata_mut().insert(
+                "authorization",
+                format!("Bearer {t}").parse().expect("header"),
+            );
+        }
+        Ok(req)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explains_over_grpc() {
+    let s = TestServer::sqlite().await;
+    let t = tenant(&s).await;
+    let ch = Channel::from_shared(s.url())
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut client: pb::reachability_client::ReachabilityClient<
+        InterceptedService<Channel, Bearer>,
+    > = pb::reachability_client::ReachabilityClient::with_interceptor(ch, Bearer(t.token.clone()));
+    let end = |name: &str| {
+        Some(pb::ReachabilityEndpoint {
+            endpoint: Some(pb::reachability_endpoint::Endpoint::ComputeInstance(
+                name.into(),
+            )),
+            ..Default::default()
+        })
+    };
+    let req = |to: &str, port: u32| pb::ExplainReachabilityRequest {
+        source: end("vm1"),
+        destination: end(to),
+        protocol: pb::Protocol::Tcp as i32,
+        port,
+        tenant: String::new(),
+    };
+    let r = client
+        .explain(req("db1", 5432))
+        .await
+        .expect("explain")
+        .into_inner();
+    assert_eq!(r.verdict, pb::ReachabilityVerdict::Reachable as i32);
+    assert_eq!(r.deciding_object.expect("object").name, "db");
+    let r = client
+        .explain(req("db1", 22))
+        .await
+        .expect("explain")
+        .into_inner();
+    assert_eq!(r.verdict, pb::ReachabilityVerdict::Blocked as i32);
+    let e = client.explain(req("ghost", 22)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    let e = client.explain(req("db1", 0)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(e.message().contains("port"), "{}", e.message());
+}
