@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod auth;
+pub mod console;
 pub mod error;
 pub mod grpc;
 pub mod health;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use osac_model::{Kind, Scope};
 use osac_store::{Change, ListQuery};
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::auth::Caller;
 use crate::error::ApiResult;
@@ -72,6 +72,34 @@ impl Service {
         kind: Kind,
         filter: &str,
     ) -> ApiResult<WatchReceiver> {
+        self.start_watch(caller, surface, kind, filter, None).await
+    }
+
+    /// Like [`Service::watch`]; `synced` fires once every event of the first batch is queued on
+    /// the receiver (events read after it fired may already be later changes). The console uses
+    /// it to know when its picture is complete.
+    pub async fn watch_reporting_sync(
+        self: &Arc<Self>,
+        caller: &Caller,
+        surface: Scope,
+        kind: Kind,
+        filter: &str,
+    ) -> ApiResult<(WatchReceiver, oneshot::Receiver<()>)> {
+        let (synced, on_synced) = oneshot::channel();
+        let rx = self
+            .start_watch(caller, surface, kind, filter, Some(synced))
+            .await?;
+        Ok((rx, on_synced))
+    }
+
+    async fn start_watch(
+        self: &Arc<Self>,
+        caller: &Caller,
+        surface: Scope,
+        kind: Kind,
+        filter: &str,
+        synced: Option<oneshot::Sender<()>>,
+    ) -> ApiResult<WatchReceiver> {
         self.authorize(caller, surface, kind, false)?;
         let watcher = Watcher {
             service: Arc::clone(self),
@@ -80,6 +108,7 @@ impl Service {
             tenant: Self::scope(caller, kind),
             filter: Self::effective_filter(surface, kind, filter)?,
             seen: HashMap::new(),
+            synced,
         };
         // Subscribe before the first list: a change committed in between is seen twice, never
         // missed.
@@ -99,6 +128,8 @@ struct Watcher {
     filter: String,
     /// Last state sent of every object the client currently knows, by id.
     seen: HashMap<String, Value>,
+    /// Told once the first batch is queued (see [`Service::watch_reporting_sync`]).
+    synced: Option<oneshot::Sender<()>>,
 }
 
 impl Watcher {
@@ -111,6 +142,9 @@ impl Watcher {
         if let Err(e) = self.resync(&tx).await {
             let _ = tx.send(Err(e)).await;
             return;
+        }
+        if let Some(synced) = self.synced.take() {
+            let _ = synced.send(());
         }
         loop {
             let outcome = tokio::select! {

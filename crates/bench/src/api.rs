@@ -46,6 +46,16 @@ impl Api {
         }
     }
 
+    /// The server's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The bearer token this client sends.
+    pub fn token(&self) -> &str {
+        self.auth.trim_start_matches("Bearer ")
+    }
+
     async fn reply(what: &str, resp: reqwest::Response) -> Result<Value> {
         let status = resp.status();
         let bytes = resp

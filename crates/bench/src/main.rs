@@ -23,6 +23,7 @@ macro_rules! progress {
 }
 
 mod api;
+mod console;
 mod explain;
 mod load;
 mod metrics;
@@ -134,6 +135,10 @@ struct Args {
     /// Skip measure 7 (single-call creation).
     #[arg(long)]
     skip_single_call: bool,
+    /// In measure 7, also time the web console's first paint of the tenant with its VMs
+    /// (needs Chromium and chromedriver: Debian packages chromium, chromium-driver).
+    #[arg(long)]
+    console_first_paint: bool,
     /// Run measure 8, the reachability explainer (a tenant of --explain-vms VMs and
     /// --explain-groups security groups, then --explain-requests explain calls).
     #[arg(long)]

@@ -24,7 +24,7 @@ use crate::dataplane::{self, FabricChoice};
 use osac_api::auth::{AuthConfig, Authenticator};
 use osac_api::listen::{self, TransportConfig};
 use osac_api::service::Service;
-use osac_api::{access, grpc, health, metrics, rest};
+use osac_api::{access, console, grpc, health, metrics, rest};
 
 /// How to run the server.
 #[derive(Debug, Clone)]
@@ -341,6 +341,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     )?);
     let app = Router::new()
         .merge(rest::router(service.clone()))
+        .merge(console::router(service.clone()))
         .merge(
             Router::new()
                 .route(dataplane::GC_PATH, axum::routing::post(dataplane::gc))

@@ -5,6 +5,7 @@
 mod bounds;
 mod common;
 mod concurrency;
+mod console;
 mod defaults;
 mod events;
 mod grpc;
