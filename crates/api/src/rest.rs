@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -118,6 +118,21 @@ fn body_rejection(r: BytesRejection) -> Response {
     resp
 }
 
+/// The raw request body; one that cannot be read (over [`BODY_LIMIT`]) is answered with
+/// [`body_rejection`] before the handler runs (so before authentication).
+struct RequestBody(Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RequestBody {
+    type Rejection = Response;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Response> {
+        Bytes::from_request(req, state)
+            .await
+            .map(RequestBody)
+            .map_err(body_rejection)
+    }
+}
+
 fn int_param(q: &HashMap<String, String>, name: &str) -> ApiResult<i64> {
     match q.get(name).map(|s| s.trim()).filter(|s| !s.is_empty()) {
         None => Ok(0),
@@ -198,13 +213,9 @@ async fn create(
     State(s): State<AppState>,
     Path(collection): Path<String>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    RequestBody(body): RequestBody,
     surface: Scope,
 ) -> Response {
-    let body = match body {
-        Ok(b) => b,
-        Err(r) => return body_rejection(r),
-    };
     reply(
         async {
             let caller = caller(&s, &headers).await?;
@@ -235,13 +246,9 @@ async fn update(
     Path((collection, id)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    RequestBody(body): RequestBody,
     surface: Scope,
 ) -> Response {
-    let body = match body {
-        Ok(b) => b,
-        Err(r) => return body_rejection(r),
-    };
     reply(
         async {
             let caller = caller(&s, &headers).await?;
@@ -318,12 +325,8 @@ async fn explain(
 async fn mint_token(
     State(s): State<AppState>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    RequestBody(body): RequestBody,
 ) -> Response {
-    let body = match body {
-        Ok(b) => b,
-        Err(r) => return body_rejection(r),
-    };
     reply(
         async {
             let caller = caller(&s, &headers).await?;

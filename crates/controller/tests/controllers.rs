@@ -5,17 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use osac_backends::{
-    DriverContext, FailureKind, MemorySimState, Operation, Registry, SimFabric, SimK8s,
-};
+use osac_backends::{FailureKind, Operation, Registry, SimFabric, SimK8s};
 use osac_controller::{
     ControllerConfig, Controllers, Dispatcher, NoWorkloads, Target, TargetResolver, recount_pool,
 };
 use osac_model::{FABRIC_FINALIZER, Kind, pb};
-use osac_store::{Record, SqliteStore, Store, StoreError};
+use osac_store::{Record, Store, StoreError};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+mod support;
+use support::{Objects, SimWorld, message, state_of, status};
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -38,18 +39,26 @@ fn config() -> ControllerConfig {
     }
 }
 
+impl Objects for Env {
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn timeout(&self) -> Duration {
+        TIMEOUT
+    }
+}
+
 impl Env {
     /// A store with a default NetworkClass (sim fabric + sim k8s), controllers not started.
     async fn new() -> Env {
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::connect("sqlite::memory:").await.unwrap());
-        let state = Arc::new(MemorySimState::new());
-        let sim = SimFabric::open(state.clone()).await.unwrap();
-        let k8s = SimK8s::open(state.clone()).await.unwrap();
-        let ctx = DriverContext::new(state)
-            .with_sim_fabric(sim.clone())
-            .with_sim_k8s(k8s.clone());
-        let registry = Arc::new(Registry::sim_dev(&ctx).await.unwrap());
+        let SimWorld {
+            store,
+            sim,
+            k8s,
+            registry,
+            ..
+        } = SimWorld::new().await;
         let mut env = Env {
             store,
             registry,
@@ -58,20 +67,7 @@ impl Env {
             class: String::new(),
             stop: None,
         };
-        env.class = env
-            .insert(
-                Kind::NetworkClass,
-                "",
-                "default",
-                json!({
-                    "fabric_manager": "sim-fabric",
-                    "k8s_manager": "sim-k8s",
-                    "is_default": true,
-                    "spec": {"vip_prefix_length": 28},
-                    "status": {"state": "NETWORK_CLASS_STATE_PENDING"}
-                }),
-            )
-            .await;
+        env.class = env.default_class().await;
         env
     }
 
@@ -99,22 +95,6 @@ impl Env {
             tx.send(true).unwrap();
             tokio::time::timeout(TIMEOUT, task).await.unwrap().unwrap();
         }
-    }
-
-    async fn insert(&self, kind: Kind, tenant: &str, name: &str, body: Value) -> String {
-        let mut rec = Record::new(kind, tenant, body);
-        rec.name = Some(name.to_string());
-        self.insert_record(rec).await
-    }
-
-    async fn insert_record(&self, mut rec: Record) -> String {
-        if rec.kind.needs_fabric_finalizer() {
-            rec.finalizers.push(FABRIC_FINALIZER.to_string());
-        }
-        let mut tx = self.store.begin().await.unwrap();
-        let rec = tx.insert(&rec).await.unwrap();
-        tx.commit().await.unwrap();
-        rec.id
     }
 
     async fn vn(&self, name: &str) -> String {
@@ -156,86 +136,6 @@ impl Env {
         rec
     }
 
-    async fn get(&self, id: &str) -> Option<Record> {
-        self.store.get(id).await.unwrap()
-    }
-
-    /// Polls until `check` holds for the object (None = gone).
-    async fn wait(
-        &self,
-        id: &str,
-        what: &str,
-        check: impl Fn(Option<&Record>) -> bool,
-    ) -> Option<Record> {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        loop {
-            let rec = self.get(id).await;
-            if check(rec.as_ref()) {
-                return rec;
-            }
-            if tokio::time::Instant::now() > deadline {
-                panic!("timed out waiting for {what}; last seen: {rec:#?}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn wait_state(&self, id: &str, state: &str) -> Record {
-        self.wait(id, state, |r| r.is_some_and(|r| state_of(r) == state))
-            .await
-            .unwrap()
-    }
-
-    async fn wait_gone(&self, id: &str) {
-        self.wait(id, "row removed", |r| r.is_none()).await;
-    }
-
-    /// Marks the object deleted the way the API does (deletion timestamp + DELETING).
-    async fn delete(&self, id: &str, deleting: &str) {
-        loop {
-            let mut rec = self.get(id).await.unwrap();
-            rec.deleted_at = Some(chrono::Utc::now());
-            rec.body["status"]["state"] = json!(deleting);
-            let mut tx = self.store.begin().await.unwrap();
-            match tx.update(&rec).await {
-                Ok(_) => {
-                    tx.commit().await.unwrap();
-                    return;
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => panic!("{e}"),
-            }
-        }
-    }
-
-    /// Rewrites the spec under optimistic locking (as the API's update does).
-    async fn set_spec(&self, id: &str, spec: Value) {
-        loop {
-            let mut rec = self.get(id).await.unwrap();
-            rec.body["spec"] = spec.clone();
-            let mut tx = self.store.begin().await.unwrap();
-            match tx.update(&rec).await {
-                Ok(_) => {
-                    tx.commit().await.unwrap();
-                    return;
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => panic!("{e}"),
-            }
-        }
-    }
-}
-
-fn state_of(r: &Record) -> String {
-    r.body["status"]["state"].as_str().unwrap_or("").to_string()
-}
-
-fn status<'a>(r: &'a Record, field: &str) -> &'a Value {
-    &r.body["status"][field]
-}
-
-fn message(r: &Record) -> String {
-    status(r, "message").as_str().unwrap_or("").to_string()
 }
 
 #[tokio::test]

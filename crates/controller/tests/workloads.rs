@@ -8,18 +8,19 @@ use std::time::Duration;
 
 use osac_backends::provision::{ProvisionOp, SimMachine, SimProvisioner};
 use osac_backends::sim::PortLocation;
-use osac_backends::{
-    DriverContext, FailureKind, MemorySimState, Operation, Registry, SimFabric, SimK8s,
-};
+use osac_backends::{FailureKind, Operation, Registry, SimFabric, SimK8s};
 use osac_controller::{
     ControllerConfig, Controllers, Dispatcher, HOSTING_CLUSTER_ANNOTATION, PARKED_ANNOTATION,
     agent_attachment_id, vm_mac,
 };
-use osac_model::{FABRIC_FINALIZER, Kind};
-use osac_store::{Record, SqliteStore, Store, StoreError};
+use osac_model::Kind;
+use osac_store::{Record, Store};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+mod support;
+use support::{Objects, SimWorld, message, state_of, status};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -52,43 +53,32 @@ struct Net {
     sg: String,
 }
 
+impl Objects for Env {
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn timeout(&self) -> Duration {
+        TIMEOUT
+    }
+}
+
 impl Env {
     async fn new() -> Env {
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::connect("sqlite::memory:").await.unwrap());
-        let state = Arc::new(MemorySimState::new());
-        let sim = SimFabric::open(state.clone()).await.unwrap();
-        let k8s = SimK8s::open(state.clone()).await.unwrap();
-        let prov = SimProvisioner::open(state.clone()).await.unwrap();
-        let ctx = DriverContext::new(state)
-            .with_sim_fabric(sim.clone())
-            .with_sim_k8s(k8s.clone());
-        let registry = Arc::new(Registry::sim_dev(&ctx).await.unwrap());
+        let world = SimWorld::new().await;
+        let prov = SimProvisioner::open(world.state.clone()).await.unwrap();
         let mut env = Env {
-            store,
-            registry,
-            sim,
-            _k8s: k8s,
+            store: world.store,
+            registry: world.registry,
+            sim: world.sim,
+            _k8s: world.k8s,
             prov,
             class: String::new(),
             ip_timeout: Duration::from_secs(300),
             with_provisioner: true,
             stop: None,
         };
-        env.class = env
-            .insert(
-                Kind::NetworkClass,
-                "",
-                "default",
-                json!({
-                    "fabric_manager": "sim-fabric",
-                    "k8s_manager": "sim-k8s",
-                    "is_default": true,
-                    "spec": {"vip_prefix_length": 28},
-                    "status": {"state": "NETWORK_CLASS_STATE_PENDING"}
-                }),
-            )
-            .await;
+        env.class = env.default_class().await;
         env
     }
 
@@ -126,22 +116,6 @@ impl Env {
             task.abort();
             let _ = task.await;
         }
-    }
-
-    async fn insert(&self, kind: Kind, tenant: &str, name: &str, body: Value) -> String {
-        let mut rec = Record::new(kind, tenant, body);
-        rec.name = Some(name.to_string());
-        self.insert_record(rec).await
-    }
-
-    async fn insert_record(&self, mut rec: Record) -> String {
-        if rec.kind.needs_fabric_finalizer() {
-            rec.finalizers.push(FABRIC_FINALIZER.to_string());
-        }
-        let mut tx = self.store.begin().await.unwrap();
-        let rec = tx.insert(&rec).await.unwrap();
-        tx.commit().await.unwrap();
-        rec.id
     }
 
     async fn net(&self) -> Net {
@@ -321,39 +295,6 @@ impl Env {
         .await
     }
 
-    async fn get(&self, id: &str) -> Option<Record> {
-        self.store.get(id).await.unwrap()
-    }
-
-    async fn wait(
-        &self,
-        id: &str,
-        what: &str,
-        check: impl Fn(Option<&Record>) -> bool,
-    ) -> Option<Record> {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        loop {
-            let rec = self.get(id).await;
-            if check(rec.as_ref()) {
-                return rec;
-            }
-            if tokio::time::Instant::now() > deadline {
-                panic!("timed out waiting for {what}; last seen: {rec:#?}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn wait_state(&self, id: &str, state: &str) -> Record {
-        self.wait(id, state, |r| r.is_some_and(|r| state_of(r) == state))
-            .await
-            .unwrap()
-    }
-
-    async fn wait_gone(&self, id: &str) {
-        self.wait(id, "row removed", |r| r.is_none()).await;
-    }
-
     /// Waits until condition `kind` has `status` (and `reason` when given).
     async fn wait_condition(&self, id: &str, kind: &str, status: &str, reason: &str) -> Record {
         self.wait(id, &format!("condition {kind} {status} {reason}"), |r| {
@@ -363,41 +304,6 @@ impl Env {
         })
         .await
         .unwrap()
-    }
-
-    /// Marks the object deleted the way the API does.
-    async fn delete(&self, id: &str, deleting: &str) {
-        loop {
-            let mut rec = self.get(id).await.unwrap();
-            rec.deleted_at = Some(chrono::Utc::now());
-            rec.body["status"]["state"] = json!(deleting);
-            let mut tx = self.store.begin().await.unwrap();
-            match tx.update(&rec).await {
-                Ok(_) => {
-                    tx.commit().await.unwrap();
-                    return;
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => panic!("{e}"),
-            }
-        }
-    }
-
-    /// Rewrites the spec (as the API's update does).
-    async fn set_spec(&self, id: &str, spec: Value) {
-        loop {
-            let mut rec = self.get(id).await.unwrap();
-            rec.body["spec"] = spec.clone();
-            let mut tx = self.store.begin().await.unwrap();
-            match tx.update(&rec).await {
-                Ok(_) => {
-                    tx.commit().await.unwrap();
-                    return;
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => panic!("{e}"),
-            }
-        }
     }
 
     /// Waits until a sim port is where `want` says.
@@ -421,20 +327,8 @@ fn host_mac(n: u8, i: u8) -> String {
     format!("aa:bb:cc:00:{n:02x}:{i:02x}")
 }
 
-fn state_of(r: &Record) -> String {
-    r.body["status"]["state"].as_str().unwrap_or("").to_string()
-}
-
-fn status<'a>(r: &'a Record, field: &str) -> &'a Value {
-    &r.body["status"][field]
-}
-
 fn str_status(r: &Record, field: &str) -> String {
     status(r, field).as_str().unwrap_or("").to_string()
-}
-
-fn message(r: &Record) -> String {
-    str_status(r, "message")
 }
 
 fn cond<'a>(r: &'a Record, kind: &str) -> Option<&'a Value> {

@@ -151,6 +151,25 @@ fn wait_bound(c: &DhcpClient) -> osac_linux::dhcp::apply::Applied {
     }
 }
 
+/// The machine's default route, as `ip route show default` lists it (empty: none).
+fn default_route(lab: &Lab) -> String {
+    sh(&["ip", "-n", &lab.machine, "route", "show", "default"])
+}
+
+/// The IPv4 addresses of the machine's eth0, as `ip addr show` lists them.
+fn eth0_ipv4(lab: &Lab) -> String {
+    sh(&[
+        "ip",
+        "-n",
+        &lab.machine,
+        "-4",
+        "addr",
+        "show",
+        "dev",
+        "eth0",
+    ])
+}
+
 #[test]
 fn client_gets_address_gateway_and_mtu_from_dnsmasq_and_flushes_on_stop() {
     if !can_run() {
@@ -161,19 +180,10 @@ fn client_gets_address_gateway_and_mtu_from_dnsmasq_and_flushes_on_stop() {
     let a = wait_bound(&c);
     assert_eq!(a.address.to_string(), "10.99.0.23");
     assert_eq!(a.prefix_len, 24);
-    let addrs = sh(&[
-        "ip",
-        "-n",
-        &lab.machine,
-        "-4",
-        "addr",
-        "show",
-        "dev",
-        "eth0",
-    ]);
+    let addrs = eth0_ipv4(&lab);
     assert!(addrs.contains("10.99.0.23/24"), "{addrs}");
     assert!(addrs.contains("mtu 1400"), "{addrs}");
-    let routes = sh(&["ip", "-n", &lab.machine, "route", "show", "default"]);
+    let routes = default_route(&lab);
     assert!(routes.contains("via 10.99.0.1 dev eth0"), "{routes}");
     // Renewals keep the lease (renew_cap is 1 s).
     std::thread::sleep(Duration::from_secs(3));
@@ -189,18 +199,9 @@ fn client_gets_address_gateway_and_mtu_from_dnsmasq_and_flushes_on_stop() {
         "10.99.0.1",
     ]);
     c.stop(true);
-    let addrs = sh(&[
-        "ip",
-        "-n",
-        &lab.machine,
-        "-4",
-        "addr",
-        "show",
-        "dev",
-        "eth0",
-    ]);
+    let addrs = eth0_ipv4(&lab);
     assert!(!addrs.contains("10.99.0.23"), "{addrs}");
-    let routes = sh(&["ip", "-n", &lab.machine, "route", "show", "default"]);
+    let routes = default_route(&lab);
     assert!(routes.trim().is_empty(), "{routes}");
 }
 
@@ -215,7 +216,7 @@ fn without_router_option_no_default_route_and_lost_server_drops_the_address() {
     let c = client(&lab);
     let a = wait_bound(&c);
     assert_eq!(a.address.to_string(), "10.99.0.23");
-    let routes = sh(&["ip", "-n", &lab.machine, "route", "show", "default"]);
+    let routes = default_route(&lab);
     assert!(
         routes.trim().is_empty(),
         "non-primary got a default route: {routes}"
@@ -228,15 +229,6 @@ fn without_router_option_no_default_route_and_lost_server_drops_the_address() {
         assert!(Instant::now() < until, "address kept without a server");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let addrs = sh(&[
-        "ip",
-        "-n",
-        &lab.machine,
-        "-4",
-        "addr",
-        "show",
-        "dev",
-        "eth0",
-    ]);
+    let addrs = eth0_ipv4(&lab);
     assert!(!addrs.contains("10.99.0.23"), "{addrs}");
 }

@@ -19,4 +19,4 @@ pub mod serve;
 pub mod server;
 
 pub use serve::{LogFormat, ServerArgs, run};
-pub use server::{LimitsConfig, RunningServer, ServerConfig, ServerError, start};
+pub use server::{LimitsConfig, RunningServer, ServerConfig, ServerError, sim_state_in, start};

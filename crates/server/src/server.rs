@@ -145,6 +145,12 @@ impl RunningServer {
     }
 }
 
+/// Where the sim drivers persist their tables: the store's key/value table. Tests that run
+/// controllers of their own over a server's store use the same.
+pub fn sim_state_in(store: Arc<dyn Store>) -> Arc<dyn SimStateStore> {
+    Arc::new(StoreSimState(store))
+}
+
 /// The sim drivers persist their tables in the store's key/value table.
 struct StoreSimState(Arc<dyn Store>);
 
@@ -249,7 +255,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         .map(osac_api::tls::TlsReloader::load)
         .transpose()?;
     let store = osac_store::open(&config.database_url).await?;
-    let sim_state: Arc<dyn SimStateStore> = Arc::new(StoreSimState(store.clone()));
+    let sim_state = sim_state_in(store.clone());
     let ctx = dataplane::with_linux(DriverContext {
         sim_latency: config.sim_latency,
         ..DriverContext::new(sim_state.clone())

@@ -15,6 +15,7 @@ mod query;
 mod record;
 mod record_cache;
 mod shared_kv;
+mod sql_common;
 mod sqlite;
 
 use std::sync::Arc;

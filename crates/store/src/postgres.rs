@@ -13,14 +13,13 @@ use sqlx::types::Json;
 use sqlx::{PgPool, Row, Transaction};
 use tokio::sync::broadcast;
 
-use crate::filter_sql::{Dialect, SqlValue};
-use crate::query::list_sql;
+use crate::filter_sql::Dialect;
 use crate::record::{parse_json, to_json};
+use crate::sql_common::{COLUMNS, check_version};
 use crate::{
     Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx, Write, WriteSet,
 };
 
-const COLUMNS: &str = "o.id, o.kind, o.tenant, o.name, o.creator, o.version, o.created_at, o.deleted_at, o.labels, o.annotations, o.finalizers, o.body";
 const CHANNEL: &str = "osac_changes";
 
 /// The PostgreSQL store.
@@ -143,6 +142,19 @@ fn decode(row: &PgRow) -> Result<Record> {
     })
 }
 
+crate::sql_common::sql_common_statements! {
+    connection: PgConnection,
+    pool: PgPool,
+    dialect: Dialect::Postgres,
+    ts: ts,
+    json: Json,
+}
+
+/// A timestamp is bound as `timestamptz`.
+fn ts(t: &DateTime<Utc>) -> DateTime<Utc> {
+    *t
+}
+
 async fn get_row(conn: &mut PgConnection, id: &str, lock: bool) -> Result<Option<Record>> {
     let suffix = if lock { " FOR UPDATE" } else { "" };
     let row = sqlx::query(&format!(
@@ -152,65 +164,6 @@ async fn get_row(conn: &mut PgConnection, id: &str, lock: bool) -> Result<Option
     .fetch_optional(conn)
     .await?;
     row.as_ref().map(decode).transpose()
-}
-
-async fn run_list(conn: &mut PgConnection, q: &ListQuery) -> Result<Page> {
-    let ls = list_sql(Dialect::Postgres, q)?;
-    let count_sql = format!("SELECT COUNT(*) FROM objects o WHERE {}", ls.where_sql);
-    let mut count = sqlx::query_scalar::<_, i64>(&count_sql);
-    for p in &ls.params {
-        count = match p {
-            SqlValue::Text(s) => count.bind(s.clone()),
-            SqlValue::Int(i) => count.bind(*i),
-            SqlValue::Float(f) => count.bind(*f),
-            SqlValue::Bool(b) => count.bind(*b),
-        };
-    }
-    let total = count.fetch_one(&mut *conn).await?;
-    let n = ls.params.len();
-    let sql = format!(
-        "SELECT {COLUMNS} FROM objects o WHERE {} ORDER BY {} LIMIT ${} OFFSET ${}",
-        ls.where_sql,
-        ls.order_sql,
-        n + 1,
-        n + 2
-    );
-    let mut query = sqlx::query(&sql);
-    for p in &ls.params {
-        query = match p {
-            SqlValue::Text(s) => query.bind(s.clone()),
-            SqlValue::Int(i) => query.bind(*i),
-            SqlValue::Float(f) => query.bind(*f),
-            SqlValue::Bool(b) => query.bind(*b),
-        };
-    }
-    let rows = query
-        .bind(q.limit)
-        .bind(q.offset)
-        .fetch_all(&mut *conn)
-        .await?;
-    let items = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
-    Ok(Page { total, items })
-}
-
-async fn referrers_of(conn: &mut PgConnection, target: &str) -> Result<Vec<Reference>> {
-    let rows = sqlx::query(
-        "SELECT r.object_id, o.kind, r.field FROM object_refs r JOIN objects o ON o.id = r.object_id WHERE r.target_id = $1 ORDER BY o.seq",
-    )
-    .bind(target)
-    .fetch_all(conn)
-    .await?;
-    rows.iter()
-        .map(|r| {
-            let kind: String = r.try_get("kind")?;
-            Ok(Reference {
-                source: r.try_get("object_id")?,
-                source_kind: Kind::from_str(&kind)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                field: r.try_get("field")?,
-            })
-        })
-        .collect()
 }
 
 #[async_trait]
@@ -240,12 +193,7 @@ impl Store for PostgresStore {
     }
 
     async fn ids(&self, kind: Kind) -> Result<Vec<String>> {
-        Ok(
-            sqlx::query_scalar("SELECT id FROM objects WHERE kind = $1 ORDER BY seq")
-                .bind(kind.collection())
-                .fetch_all(&self.pool)
-                .await?,
-        )
+        ids_of(&self.pool, kind).await
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Change> {
@@ -253,8 +201,7 @@ impl Store for PostgresStore {
     }
 
     async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        ping(&self.pool).await
     }
 
     async fn count_by_state(&self) -> Result<Vec<crate::StateCount>> {
@@ -267,55 +214,23 @@ impl Store for PostgresStore {
     }
 
     async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>> {
-        Ok(
-            sqlx::query_as("SELECT key, value FROM kv WHERE ns = $1 ORDER BY key")
-                .bind(ns)
-                .fetch_all(&self.pool)
-                .await?,
-        )
+        kv_load(&self.pool, ns).await
     }
 
     async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<String>> {
-        Ok(
-            sqlx::query_scalar("SELECT value FROM kv WHERE ns = $1 AND key = $2")
-                .bind(ns)
-                .bind(key)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        kv_get(&self.pool, ns, key).await
     }
 
     async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
-        sqlx::query("INSERT INTO kv (ns, key, value) VALUES ($1, $2, $3) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value")
-            .bind(ns)
-            .bind(key)
-            .bind(value)
-            .execute(&self.pool)
-            .await?;
-        crate::count_write();
-        Ok(())
+        kv_put(&self.pool, ns, key, value).await
     }
 
     async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
-        // The literal kind lets PostgreSQL use the partial index `objects_event_age`.
-        let done = sqlx::query(
-            "DELETE FROM objects WHERE id IN (SELECT id FROM objects WHERE kind = 'events' AND created_at < $1 ORDER BY created_at LIMIT $2)",
-        )
-        .bind(before)
-        .bind(limit)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+        prune_events(&self.pool, before, limit).await
     }
 
     async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
-        sqlx::query("DELETE FROM kv WHERE ns = $1 AND key = $2")
-            .bind(ns)
-            .bind(key)
-            .execute(&self.pool)
-            .await?;
-        crate::count_write();
-        Ok(())
+        kv_delete(&self.pool, ns, key).await
     }
 
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
@@ -360,15 +275,7 @@ fn kv_statements<'a>(
     changes: &'a [(String, Option<String>)],
 ) -> Vec<sqlx::QueryBuilder<'a, sqlx::Postgres>> {
     let (puts, deletes) = crate::kv_coalesce(changes);
-    let mut statements: Vec<sqlx::QueryBuilder<'_, sqlx::Postgres>> = Vec::new();
-    for chunk in puts.chunks(crate::KV_CHUNK) {
-        let mut q = sqlx::QueryBuilder::new("INSERT INTO kv (ns, key, value) ");
-        q.push_values(chunk, |mut row, (key, value)| {
-            row.push_bind(ns).push_bind(*key).push_bind(*value);
-        });
-        q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
-        statements.push(q);
-    }
+    let mut statements = crate::sql_common::kv_upserts(ns, &puts);
     for chunk in deletes.chunks(crate::KV_CHUNK) {
         let mut q = sqlx::QueryBuilder::new("DELETE FROM kv WHERE ns = ");
         q.push_bind(ns).push(" AND key = ANY(");
@@ -389,24 +296,7 @@ struct PgTx {
 }
 
 impl PgTx {
-    async fn write_labels(&mut self, record: &Record, replace: bool) -> Result<()> {
-        if replace {
-            sqlx::query("DELETE FROM object_labels WHERE object_id = $1")
-                .bind(&record.id)
-                .execute(&mut *self.tx)
-                .await?;
-        }
-        for (k, v) in &record.labels {
-            sqlx::query("INSERT INTO object_labels (object_id, key, value) VALUES ($1, $2, $3)")
-                .bind(&record.id)
-                .bind(k)
-                .bind(v)
-                .execute(&mut *self.tx)
-                .await?;
-        }
-        Ok(())
-    }
-
+    /// Rewrites the reference rows when they changed; returns the previous targets.
     async fn write_refs(&mut self, record: &Record, replace: bool) -> Result<Vec<String>> {
         let old: Vec<(String, String)> = if replace {
             sqlx::query_as(
@@ -418,31 +308,12 @@ impl PgTx {
         } else {
             Vec::new()
         };
-        let mut new: Vec<(String, String)> = record
-            .references()
-            .into_iter()
-            .map(|(f, t)| (f.to_string(), t))
-            .collect();
+        let mut new = record.references();
         new.sort();
         if replace && old == new {
             return Ok(Vec::new());
         }
-        if replace {
-            sqlx::query("DELETE FROM object_refs WHERE object_id = $1")
-                .bind(&record.id)
-                .execute(&mut *self.tx)
-                .await?;
-        }
-        for (f, t) in &new {
-            sqlx::query(
-                "INSERT INTO object_refs (object_id, field, target_id) VALUES ($1, $2, $3)",
-            )
-            .bind(&record.id)
-            .bind(f)
-            .bind(t)
-            .execute(&mut *self.tx)
-            .await?;
-        }
+        write_ref_rows(&mut self.tx, &record.id, &new, replace).await?;
         Ok(old.into_iter().map(|(_, t)| t).collect())
     }
 }
@@ -471,15 +342,7 @@ impl Tx for PgTx {
         tenant: &str,
         name: &str,
     ) -> Result<Option<Record>> {
-        let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM objects o WHERE o.kind = $1 AND o.tenant = $2 AND o.name = $3"
-        ))
-        .bind(kind.collection())
-        .bind(tenant)
-        .bind(name)
-        .fetch_optional(&mut *self.tx)
-        .await?;
-        row.as_ref().map(decode).transpose()
+        find_row_by_name(&mut self.tx, kind, tenant, name).await
     }
 
     async fn list(&mut self, query: &ListQuery) -> Result<Page> {
@@ -493,24 +356,8 @@ impl Tx for PgTx {
     async fn insert(&mut self, record: &Record) -> Result<Record> {
         let mut rec = record.clone();
         rec.version = 1;
-        sqlx::query(
-            "INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, deleted_at, labels, annotations, finalizers, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        )
-        .bind(&rec.id)
-        .bind(rec.kind.collection())
-        .bind(&rec.tenant)
-        .bind(&rec.name)
-        .bind(&rec.creator)
-        .bind(rec.version)
-        .bind(rec.created_at)
-        .bind(rec.deleted_at)
-        .bind(to_json(&rec.labels))
-        .bind(Json(&rec.annotations))
-        .bind(to_json(&rec.finalizers))
-        .bind(Json(&rec.body))
-        .execute(&mut *self.tx)
-        .await?;
-        self.write_labels(&rec, false).await?;
+        insert_row(&mut self.tx, &rec).await?;
+        write_label_rows(&mut self.tx, &rec, false).await?;
         self.write_refs(&rec, false).await?;
         self.changes.push(Change::of(&rec, false, &[]));
         Ok(rec)
@@ -525,44 +372,22 @@ impl Tx for PgTx {
         let Some((found, old_labels)) = current else {
             return Err(StoreError::NotFound(record.id.clone()));
         };
-        if found != record.version {
-            return Err(StoreError::Conflict {
-                id: record.id.clone(),
-                expected: record.version,
-                found,
-            });
-        }
+        check_version(&record.id, record.version, found)?;
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
             let old_refs: Vec<String> =
                 sqlx::query_scalar("SELECT target_id FROM object_refs WHERE object_id = $1")
                     .bind(&record.id)
                     .fetch_all(&mut *self.tx)
                     .await?;
-            sqlx::query("DELETE FROM objects WHERE id = $1")
-                .bind(&record.id)
-                .execute(&mut *self.tx)
-                .await?;
+            delete_row(&mut self.tx, &record.id).await?;
             self.changes.push(Change::of(record, true, &old_refs));
             return Ok(None);
         }
         let mut rec = record.clone();
         rec.version = found + 1;
-        sqlx::query(
-            "UPDATE objects SET name = $1, creator = $2, version = $3, deleted_at = $4, labels = $5, annotations = $6, finalizers = $7, body = $8 WHERE id = $9",
-        )
-        .bind(&rec.name)
-        .bind(&rec.creator)
-        .bind(rec.version)
-        .bind(rec.deleted_at)
-        .bind(to_json(&rec.labels))
-        .bind(Json(&rec.annotations))
-        .bind(to_json(&rec.finalizers))
-        .bind(Json(&rec.body))
-        .bind(&rec.id)
-        .execute(&mut *self.tx)
-        .await?;
+        update_row(&mut self.tx, &rec).await?;
         if to_json(&rec.labels) != old_labels {
-            self.write_labels(&rec, true).await?;
+            write_label_rows(&mut self.tx, &rec, true).await?;
         }
         let old_refs = self.write_refs(&rec, true).await?;
         self.changes.push(Change::of(&rec, false, &old_refs));
@@ -573,10 +398,7 @@ impl Tx for PgTx {
         let Some(rec) = get_row(&mut self.tx, id, true).await? else {
             return Err(StoreError::NotFound(id.to_string()));
         };
-        sqlx::query("DELETE FROM objects WHERE id = $1")
-            .bind(id)
-            .execute(&mut *self.tx)
-            .await?;
+        delete_row(&mut self.tx, id).await?;
         self.changes.push(Change::of(&rec, true, &[]));
         Ok(())
     }
@@ -601,20 +423,13 @@ impl Tx for PgTx {
     }
 
     async fn savepoint(&mut self) -> Result<()> {
-        sqlx::query("SAVEPOINT osac_set")
-            .execute(&mut *self.tx)
-            .await?;
+        savepoint(&mut self.tx).await?;
         self.savepoint = Some(self.changes.len());
         Ok(())
     }
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
-        sqlx::query("ROLLBACK TO SAVEPOINT osac_set")
-            .execute(&mut *self.tx)
-            .await?;
-        sqlx::query("RELEASE SAVEPOINT osac_set")
-            .execute(&mut *self.tx)
-            .await?;
+        rollback_to_savepoint(&mut self.tx).await?;
         if let Some(n) = self.savepoint.take() {
             self.changes.truncate(n);
         }
@@ -622,9 +437,7 @@ impl Tx for PgTx {
     }
 
     async fn release_savepoint(&mut self) -> Result<()> {
-        sqlx::query("RELEASE SAVEPOINT osac_set")
-            .execute(&mut *self.tx)
-            .await?;
+        release_savepoint(&mut self.tx).await?;
         self.savepoint = None;
         Ok(())
     }

@@ -16,17 +16,15 @@ use sqlx::sqlite::{
 use sqlx::{Row, SqlitePool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
 
-use crate::filter_sql::{Dialect, SqlValue};
+use crate::filter_sql::Dialect;
 use crate::group::GroupCommit;
-use crate::query::list_sql;
 use crate::record::{parse_json, parse_ts, to_json, ts_text};
 use crate::record_cache::{RecordCache, Written};
+use crate::sql_common::{COLUMNS, check_version};
 use crate::{
     Applied, Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx, Write,
     WriteSet,
 };
-
-const COLUMNS: &str = "o.id, o.kind, o.tenant, o.name, o.creator, o.version, o.created_at, o.deleted_at, o.labels, o.annotations, o.finalizers, o.body";
 
 /// The SQLite store.
 pub struct SqliteStore {
@@ -194,67 +192,20 @@ fn decode(row: &SqliteRow) -> Result<Record> {
     })
 }
 
+crate::sql_common::sql_common_statements! {
+    connection: SqliteConnection,
+    pool: SqlitePool,
+    dialect: Dialect::Sqlite,
+    ts: ts_text,
+    json: to_json,
+}
+
 async fn get_row(conn: &mut SqliteConnection, id: &str) -> Result<Option<Record>> {
     let row = sqlx::query(&format!("SELECT {COLUMNS} FROM objects o WHERE o.id = ?"))
         .bind(id)
         .fetch_optional(conn)
         .await?;
     row.as_ref().map(decode).transpose()
-}
-
-async fn run_list(conn: &mut SqliteConnection, q: &ListQuery) -> Result<Page> {
-    let ls = list_sql(Dialect::Sqlite, q)?;
-    let count_sql = format!("SELECT COUNT(*) FROM objects o WHERE {}", ls.where_sql);
-    let mut count = sqlx::query_scalar::<_, i64>(&count_sql);
-    for p in &ls.params {
-        count = match p {
-            SqlValue::Text(s) => count.bind(s.clone()),
-            SqlValue::Int(i) => count.bind(*i),
-            SqlValue::Float(f) => count.bind(*f),
-            SqlValue::Bool(b) => count.bind(*b),
-        };
-    }
-    let total = count.fetch_one(&mut *conn).await?;
-    let sql = format!(
-        "SELECT {COLUMNS} FROM objects o WHERE {} ORDER BY {} LIMIT ? OFFSET ?",
-        ls.where_sql, ls.order_sql
-    );
-    let mut query = sqlx::query(&sql);
-    for p in &ls.params {
-        query = match p {
-            SqlValue::Text(s) => query.bind(s.clone()),
-            SqlValue::Int(i) => query.bind(*i),
-            SqlValue::Float(f) => query.bind(*f),
-            SqlValue::Bool(b) => query.bind(*b),
-        };
-    }
-    let rows = query
-        .bind(q.limit)
-        .bind(q.offset)
-        .fetch_all(&mut *conn)
-        .await?;
-    let items = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
-    Ok(Page { total, items })
-}
-
-async fn referrers_of(conn: &mut SqliteConnection, target: &str) -> Result<Vec<Reference>> {
-    let rows = sqlx::query(
-        "SELECT r.object_id, o.kind, r.field FROM object_refs r JOIN objects o ON o.id = r.object_id WHERE r.target_id = ? ORDER BY o.seq",
-    )
-    .bind(target)
-    .fetch_all(conn)
-    .await?;
-    rows.iter()
-        .map(|r| {
-            let kind: String = r.try_get("kind")?;
-            Ok(Reference {
-                source: r.try_get("object_id")?,
-                source_kind: Kind::from_str(&kind)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                field: r.try_get("field")?,
-            })
-        })
-        .collect()
 }
 
 /// Starts a serialised write transaction.
@@ -286,15 +237,7 @@ fn kv_statements<'a>(
     changes: &'a [(String, Option<String>)],
 ) -> Vec<sqlx::QueryBuilder<'a, sqlx::Sqlite>> {
     let (puts, deletes) = crate::kv_coalesce(changes);
-    let mut statements: Vec<sqlx::QueryBuilder<'_, sqlx::Sqlite>> = Vec::new();
-    for chunk in puts.chunks(crate::KV_CHUNK) {
-        let mut q = sqlx::QueryBuilder::new("INSERT INTO kv (ns, key, value) ");
-        q.push_values(chunk, |mut row, (key, value)| {
-            row.push_bind(ns).push_bind(*key).push_bind(*value);
-        });
-        q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
-        statements.push(q);
-    }
+    let mut statements = crate::sql_common::kv_upserts(ns, &puts);
     for chunk in deletes.chunks(crate::KV_CHUNK) {
         let mut q = sqlx::QueryBuilder::new("DELETE FROM kv WHERE ns = ");
         q.push_bind(ns).push(" AND key IN (");
@@ -354,12 +297,7 @@ impl Store for SqliteStore {
     }
 
     async fn ids(&self, kind: Kind) -> Result<Vec<String>> {
-        Ok(
-            sqlx::query_scalar("SELECT id FROM objects WHERE kind = ? ORDER BY seq")
-                .bind(kind.collection())
-                .fetch_all(&self.pool)
-                .await?,
-        )
+        ids_of(&self.pool, kind).await
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Change> {
@@ -367,8 +305,7 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        ping(&self.pool).await
     }
 
     async fn count_by_state(&self) -> Result<Vec<crate::StateCount>> {
@@ -381,58 +318,26 @@ impl Store for SqliteStore {
     }
 
     async fn kv_load(&self, ns: &str) -> Result<Vec<(String, String)>> {
-        Ok(
-            sqlx::query_as("SELECT key, value FROM kv WHERE ns = ? ORDER BY key")
-                .bind(ns)
-                .fetch_all(&self.pool)
-                .await?,
-        )
+        kv_load(&self.pool, ns).await
     }
 
     async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<String>> {
-        Ok(
-            sqlx::query_scalar("SELECT value FROM kv WHERE ns = ? AND key = ?")
-                .bind(ns)
-                .bind(key)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        kv_get(&self.pool, ns, key).await
     }
 
     async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
         let _guard = self.write_lock.lock().await;
-        sqlx::query("INSERT INTO kv (ns, key, value) VALUES (?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value")
-            .bind(ns)
-            .bind(key)
-            .bind(value)
-            .execute(&self.pool)
-            .await?;
-        crate::count_write();
-        Ok(())
+        kv_put(&self.pool, ns, key, value).await
     }
 
     async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
         let _guard = self.write_lock.lock().await;
-        // The literal kind lets SQLite use the partial index `objects_event_age`.
-        let done = sqlx::query(
-            "DELETE FROM objects WHERE id IN (SELECT id FROM objects WHERE kind = 'events' AND created_at < ? ORDER BY created_at LIMIT ?)",
-        )
-        .bind(ts_text(&before))
-        .bind(limit)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+        prune_events(&self.pool, before, limit).await
     }
 
     async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
         let _guard = self.write_lock.lock().await;
-        sqlx::query("DELETE FROM kv WHERE ns = ? AND key = ?")
-            .bind(ns)
-            .bind(key)
-            .execute(&self.pool)
-            .await?;
-        crate::count_write();
-        Ok(())
+        kv_delete(&self.pool, ns, key).await
     }
 
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
@@ -483,24 +388,6 @@ impl SqliteTx {
         Ok(found)
     }
 
-    async fn write_labels(&mut self, record: &Record, replace: bool) -> Result<()> {
-        if replace {
-            sqlx::query("DELETE FROM object_labels WHERE object_id = ?")
-                .bind(&record.id)
-                .execute(&mut *self.tx)
-                .await?;
-        }
-        for (k, v) in &record.labels {
-            sqlx::query("INSERT INTO object_labels (object_id, key, value) VALUES (?, ?, ?)")
-                .bind(&record.id)
-                .bind(k)
-                .bind(v)
-                .execute(&mut *self.tx)
-                .await?;
-        }
-        Ok(())
-    }
-
     /// Rewrites the reference rows when they differ from `old` (the stored (field, target)
     /// rows, sorted; None for a new object); returns the previous targets.
     async fn write_refs(
@@ -517,20 +404,7 @@ impl SqliteTx {
         }
         self.ref_targets
             .extend(old.iter().chain(&new).map(|(_, t)| t.clone()));
-        if replace {
-            sqlx::query("DELETE FROM object_refs WHERE object_id = ?")
-                .bind(&record.id)
-                .execute(&mut *self.tx)
-                .await?;
-        }
-        for (f, t) in &new {
-            sqlx::query("INSERT INTO object_refs (object_id, field, target_id) VALUES (?, ?, ?)")
-                .bind(&record.id)
-                .bind(f)
-                .bind(t)
-                .execute(&mut *self.tx)
-                .await?;
-        }
+        write_ref_rows(&mut self.tx, &record.id, &new, replace).await?;
         Ok(old.into_iter().map(|(_, t)| t).collect())
     }
 }
@@ -567,15 +441,7 @@ impl Tx for SqliteTx {
         tenant: &str,
         name: &str,
     ) -> Result<Option<Record>> {
-        let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM objects o WHERE o.kind = ? AND o.tenant = ? AND o.name = ?"
-        ))
-        .bind(kind.collection())
-        .bind(tenant)
-        .bind(name)
-        .fetch_optional(&mut *self.tx)
-        .await?;
-        row.as_ref().map(decode).transpose()
+        find_row_by_name(&mut self.tx, kind, tenant, name).await
     }
 
     async fn list(&mut self, query: &ListQuery) -> Result<Page> {
@@ -589,24 +455,8 @@ impl Tx for SqliteTx {
     async fn insert(&mut self, record: &Record) -> Result<Record> {
         let mut rec = record.clone();
         rec.version = 1;
-        sqlx::query(
-            "INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, deleted_at, labels, annotations, finalizers, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&rec.id)
-        .bind(rec.kind.collection())
-        .bind(&rec.tenant)
-        .bind(&rec.name)
-        .bind(&rec.creator)
-        .bind(rec.version)
-        .bind(ts_text(&rec.created_at))
-        .bind(rec.deleted_at.as_ref().map(ts_text))
-        .bind(to_json(&rec.labels))
-        .bind(to_json(&rec.annotations))
-        .bind(to_json(&rec.finalizers))
-        .bind(to_json(&rec.body))
-        .execute(&mut *self.tx)
-        .await?;
-        self.write_labels(&rec, false).await?;
+        insert_row(&mut self.tx, &rec).await?;
+        write_label_rows(&mut self.tx, &rec, false).await?;
         self.write_refs(&rec, None).await?;
         self.changes.push(Change::of(&rec, false, &[]));
         self.written.push(Written::Put(Box::new(rec.clone())));
@@ -624,19 +474,10 @@ impl Tx for SqliteTx {
         let Some((found, old_labels, old_refs)) = current else {
             return Err(StoreError::NotFound(record.id.clone()));
         };
-        if found != record.version {
-            return Err(StoreError::Conflict {
-                id: record.id.clone(),
-                expected: record.version,
-                found,
-            });
-        }
+        check_version(&record.id, record.version, found)?;
         let old_refs = stored_refs(old_refs.as_deref())?;
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
-            sqlx::query("DELETE FROM objects WHERE id = ?")
-                .bind(&record.id)
-                .execute(&mut *self.tx)
-                .await?;
+            delete_row(&mut self.tx, &record.id).await?;
             let targets: Vec<String> = old_refs.into_iter().map(|(_, t)| t).collect();
             self.ref_targets.extend(targets.iter().cloned());
             self.changes.push(Change::of(record, true, &targets));
@@ -645,22 +486,9 @@ impl Tx for SqliteTx {
         }
         let mut rec = record.clone();
         rec.version = found + 1;
-        sqlx::query(
-            "UPDATE objects SET name = ?, creator = ?, version = ?, deleted_at = ?, labels = ?, annotations = ?, finalizers = ?, body = ? WHERE id = ?",
-        )
-        .bind(&rec.name)
-        .bind(&rec.creator)
-        .bind(rec.version)
-        .bind(rec.deleted_at.as_ref().map(ts_text))
-        .bind(to_json(&rec.labels))
-        .bind(to_json(&rec.annotations))
-        .bind(to_json(&rec.finalizers))
-        .bind(to_json(&rec.body))
-        .bind(&rec.id)
-        .execute(&mut *self.tx)
-        .await?;
+        update_row(&mut self.tx, &rec).await?;
         if to_json(&rec.labels) != old_labels {
-            self.write_labels(&rec, true).await?;
+            write_label_rows(&mut self.tx, &rec, true).await?;
         }
         let old_refs = self.write_refs(&rec, Some(old_refs)).await?;
         self.changes.push(Change::of(&rec, false, &old_refs));
@@ -672,10 +500,7 @@ impl Tx for SqliteTx {
         let Some(rec) = get_row(&mut self.tx, id).await? else {
             return Err(StoreError::NotFound(id.to_string()));
         };
-        sqlx::query("DELETE FROM objects WHERE id = ?")
-            .bind(id)
-            .execute(&mut *self.tx)
-            .await?;
+        delete_row(&mut self.tx, id).await?;
         self.changes.push(Change::of(&rec, true, &[]));
         self.ref_targets
             .extend(rec.references().into_iter().map(|(_, t)| t));
@@ -695,9 +520,7 @@ impl Tx for SqliteTx {
     }
 
     async fn savepoint(&mut self) -> Result<()> {
-        sqlx::query("SAVEPOINT osac_set")
-            .execute(&mut *self.tx)
-            .await?;
+        savepoint(&mut self.tx).await?;
         self.savepoint = Some((
             self.changes.len(),
             self.written.len(),
@@ -707,12 +530,7 @@ impl Tx for SqliteTx {
     }
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
-        sqlx::query("ROLLBACK TO SAVEPOINT osac_set")
-            .execute(&mut *self.tx)
-            .await?;
-        sqlx::query("RELEASE SAVEPOINT osac_set")
-            .execute(&mut *self.tx)
-            .await?;
+        rollback_to_savepoint(&mut self.tx).await?;
         if let Some((changes, written, ref_targets)) = self.savepoint.take() {
             self.changes.truncate(changes);
             self.written.truncate(written);
@@ -722,9 +540,7 @@ impl Tx for SqliteTx {
     }
 
     async fn release_savepoint(&mut self) -> Result<()> {
-        sqlx::query("RELEASE SAVEPOINT osac_set")
-            .execute(&mut *self.tx)
-            .await?;
+        release_savepoint(&mut self.tx).await?;
         self.savepoint = None;
         Ok(())
     }

@@ -24,34 +24,17 @@ Test hooks (files in the state directory), as in demo-exec:
   DELAY_SECONDS   sleep that many seconds before answering (to try the timeout)
 """
 
-import fcntl
 import json
 import os
 import sys
-import tempfile
-import time
 
-EX_TEMPFAIL = 75
+# The exec protocol (arguments, exit codes, test hooks, the locked state file) is shared with
+# the other demo program: exec_protocol.py in the directory above this script's.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.dont_write_bytecode = True
+from exec_protocol import Permanent, need, run  # noqa: E402
+
 HISTORY_LIMIT = 1000
-
-
-class Permanent(Exception):
-    """A request that will never succeed as is."""
-
-
-def state_dir():
-    default = os.path.join(os.path.dirname(os.path.abspath(__file__)), "state")
-    path = os.environ.get("OSAC_DEMO_PROVISIONER_STATE") or default
-    os.makedirs(path, exist_ok=True)
-    return path
-
-
-def hook_applies(path, op):
-    if not os.path.exists(path):
-        return False
-    with open(path, encoding="utf-8") as f:
-        ops = [line.strip() for line in f if line.strip()]
-    return not ops or op in ops
 
 
 def load(path):
@@ -60,20 +43,6 @@ def load(path):
         with open(path, encoding="utf-8") as f:
             state.update(json.load(f))
     return state
-
-
-def save(path, state):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".state-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(state, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-
-
-def need(req, field):
-    value = req.get(field)
-    if value is None or value == "":
-        raise Permanent(f"missing field '{field}'")
-    return value
 
 
 def remember(state, op, workload_id):
@@ -206,53 +175,16 @@ READ_ONLY = {"discover_addresses"}
 
 
 def main(argv):
-    if len(argv) < 2:
-        print("usage: provisioner.py <operation> < request.json", file=sys.stderr)
-        return 1
-    op = argv[-1]
-    handler = OPERATIONS.get(op)
-    if handler is None:
-        print(f"demo-provisioner: operation '{op}' is not supported by this provisioner", file=sys.stderr)
-        return 1
-    directory = state_dir()
-    delay = os.path.join(directory, "DELAY_SECONDS")
-    if os.path.exists(delay):
-        with open(delay, encoding="utf-8") as f:
-            time.sleep(float(f.read().strip() or "0"))
-    if hook_applies(os.path.join(directory, "FAIL_TRANSIENT"), op):
-        print(f"demo-provisioner: transient failure of {op} requested by FAIL_TRANSIENT", file=sys.stderr)
-        return EX_TEMPFAIL
-    if hook_applies(os.path.join(directory, "FAIL_PERMANENT"), op):
-        print(f"demo-provisioner: permanent failure of {op} requested by FAIL_PERMANENT", file=sys.stderr)
-        return 1
-    try:
-        raw = sys.stdin.read()
-        request = json.loads(raw) if raw.strip() else {}
-        if not isinstance(request, dict):
-            raise Permanent("the request must be a JSON object")
-    except json.JSONDecodeError as e:
-        print(f"demo-provisioner: invalid request JSON: {e}", file=sys.stderr)
-        return 1
-    except Permanent as e:
-        print(f"demo-provisioner: {e}", file=sys.stderr)
-        return 1
-    path = os.path.join(directory, "state.json")
-    try:
-        with open(os.path.join(directory, ".lock"), "w", encoding="utf-8") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            state = load(path)
-            result = handler(state, request)
-            if op not in READ_ONLY:
-                save(path, state)
-    except Permanent as e:
-        print(str(e), file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"demo-provisioner: {e}", file=sys.stderr)
-        return EX_TEMPFAIL
-    json.dump(result, sys.stdout)
-    print()
-    return 0
+    return run(
+        argv,
+        __file__,
+        "OSAC_DEMO_PROVISIONER_STATE",
+        "demo-provisioner",
+        "provisioner",
+        OPERATIONS,
+        READ_ONLY,
+        load,
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ pub use create::{
     CreateArgs, CreateBareMetalInstance, CreateCluster, CreateCommon, CreateComputeInstance,
     CreateExternalIp, CreateExternalIpAttachment, CreateKind, CreateNatGateway,
     CreateSecurityGroup, CreateSubnet, CreateVirtualNetwork, EndpointArg, IpFamilyArg,
+    VirtualNetworkArg,
 };
 
 /// Where the server is and who is calling. Every command but `login` takes these options

@@ -9,7 +9,7 @@ use super::args::{
     CreateComputeInstance, CreateExternalIp, CreateExternalIpAttachment, CreateHost,
     CreateHostType, CreateKind, CreateNatGateway, CreateNetworkClass, CreatePool,
     CreateSecurityGroup, CreateSubnet, CreateTenant, CreateToken, CreateVirtualNetwork,
-    EndpointArg, IpFamilyArg,
+    EndpointArg, IpFamilyArg, VirtualNetworkArg,
 };
 use super::kind::{Kind, Scope};
 use super::ops::{
@@ -67,7 +67,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
         }
         CreateKind::Subnet(a) => {
             let CreateSubnet {
-                virtual_network,
+                vn: VirtualNetworkArg { virtual_network },
                 cidrs,
                 common,
             } = a;
@@ -79,7 +79,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
         }
         CreateKind::SecurityGroup(a) => {
             let CreateSecurityGroup {
-                virtual_network,
+                vn: VirtualNetworkArg { virtual_network },
                 ingress,
                 egress,
                 common,
@@ -147,7 +147,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
         }
         CreateKind::NatGateway(a) => {
             let CreateNatGateway {
-                virtual_network,
+                vn: VirtualNetworkArg { virtual_network },
                 external_ip,
                 common,
             } = a;

@@ -26,6 +26,14 @@ pub struct CreateCommon {
     pub output: Option<OutputFormat>,
 }
 
+/// The VirtualNetwork a Subnet, SecurityGroup or NATGateway belongs to.
+#[derive(Debug, Clone, clap::Args)]
+pub struct VirtualNetworkArg {
+    /// VirtualNetwork (name or id)
+    #[arg(long, visible_alias = "vn", required_unless_present = "from_file")]
+    pub virtual_network: Option<String>,
+}
+
 /// `osac create …`.
 #[derive(Debug, clap::Args)]
 pub struct CreateArgs {
@@ -156,9 +164,8 @@ pub struct CreateVirtualNetwork {
 /// `osac create subnet`.
 #[derive(Debug, clap::Args)]
 pub struct CreateSubnet {
-    /// VirtualNetwork (name or id)
-    #[arg(long, visible_alias = "vn", required_unless_present = "from_file")]
-    pub virtual_network: Option<String>,
+    #[command(flatten)]
+    pub vn: VirtualNetworkArg,
     /// IPv4 and/or IPv6 CIDR inside the VirtualNetwork's
     #[arg(
         long = "cidr",
@@ -173,9 +180,8 @@ pub struct CreateSubnet {
 /// `osac create security-group`.
 #[derive(Debug, clap::Args)]
 pub struct CreateSecurityGroup {
-    /// VirtualNetwork (name or id)
-    #[arg(long, visible_alias = "vn", required_unless_present = "from_file")]
-    pub virtual_network: Option<String>,
+    #[command(flatten)]
+    pub vn: VirtualNetworkArg,
     /// Ingress rule "protocol:tcp,port:443,source:0.0.0.0/0" (repeatable; port N or N-M;
     /// source any = both families)
     #[arg(long, value_name = "RULE")]
@@ -248,9 +254,8 @@ pub struct CreateExternalIpAttachment {
 /// `osac create natgateway`.
 #[derive(Debug, clap::Args)]
 pub struct CreateNatGateway {
-    /// VirtualNetwork (name or id)
-    #[arg(long, visible_alias = "vn", required_unless_present = "from_file")]
-    pub virtual_network: Option<String>,
+    #[command(flatten)]
+    pub vn: VirtualNetworkArg,
     /// ExternalIP (name or id) used as the source address
     #[arg(
         long = "externalip",

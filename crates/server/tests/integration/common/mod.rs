@@ -10,11 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use osac_api::Service;
 use osac_api::auth::AuthConfig;
 use osac_backends::provision::SimProvisioner;
-use osac_backends::{DriverContext, Registry, SimFabric, SimStateStore};
+use osac_backends::{DriverContext, Registry, SimFabric};
 use osac_controller::{ControllerConfig, Controllers, Dispatcher};
 use osac_server::{RunningServer, ServerConfig};
 use osac_store::Store;
@@ -444,29 +443,6 @@ async fn try_launch(
     .map_err(|e| format!("{e:?}"))
 }
 
-/// Sim state kept in the store's key/value table (as the server does it), for controllers a
-/// test runs on its own.
-struct KvSimState(Arc<dyn Store>);
-
-#[async_trait]
-impl SimStateStore for KvSimState {
-    async fn load_all(&self, namespace: &str) -> Result<Vec<(String, String)>, String> {
-        self.0.kv_load(namespace).await.map_err(|e| e.to_string())
-    }
-    async fn put(&self, namespace: &str, key: &str, value: &str) -> Result<(), String> {
-        self.0
-            .kv_put(namespace, key, value)
-            .await
-            .map_err(|e| e.to_string())
-    }
-    async fn delete(&self, namespace: &str, key: &str) -> Result<(), String> {
-        self.0
-            .kv_delete(namespace, key)
-            .await
-            .map_err(|e| e.to_string())
-    }
-}
-
 /// Controllers run by the test itself over a store whose server is stopped: failures can be
 /// injected for an object *before* any controller sees it (a running server would race).
 pub struct OwnControllers {
@@ -480,7 +456,8 @@ pub struct OwnControllers {
 impl OwnControllers {
     /// Opens the dev registry over `store` (sim state persisted in it), not yet running.
     pub async fn new(store: Arc<dyn Store>) -> OwnControllers {
-        let state: Arc<dyn SimStateStore> = Arc::new(KvSimState(store.clone()));
+        // Sim state kept in the store's key/value table, as the server keeps it.
+        let state = osac_server::sim_state_in(store.clone());
         let ctx = DriverContext::new(state.clone());
         let registry = Arc::new(Registry::sim_dev(&ctx).await.expect("dev registry"));
         let provisioner = SimProvisioner::open(state).await.expect("sim provisioner");
