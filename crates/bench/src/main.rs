@@ -533,10 +533,10 @@ async fn phases(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mut Repo
             .details
             .push(format!("memory, after the single-call run: {}", Mem::now()));
     }
-    if args.explain {
-        if let Err(e) = explain::explain_phase(args, env, report).await {
-            failed(report, "8", "reachability explain", &e);
-        }
+    if args.explain
+        && let Err(e) = explain::explain_phase(args, env, report).await
+    {
+        failed(report, "8", "reachability explain", &e);
     }
     if !args.skip_objects
         && let Err(e) = objects_phase(args, env, report).await
