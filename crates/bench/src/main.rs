@@ -147,6 +147,10 @@ struct Args {
     /// Explain requests timed (measure 8).
     #[arg(long, default_value_t = 2_000)]
     explain_requests: usize,
+    /// Concurrent clients of the timed explain requests (measure 8): a latency measure, so
+    /// fewer than --clients (which still create the tenant).
+    #[arg(long, default_value_t = 4)]
+    explain_clients: usize,
     /// Longest time one GET or LIST measurement may take (no request starts after it).
     #[arg(long, default_value_t = 60)]
     phase_seconds: u64,
