@@ -2,7 +2,7 @@
 //! (default 1,000) and `--explain-groups` SecurityGroups (default 200, random TCP/UDP/ICMP
 //! rules), all created through REST on the sim fabric; then `--explain-requests` explain
 //! requests over REST between random pairs of VMs (and some from the internet), closed loop
-//! with `--clients` clients. Goal: p99 ≤ 50 ms.
+//! with `--explain-clients` clients (default 4). Goal: p99 ≤ 50 ms.
 //!
 //! [`setup_tenant`] is public so other measures (e.g. a console's first paint) can reuse the
 //! same tenant.
@@ -182,7 +182,7 @@ pub async fn explain_phase(args: &Args, env: &Env, report: &mut Report) -> Resul
     );
     let vms = std::sync::Arc::new(t.vms.clone());
     let api = t.api.clone();
-    let run = load::run(n, args.clients, move |i| {
+    let run = load::run(n, args.explain_clients, move |i| {
         let api = api.clone();
         let vms = vms.clone();
         let mut rng = rand::rng();
@@ -216,7 +216,7 @@ pub async fn explain_phase(args: &Args, env: &Env, report: &mut Report) -> Resul
         id: "8".into(),
         what: format!(
             "explain p99 ({} VMs, {} SGs, {} clients)",
-            args.explain_vms, args.explain_groups, args.clients
+            args.explain_vms, args.explain_groups, args.explain_clients
         ),
         shown: format!("{p99:.1} ms"),
         value: p99,
@@ -229,7 +229,10 @@ pub async fn explain_phase(args: &Args, env: &Env, report: &mut Report) -> Resul
         ),
     });
     report.details.push(format!(
-        "[explain] setup {:.1} s; latency {}",
+        "[explain] tenant {} ({} VMs, {} groups) set up in {:.1} s; latency {}",
+        t.tenant,
+        t.vms.len(),
+        t.groups.len(),
         setup.as_secs_f64(),
         run.latencies.summary()
     ));

@@ -152,6 +152,10 @@ struct Args {
     /// Explain requests timed (measure 8).
     #[arg(long, default_value_t = 2_000)]
     explain_requests: usize,
+    /// Concurrent clients of the timed explain requests (measure 8): a latency measure, so
+    /// fewer than --clients (which still create the tenant).
+    #[arg(long, default_value_t = 4)]
+    explain_clients: usize,
     /// Longest time one GET or LIST measurement may take (no request starts after it).
     #[arg(long, default_value_t = 60)]
     phase_seconds: u64,
@@ -538,10 +542,10 @@ async fn phases(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mut Repo
             .details
             .push(format!("memory, after the single-call run: {}", Mem::now()));
     }
-    if args.explain {
-        if let Err(e) = explain::explain_phase(args, env, report).await {
-            failed(report, "8", "reachability explain", &e);
-        }
+    if args.explain
+        && let Err(e) = explain::explain_phase(args, env, report).await
+    {
+        failed(report, "8", "reachability explain", &e);
     }
     if !args.skip_objects
         && let Err(e) = objects_phase(args, env, report).await

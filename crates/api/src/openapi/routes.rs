@@ -253,7 +253,7 @@ pub(super) fn action_path(
     paths: &mut Map<String, Value>,
 ) -> Result<(), OpenApiError> {
     let full = format!("{}.{}", svc.package, svc.desc.name());
-    let call = rpc(svc.desc, rpc_name).ok_or_else(|| OpenApiError::UnknownService(full))?;
+    let call = rpc(svc.desc, rpc_name).ok_or(OpenApiError::UnknownService(full))?;
     let input = schemas.reference(call.input_type());
     let output = schemas.reference(call.output_type());
     paths.insert(

@@ -109,13 +109,9 @@ fn parse(s: &str) -> Option<IpAddr> {
     s.parse().ok()
 }
 
-fn state_name<E: TryFrom<i32>>(
-    state: i32,
-    running: E,
-    name: fn(&E) -> &'static str,
-) -> Option<String>
+fn state_name<E>(state: i32, running: E, name: fn(&E) -> &'static str) -> Option<String>
 where
-    E: PartialEq,
+    E: TryFrom<i32> + PartialEq,
 {
     match E::try_from(state) {
         Ok(s) if s == running => None,

@@ -139,7 +139,7 @@ fn address_place(
             _ => {
                 let names: Vec<String> = vns
                     .iter()
-                    .map(|v| format!("'{}'", ix.vn_ref(v).label().to_string()))
+                    .map(|v| format!("'{}'", ix.vn_ref(v).label()))
                     .collect();
                 return Err(Invalid::new(
                     format!("{field}.virtual_network"),
