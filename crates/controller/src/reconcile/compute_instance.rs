@@ -29,7 +29,7 @@ super::workload::workload!(
 const KIND: Kind = Kind::ComputeInstance;
 
 /// Annotation of a ComputeInstance: the hosting cluster its VM runs on (chosen once).
-pub const HOSTING_CLUSTER_ANNOTATION: &str = "osac.openshift.io/hosting-cluster";
+pub use osac_model::labels::HOSTING_CLUSTER_ANNOTATION;
 
 /// The reference field of ExternalIPAttachments targeting a VM.
 pub(crate) const TARGET_FIELD: &str = "spec.compute_instance";

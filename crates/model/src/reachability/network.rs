@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::{ClusterEndpoint, ObjectRef};
+use crate::labels::HOSTING_CLUSTER_ANNOTATION;
 use crate::{Kind, pb};
 
 /// A tenant's network as stored: the objects the explainer reads.
@@ -69,11 +70,28 @@ pub struct Port {
     /// Filtered in a hosting cluster (a VM's port): egress before the router's DNAT, ingress
     /// after its NAT. Bare metal, agents and VIPs are filtered in the router.
     pub hosted: bool,
+    /// The link through which the port's frames reach its subnet's bridge in the router: a
+    /// VM's hosting cluster (its VMs share that cluster's overlay link), `None` for a port
+    /// with a switch port of its own (bare metal, agents).
+    pub link: Option<String>,
     /// The cluster VIP this port stands for.
     pub vip: Option<ClusterEndpoint>,
 }
 
 impl Port {
+    /// Whether `other`'s frames reach the subnet bridge through the same link as this port's
+    /// (the same switch port, or the same hosting cluster's overlay link).
+    pub fn shares_link_with(&self, other: &Port) -> bool {
+        if self.subnet != other.subnet {
+            return false;
+        }
+        match (&self.link, &other.link) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => self.workload == other.workload && self.interface == other.interface,
+            _ => false,
+        }
+    }
+
     /// The port's address of a family.
     pub fn address(&self, v4: bool) -> Option<IpAddr> {
         if v4 { self.v4 } else { self.v6 }
@@ -160,6 +178,13 @@ impl<'a> Index<'a> {
                 status.message.clone(),
             );
             let spec = vm.spec.clone().unwrap_or_default();
+            // A VM without a recorded hosting cluster still sits behind one: an unknown link.
+            let link = vm
+                .metadata
+                .as_ref()
+                .and_then(|m| m.annotations.get(HOSTING_CLUSTER_ANNOTATION))
+                .cloned()
+                .unwrap_or_default();
             for (n, a) in status
                 .compute_network_attachment_statuses
                 .iter()
@@ -170,7 +195,7 @@ impl<'a> Index<'a> {
                     .get(n)
                     .map(|s| s.security_groups.clone())
                     .unwrap_or_default();
-                ix.attachment(w, a, sgs, true);
+                ix.attachment(w, a, sgs, Some(link.clone()));
             }
         }
         for bm in &net.baremetal_instances {
@@ -195,7 +220,7 @@ impl<'a> Index<'a> {
                     .get(n)
                     .map(|s| s.security_groups.clone())
                     .unwrap_or_default();
-                ix.attachment(w, a, sgs, false);
+                ix.attachment(w, a, sgs, None);
             }
         }
         for c in &net.clusters {
@@ -234,8 +259,15 @@ impl<'a> Index<'a> {
         self.ports.push(port);
     }
 
-    fn attachment(&mut self, w: usize, a: &pb::AttachmentStatus, sgs: Vec<String>, hosted: bool) {
+    fn attachment(
+        &mut self,
+        w: usize,
+        a: &pb::AttachmentStatus,
+        sgs: Vec<String>,
+        link: Option<String>,
+    ) {
         let vn = self.vn_of(&a.subnet_ref);
+        let hosted = link.is_some();
         self.add_port(Port {
             workload: w,
             interface: a.interface.clone(),
@@ -246,6 +278,7 @@ impl<'a> Index<'a> {
             sgs,
             primary: a.primary,
             hosted,
+            link,
             vip: None,
         });
     }
@@ -282,6 +315,7 @@ impl<'a> Index<'a> {
                     sgs: att.security_groups.clone(),
                     primary: first,
                     hosted: false,
+                    link: None,
                     vip: None,
                 });
                 first = false;
@@ -306,6 +340,7 @@ impl<'a> Index<'a> {
                 sgs: att.security_groups.clone(),
                 primary: false,
                 hosted: false,
+                link: None,
                 vip: Some(endpoint),
             });
         }

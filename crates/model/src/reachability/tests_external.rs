@@ -237,6 +237,26 @@ fn hairpin_a_vm_target_sees_the_gateway_a_bare_metal_target_the_sender() {
 }
 
 #[test]
+fn hairpin_never_returns_through_the_link_it_arrived_by() {
+    let mut n = exposed();
+    // A VM to its own ExternalIP: back out of its own link.
+    let e = explain(&n, &tcp(ci("web"), addr("203.0.113.10"), 443)).unwrap();
+    assert_eq!(e.verdict, Verdict::Blocked, "self hairpin");
+    assert!(e.deciding.contains("hairpin"), "{}", e.deciding);
+    // Two VMs of one hosting cluster on one subnet share the overlay link.
+    n.compute_instances[1] = on_hosting_cluster(n.compute_instances[1].clone(), "hc-web");
+    let e = explain(&n, &tcp(ci("client"), addr("203.0.113.10"), 443)).unwrap();
+    assert_eq!(e.verdict, Verdict::Blocked, "same hosting cluster, same subnet");
+    // A bare-metal server to its own ExternalIP: its own switch port.
+    let e = explain(
+        &n,
+        &tcp(End::BareMetalInstance("metal".into()), addr("203.0.113.11"), 80),
+    )
+    .unwrap();
+    assert_eq!(e.verdict, Verdict::Blocked, "{}", e.deciding);
+}
+
+#[test]
 fn a_vms_egress_sees_the_external_ip_a_bare_metals_the_dnat_target() {
     let mut n = exposed();
     n.security_groups.push(sg(

@@ -278,6 +278,5 @@ async fn probe_all(probes: Vec<Probe>) -> Vec<Answer> {
     for w in workers {
         w.await.unwrap_or_else(|e| panic!("probe thread: {e}"));
     }
-    let out = answers.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    out
+    answers.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }

@@ -184,7 +184,17 @@ pub fn probe(built: &Built, q: &Question) -> Probe {
         End::Workload(t, w) => (workload(built, t, w).machine.ns.clone(), None),
         _ => (EXT_NS.to_string(), Some(gateway())),
     };
+    let from_outside = matches!(q.source, End::Internet(_));
     let (dst, intended) = match q.destination {
+        // From outside, a workload is reached at its ExternalIP when it has one (that is what
+        // the explainer answers for a workload end); its private address is never routed in.
+        End::Workload(t, w) if from_outside => {
+            let target = workload(built, t, w);
+            (
+                target.external_ip.unwrap_or(target.machine.ip),
+                label(built, t, w),
+            )
+        }
         End::Workload(t, w) => (workload(built, t, w).machine.ip, label(built, t, w)),
         End::ExternalIp(t, w) => (
             workload(built, t, w).external_ip.unwrap_or_else(gateway),
