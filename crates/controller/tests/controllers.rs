@@ -135,7 +135,6 @@ impl Env {
         rec.name = Some(name.to_string());
         rec
     }
-
 }
 
 #[tokio::test]

@@ -246,11 +246,19 @@ fn hairpin_never_returns_through_the_link_it_arrived_by() {
     // Two VMs of one hosting cluster on one subnet share the overlay link.
     n.compute_instances[1] = on_hosting_cluster(n.compute_instances[1].clone(), "hc-web");
     let e = explain(&n, &tcp(ci("client"), addr("203.0.113.10"), 443)).unwrap();
-    assert_eq!(e.verdict, Verdict::Blocked, "same hosting cluster, same subnet");
+    assert_eq!(
+        e.verdict,
+        Verdict::Blocked,
+        "same hosting cluster, same subnet"
+    );
     // A bare-metal server to its own ExternalIP: its own switch port.
     let e = explain(
         &n,
-        &tcp(End::BareMetalInstance("metal".into()), addr("203.0.113.11"), 80),
+        &tcp(
+            End::BareMetalInstance("metal".into()),
+            addr("203.0.113.11"),
+            80,
+        ),
     )
     .unwrap();
     assert_eq!(e.verdict, Verdict::Blocked, "{}", e.deciding);
