@@ -55,6 +55,8 @@ pub struct Service {
     closing: tokio::sync::watch::Sender<bool>,
     /// Provider default quotas: a tenant's limit where its `spec.quotas` sets none.
     quota_defaults: QuotaLimits,
+    /// Tenants' network snapshots for the reachability explainer.
+    pub(crate) network_snapshots: crate::reachability::snapshots::NetworkSnapshots,
 }
 
 /// What a per-kind rule needs while a write transaction is open.
@@ -113,12 +115,15 @@ fn set_state(body: &mut Value, kind: Kind, state: &str) {
 impl Service {
     /// The service over a store, the manager registry and an authenticator.
     pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, auth: Arc<Authenticator>) -> Self {
+        let network_snapshots =
+            crate::reachability::snapshots::NetworkSnapshots::new(store.subscribe());
         Self {
             store,
             registry,
             auth,
             closing: tokio::sync::watch::Sender::new(false),
             quota_defaults: QuotaLimits::default(),
+            network_snapshots,
         }
     }
 

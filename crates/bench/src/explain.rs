@@ -228,6 +228,12 @@ pub async fn explain_phase(args: &Args, env: &Env, report: &mut Report) -> Resul
             run.rate()
         ),
     });
+    if args.console_first_paint {
+        let contents = format!("{} VMs, {} SGs", t.vms.len(), t.groups.len());
+        report
+            .lines
+            .push(crate::console::first_paint_line(&t.api, &contents).await?);
+    }
     report.details.push(format!(
         "[explain] tenant {} ({} VMs, {} groups) set up in {:.1} s; latency {}",
         t.tenant,

@@ -135,8 +135,9 @@ struct Args {
     /// Skip measure 7 (single-call creation).
     #[arg(long)]
     skip_single_call: bool,
-    /// In measure 7, also time the web console's first paint of the tenant with its VMs
-    /// (needs Chromium and chromedriver: Debian packages chromium, chromium-driver).
+    /// Also time the web console's first paint of measure 7's tenant (1,000 VMs with their
+    /// ExternalIPs) and of measure 8's (1,000 VMs, 200 security groups) (needs Chromium and
+    /// chromedriver: Debian packages chromium, chromium-driver).
     #[arg(long)]
     console_first_paint: bool,
     /// Run measure 8, the reachability explainer (a tenant of --explain-vms VMs and

@@ -230,7 +230,7 @@ pub async fn single_call_phase(args: &Args, env: &Env, report: &mut Report) -> R
     let available_created = available(admin, &pool).await?;
     // The console is timed while the tenant holds its VMs; its line follows measure 7's.
     let console_line = if args.console_first_paint {
-        Some(crate::console::first_paint_line(&api, ok).await?)
+        Some(crate::console::first_paint_line(&api, &format!("{ok} workloads")).await?)
     } else {
         None
     };

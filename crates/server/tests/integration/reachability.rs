@@ -249,6 +249,85 @@ async fn explains_security_groups_vns_and_external_paths_over_rest() {
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
 }
 
+/// The hosting cluster the sim k8s manager places a VM on (the controllers' stable choice).
+async fn hosting_cluster(t: &Api, name: &str) -> String {
+    let vm = id(&t.get(&format!("{PUB}/compute_instances/{name}")).await.ok());
+    let clusters = osac_backends::registration::DEFAULT_SIM_HOSTING_CLUSTERS.map(String::from);
+    osac_controller::hosting_cluster_for(&vm, &clusters).expect("a hosting cluster")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_follow_writes_and_hosting_clusters() {
+    let s = TestServer::sqlite().await;
+    let t = tenant(&s).await;
+    let question = ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 443);
+    let r = t.post(EXPLAIN, question.clone()).await.ok();
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
+
+    // The answer right after a write reflects it (the tenant's network is kept between
+    // questions, and must not be answered from the copy before the write).
+    t.patch(
+        &format!("{PUB}/security_groups/web"),
+        json!({"spec": {"ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 8443, "ipv4_cidr": "0.0.0.0/0"}]}}),
+    )
+    .await
+    .ok();
+    let r = t.post(EXPLAIN, question).await.ok();
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_BLOCKED", "{r}");
+    let r = t
+        .post(EXPLAIN, ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 8443))
+        .await
+        .ok();
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
+
+    // A VM reaching vm1 at its ExternalIP (hairpin through the router) from the same subnet:
+    // blocked only when both VMs share a hosting cluster's overlay link into the subnet.
+    let public = t.get(&format!("{PUB}/external_ips/pub")).await.ok()["status"]["address"]
+        .as_str()
+        .expect("address")
+        .to_string();
+    let home = hosting_cluster(&t, "vm1").await;
+    let (mut same, mut other) = (false, false);
+    for n in 0..16 {
+        if same && other {
+            break;
+        }
+        let name = format!("peer{n}");
+        let v = t
+            .create(
+                "compute_instances",
+                vm_body(&name, json!([{"subnet": "a", "security_groups": ["web"]}])),
+            )
+            .await;
+        t.wait(
+            "compute_instances",
+            &id(&v),
+            "COMPUTE_INSTANCE_STATE_RUNNING",
+        )
+        .await;
+        let shares = hosting_cluster(&t, &name).await == home;
+        let r = t
+            .post(
+                EXPLAIN,
+                ask(vm(&name), json!({"address": public}), "PROTOCOL_TCP", 8443),
+            )
+            .await
+            .ok();
+        let want = if shares {
+            "REACHABILITY_VERDICT_BLOCKED"
+        } else {
+            "REACHABILITY_VERDICT_REACHABLE"
+        };
+        assert_eq!(
+            r["verdict"], want,
+            "{name} shares vm1's hosting cluster: {shares}; {r}"
+        );
+        same |= shares;
+        other |= !shares;
+    }
+    assert!(same && other, "both placements were tried");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_tenants_workload_is_not_found() {
     let s = TestServer::sqlite().await;

@@ -2,7 +2,12 @@
 //! network objects from the store and answers with the pure explainer of `osac_model`, so it
 //! works with any manager. Tenant callers explain their own tenant; provider admins name one
 //! (`tenant`, required on the private API). Names resolve within that tenant only: another
-//! tenant's object is NOT_FOUND.
+//! tenant's object is NOT_FOUND. The tenant's network is read once and kept until one of its
+//! objects changes ([`snapshots`]).
+
+pub mod snapshots;
+
+use std::sync::Arc;
 
 use osac_model::pb;
 use osac_model::reachability::{self, ExplainError, Network};
@@ -15,7 +20,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::service::Service;
 
 /// A network object of the snapshot: decoded from its record's body, then given the record's
-/// id and name (the body holds neither).
+/// id, name, labels and annotations (the body holds none of them; the explainer reads the
+/// controllers' internal annotations, such as a VM's hosting cluster).
 trait Stored: DeserializeOwned {
     fn set_identity(&mut self, id: String, metadata: pb::Metadata);
 }
@@ -50,6 +56,8 @@ fn decode<T: Stored>(rec: &Record) -> ApiResult<T> {
         pb::Metadata {
             name: rec.name.clone().unwrap_or_default(),
             tenant: rec.tenant.clone(),
+            labels: rec.labels.clone().into_iter().collect(),
+            annotations: rec.annotations.clone().into_iter().collect(),
             ..Default::default()
         },
     );
@@ -81,8 +89,20 @@ impl Service {
         }
     }
 
-    /// The network snapshot of one tenant.
-    pub async fn tenant_network(&self, tenant: &str) -> ApiResult<Network> {
+    /// The network snapshot of one tenant: the kept one, or read from the store (and kept).
+    pub async fn tenant_network(&self, tenant: &str) -> ApiResult<Arc<Network>> {
+        let epoch = match self.network_snapshots.get(tenant) {
+            Ok(network) => return Ok(network),
+            Err(epoch) => epoch,
+        };
+        let network = Arc::new(self.load_tenant_network(tenant).await?);
+        self.network_snapshots
+            .offer(tenant, Arc::clone(&network), epoch);
+        Ok(network)
+    }
+
+    /// Reads one tenant's network objects from the store.
+    async fn load_tenant_network(&self, tenant: &str) -> ApiResult<Network> {
         Ok(Network {
             virtual_networks: self.tenant_objects(Kind::VirtualNetwork, tenant).await?,
             subnets: self.tenant_objects(Kind::Subnet, tenant).await?,
@@ -141,5 +161,36 @@ impl Service {
             ))),
             Err(ExplainError::Invalid(i)) => Err(i.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use osac_model::labels::HOSTING_CLUSTER_ANNOTATION;
+
+    #[test]
+    fn a_decoded_vm_keeps_its_hosting_cluster() {
+        // The explainer tells VMs of one hosting cluster (one overlay link) from VMs of two:
+        // a hairpin through the router returns only over a different link.
+        let mut rec = Record::new(
+            Kind::ComputeInstance,
+            "t1",
+            serde_json::json!({"spec": {"template": "small"}}),
+        );
+        rec.name = Some("vm1".into());
+        rec.annotations
+            .insert(HOSTING_CLUSTER_ANNOTATION.into(), "hosting-b".into());
+        rec.labels.insert("app".into(), "web".into());
+        let vm: pb::ComputeInstance = decode(&rec).unwrap();
+        let meta = vm.metadata.unwrap();
+        assert_eq!(meta.name, "vm1");
+        assert_eq!(
+            meta.annotations
+                .get(HOSTING_CLUSTER_ANNOTATION)
+                .map(String::as_str),
+            Some("hosting-b")
+        );
+        assert_eq!(meta.labels.get("app").map(String::as_str), Some("web"));
     }
 }
