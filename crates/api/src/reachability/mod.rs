@@ -10,7 +10,7 @@ pub mod snapshots;
 use std::sync::Arc;
 
 use osac_model::pb;
-use osac_model::reachability::{self, ExplainError, Network};
+use osac_model::reachability::{self, ExplainError, IndexedNetwork, Network};
 use osac_model::{Kind, Scope};
 use osac_store::{ListQuery, Record};
 use serde::de::DeserializeOwned;
@@ -90,12 +90,12 @@ impl Service {
     }
 
     /// The network snapshot of one tenant: the kept one, or read from the store (and kept).
-    pub async fn tenant_network(&self, tenant: &str) -> ApiResult<Arc<Network>> {
+    pub async fn tenant_network(&self, tenant: &str) -> ApiResult<Arc<IndexedNetwork>> {
         let epoch = match self.network_snapshots.get(tenant) {
             Ok(network) => return Ok(network),
             Err(epoch) => epoch,
         };
-        let network = Arc::new(self.load_tenant_network(tenant).await?);
+        let network = Arc::new(IndexedNetwork::new(self.load_tenant_network(tenant).await?));
         self.network_snapshots
             .offer(tenant, Arc::clone(&network), epoch);
         Ok(network)
@@ -153,7 +153,7 @@ impl Service {
         };
         let question = reachability::question_from_request(req)?;
         let network = self.tenant_network(&tenant).await?;
-        match reachability::explain(&network, &question) {
+        match network.explain(&question) {
             Ok(e) => Ok(reachability::to_response(&e)),
             Err(ExplainError::NotFound { field, kind, key }) => Err(ApiError::not_found(format!(
                 "{field}: {} '{key}' does not exist",

@@ -16,10 +16,10 @@ pub use admin::{
     CreateTenant, CreateToken, DataplaneArgs, DataplaneCommand,
 };
 pub use create::{
-    CreateArgs, CreateBareMetalInstance, CreateCluster, CreateCommon, CreateComputeInstance,
-    CreateExternalIp, CreateExternalIpAttachment, CreateKind, CreateNatGateway,
-    CreateSecurityGroup, CreateSubnet, CreateVirtualNetwork, EndpointArg, IpFamilyArg,
-    VirtualNetworkArg,
+    CidrArgs, CreateArgs, CreateBareMetalInstance, CreateCluster, CreateCommon,
+    CreateComputeInstance, CreateExternalIp, CreateExternalIpAttachment, CreateKind,
+    CreateNatGateway, CreateSecurityGroup, CreateSubnet, CreateVirtualNetwork, EndpointArg,
+    ExternalIpArg, IpFamilyArg, VirtualNetworkArg,
 };
 
 /// Where the server is and who is calling. Every command but `login` takes these options

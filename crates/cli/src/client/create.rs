@@ -5,11 +5,11 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use super::args::{
-    AdminCreateKind, CreateBareMetalInstance, CreateBareMetalTemplate, CreateCluster, CreateCommon,
-    CreateComputeInstance, CreateExternalIp, CreateExternalIpAttachment, CreateHost,
+    AdminCreateKind, CidrArgs, CreateBareMetalInstance, CreateBareMetalTemplate, CreateCluster,
+    CreateCommon, CreateComputeInstance, CreateExternalIp, CreateExternalIpAttachment, CreateHost,
     CreateHostType, CreateKind, CreateNatGateway, CreateNetworkClass, CreatePool,
     CreateSecurityGroup, CreateSubnet, CreateTenant, CreateToken, CreateVirtualNetwork,
-    EndpointArg, IpFamilyArg, VirtualNetworkArg,
+    EndpointArg, ExternalIpArg, IpFamilyArg, VirtualNetworkArg,
 };
 use super::kind::{Kind, Scope};
 use super::ops::{
@@ -55,7 +55,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
         }
         CreateKind::VirtualNetwork(a) => {
             let CreateVirtualNetwork {
-                cidrs,
+                cidrs: CidrArgs { cidrs },
                 network_class,
                 common,
             } = a;
@@ -68,7 +68,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
         CreateKind::Subnet(a) => {
             let CreateSubnet {
                 vn: VirtualNetworkArg { virtual_network },
-                cidrs,
+                cidrs: CidrArgs { cidrs },
                 common,
             } = a;
             let (v4, v6) = split_cidrs(cidrs).map_err(flag_err("cidr"))?;
@@ -115,7 +115,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
         }
         CreateKind::ExternalIpAttachment(a) => {
             let CreateExternalIpAttachment {
-                external_ip,
+                external_ip: ExternalIpArg { external_ip },
                 compute_instance,
                 cluster,
                 baremetal_instance,
@@ -148,7 +148,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
         CreateKind::NatGateway(a) => {
             let CreateNatGateway {
                 vn: VirtualNetworkArg { virtual_network },
-                external_ip,
+                external_ip: ExternalIpArg { external_ip },
                 common,
             } = a;
             put(&mut spec, "virtual_network", virtual_network.clone());

@@ -221,7 +221,25 @@ pub enum ExplainError {
     Invalid(#[from] Invalid),
 }
 
-/// Answers `question` over the tenant's `network`.
+/// A tenant's network indexed once (every workload port by address, subnets and groups by
+/// id), to answer many questions over it: keep one per snapshot, not one per question.
+#[derive(Debug)]
+pub struct IndexedNetwork(network::Index);
+
+impl IndexedNetwork {
+    /// Indexes the tenant's `network`.
+    pub fn new(network: Network) -> Self {
+        Self(network::Index::build(network))
+    }
+
+    /// Answers `question` over the network.
+    pub fn explain(&self, question: &Question) -> Result<Explanation, ExplainError> {
+        path::explain(&self.0, question)
+    }
+}
+
+/// Answers `question` over the tenant's `network` (indexing it for this one question; see
+/// [`IndexedNetwork`] to answer several).
 pub fn explain(network: &Network, question: &Question) -> Result<Explanation, ExplainError> {
-    path::explain(&network::Index::build(network), question)
+    IndexedNetwork::new(network.clone()).explain(question)
 }

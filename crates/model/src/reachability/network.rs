@@ -103,20 +103,22 @@ impl Port {
     }
 }
 
-/// The snapshot, indexed.
-pub struct Index<'a> {
+/// The snapshot, indexed. Owns the snapshot, so that it is built once and kept to answer
+/// many questions (building it walks every workload).
+#[derive(Debug)]
+pub struct Index {
     /// The snapshot.
-    pub net: &'a Network,
+    pub net: Network,
     /// Every workload.
     pub workloads: Vec<Workload>,
     /// Every port.
     pub ports: Vec<Port>,
     /// Ports by address (several across VNs with overlapping CIDRs).
     pub by_address: HashMap<IpAddr, Vec<usize>>,
-    /// Subnets by id.
-    pub subnets: HashMap<&'a str, &'a pb::Subnet>,
-    /// SecurityGroups by id.
-    pub sgs: HashMap<&'a str, &'a pb::SecurityGroup>,
+    /// Subnets by id: their index in `net.subnets`.
+    subnets: HashMap<String, usize>,
+    /// SecurityGroups by id: their index in `net.security_groups`.
+    security_groups: HashMap<String, usize>,
 }
 
 fn name_of(m: Option<&pb::Metadata>) -> &str {
@@ -151,33 +153,30 @@ pub fn find<'a, T>(
         .or_else(|| items.iter().find(|o| name_of(meta(o)) == key))
 }
 
-impl<'a> Index<'a> {
+impl Index {
     /// Indexes `net`.
-    pub fn build(net: &'a Network) -> Self {
+    pub fn build(net: Network) -> Self {
         let mut ix = Index {
-            net,
             workloads: Vec::new(),
             ports: Vec::new(),
             by_address: HashMap::new(),
-            subnets: net.subnets.iter().map(|s| (s.id.as_str(), s)).collect(),
-            sgs: net
-                .security_groups
-                .iter()
-                .map(|g| (g.id.as_str(), g))
-                .collect(),
+            subnets: positions(&net.subnets, |s| &s.id),
+            security_groups: positions(&net.security_groups, |g| &g.id),
+            net,
         };
-        for vm in &net.compute_instances {
-            let status = vm.status.clone().unwrap_or_default();
+        // Taken out while their ports are added (which reads the subnets), then put back.
+        let vms = std::mem::take(&mut ix.net.compute_instances);
+        for vm in &vms {
+            let status = vm.status.as_ref();
             let w = ix.workload(
                 ObjectRef::new(Kind::ComputeInstance, &vm.id, name_of(vm.metadata.as_ref())),
                 state_name(
-                    status.state,
+                    status.map_or(0, |s| s.state),
                     pb::ComputeInstanceState::Running,
                     pb::ComputeInstanceState::as_str_name,
                 ),
-                status.message.clone(),
+                status.map(|s| s.message.clone()).unwrap_or_default(),
             );
-            let spec = vm.spec.clone().unwrap_or_default();
             // A VM without a recorded hosting cluster still sits behind one: an unknown link.
             let link = vm
                 .metadata
@@ -185,21 +184,26 @@ impl<'a> Index<'a> {
                 .and_then(|m| m.annotations.get(HOSTING_CLUSTER_ANNOTATION))
                 .cloned()
                 .unwrap_or_default();
+            let specs = vm
+                .spec
+                .as_ref()
+                .map_or(&[][..], |s| &s.compute_network_attachments[..]);
             for (n, a) in status
-                .compute_network_attachment_statuses
+                .map_or(&[][..], |s| &s.compute_network_attachment_statuses[..])
                 .iter()
                 .enumerate()
             {
-                let sgs = spec
-                    .compute_network_attachments
+                let sgs = specs
                     .get(n)
                     .map(|s| s.security_groups.clone())
                     .unwrap_or_default();
                 ix.attachment(w, a, sgs, Some(link.clone()));
             }
         }
-        for bm in &net.baremetal_instances {
-            let status = bm.status.clone().unwrap_or_default();
+        ix.net.compute_instances = vms;
+        let metal = std::mem::take(&mut ix.net.baremetal_instances);
+        for bm in &metal {
+            let status = bm.status.as_ref();
             let w = ix.workload(
                 ObjectRef::new(
                     Kind::BareMetalInstance,
@@ -207,26 +211,47 @@ impl<'a> Index<'a> {
                     name_of(bm.metadata.as_ref()),
                 ),
                 state_name(
-                    status.state,
+                    status.map_or(0, |s| s.state),
                     pb::BareMetalInstanceState::Running,
                     pb::BareMetalInstanceState::as_str_name,
                 ),
-                status.message.clone(),
+                status.map(|s| s.message.clone()).unwrap_or_default(),
             );
-            let spec = bm.spec.clone().unwrap_or_default();
-            for (n, a) in status.network_attachment_statuses.iter().enumerate() {
-                let sgs = spec
-                    .network_attachments
+            let specs = bm
+                .spec
+                .as_ref()
+                .map_or(&[][..], |s| &s.network_attachments[..]);
+            for (n, a) in status
+                .map_or(&[][..], |s| &s.network_attachment_statuses[..])
+                .iter()
+                .enumerate()
+            {
+                let sgs = specs
                     .get(n)
                     .map(|s| s.security_groups.clone())
                     .unwrap_or_default();
                 ix.attachment(w, a, sgs, None);
             }
         }
-        for c in &net.clusters {
+        ix.net.baremetal_instances = metal;
+        let clusters = std::mem::take(&mut ix.net.clusters);
+        for c in &clusters {
             ix.cluster(c);
         }
+        ix.net.clusters = clusters;
         ix
+    }
+
+    /// A subnet of the snapshot by id.
+    pub fn subnet(&self, id: &str) -> Option<&pb::Subnet> {
+        self.subnets.get(id).map(|&n| &self.net.subnets[n])
+    }
+
+    /// A SecurityGroup of the snapshot by id.
+    pub fn security_group(&self, id: &str) -> Option<&pb::SecurityGroup> {
+        self.security_groups
+            .get(id)
+            .map(|&n| &self.net.security_groups[n])
     }
 
     fn workload(
@@ -244,8 +269,7 @@ impl<'a> Index<'a> {
     }
 
     fn vn_of(&self, subnet: &str) -> String {
-        self.subnets
-            .get(subnet)
+        self.subnet(subnet)
             .and_then(|s| s.spec.as_ref())
             .map(|s| s.virtual_network.clone())
             .unwrap_or_default()
@@ -356,10 +380,7 @@ impl<'a> Index<'a> {
 
     /// A subnet as an object reference (the id alone when it is not in the snapshot).
     pub fn subnet_ref(&self, id: &str) -> ObjectRef {
-        let name = self
-            .subnets
-            .get(id)
-            .map_or("", |s| name_of(s.metadata.as_ref()));
+        let name = self.subnet(id).map_or("", |s| name_of(s.metadata.as_ref()));
         ObjectRef::new(Kind::Subnet, id, name)
     }
 
@@ -376,13 +397,22 @@ impl<'a> Index<'a> {
 
     /// A subnet's gateway address of a family (from its status).
     pub fn gateway(&self, subnet: &str, v4: bool) -> Option<IpAddr> {
-        let st = self.subnets.get(subnet)?.status.as_ref()?;
+        let st = self.subnet(subnet)?.status.as_ref()?;
         parse(if v4 {
             &st.ipv4_gateway
         } else {
             &st.ipv6_gateway
         })
     }
+}
+
+/// Where each object of `items` is, by id.
+fn positions<T>(items: &[T], id: impl Fn(&T) -> &String) -> HashMap<String, usize> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(n, o)| (id(o).clone(), n))
+        .collect()
 }
 
 /// The name in a metadata (for objects of the snapshot).

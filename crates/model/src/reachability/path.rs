@@ -14,7 +14,7 @@ use crate::Kind;
 
 /// Hops gathered so far and the allowing rules met on the way.
 pub struct Trace<'a> {
-    pub ix: &'a Index<'a>,
+    pub ix: &'a Index,
     pub probe: Probe,
     pub hops: Vec<Hop>,
     egress_allowed: Option<Filter>,
@@ -25,7 +25,7 @@ pub struct Trace<'a> {
 pub type Step = Result<(), Explanation>;
 
 impl<'a> Trace<'a> {
-    fn new(ix: &'a Index<'a>, probe: Probe) -> Self {
+    fn new(ix: &'a Index, probe: Probe) -> Self {
         Self {
             ix,
             probe,

@@ -50,8 +50,7 @@ pub fn vn_of(ix: &Index, place: &Place) -> Option<String> {
         Place::Workload(w, _) => ix.ports_of(*w).next().map(|(_, p)| p.vn.clone()),
         Place::Port(p, _) => Some(ix.ports[*p].vn.clone()),
         Place::Gateway(s, _) | Place::Vacant(s, _) => ix
-            .subnets
-            .get(s.as_str())
+            .subnet(s)
             .and_then(|s| s.spec.as_ref())
             .map(|s| s.virtual_network.clone()),
         Place::External(..) | Place::Outside(_) => None,

@@ -179,7 +179,7 @@ pub fn filter(ix: &Index, port: &Port, ingress: bool, probe: Probe, peer: Peer) 
     let dir = if ingress { "ingress" } else { "egress" };
     let mut groups = Vec::new();
     for id in &port.sgs {
-        let Some(g) = ix.sgs.get(id.as_str()) else {
+        let Some(g) = ix.security_group(id) else {
             groups.push(ObjectRef::new(Kind::SecurityGroup, id, ""));
             continue;
         };

@@ -34,6 +34,31 @@ pub struct VirtualNetworkArg {
     pub virtual_network: Option<String>,
 }
 
+/// The address ranges of a VirtualNetwork or Subnet.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CidrArgs {
+    /// IPv4 and/or IPv6 CIDR, at most one of each family (a Subnet's inside its
+    /// VirtualNetwork's)
+    #[arg(
+        long = "cidr",
+        value_name = "CIDR",
+        required_unless_present = "from_file"
+    )]
+    pub cidrs: Vec<String>,
+}
+
+/// The ExternalIP an ExternalIPAttachment forwards or a NATGateway translates to.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExternalIpArg {
+    /// ExternalIP (name or id); a PENDING one is waited for
+    #[arg(
+        long = "externalip",
+        visible_alias = "external-ip",
+        required_unless_present = "from_file"
+    )]
+    pub external_ip: Option<String>,
+}
+
 /// `osac create …`.
 #[derive(Debug, clap::Args)]
 pub struct CreateArgs {
@@ -147,13 +172,8 @@ pub struct CreateCluster {
 /// `osac create virtualnetwork`.
 #[derive(Debug, clap::Args)]
 pub struct CreateVirtualNetwork {
-    /// IPv4 and/or IPv6 CIDR (at most one of each family)
-    #[arg(
-        long = "cidr",
-        value_name = "CIDR",
-        required_unless_present = "from_file"
-    )]
-    pub cidrs: Vec<String>,
+    #[command(flatten)]
+    pub cidrs: CidrArgs,
     /// NetworkClass (default: the deployment's default class)
     #[arg(long)]
     pub network_class: Option<String>,
@@ -166,13 +186,8 @@ pub struct CreateVirtualNetwork {
 pub struct CreateSubnet {
     #[command(flatten)]
     pub vn: VirtualNetworkArg,
-    /// IPv4 and/or IPv6 CIDR inside the VirtualNetwork's
-    #[arg(
-        long = "cidr",
-        value_name = "CIDR",
-        required_unless_present = "from_file"
-    )]
-    pub cidrs: Vec<String>,
+    #[command(flatten)]
+    pub cidrs: CidrArgs,
     #[command(flatten)]
     pub common: CreateCommon,
 }
@@ -223,13 +238,8 @@ pub enum EndpointArg {
 /// `osac create externalipattachment`.
 #[derive(Debug, clap::Args)]
 pub struct CreateExternalIpAttachment {
-    /// ExternalIP (name or id); unattached (a PENDING one is waited for)
-    #[arg(
-        long = "externalip",
-        visible_alias = "external-ip",
-        required_unless_present = "from_file"
-    )]
-    pub external_ip: Option<String>,
+    #[command(flatten)]
+    pub external_ip: ExternalIpArg,
     /// Target: a ComputeInstance
     #[arg(long, conflicts_with_all = ["cluster", "baremetal_instance"])]
     pub compute_instance: Option<String>,
@@ -256,13 +266,8 @@ pub struct CreateExternalIpAttachment {
 pub struct CreateNatGateway {
     #[command(flatten)]
     pub vn: VirtualNetworkArg,
-    /// ExternalIP (name or id) used as the source address
-    #[arg(
-        long = "externalip",
-        visible_alias = "external-ip",
-        required_unless_present = "from_file"
-    )]
-    pub external_ip: Option<String>,
+    #[command(flatten)]
+    pub external_ip: ExternalIpArg,
     #[command(flatten)]
     pub common: CreateCommon,
 }
