@@ -21,9 +21,11 @@ impl ObjectJson {
     /// [`crate::object::to_object`] renders from the parsed record, for kinds rendered
     /// verbatim. Finalizers are shown on the private API only.
     pub fn of_record(rec: &RecordText, show_finalizers: bool) -> ApiResult<Self> {
-        let corrupt = |e: serde_json::Error| StoreError::Corrupt(format!("{} {}: {e}", rec.kind, rec.id));
+        let corrupt =
+            |e: serde_json::Error| StoreError::Corrupt(format!("{} {}: {e}", rec.kind, rec.id));
         let id = serde_json::to_string(&rec.id).map_err(corrupt)?;
-        let metadata = serde_json::to_string(&metadata_of(rec, show_finalizers)).map_err(corrupt)?;
+        let metadata =
+            serde_json::to_string(&metadata_of(rec, show_finalizers)).map_err(corrupt)?;
         let body = rec.body.get().trim();
         let mut text = String::with_capacity(body.len() + id.len() + metadata.len() + 24);
         text.push_str("{\"id\":");

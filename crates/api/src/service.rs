@@ -16,6 +16,8 @@ use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, to_object, user_metadata};
 use crate::resources;
 
+#[cfg(test)]
+mod json_tests;
 mod read_json;
 
 /// List parameters as received.

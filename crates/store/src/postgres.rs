@@ -22,10 +22,7 @@ use crate::{
 };
 
 /// The columns of an object row with the body as JSON text (`jsonb` rendered by PostgreSQL).
-const TEXT_COLUMNS: &str = concat!(
-    crate::sql_common::meta_columns!(),
-    ", o.body::text AS body"
-);
+const TEXT_COLUMNS: &str = concat!(crate::sql_common::meta_columns!(), ", o.body::text AS body");
 
 const CHANNEL: &str = "osac_changes";
 

@@ -529,7 +529,12 @@ async fn text_reads_match_value_reads(s: &dyn Store) {
     let mut tx = s.begin().await.unwrap();
     let mut ids = Vec::new();
     for (i, colour) in ["red", "blue", "red", "red"].iter().enumerate() {
-        let mut r = subnet("text-t", &format!("text-{i}"), "vn-text", &[("colour", colour)]);
+        let mut r = subnet(
+            "text-t",
+            &format!("text-{i}"),
+            "vn-text",
+            &[("colour", colour)],
+        );
         r.body = json!({
             "spec": {"virtual_network": "vn-text", "ipv4_cidr": format!("10.9.{i}.0/24"),
                      "nested": {"z": [1, 2.5, {"deep": null}], "a": "ünïcødé \"quoted\" \\ / \u{1F600}"}},
@@ -542,10 +547,22 @@ async fn text_reads_match_value_reads(s: &dyn Store) {
 
     for id in &ids {
         // Read the text before and after a value read (SQLite caches what `get` read).
-        let text = s.get_text(id).await.unwrap().expect("text read finds the object");
-        let value = s.get(id).await.unwrap().expect("value read finds the object");
+        let text = s
+            .get_text(id)
+            .await
+            .unwrap()
+            .expect("text read finds the object");
+        let value = s
+            .get(id)
+            .await
+            .unwrap()
+            .expect("value read finds the object");
         assert_eq!(parsed(text), value);
-        let text = s.get_text(id).await.unwrap().expect("text read finds the object");
+        let text = s
+            .get_text(id)
+            .await
+            .unwrap()
+            .expect("text read finds the object");
         assert_eq!(parsed(text), value);
     }
     assert!(s.get_text("no-such-object").await.unwrap().is_none());
