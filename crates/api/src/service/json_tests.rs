@@ -41,7 +41,7 @@ fn body(kind: Kind, n: usize) -> Value {
     }
     if kind == Kind::ExternalIpPool {
         body["spec"]["ip_family"] = json!("IP_FAMILY_IPV4");
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             body["status"]["available"] = json!("5");
         }
     }
