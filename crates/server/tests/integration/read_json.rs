@@ -40,10 +40,7 @@ async fn hostile_tenant_reads_nothing_of_another(backend: Backend) {
         for obj in items(&victim.list(col, &[("limit", "1000")]).await.ok()) {
             assert_eq!(obj["metadata"]["tenant"], "victim", "{obj}");
             let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-            s.admin
-                .get(&format!("{PUB}/{col}/{}", id(&obj)))
-                .await
-                .ok();
+            s.admin.get(&format!("{PUB}/{col}/{}", id(&obj))).await.ok();
             victim_objects.push((col.to_string(), id(&obj), name.to_string()));
         }
     }
