@@ -11,6 +11,7 @@ pub mod health;
 pub mod listen;
 pub mod metrics;
 pub mod object;
+pub mod object_json;
 pub mod openapi;
 pub mod quota;
 pub mod reachability;

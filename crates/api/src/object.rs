@@ -11,6 +11,24 @@ use crate::error::{ApiError, ApiResult};
 
 /// Renders a record as its API object. Finalizers are shown on the private API only.
 pub fn to_object(rec: &Record, show_finalizers: bool) -> Value {
+    let mut obj = Map::new();
+    obj.insert("id".into(), json!(rec.id));
+    obj.insert(
+        "metadata".into(),
+        Value::Object(metadata_of(rec, show_finalizers)),
+    );
+    if let Value::Object(body) = &rec.body {
+        for (k, v) in body {
+            obj.insert(k.clone(), v.clone());
+        }
+    }
+    show_zero_counters(rec.kind, &mut obj);
+    Value::Object(obj)
+}
+
+/// The `metadata` of a record's API object (whatever form its body is in). Finalizers are
+/// shown on the private API only; internal annotations never.
+pub(crate) fn metadata_of<Body>(rec: &Record<Body>, show_finalizers: bool) -> Map<String, Value> {
     let mut meta = Map::new();
     if let Some(n) = &rec.name {
         meta.insert("name".into(), json!(n));
@@ -49,16 +67,7 @@ pub fn to_object(rec: &Record, show_finalizers: bool) -> Value {
     if show_finalizers && !rec.finalizers.is_empty() {
         meta.insert("finalizers".into(), json!(rec.finalizers));
     }
-    let mut obj = Map::new();
-    obj.insert("id".into(), json!(rec.id));
-    obj.insert("metadata".into(), Value::Object(meta));
-    if let Value::Object(body) = &rec.body {
-        for (k, v) in body {
-            obj.insert(k.clone(), v.clone());
-        }
-    }
-    show_zero_counters(rec.kind, &mut obj);
-    Value::Object(obj)
+    meta
 }
 
 /// Status counters a reader compares (an exhausted pool's `available`): proto-JSON omits a

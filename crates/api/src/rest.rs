@@ -180,11 +180,7 @@ async fn list(
             filter: q.get("filter").cloned().unwrap_or_default(),
             order: q.get("order").cloned().unwrap_or_default(),
         };
-        let res = s.list(&caller, surface, kind, params).await?;
-        Ok(
-            Json(json!({"size": res.items.len(), "total": res.total, "items": res.items}))
-                .into_response(),
-        )
+        Ok(Json(s.list_json(&caller, surface, kind, params).await?).into_response())
     }
     .await
     .unwrap_or_else(IntoResponse::into_response)
@@ -232,13 +228,15 @@ async fn get_one(
     headers: HeaderMap,
     surface: Scope,
 ) -> Response {
-    reply(
-        async {
-            let caller = caller(&s, &headers).await?;
-            s.get(&caller, surface, kind_of(&collection)?, &id).await
-        }
-        .await,
-    )
+    async {
+        let caller = caller(&s, &headers).await?;
+        let object = s
+            .get_json(&caller, surface, kind_of(&collection)?, &id)
+            .await?;
+        Ok::<_, ApiError>(Json(object).into_response())
+    }
+    .await
+    .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn update(

@@ -16,6 +16,10 @@ use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, to_object, user_metadata};
 use crate::resources;
 
+#[cfg(test)]
+mod json_tests;
+mod read_json;
+
 /// List parameters as received.
 #[derive(Debug, Clone, Default)]
 pub struct ListParams {
@@ -324,6 +328,27 @@ impl Service {
         kind: Kind,
         p: ListParams,
     ) -> ApiResult<ListResult> {
+        let query = self.list_query(caller, surface, kind, p)?;
+        let page = self.store.list(&query).await?;
+        let mut items = Vec::with_capacity(page.items.len());
+        for r in &page.items {
+            items.push(self.render_full(surface, r).await?);
+        }
+        Ok(ListResult {
+            total: page.total,
+            items,
+        })
+    }
+
+    /// The store query of a caller's list: authorized, checked, scoped to what the caller may
+    /// see (tenant, public filter), with the page bounded.
+    pub(crate) fn list_query(
+        &self,
+        caller: &Caller,
+        surface: Scope,
+        kind: Kind,
+        p: ListParams,
+    ) -> ApiResult<ListQuery> {
         self.authorize(caller, surface, kind, false)?;
         if p.limit < 0 || p.offset < 0 {
             return Err(ApiError::invalid("offset and limit must not be negative"));
@@ -342,24 +367,13 @@ impl Service {
                 resources::check_public_paths(kind, "order", terms.iter().map(|t| &t.path))?;
             }
         }
-        let page = self
-            .store
-            .list(&ListQuery {
-                kind,
-                tenant: Self::scope(caller, kind),
-                filter,
-                order: p.order,
-                offset: p.offset,
-                limit,
-            })
-            .await?;
-        let mut items = Vec::with_capacity(page.items.len());
-        for r in &page.items {
-            items.push(self.render_full(surface, r).await?);
-        }
-        Ok(ListResult {
-            total: page.total,
-            items,
+        Ok(ListQuery {
+            kind,
+            tenant: Self::scope(caller, kind),
+            filter,
+            order: p.order,
+            offset: p.offset,
+            limit,
         })
     }
 
@@ -553,33 +567,36 @@ impl Service {
         {
             return Ok(rec);
         }
-        let filter = format!(
+        let page = self.store.list(&by_name(kind, scope, key)).await?;
+        only_match(page.items, kind, key)
+    }
+}
+
+/// The query of the objects of `kind` named `key` in `scope` (None: every tenant); two at
+/// most, enough to tell a unique name from an ambiguous one.
+pub(crate) fn by_name(kind: Kind, scope: Option<&str>, key: &str) -> ListQuery {
+    ListQuery {
+        kind,
+        tenant: scope.map(str::to_string),
+        filter: format!(
             "this.metadata.name == {}",
             serde_json::to_string(key).unwrap_or_default()
-        );
-        let page = self
-            .store
-            .list(&ListQuery {
-                kind,
-                tenant: scope.map(str::to_string),
-                filter,
-                order: String::new(),
-                offset: 0,
-                limit: 2,
-            })
-            .await?;
-        match page.items.len() {
-            1 => Ok(page
-                .items
-                .into_iter()
-                .next()
-                .ok_or_else(|| not_found(kind, key))?),
-            0 => Err(not_found(kind, key)),
-            _ => Err(ApiError::invalid(format!(
-                "name '{key}' matches objects in several tenants; use the id"
-            ))),
-        }
+        ),
+        order: String::new(),
+        offset: 0,
+        limit: 2,
     }
+}
+
+/// The one object a name lookup ([`by_name`]) found: NOT_FOUND for none, INVALID_ARGUMENT for
+/// a name several tenants use.
+pub(crate) fn only_match<T>(found: Vec<T>, kind: Kind, key: &str) -> ApiResult<T> {
+    if found.len() > 1 {
+        return Err(ApiError::invalid(format!(
+            "name '{key}' matches objects in several tenants; use the id"
+        )));
+    }
+    found.into_iter().next().ok_or_else(|| not_found(kind, key))
 }
 
 /// Finds an object by id or name inside a transaction.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use osac_model::Kind;
 use osac_store::{
-    Applied, Change, FenceToken, KvBatch, Leases, ListQuery, Page, Record, Reference, Result,
-    StateCount, Store, StoreError, Tx, WriteSet,
+    Applied, Change, FenceToken, KvBatch, Leases, ListQuery, Page, PageText, Record, RecordText,
+    Reference, Result, StateCount, Store, StoreError, Tx, WriteSet,
 };
 use tokio::sync::broadcast;
 
@@ -48,6 +48,12 @@ impl Store for FencedStore {
     }
     async fn list(&self, query: &ListQuery) -> Result<Page> {
         self.0.list(query).await
+    }
+    async fn get_text(&self, id: &str) -> Result<Option<RecordText>> {
+        self.0.get_text(id).await
+    }
+    async fn list_text(&self, query: &ListQuery) -> Result<PageText> {
+        self.0.list_text(query).await
     }
     async fn referrers(&self, target: &str) -> Result<Vec<Reference>> {
         self.0.referrers(target).await

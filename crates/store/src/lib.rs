@@ -27,7 +27,9 @@ use tokio::sync::broadcast;
 pub use group::{Applied, FenceToken, Write, WriteSet, apply_in};
 pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, ShardLease};
 pub use postgres::PostgresStore;
-pub use record::{Change, ListQuery, Page, Record, Reference, enum_resolver};
+pub use record::{
+    BodyText, Change, ListQuery, Page, PageText, Record, RecordText, Reference, enum_resolver,
+};
 pub use shared_kv::{KvBatch, Missed};
 pub use sqlite::SqliteStore;
 
@@ -130,6 +132,16 @@ pub trait Store: Send + Sync + 'static {
     async fn get(&self, id: &str) -> Result<Option<Record>>;
     /// Lists objects of a kind with filter, order and paging.
     async fn list(&self, query: &ListQuery) -> Result<Page>;
+    /// [`Store::get`] with the body as the stored JSON text, not parsed: for replies that
+    /// carry it through. (This default renders the parsed body; the SQL stores read the text.)
+    async fn get_text(&self, id: &str) -> Result<Option<RecordText>> {
+        self.get(id).await?.map(Record::into_text).transpose()
+    }
+    /// [`Store::list`] (same filter, order, paging and total) with the bodies as the stored
+    /// JSON text, not parsed.
+    async fn list_text(&self, query: &ListQuery) -> Result<PageText> {
+        self.list(query).await?.into_text()
+    }
     /// Objects that reference `target`.
     async fn referrers(&self, target: &str) -> Result<Vec<Reference>>;
     /// Ids of every object of a kind (periodic resync).

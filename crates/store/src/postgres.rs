@@ -17,8 +17,12 @@ use crate::filter_sql::Dialect;
 use crate::record::{parse_json, to_json};
 use crate::sql_common::{COLUMNS, check_version};
 use crate::{
-    Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx, Write, WriteSet,
+    Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store, StoreError,
+    Tx, Write, WriteSet,
 };
+
+/// The columns of an object row with the body as JSON text (`jsonb` rendered by PostgreSQL).
+const TEXT_COLUMNS: &str = concat!(crate::sql_common::meta_columns!(), ", o.body::text AS body");
 
 const CHANNEL: &str = "osac_changes";
 
@@ -122,10 +126,10 @@ fn spawn_statistics_refresh(pool: PgPool) {
     });
 }
 
-fn decode(row: &PgRow) -> Result<Record> {
+/// The metadata columns of a row, with the body still to read.
+fn decode_meta(row: &PgRow) -> Result<Record<()>> {
     let kind: String = row.try_get("kind")?;
     let annotations: Json<BTreeMap<String, String>> = row.try_get("annotations")?;
-    let body: Json<serde_json::Value> = row.try_get("body")?;
     Ok(Record {
         id: row.try_get("id")?,
         kind: Kind::from_str(&kind).map_err(|e| StoreError::Corrupt(e.to_string()))?,
@@ -138,14 +142,30 @@ fn decode(row: &PgRow) -> Result<Record> {
         labels: parse_json(&row.try_get::<String, _>("labels")?)?,
         annotations: annotations.0,
         finalizers: parse_json(&row.try_get::<String, _>("finalizers")?)?,
-        body: body.0,
+        body: (),
     })
+}
+
+fn decode(row: &PgRow) -> Result<Record> {
+    let body: Json<serde_json::Value> = row.try_get("body")?;
+    Ok(decode_meta(row)?.with_body(body.0))
+}
+
+/// A row of [`TEXT_COLUMNS`]: the body as PostgreSQL's text of the `jsonb` (checked to be
+/// JSON, not parsed into values).
+fn decode_text(row: &PgRow) -> Result<RecordText> {
+    let text = row.try_get::<String, _>("body")?;
+    let body = serde_json::value::RawValue::from_string(text)
+        .map_err(|e| StoreError::Corrupt(format!("json column: {e}")))?;
+    Ok(decode_meta(row)?.with_body(body))
 }
 
 crate::sql_common::sql_common_statements! {
     connection: PgConnection,
     pool: PgPool,
+    row: PgRow,
     dialect: Dialect::Postgres,
+    text_columns: TEXT_COLUMNS,
     ts: ts,
     json: Json,
 }
@@ -185,6 +205,21 @@ impl Store for PostgresStore {
     async fn list(&self, query: &ListQuery) -> Result<Page> {
         let mut conn = self.pool.acquire().await?;
         run_list(&mut conn, query).await
+    }
+
+    async fn get_text(&self, id: &str) -> Result<Option<RecordText>> {
+        let row = sqlx::query(&format!(
+            "SELECT {TEXT_COLUMNS} FROM objects o WHERE o.id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(decode_text).transpose()
+    }
+
+    async fn list_text(&self, query: &ListQuery) -> Result<PageText> {
+        let mut conn = self.pool.acquire().await?;
+        run_list_text(&mut conn, query).await
     }
 
     async fn referrers(&self, target: &str) -> Result<Vec<Reference>> {

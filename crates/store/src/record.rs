@@ -8,9 +8,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One stored object: identity and metadata as columns, spec/status (and any other top-level
-/// fields) as the JSON `body`.
+/// fields) as the JSON `body`: parsed ([`Value`], the default) or, for replies that carry it
+/// through unparsed, as the stored JSON text ([`RecordText`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Record {
+pub struct Record<Body = Value> {
     pub id: String,
     pub kind: Kind,
     /// Owning tenant; empty for provider objects.
@@ -25,10 +26,48 @@ pub struct Record {
     pub created_at: DateTime<Utc>,
     pub deleted_at: Option<DateTime<Utc>>,
     /// The object's proto-JSON without `id` and `metadata`.
-    pub body: Value,
+    pub body: Body,
+}
+
+/// The stored JSON text of an object body: valid JSON, as the database returns it (PostgreSQL
+/// renders `jsonb`, so spacing and key order may differ from what was written; it is the same
+/// JSON).
+pub type BodyText = Box<serde_json::value::RawValue>;
+
+/// A record whose body is the stored JSON text ([`crate::Store::get_text`]).
+pub type RecordText = Record<BodyText>;
+
+/// A page of records whose bodies are the stored JSON text ([`crate::Store::list_text`]).
+pub type PageText = Page<BodyText>;
+
+impl<Body> Record<Body> {
+    /// The same record with another representation of its body.
+    pub fn with_body<Other>(self, body: Other) -> Record<Other> {
+        Record {
+            id: self.id,
+            kind: self.kind,
+            tenant: self.tenant,
+            name: self.name,
+            creator: self.creator,
+            labels: self.labels,
+            annotations: self.annotations,
+            finalizers: self.finalizers,
+            version: self.version,
+            created_at: self.created_at,
+            deleted_at: self.deleted_at,
+            body,
+        }
+    }
 }
 
 impl Record {
+    /// This record with its body as JSON text (what [`crate::Store::get_text`] returns).
+    pub fn into_text(self) -> Result<RecordText, crate::StoreError> {
+        let text = serde_json::value::to_raw_value(&self.body)
+            .map_err(|e| crate::StoreError::Corrupt(format!("{} {}: {e}", self.kind, self.id)))?;
+        Ok(self.with_body(text))
+    }
+
     /// A new object of `kind` with a fresh id, version 1, created now.
     pub fn new(kind: Kind, tenant: impl Into<String>, body: Value) -> Self {
         Self {
@@ -131,9 +170,23 @@ impl ListQuery {
 
 /// One page of a list and the total matching count.
 #[derive(Debug, Clone)]
-pub struct Page {
+pub struct Page<Body = Value> {
     pub total: i64,
-    pub items: Vec<Record>,
+    pub items: Vec<Record<Body>>,
+}
+
+impl Page {
+    /// This page with its bodies as JSON text (what [`crate::Store::list_text`] returns).
+    pub fn into_text(self) -> Result<PageText, crate::StoreError> {
+        Ok(Page {
+            total: self.total,
+            items: self
+                .items
+                .into_iter()
+                .map(Record::into_text)
+                .collect::<Result<_, _>>()?,
+        })
+    }
 }
 
 /// The enum-number resolver the filter translator needs, for one kind.

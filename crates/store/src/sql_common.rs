@@ -7,8 +7,16 @@
 //! the list-query dialect, the `decode` of a row, and how a timestamp and a JSON column are
 //! bound (PostgreSQL: `timestamptz` and `jsonb`; SQLite: text).
 
+/// The metadata columns of an object row (all but the body), as a literal for `concat!`.
+macro_rules! meta_columns {
+    () => {
+        "o.id, o.kind, o.tenant, o.name, o.creator, o.version, o.created_at, o.deleted_at, o.labels, o.annotations, o.finalizers"
+    };
+}
+pub(crate) use meta_columns;
+
 /// The columns of an object row, in the order `decode` reads them.
-pub(crate) const COLUMNS: &str = "o.id, o.kind, o.tenant, o.name, o.creator, o.version, o.created_at, o.deleted_at, o.labels, o.annotations, o.finalizers, o.body";
+pub(crate) const COLUMNS: &str = concat!(meta_columns!(), ", o.body");
 
 /// Refuses a write whose expected version is not the stored one.
 pub(crate) fn check_version(id: &str, expected: i64, found: i64) -> crate::Result<()> {
@@ -45,18 +53,40 @@ where
 }
 
 /// Expands, in the calling backend module, the functions of the statements both stores share.
-/// The module provides `decode(&Row) -> Result<Record>`; `ts` and `json` encode a timestamp
-/// and a JSON column (annotations, body) for binding.
+/// The module provides `decode(&Row) -> Result<Record>` over [`COLUMNS`] and
+/// `decode_text(&Row) -> Result<RecordText>` over `text_columns` (the body as JSON text);
+/// `ts` and `json` encode a timestamp and a JSON column (annotations, body) for binding.
 macro_rules! sql_common_statements {
     (
         connection: $conn:ty,
         pool: $pool:ty,
+        row: $row:ty,
         dialect: $dialect:expr,
+        text_columns: $text_columns:expr,
         ts: $ts:path,
         json: $json:path $(,)?
     ) => {
         /// The objects of a list query and their total.
         async fn run_list(conn: &mut $conn, q: &crate::ListQuery) -> crate::Result<crate::Page> {
+            run_list_as(conn, q, crate::sql_common::COLUMNS, decode).await
+        }
+
+        /// [`run_list`] with the bodies as the stored JSON text.
+        async fn run_list_text(
+            conn: &mut $conn,
+            q: &crate::ListQuery,
+        ) -> crate::Result<crate::PageText> {
+            run_list_as(conn, q, $text_columns, decode_text).await
+        }
+
+        /// The objects of a list query (selecting `columns`, read by `decode_row`) and their
+        /// total.
+        async fn run_list_as<Body>(
+            conn: &mut $conn,
+            q: &crate::ListQuery,
+            columns: &str,
+            decode_row: fn(&$row) -> crate::Result<crate::Record<Body>>,
+        ) -> crate::Result<crate::Page<Body>> {
             use crate::filter_sql::SqlValue;
             let ls = crate::query::list_sql($dialect, q)?;
             let count_sql = format!("SELECT COUNT(*) FROM objects o WHERE {}", ls.where_sql);
@@ -78,8 +108,7 @@ macro_rules! sql_common_statements {
                 }
             };
             let sql = format!(
-                "SELECT {} FROM objects o WHERE {} ORDER BY {} {limit}",
-                crate::sql_common::COLUMNS,
+                "SELECT {columns} FROM objects o WHERE {} ORDER BY {} {limit}",
                 ls.where_sql,
                 ls.order_sql
             );
@@ -97,7 +126,10 @@ macro_rules! sql_common_statements {
                 .bind(q.offset)
                 .fetch_all(&mut *conn)
                 .await?;
-            let items = rows.iter().map(decode).collect::<crate::Result<Vec<_>>>()?;
+            let items = rows
+                .iter()
+                .map(decode_row)
+                .collect::<crate::Result<Vec<_>>>()?;
             Ok(crate::Page { total, items })
         }
 

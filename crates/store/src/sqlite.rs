@@ -22,8 +22,8 @@ use crate::record::{parse_json, parse_ts, to_json, ts_text};
 use crate::record_cache::{RecordCache, Written};
 use crate::sql_common::{COLUMNS, check_version};
 use crate::{
-    Applied, Change, ListQuery, Page, Record, Reference, Result, Store, StoreError, Tx, Write,
-    WriteSet,
+    Applied, Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store,
+    StoreError, Tx, Write, WriteSet,
 };
 
 /// The SQLite store.
@@ -170,7 +170,8 @@ fn spawn_statistics_refresh(pool: SqlitePool, write_lock: Arc<Mutex<()>>) {
     });
 }
 
-fn decode(row: &SqliteRow) -> Result<Record> {
+/// The metadata columns of a row, with the body still to read.
+fn decode_meta(row: &SqliteRow) -> Result<Record<()>> {
     let kind: String = row.try_get("kind")?;
     Ok(Record {
         id: row.try_get("id")?,
@@ -188,14 +189,29 @@ fn decode(row: &SqliteRow) -> Result<Record> {
         labels: parse_json(&row.try_get::<String, _>("labels")?)?,
         annotations: parse_json(&row.try_get::<String, _>("annotations")?)?,
         finalizers: parse_json(&row.try_get::<String, _>("finalizers")?)?,
-        body: parse_json(&row.try_get::<String, _>("body")?)?,
+        body: (),
     })
+}
+
+fn decode(row: &SqliteRow) -> Result<Record> {
+    let body = parse_json(&row.try_get::<String, _>("body")?)?;
+    Ok(decode_meta(row)?.with_body(body))
+}
+
+/// A row with its body as the stored JSON text (checked to be JSON, not parsed into values).
+fn decode_text(row: &SqliteRow) -> Result<RecordText> {
+    let text = row.try_get::<String, _>("body")?;
+    let body = serde_json::value::RawValue::from_string(text)
+        .map_err(|e| StoreError::Corrupt(format!("json column: {e}")))?;
+    Ok(decode_meta(row)?.with_body(body))
 }
 
 crate::sql_common::sql_common_statements! {
     connection: SqliteConnection,
     pool: SqlitePool,
+    row: SqliteRow,
     dialect: Dialect::Sqlite,
+    text_columns: COLUMNS,
     ts: ts_text,
     json: to_json,
 }
@@ -283,6 +299,25 @@ impl Store for SqliteStore {
     async fn list(&self, query: &ListQuery) -> Result<Page> {
         let mut conn = self.pool.acquire().await?;
         run_list(&mut conn, query).await
+    }
+
+    async fn get_text(&self, id: &str) -> Result<Option<RecordText>> {
+        // A cached record is rendered (one serialisation); otherwise the row's text is read.
+        let (cached, _) = self.cache.get(id);
+        if let Some(record) = cached {
+            return record.into_text().map(Some);
+        }
+        let mut conn = self.pool.acquire().await?;
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM objects o WHERE o.id = ?"))
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        row.as_ref().map(decode_text).transpose()
+    }
+
+    async fn list_text(&self, query: &ListQuery) -> Result<PageText> {
+        let mut conn = self.pool.acquire().await?;
+        run_list_text(&mut conn, query).await
     }
 
     async fn referrers(&self, target: &str) -> Result<Vec<Reference>> {

@@ -298,6 +298,20 @@ pub fn require_not_failed(rec: &Record, field: &str) -> ApiResult<()> {
     )))
 }
 
+/// Whether the API object of `kind` on `surface` is the record as stored (metadata from the
+/// columns, then the stored body's fields), so a reply may carry the stored JSON text through
+/// unparsed ([`crate::object_json::ObjectJson`]). False for every kind whose reply is computed
+/// or trimmed: a Tenant (quota usage counted at read time), an ExternalIPPool (zero counters
+/// filled in; tenants see only usable pools, trimmed), and whatever tenants see trimmed of a
+/// provider object ([`public_fields`]). A kind with a per-object visibility rule
+/// ([`publicly_visible`]) must be false here too.
+pub fn rendered_verbatim(kind: Kind, surface: osac_model::Scope) -> bool {
+    match kind {
+        Kind::Tenant | Kind::ExternalIpPool => false,
+        _ => surface == osac_model::Scope::Provider || public_fields(kind).is_none(),
+    }
+}
+
 /// Whether tenants may see this provider object.
 pub fn publicly_visible(kind: Kind, rec: &Record) -> bool {
     match kind {

@@ -22,6 +22,7 @@ mod provider;
 mod provisioner_exec;
 mod quotas;
 mod reachability;
+mod read_json;
 mod restart;
 mod status_messages;
 mod tenancy;
