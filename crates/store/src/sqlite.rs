@@ -225,7 +225,7 @@ async fn begin_tx(
         changes: Vec::new(),
         written: Vec::new(),
         ref_targets: Vec::new(),
-        savepoint: None,
+        savepoints: Vec::new(),
         feed,
         cache,
     }))
@@ -261,6 +261,10 @@ impl Store for SqliteStore {
             self.cache.clone(),
         )
         .await
+    }
+
+    async fn begin_shared(&self) -> Result<Box<dyn Tx>> {
+        self.group.turn().await
     }
 
     async fn apply(&self, set: WriteSet) -> Result<Applied> {
@@ -359,8 +363,9 @@ struct SqliteTx {
     written: Vec<Written>,
     /// Ids whose referrers this transaction changed (reference rows added or removed).
     ref_targets: Vec<String>,
-    /// Changes, rows and referrer targets recorded when the open savepoint was made.
-    savepoint: Option<(usize, usize, usize)>,
+    /// Changes, rows and referrer targets recorded when each open savepoint was made, the
+    /// latest last.
+    savepoints: Vec<(usize, usize, usize)>,
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
 }
@@ -521,7 +526,7 @@ impl Tx for SqliteTx {
 
     async fn savepoint(&mut self) -> Result<()> {
         savepoint(&mut self.tx).await?;
-        self.savepoint = Some((
+        self.savepoints.push((
             self.changes.len(),
             self.written.len(),
             self.ref_targets.len(),
@@ -531,7 +536,7 @@ impl Tx for SqliteTx {
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some((changes, written, ref_targets)) = self.savepoint.take() {
+        if let Some((changes, written, ref_targets)) = self.savepoints.pop() {
             self.changes.truncate(changes);
             self.written.truncate(written);
             self.ref_targets.truncate(ref_targets);
@@ -541,7 +546,7 @@ impl Tx for SqliteTx {
 
     async fn release_savepoint(&mut self) -> Result<()> {
         release_savepoint(&mut self.tx).await?;
-        self.savepoint = None;
+        self.savepoints.pop();
         Ok(())
     }
 
