@@ -143,6 +143,10 @@ impl From<StoreError> for ApiError {
                 tracing::error!(message = %m, "shared commit failed");
                 ApiError::new(Code::Unavailable, "database unavailable; retry the request")
             }
+            StoreError::TurnExpired(limit) => {
+                tracing::warn!(limit = ?limit, "write transaction outlived its turn");
+                ApiError::new(Code::Unavailable, "database busy; retry the request")
+            }
             StoreError::Corrupt(m) => {
                 tracing::error!(message = %m, "corrupt stored data");
                 ApiError::new(Code::Internal, "internal error reading stored data")

@@ -245,7 +245,7 @@ impl Service {
         osac_model::bounds::check_object(&obj)?;
         crate::reserved::check_create(&meta.labels, &meta.annotations)?;
         validate_metadata(kind, &meta)?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin_shared().await?;
         if has_kind_wide_rules(kind) {
             tx.lock_kind(kind).await?;
         }
@@ -421,7 +421,7 @@ impl Service {
         crate::object::check_metadata(kind, &body)?;
         let meta = user_metadata(&body);
         validate_metadata(kind, &meta)?;
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin_shared().await?;
         if has_kind_wide_rules(kind) {
             tx.lock_kind(kind).await?;
         }
@@ -512,7 +512,7 @@ impl Service {
     ) -> ApiResult<()> {
         self.authorize(caller, surface, kind, true)?;
         let scope = Self::scope(caller, kind);
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.store.begin_shared().await?;
         let found = find_in_tx(tx.as_mut(), kind, scope.as_deref(), key).await?;
         let current = tx
             .lock(&found.id)

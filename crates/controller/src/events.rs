@@ -145,16 +145,14 @@ pub async fn record(tx: &mut dyn Tx, ev: NewEvent) -> Result<(), StoreError> {
     tx.insert(&ev.to_record()).await.map(|_| ())
 }
 
-/// Records an event in its own transaction, for outcomes whose own transaction was rolled
-/// back (a refused request). Failures are logged, never returned: an event is not worth
-/// failing the caller for.
+/// Records an event on its own (a write set of the group commit, sharing its commit with
+/// concurrent writers), for outcomes whose own transaction was rolled back (a refused
+/// request). Failures are logged, never returned: an event is not worth failing the caller
+/// for.
 pub async fn record_now(store: &dyn Store, ev: NewEvent) {
-    let result = async {
-        let mut tx = store.begin().await?;
-        record(tx.as_mut(), ev.clone()).await?;
-        tx.commit().await
-    }
-    .await;
+    let result = store
+        .apply(WriteSet::of(vec![Write::Insert(ev.to_record())]))
+        .await;
     if let Err(e) = result {
         tracing::warn!(
             kind = %ev.object_kind,

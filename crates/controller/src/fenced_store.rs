@@ -12,23 +12,33 @@ use osac_store::{
 };
 use tokio::sync::broadcast;
 
+/// Opens a transaction with `begin`, first checking the lease of the running reconcile.
+async fn fenced(
+    begin: impl std::future::Future<Output = Result<Box<dyn Tx>>>,
+) -> Result<Box<dyn Tx>> {
+    let fence = osac_backends::fence::current();
+    if let Some(f) = &fence
+        && !f.holds_locally()
+    {
+        return Err(StoreError::Fenced(f.shard));
+    }
+    let mut tx = begin.await?;
+    if let Some(f) = fence {
+        tx.fence(f.shard, &f.replica, f.token).await?;
+    }
+    Ok(tx)
+}
+
 /// Wraps the process's store for the controllers.
 pub(crate) struct FencedStore(pub Arc<dyn Store>);
 
 #[async_trait]
 impl Store for FencedStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
-        let fence = osac_backends::fence::current();
-        if let Some(f) = &fence
-            && !f.holds_locally()
-        {
-            return Err(StoreError::Fenced(f.shard));
-        }
-        let mut tx = self.0.begin().await?;
-        if let Some(f) = fence {
-            tx.fence(f.shard, &f.replica, f.token).await?;
-        }
-        Ok(tx)
+        fenced(self.0.begin()).await
+    }
+    async fn begin_shared(&self) -> Result<Box<dyn Tx>> {
+        fenced(self.0.begin_shared()).await
     }
     async fn apply(&self, mut set: WriteSet) -> Result<Applied> {
         if let Some(f) = osac_backends::fence::current() {

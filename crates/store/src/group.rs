@@ -1,31 +1,46 @@
-//! Group commit: independent write sets that arrive while a commit is in progress are applied
-//! together in the next transaction, one commit for all of them.
+//! Group commit: independent writers share SQLite's write transactions — write sets
+//! ([`Store::apply`](crate::Store::apply)) and request transactions
+//! ([`Store::begin_shared`](crate::Store::begin_shared)) that arrive while a commit is in
+//! progress are written together in the next transaction, one commit for all of them.
 //!
 //! Used by the SQLite store, where write transactions are serial anyway and a failed statement
 //! undoes only itself (a set whose only fallible step is its first statement needs no
 //! savepoint). PostgreSQL shares WAL flushes between concurrent commits on its own, and its
-//! row locks would be held across a whole batch: there each set is its own transaction.
+//! row locks would be held across a whole batch: there each set, and each request
+//! transaction, is its own transaction.
 //!
 //! # Contract
 //!
 //! - A [`WriteSet`] is all or nothing: each set runs inside its own savepoint, so a set that
 //!   fails (an optimistic-locking conflict, a lost lease) is rolled back alone and the others
 //!   in the batch still commit.
-//! - [`Store::apply`](crate::Store::apply) returns only after the transaction holding the set
-//!   committed (durable as any other commit of the backend), and its changes are published on
-//!   the change feed like those of any transaction.
-//! - Nothing waits to fill a batch: a set that arrives while the committer is idle is committed
-//!   at once; the sets that arrive during that commit form the next batch. Batching only ever
+//! - A *turn* ([`Store::begin_shared`](crate::Store::begin_shared)) is a read-modify-write
+//!   transaction run inside the shared one, in its own savepoint: the caller reads and writes
+//!   as in any [`Tx`], and while its turn is open nothing else writes (SQLite has one writer
+//!   anyway). Rolling the turn back (dropping it, or an error) undoes only its writes;
+//!   `commit()` keeps them and returns only once the shared transaction committed.
+//! - A turn is bounded by [`TURN_LIMIT`]: a turn still open then is rolled back, and its
+//!   further calls and its commit fail with [`StoreError::TurnExpired`], so one slow caller
+//!   cannot hold every writer.
+//! - [`Store::apply`](crate::Store::apply) and a turn's `commit()` return only after the
+//!   transaction holding them committed (durable as any other commit of the backend); their
+//!   changes are published on the change feed after that commit, like those of any
+//!   transaction, and never when they were rolled back.
+//! - Nothing waits to fill a batch: the first writer to arrive while the committer is idle
+//!   opens a transaction, the writers queued meanwhile join it, and it commits as soon as
+//!   nobody is queued, after [`BATCH_TIME`] or [`MAX_BATCH`] writers. Batching only ever
 //!   replaces waiting for the database with sharing its commit.
-//! - If the transaction itself fails (begin, commit, a database error outside any set's
-//!   statements), every set of the batch gets [`StoreError::Unavailable`] and nothing of the
-//!   batch is written; callers retry as after any database error.
+//! - If the transaction itself fails (begin, commit, a savepoint, a database error outside
+//!   any set's statements), every writer of the batch gets [`StoreError::Unavailable`] and
+//!   nothing of the batch is written; callers retry as after any database error.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::turn::{self, TurnEnd};
 use crate::{Record, Result, StoreError, Tx};
 
 /// One write of a [`WriteSet`].
@@ -96,17 +111,33 @@ pub async fn apply_in(tx: &mut dyn Tx, set: &WriteSet) -> Result<Applied> {
 pub(crate) type Begin =
     Box<dyn Fn() -> Pin<Box<dyn Future<Output = Result<Box<dyn Tx>>> + Send>> + Send + Sync>;
 
-/// Most sets in one transaction (bounds how long one commit holds SQLite's write lock).
+/// Most writers (sets and turns) in one transaction.
 const MAX_BATCH: usize = 256;
 
-struct Pending {
-    set: WriteSet,
-    reply: oneshot::Sender<Result<Applied>>,
+/// Longest a batch takes in writers after its transaction began: bounds how long one commit
+/// holds SQLite's write lock and how long the first writer of a batch waits for its commit.
+pub const BATCH_TIME: Duration = Duration::from_millis(50);
+
+/// Longest a turn ([`Store::begin_shared`](crate::Store::begin_shared)) may stay open before
+/// it is rolled back and fails with [`StoreError::TurnExpired`].
+pub const TURN_LIMIT: Duration = Duration::from_secs(2);
+
+/// A writer waiting for the committer.
+enum Request {
+    /// A write set, answered with its outcome once committed (or refused).
+    Set {
+        set: WriteSet,
+        reply: oneshot::Sender<Result<Applied>>,
+    },
+    /// A turn: the caller receives its transaction handle when the turn begins.
+    Turn {
+        handover: oneshot::Sender<Box<dyn Tx>>,
+    },
 }
 
 /// The committer of one store: a task that owns the batching.
 pub(crate) struct GroupCommit {
-    sender: mpsc::UnboundedSender<Pending>,
+    sender: mpsc::UnboundedSender<Request>,
 }
 
 impl GroupCommit {
@@ -123,26 +154,136 @@ impl GroupCommit {
             return Ok(Vec::new());
         }
         let (reply, answer) = oneshot::channel();
+        self.send(Request::Set { set, reply })?;
+        answer.await.map_err(|_| committer_stopped())?
+    }
+
+    /// Waits for a turn in the group transaction and returns its handle (see the contract).
+    pub(crate) async fn turn(&self) -> Result<Box<dyn Tx>> {
+        let (handover, handle) = oneshot::channel();
+        self.send(Request::Turn { handover })?;
+        handle.await.map_err(|_| committer_stopped())
+    }
+
+    fn send(&self, request: Request) -> Result<()> {
         self.sender
-            .send(Pending { set, reply })
-            .map_err(|_| StoreError::Unavailable("the store is shutting down".into()))?;
-        answer
-            .await
-            .map_err(|_| StoreError::Unavailable("the group committer stopped".into()))?
+            .send(request)
+            .map_err(|_| StoreError::Unavailable("the store is shutting down".into()))
     }
 }
 
-async fn committer(mut receiver: mpsc::UnboundedReceiver<Pending>, begin: Begin) {
+fn committer_stopped() -> StoreError {
+    StoreError::Unavailable("the group committer stopped".into())
+}
+
+/// Where a writer of a batch gets its answer once the batch's fate is known.
+enum Waiter {
+    Set(oneshot::Sender<Result<Applied>>, Result<Applied>),
+    Turn(oneshot::Sender<Result<()>>),
+}
+
+impl Waiter {
+    /// Whether this writer has something to commit.
+    fn writes(&self) -> bool {
+        match self {
+            Waiter::Set(_, outcome) => outcome.is_ok(),
+            Waiter::Turn(_) => true,
+        }
+    }
+}
+
+/// The writers of the open transaction, and whether it must end now.
+#[derive(Default)]
+struct Batch {
+    waiters: Vec<Waiter>,
+    /// Writers taken in (a turn that rolled back leaves no waiter but counts).
+    taken: usize,
+    /// A set ran without a savepoint and failed: the transaction holds nothing else and must
+    /// be rolled back as a whole, now.
+    abandon: bool,
+}
+
+async fn committer(mut receiver: mpsc::UnboundedReceiver<Request>, begin: Begin) {
     while let Some(first) = receiver.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        let mut tx = match begin().await {
+            Ok(tx) => tx,
+            Err(e) => {
+                refuse(first, &e);
+                continue;
+            }
+        };
+        let started = Instant::now();
+        let mut batch = Batch::default();
+        let mut request = first;
+        let outcome = loop {
+            tx = match batch.take(tx, request).await {
+                Ok(tx) => tx,
+                Err(e) => break Err(e),
+            };
+            if batch.abandon || batch.taken >= MAX_BATCH || started.elapsed() >= BATCH_TIME {
+                break Ok(tx);
+            }
             match receiver.try_recv() {
-                Ok(p) => batch.push(p),
-                Err(_) => break,
+                Ok(next) => request = next,
+                Err(_) => break Ok(tx),
+            }
+        };
+        match outcome {
+            Ok(tx) => commit_batch(tx, batch).await,
+            // The transaction is unusable (and rolled back, dropped).
+            Err(e) => fail_all(batch.waiters, &e),
+        }
+    }
+}
+
+impl Batch {
+    /// Writes one writer's part in `tx` and hands `tx` back. An error means the transaction
+    /// failed as a whole.
+    async fn take(&mut self, mut tx: Box<dyn Tx>, request: Request) -> Result<Box<dyn Tx>> {
+        let first = self.taken == 0;
+        self.taken += 1;
+        match request {
+            Request::Set { set, reply } => {
+                if !may_fail_midway(&set) {
+                    let outcome = apply_in(tx.as_mut(), &set).await;
+                    self.waiters.push(Waiter::Set(reply, outcome));
+                } else if first {
+                    // No savepoint: should it fail, the whole transaction is rolled back.
+                    let outcome = apply_in(tx.as_mut(), &set).await;
+                    self.abandon = outcome.is_err();
+                    self.waiters.push(Waiter::Set(reply, outcome));
+                } else {
+                    let outcome = isolated(tx.as_mut(), &set).await?;
+                    self.waiters.push(Waiter::Set(reply, outcome));
+                }
+                Ok(tx)
+            }
+            Request::Turn { handover } => {
+                let (tx, end) = turn::run(tx, handover).await?;
+                match end {
+                    TurnEnd::Commit(reply) => self.waiters.push(Waiter::Turn(reply)),
+                    TurnEnd::RolledBack => {}
+                }
+                Ok(tx)
             }
         }
-        commit_batch(&begin, batch).await;
     }
+}
+
+/// Tells a writer whose transaction could not begin why.
+fn refuse(request: Request, e: &StoreError) {
+    tracing::warn!(error = %e, "group commit could not begin");
+    match request {
+        Request::Set { reply, .. } => {
+            let _ = reply.send(Err(unavailable(e)));
+        }
+        // Dropping the handover fails the caller's wait for its turn.
+        Request::Turn { .. } => {}
+    }
+}
+
+fn unavailable(e: &StoreError) -> StoreError {
+    StoreError::Unavailable(format!("group commit failed: {e}"))
 }
 
 /// Whether a failing `set` could leave some of its writes behind without a savepoint: a set
@@ -159,37 +300,25 @@ fn may_fail_midway(set: &WriteSet) -> bool {
         })
 }
 
-/// Sets of a batch written in one transaction, each isolated by a savepoint where its
-/// failure could otherwise leave part of it behind.
-async fn commit_batch(begin: &Begin, batch: Vec<Pending>) {
-    let sets = batch.len();
-    let mut tx = match begin().await {
-        Ok(tx) => tx,
-        Err(e) => return fail_all(batch, &e),
-    };
-    let mut outcomes = Vec::with_capacity(sets);
-    for p in &batch {
-        let alone = sets == 1 || !may_fail_midway(&p.set);
-        let outcome = if alone {
-            apply_in(tx.as_mut(), &p.set).await
-        } else {
-            match isolated(tx.as_mut(), &p.set).await {
-                Ok(outcome) => outcome,
-                // The transaction is unusable (the savepoint itself failed).
-                Err(e) => return fail_all(batch, &e),
-            }
-        };
-        outcomes.push(outcome);
-    }
-    if outcomes.iter().all(Result::is_err) {
+/// Commits the batch's transaction (or rolls it back when nobody has anything to commit)
+/// and answers its writers.
+async fn commit_batch(tx: Box<dyn Tx>, batch: Batch) {
+    if batch.abandon || !batch.waiters.iter().any(Waiter::writes) {
         // Nothing to commit: the rollback of dropping `tx` is enough.
         drop(tx);
     } else if let Err(e) = tx.commit().await {
-        return fail_all(batch, &e);
+        return fail_all(batch.waiters, &e);
     }
-    crate::count_group(sets);
-    for (p, outcome) in batch.into_iter().zip(outcomes) {
-        let _ = p.reply.send(outcome);
+    crate::count_group(batch.taken);
+    for waiter in batch.waiters {
+        match waiter {
+            Waiter::Set(reply, outcome) => {
+                let _ = reply.send(outcome);
+            }
+            Waiter::Turn(reply) => {
+                let _ = reply.send(Ok(()));
+            }
+        }
     }
 }
 
@@ -209,11 +338,16 @@ async fn isolated(tx: &mut dyn Tx, set: &WriteSet) -> Result<Result<Applied>> {
     }
 }
 
-fn fail_all(batch: Vec<Pending>, e: &StoreError) {
-    tracing::warn!(error = %e, sets = batch.len(), "group commit failed");
-    for p in batch {
-        let _ = p.reply.send(Err(StoreError::Unavailable(format!(
-            "group commit failed: {e}"
-        ))));
+fn fail_all(waiters: Vec<Waiter>, e: &StoreError) {
+    tracing::warn!(error = %e, writers = waiters.len(), "group commit failed");
+    for waiter in waiters {
+        match waiter {
+            Waiter::Set(reply, _) => {
+                let _ = reply.send(Err(unavailable(e)));
+            }
+            Waiter::Turn(reply) => {
+                let _ = reply.send(Err(unavailable(e)));
+            }
+        }
     }
 }

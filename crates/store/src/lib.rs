@@ -17,6 +17,7 @@ mod record_cache;
 mod shared_kv;
 mod sql_common;
 mod sqlite;
+mod turn;
 
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ use async_trait::async_trait;
 use osac_model::Kind;
 use tokio::sync::broadcast;
 
-pub use group::{Applied, FenceToken, Write, WriteSet, apply_in};
+pub use group::{Applied, BATCH_TIME, FenceToken, TURN_LIMIT, Write, WriteSet, apply_in};
 pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, ShardLease};
 pub use postgres::PostgresStore;
 pub use record::{
@@ -66,6 +67,11 @@ pub enum StoreError {
     /// The database is taken by another process (an SQLite file serves one process).
     #[error("{0}")]
     InUse(String),
+    /// A request transaction sharing the group commit ([`Store::begin_shared`]) stayed open
+    /// longer than this and was rolled back so the other writers could go on: nothing of it
+    /// was written; the request may be retried.
+    #[error("write transaction open longer than {0:?}: rolled back")]
+    TurnExpired(std::time::Duration),
     /// Stored data could not be decoded.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
@@ -126,8 +132,17 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// The store: reads outside transactions, writes inside them, and a change feed.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// Starts a write transaction. On SQLite write transactions are serialised.
+    /// Starts a write transaction of its own. On SQLite write transactions are serialised.
     async fn begin(&self) -> Result<Box<dyn Tx>>;
+    /// Starts a write transaction that may share its commit with other writers: on SQLite a
+    /// turn inside the group commit's transaction (see [`WriteSet`] and the contract of the
+    /// group commit: rolled back alone, `commit()` returns once the shared transaction
+    /// committed, [`StoreError::TurnExpired`] after [`TURN_LIMIT`]); elsewhere the same as
+    /// [`Store::begin`]. For short request and reconcile transactions that read before they
+    /// write; never call the store's other write methods while holding it.
+    async fn begin_shared(&self) -> Result<Box<dyn Tx>> {
+        self.begin().await
+    }
     /// Reads one object by id (any kind).
     async fn get(&self, id: &str) -> Result<Option<Record>>;
     /// Lists objects of a kind with filter, order and paging.
@@ -280,7 +295,8 @@ pub trait Tx: Send {
     /// [`Store::kv_write`] inside this transaction.
     async fn kv_write(&mut self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()>;
     /// Marks a point this transaction can roll back to ([`Tx::rollback_to_savepoint`]) without
-    /// losing what was written before it. One savepoint at a time.
+    /// losing what was written before it. Savepoints nest: a rollback or release ends the latest
+    /// one still open.
     async fn savepoint(&mut self) -> Result<()>;
     /// Undoes every write (and unpublishes every change) since [`Tx::savepoint`].
     async fn rollback_to_savepoint(&mut self) -> Result<()>;

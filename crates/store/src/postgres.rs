@@ -298,7 +298,7 @@ async fn begin_tx(
     Ok(Box::new(PgTx {
         tx,
         changes: Vec::new(),
-        savepoint: None,
+        savepoints: Vec::new(),
         feed,
         origin,
     }))
@@ -324,8 +324,8 @@ fn kv_statements<'a>(
 struct PgTx {
     tx: Transaction<'static, sqlx::Postgres>,
     changes: Vec<Change>,
-    /// Changes recorded when the open savepoint was made.
-    savepoint: Option<usize>,
+    /// Changes recorded when each open savepoint was made, the latest last.
+    savepoints: Vec<usize>,
     feed: broadcast::Sender<Change>,
     origin: String,
 }
@@ -459,13 +459,13 @@ impl Tx for PgTx {
 
     async fn savepoint(&mut self) -> Result<()> {
         savepoint(&mut self.tx).await?;
-        self.savepoint = Some(self.changes.len());
+        self.savepoints.push(self.changes.len());
         Ok(())
     }
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some(n) = self.savepoint.take() {
+        if let Some(n) = self.savepoints.pop() {
             self.changes.truncate(n);
         }
         Ok(())
@@ -473,7 +473,7 @@ impl Tx for PgTx {
 
     async fn release_savepoint(&mut self) -> Result<()> {
         release_savepoint(&mut self.tx).await?;
-        self.savepoint = None;
+        self.savepoints.pop();
         Ok(())
     }
 

@@ -102,7 +102,10 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true)
             .pragma("cache_size", "-8192")
-            .pragma("temp_store", "memory");
+            .pragma("temp_store", "memory")
+            // A page of a list (up to 1,000 rows) crosses from the connection's thread without
+            // the thread stopping to wait for the reader (sqlx's default buffer is 50 rows).
+            .row_buffer_size(1024);
         // An in-memory database exists per connection: keep exactly one.
         let max = if memory { 1 } else { 8 };
         let pool = SqlitePoolOptions::new()
@@ -241,7 +244,7 @@ async fn begin_tx(
         changes: Vec::new(),
         written: Vec::new(),
         ref_targets: Vec::new(),
-        savepoint: None,
+        savepoints: Vec::new(),
         feed,
         cache,
     }))
@@ -277,6 +280,10 @@ impl Store for SqliteStore {
             self.cache.clone(),
         )
         .await
+    }
+
+    async fn begin_shared(&self) -> Result<Box<dyn Tx>> {
+        self.group.turn().await
     }
 
     async fn apply(&self, set: WriteSet) -> Result<Applied> {
@@ -394,8 +401,9 @@ struct SqliteTx {
     written: Vec<Written>,
     /// Ids whose referrers this transaction changed (reference rows added or removed).
     ref_targets: Vec<String>,
-    /// Changes, rows and referrer targets recorded when the open savepoint was made.
-    savepoint: Option<(usize, usize, usize)>,
+    /// Changes, rows and referrer targets recorded when each open savepoint was made, the
+    /// latest last.
+    savepoints: Vec<(usize, usize, usize)>,
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
 }
@@ -556,7 +564,7 @@ impl Tx for SqliteTx {
 
     async fn savepoint(&mut self) -> Result<()> {
         savepoint(&mut self.tx).await?;
-        self.savepoint = Some((
+        self.savepoints.push((
             self.changes.len(),
             self.written.len(),
             self.ref_targets.len(),
@@ -566,7 +574,7 @@ impl Tx for SqliteTx {
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some((changes, written, ref_targets)) = self.savepoint.take() {
+        if let Some((changes, written, ref_targets)) = self.savepoints.pop() {
             self.changes.truncate(changes);
             self.written.truncate(written);
             self.ref_targets.truncate(ref_targets);
@@ -576,7 +584,7 @@ impl Tx for SqliteTx {
 
     async fn release_savepoint(&mut self) -> Result<()> {
         release_savepoint(&mut self.tx).await?;
-        self.savepoint = None;
+        self.savepoints.pop();
         Ok(())
     }
 

@@ -604,6 +604,162 @@ async fn text_reads_match_value_reads(s: &dyn Store) {
     assert!(matches!(err, Err(StoreError::Filter(_))), "{err:?}");
 }
 
+/// Whether a change for `id` has arrived on `feed` (without waiting).
+fn published(feed: &mut tokio::sync::broadcast::Receiver<osac_store::Change>, id: &str) -> bool {
+    let mut seen = false;
+    while let Ok(c) = feed.try_recv() {
+        seen |= c.id == id;
+    }
+    seen
+}
+
+/// Request transactions sharing the group commit ([`Store::begin_shared`]): turns and write
+/// sets queued together are committed together, yet each is its own all-or-nothing unit — a
+/// turn that rolls back or fails leaves the others' writes, nothing of a turn is visible or
+/// published before its commit returns, and after it returns it is stored.
+async fn shared_transactions_commit_alone_or_together(s: Arc<dyn Store>, shares_commits: bool) {
+    let mut tx = s.begin().await.unwrap();
+    let existing = tx
+        .insert(&subnet("t-shared", "existing", "vn1", &[]))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let before = osac_store::write_transactions();
+    // Held so that (on SQLite) every writer below queues for the same shared transaction.
+    let holder = s.begin().await.unwrap();
+    let kept = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let mut feed = s.subscribe();
+            let mut turn = s.begin_shared().await.unwrap();
+            let rec = turn
+                .insert(&subnet("t-shared", "kept", "vn1", &[]))
+                .await
+                .unwrap();
+            assert!(
+                s.get(&rec.id).await.unwrap().is_none(),
+                "not visible before commit"
+            );
+            assert!(
+                !published(&mut feed, &rec.id),
+                "not published before commit"
+            );
+            turn.commit().await.unwrap();
+            assert!(
+                s.get(&rec.id).await.unwrap().is_some(),
+                "durable once commit returns"
+            );
+            rec.id
+        })
+    };
+    let rolled_back = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let mut turn = s.begin_shared().await.unwrap();
+            let rec = turn
+                .insert(&subnet("t-shared", "rolled-back", "vn1", &[]))
+                .await
+                .unwrap();
+            drop(turn);
+            rec.id
+        })
+    };
+    let failing = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let mut turn = s.begin_shared().await.unwrap();
+            let first = turn
+                .insert(&subnet("t-shared", "half", "vn1", &[]))
+                .await
+                .unwrap();
+            let taken = turn
+                .insert(&subnet("t-shared", "existing", "vn1", &[]))
+                .await;
+            assert!(
+                matches!(taken, Err(StoreError::AlreadyExists(_))),
+                "{taken:?}"
+            );
+            // The caller gives up on its error: the turn is rolled back as a whole.
+            drop(turn);
+            first.id
+        })
+    };
+    let set = {
+        let s = s.clone();
+        let rec = subnet("t-shared", "by-set", "vn1", &[]);
+        tokio::spawn(async move {
+            s.apply(WriteSet::of(vec![Write::Insert(rec.clone())]))
+                .await
+                .unwrap();
+            rec.id
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    holder.commit().await.unwrap();
+    let mut feed = s.subscribe();
+    let (kept, rolled_back, failing, set) = (
+        kept.await.unwrap(),
+        rolled_back.await.unwrap(),
+        failing.await.unwrap(),
+        set.await.unwrap(),
+    );
+    for id in [&kept, &set, &existing.id] {
+        assert!(s.get(id).await.unwrap().is_some(), "{id} committed");
+    }
+    for id in [&rolled_back, &failing] {
+        assert!(s.get(id).await.unwrap().is_none(), "{id} rolled back");
+        assert!(!published(&mut feed, id), "{id} never published");
+    }
+    // The holder, then the queued writers: on SQLite one shared transaction for the turns
+    // and the set; on PostgreSQL each is its own. (The counter is per process: nextest runs
+    // each test in its own.)
+    let used = osac_store::write_transactions() - before;
+    if shares_commits {
+        assert_eq!(used, 2, "the queued writers shared one commit");
+    } else {
+        assert_eq!(used, 3, "the holder and the two committing writers");
+    }
+}
+
+/// A turn open longer than [`osac_store::TURN_LIMIT`] is rolled back so the writers queued
+/// behind it proceed; its later calls and its commit fail, and nothing of it is stored.
+async fn shared_turn_expires(s: Arc<dyn Store>) {
+    let mut slow = s.begin_shared().await.unwrap();
+    let lost = slow
+        .insert(&subnet("t-expiry", "slow", "vn1", &[]))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let other = subnet("t-expiry", "queued", "vn1", &[]);
+    let queued = {
+        let (s, other) = (s.clone(), other.clone());
+        tokio::spawn(async move {
+            let mut turn = s.begin_shared().await.unwrap();
+            turn.insert(&other).await.unwrap();
+            turn.commit().await.unwrap();
+            std::time::Instant::now()
+        })
+    };
+    tokio::time::sleep(osac_store::TURN_LIMIT + Duration::from_millis(500)).await;
+    let done = queued.await.unwrap();
+    assert!(
+        done.duration_since(started) < osac_store::TURN_LIMIT + Duration::from_millis(500),
+        "the queued writer proceeds once the slow turn expires"
+    );
+    assert!(s.get(&other.id).await.unwrap().is_some());
+    let late = slow.get(&lost.id).await;
+    assert!(matches!(late, Err(StoreError::TurnExpired(_))), "{late:?}");
+    let commit = slow.commit().await;
+    assert!(
+        matches!(commit, Err(StoreError::TurnExpired(_))),
+        "{commit:?}"
+    );
+    assert!(
+        s.get(&lost.id).await.unwrap().is_none(),
+        "an expired turn writes nothing"
+    );
+}
+
 async fn suite(s: Arc<dyn Store>) {
     s.ping().await.unwrap();
     crud_and_versions(s.as_ref()).await;
@@ -762,7 +918,10 @@ async fn shared_namespace_journal(s: &dyn Store) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_conforms() {
     let (s, _dir) = sqlite().await;
-    suite(s).await;
+    suite(s.clone()).await;
+    shared_transactions_commit_alone_or_together(s.clone(), true).await;
+    // PostgreSQL runs request transactions on their own: no turn to expire.
+    shared_turn_expires(s).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -770,6 +929,7 @@ async fn postgres_conforms() {
     match postgres().await {
         Some(s) => {
             suite(s.clone()).await;
+            shared_transactions_commit_alone_or_together(s.clone(), false).await;
             leases_and_fencing(s.as_ref()).await;
             shared_namespace_journal(s.as_ref()).await;
         }

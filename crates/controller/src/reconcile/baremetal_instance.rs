@@ -100,7 +100,7 @@ async fn ensure_host(
         });
     }
     let started = std::time::Instant::now();
-    let mut tx = ctx.store.begin().await?;
+    let mut tx = ctx.store.begin_shared().await?;
     let mut chosen = None;
     for candidate in free_hosts(&mut *tx, host_type, POOL_BAREMETAL).await? {
         let Some(current) = tx.lock(&candidate.id).await? else {

@@ -89,7 +89,7 @@ async fn delete_all(
     objs: &[Record],
 ) -> Result<(), ReconcileError> {
     for obj in objs.iter().filter(|o| o.deleted_at.is_none()) {
-        let mut tx = ctx.store.begin().await?;
+        let mut tx = ctx.store.begin_shared().await?;
         let Some(current) = tx.lock(&obj.id).await? else {
             continue;
         };
@@ -171,7 +171,7 @@ async fn give_up(ctx: &ReconcileCtx, rec: &Record, stuck: &str) -> Result<Action
     let mut orphans = Vec::new();
     for kind in [Kind::ExternalIpAttachment, Kind::ExternalIp] {
         for obj in leftovers(ctx, rec, kind).await? {
-            let mut tx = ctx.store.begin().await?;
+            let mut tx = ctx.store.begin_shared().await?;
             if let Some(mut current) = tx.lock(&obj.id).await? {
                 current
                     .labels

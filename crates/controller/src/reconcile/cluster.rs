@@ -184,7 +184,7 @@ async fn ensure_agents(
     let started = Instant::now();
     let recorded = recorded_agents(&w.obj);
     let me = w.id().to_string();
-    let mut tx = ctx.store.begin().await?;
+    let mut tx = ctx.store.begin_shared().await?;
     let mut picked: BTreeSet<String> = BTreeSet::new();
     let mut kept: Vec<(String, Record)> = Vec::new();
     let mut short = Vec::new();
@@ -318,7 +318,7 @@ async fn ensure_vips(
         ))));
     };
     let started = Instant::now();
-    let mut tx = ctx.store.begin().await?;
+    let mut tx = ctx.store.begin_shared().await?;
     tx.lock(&subnet.id).await?;
     let mut used: BTreeSet<IpAddr> = BTreeSet::new();
     let mut others = BTreeSet::new();

@@ -164,7 +164,7 @@ async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileEr
         }
     }
     // Lock the pool first, so the count and the removal serialise with reservations.
-    let mut tx = ctx.store.begin().await?;
+    let mut tx = ctx.store.begin_shared().await?;
     if !pool_id.is_empty() {
         tx.lock(&pool_id).await?;
     }

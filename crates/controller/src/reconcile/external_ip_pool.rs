@@ -42,7 +42,7 @@ async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError
     if have == Some(want) && pool.state() == state && pool.message() == message {
         return Ok(Action::Done);
     }
-    let mut tx = ctx.store.begin().await?;
+    let mut tx = ctx.store.begin_shared().await?;
     recount_with(&mut *tx, &rec.id, Some((state, message))).await?;
     tx.commit().await?;
     Ok(Action::Done)

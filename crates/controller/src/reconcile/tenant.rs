@@ -268,7 +268,7 @@ async fn teardown(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileE
             continue;
         }
         for obj in left.iter().filter(|o| o.deleted_at.is_none()) {
-            let mut tx = ctx.store.begin().await?;
+            let mut tx = ctx.store.begin_shared().await?;
             if let Some(current) = tx.lock(&obj.id).await?
                 && current.deleted_at.is_none()
             {

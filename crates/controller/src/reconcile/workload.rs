@@ -296,7 +296,7 @@ impl<T: Workload> Work<T> {
         self.obj.set_state(T::READY);
         self.obj.set_message(String::new());
         let started = Instant::now();
-        let mut tx = ctx.store.begin().await?;
+        let mut tx = ctx.store.begin_shared().await?;
         for h in hosts {
             set_host_state(&mut *tx, h, self.id(), pb::HostState::Assigned).await?;
         }
@@ -400,7 +400,7 @@ pub(crate) async fn release_with_hosts(
     hosts: &[String],
 ) -> Result<Cleanup, ReconcileError> {
     let start = Instant::now();
-    let mut tx = ctx.store.begin().await?;
+    let mut tx = ctx.store.begin_shared().await?;
     for h in hosts {
         set_host_state(&mut *tx, h, &rec.id, pb::HostState::Free).await?;
     }
