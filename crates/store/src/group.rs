@@ -116,7 +116,7 @@ const MAX_BATCH: usize = 256;
 
 /// Longest a batch takes in writers after its transaction began: bounds how long one commit
 /// holds SQLite's write lock and how long the first writer of a batch waits for its commit.
-pub const BATCH_TIME: Duration = Duration::from_millis(50);
+pub const BATCH_TIME: Duration = Duration::from_millis(10);
 
 /// Longest a turn ([`Store::begin_shared`](crate::Store::begin_shared)) may stay open before
 /// it is rolled back and fails with [`StoreError::TurnExpired`].
