@@ -126,10 +126,41 @@ pub async fn differential(dp: Arc<Dp>) {
             Ok(_) => disagreements.push(i),
         }
     }
+    // A disagreement must show twice: its probe is sent again, alone, after a pause (the first
+    // may have met transient state of a busy machine, e.g. a neighbour entry being resolved).
+    // Those that agree the second time are listed, never hidden.
+    if !disagreements.is_empty() {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let mut confirmed = Vec::new();
+        for i in disagreements {
+            let p = probes[i].clone();
+            let again = tokio::task::spawn_blocking(move || questions::run(&p))
+                .await
+                .unwrap_or_else(|e| panic!("re-probe: {e}"));
+            let real = questions::reached(&probes[i], &again);
+            if explained[i]
+                .reachable
+                .as_ref()
+                .is_ok_and(|said| *said == real)
+            {
+                eprintln!(
+                    "    not confirmed on a second probe (first {:?}, then {again:?}): {}",
+                    answers[i],
+                    questions::describe(&built, &qs[i])
+                );
+                tally.agree(real, qs[i].proto);
+                tally.unconfirmed += 1;
+            } else {
+                confirmed.push(i);
+            }
+        }
+        disagreements = confirmed;
+    }
     eprintln!(
         "    agreement: {}/{} ({} reachable, {} blocked; tcp {}, udp {}, icmp {}), {} inconclusive \
          (an echo from an address held twice in the source's network), {} answered by another \
-         namespace than intended, {} disagreements; seed {seed}; total {:.1?}",
+         namespace than intended, {} first-probe disagreements not confirmed by a second probe, \
+         {} disagreements; seed {seed}; total {:.1?}",
         tally.agreed,
         qs.len(),
         tally.reachable,
@@ -139,6 +170,7 @@ pub async fn differential(dp: Arc<Dp>) {
         tally.by_proto[2],
         tally.inconclusive,
         tally.misdelivered,
+        tally.unconfirmed,
         disagreements.len(),
         started.elapsed()
     );
@@ -181,6 +213,8 @@ struct Tally {
     by_proto: [usize; 3],
     inconclusive: usize,
     misdelivered: usize,
+    /// First-probe disagreements that a second probe did not confirm (counted as agreements).
+    unconfirmed: usize,
 }
 
 impl Tally {
