@@ -689,6 +689,87 @@ async fn hosting_cluster_overlays_join_vms_to_the_subnet() {
     );
     let _srv = tcp_server(&m1, "0.0.0.0", 22).await;
     assert!(tcp_ok(&m2, &a1, 22).await && tcp_ok(&m3, &a1, 22).await);
+
+    // Hairpin through the router's overlay port: vm1 at its ExternalIP from a VM of another
+    // hosting cluster, from one of its own hosting cluster, and from itself.
+    let vm3 = env.id("vm3");
+    let (m4, _a4) = plug(
+        &env,
+        "p4",
+        &clusters[0],
+        &format!("{vm3}/eth0"),
+        "02:06:00:00:00:04",
+        "s1",
+        &[],
+    )
+    .await;
+    let e1 = c
+        .allocate_external_ip(&AllocateExternalIpRequest {
+            external_ip_id: env.id("e1"),
+            pool_id: env.id("pool"),
+            cidrs: vec![env.pool],
+        })
+        .await
+        .unwrap()
+        .address;
+    c.create_external_ip_attachment(&CreateExternalIpAttachmentRequest {
+        attachment_id: env.id("dnat"),
+        virtual_network_id: env.id("vn"),
+        external_address: e1,
+        target_ip: a1.parse().unwrap(),
+    })
+    .await
+    .unwrap();
+    let e1s = e1.to_string();
+    assert!(
+        tcp_ok(&m2, &e1s, 22).await,
+        "hairpin across hosting clusters"
+    );
+    assert!(
+        tcp_ok(&m4, &e1s, 22).await,
+        "hairpin within a hosting cluster"
+    );
+    assert!(
+        tcp_ok(&m1, &e1s, 22).await,
+        "a VM reaches its own ExternalIP"
+    );
+    // The overlay port reflects nothing else, and what it reflects carries the gateway's MAC:
+    // after vm1 broadcast (ARP for an unused address) and hairpinned to itself, its hosting
+    // cluster still knows vm1 behind vm1's own port, not behind the overlay link.
+    assert!(!ping_once(&m1, "10.0.1.200").await);
+    let hc = names::hosting_ns(&clusters[0]);
+    let fdb = sh_out(
+        &hc,
+        &[
+            "bridge",
+            "fdb",
+            "show",
+            "br",
+            &names::subnet_bridge(&env.id("s1")),
+        ],
+    )
+    .await;
+    let vm1_port = fdb
+        .lines()
+        .find(|l| l.starts_with("02:06:00:00:00:01 ") && l.contains(" master "))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .unwrap_or_else(|| panic!("vm1's MAC not learnt in its hosting cluster:\n{fdb}"));
+    assert_ne!(
+        vm1_port,
+        names::vxlan_dev(s.segment_id),
+        "vm1's own frames came back through the overlay link:\n{fdb}"
+    );
+    assert!(tcp_ok(&m4, &a1, 22).await, "vm3 still reaches vm1 directly");
+    // A flood (here a UDP broadcast of vm3, which has no group to filter what it receives)
+    // never comes back to its sender through the router.
+    let own = osac_linux::probe::capture::Capture::start(&m4, "eth0").expect("capture");
+    let to = "10.0.1.255:9".parse().unwrap();
+    osac_linux::probe::udp_send(&m4, to, b"reflected?").expect("broadcast");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        own.frames_with(b"reflected").is_empty(),
+        "vm3's broadcast was reflected back to it"
+    );
     env.teardown().await;
 }
 

@@ -171,8 +171,8 @@ mod tests {
 
     #[test]
     fn a_decoded_vm_keeps_its_hosting_cluster() {
-        // The explainer tells VMs of one hosting cluster (one overlay link) from VMs of two:
-        // a hairpin through the router returns only over a different link.
+        // The snapshot keeps a VM's metadata as stored: name, labels and annotations such
+        // as the hosting cluster it runs on.
         let mut rec = Record::new(
             Kind::ComputeInstance,
             "t1",

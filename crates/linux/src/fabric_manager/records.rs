@@ -245,9 +245,10 @@ impl Model {
             .filter(|p| p.switch_ns() == ns)
             .map(|p| p.mark)
             .collect();
-        (1..=u32::MAX)
+        // Below the router's hairpin bit, which must never look like a port's mark.
+        (1..super::render::HAIRPIN_MARK)
             .find(|m| !used.contains(m))
-            .unwrap_or(u32::MAX)
+            .unwrap_or(super::render::HAIRPIN_MARK - 1)
     }
 
     /// Addresses in use on a subnet.

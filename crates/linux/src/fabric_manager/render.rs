@@ -190,6 +190,7 @@ fn router_chains(s: &mut String, t: &str) {
         s,
         format!("add rule {t} dnatpre dnat ip6 to ip6 daddr map @dnat6"),
     );
+    hairpin::mark_dnat_flows(s, t);
     line(s, format!("add chain {t} natgw"));
     line(
         s,
@@ -413,6 +414,8 @@ pub fn snat(table: &str, gateway: Option<(IpAddr, &[IpNet])>) -> String {
 
 mod dhcp;
 pub use dhcp::{DnsmasqConf, Lease, dnsmasq_conf, dnsmasq_host, parse_leases};
+mod hairpin;
+pub use hairpin::{HAIRPIN_MARK, delete_hairpin_link, hairpin_link, router_hairpin};
 mod port;
 pub use port::{
     PortIdentity, PortKeys, anti_spoof, bridge_table, delete_anti_spoof, port_sg, vip_sg,

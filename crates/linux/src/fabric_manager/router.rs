@@ -136,6 +136,7 @@ impl Inner {
         let table = names::vn_table(&vn.id);
         let mut script = render::vn_table(&table, TableSite::Router);
         script.push_str(&render::bridge_table());
+        script.push_str(&render::router_hairpin());
         cmd::nft(&ns, &script).await?;
         Ok(())
     }

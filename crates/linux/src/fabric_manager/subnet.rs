@@ -100,6 +100,25 @@ impl Inner {
         let local = kernel::underlay_addr(self.settings.underlay_ipv6_cidr, &ns);
         kernel::ensure_vxlan(&ns, s.segment_id, local, &br, self.settings.mtu).await?;
         cmd::nft(&ns, &render::add_bridge(&names::vn_table(&s.vn), &br)).await?;
+        // Hairpin between workloads behind this one link (see `render::hairpin`): the guard
+        // against reflected floods is in place before the port may reflect anything.
+        let vx = names::vxlan_dev(s.segment_id);
+        let mac = kernel::bridge_mac(&ns, &br);
+        cmd::nft_converge(&ns, &render::hairpin_link(&vx, &mac)).await?;
+        cmd::ip(
+            Some(&ns),
+            &[
+                "link",
+                "set",
+                "dev",
+                &vx,
+                "type",
+                "bridge_slave",
+                "hairpin",
+                "on",
+            ],
+        )
+        .await?;
         self.write_dnsmasq(s, created).await
     }
 
@@ -171,7 +190,10 @@ impl Inner {
                 .await?;
             cmd::ip_ignore_missing(Some(&ns), &["link", "del", &br]).await?;
             let table = names::vn_table(&s.vn);
-            let script = format!("delete element inet {table} brs {{ \"{br}\" }}\n");
+            let mut script = format!("delete element inet {table} brs {{ \"{br}\" }}\n");
+            script.push_str(&render::delete_hairpin_link(&names::vxlan_dev(
+                s.segment_id,
+            )));
             // The table may be gone with a hand-deleted namespace; nothing else to clean then.
             let _ = cmd::nft_converge(&ns, &script).await;
         }

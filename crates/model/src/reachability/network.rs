@@ -7,7 +7,6 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::{ClusterEndpoint, ObjectRef};
-use crate::labels::HOSTING_CLUSTER_ANNOTATION;
 use crate::{Kind, pb};
 
 /// A tenant's network as stored: the objects the explainer reads.
@@ -70,26 +69,20 @@ pub struct Port {
     /// Filtered in a hosting cluster (a VM's port): egress before the router's DNAT, ingress
     /// after its NAT. Bare metal, agents and VIPs are filtered in the router.
     pub hosted: bool,
-    /// The link through which the port's frames reach its subnet's bridge in the router: a
-    /// VM's hosting cluster (its VMs share that cluster's overlay link), `None` for a port
-    /// with a switch port of its own (bare metal, agents).
-    pub link: Option<String>,
     /// The cluster VIP this port stands for.
     pub vip: Option<ClusterEndpoint>,
 }
 
 impl Port {
-    /// Whether `other`'s frames reach the subnet bridge through the same link as this port's
-    /// (the same switch port, or the same hosting cluster's overlay link).
-    pub fn shares_link_with(&self, other: &Port) -> bool {
-        if self.subnet != other.subnet {
-            return false;
-        }
-        match (&self.link, &other.link) {
-            (Some(a), Some(b)) => a == b,
-            (None, None) => self.workload == other.workload && self.interface == other.interface,
-            _ => false,
-        }
+    /// Whether `other` is this very switch port of a router's subnet bridge (a bare-metal
+    /// server's or agent's own port): a hairpin cannot return through it. VMs reach the
+    /// router through their hosting cluster's overlay link, which hairpins.
+    pub fn same_switch_port(&self, other: &Port) -> bool {
+        !self.hosted
+            && !other.hosted
+            && self.subnet == other.subnet
+            && self.workload == other.workload
+            && self.interface == other.interface
     }
 
     /// The port's address of a family.
@@ -177,13 +170,6 @@ impl Index {
                 ),
                 status.map(|s| s.message.clone()).unwrap_or_default(),
             );
-            // A VM without a recorded hosting cluster still sits behind one: an unknown link.
-            let link = vm
-                .metadata
-                .as_ref()
-                .and_then(|m| m.annotations.get(HOSTING_CLUSTER_ANNOTATION))
-                .cloned()
-                .unwrap_or_default();
             let specs = vm
                 .spec
                 .as_ref()
@@ -197,7 +183,7 @@ impl Index {
                     .get(n)
                     .map(|s| s.security_groups.clone())
                     .unwrap_or_default();
-                ix.attachment(w, a, sgs, Some(link.clone()));
+                ix.attachment(w, a, sgs, true);
             }
         }
         ix.net.compute_instances = vms;
@@ -230,7 +216,7 @@ impl Index {
                     .get(n)
                     .map(|s| s.security_groups.clone())
                     .unwrap_or_default();
-                ix.attachment(w, a, sgs, None);
+                ix.attachment(w, a, sgs, false);
             }
         }
         ix.net.baremetal_instances = metal;
@@ -283,15 +269,8 @@ impl Index {
         self.ports.push(port);
     }
 
-    fn attachment(
-        &mut self,
-        w: usize,
-        a: &pb::AttachmentStatus,
-        sgs: Vec<String>,
-        link: Option<String>,
-    ) {
+    fn attachment(&mut self, w: usize, a: &pb::AttachmentStatus, sgs: Vec<String>, hosted: bool) {
         let vn = self.vn_of(&a.subnet_ref);
-        let hosted = link.is_some();
         self.add_port(Port {
             workload: w,
             interface: a.interface.clone(),
@@ -302,7 +281,6 @@ impl Index {
             sgs,
             primary: a.primary,
             hosted,
-            link,
             vip: None,
         });
     }
@@ -339,7 +317,6 @@ impl Index {
                     sgs: att.security_groups.clone(),
                     primary: first,
                     hosted: false,
-                    link: None,
                     vip: None,
                 });
                 first = false;
@@ -364,7 +341,6 @@ impl Index {
                 sgs: att.security_groups.clone(),
                 primary: false,
                 hosted: false,
-                link: None,
                 vip: Some(endpoint),
             });
         }

@@ -109,14 +109,14 @@ pub fn to_external(t: &mut Trace, s: &Port, sa: IpAddr, n: usize, ea: IpAddr) ->
             &sa_s,
             &ta_s,
         );
-        if s.shares_link_with(d) {
-            // The router would have to send the packet back out of the bridge port it came in
-            // by (the sender's own switch port, or the overlay link of the hosting cluster both
-            // VMs run on); a bridge never forwards a frame to the port it arrived on.
+        if s.same_switch_port(d) {
+            // The router would have to send the packet back out of the bridge port it came
+            // in by: the sender's own switch port, which does not hairpin (a VM's overlay
+            // link does).
             let why = format!(
                 "hairpin to {ea} cannot return to {}: the router would send the packet back \
-                 through the link it arrived by (same workload, or VMs of one hosting cluster on \
-                 one subnet)",
+                 through the switch port it arrived by (a bare-metal server or cluster agent \
+                 reaching its own ExternalIP)",
                 ix.subnet_ref(&d.subnet).describe()
             );
             return Err(t.blocked(why, Some(att), 0));

@@ -39,18 +39,11 @@ pub fn sg(
     }
 }
 
-/// A VM on a hosting cluster of its own (see [`on_hosting_cluster`] to share one).
+/// A VM with one attachment.
 pub fn vm(id: &str, subnet: &str, ip: &str, sgs: &[&str]) -> pb::ComputeInstance {
-    let mut metadata = meta(id);
-    if let Some(m) = metadata.as_mut() {
-        m.annotations.insert(
-            crate::labels::HOSTING_CLUSTER_ANNOTATION.into(),
-            format!("hc-{id}"),
-        );
-    }
     pb::ComputeInstance {
         id: id.into(),
-        metadata,
+        metadata: meta(id),
         spec: Some(pb::ComputeInstanceSpec {
             compute_network_attachments: vec![pb::ComputeNetworkAttachment {
                 subnet: subnet.into(),
@@ -72,15 +65,6 @@ pub fn vm(id: &str, subnet: &str, ip: &str, sgs: &[&str]) -> pb::ComputeInstance
             ..Default::default()
         }),
     }
-}
-
-/// The VM moved to hosting cluster `hc`.
-pub fn on_hosting_cluster(mut v: pb::ComputeInstance, hc: &str) -> pb::ComputeInstance {
-    if let Some(m) = v.metadata.as_mut() {
-        m.annotations
-            .insert(crate::labels::HOSTING_CLUSTER_ANNOTATION.into(), hc.into());
-    }
-    v
 }
 
 pub fn bm(id: &str, subnet: &str, ip: &str, sgs: &[&str]) -> pb::BareMetalInstance {

@@ -237,21 +237,22 @@ fn hairpin_a_vm_target_sees_the_gateway_a_bare_metal_target_the_sender() {
 }
 
 #[test]
-fn hairpin_never_returns_through_the_link_it_arrived_by() {
+fn hairpin_returns_through_an_overlay_link_never_through_a_switch_port() {
     let mut n = exposed();
-    // A VM to its own ExternalIP: back out of its own link.
+    // A VM to its own ExternalIP: back out of its hosting cluster's overlay link, which
+    // hairpins; it sees the gateway as the source, like any hairpinned VM.
     let e = explain(&n, &tcp(ci("web"), addr("203.0.113.10"), 443)).unwrap();
-    assert_eq!(e.verdict, Verdict::Blocked, "self hairpin");
-    assert!(e.deciding.contains("hairpin"), "{}", e.deciding);
-    // Two VMs of one hosting cluster on one subnet share the overlay link.
-    n.compute_instances[1] = on_hosting_cluster(n.compute_instances[1].clone(), "hc-web");
-    let e = explain(&n, &tcp(ci("client"), addr("203.0.113.10"), 443)).unwrap();
     assert_eq!(
         e.verdict,
-        Verdict::Blocked,
-        "same hosting cluster, same subnet"
+        Verdict::Reachable,
+        "self hairpin: {}",
+        e.deciding
     );
-    // A bare-metal server to its own ExternalIP: its own switch port.
+    let snat = e.hops.iter().find(|h| h.kind == HopKind::Snat).unwrap();
+    assert_eq!(snat.source_address, "10.0.1.1", "seen from the gateway");
+    // A bare-metal server (unfiltered here) to its own ExternalIP: its own switch port,
+    // which does not.
+    n.baremetal_instances[0] = bm("metal", "b", "10.0.2.8", &[]);
     let e = explain(
         &n,
         &tcp(
@@ -262,6 +263,7 @@ fn hairpin_never_returns_through_the_link_it_arrived_by() {
     )
     .unwrap();
     assert_eq!(e.verdict, Verdict::Blocked, "{}", e.deciding);
+    assert!(e.deciding.contains("switch port"), "{}", e.deciding);
 }
 
 #[test]

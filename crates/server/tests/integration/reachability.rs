@@ -281,7 +281,8 @@ async fn answers_follow_writes_and_hosting_clusters() {
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
 
     // A VM reaching vm1 at its ExternalIP (hairpin through the router) from the same subnet:
-    // blocked only when both VMs share a hosting cluster's overlay link into the subnet.
+    // reachable whether both VMs share a hosting cluster's overlay link into the subnet or
+    // not (the router's overlay port hairpins), and so is vm1 itself.
     let public = t.get(&format!("{PUB}/external_ips/pub")).await.ok()["status"]["address"]
         .as_str()
         .expect("address")
@@ -313,19 +314,25 @@ async fn answers_follow_writes_and_hosting_clusters() {
             )
             .await
             .ok();
-        let want = if shares {
-            "REACHABILITY_VERDICT_BLOCKED"
-        } else {
-            "REACHABILITY_VERDICT_REACHABLE"
-        };
         assert_eq!(
-            r["verdict"], want,
+            r["verdict"], "REACHABILITY_VERDICT_REACHABLE",
             "{name} shares vm1's hosting cluster: {shares}; {r}"
         );
         same |= shares;
         other |= !shares;
     }
     assert!(same && other, "both placements were tried");
+    let r = t
+        .post(
+            EXPLAIN,
+            ask(vm("vm1"), json!({"address": public}), "PROTOCOL_TCP", 8443),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        r["verdict"], "REACHABILITY_VERDICT_REACHABLE",
+        "itself: {r}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,30 +156,11 @@ pub async fn differential(dp: Arc<Dp>) {
         }
         disagreements = confirmed;
     }
-    // A known limit, under investigation (docs/dataplane.md): a VM probing the ExternalIP of
-    // another VM of its subnet on another hosting cluster (a hairpin across two overlay links)
-    // went unanswered in some runs (2026-12-03), answered in others; cause not found yet.
-    // Listed and counted apart, not failed; every other disagreement fails.
-    let (known, others): (Vec<usize>, Vec<usize>) = disagreements.into_iter().partition(|&i| {
-        explained[i].reachable == Ok(true)
-            && !real[i]
-            && hairpin_between_hosting_clusters(&built, &qs[i])
-    });
-    for &i in &known {
-        eprintln!(
-            "    known limit (docs/dataplane.md), first {:?}: {}",
-            answers[i],
-            questions::describe(&built, &qs[i])
-        );
-    }
-    tally.known_limit = known.len();
-    let disagreements = others;
     eprintln!(
         "    agreement: {}/{} ({} reachable, {} blocked; tcp {}, udp {}, icmp {}), {} inconclusive \
          (an echo from an address held twice in the source's network), {} answered by another \
          namespace than intended, {} first-probe disagreements not confirmed by a second probe, \
-         {} cross-cluster hairpins unanswered (known limit), {} disagreements; seed {seed}; \
-         total {:.1?}",
+         {} disagreements; seed {seed}; total {:.1?}",
         tally.agreed,
         qs.len(),
         tally.reachable,
@@ -190,7 +171,6 @@ pub async fn differential(dp: Arc<Dp>) {
         tally.inconclusive,
         tally.misdelivered,
         tally.unconfirmed,
-        tally.known_limit,
         disagreements.len(),
         started.elapsed()
     );
@@ -235,28 +215,6 @@ struct Tally {
     misdelivered: usize,
     /// First-probe disagreements that a second probe did not confirm (counted as agreements).
     unconfirmed: usize,
-    /// Disagreements of the known limit [`hairpin_between_hosting_clusters`].
-    known_limit: usize,
-}
-
-/// Whether `q` asks a VM for the ExternalIP of another VM of the same subnet (the explainer
-/// answers such a hairpin BLOCKED when both sit on one hosting cluster, so a REACHABLE answer
-/// means two clusters).
-fn hairpin_between_hosting_clusters(built: &Built, q: &questions::Question) -> bool {
-    use questions::End;
-    let (End::Workload(ts, ws), End::ExternalIp(td, wd)) = (q.source, q.destination) else {
-        return false;
-    };
-    let (src, dst) = (
-        &built.tenants[ts].workloads[ws].plan,
-        &built.tenants[td].workloads[wd].plan,
-    );
-    ts == td
-        && ws != wd
-        && src.kind == topology::WorkloadKind::Vm
-        && dst.kind == topology::WorkloadKind::Vm
-        && src.vn == dst.vn
-        && src.subnet == dst.subnet
 }
 
 impl Tally {
