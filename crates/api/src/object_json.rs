@@ -3,18 +3,18 @@
 //! fields are written after it as they are stored. Only for kinds whose reply is the stored
 //! form ([`crate::resources::rendered_verbatim`]); the others are rendered from values.
 
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
 use osac_store::{RecordText, StoreError};
-use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::error::ApiResult;
 use crate::object::metadata_of;
 
-/// One API object as JSON text; serialises verbatim.
-#[derive(Debug, Clone, Serialize)]
-#[serde(transparent)]
-pub struct ObjectJson(Box<RawValue>);
+/// One API object as JSON text, composed from parts that are JSON already (serialised
+/// columns, the stored body), so it is not parsed again.
+#[derive(Debug, Clone)]
+pub struct ObjectJson(String);
 
 impl ObjectJson {
     /// The API object of a record whose body is the stored JSON text: the same object as
@@ -44,24 +44,24 @@ impl ObjectJson {
             text.push_str(fields);
         }
         text.push('}');
-        Ok(Self(RawValue::from_string(text).map_err(corrupt)?))
+        Ok(Self(text))
     }
 
     /// An object already rendered as a value (kinds not rendered verbatim).
     pub fn from_value(value: &Value) -> ApiResult<Self> {
-        let raw = serde_json::value::to_raw_value(value)
+        let text = serde_json::to_string(value)
             .map_err(|e| StoreError::Corrupt(format!("rendering an object: {e}")))?;
-        Ok(Self(raw))
+        Ok(Self(text))
     }
 
     /// The JSON text.
     pub fn get(&self) -> &str {
-        self.0.get()
+        &self.0
     }
 }
 
 /// A page of objects as the REST list reply: `{"size","total","items"}`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct ListJson {
     /// Objects on this page.
     pub size: usize,
@@ -78,5 +78,67 @@ impl ListJson {
             total,
             items,
         }
+    }
+}
+
+impl ListJson {
+    /// The reply's JSON text: the items' texts joined, nothing parsed.
+    pub fn to_json(&self) -> String {
+        let items: usize = self.items.iter().map(|i| i.0.len() + 1).sum();
+        let mut text = String::with_capacity(items + 48);
+        text.push_str("{\"size\":");
+        text.push_str(&self.size.to_string());
+        text.push_str(",\"total\":");
+        text.push_str(&self.total.to_string());
+        text.push_str(",\"items\":[");
+        for (n, item) in self.items.iter().enumerate() {
+            if n > 0 {
+                text.push(',');
+            }
+            text.push_str(&item.0);
+        }
+        text.push_str("]}");
+        text
+    }
+}
+
+/// `application/json` with the text as it is.
+fn json_response(text: String) -> Response {
+    ([(CONTENT_TYPE, "application/json")], text).into_response()
+}
+
+impl IntoResponse for ObjectJson {
+    fn into_response(self) -> Response {
+        json_response(self.0)
+    }
+}
+
+impl IntoResponse for ListJson {
+    fn into_response(self) -> Response {
+        json_response(self.to_json())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_reply_is_json_with_its_items_verbatim() {
+        let items = vec![
+            ObjectJson::from_value(&serde_json::json!({"id": "a", "spec": {"x": 1}})).unwrap(),
+            ObjectJson::from_value(&serde_json::json!({"id": "b"})).unwrap(),
+        ];
+        let text = ListJson::new(7, items).to_json();
+        let v: Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(
+            v,
+            serde_json::json!({"size": 2, "total": 7, "items": [{"id": "a", "spec": {"x": 1}}, {"id": "b"}]})
+        );
+        let empty: Value = serde_json::from_str(&ListJson::new(0, vec![]).to_json()).unwrap();
+        assert_eq!(
+            empty,
+            serde_json::json!({"size": 0, "total": 0, "items": []})
+        );
     }
 }

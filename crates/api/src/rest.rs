@@ -180,7 +180,9 @@ async fn list(
             filter: q.get("filter").cloned().unwrap_or_default(),
             order: q.get("order").cloned().unwrap_or_default(),
         };
-        Ok(Json(s.list_json(&caller, surface, kind, params).await?).into_response())
+        Ok(s.list_json(&caller, surface, kind, params)
+            .await?
+            .into_response())
     }
     .await
     .unwrap_or_else(IntoResponse::into_response)
@@ -233,7 +235,7 @@ async fn get_one(
         let object = s
             .get_json(&caller, surface, kind_of(&collection)?, &id)
             .await?;
-        Ok::<_, ApiError>(Json(object).into_response())
+        Ok::<_, ApiError>(object.into_response())
     }
     .await
     .unwrap_or_else(IntoResponse::into_response)

@@ -14,7 +14,7 @@ use sqlx::{PgPool, Row, Transaction};
 use tokio::sync::broadcast;
 
 use crate::filter_sql::Dialect;
-use crate::record::{parse_json, to_json};
+use crate::record::{BodyText, parse_json, to_json};
 use crate::sql_common::{COLUMNS, check_version};
 use crate::{
     Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store, StoreError,
@@ -151,12 +151,9 @@ fn decode(row: &PgRow) -> Result<Record> {
     Ok(decode_meta(row)?.with_body(body.0))
 }
 
-/// A row of [`TEXT_COLUMNS`]: the body as PostgreSQL's text of the `jsonb` (checked to be
-/// JSON, not parsed into values).
+/// A row of [`TEXT_COLUMNS`]: the body as PostgreSQL's text of the `jsonb` (not parsed).
 fn decode_text(row: &PgRow) -> Result<RecordText> {
-    let text = row.try_get::<String, _>("body")?;
-    let body = serde_json::value::RawValue::from_string(text)
-        .map_err(|e| StoreError::Corrupt(format!("json column: {e}")))?;
+    let body = BodyText::stored(row.try_get::<String, _>("body")?);
     Ok(decode_meta(row)?.with_body(body))
 }
 

@@ -29,10 +29,24 @@ pub struct Record<Body = Value> {
     pub body: Body,
 }
 
-/// The stored JSON text of an object body: valid JSON, as the database returns it (PostgreSQL
-/// renders `jsonb`, so spacing and key order may differ from what was written; it is the same
-/// JSON).
-pub type BodyText = Box<serde_json::value::RawValue>;
+/// The stored JSON text of an object body, as the database returns it (PostgreSQL renders
+/// `jsonb`, so spacing and key order may differ from what was written; it is the same JSON).
+/// Not parsed again on the way out: the store only ever writes serialised JSON (SQLite keeps
+/// the text serde_json wrote, PostgreSQL's `jsonb` parsed it on insert).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BodyText(String);
+
+impl BodyText {
+    /// Text read from a body column of this store.
+    pub(crate) fn stored(text: String) -> Self {
+        Self(text)
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+}
 
 /// A record whose body is the stored JSON text ([`crate::Store::get_text`]).
 pub type RecordText = Record<BodyText>;
@@ -63,9 +77,9 @@ impl<Body> Record<Body> {
 impl Record {
     /// This record with its body as JSON text (what [`crate::Store::get_text`] returns).
     pub fn into_text(self) -> Result<RecordText, crate::StoreError> {
-        let text = serde_json::value::to_raw_value(&self.body)
+        let text = serde_json::to_string(&self.body)
             .map_err(|e| crate::StoreError::Corrupt(format!("{} {}: {e}", self.kind, self.id)))?;
-        Ok(self.with_body(text))
+        Ok(self.with_body(BodyText(text)))
     }
 
     /// A new object of `kind` with a fresh id, version 1, created now.

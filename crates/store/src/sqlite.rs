@@ -18,7 +18,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
 
 use crate::filter_sql::Dialect;
 use crate::group::GroupCommit;
-use crate::record::{parse_json, parse_ts, to_json, ts_text};
+use crate::record::{BodyText, parse_json, parse_ts, to_json, ts_text};
 use crate::record_cache::{RecordCache, Written};
 use crate::sql_common::{COLUMNS, check_version};
 use crate::{
@@ -201,11 +201,9 @@ fn decode(row: &SqliteRow) -> Result<Record> {
     Ok(decode_meta(row)?.with_body(body))
 }
 
-/// A row with its body as the stored JSON text (checked to be JSON, not parsed into values).
+/// A row with its body as the stored JSON text (not parsed: see [`BodyText`]).
 fn decode_text(row: &SqliteRow) -> Result<RecordText> {
-    let text = row.try_get::<String, _>("body")?;
-    let body = serde_json::value::RawValue::from_string(text)
-        .map_err(|e| StoreError::Corrupt(format!("json column: {e}")))?;
+    let body = BodyText::stored(row.try_get::<String, _>("body")?);
     Ok(decode_meta(row)?.with_body(body))
 }
 

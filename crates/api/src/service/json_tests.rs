@@ -155,7 +155,7 @@ async fn new_list(
     p: ListParams,
 ) -> ApiResult<String> {
     let page = s.list_json(c, surface, kind, p).await?;
-    Ok(serde_json::to_string(&page).expect("serialises"))
+    Ok(page.to_json())
 }
 
 fn params(offset: i64, limit: i64, filter: &str, order: &str) -> ListParams {
