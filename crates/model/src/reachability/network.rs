@@ -161,7 +161,8 @@ impl Index {
         let vms = std::mem::take(&mut ix.net.compute_instances);
         for vm in &vms {
             let status = vm.status.as_ref();
-            let w = ix.workload(
+            let spec = vm.spec.as_ref();
+            ix.machine(
                 ObjectRef::new(Kind::ComputeInstance, &vm.id, name_of(vm.metadata.as_ref())),
                 state_name(
                     status.map_or(0, |s| s.state),
@@ -169,28 +170,21 @@ impl Index {
                     pb::ComputeInstanceState::as_str_name,
                 ),
                 status.map(|s| s.message.clone()).unwrap_or_default(),
+                status.map_or(&[][..], |s| &s.compute_network_attachment_statuses[..]),
+                &|n| {
+                    spec.and_then(|s| s.compute_network_attachments.get(n))
+                        .map(|a| a.security_groups.clone())
+                        .unwrap_or_default()
+                },
+                true,
             );
-            let specs = vm
-                .spec
-                .as_ref()
-                .map_or(&[][..], |s| &s.compute_network_attachments[..]);
-            for (n, a) in status
-                .map_or(&[][..], |s| &s.compute_network_attachment_statuses[..])
-                .iter()
-                .enumerate()
-            {
-                let sgs = specs
-                    .get(n)
-                    .map(|s| s.security_groups.clone())
-                    .unwrap_or_default();
-                ix.attachment(w, a, sgs, true);
-            }
         }
         ix.net.compute_instances = vms;
         let metal = std::mem::take(&mut ix.net.baremetal_instances);
         for bm in &metal {
             let status = bm.status.as_ref();
-            let w = ix.workload(
+            let spec = bm.spec.as_ref();
+            ix.machine(
                 ObjectRef::new(
                     Kind::BareMetalInstance,
                     &bm.id,
@@ -202,22 +196,14 @@ impl Index {
                     pb::BareMetalInstanceState::as_str_name,
                 ),
                 status.map(|s| s.message.clone()).unwrap_or_default(),
+                status.map_or(&[][..], |s| &s.network_attachment_statuses[..]),
+                &|n| {
+                    spec.and_then(|s| s.network_attachments.get(n))
+                        .map(|a| a.security_groups.clone())
+                        .unwrap_or_default()
+                },
+                false,
             );
-            let specs = bm
-                .spec
-                .as_ref()
-                .map_or(&[][..], |s| &s.network_attachments[..]);
-            for (n, a) in status
-                .map_or(&[][..], |s| &s.network_attachment_statuses[..])
-                .iter()
-                .enumerate()
-            {
-                let sgs = specs
-                    .get(n)
-                    .map(|s| s.security_groups.clone())
-                    .unwrap_or_default();
-                ix.attachment(w, a, sgs, false);
-            }
         }
         ix.net.baremetal_instances = metal;
         let clusters = std::mem::take(&mut ix.net.clusters);
@@ -252,6 +238,24 @@ impl Index {
             message,
         });
         self.workloads.len() - 1
+    }
+
+    /// A VM (`hosted`: filtered in its hosting cluster) or bare-metal server: the workload and
+    /// a port per attachment status; `groups(n)` = the security groups of the `n`th
+    /// attachment of its spec.
+    fn machine(
+        &mut self,
+        object: ObjectRef,
+        not_running: Option<String>,
+        message: String,
+        statuses: &[pb::AttachmentStatus],
+        groups: &dyn Fn(usize) -> Vec<String>,
+        hosted: bool,
+    ) {
+        let w = self.workload(object, not_running, message);
+        for (n, a) in statuses.iter().enumerate() {
+            self.attachment(w, a, groups(n), hosted);
+        }
     }
 
     fn vn_of(&self, subnet: &str) -> String {
