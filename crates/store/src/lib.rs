@@ -17,6 +17,7 @@ mod record_cache;
 mod shared_kv;
 mod sql_common;
 mod sqlite;
+mod sqlite_page;
 mod turn;
 
 use std::sync::Arc;

@@ -157,12 +157,16 @@ fn decode_text(row: &PgRow) -> Result<RecordText> {
     Ok(decode_meta(row)?.with_body(body))
 }
 
+/// [`run_list`] with the bodies as PostgreSQL's text of the `jsonb`.
+async fn run_list_text(conn: &mut PgConnection, q: &ListQuery) -> Result<PageText> {
+    run_list_as(conn, q, TEXT_COLUMNS, decode_text).await
+}
+
 crate::sql_common::sql_common_statements! {
     connection: PgConnection,
     pool: PgPool,
     row: PgRow,
     dialect: Dialect::Postgres,
-    text_columns: TEXT_COLUMNS,
     ts: ts,
     json: Json,
 }

@@ -53,8 +53,7 @@ where
 }
 
 /// Expands, in the calling backend module, the functions of the statements both stores share.
-/// The module provides `decode(&Row) -> Result<Record>` over [`COLUMNS`] and
-/// `decode_text(&Row) -> Result<RecordText>` over `text_columns` (the body as JSON text);
+/// The module provides `decode(&Row) -> Result<Record>` over [`COLUMNS`];
 /// `ts` and `json` encode a timestamp and a JSON column (annotations, body) for binding.
 macro_rules! sql_common_statements {
     (
@@ -62,21 +61,12 @@ macro_rules! sql_common_statements {
         pool: $pool:ty,
         row: $row:ty,
         dialect: $dialect:expr,
-        text_columns: $text_columns:expr,
         ts: $ts:path,
         json: $json:path $(,)?
     ) => {
         /// The objects of a list query and their total.
         async fn run_list(conn: &mut $conn, q: &crate::ListQuery) -> crate::Result<crate::Page> {
             run_list_as(conn, q, crate::sql_common::COLUMNS, decode).await
-        }
-
-        /// [`run_list`] with the bodies as the stored JSON text.
-        async fn run_list_text(
-            conn: &mut $conn,
-            q: &crate::ListQuery,
-        ) -> crate::Result<crate::PageText> {
-            run_list_as(conn, q, $text_columns, decode_text).await
         }
 
         /// The objects of a list query (selecting `columns`, read by `decode_row`) and their

@@ -212,7 +212,6 @@ crate::sql_common::sql_common_statements! {
     pool: SqlitePool,
     row: SqliteRow,
     dialect: Dialect::Sqlite,
-    text_columns: COLUMNS,
     ts: ts_text,
     json: to_json,
 }
@@ -322,7 +321,7 @@ impl Store for SqliteStore {
 
     async fn list_text(&self, query: &ListQuery) -> Result<PageText> {
         let mut conn = self.pool.acquire().await?;
-        run_list_text(&mut conn, query).await
+        crate::sqlite_page::list_page_text(&mut conn, query).await
     }
 
     async fn referrers(&self, target: &str) -> Result<Vec<Reference>> {

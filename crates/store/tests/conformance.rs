@@ -541,8 +541,22 @@ async fn text_reads_match_value_reads(s: &dyn Store) {
             "status": {"state": "SUBNET_STATE_READY", "count": i, "ok": i % 2 == 0}
         });
         r.annotations.insert("note".into(), format!("n{i}"));
+        // Free text may hold anything, control characters included.
+        r.creator = format!("creator\u{1e}{i}\u{1f}\t\"x\"");
+        if i == 3 {
+            r.finalizers = vec!["osac.openshift.io/fabric".into()];
+        }
         ids.push(tx.insert(&r).await.unwrap().id);
     }
+    tx.commit().await.unwrap();
+    // A deleted object still listed (its finalizer holds it).
+    let mut tx = s.begin().await.unwrap();
+    let mut last = tx.get(&ids[3]).await.unwrap().expect("inserted");
+    last.deleted_at = Some(Utc::now());
+    tx.update(&last)
+        .await
+        .unwrap()
+        .expect("its finalizer keeps it");
     tx.commit().await.unwrap();
 
     for id in &ids {
@@ -578,6 +592,23 @@ async fn text_reads_match_value_reads(s: &dyn Store) {
             order: "this.metadata.name desc".into(),
             offset: 1,
             limit: 1,
+            ..ListQuery::all(Kind::Subnet)
+        },
+        ListQuery {
+            tenant: Some("text-t".into()),
+            order: "this.metadata.name desc".into(),
+            ..ListQuery::all(Kind::Subnet)
+        },
+        ListQuery {
+            tenant: Some("text-t".into()),
+            order: "this.metadata.creation_timestamp asc".into(),
+            offset: 1,
+            limit: 2,
+            ..ListQuery::all(Kind::Subnet)
+        },
+        ListQuery {
+            tenant: Some("text-t".into()),
+            offset: 10,
             ..ListQuery::all(Kind::Subnet)
         },
         ListQuery {
