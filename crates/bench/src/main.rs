@@ -22,6 +22,10 @@ macro_rules! progress {
     ($($t:tt)*) => { eprintln!("[osac-bench] {}", format!($($t)*)) };
 }
 
+/// The allocator of the `osac` binary, so that the in-process server measures like it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod api;
 mod console;
 mod explain;

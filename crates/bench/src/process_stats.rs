@@ -14,7 +14,8 @@ pub(crate) struct Mem {
     rss_kib: Option<u64>,
     /// Bytes SQLite has allocated (page caches of every connection, statements, schema).
     sqlite: i64,
-    /// Bytes glibc malloc has handed out and not got back (includes `sqlite`).
+    /// Bytes glibc malloc has handed out and not got back (includes `sqlite`): the C heap.
+    /// Rust's own allocations go to mimalloc (the binaries' global allocator), not counted here.
     heap_used: usize,
     /// Bytes glibc malloc holds free inside its arenas (fragmentation, not returned to the OS).
     heap_free: usize,
@@ -43,7 +44,7 @@ impl std::fmt::Display for Mem {
         let m = |b: f64| b / 1048576.0;
         write!(
             f,
-            "RSS {:.0} MiB; malloc in use {:.0} MiB (of which SQLite {:.0} MiB), malloc free but held {:.0} MiB",
+            "RSS {:.0} MiB; C heap (glibc malloc) in use {:.0} MiB (of which SQLite {:.0} MiB), free but held {:.0} MiB; the rest is the Rust heap (mimalloc) and code",
             self.rss_mib(),
             m(self.heap_used as f64),
             m(self.sqlite as f64),

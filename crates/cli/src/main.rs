@@ -2,6 +2,10 @@
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc, not glibc malloc: see docs/benchmarks.md, "Allocator".
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "osac",
