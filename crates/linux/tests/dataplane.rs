@@ -703,15 +703,7 @@ async fn hosting_cluster_overlays_join_vms_to_the_subnet() {
         &[],
     )
     .await;
-    let e1 = c
-        .allocate_external_ip(&AllocateExternalIpRequest {
-            external_ip_id: env.id("e1"),
-            pool_id: env.id("pool"),
-            cidrs: vec![env.pool],
-        })
-        .await
-        .unwrap()
-        .address;
+    let e1 = env.external_ip("e1").await;
     c.create_external_ip_attachment(&CreateExternalIpAttachmentRequest {
         attachment_id: env.id("dnat"),
         virtual_network_id: env.id("vn"),

@@ -24,15 +24,7 @@ async fn deleting_a_nat_gateway_stops_its_flows_using_the_released_address() {
     let w = World::new(20).await;
     let client = w.machine("client", Kind::BareMetal, "a1", &[]).await;
     let c = &w.env.client;
-    let nat_addr = c
-        .allocate_external_ip(&AllocateExternalIpRequest {
-            external_ip_id: w.id("nat-ip"),
-            pool_id: w.id("pool"),
-            cidrs: vec![w.env.pool],
-        })
-        .await
-        .unwrap()
-        .address;
+    let nat_addr = w.env.external_ip("nat-ip").await;
     let nat = CreateNatGatewayRequest {
         nat_gateway_id: w.id("nat"),
         virtual_network_id: w.id("va"),

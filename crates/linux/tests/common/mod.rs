@@ -123,6 +123,19 @@ impl Env {
         id
     }
 
+    /// The address of ExternalIP `name` (this test's id), allocated from the test's pool.
+    pub async fn external_ip(&self, name: &str) -> std::net::IpAddr {
+        self.client
+            .allocate_external_ip(&osac_backends::AllocateExternalIpRequest {
+                external_ip_id: self.id(name),
+                pool_id: self.id("pool"),
+                cidrs: vec![self.pool],
+            })
+            .await
+            .unwrap()
+            .address
+    }
+
     /// Ends the test (cleanup runs in `Drop`, so a failing test cleans up too).
     pub async fn teardown(self) {}
 }

@@ -119,15 +119,7 @@ async fn only_agents_allowed_a_vip_send_from_it_and_its_traffic_is_filtered() {
     let _a22 = tcp_server(&m1, "0.0.0.0", 22).await;
     assert!(tcp_ok(&mb, vip, 80).await, "the group allows 80 to the VIP");
     assert!(!tcp_ok(&mb, vip, 22).await, "and nothing else");
-    let e1 = c
-        .allocate_external_ip(&AllocateExternalIpRequest {
-            external_ip_id: env.id("e1"),
-            pool_id: env.id("pool"),
-            cidrs: vec![env.pool],
-        })
-        .await
-        .unwrap()
-        .address;
+    let e1 = env.external_ip("e1").await;
     let dnat = CreateExternalIpAttachmentRequest {
         attachment_id: env.id("dnat"),
         virtual_network_id: env.id("vn"),
