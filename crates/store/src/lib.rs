@@ -321,16 +321,77 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         return Ok(Arc::new(SqliteStore::connect(url).await?));
     };
     let mut open = SQLITE_STORES.lock().await;
+    // A store of this process that was on the file and is gone may still be mid-drop on
+    // another thread (its last reference released, its file lock not yet): wait for it.
+    let released_here = match open.get(&file) {
+        Some(store) => match store.upgrade() {
+            Some(store) => return Ok(store),
+            None => true,
+        },
+        None => false,
+    };
     open.retain(|_, store| store.strong_count() > 0);
-    if let Some(store) = open.get(&file).and_then(std::sync::Weak::upgrade) {
-        return Ok(store);
-    }
-    let store = Arc::new(SqliteStore::connect(url).await?);
+    let store = Arc::new(connect_sqlite_file(url, released_here).await?);
     open.insert(file, Arc::downgrade(&store));
     Ok(store)
+}
+
+/// How long [`open`] waits for a store of this process that is being dropped to release the
+/// database file's lock.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Connects to an SQLite file; when `released_here` (this process's own store on the file has
+/// just been dropped), a lock still held is that store finishing its drop, so it is retried for
+/// up to [`RELEASE_WAIT`] instead of being reported as another process.
+async fn connect_sqlite_file(url: &str, released_here: bool) -> Result<SqliteStore> {
+    let started = std::time::Instant::now();
+    loop {
+        match SqliteStore::connect(url).await {
+            Err(StoreError::InUse(_)) if released_here && started.elapsed() < RELEASE_WAIT => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The SQLite stores alive in this process, by database file.
 static SQLITE_STORES: std::sync::LazyLock<
     tokio::sync::Mutex<std::collections::HashMap<std::path::PathBuf, std::sync::Weak<SqliteStore>>>,
 > = std::sync::LazyLock::new(Default::default);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server restarted in-process opens its file again right after dropping its store; the
+    /// old store's drop may still hold the file lock on another thread for a moment. That is
+    /// not another process, and the open must wait for it rather than fail.
+    #[tokio::test]
+    async fn reopening_waits_for_this_process_store_to_release_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("osac.db");
+        let url = format!("sqlite://{}", path.display());
+        drop(open(&url).await.unwrap());
+        // The dropped store's lock, still held while its drop finishes elsewhere.
+        let held = sqlite::lock_database(&path).unwrap();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(held);
+        });
+        let reopened = open(&url).await;
+        releaser.join().unwrap();
+        assert!(reopened.is_ok(), "{:?}", reopened.err());
+    }
+
+    /// Another process's lock is still refused (here: a lock not left by a store of this
+    /// process).
+    #[tokio::test]
+    async fn a_file_locked_without_a_store_of_this_process_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("osac.db");
+        let _other = sqlite::lock_database(&path).unwrap();
+        let url = format!("sqlite://{}", path.display());
+        assert!(matches!(open(&url).await, Err(StoreError::InUse(_))));
+    }
+}

@@ -42,7 +42,7 @@ pub struct SqliteStore {
 /// when another process has the file open as its store: SQLite here serves one process — its
 /// object cache and in-process change feed are only right if nobody else writes the file
 /// (several servers share a PostgreSQL database instead).
-fn lock_database(path: &std::path::Path) -> Result<std::fs::File> {
+pub(crate) fn lock_database(path: &std::path::Path) -> Result<std::fs::File> {
     let lock_path = {
         let mut p = path.as_os_str().to_owned();
         p.push(".lock");
