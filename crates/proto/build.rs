@@ -1,7 +1,10 @@
-//! Generates prost types, tonic services (feature `grpc`), proto-JSON serde impls and the reflection descriptor,
+//! Generates the collections' service definitions (build/collections.rs), then prost types, tonic services (feature `grpc`), proto-JSON serde impls and the reflection descriptor,
 //! with the pure-Rust protobuf compiler protox (no `protoc` on the build machine).
 
 use std::{env, path::PathBuf};
+
+#[path = "build/collections.rs"]
+mod collections;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
@@ -19,11 +22,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+    // Every collection's service, from one table (see build/collections.rs).
+    let generated = out.join("proto");
+    println!("cargo:rerun-if-changed=build/collections.rs");
+    for (package, dir, table) in [
+        ("osacnet.v1", "osacnet/v1", collections::TENANT),
+        ("osacnet.admin.v1", "osacnet/admin/v1", collections::ADMIN),
+    ] {
+        let path = generated.join(dir).join("services.proto");
+        std::fs::create_dir_all(generated.join(dir))?;
+        std::fs::write(&path, collections::services_proto(package, table))?;
+        files.push(path);
+    }
     files.sort();
     // protox (pure Rust) parses the protos: no `protoc` needed. Imports and source info
     // (comments, for the OpenAPI document) are kept, as `protoc --include_imports
     // --include_source_info` did.
-    let fds = protox::Compiler::new([&root])?
+    let fds = protox::Compiler::new([&root, &generated])?
         .include_imports(true)
         .include_source_info(true)
         .open_files(&files)?
