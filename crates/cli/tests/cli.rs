@@ -3,7 +3,8 @@
 
 mod common;
 
-use common::start;
+use common::readme::{MY_NAT, MY_NET, MY_SG, MY_SUBNET, NAT_IP, WAIT};
+use common::{items, start, str_at};
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -15,69 +16,9 @@ async fn networking_flow_through_the_cli() {
     let token = env.token("acme", "tenant-admin").await;
     assert!(token.starts_with("osac_"), "token printed alone: {token}");
 
-    env.ok(
-        &token,
-        &[
-            "create",
-            "virtualnetwork",
-            "--cidr",
-            "10.0.0.0/16",
-            "--name",
-            "my-net",
-            "--wait",
-        ],
-    )
-    .await;
-    env.ok(
-        &token,
-        &[
-            "create",
-            "subnet",
-            "--virtual-network",
-            "my-net",
-            "--cidr",
-            "10.0.1.0/24",
-            "--name",
-            "my-subnet",
-            "--wait",
-        ],
-    )
-    .await;
-    env.ok(
-        &token,
-        &[
-            "create",
-            "security-group",
-            "--virtual-network",
-            "my-net",
-            "--name",
-            "my-sg",
-            "--ingress",
-            "protocol:tcp,port:443,source:0.0.0.0/0",
-            "--wait",
-        ],
-    )
-    .await;
-    env.ok(
-        &token,
-        &["create", "externalip", "--name", "nat-ip", "--wait"],
-    )
-    .await;
-    env.ok(
-        &token,
-        &[
-            "create",
-            "natgateway",
-            "--virtual-network",
-            "my-net",
-            "--externalip",
-            "nat-ip",
-            "--name",
-            "my-nat",
-            "--wait",
-        ],
-    )
-    .await;
+    for line in [MY_NET, MY_SUBNET, MY_SG, NAT_IP, MY_NAT] {
+        env.ok_line(&token, line, WAIT).await;
+    }
 
     let subnet = env
         .json(&token, &["get", "subnet", "my-subnet", "-o", "json"])
@@ -101,8 +42,8 @@ async fn networking_flow_through_the_cli() {
     );
 
     // An overlapping subnet is refused with the rule in the message, and nothing is created.
-    let out = env
-        .osac(
+    let err = env
+        .fails(
             &token,
             &[
                 "create",
@@ -116,26 +57,16 @@ async fn networking_flow_through_the_cli() {
             ],
         )
         .await;
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("overlaps with existing subnet 'my-subnet'")
             && err.contains("INVALID_ARGUMENT"),
         "{err}"
     );
     let listed = env.json(&token, &["get", "subnets", "-o", "json"]).await;
-    let names: Vec<&str> = match &listed {
-        Value::Array(items) => items
-            .iter()
-            .filter_map(|i| i["metadata"]["name"].as_str())
-            .collect(),
-        other => other["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|i| i["metadata"]["name"].as_str())
-            .collect(),
-    };
+    let names: Vec<String> = items(&listed)
+        .iter()
+        .map(|i| str_at(i, "/metadata/name").to_string())
+        .collect();
     // The tenant's default subnets (onboarding) and the one made here.
     assert_eq!(names, vec!["default-ipv4", "default-ipv6", "my-subnet"]);
 
@@ -171,11 +102,10 @@ async fn networking_flow_through_the_cli() {
     assert!(filtered.is_empty(), "{filtered}");
 
     // Deletion protection, then ordered deletes with --wait.
-    let out = env
-        .osac(&token, &["delete", "virtualnetwork", "my-net"])
+    let err = env
+        .fails(&token, &["delete", "virtualnetwork", "my-net"])
         .await;
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("FAILED_PRECONDITION"));
+    assert!(err.contains("FAILED_PRECONDITION"), "{err}");
     for (kind, name) in [
         ("natgateway", "my-nat"),
         ("externalip", "nat-ip"),
@@ -198,10 +128,9 @@ async fn networking_flow_through_the_cli() {
     );
 
     // A tenant token cannot use the private API; a bad token is refused.
-    let out = env.osac(&token, &["admin", "get", "tenants"]).await;
-    assert!(!out.status.success());
-    let out = env.osac("osac_not_a_token", &["get", "subnets"]).await;
-    assert!(String::from_utf8_lossy(&out.stderr).contains("UNAUTHENTICATED"));
+    env.fails(&token, &["admin", "get", "tenants"]).await;
+    let err = env.fails("osac_not_a_token", &["get", "subnets"]).await;
+    assert!(err.contains("UNAUTHENTICATED"), "{err}");
     env.server.shutdown().await;
 }
 
@@ -270,10 +199,9 @@ async fn tokens_through_the_cli() {
     let id = carol["id"].as_str().unwrap().to_string();
 
     // A tenant cannot list tokens; bad input names the field.
-    let out = env.osac(&token, &["admin", "get", "tokens"]).await;
-    assert!(!out.status.success());
+    env.fails(&token, &["admin", "get", "tokens"]).await;
     let bad = env
-        .osac(
+        .fails(
             &admin,
             &[
                 "admin",
@@ -288,18 +216,12 @@ async fn tokens_through_the_cli() {
             ],
         )
         .await;
-    assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("expires_in"));
+    assert!(bad.contains("expires_in"), "{bad}");
 
     let revoked = env.ok(&admin, &["admin", "delete", "token", &id]).await;
     assert!(revoked.contains(&id), "{revoked}");
-    let refused = env.osac(&token, &["get", "virtualnetworks"]).await;
-    assert!(!refused.status.success());
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("UNAUTHENTICATED"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
-    );
+    let refused = env.fails(&token, &["get", "virtualnetworks"]).await;
+    assert!(refused.contains("UNAUTHENTICATED"), "{refused}");
     let listed = env
         .ok(&admin, &["admin", "get", "tokens", "-o", "id"])
         .await;

@@ -4,6 +4,9 @@
 
 mod common;
 
+use common::readme::{
+    API_IP, C1, C1_API, MY_NAT, MY_NET, MY_SG, MY_SUBNET, MY_SUBNET_B, MY_VM, NAT_IP, S1, VM1,
+};
 use common::start;
 use serde_json::Value;
 
@@ -18,123 +21,24 @@ async fn the_readme_flows_need_no_wait_between_steps() {
     env.ok(&admin, &["admin", "create", "tenant", "--name", "acme"])
         .await;
     let token = env.token("acme", "tenant-admin").await;
-    let steps: Vec<Vec<&str>> = vec![
+    let steps = [
         // Single-call creation on the default networking being made right now.
-        vec![
-            "create",
-            "computeinstance",
-            "--template",
-            "small",
-            "--external-ip-attachment",
-            "--name",
-            "vm1",
-        ],
-        vec![
-            "create",
-            "virtualnetwork",
-            "--cidr",
-            "10.0.0.0/16",
-            "--name",
-            "my-net",
-        ],
-        vec![
-            "create",
-            "subnet",
-            "--virtual-network",
-            "my-net",
-            "--cidr",
-            "10.0.1.0/24",
-            "--name",
-            "my-subnet",
-        ],
-        vec![
-            "create",
-            "subnet",
-            "--virtual-network",
-            "my-net",
-            "--cidr",
-            "10.0.2.0/24",
-            "--name",
-            "my-subnet-b",
-        ],
-        vec![
-            "create",
-            "security-group",
-            "--virtual-network",
-            "my-net",
-            "--name",
-            "my-sg",
-            "--ingress",
-            "protocol:tcp,port:443,source:0.0.0.0/0",
-        ],
-        vec!["create", "externalip", "--name", "nat-ip"],
-        vec![
-            "create",
-            "natgateway",
-            "--virtual-network",
-            "my-net",
-            "--externalip",
-            "nat-ip",
-            "--name",
-            "my-nat",
-        ],
-        vec![
-            "create",
-            "computeinstance",
-            "--template",
-            "ocp_virt_vm",
-            "--network-attachment",
-            "subnet=my-subnet,security-groups=my-sg",
-            "--name",
-            "my-vm",
-        ],
-        vec![
-            "create",
-            "baremetalinstance",
-            "--host-type",
-            "bm-standard",
-            "--network-attachment",
-            "interface=data-0,subnet=my-subnet,primary",
-            "--network-attachment",
-            "interface=data-1,subnet=my-subnet-b",
-            "--name",
-            "s1",
-        ],
-        vec![
-            "create",
-            "cluster",
-            "--template",
-            "ocp_4_17_small",
-            "--network-attachment",
-            "subnet=my-subnet",
-            "--node-set",
-            "workers=bm-standard,size=3",
-            "--name",
-            "c1",
-        ],
-        vec![
-            "create",
-            "externalip",
-            "--pool",
-            "external-pool-1",
-            "--name",
-            "api-ip",
-        ],
-        vec![
-            "create",
-            "externalipattachment",
-            "--externalip",
-            "api-ip",
-            "--cluster",
-            "c1",
-            "--endpoint",
-            "api",
-            "--name",
-            "c1-api",
-        ],
+        VM1,
+        // A network of its own, and workloads on it.
+        MY_NET,
+        MY_SUBNET,
+        MY_SUBNET_B,
+        MY_SG,
+        NAT_IP,
+        MY_NAT,
+        MY_VM,
+        S1,
+        C1,
+        API_IP,
+        C1_API,
     ];
-    for step in &steps {
-        env.ok(&token, step).await;
+    for step in steps {
+        env.ok_line(&token, step, &[]).await;
     }
     for (kind, name, done) in [
         ("subnet", "my-subnet-b", "SUBNET_STATE_READY"),

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::readme::{MY_NET, MY_SG, MY_SUBNET};
 use common::start;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -199,37 +200,8 @@ async fn a_baremetal_instance_from_a_template_as_written() {
     let env = start().await;
     let admin = env.admin.clone();
     let token = env.tenant_admin("acme").await;
-    for line in [
-        &[
-            "create",
-            "virtualnetwork",
-            "--cidr",
-            "10.0.0.0/16",
-            "--name",
-            "my-net",
-        ][..],
-        &[
-            "create",
-            "subnet",
-            "--virtual-network",
-            "my-net",
-            "--cidr",
-            "10.0.1.0/24",
-            "--name",
-            "my-subnet",
-        ],
-        &[
-            "create",
-            "security-group",
-            "--virtual-network",
-            "my-net",
-            "--name",
-            "my-sg",
-            "--ingress",
-            "protocol:tcp,port:443,source:0.0.0.0/0",
-        ],
-    ] {
-        env.ok(&token, line).await;
+    for line in [MY_NET, MY_SUBNET, MY_SG] {
+        env.ok_line(&token, line, &[]).await;
     }
     env.ok(
         &token,

@@ -3,26 +3,14 @@
 
 mod common;
 
+use common::readme::WAIT;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn quotas_are_set_shown_and_enforced_through_the_cli() {
     let env = common::start().await;
     let admin = env.admin.clone();
-    env.ok(
-        &admin,
-        &[
-            "admin",
-            "create",
-            "tenant",
-            "--name",
-            "acme",
-            "--quota",
-            "subnets=3",
-            "--quota",
-            "clusters=unlimited",
-            "--wait",
-        ],
-    )
-    .await;
+    let create = "admin create tenant --name acme --quota subnets=3 --quota clusters=unlimited";
+    env.ok_line(&admin, create, WAIT).await;
     let t = env
         .json(&admin, &["admin", "get", "tenant", "acme", "-o", "json"])
         .await;
@@ -55,8 +43,8 @@ async fn quotas_are_set_shown_and_enforced_through_the_cli() {
         ],
     )
     .await;
-    let out = env
-        .osac(
+    let err = env
+        .fails(
             &token,
             &[
                 "create",
@@ -70,26 +58,14 @@ async fn quotas_are_set_shown_and_enforced_through_the_cli() {
             ],
         )
         .await;
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("quota subnets of tenant 'acme' exceeded: limit 3, in use 3"),
         "{err}"
     );
 
     // Raise one quota, reset another to the provider default.
-    env.ok(
-        &admin,
-        &[
-            "admin",
-            "update",
-            "tenant",
-            "acme",
-            "--quota",
-            "subnets=4,clusters=default",
-        ],
-    )
-    .await;
+    let update = "admin update tenant acme --quota subnets=4,clusters=default";
+    env.ok_line(&admin, update, &[]).await;
     let t = env
         .json(&admin, &["admin", "get", "tenant", "acme", "-o", "json"])
         .await;
@@ -100,16 +76,11 @@ async fn quotas_are_set_shown_and_enforced_through_the_cli() {
         osac_model::quota::Quota::Clusters.default_limit(),
         "{t}"
     );
-    let out = env
-        .osac(
+    let err = env
+        .fails(
             &admin,
             &["admin", "update", "tenant", "acme", "--quota", "subnet=4"],
         )
         .await;
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("'subnet' is not a quota"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(err.contains("'subnet' is not a quota"), "{err}");
 }

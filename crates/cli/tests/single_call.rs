@@ -8,20 +8,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Env, start};
+use common::readme::{VM1, WAIT};
+use common::{Env, items, start, str_at};
 use osac_backends::{FailureKind, Operation};
 use serde_json::Value;
-
-fn items(v: &Value) -> Vec<Value> {
-    match v {
-        Value::Array(a) => a.clone(),
-        other => other["items"].as_array().cloned().unwrap_or_default(),
-    }
-}
-
-fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
-}
 
 async fn pool_available(env: &Env) -> i64 {
     let pool = env
@@ -33,6 +23,27 @@ async fn pool_available(env: &Env) -> i64 {
     str_at(&pool, "/status/available")
         .parse()
         .unwrap_or_else(|_| pool["status"]["available"].as_i64().unwrap_or(-1))
+}
+
+/// The ExternalIPAttachments made automatically for the workload with id `owner` (by
+/// `--external-ip-attachment`), as `osac get externalipattachments --filter …` lists them.
+async fn auto_attachments(env: &Env, token: &str, owner: &str) -> Vec<Value> {
+    let filter =
+        format!("this.metadata.labels[\"osac.openshift.io/auto-provisioned-for\"] == \"{owner}\"");
+    items(
+        &env.json(
+            token,
+            &[
+                "get",
+                "externalipattachments",
+                "--filter",
+                &filter,
+                "-o",
+                "json",
+            ],
+        )
+        .await,
+    )
 }
 
 async fn gone(env: &Env, token: &str, args: &[&str]) {
@@ -49,21 +60,7 @@ async fn a_new_tenant_gets_reachable_workloads_in_one_command() {
     let token = env.tenant_admin("acme").await;
     let before = pool_available(&env).await;
 
-    let out = env
-        .ok(
-            &token,
-            &[
-                "create",
-                "computeinstance",
-                "--template",
-                "small",
-                "--external-ip-attachment",
-                "--name",
-                "vm1",
-                "--wait",
-            ],
-        )
-        .await;
+    let out = env.ok_line(&token, VM1, WAIT).await;
     assert!(
         out.lines().last().unwrap_or_default().contains("RUNNING"),
         "{out}"
@@ -126,23 +123,7 @@ async fn a_new_tenant_gets_reachable_workloads_in_one_command() {
     let c = env
         .json(&token, &["get", "cluster", "c1", "-o", "json"])
         .await;
-    let auto = items(
-        &env.json(
-            &token,
-            &[
-                "get",
-                "externalipattachments",
-                "--filter",
-                &format!(
-                    "this.metadata.labels[\"osac.openshift.io/auto-provisioned-for\"] == \"{}\"",
-                    str_at(&c, "/id")
-                ),
-                "-o",
-                "json",
-            ],
-        )
-        .await,
-    );
+    let auto = auto_attachments(&env, &token, str_at(&c, "/id")).await;
     assert_eq!(auto.len(), 2, "API and INGRESS: {auto:?}");
     assert_eq!(pool_available(&env).await, before - 4);
 
@@ -172,41 +153,13 @@ async fn admin_orphans_lists_what_a_cleanup_gave_up_on() {
         env.ok(&admin, &["admin", "orphans"]).await,
         "no orphaned objects"
     );
-    env.ok(
-        &token,
-        &[
-            "create",
-            "computeinstance",
-            "--template",
-            "small",
-            "--external-ip-attachment",
-            "--name",
-            "vm1",
-            "--wait",
-        ],
-    )
-    .await;
+    env.ok_line(&token, VM1, WAIT).await;
     let vm = env
         .json(&token, &["get", "computeinstance", "vm1", "-o", "json"])
         .await;
-    let att = items(
-        &env.json(
-            &token,
-            &[
-                "get",
-                "externalipattachments",
-                "--filter",
-                &format!(
-                    "this.metadata.labels[\"osac.openshift.io/auto-provisioned-for\"] == \"{}\"",
-                    str_at(&vm, "/id")
-                ),
-                "-o",
-                "json",
-            ],
-        )
-        .await,
-    )
-    .remove(0);
+    let att = auto_attachments(&env, &token, str_at(&vm, "/id"))
+        .await
+        .remove(0);
     env.server
         .registry
         .sim_fabric("sim-fabric")

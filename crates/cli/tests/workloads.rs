@@ -5,48 +5,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use common::{Env, start};
+use common::readme::{
+    API_IP, C1, C1_API, MY_NET, MY_SG, MY_SUBNET, MY_SUBNET_B, MY_VM, S1, WAIT, WAIT_60S,
+};
+use common::{items, start, str_at};
 use serde_json::Value;
-
-impl Env {
-    /// `osac get KIND NAME -o json` until `done` holds (or panics after 30 s).
-    async fn get_until(
-        &self,
-        token: &str,
-        get: &[&str],
-        what: &str,
-        done: impl Fn(&Value) -> bool,
-    ) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut args = get.to_vec();
-        args.extend(["-o", "json"]);
-        loop {
-            let v = self.json(token, &args).await;
-            if done(&v) {
-                return v;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}: {v}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-}
-
-/// The items of `osac get KINDS -o json` (an array; tolerate a list object).
-fn items(v: &Value) -> Vec<Value> {
-    match v {
-        Value::Array(a) => a.clone(),
-        other => other["items"].as_array().cloned().unwrap_or_default(),
-    }
-}
-
-fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
-}
 
 /// The last line of a `--wait` output is the final state.
 fn assert_waited(out: &str, label: &str, state: &str) {
@@ -75,26 +38,10 @@ async fn workload_flow_through_the_cli() {
     };
     assert!(pool_count(&hosts, "baremetal") >= 1, "{hosts:?}");
     assert!(pool_count(&hosts, "caas") >= 3, "{hosts:?}");
-    env.ok(
-        &admin,
-        &[
-            "admin",
-            "create",
-            "host",
-            "--name",
-            "extra-1",
-            "--host-type",
-            "bm-standard",
-            "--interface",
-            "data-0=02:aa:00:00:00:01,data-1=02:aa:00:00:00:02",
-            "--interface",
-            "mgmt-0=02:aa:00:00:00:03,bmc-0=02:aa:00:00:00:04",
-            "--pool",
-            "baremetal",
-            "--wait",
-        ],
-    )
-    .await;
+    let add_host = "admin create host --name extra-1 --host-type bm-standard \
+        --interface data-0=02:aa:00:00:00:01,data-1=02:aa:00:00:00:02 \
+        --interface mgmt-0=02:aa:00:00:00:03,bmc-0=02:aa:00:00:00:04 --pool baremetal";
+    env.ok_line(&admin, add_host, WAIT).await;
     let table = env.ok(&admin, &["admin", "get", "hosts"]).await;
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
@@ -123,157 +70,25 @@ async fn workload_flow_through_the_cli() {
     )
     .await;
     let token = env.token("acme", "tenant-admin").await;
-    let out = env.osac(&token, &["get", "hosts"]).await;
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("osac admin get host"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for args in [
-        &[
-            "create",
-            "virtualnetwork",
-            "--cidr",
-            "10.0.0.0/16",
-            "--name",
-            "my-net",
-        ][..],
-        &[
-            "create",
-            "subnet",
-            "--virtual-network",
-            "my-net",
-            "--cidr",
-            "10.0.1.0/24",
-            "--name",
-            "my-subnet",
-        ],
-        &[
-            "create",
-            "subnet",
-            "--virtual-network",
-            "my-net",
-            "--cidr",
-            "10.0.2.0/24",
-            "--name",
-            "my-subnet-b",
-        ],
-        &[
-            "create",
-            "security-group",
-            "--virtual-network",
-            "my-net",
-            "--name",
-            "my-sg",
-            "--ingress",
-            "protocol:tcp,port:443,source:0.0.0.0/0",
-        ],
-    ] {
-        let mut args = args.to_vec();
-        args.push("--wait");
-        env.ok(&token, &args).await;
+    let err = env.fails(&token, &["get", "hosts"]).await;
+    assert!(err.contains("osac admin get host"), "{err}");
+    for line in [MY_NET, MY_SUBNET, MY_SUBNET_B, MY_SG] {
+        env.ok_line(&token, line, WAIT).await;
     }
 
     // A VM, in the documented `osac create computeinstance` form.
-    let out = env
-        .ok(
-            &token,
-            &[
-                "create",
-                "computeinstance",
-                "--template",
-                "ocp_virt_vm",
-                "--network-attachment",
-                "subnet=my-subnet,security-groups=my-sg",
-                "--name",
-                "my-vm",
-                "--wait",
-                "--timeout",
-                "60s",
-            ],
-        )
-        .await;
+    let out = env.ok_line(&token, MY_VM, WAIT_60S).await;
     assert_waited(&out, "computeinstance/my-vm", "RUNNING");
 
     // A two-NIC bare-metal server, primary on data-0.
-    let out = env
-        .ok(
-            &token,
-            &[
-                "create",
-                "baremetalinstance",
-                "--host-type",
-                "bm-standard",
-                "--network-attachment",
-                "interface=data-0,subnet=my-subnet,primary",
-                "--network-attachment",
-                "interface=data-1,subnet=my-subnet-b",
-                "--name",
-                "s1",
-                "--wait",
-                "--timeout",
-                "60s",
-            ],
-        )
-        .await;
+    let out = env.ok_line(&token, S1, WAIT_60S).await;
     assert_waited(&out, "baremetalinstance/s1", "RUNNING");
 
     // A three-node cluster, and external access to its API endpoint.
-    let out = env
-        .ok(
-            &token,
-            &[
-                "create",
-                "cluster",
-                "--template",
-                "ocp_4_17_small",
-                "--network-attachment",
-                "subnet=my-subnet",
-                "--node-set",
-                "workers=bm-standard,size=3",
-                "--name",
-                "c1",
-                "--wait",
-                "--timeout",
-                "60s",
-            ],
-        )
-        .await;
+    let out = env.ok_line(&token, C1, WAIT_60S).await;
     assert_waited(&out, "cluster/c1", "READY");
-    env.ok(
-        &token,
-        &[
-            "create",
-            "externalip",
-            "--pool",
-            "external-pool-1",
-            "--name",
-            "api-ip",
-            "--wait",
-        ],
-    )
-    .await;
-    let out = env
-        .ok(
-            &token,
-            &[
-                "create",
-                "externalipattachment",
-                "--externalip",
-                "api-ip",
-                "--cluster",
-                "c1",
-                "--endpoint",
-                "api",
-                "--name",
-                "c1-api",
-                "--wait",
-                "--timeout",
-                "60s",
-            ],
-        )
-        .await;
+    env.ok_line(&token, API_IP, WAIT).await;
+    let out = env.ok_line(&token, C1_API, WAIT_60S).await;
     assert_waited(&out, "externalipattachment/c1-api", "READY");
 
     // What the objects say.
@@ -419,16 +234,12 @@ async fn workload_flow_through_the_cli() {
         )
         .await;
     }
-    env.get_until(
-        &admin,
-        &["admin", "get", "hosts"],
-        "every host to be FREE again",
-        |v| {
-            items(v)
-                .iter()
-                .all(|h| str_at(h, "/status/state") == "HOST_STATE_FREE")
-        },
-    )
+    // Every host is FREE again.
+    env.until(&admin, &["admin", "get", "hosts"], |v| {
+        items(v)
+            .iter()
+            .all(|h| str_at(h, "/status/state") == "HOST_STATE_FREE")
+    })
     .await;
     env.ok(&admin, &["admin", "delete", "host", "extra-1", "--wait"])
         .await;

@@ -4,6 +4,7 @@
 
 #[path = "../support/osac_cli.rs"]
 mod osac_cli;
+pub mod readme;
 
 use std::process::Output;
 use std::time::Duration;
@@ -12,6 +13,19 @@ use osac_api::auth::{AuthConfig, ensure_admin_token};
 use osac_controller::ControllerConfig;
 use osac_server::{RunningServer, ServerConfig};
 use serde_json::Value;
+
+/// The items of `osac get KINDS -o json` (an array; tolerate a list object).
+pub fn items(v: &Value) -> Vec<Value> {
+    match v {
+        Value::Array(a) => a.clone(),
+        other => other["items"].as_array().cloned().unwrap_or_default(),
+    }
+}
+
+/// The string at JSON pointer `ptr` in `v` ("" when absent or not a string).
+pub fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
+}
 
 pub struct Env {
     pub server: RunningServer,
@@ -59,6 +73,25 @@ impl Env {
     pub async fn ok(&self, token: &str, args: &[&str]) -> String {
         let out = self.osac(token, args).await;
         osac_cli::stdout_of_success(args, &out)
+    }
+
+    /// Runs `osac LINE FLAGS…`, which must succeed: `line` is a command line as typed (split
+    /// at spaces; see [`readme`]), `flags` what the test adds, e.g. [`readme::WAIT`].
+    pub async fn ok_line(&self, token: &str, line: &str, flags: &[&str]) -> String {
+        let mut args: Vec<&str> = line.split_whitespace().collect();
+        args.extend_from_slice(flags);
+        self.ok(token, &args).await
+    }
+
+    /// Runs `osac` where it must fail; returns its stderr.
+    pub async fn fails(&self, token: &str, args: &[&str]) -> String {
+        let out = self.osac(token, args).await;
+        assert!(
+            !out.status.success(),
+            "osac {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
     /// `osac admin create tenant NAME --wait`, then a tenant-admin token for it.
