@@ -58,6 +58,17 @@ impl DualCidrs {
     }
 }
 
+/// Checks that a field naming something is set; the message names the field's last path
+/// segment (`spec.virtual_network` → "virtual_network is required").
+pub fn required(field: impl Into<String>, value: &str) -> Result<(), Invalid> {
+    if !value.is_empty() {
+        return Ok(());
+    }
+    let field = field.into();
+    let name = field.rsplit('.').next().unwrap_or(&field).to_string();
+    Err(Invalid::new(field, format!("{name} is required")))
+}
+
 /// Checks the user-settable metadata: name and labels.
 pub fn metadata(meta: Option<&pb::Metadata>) -> Result<(), Invalid> {
     if let Some(m) = meta {
@@ -142,41 +153,45 @@ pub fn subnet_within(
     field: &str,
     vn_label: &str,
 ) -> Result<(), Invalid> {
-    if let Some(s) = sub.v4 {
-        match vn.v4 {
-            None => {
-                return Err(Invalid::new(
-                    ipv_field(field, 4),
-                    format!("IPv4 CIDR '{s}' given but {vn_label} has no IPv4 CIDR"),
-                ));
-            }
-            Some(v) if !v.contains(&s) => {
-                return Err(Invalid::new(
-                    ipv_field(field, 4),
-                    format!("IPv4 CIDR '{s}' is not inside {vn_label} '{v}'"),
-                ));
-            }
-            _ => {}
-        }
+    family_within(
+        4,
+        sub.v4.map(IpNet::V4),
+        vn.v4.map(IpNet::V4),
+        field,
+        vn_label,
+    )?;
+    family_within(
+        6,
+        sub.v6.map(IpNet::V6),
+        vn.v6.map(IpNet::V6),
+        field,
+        vn_label,
+    )
+}
+
+/// One IP family `v` of [`subnet_within`]: a subnet CIDR of that family needs the VN's CIDR of
+/// the same family, and must lie inside it.
+fn family_within(
+    v: u8,
+    sub: Option<IpNet>,
+    vn: Option<IpNet>,
+    field: &str,
+    vn_label: &str,
+) -> Result<(), Invalid> {
+    let Some(s) = sub else {
+        return Ok(());
+    };
+    match vn {
+        None => Err(Invalid::new(
+            ipv_field(field, v),
+            format!("IPv{v} CIDR '{s}' given but {vn_label} has no IPv{v} CIDR"),
+        )),
+        Some(n) if !n.contains(&s) => Err(Invalid::new(
+            ipv_field(field, v),
+            format!("IPv{v} CIDR '{s}' is not inside {vn_label} '{n}'"),
+        )),
+        _ => Ok(()),
     }
-    if let Some(s) = sub.v6 {
-        match vn.v6 {
-            None => {
-                return Err(Invalid::new(
-                    ipv_field(field, 6),
-                    format!("IPv6 CIDR '{s}' given but {vn_label} has no IPv6 CIDR"),
-                ));
-            }
-            Some(v) if !v.contains(&s) => {
-                return Err(Invalid::new(
-                    ipv_field(field, 6),
-                    format!("IPv6 CIDR '{s}' is not inside {vn_label} '{v}'"),
-                ));
-            }
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 fn ipv_field(prefix: &str, v: u8) -> String {
@@ -228,6 +243,16 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "spec.ingress[0].port_from");
+    }
+
+    #[test]
+    fn required_names_the_field() {
+        assert!(required("spec.virtual_network", "vn").is_ok());
+        let e = required("spec.virtual_network", "").unwrap_err();
+        assert_eq!(e.field, "spec.virtual_network");
+        assert_eq!(e.message, "virtual_network is required");
+        let e = required("fabric_manager", "").unwrap_err();
+        assert_eq!(e.message, "fabric_manager is required");
     }
 
     #[test]

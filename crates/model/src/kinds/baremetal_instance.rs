@@ -5,17 +5,13 @@ use crate::kinds::KindSpec;
 use crate::kinds::host_type::{LIFECYCLE_ROLE, first_fabric_interface};
 use crate::kinds::workload::{primary_flags, security_group_refs};
 use crate::refs::RefField;
+use crate::validate::required;
 use crate::{Invalid, Kind, Scope, pb};
 
 /// The facts about BareMetalInstances. A new instance is provisioning; the Host it runs on is
 /// recorded in `status.host`.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "BareMetalInstance",
-    collection: "baremetal_instances",
-    singular: "baremetalinstance",
-    plural: "baremetalinstances",
     aliases: &["bmi", "bm", "baremetal"],
-    scope: Scope::Tenant,
     state_prefix: Some("BARE_METAL_INSTANCE_STATE"),
     initial_state: "PROVISIONING",
     immutable_fields: &[
@@ -28,7 +24,6 @@ pub const SPEC: KindSpec = KindSpec {
         "spec.network_attachments[].interface",
         "spec.network_attachments[].primary",
     ],
-    set_once_fields: &[],
     references: &[
         RefField::to("spec.host_type", Kind::HostType),
         RefField::to("spec.template", Kind::BareMetalTemplate),
@@ -41,7 +36,13 @@ pub const SPEC: KindSpec = KindSpec {
     ],
     tenant_user_may_write: true,
     needs_fabric_finalizer: true,
-    reconciled: true,
+    ..KindSpec::new(
+        "BareMetalInstance",
+        "baremetal_instances",
+        "baremetalinstance",
+        "baremetalinstances",
+        Scope::Tenant,
+    )
 };
 
 /// The network attachments of a BareMetalInstance checked against its HostType:
@@ -83,9 +84,7 @@ pub fn network_attachments(
     let mut used = std::collections::HashSet::new();
     for (i, a) in atts.iter().enumerate() {
         let at = format!("{field}[{i}]");
-        if a.subnet.is_empty() {
-            return Err(Invalid::new(format!("{at}.subnet"), "subnet is required"));
-        }
+        required(format!("{at}.subnet"), &a.subnet)?;
         security_group_refs(&format!("{at}.security_groups"), &a.security_groups)?;
         let mut a = a.clone();
         if a.interface.is_empty() {

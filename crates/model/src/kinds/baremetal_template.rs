@@ -9,18 +9,16 @@ use crate::{Kind, Scope};
 /// is fixed; title, description and the default parameters (for new instances) may change.
 /// Nothing to provision: a template is usable once stored.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "BareMetalTemplate",
-    collection: "baremetal_templates",
-    singular: "baremetaltemplate",
-    plural: "baremetaltemplates",
     aliases: &["bmt", "bmtemplate", "bmtemplates"],
-    scope: Scope::Provider,
     state_prefix: Some("BARE_METAL_TEMPLATE_STATE"),
     initial_state: "READY",
     immutable_fields: &["spec.host_type"],
-    set_once_fields: &[],
     references: &[RefField::to("spec.host_type", Kind::HostType)],
-    tenant_user_may_write: false,
-    needs_fabric_finalizer: false,
-    reconciled: true,
+    ..KindSpec::new(
+        "BareMetalTemplate",
+        "baremetal_templates",
+        "baremetaltemplate",
+        "baremetaltemplates",
+        Scope::Provider,
+    )
 };

@@ -6,18 +6,12 @@ use crate::kinds::host_type::first_fabric_interface;
 use crate::kinds::workload::security_group_refs;
 use crate::labels::check_name;
 use crate::refs::RefField;
-use crate::validate::metadata;
+use crate::validate::{metadata, required};
 use crate::{Invalid, Kind, Scope, pb};
 
 /// The facts about Clusters. A new cluster is progressing; the Hosts of its agents are
 /// recorded per node set in `status.node_sets`.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "Cluster",
-    collection: "clusters",
-    singular: "cluster",
-    plural: "clusters",
-    aliases: &[],
-    scope: Scope::Tenant,
     state_prefix: Some("CLUSTER_STATE"),
     initial_state: "PROGRESSING",
     immutable_fields: &[
@@ -27,7 +21,6 @@ pub const SPEC: KindSpec = KindSpec {
         "spec.node_sets",
         "spec.network_attachment.subnet",
     ],
-    set_once_fields: &[],
     references: &[
         RefField::to("spec.network_attachment.subnet", Kind::Subnet),
         RefField::to(
@@ -39,7 +32,7 @@ pub const SPEC: KindSpec = KindSpec {
     ],
     tenant_user_may_write: true,
     needs_fabric_finalizer: true,
-    reconciled: true,
+    ..KindSpec::new("Cluster", "clusters", "cluster", "clusters", Scope::Tenant)
 };
 
 /// Checks the shape of a Cluster: node sets named (DNS labels), each with a host type and a
@@ -63,12 +56,7 @@ pub fn validate(c: &pb::Cluster) -> Result<(), Invalid> {
         }
         check_name(&at, name)?;
         let ns = &spec.node_sets[name];
-        if ns.host_type.is_empty() {
-            return Err(Invalid::new(
-                format!("{at}.host_type"),
-                "host_type is required",
-            ));
-        }
+        required(format!("{at}.host_type"), &ns.host_type)?;
         if ns.size < 1 {
             return Err(Invalid::new(
                 format!("{at}.size"),

@@ -3,16 +3,12 @@
 use crate::kinds::KindSpec;
 use crate::kinds::workload::{primary_flags, security_group_refs};
 use crate::refs::RefField;
+use crate::validate::required;
 use crate::{Invalid, Kind, Scope, pb};
 
 /// The facts about ComputeInstances. A new instance is starting.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "ComputeInstance",
-    collection: "compute_instances",
-    singular: "computeinstance",
-    plural: "computeinstances",
     aliases: &["ci", "vm", "vms"],
-    scope: Scope::Tenant,
     state_prefix: Some("COMPUTE_INSTANCE_STATE"),
     initial_state: "STARTING",
     immutable_fields: &[
@@ -22,7 +18,6 @@ pub const SPEC: KindSpec = KindSpec {
         "spec.compute_network_attachments[].subnet",
         "spec.compute_network_attachments[].primary",
     ],
-    set_once_fields: &[],
     references: &[
         RefField::to("spec.compute_network_attachments[].subnet", Kind::Subnet),
         RefField::to(
@@ -32,7 +27,13 @@ pub const SPEC: KindSpec = KindSpec {
     ],
     tenant_user_may_write: true,
     needs_fabric_finalizer: true,
-    reconciled: true,
+    ..KindSpec::new(
+        "ComputeInstance",
+        "compute_instances",
+        "computeinstance",
+        "computeinstances",
+        Scope::Tenant,
+    )
 };
 
 /// The network attachments of a ComputeInstance as stored: the deprecated
@@ -68,12 +69,7 @@ pub fn network_attachments(
         ),
     };
     for (i, a) in atts.iter().enumerate() {
-        if a.subnet.is_empty() {
-            return Err(Invalid::new(
-                format!("{field}[{i}].subnet"),
-                "subnet is required",
-            ));
-        }
+        required(format!("{field}[{i}].subnet"), &a.subnet)?;
         security_group_refs(&format!("{field}[{i}].security_groups"), &a.security_groups)?;
     }
     let flags: Vec<bool> = if field == "spec.network_attachments" && atts.len() > 1 {

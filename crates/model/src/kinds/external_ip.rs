@@ -8,20 +8,19 @@ use crate::{Invalid, Kind, Scope, pb};
 
 /// The facts about ExternalIPs. Tenant users may allocate them for their workloads.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "ExternalIP",
-    collection: "external_ips",
-    singular: "externalip",
-    plural: "externalips",
     aliases: &["eip", "eips"],
-    scope: Scope::Tenant,
     state_prefix: Some("EXTERNAL_IP_STATE"),
-    initial_state: "PENDING",
     immutable_fields: &["spec.pool", "spec.ip_family"],
-    set_once_fields: &[],
     references: &[RefField::to("spec.pool", Kind::ExternalIpPool)],
     tenant_user_may_write: true,
     needs_fabric_finalizer: true,
-    reconciled: true,
+    ..KindSpec::new(
+        "ExternalIP",
+        "external_ips",
+        "externalip",
+        "externalips",
+        Scope::Tenant,
+    )
 };
 
 /// Checks an ExternalIP and returns the family it asks for when no pool is named (default IPv4).

@@ -3,20 +3,14 @@
 
 use crate::kinds::KindSpec;
 use crate::refs::RefField;
-use crate::validate::metadata;
+use crate::validate::{metadata, required};
 use crate::{Invalid, Kind, Scope, pb};
 
 /// The facts about ExternalIPAttachments. Nothing references them. Tenant users may create
 /// them for their workloads.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "ExternalIPAttachment",
-    collection: "external_ip_attachments",
-    singular: "externalipattachment",
-    plural: "externalipattachments",
     aliases: &["eipa", "eipattachment", "eipattachments"],
-    scope: Scope::Tenant,
     state_prefix: Some("EXTERNAL_IP_ATTACHMENT_STATE"),
-    initial_state: "PENDING",
     immutable_fields: &[
         "spec.external_ip",
         "spec.compute_instance",
@@ -24,7 +18,6 @@ pub const SPEC: KindSpec = KindSpec {
         "spec.baremetal_instance",
         "spec.target_endpoint",
     ],
-    set_once_fields: &[],
     references: &[
         RefField::to("spec.external_ip", Kind::ExternalIp),
         RefField::workload("spec.compute_instance"),
@@ -33,7 +26,13 @@ pub const SPEC: KindSpec = KindSpec {
     ],
     tenant_user_may_write: true,
     needs_fabric_finalizer: true,
-    reconciled: true,
+    ..KindSpec::new(
+        "ExternalIPAttachment",
+        "external_ip_attachments",
+        "externalipattachment",
+        "externalipattachments",
+        Scope::Tenant,
+    )
 };
 
 /// The target of an ExternalIPAttachment.
@@ -49,9 +48,7 @@ pub fn validate(a: &pb::ExternalIpAttachment) -> Result<AttachmentTarget, Invali
     use pb::ExternalIpAttachmentEndpoint as Ep;
     metadata(a.metadata.as_ref())?;
     let spec = a.spec.clone().unwrap_or_default();
-    if spec.external_ip.is_empty() {
-        return Err(Invalid::new("spec.external_ip", "external_ip is required"));
-    }
+    required("spec.external_ip", &spec.external_ip)?;
     let set: Vec<&str> = [
         ("compute_instance", &spec.compute_instance),
         ("cluster", &spec.cluster),

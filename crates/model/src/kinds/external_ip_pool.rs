@@ -10,20 +10,17 @@ use crate::{Invalid, Kind, Scope, pb};
 
 /// The facts about ExternalIPPools.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "ExternalIPPool",
-    collection: "external_ip_pools",
-    singular: "externalippool",
-    plural: "externalippools",
     aliases: &["pool", "pools", "eippool", "eippools", "ippool", "ippools"],
-    scope: Scope::Provider,
     state_prefix: Some("EXTERNAL_IP_POOL_STATE"),
-    initial_state: "PENDING",
     immutable_fields: &["spec.ip_family", "spec.cidrs", "spec.network_class"],
-    set_once_fields: &[],
     references: &[RefField::to("spec.network_class", Kind::NetworkClass)],
-    tenant_user_may_write: false,
-    needs_fabric_finalizer: false,
-    reconciled: true,
+    ..KindSpec::new(
+        "ExternalIPPool",
+        "external_ip_pools",
+        "externalippool",
+        "externalippools",
+        Scope::Provider,
+    )
 };
 
 /// Checks an ExternalIPPool: family set, ≥1 CIDR, all valid, same family, no overlap inside.

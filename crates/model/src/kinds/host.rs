@@ -8,20 +8,11 @@ use crate::{Invalid, Kind, Scope, pb};
 
 /// The facts about Hosts. A new host is free for assignment.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "Host",
-    collection: "hosts",
-    singular: "host",
-    plural: "hosts",
-    aliases: &[],
-    scope: Scope::Provider,
     state_prefix: Some("HOST_STATE"),
     initial_state: "FREE",
     immutable_fields: &["spec.host_type"],
-    set_once_fields: &[],
     references: &[RefField::to("spec.host_type", Kind::HostType)],
-    tenant_user_may_write: false,
-    needs_fabric_finalizer: false,
-    reconciled: true,
+    ..KindSpec::new("Host", "hosts", "host", "hosts", Scope::Provider)
 };
 
 /// The pools a host may serve.

@@ -8,20 +8,14 @@ use crate::{Invalid, Scope, pb};
 
 /// The facts about HostTypes. They have no state: usable once stored.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "HostType",
-    collection: "host_types",
-    singular: "hosttype",
-    plural: "hosttypes",
     aliases: &["ht"],
-    scope: Scope::Provider,
-    state_prefix: None,
-    initial_state: "PENDING",
-    immutable_fields: &[],
-    set_once_fields: &[],
-    references: &[],
-    tenant_user_may_write: false,
-    needs_fabric_finalizer: false,
-    reconciled: true,
+    ..KindSpec::new(
+        "HostType",
+        "host_types",
+        "hosttype",
+        "hosttypes",
+        Scope::Provider,
+    )
 };
 
 /// Checks a HostType: interface names unique and DNS-like, roles known.

@@ -2,7 +2,8 @@
 //! and aliases, who owns it, its state enum, the fields that never change, the fields that
 //! reference other objects, and the request validation that needs nothing but the object.
 //!
-//! Each `kinds/<kind>.rs` exposes `pub const SPEC: KindSpec` plus its validation functions;
+//! Each `kinds/<kind>.rs` exposes `pub const SPEC: KindSpec` plus its validation functions
+//! (the table starts from [`KindSpec::new`] and states every rule where the kind differs);
 //! [`Kind::spec`](crate::Kind::spec) maps a kind to its table, and the generic machinery
 //! (`update.rs` for immutability, `refs.rs` for references, `validate.rs` for the shared
 //! checks) reads the tables.
@@ -74,4 +75,35 @@ pub struct KindSpec {
     /// Whether controllers reconcile the kind's lifecycle (and a tenant's deletion waits for
     /// its objects).
     pub reconciled: bool,
+}
+
+impl KindSpec {
+    /// A kind's names and scope with the common case for every other fact: no aliases, no state
+    /// enum (`initial_state` "PENDING"), nothing immutable or set once, no references, written by
+    /// admins only, no fabric finalizer, reconciled. A kind's `SPEC` states what differs and
+    /// ends with `..KindSpec::new(..)`.
+    pub const fn new(
+        display_name: &'static str,
+        collection: &'static str,
+        singular: &'static str,
+        plural: &'static str,
+        scope: Scope,
+    ) -> KindSpec {
+        KindSpec {
+            display_name,
+            collection,
+            singular,
+            plural,
+            aliases: &[],
+            scope,
+            state_prefix: None,
+            initial_state: "PENDING",
+            immutable_fields: &[],
+            set_once_fields: &[],
+            references: &[],
+            tenant_user_may_write: false,
+            needs_fabric_finalizer: false,
+            reconciled: true,
+        }
+    }
 }

@@ -2,34 +2,29 @@
 //! capabilities it offers and the default networking every new tenant gets).
 
 use crate::kinds::KindSpec;
-use crate::validate::{DualCidrs, metadata, security_rules, subnet_within};
+use crate::validate::{DualCidrs, metadata, required, security_rules, subnet_within};
 use crate::{Invalid, Scope, pb};
 
 /// The facts about NetworkClasses. The fabric manager is fixed at creation; the k8s manager
 /// may be set once later.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "NetworkClass",
-    collection: "network_classes",
-    singular: "networkclass",
-    plural: "networkclasses",
     aliases: &["nc", "class", "classes"],
-    scope: Scope::Provider,
     state_prefix: Some("NETWORK_CLASS_STATE"),
-    initial_state: "PENDING",
     immutable_fields: &["fabric_manager"],
     set_once_fields: &["k8s_manager"],
-    references: &[],
-    tenant_user_may_write: false,
-    needs_fabric_finalizer: false,
-    reconciled: true,
+    ..KindSpec::new(
+        "NetworkClass",
+        "network_classes",
+        "networkclass",
+        "networkclasses",
+        Scope::Provider,
+    )
 };
 
 /// Checks a NetworkClass apart from the manager registry: managers named, defaults valid.
 pub fn validate(nc: &pb::NetworkClass) -> Result<(), Invalid> {
     metadata(nc.metadata.as_ref())?;
-    if nc.fabric_manager.is_empty() {
-        return Err(Invalid::new("fabric_manager", "fabric_manager is required"));
-    }
+    required("fabric_manager", &nc.fabric_manager)?;
     let spec = nc.spec.clone().unwrap_or_default();
     if !(0..=32).contains(&spec.vip_prefix_length) {
         return Err(Invalid::new(

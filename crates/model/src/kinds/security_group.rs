@@ -2,37 +2,30 @@
 
 use crate::kinds::KindSpec;
 use crate::refs::RefField;
-use crate::validate::{metadata, security_rules};
+use crate::validate::{metadata, required, security_rules};
 use crate::{Invalid, Kind, Scope, pb};
 
 /// The facts about SecurityGroups.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "SecurityGroup",
-    collection: "security_groups",
-    singular: "securitygroup",
-    plural: "securitygroups",
     aliases: &["sg", "sgs"],
-    scope: Scope::Tenant,
     state_prefix: Some("SECURITY_GROUP_STATE"),
-    initial_state: "PENDING",
     immutable_fields: &["spec.virtual_network"],
-    set_once_fields: &[],
     references: &[RefField::to("spec.virtual_network", Kind::VirtualNetwork)],
-    tenant_user_may_write: false,
     needs_fabric_finalizer: true,
-    reconciled: true,
+    ..KindSpec::new(
+        "SecurityGroup",
+        "security_groups",
+        "securitygroup",
+        "securitygroups",
+        Scope::Tenant,
+    )
 };
 
 /// Checks a SecurityGroup: VN named, rules valid.
 pub fn validate(sg: &pb::SecurityGroup) -> Result<(), Invalid> {
     metadata(sg.metadata.as_ref())?;
     let spec = sg.spec.clone().unwrap_or_default();
-    if spec.virtual_network.is_empty() {
-        return Err(Invalid::new(
-            "spec.virtual_network",
-            "virtual_network is required",
-        ));
-    }
+    required("spec.virtual_network", &spec.virtual_network)?;
     security_rules("spec.ingress", &spec.ingress)?;
     security_rules("spec.egress", &spec.egress)
 }

@@ -7,20 +7,9 @@ use crate::{Invalid, Scope, pb};
 
 /// The facts about Tenants.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "Tenant",
-    collection: "tenants",
-    singular: "tenant",
-    plural: "tenants",
-    aliases: &[],
-    scope: Scope::Provider,
     state_prefix: Some("TENANT_STATE"),
-    initial_state: "PENDING",
-    immutable_fields: &[],
-    set_once_fields: &[],
-    references: &[],
-    tenant_user_may_write: false,
     needs_fabric_finalizer: true,
-    reconciled: true,
+    ..KindSpec::new("Tenant", "tenants", "tenant", "tenants", Scope::Provider)
 };
 
 /// Checks a Tenant: a name is required (it is the tenant's identity in tokens and objects).

@@ -7,25 +7,23 @@ use crate::{Invalid, Kind, Scope, pb};
 
 /// The facts about VirtualNetworks.
 pub const SPEC: KindSpec = KindSpec {
-    display_name: "VirtualNetwork",
-    collection: "virtual_networks",
-    singular: "virtualnetwork",
-    plural: "virtualnetworks",
     aliases: &["vn", "vns", "vnet", "vnets"],
-    scope: Scope::Tenant,
     state_prefix: Some("VIRTUAL_NETWORK_STATE"),
-    initial_state: "PENDING",
     immutable_fields: &[
         "spec.network_class",
         "spec.ipv4_cidr",
         "spec.ipv6_cidr",
         "spec.capabilities",
     ],
-    set_once_fields: &[],
     references: &[RefField::to("spec.network_class", Kind::NetworkClass)],
-    tenant_user_may_write: false,
     needs_fabric_finalizer: true,
-    reconciled: true,
+    ..KindSpec::new(
+        "VirtualNetwork",
+        "virtual_networks",
+        "virtualnetwork",
+        "virtualnetworks",
+        Scope::Tenant,
+    )
 };
 
 /// Checks a VirtualNetwork's CIDRs; capability checks need the class.
