@@ -180,12 +180,26 @@ pub fn same_virtual_network(
     ipv4_cidr: Option<Ipv4Net>,
     ipv6_cidr: Option<Ipv6Net>,
 ) -> Result<(), OpError> {
-    if tenant == r.tenant && ipv4_cidr == r.ipv4_cidr && ipv6_cidr == r.ipv6_cidr {
+    unchanged_on_create(
+        tenant == r.tenant && (ipv4_cidr, ipv6_cidr) == (r.ipv4_cidr, r.ipv6_cidr),
+        || format!("virtual network '{}'", r.virtual_network_id),
+        "tenant or CIDRs",
+    )
+}
+
+/// Refuses a create of an existing object (`object`, e.g. "subnet 'x'") whose stored
+/// settings differ from the request's in what `settings` names.
+fn unchanged_on_create(
+    unchanged: bool,
+    object: impl FnOnce() -> String,
+    settings: &str,
+) -> Result<(), OpError> {
+    if unchanged {
         Ok(())
     } else {
         Err(OpError::permanent(format!(
-            "virtual network '{}' already exists with a different tenant or CIDRs",
-            r.virtual_network_id
+            "{} already exists with a different {settings}",
+            object()
         )))
     }
 }
@@ -269,14 +283,11 @@ pub fn same_subnet(
     ipv4_cidr: Option<Ipv4Net>,
     ipv6_cidr: Option<Ipv6Net>,
 ) -> Result<(), OpError> {
-    if vn == r.virtual_network_id && ipv4_cidr == r.ipv4_cidr && ipv6_cidr == r.ipv6_cidr {
-        Ok(())
-    } else {
-        Err(OpError::permanent(format!(
-            "subnet '{}' already exists with a different virtual network or CIDRs",
-            r.subnet_id
-        )))
-    }
+    unchanged_on_create(
+        vn == r.virtual_network_id && (ipv4_cidr, ipv6_cidr) == (r.ipv4_cidr, r.ipv6_cidr),
+        || format!("subnet '{}'", r.subnet_id),
+        "virtual network or CIDRs",
+    )
 }
 
 /// Refusal of a new subnet whose prefix overlaps a sibling's in the same VirtualNetwork.

@@ -363,6 +363,37 @@ pub trait Manager: Send + Sync {
     ) -> Result<serde_json::Value, OpError>;
 }
 
+/// A driver's side of a [`Manager`]: implementing it implements [`Manager`], whose `call`
+/// rejects an operation of the other role ([`ensure_role`]) before the driver sees it.
+#[async_trait]
+pub trait Driver: Send + Sync {
+    /// The configuration this driver was registered with.
+    fn registration(&self) -> &Registration;
+
+    /// Runs one operation of the registration's role with its JSON request.
+    async fn handle(
+        &self,
+        op: Operation,
+        request: serde_json::Value,
+    ) -> Result<serde_json::Value, OpError>;
+}
+
+#[async_trait]
+impl<D: Driver> Manager for D {
+    fn registration(&self) -> &Registration {
+        Driver::registration(self)
+    }
+
+    async fn call(
+        &self,
+        op: Operation,
+        request: serde_json::Value,
+    ) -> Result<serde_json::Value, OpError> {
+        ensure_role(Driver::registration(self), op)?;
+        self.handle(op, request).await
+    }
+}
+
 /// Rejects an operation that does not belong to the manager's role (shared by all drivers).
 pub fn ensure_role(registration: &Registration, op: Operation) -> Result<(), OpError> {
     if op.role() == registration.role {

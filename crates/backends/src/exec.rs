@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use crate::contract::{Manager, OpError, Operation, ensure_role};
+use crate::contract::{Driver, OpError, Operation};
 use crate::registration::{DriverConfig, ExecConfig, Registration};
 
 /// Exit code meaning "try again later" (sysexits.h EX_TEMPFAIL).
@@ -266,17 +266,16 @@ async fn kill_tree(pid: Option<u32>) {
 }
 
 #[async_trait]
-impl Manager for ExecManager {
+impl Driver for ExecManager {
     fn registration(&self) -> &Registration {
         &self.registration
     }
 
-    async fn call(
+    async fn handle(
         &self,
         op: Operation,
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
-        ensure_role(&self.registration, op)?;
         self.run(op, request).await
     }
 }

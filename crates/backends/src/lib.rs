@@ -25,7 +25,8 @@ pub mod types;
 
 pub use client::{FabricClient, K8sClient};
 pub use contract::{
-    BackendFailure, Capability, Manager, OpError, Operation, Role, UnknownOperation, ensure_role,
+    BackendFailure, Capability, Driver, Manager, OpError, Operation, Role, UnknownOperation,
+    ensure_role,
 };
 pub use exec::{EXIT_TEMPFAIL, ExecManager};
 pub use osac_model::MacAddress;

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use osac_backends::checks;
 use osac_backends::{
-    CreateSubnetOverlayRequest, DeleteSubnetOverlayRequest, Manager, OpError, Operation,
-    Registration, Role, ensure_role,
+    CreateSubnetOverlayRequest, DeleteSubnetOverlayRequest, Driver, OpError, Operation,
+    Registration, Role,
 };
 use tokio::sync::Mutex;
 
@@ -172,17 +172,16 @@ impl LinuxK8s {
 }
 
 #[async_trait]
-impl Manager for LinuxK8s {
+impl Driver for LinuxK8s {
     fn registration(&self) -> &Registration {
         &self.registration
     }
 
-    async fn call(
+    async fn handle(
         &self,
         op: Operation,
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
-        ensure_role(&self.registration, op)?;
         match op {
             Operation::CreateSubnetOverlay => {
                 self.create_overlay(checks::decode_request(op, request)?)

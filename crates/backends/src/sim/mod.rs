@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 
-use crate::contract::{Manager, OpError, Operation, Role, ensure_role};
+use crate::contract::{Driver, OpError, Operation, Role};
 use crate::registration::Registration;
 
 pub use fabric::{
@@ -377,17 +377,16 @@ fn check_role(registration: &Registration, engine: Role) -> Result<(), SimError>
 }
 
 #[async_trait]
-impl Manager for SimManager {
+impl Driver for SimManager {
     fn registration(&self) -> &Registration {
         &self.registration
     }
 
-    async fn call(
+    async fn handle(
         &self,
         op: Operation,
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
-        ensure_role(&self.registration, op)?;
         if !self.latency.is_zero() {
             tokio::time::sleep(self.latency).await;
         }

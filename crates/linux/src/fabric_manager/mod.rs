@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use osac_backends::checks::{self, decode_request as parse};
-use osac_backends::{Manager, OpError, Operation, Registration, Role, ensure_role};
+use osac_backends::{Driver, OpError, Operation, Registration, Role};
 use tokio::sync::Mutex;
 
 use crate::config::LinuxSettings;
@@ -130,17 +130,16 @@ impl LinuxFabric {
 }
 
 #[async_trait]
-impl Manager for LinuxFabric {
+impl Driver for LinuxFabric {
     fn registration(&self) -> &Registration {
         &self.registration
     }
 
-    async fn call(
+    async fn handle(
         &self,
         op: Operation,
         request: serde_json::Value,
     ) -> Result<serde_json::Value, OpError> {
-        ensure_role(&self.registration, op)?;
         let mut inner = self.inner.lock().await;
         let result = match op {
             Operation::CreateVirtualNetwork => {
