@@ -495,57 +495,29 @@ async fn bench(args: Args) -> Result<Report> {
 async fn phases(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mut Report) -> Result<()> {
     // A failed run is reported (MISS) and the next one still runs.
     if !args.skip_create {
-        if let Err(e) = create_phase(args, env, raw_rate, report).await {
-            failed(report, "2", "subnet create via REST", &e);
-        }
-        report
-            .details
-            .push(format!("memory, after the create run: {}", Mem::now()));
+        let result = create_phase(args, env, raw_rate, report).await;
+        after_run(report, result, "2", "subnet create via REST", "create");
     }
     if !args.skip_ready {
-        if let Err(e) = ready_phase(args, env, report).await {
-            failed(
-                report,
-                "4",
-                &format!("{} subnets to READY", thousands(args.ready as f64)),
-                &e,
-            );
-        }
-        report
-            .details
-            .push(format!("memory, after the READY run: {}", Mem::now()));
+        let result = ready_phase(args, env, report).await;
+        let what = format!("{} subnets to READY", thousands(args.ready as f64));
+        after_run(report, result, "4", &what, "READY");
     }
     if !args.skip_workloads {
-        if let Err(e) = workloads::workloads_phase(args, env, report).await {
-            failed(
-                report,
-                "6",
-                &format!(
-                    "{} VMs with an ExternalIPAttachment",
-                    thousands(args.workloads as f64)
-                ),
-                &e,
-            );
-        }
-        report
-            .details
-            .push(format!("memory, after the workload run: {}", Mem::now()));
+        let result = workloads::workloads_phase(args, env, report).await;
+        let what = format!(
+            "{} VMs with an ExternalIPAttachment",
+            thousands(args.workloads as f64)
+        );
+        after_run(report, result, "6", &what, "workload");
     }
     if !args.skip_single_call {
-        if let Err(e) = single_call::single_call_phase(args, env, report).await {
-            failed(
-                report,
-                "7",
-                &format!(
-                    "{} single-call VM creates",
-                    thousands(args.single_call as f64)
-                ),
-                &e,
-            );
-        }
-        report
-            .details
-            .push(format!("memory, after the single-call run: {}", Mem::now()));
+        let result = single_call::single_call_phase(args, env, report).await;
+        let what = format!(
+            "{} single-call VM creates",
+            thousands(args.single_call as f64)
+        );
+        after_run(report, result, "7", &what, "single-call");
     }
     if args.explain
         && let Err(e) = explain::explain_phase(args, env, report).await
@@ -558,6 +530,17 @@ async fn phases(args: &Args, env: &Env, raw_rate: Option<f64>, report: &mut Repo
         failed(report, "3", "GET/LIST at 100k objects", &e);
     }
     Ok(())
+}
+
+/// After run `id` (`what` it measures; `run` names it in the memory detail): its failure if
+/// it failed (see [`failed`]), then the process's memory.
+fn after_run(report: &mut Report, result: Result<()>, id: &str, what: &str, run: &str) {
+    if let Err(e) = result {
+        failed(report, id, what, &e);
+    }
+    report
+        .details
+        .push(format!("memory, after the {run} run: {}", Mem::now()));
 }
 
 /// A run that could not finish: a MISS line and the error among the warnings.

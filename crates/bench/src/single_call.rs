@@ -16,6 +16,7 @@ use crate::api::{Api, id_of};
 use crate::load;
 use crate::metrics::Histograms;
 use crate::report::{Goal, Line, Report, thousands};
+use crate::workloads::ReadyTiming;
 use crate::{Args, Env};
 
 const VMS: &str = "/api/fulfillment/v1/compute_instances";
@@ -235,8 +236,11 @@ pub async fn single_call_phase(args: &Args, env: &Env, report: &mut Report) -> R
         None
     };
     let create_lat = run.latencies.clone();
-    let create_rate = ok as f64 / created_after.as_secs_f64().max(1e-9);
-    let e2e = ok as f64 / total.as_secs_f64().max(1e-9);
+    let timing = ReadyTiming {
+        ok,
+        created_after,
+        total,
+    };
 
     // Deletes, then the pool's capacity back and the VMs gone.
     progress!(
@@ -276,41 +280,26 @@ pub async fn single_call_phase(args: &Args, env: &Env, report: &mut Report) -> R
     let atts_after = api.count(ATTACHMENTS, "").await?;
 
     let count = thousands(ok as f64);
-    report.lines.push(Line {
-        id: "7".into(),
-        what: format!(
+    timing.push_create_line(
+        report,
+        "7",
+        format!(
             "{count} single-call VM creates, auto external IP ({} cl.)",
             args.clients
         ),
-        shown: format!("{} /s", thousands(create_rate)),
-        value: create_rate,
-        goal: Goal::None,
-        goal_text: "(reference)".into(),
-        note: format!(
+        format!(
             "{count} POSTs in {:.2} s; p50 {:.1} / p99 {:.1} ms",
             created_after.as_secs_f64(),
             create_lat.pct(0.5),
             create_lat.pct(0.99)
         ),
-    });
-    report.lines.push(Line {
-        id: "".into(),
-        what: format!("  {count} auto attachments READY (first create → last READY)"),
-        shown: format!("{:.1} s", total.as_secs_f64()),
-        value: total.as_secs_f64(),
-        goal: Goal::None,
-        goal_text: format!("(≤ {:.0} s at goal)", ok as f64 / GOAL_PER_S),
-        note: format!("creates done at {:.1} s", created_after.as_secs_f64()),
-    });
-    report.lines.push(Line {
-        id: "".into(),
-        what: "  end-to-end single-call workloads/s".into(),
-        shown: format!("{} /s", thousands(e2e)),
-        value: e2e,
-        goal: Goal::AtLeast(GOAL_PER_S),
-        goal_text: format!("≥ {GOAL_PER_S:.0} /s"),
-        note: String::new(),
-    });
+    );
+    timing.push_ready_lines(
+        report,
+        &format!("{count} auto attachments"),
+        "single-call workloads",
+        GOAL_PER_S,
+    );
     let (back_value, back_shown) = match &pool_back {
         Ok(d) => (d.as_secs_f64(), format!("{:.1} s", d.as_secs_f64())),
         Err(_) => (f64::INFINITY, "not back".into()),
@@ -333,11 +322,8 @@ pub async fn single_call_phase(args: &Args, env: &Env, report: &mut Report) -> R
     });
     report.lines.extend(console_line);
     report.details.push(format!(
-        "[single-call] {ok} VMs created in {:.2} s ({} /s); all {ok} auto-provisioned attachments READY at {:.2} s ({} workloads/s end to end); {running} VMs RUNNING then",
-        created_after.as_secs_f64(),
-        thousands(create_rate),
-        total.as_secs_f64(),
-        thousands(e2e)
+        "[single-call] {}; {running} VMs RUNNING then",
+        timing.summary("VMs", "auto-provisioned attachments")
     ));
     report.details.push(format!(
         "[single-call] create latency: {}",

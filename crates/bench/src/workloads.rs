@@ -246,42 +246,30 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
         .map(|t| (t.vm, t.attachment))
         .unzip();
     let (vm_lat, att_lat) = (Latencies::new(vm_lat), Latencies::new(att_lat));
-    let create_rate = ok as f64 / created_after.as_secs_f64().max(1e-9);
-    let e2e = ok as f64 / total.as_secs_f64().max(1e-9);
+    let timing = ReadyTiming {
+        ok,
+        created_after,
+        total,
+    };
     let count = thousands(ok as f64);
-    report.lines.push(Line {
-        id: "6".into(),
-        what: format!(
+    timing.push_create_line(
+        report,
+        "6",
+        format!(
             "{count} VM + ExternalIPAttachment creates ({} cl.)",
             args.clients
         ),
-        shown: format!("{} /s", thousands(create_rate)),
-        value: create_rate,
-        goal: Goal::None,
-        goal_text: "(reference)".into(),
-        note: format!(
+        format!(
             "{count} workloads (2 POSTs each) in {:.2} s",
             created_after.as_secs_f64()
         ),
-    });
-    report.lines.push(Line {
-        id: "".into(),
-        what: format!("  {count} attachments READY (first create → last READY)"),
-        shown: format!("{:.1} s", total.as_secs_f64()),
-        value: total.as_secs_f64(),
-        goal: Goal::None,
-        goal_text: format!("(≤ {:.0} s at goal)", ok as f64 / GOAL_PER_S),
-        note: format!("creates done at {:.1} s", created_after.as_secs_f64()),
-    });
-    report.lines.push(Line {
-        id: "".into(),
-        what: "  end-to-end workloads/s".into(),
-        shown: format!("{} /s", thousands(e2e)),
-        value: e2e,
-        goal: Goal::AtLeast(GOAL_PER_S),
-        goal_text: format!("≥ {GOAL_PER_S:.0} /s"),
-        note: String::new(),
-    });
+    );
+    timing.push_ready_lines(
+        report,
+        &format!("{count} attachments"),
+        "workloads",
+        GOAL_PER_S,
+    );
     let per_workload = txs as f64 / (ok.max(1)) as f64;
     report.lines.push(Line {
         id: "".into(),
@@ -306,11 +294,8 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
         note: format!("max {:.1} ms", vm_lat.max()),
     });
     report.details.push(format!(
-        "[workloads] {ok} workloads created in {:.2} s ({} /s); all {ok} attachments READY at {:.2} s ({} workloads/s end to end); {running} VMs RUNNING then",
-        created_after.as_secs_f64(),
-        thousands(create_rate),
-        total.as_secs_f64(),
-        thousands(e2e)
+        "[workloads] {}; {running} VMs RUNNING then",
+        timing.summary("workloads", "attachments")
     ));
     report.details.push(format!(
         "[workloads] ComputeInstance create latency: {}",
@@ -347,6 +332,84 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
         ));
     }
     Ok(())
+}
+
+/// How a workload run (measures 6 and 7) went: `ok` workloads, all created after
+/// `created_after` and all their attachments READY after `total` (both from the first create).
+pub struct ReadyTiming {
+    pub ok: usize,
+    pub created_after: Duration,
+    pub total: Duration,
+}
+
+impl ReadyTiming {
+    /// Creates per second.
+    pub fn create_rate(&self) -> f64 {
+        self.ok as f64 / self.created_after.as_secs_f64().max(1e-9)
+    }
+
+    /// Workloads per second, first create to last READY.
+    pub fn end_to_end_rate(&self) -> f64 {
+        self.ok as f64 / self.total.as_secs_f64().max(1e-9)
+    }
+
+    /// The measure's first line: creates per second (a reference figure), with `what` was
+    /// created and a `note` on how.
+    pub fn push_create_line(&self, report: &mut Report, id: &str, what: String, note: String) {
+        report.lines.push(Line {
+            id: id.into(),
+            what,
+            shown: format!("{} /s", thousands(self.create_rate())),
+            value: self.create_rate(),
+            goal: Goal::None,
+            goal_text: "(reference)".into(),
+            note,
+        });
+    }
+
+    /// The two lines that follow the create line: the time until the last of `attachments`
+    /// was READY (reference: the run at `goal_per_s`), and `workloads`/s end to end against
+    /// that goal.
+    pub fn push_ready_lines(
+        &self,
+        report: &mut Report,
+        attachments: &str,
+        workloads: &str,
+        goal_per_s: f64,
+    ) {
+        let (total, e2e) = (self.total.as_secs_f64(), self.end_to_end_rate());
+        report.lines.push(Line {
+            id: "".into(),
+            what: format!("  {attachments} READY (first create → last READY)"),
+            shown: format!("{total:.1} s"),
+            value: total,
+            goal: Goal::None,
+            goal_text: format!("(≤ {:.0} s at goal)", self.ok as f64 / goal_per_s),
+            note: format!("creates done at {:.1} s", self.created_after.as_secs_f64()),
+        });
+        report.lines.push(Line {
+            id: "".into(),
+            what: format!("  end-to-end {workloads}/s"),
+            shown: format!("{} /s", thousands(e2e)),
+            value: e2e,
+            goal: Goal::AtLeast(goal_per_s),
+            goal_text: format!("≥ {goal_per_s:.0} /s"),
+            note: String::new(),
+        });
+    }
+
+    /// The run in a sentence for the details: the `ok` `created` and when all their
+    /// `attachments` were READY, with the rates.
+    pub fn summary(&self, created: &str, attachments: &str) -> String {
+        let ok = self.ok;
+        format!(
+            "{ok} {created} created in {:.2} s ({} /s); all {ok} {attachments} READY at {:.2} s ({} workloads/s end to end)",
+            self.created_after.as_secs_f64(),
+            thousands(self.create_rate()),
+            self.total.as_secs_f64(),
+            thousands(self.end_to_end_rate())
+        )
+    }
 }
 
 #[cfg(test)]
