@@ -99,28 +99,19 @@ pub(super) fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMa
     );
     schemas.insert(
         "ManagerList".into(),
-        json!({
-            "type": "object",
-            "properties": {
-                "size": { "type": "integer", "description": "Number of items." },
-                "total": { "type": "integer", "description": "Number of registered managers." },
-                "items": { "type": "array", "items": schema_ref("Manager") },
-            },
-        }),
+        list_schema("Manager", "Number of registered managers.", json!({})),
     );
     schemas.insert(
         "ReplicaList".into(),
-        json!({
-            "type": "object",
-            "properties": {
+        list_schema(
+            "Replica",
+            "Number of replicas listed.",
+            json!({
                 "shared": { "type": "boolean", "description": "Whether the store is shared by replicas (PostgreSQL); false: one process reconciles everything." },
                 "shards": { "type": "integer", "description": "Number of controller shards." },
                 "unowned_shards": { "type": "integer", "description": "Shards no live replica holds right now." },
-                "size": { "type": "integer", "description": "Number of items." },
-                "total": { "type": "integer", "description": "Number of replicas listed." },
-                "items": { "type": "array", "items": schema_ref("Replica") },
-            },
-        }),
+            }),
+        ),
     );
     schemas.insert(
         "Replica".into(),
@@ -159,4 +150,26 @@ pub(super) fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMa
             },
         }),
     );
+}
+
+/// The schema of a private list reply: `size` items of schema `item`, the `total` counted as
+/// `total_description` says, and the list's own `extra` properties (a JSON object).
+fn list_schema(item: &str, total_description: &str, extra: Value) -> Value {
+    let mut properties = match extra {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    properties.insert(
+        "size".into(),
+        json!({ "type": "integer", "description": "Number of items." }),
+    );
+    properties.insert(
+        "total".into(),
+        json!({ "type": "integer", "description": total_description }),
+    );
+    properties.insert(
+        "items".into(),
+        json!({ "type": "array", "items": schema_ref(item) }),
+    );
+    json!({ "type": "object", "properties": properties })
 }

@@ -8,7 +8,7 @@ use osac_model::{Kind, kinds, pb, validate};
 use osac_store::Record;
 use serde_json::Value;
 
-use super::workload::{self, AttachmentInput};
+use super::workload;
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
 use crate::service::RequestCtx;
@@ -72,20 +72,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
         &ht,
         ht_rec.label(),
     )?;
-    let inputs: Vec<AttachmentInput<'_>> = atts
-        .iter()
-        .enumerate()
-        .map(|(i, a)| AttachmentInput {
-            field: format!("{FIELD}[{i}]"),
-            subnet: &a.subnet,
-            security_groups: &a.security_groups,
-        })
-        .collect();
-    let net = workload::resolve_attachments(cx, &inputs).await?;
-    for ((a, subnet), sgs) in atts.iter_mut().zip(net.subnets).zip(net.security_groups) {
-        a.subnet = subnet;
-        a.security_groups = sgs;
-    }
+    workload::resolve_machine_attachments(cx, FIELD, &mut atts).await?;
     refs.push((ht_rec.id.clone(), "spec.host_type".into()));
     workload::lock_refs(cx, refs).await?;
     spec.network_attachments = atts;
@@ -99,18 +86,9 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value)
     validate::metadata(bm.metadata.as_ref())?;
     let spec = bm.spec.get_or_insert_with(Default::default);
     let old: pb::BareMetalInstance = current.decode()?;
-    let first = old
-        .spec
-        .as_ref()
-        .and_then(|s| s.network_attachments.first())
-        .map(|a| a.subnet.clone())
-        .unwrap_or_default();
-    let groups = spec
-        .network_attachments
-        .iter_mut()
-        .map(|a| &mut a.security_groups)
-        .collect();
-    workload::update_security_groups(cx, FIELD, &first, groups).await?;
+    let stored = old.spec.unwrap_or_default().network_attachments;
+    workload::update_machine_security_groups(cx, FIELD, &stored, &mut spec.network_attachments)
+        .await?;
     *body = body_of(&to_json(&bm)?);
     Ok(())
 }

@@ -6,7 +6,7 @@ use osac_model::{Kind, kinds, pb, validate};
 use osac_store::Record;
 use serde_json::Value;
 
-use super::workload::{self, AttachmentInput};
+use super::workload;
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
 use crate::service::RequestCtx;
@@ -26,21 +26,8 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
             primary: true,
         });
     }
-    let inputs: Vec<AttachmentInput<'_>> = atts
-        .iter()
-        .enumerate()
-        .map(|(i, a)| AttachmentInput {
-            field: format!("{FIELD}[{i}]"),
-            subnet: &a.subnet,
-            security_groups: &a.security_groups,
-        })
-        .collect();
-    let net = workload::resolve_attachments(cx, &inputs).await?;
-    workload::require_k8s(cx, &net.vn, "virtual machines", "").await?;
-    for ((a, subnet), sgs) in atts.iter_mut().zip(net.subnets).zip(net.security_groups) {
-        a.subnet = subnet;
-        a.security_groups = sgs;
-    }
+    let vn = workload::resolve_machine_attachments(cx, FIELD, &mut atts).await?;
+    workload::require_k8s(cx, &vn, "virtual machines", "").await?;
     spec.compute_network_attachments = atts;
     spec.network_attachments.clear();
     Ok(body_of(&to_json(&ci)?))
@@ -57,18 +44,14 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value)
         ));
     }
     let old: pb::ComputeInstance = current.decode()?;
-    let first = old
-        .spec
-        .as_ref()
-        .and_then(|s| s.compute_network_attachments.first())
-        .map(|a| a.subnet.clone())
-        .unwrap_or_default();
-    let groups = spec
-        .compute_network_attachments
-        .iter_mut()
-        .map(|a| &mut a.security_groups)
-        .collect();
-    workload::update_security_groups(cx, FIELD, &first, groups).await?;
+    let stored = old.spec.unwrap_or_default().compute_network_attachments;
+    workload::update_machine_security_groups(
+        cx,
+        FIELD,
+        &stored,
+        &mut spec.compute_network_attachments,
+    )
+    .await?;
     *body = body_of(&to_json(&ci)?);
     Ok(())
 }

@@ -126,8 +126,7 @@ pub async fn consumer(tx: &mut dyn Tx, eip_id: &str) -> ApiResult<Option<Record>
 /// Resolves an ExternalIP for a new consumer: not FAILED (a PENDING one is waited for by the
 /// consumer's controller) and not attached (one consumer at most).
 pub async fn require_free(cx: &mut RequestCtx<'_>, key: &str) -> ApiResult<Record> {
-    let eip = super::resolve(cx, Kind::ExternalIp, "spec.external_ip", key, true).await?;
-    super::require_not_failed(&eip, "spec.external_ip")?;
+    let eip = super::resolve_usable(cx, Kind::ExternalIp, "spec.external_ip", key, true).await?;
     if let Some(user) = consumer(cx.tx, &eip.id).await? {
         return Err(ApiError::precondition(format!(
             "spec.external_ip: ExternalIP '{}' is already attached to {} '{}'",

@@ -246,6 +246,27 @@ pub async fn resolve(
     Ok(rec)
 }
 
+/// [`resolve`]s a dependency of a new object and refuses it once FAILED
+/// ([`require_not_failed`]).
+pub async fn resolve_usable(
+    cx: &mut RequestCtx<'_>,
+    kind: Kind,
+    field: &str,
+    key: &str,
+    lock: bool,
+) -> ApiResult<Record> {
+    let rec = resolve(cx, kind, field, key, lock).await?;
+    require_not_failed(&rec, field)?;
+    Ok(rec)
+}
+
+/// The VirtualNetwork a Subnet, SecurityGroup or NATGateway names in `spec.virtual_network`,
+/// usable and locked: a concurrent delete of the network then either sees the new object (and
+/// is refused) or makes this create fail.
+pub async fn parent_network(cx: &mut RequestCtx<'_>, key: &str) -> ApiResult<Record> {
+    resolve_usable(cx, Kind::VirtualNetwork, "spec.virtual_network", key, true).await
+}
+
 /// The `status.state` name of a record ("" when unset).
 pub fn state_of(rec: &Record) -> &str {
     rec.body

@@ -12,15 +12,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut n: pb::NatGateway = parse(Kind::NatGateway, obj)?;
     kinds::nat_gateway::validate(&n)?;
     let spec = n.spec.get_or_insert_with(Default::default);
-    let vn = super::resolve(
-        cx,
-        Kind::VirtualNetwork,
-        "spec.virtual_network",
-        &spec.virtual_network,
-        true,
-    )
-    .await?;
-    super::require_not_failed(&vn, "spec.virtual_network")?;
+    let vn = super::parent_network(cx, &spec.virtual_network).await?;
     for r in cx.tx.referrers(&vn.id).await? {
         if r.source_kind == Kind::NatGateway
             && let Some(existing) = cx.tx.get(&r.source).await?

@@ -14,15 +14,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut sg: pb::SecurityGroup = parse(Kind::SecurityGroup, obj)?;
     kinds::security_group::validate(&sg)?;
     let spec = sg.spec.get_or_insert_with(Default::default);
-    let vn = super::resolve(
-        cx,
-        Kind::VirtualNetwork,
-        "spec.virtual_network",
-        &spec.virtual_network,
-        true,
-    )
-    .await?;
-    super::require_not_failed(&vn, "spec.virtual_network")?;
+    let vn = super::parent_network(cx, &spec.virtual_network).await?;
     spec.virtual_network = vn.id.clone();
     Ok(body_of(&to_json(&sg)?))
 }

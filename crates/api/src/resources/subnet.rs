@@ -14,15 +14,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut s: pb::Subnet = parse(Kind::Subnet, obj)?;
     let cidrs = kinds::subnet::validate(&s)?;
     let spec = s.spec.get_or_insert_with(Default::default);
-    let vn = super::resolve(
-        cx,
-        Kind::VirtualNetwork,
-        "spec.virtual_network",
-        &spec.virtual_network,
-        true,
-    )
-    .await?;
-    super::require_not_failed(&vn, "spec.virtual_network")?;
+    let vn = super::parent_network(cx, &spec.virtual_network).await?;
     let vn_spec = vn.decode::<pb::VirtualNetwork>()?.spec.unwrap_or_default();
     let vn_cidrs = DualCidrs::parse_optional("spec", &vn_spec.ipv4_cidr, &vn_spec.ipv6_cidr)?;
     subnet_within(

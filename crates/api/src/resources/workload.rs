@@ -225,8 +225,7 @@ pub async fn resolve_attachments(
     let mut first: Option<(String, String)> = None;
     for a in atts {
         let field = format!("{}.subnet", a.field);
-        let sn = super::resolve(cx, Kind::Subnet, &field, a.subnet, false).await?;
-        super::require_not_failed(&sn, &field)?;
+        let sn = super::resolve_usable(cx, Kind::Subnet, &field, a.subnet, false).await?;
         match &first {
             None => first = Some((vn_of(&sn).to_string(), field)),
             Some((vn, first_field)) if vn.as_str() != vn_of(&sn) => {
@@ -284,8 +283,7 @@ pub async fn resolve_security_groups(
     let mut ids: Vec<String> = Vec::with_capacity(keys.len());
     for (j, key) in keys.iter().enumerate() {
         let f = format!("{field}[{j}]");
-        let sg = super::resolve(cx, Kind::SecurityGroup, &f, key, false).await?;
-        super::require_not_failed(&sg, &f)?;
+        let sg = super::resolve_usable(cx, Kind::SecurityGroup, &f, key, false).await?;
         if vn_of(&sg) != vn.id {
             let theirs = label_of(cx, vn_of(&sg)).await?;
             return Err(ApiError::invalid(format!(
@@ -369,6 +367,80 @@ pub async fn require_k8s(
         )));
     }
     Ok(())
+}
+
+/// A network attachment of a VM or a bare-metal instance as its spec stores it: a subnet and
+/// its security groups, names or ids as requested, ids once resolved.
+pub trait MachineAttachment {
+    /// The subnet and the security groups.
+    fn subnet_and_groups(&self) -> (&str, &[String]);
+    /// The subnet and the security groups, to store what they resolved to.
+    fn subnet_and_groups_mut(&mut self) -> (&mut String, &mut Vec<String>);
+}
+
+impl MachineAttachment for pb::ComputeNetworkAttachment {
+    fn subnet_and_groups(&self) -> (&str, &[String]) {
+        (&self.subnet, &self.security_groups)
+    }
+    fn subnet_and_groups_mut(&mut self) -> (&mut String, &mut Vec<String>) {
+        (&mut self.subnet, &mut self.security_groups)
+    }
+}
+
+impl MachineAttachment for pb::BareMetalNetworkAttachment {
+    fn subnet_and_groups(&self) -> (&str, &[String]) {
+        (&self.subnet, &self.security_groups)
+    }
+    fn subnet_and_groups_mut(&mut self) -> (&mut String, &mut Vec<String>) {
+        (&mut self.subnet, &mut self.security_groups)
+    }
+}
+
+/// [`resolve_attachments`] of a machine's attachments (the list at `field`), storing the ids
+/// they resolved to in them; returns their VirtualNetwork.
+pub async fn resolve_machine_attachments<A: MachineAttachment>(
+    cx: &mut RequestCtx<'_>,
+    field: &str,
+    atts: &mut [A],
+) -> ApiResult<Record> {
+    let inputs: Vec<AttachmentInput<'_>> = atts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let (subnet, security_groups) = a.subnet_and_groups();
+            AttachmentInput {
+                field: format!("{field}[{i}]"),
+                subnet,
+                security_groups,
+            }
+        })
+        .collect();
+    let net = resolve_attachments(cx, &inputs).await?;
+    for ((a, subnet), sgs) in atts.iter_mut().zip(net.subnets).zip(net.security_groups) {
+        let (a_subnet, a_groups) = a.subnet_and_groups_mut();
+        *a_subnet = subnet;
+        *a_groups = sgs;
+    }
+    Ok(net.vn)
+}
+
+/// [`update_security_groups`] of a machine's attachments (the list at `field`): `requested`
+/// as the update asks, `stored` as before (its first subnet names the VirtualNetwork).
+pub async fn update_machine_security_groups<A: MachineAttachment>(
+    cx: &mut RequestCtx<'_>,
+    field: &str,
+    stored: &[A],
+    requested: &mut [A],
+) -> ApiResult<()> {
+    let first = stored
+        .first()
+        .map(|a| a.subnet_and_groups().0.to_string())
+        .unwrap_or_default();
+    let groups = requested
+        .iter_mut()
+        .map(|a| a.subnet_and_groups_mut().1)
+        .collect();
+    update_security_groups(cx, field, &first, groups).await
 }
 
 /// The update of a workload's attachments: only their security groups may change. Resolves

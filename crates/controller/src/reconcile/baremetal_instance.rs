@@ -146,18 +146,13 @@ async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError
 /// Network, host, ports, installation, addresses, RUNNING with the host ASSIGNED.
 async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::BareMetalInstance>) -> Step<()> {
     let spec = w.obj.spec.clone().unwrap_or_default();
-    if spec.network_attachments.is_empty() {
-        let e = OpError::permanent(
-            "spec.network_attachments is empty: a bare-metal instance needs at least one",
-        );
-        return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
-    }
     let attachments: Vec<(&str, &[String])> = spec
         .network_attachments
         .iter()
         .map(|a| (a.subnet.as_str(), a.security_groups.as_slice()))
         .collect();
-    let net = network_phase::resolve(ctx, w, &attachments).await?;
+    let empty = "spec.network_attachments is empty: a bare-metal instance needs at least one";
+    let net = network_phase::resolve_machine(ctx, w, &attachments, empty).await?;
 
     let host_rec = match ensure_host(ctx, w, &spec.host_type).await? {
         Inventory::Host(h) => *h,

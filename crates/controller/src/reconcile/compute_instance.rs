@@ -93,18 +93,13 @@ async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError
 /// Network, hosting cluster, boot, addresses, RUNNING.
 async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::ComputeInstance>) -> Step<()> {
     let spec = w.obj.spec.clone().unwrap_or_default();
-    if spec.compute_network_attachments.is_empty() {
-        let e = OpError::permanent(
-            "spec.compute_network_attachments is empty: a VM needs at least one attachment",
-        );
-        return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
-    }
     let attachments: Vec<(&str, &[String])> = spec
         .compute_network_attachments
         .iter()
         .map(|a| (a.subnet.as_str(), a.security_groups.as_slice()))
         .collect();
-    let net = network_phase::resolve(ctx, w, &attachments).await?;
+    let empty = "spec.compute_network_attachments is empty: a VM needs at least one attachment";
+    let net = network_phase::resolve_machine(ctx, w, &attachments, empty).await?;
     let clusters = net.managers.hosting_clusters();
     let recorded = w
         .annotations

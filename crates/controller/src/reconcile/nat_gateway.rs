@@ -25,17 +25,12 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
 
 /// The fabric removes the SNAT.
 async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
-    let nat: pb::NatGateway = decode(&rec)?;
-    let request = DeleteNatGatewayRequest {
-        nat_gateway_id: rec.id.clone(),
-        virtual_network_id: nat
-            .spec
-            .as_ref()
-            .map(|s| s.virtual_network.clone())
-            .unwrap_or_default(),
-    };
-    let vn_id = request.virtual_network_id.clone();
-    undo_in_network(ctx, rec, nat, &vn_id, |fabric| async move {
+    let nat_gateway_id = rec.id.clone();
+    undo_in_network::<pb::NatGateway, _, _>(ctx, rec, |fabric, virtual_network_id| async move {
+        let request = DeleteNatGatewayRequest {
+            nat_gateway_id,
+            virtual_network_id,
+        };
         fabric.delete_nat_gateway(&request).await
     })
     .await

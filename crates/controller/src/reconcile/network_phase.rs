@@ -69,6 +69,21 @@ pub(crate) async fn resolve<T: Workload>(
     }
 }
 
+/// Phase 1 of a machine (a VM or a bare-metal instance): a machine without `attachments`
+/// fails (`empty` says why), else [`resolve`].
+pub(crate) async fn resolve_machine<T: Workload>(
+    ctx: &ReconcileCtx,
+    w: &mut Work<T>,
+    attachments: &[(&str, &[String])],
+    empty: &str,
+) -> Step<Network> {
+    if attachments.is_empty() {
+        let e = OpError::permanent(empty);
+        return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
+    }
+    resolve(ctx, w, attachments).await
+}
+
 /// Phase 2, once per spec: every port onto its subnet, allowed to send from `allowed` too;
 /// `NetworkingConfigured` TRUE with `summary`.
 pub(crate) async fn attach<T: Workload>(

@@ -60,17 +60,12 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
 
 /// The fabric removes the group.
 async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileError> {
-    let sg: pb::SecurityGroup = decode(&rec)?;
-    let request = DeleteSecurityGroupRequest {
-        security_group_id: rec.id.clone(),
-        virtual_network_id: sg
-            .spec
-            .as_ref()
-            .map(|s| s.virtual_network.clone())
-            .unwrap_or_default(),
-    };
-    let vn_id = request.virtual_network_id.clone();
-    undo_in_network(ctx, rec, sg, &vn_id, |fabric| async move {
+    let security_group_id = rec.id.clone();
+    undo_in_network::<pb::SecurityGroup, _, _>(ctx, rec, |fabric, virtual_network_id| async move {
+        let request = DeleteSecurityGroupRequest {
+            security_group_id,
+            virtual_network_id,
+        };
         fabric.delete_security_group(&request).await
     })
     .await

@@ -94,27 +94,29 @@ pub(crate) async fn ready_virtual_network(
     Ok(Resolved::Ready(vn))
 }
 
-/// The cleanup of an object the fabric programmed inside VirtualNetwork `vn_id` (a
-/// SecurityGroup, a NATGateway): `undo` with that network's fabric manager, then the
-/// finalizer's outcome ([`finalizer::undone`]).
+/// The cleanup of an object `T` the fabric programmed inside the VirtualNetwork its
+/// `spec.virtual_network` names (a SecurityGroup, a NATGateway): `undo` with that network's
+/// fabric manager and the network's id, then the finalizer's outcome ([`finalizer::undone`]).
 pub(crate) async fn undo_in_network<T, F, Fut>(
     ctx: &ReconcileCtx,
     rec: Record,
-    obj: T,
-    vn_id: &str,
     undo: F,
 ) -> Result<Cleanup, ReconcileError>
 where
     T: Object,
-    F: FnOnce(FabricClient) -> Fut,
+    F: FnOnce(FabricClient, String) -> Fut,
     Fut: Future<Output = Result<(), OpError>>,
 {
+    let obj: T = decode(&rec)?;
+    let vn_id = osac_model::refs::string_at(&rec.body, "spec.virtual_network")
+        .unwrap_or_default()
+        .to_string();
     let undone = async {
         let (_, m) = ctx
             .dispatcher
-            .for_virtual_network(&*ctx.store, vn_id)
+            .for_virtual_network(&*ctx.store, &vn_id)
             .await?;
-        undo(m.fabric).await
+        undo(m.fabric, vn_id).await
     }
     .await;
     finalizer::undone(ctx, rec, obj, undone).await
