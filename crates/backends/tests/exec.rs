@@ -1,14 +1,16 @@
 //! The exec driver: exit codes, stderr messages, timeouts, stdin/stdout plumbing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use osac_backends::{
-    DriverConfig, DriverContext, ExecManager, FabricClient, Manager, OpError, Operation,
-    Registration, Registry, Role,
+    DriverConfig, ExecManager, FabricClient, Manager, OpError, Operation, Registration, Role,
 };
 use serde_json::json;
+
+mod support;
+use support::{examples, load};
 
 /// An exec manager running `sh <dir>/script.sh <op>` (through sh, so the freshly written file
 /// is never exec'd directly: no ETXTBSY races between parallel tests).
@@ -24,18 +26,23 @@ fn req() -> serde_json::Value {
     json!({"virtual_network_id": "vn-1", "tenant": "t"})
 }
 
-#[tokio::test]
-async fn exit_75_is_transient_with_the_stderr_message() {
+/// Runs `script` (with `timeout` seconds) for a CreateVirtualNetwork of [`req`] and returns
+/// the error it must fail with.
+async fn create_vn_error(script: &str, timeout: u64) -> OpError {
     let dir = tempfile::tempdir().unwrap();
-    let m = script_manager(
-        dir.path(),
-        "echo starting >&2\necho 'backend busy' >&2\necho >&2\nexit 75\n",
-        5,
-    );
-    let err = m
+    script_manager(dir.path(), script, timeout)
         .call(Operation::CreateVirtualNetwork, req())
         .await
-        .unwrap_err();
+        .unwrap_err()
+}
+
+#[tokio::test]
+async fn exit_75_is_transient_with_the_stderr_message() {
+    let err = create_vn_error(
+        "echo starting >&2\necho 'backend busy' >&2\necho >&2\nexit 75\n",
+        5,
+    )
+    .await;
     // A program's stderr is backend detail (provider-only), with the operation it failed in.
     assert_eq!(
         err,
@@ -46,16 +53,11 @@ async fn exit_75_is_transient_with_the_stderr_message() {
 
 #[tokio::test]
 async fn exit_1_is_permanent_with_the_last_stderr_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = script_manager(
-        dir.path(),
+    let err = create_vn_error(
         "echo 'warning: x' >&2\necho 'VLAN pool empty' >&2\nexit 1\n",
         5,
-    );
-    let err = m
-        .call(Operation::CreateVirtualNetwork, req())
-        .await
-        .unwrap_err();
+    )
+    .await;
     assert_eq!(
         err,
         OpError::backend_permanent("VLAN pool empty").in_operation("create_virtual_network")
@@ -77,13 +79,8 @@ async fn silent_failure_mentions_the_exit_code() {
 
 #[tokio::test]
 async fn timeout_kills_and_is_transient() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = script_manager(dir.path(), "sleep 30\necho '{}'\n", 1);
     let start = Instant::now();
-    let err = m
-        .call(Operation::CreateVirtualNetwork, req())
-        .await
-        .unwrap_err();
+    let err = create_vn_error("sleep 30\necho '{}'\n", 1).await;
     let took = start.elapsed();
     assert!(err.is_transient(), "{err:?}");
     assert!(err.message().contains("timed out after 1s"), "{err}");
@@ -120,12 +117,7 @@ async fn empty_stdout_is_an_empty_object_and_bad_json_is_permanent() {
         json!({})
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let m = script_manager(dir.path(), "echo 'not json'\n", 5);
-    let err = m
-        .call(Operation::CreateVirtualNetwork, req())
-        .await
-        .unwrap_err();
+    let err = create_vn_error("echo 'not json'\n", 5).await;
     assert!(!err.is_transient());
     assert!(err.message().contains("invalid JSON"), "{err}");
 
@@ -173,14 +165,8 @@ async fn missing_command_is_permanent_and_wrong_role_never_runs() {
     assert!(ExecManager::new(Registration::sim("s", Role::Fabric)).is_err());
 }
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/managers")
-}
-
 async fn demo_exec(state: &Path) -> ExecManager {
-    let reg = Registry::load_dir(&examples(), &DriverContext::in_memory())
-        .await
-        .unwrap();
+    let reg = load(&examples()).await;
     let mut registration = reg.check("demo-exec", Role::Fabric).unwrap().clone();
     let DriverConfig::Exec(exec) = &mut registration.driver else {
         panic!("demo-exec is not exec")

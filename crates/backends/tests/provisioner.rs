@@ -1,7 +1,7 @@
 //! The provisioner contract suite against the sim provisioner and the example `exec`
 //! provisioner program, and the provisioner registration in a managers directory.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use osac_backends::provision::conformance::{ProvisionerFixture, provisioner_suite};
@@ -9,17 +9,14 @@ use osac_backends::provision::{
     ExecProvisioner, MachineRef, PowerState, ProvisionOp, Provisioner, ProvisionerRegistration,
     SimProvisioner,
 };
-use osac_backends::{DriverConfig, DriverContext, FailureKind, MemorySimState, OpError, Registry};
+use osac_backends::{DriverConfig, FailureKind, MemorySimState, OpError};
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/managers")
-}
+mod support;
+use support::{dir_with, examples, load, load_err};
 
 /// The example provisioner registration, with its state in `state_dir`.
 async fn demo_provisioner(state_dir: &Path) -> ExecProvisioner {
-    let reg = Registry::load_dir(&examples(), &DriverContext::in_memory())
-        .await
-        .unwrap();
+    let reg = load(&examples()).await;
     let mut registration: ProvisionerRegistration = reg
         .provisioner()
         .expect("the examples register one")
@@ -150,20 +147,14 @@ async fn sim_provisioner_failures_can_be_injected_for_power() {
 
 #[tokio::test]
 async fn at_most_one_provisioner_is_registered() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("a-prov.yaml"),
-        "name: a-prov\nrole: provisioner\ndriver: sim\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("fab.yaml"),
-        "name: fab\nrole: fabric\ndriver: sim\n",
-    )
-    .unwrap();
-    let reg = Registry::load_dir(dir.path(), &DriverContext::in_memory())
-        .await
-        .unwrap();
+    let dir = dir_with(&[
+        (
+            "a-prov.yaml",
+            "name: a-prov\nrole: provisioner\ndriver: sim\n",
+        ),
+        ("fab.yaml", "name: fab\nrole: fabric\ndriver: sim\n"),
+    ]);
+    let reg = load(dir.path()).await;
     assert_eq!(reg.provisioner().map(|p| p.name.as_str()), Some("a-prov"));
     assert_eq!(reg.len(), 1, "the provisioner is not a manager");
     assert!(reg.origin("a-prov").unwrap().ends_with("a-prov.yaml"));
@@ -173,10 +164,7 @@ async fn at_most_one_provisioner_is_registered() {
         "name: b-prov\nrole: provisioner\ndriver: exec\nexec: {command: /bin/true}\n",
     )
     .unwrap();
-    let err = Registry::load_dir(dir.path(), &DriverContext::in_memory())
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = load_err(dir.path()).await;
     assert!(
         err.contains("a-prov.yaml") && err.contains("b-prov.yaml") && err.contains("only one"),
         "{err}"
@@ -188,24 +176,14 @@ async fn at_most_one_provisioner_is_registered() {
         "name: fab\nrole: fabric\ndriver: sim\n",
     )
     .unwrap();
-    let err = Registry::load_dir(dir.path(), &DriverContext::in_memory())
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = load_err(dir.path()).await;
     assert!(err.contains("registered twice"), "{err}");
 }
 
 #[tokio::test]
 async fn no_provisioner_file_means_none_registered() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("fab.yaml"),
-        "name: fab\nrole: fabric\ndriver: sim\n",
-    )
-    .unwrap();
-    let reg = Registry::load_dir(dir.path(), &DriverContext::in_memory())
-        .await
-        .unwrap();
+    let dir = dir_with(&[("fab.yaml", "name: fab\nrole: fabric\ndriver: sim\n")]);
+    let reg = load(dir.path()).await;
     assert!(reg.provisioner().is_none());
 }
 

@@ -1,6 +1,5 @@
 //! Registry loading from a config directory and NetworkClass validation helpers.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use osac_backends::{
@@ -8,31 +7,18 @@ use osac_backends::{
     RegistryError, Role, SimFabric, SimManager,
 };
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/managers")
-}
+mod support;
+use support::{dir_with, examples, load};
 
-fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, text) in files {
-        std::fs::write(dir.path().join(name), text).unwrap();
-    }
-    dir
-}
-
+/// Why a managers directory holding `files` does not load.
 async fn load_err(files: &[(&str, &str)]) -> String {
     let dir = dir_with(files);
-    Registry::load_dir(dir.path(), &DriverContext::in_memory())
-        .await
-        .unwrap_err()
-        .to_string()
+    support::load_err(dir.path()).await
 }
 
 #[tokio::test]
 async fn loads_the_examples() {
-    let reg = Registry::load_dir(&examples(), &DriverContext::in_memory())
-        .await
-        .unwrap();
+    let reg = load(&examples()).await;
     let names: Vec<&str> = reg
         .registrations()
         .iter()
@@ -66,9 +52,7 @@ async fn loads_the_examples() {
 
 #[tokio::test]
 async fn check_messages() {
-    let reg = Registry::load_dir(&examples(), &DriverContext::in_memory())
-        .await
-        .unwrap();
+    let reg = load(&examples()).await;
     assert_eq!(
         reg.check("nope", Role::Fabric).unwrap_err().to_string(),
         "manager 'nope' is not registered"
@@ -106,9 +90,7 @@ async fn class_capabilities_intersect() {
             "name: k\nrole: k8s\ncapabilities: [ipv4]\ndriver: sim\n",
         ),
     ]);
-    let reg = Registry::load_dir(dir.path(), &DriverContext::in_memory())
-        .await
-        .unwrap();
+    let reg = load(dir.path()).await;
     let caps = reg.class_capabilities("f", Some("k")).unwrap();
     assert_eq!(caps.into_iter().collect::<Vec<_>>(), [Capability::Ipv4]);
     assert_eq!(reg.class_capabilities("f", None).unwrap().len(), 3);
@@ -180,9 +162,7 @@ async fn ignores_other_files_and_missing_dir_is_an_error() {
         ("f.yml", "name: f\nrole: fabric\ndriver: sim\n"),
     ]);
     std::fs::create_dir(dir.path().join("sub.yaml")).unwrap();
-    let reg = Registry::load_dir(dir.path(), &DriverContext::in_memory())
-        .await
-        .unwrap();
+    let reg = load(dir.path()).await;
     assert_eq!(reg.len(), 1);
     let err = Registry::load_dir(&dir.path().join("missing"), &DriverContext::in_memory())
         .await

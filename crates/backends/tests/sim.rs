@@ -117,6 +117,14 @@ fn eip_req(id: &str, cidrs: &[&str]) -> AllocateExternalIpRequest {
     }
 }
 
+/// Allocates ExternalIP `id` from the pool `pool` with `cidrs`; returns its address.
+async fn allocated_address(c: &FabricClient, id: &str, cidrs: &[&str]) -> IpAddr {
+    c.allocate_external_ip(&eip_req(id, cidrs))
+        .await
+        .unwrap()
+        .address
+}
+
 fn is_permanent<T: std::fmt::Debug>(r: Result<T, OpError>, needle: &str) {
     match r {
         // Our own messages (tenant-visible) and backend detail (a malformed response) alike.
@@ -152,16 +160,8 @@ async fn state_survives_reopen() {
     })
     .await
     .unwrap();
-    let a = c
-        .allocate_external_ip(&eip_req("e1", &["203.0.113.0/24"]))
-        .await
-        .unwrap()
-        .address;
-    let b = c
-        .allocate_external_ip(&eip_req("e2", &["203.0.113.0/24"]))
-        .await
-        .unwrap()
-        .address;
+    let a = allocated_address(&c, "e1", &["203.0.113.0/24"]).await;
+    let b = allocated_address(&c, "e2", &["203.0.113.0/24"]).await;
     let mut na = attach_req("na", "data-0", "02:00:00:00:00:01", "s1", "vn");
     na.security_groups = vec!["sg".into()];
     let port = c.create_network_attachment(&na).await.unwrap();
@@ -221,13 +221,7 @@ async fn state_survives_reopen() {
         fabric.lease("s1", "02:00:00:00:00:01").await,
         Some(port.clone())
     );
-    assert_eq!(
-        c.allocate_external_ip(&eip_req("e1", &["203.0.113.0/24"]))
-            .await
-            .unwrap()
-            .address,
-        a
-    );
+    assert_eq!(allocated_address(&c, "e1", &["203.0.113.0/24"]).await, a);
     assert_eq!(c.create_network_attachment(&na).await.unwrap(), port);
     // Addresses in use are still known after the restart.
     let other = c
@@ -381,12 +375,7 @@ async fn external_ip_pools() {
     let pool = ["192.0.2.8/31", "192.0.2.0/30"];
     let mut got = vec![];
     for i in 0..4 {
-        got.push(
-            c.allocate_external_ip(&eip_req(&format!("e{i}"), &pool))
-                .await
-                .unwrap()
-                .address,
-        );
+        got.push(allocated_address(&c, &format!("e{i}"), &pool).await);
     }
     assert_eq!(
         got,
@@ -401,13 +390,7 @@ async fn external_ip_pools() {
         c.allocate_external_ip(&eip_req("e4", &pool)).await,
         "pool exhausted",
     );
-    assert_eq!(
-        c.allocate_external_ip(&eip_req("e1", &pool))
-            .await
-            .unwrap()
-            .address,
-        ip("192.0.2.2")
-    );
+    assert_eq!(allocated_address(&c, "e1", &pool).await, ip("192.0.2.2"));
     // Releasing frees the lowest address for the next allocation.
     c.release_external_ip(&ReleaseExternalIpRequest {
         external_ip_id: "e0".into(),
@@ -415,13 +398,7 @@ async fn external_ip_pools() {
     })
     .await
     .unwrap();
-    assert_eq!(
-        c.allocate_external_ip(&eip_req("e5", &pool))
-            .await
-            .unwrap()
-            .address,
-        ip("192.0.2.1")
-    );
+    assert_eq!(allocated_address(&c, "e5", &pool).await, ip("192.0.2.1"));
     assert_eq!(fabric.external_addresses().await.len(), 4);
     // Another pool id for an existing allocation is a conflict.
     let mut other = eip_req("e1", &pool);
@@ -432,10 +409,7 @@ async fn external_ip_pools() {
     );
     // IPv6 pools start after the all-zeros address.
     assert_eq!(
-        c.allocate_external_ip(&eip_req("v6", &["2001:db8::/64"]))
-            .await
-            .unwrap()
-            .address,
+        allocated_address(&c, "v6", &["2001:db8::/64"]).await,
         ip("2001:db8::1")
     );
 }
@@ -660,16 +634,8 @@ async fn validates_like_a_backend() {
         c.create_nat_gateway(&nat("n", ip("198.51.100.7"))).await,
         "is not allocated",
     );
-    let a = c
-        .allocate_external_ip(&eip_req("e1", &["198.51.100.0/24"]))
-        .await
-        .unwrap()
-        .address;
-    let b = c
-        .allocate_external_ip(&eip_req("e2", &["198.51.100.0/24"]))
-        .await
-        .unwrap()
-        .address;
+    let a = allocated_address(&c, "e1", &["198.51.100.0/24"]).await;
+    let b = allocated_address(&c, "e2", &["198.51.100.0/24"]).await;
     c.create_nat_gateway(&nat("n", a)).await.unwrap();
     is_permanent(
         c.create_nat_gateway(&nat("n2", b)).await,
