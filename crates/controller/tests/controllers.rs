@@ -123,6 +123,14 @@ impl Env {
         .await
     }
 
+    /// Waits until the ExternalIP no longer shows as attached.
+    async fn wait_detached(&self, eip: &str) {
+        self.wait(eip, "detached", |r| {
+            r.is_some_and(|r| status(r, "attached") != true)
+        })
+        .await;
+    }
+
     fn eip_record(&self, pool: &str, name: &str) -> Record {
         let mut rec = Record::new(
             Kind::ExternalIp,
@@ -255,8 +263,8 @@ async fn subnet_waits_for_its_virtual_network_then_is_ready() {
         2,
         FailureKind::Transient,
     );
-    env.delete(&subnet, "SUBNET_STATE_DELETING").await;
-    env.wait_gone(&subnet).await;
+    env.delete_until_gone(&subnet, "SUBNET_STATE_DELETING")
+        .await;
     assert!(env.sim.subnet(&subnet).await.is_none());
     assert!(env.k8s.overlays().await.is_empty());
     env.stop().await;
@@ -390,13 +398,10 @@ async fn nat_gateway_waits_for_external_ip_and_marks_it_attached() {
     assert_eq!(snat[0].source_cidrs[0].to_string(), "10.0.0.0/16");
 
     // Deleting the gateway removes the SNAT and un-attaches the address.
-    env.delete(&nat, "NAT_GATEWAY_STATE_DELETING").await;
-    env.wait_gone(&nat).await;
+    env.delete_until_gone(&nat, "NAT_GATEWAY_STATE_DELETING")
+        .await;
     assert!(env.sim.snat_rules().await.is_empty());
-    env.wait(&eip, "detached", |r| {
-        r.is_some_and(|r| status(r, "attached") != true)
-    })
-    .await;
+    env.wait_detached(&eip).await;
     env.stop().await;
 }
 
@@ -428,8 +433,8 @@ async fn pool_counters_follow_external_ips() {
     // The release fails a few times: the row and the capacity stay until it succeeds.
     env.sim
         .inject_failure(Operation::ReleaseExternalIp, &a, 3, FailureKind::Transient);
-    env.delete(&a, "EXTERNAL_IP_STATE_DELETING").await;
-    env.wait_gone(&a).await;
+    env.delete_until_gone(&a, "EXTERNAL_IP_STATE_DELETING")
+        .await;
     assert!(env.sim.call_count(Operation::ReleaseExternalIp) >= 4);
     let p = env.get(&pool).await.unwrap();
     assert_eq!(
@@ -614,14 +619,10 @@ async fn external_ip_attachment_pending_until_target_known() {
     assert_eq!(dnat.len(), 1);
     assert_eq!(dnat[0].target_ip.to_string(), "10.0.3.7");
 
-    env.delete(&att, "EXTERNAL_IP_ATTACHMENT_STATE_DELETING")
+    env.delete_until_gone(&att, "EXTERNAL_IP_ATTACHMENT_STATE_DELETING")
         .await;
-    env.wait_gone(&att).await;
     assert!(env.sim.dnat_rules().await.is_empty());
-    env.wait(&eip, "detached", |r| {
-        r.is_some_and(|r| status(r, "attached") != true)
-    })
-    .await;
+    env.wait_detached(&eip).await;
     env.stop().await;
 }
 

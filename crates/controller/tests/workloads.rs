@@ -306,6 +306,24 @@ impl Env {
         .unwrap()
     }
 
+    /// Waits until condition `kind` is FALSE for `reason` (the object is held up), then checks
+    /// the object is in `state` and its message names `in_message`.
+    async fn wait_held_up(
+        &self,
+        id: &str,
+        kind: &str,
+        reason: &str,
+        state: &str,
+        in_message: &str,
+    ) -> Record {
+        let r = self
+            .wait_condition(id, kind, "CONDITION_STATUS_FALSE", reason)
+            .await;
+        assert_eq!(state_of(&r), state);
+        assert!(message(&r).contains(in_message), "{}", message(&r));
+        r
+    }
+
     /// Waits until a sim port is where `want` says.
     async fn wait_port(&self, host: &str, interface: &str, want: fn(&PortLocation) -> bool) {
         let deadline = tokio::time::Instant::now() + TIMEOUT;
@@ -439,8 +457,8 @@ async fn vm_runs_with_discovered_addresses_and_sg_changes_are_reapplied() {
     assert_eq!(str_status(&v, "internal_ip_address"), "10.0.1.2");
 
     // Delete: VM, then ports, then the row.
-    env.delete(&vm, "COMPUTE_INSTANCE_STATE_DELETING").await;
-    env.wait_gone(&vm).await;
+    env.delete_until_gone(&vm, "COMPUTE_INSTANCE_STATE_DELETING")
+        .await;
     assert!(
         env.sim
             .network_attachment(&format!("{vm}/0"))
@@ -459,19 +477,14 @@ async fn vm_without_provisioner_waits_with_a_message() {
     let vm = env.vm("web", &net).await;
     env.start();
     let v = env
-        .wait_condition(
+        .wait_held_up(
             &vm,
             "Provisioned",
-            "CONDITION_STATUS_FALSE",
             "NoProvisioner",
+            "COMPUTE_INSTANCE_STATE_STARTING",
+            "provisioner: none is configured",
         )
         .await;
-    assert_eq!(state_of(&v), "COMPUTE_INSTANCE_STATE_STARTING");
-    assert!(
-        message(&v).contains("provisioner: none is configured"),
-        "{}",
-        message(&v)
-    );
     assert_true(&v, &["NetworkingConfigured"]);
     env.stop().await;
 
@@ -531,8 +544,8 @@ async fn baremetal_goes_through_every_phase_and_gives_its_host_back() {
         Some(SimMachine::BareMetal(_))
     ));
 
-    env.delete(&bm, "BARE_METAL_INSTANCE_STATE_DELETING").await;
-    env.wait_gone(&bm).await;
+    env.delete_until_gone(&bm, "BARE_METAL_INSTANCE_STATE_DELETING")
+        .await;
     let h = env.get(&h1).await.unwrap();
     assert_eq!(state_of(&h), "HOST_STATE_FREE");
     assert_eq!(str_status(&h, "assigned_to"), "");
@@ -683,8 +696,7 @@ async fn clusters_get_distinct_vips_and_agents_move_between_parking_and_subnet()
     );
 
     // Deleting c1: its agents go back to parking and to the pool, its VIPs are free again.
-    env.delete(&c1, "CLUSTER_STATE_DELETING").await;
-    env.wait_gone(&c1).await;
+    env.delete_until_gone(&c1, "CLUSTER_STATE_DELETING").await;
     for h in &c1_hosts {
         let r = env.get(h).await.unwrap();
         assert_eq!(state_of(&r), "HOST_STATE_FREE");
@@ -714,34 +726,22 @@ async fn no_free_host_waits_then_proceeds_when_one_appears() {
     env.host(&ht, "agent-0", "caas", 20).await;
     let cl = env.cluster("c1", &ht, 2, &net).await;
     env.start();
-    let b = env
-        .wait_condition(
-            &bm,
-            "InventoryAssigned",
-            "CONDITION_STATUS_FALSE",
-            "NoFreeHost",
-        )
-        .await;
-    assert_eq!(state_of(&b), "BARE_METAL_INSTANCE_STATE_PROVISIONING");
-    assert!(
-        message(&b).contains("no FREE baremetal host of HostType 'bm-standard'"),
-        "{}",
-        message(&b)
-    );
-    let c = env
-        .wait_condition(
-            &cl,
-            "InventoryAssigned",
-            "CONDITION_STATUS_FALSE",
-            "NoFreeHost",
-        )
-        .await;
-    assert_eq!(state_of(&c), "CLUSTER_STATE_PROGRESSING");
-    assert!(
-        message(&c).contains("node set 'workers' needs 2 FREE caas host(s)"),
-        "{}",
-        message(&c)
-    );
+    env.wait_held_up(
+        &bm,
+        "InventoryAssigned",
+        "NoFreeHost",
+        "BARE_METAL_INSTANCE_STATE_PROVISIONING",
+        "no FREE baremetal host of HostType 'bm-standard'",
+    )
+    .await;
+    env.wait_held_up(
+        &cl,
+        "InventoryAssigned",
+        "NoFreeHost",
+        "CLUSTER_STATE_PROGRESSING",
+        "node set 'workers' needs 2 FREE caas host(s)",
+    )
+    .await;
     // All or nothing: the one caas host is not held by the waiting cluster.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let hosts = env
@@ -777,16 +777,15 @@ async fn held_leases_delay_ip_discovery_and_clusters_show_the_timeout() {
     env.start();
 
     let b = env
-        .wait_condition(
+        .wait_held_up(
             &bm,
             "IPDiscoveryComplete",
-            "CONDITION_STATUS_FALSE",
             "WaitingForLease",
+            "BARE_METAL_INSTANCE_STATE_PROVISIONING",
+            "data-0",
         )
         .await;
-    assert_eq!(state_of(&b), "BARE_METAL_INSTANCE_STATE_PROVISIONING");
     assert_true(&b, &["NetworkingConfigured", "ProvisioningComplete"]);
-    assert!(message(&b).contains("data-0"), "{}", message(&b));
 
     let c = env
         .wait_condition(
@@ -881,9 +880,8 @@ async fn injected_failures_are_retried_and_permanent_ones_fail() {
 
     // Deleting the failed instance still undoes everything.
     let host = str_status(&b, "host");
-    env.delete(&broken, "BARE_METAL_INSTANCE_STATE_DELETING")
+    env.delete_until_gone(&broken, "BARE_METAL_INSTANCE_STATE_DELETING")
         .await;
-    env.wait_gone(&broken).await;
     assert_eq!(state_of(&env.get(&host).await.unwrap()), "HOST_STATE_FREE");
     assert!(
         env.sim
@@ -966,8 +964,8 @@ async fn external_ip_attachments_follow_their_workloads() {
     assert_eq!(env.sim.dnat_rules().await.len(), 2);
 
     // The VM is deleted: its attachment's DNAT goes and it waits again.
-    env.delete(&vm, "COMPUTE_INSTANCE_STATE_DELETING").await;
-    env.wait_gone(&vm).await;
+    env.delete_until_gone(&vm, "COMPUTE_INSTANCE_STATE_DELETING")
+        .await;
     let a = env
         .wait(&att, "attachment back to PENDING", |r| {
             r.is_some_and(|r| {

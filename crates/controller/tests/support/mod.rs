@@ -148,6 +148,12 @@ pub trait Objects {
     async fn wait_gone(&self, id: &str) {
         self.wait(id, "row removed", |r| r.is_none()).await;
     }
+
+    /// Marks the object deleted (see [`Objects::delete`]) and waits until its row is removed.
+    async fn delete_until_gone(&self, id: &str, deleting: &str) {
+        self.delete(id, deleting).await;
+        self.wait_gone(id).await;
+    }
 }
 
 pub fn state_of(r: &Record) -> String {
