@@ -42,6 +42,21 @@ async fn unroute_external(addr: IpAddr) -> Result<(), OpError> {
 }
 
 impl Inner {
+    /// The script that writes a rule (`rule` renders it for the VN's table name) into the
+    /// router of VN `vn_id`, after the table's declaration; builds the router first if it is
+    /// missing.
+    async fn router_script(
+        &self,
+        vn_id: &str,
+        rule: impl FnOnce(&str) -> String,
+    ) -> Result<String, OpError> {
+        self.router_ready(vn_id).await?;
+        let table = names::vn_table(vn_id);
+        let mut script = render::vn_table(&table, TableSite::Router);
+        script.push_str(&rule(&table));
+        Ok(script)
+    }
+
     pub(crate) async fn allocate_external_ip(
         &mut self,
         r: AllocateExternalIpRequest,
@@ -101,10 +116,11 @@ impl Inner {
         self.store
             .save(kind::DNAT, &mut self.model.dnats, &rec.id, &rec)
             .await?;
-        self.router_ready(&vn.id).await?;
-        let table = names::vn_table(&vn.id);
-        let mut script = render::vn_table(&table, TableSite::Router);
-        script.push_str(&render::dnat(&table, rec.external, Some(rec.target)));
+        let script = self
+            .router_script(&vn.id, |table| {
+                render::dnat(table, rec.external, Some(rec.target))
+            })
+            .await?;
         cmd::nft_converge(&names::router_ns(&vn.id), &script).await?;
         route_external(rec.external, &vn).await?;
         Ok(empty_response())
@@ -171,10 +187,11 @@ impl Inner {
         self.store
             .save(kind::SNAT, &mut self.model.snats, &rec.id, &rec)
             .await?;
-        self.router_ready(&vn.id).await?;
-        let table = names::vn_table(&vn.id);
-        let mut script = render::vn_table(&table, TableSite::Router);
-        script.push_str(&render::snat(&table, Some((rec.external, &rec.sources))));
+        let script = self
+            .router_script(&vn.id, |table| {
+                render::snat(table, Some((rec.external, &rec.sources)))
+            })
+            .await?;
         cmd::nft(&names::router_ns(&vn.id), &script).await?;
         route_external(rec.external, &vn).await?;
         Ok(empty_response())
