@@ -59,6 +59,50 @@ fn port_req(
     }
 }
 
+/// Test `n`'s world with VirtualNetwork `vn` and its subnet `s1` (10.0.1.0/24,
+/// fd10:0:0:1::/64) created; `None` (the test skips) when the kernel tests cannot run here.
+async fn env_with_subnet(n: u8) -> Option<Env> {
+    if !common::ready().await {
+        return None;
+    }
+    let env = Env::new(n).await;
+    let c = &env.client;
+    c.create_virtual_network(&vn_req(&env, "vn")).await.unwrap();
+    c.create_subnet(&subnet_req(&env, "vn", "s1", 1))
+        .await
+        .unwrap();
+    Some(env)
+}
+
+/// ExternalIPAttachment `att` of VN `vn` carries an open connection from the external
+/// namespace to `external:port` (an echo server behind it answers, so its replies come back
+/// from `external`); deleting the attachment cuts that connection, deleting it again
+/// succeeds, and `external` answers no ping any more.
+async fn detaching_cuts_open_connections(env: &Env, att: &str, external: &str, port: u16) {
+    let mut open = Session::open(names::EXT_NS, external, port)
+        .await
+        .unwrap_or_else(|| panic!("connection through attachment {att} to {external}"));
+    assert!(open.exchange().await, "replies come back from {external}");
+    let del = DeleteExternalIpAttachmentRequest {
+        attachment_id: env.id(att),
+        virtual_network_id: env.id("vn"),
+    };
+    env.client
+        .delete_external_ip_attachment(&del)
+        .await
+        .unwrap();
+    assert!(
+        !open.exchange().await,
+        "deleting attachment {att} cuts open connections"
+    );
+    open.close().await;
+    env.client
+        .delete_external_ip_attachment(&del)
+        .await
+        .unwrap();
+    assert!(!ping_once(names::EXT_NS, external).await, "detached");
+}
+
 /// A machine with its port configured by hand from the fabric's reservation.
 async fn plug(
     env: &Env,
@@ -229,15 +273,10 @@ async fn subnets_ports_routing_and_rebuild() {
 
 #[tokio::test]
 async fn agent_ports_move_between_parking_and_subnet() {
-    if !common::ready().await {
+    let Some(env) = env_with_subnet(2).await else {
         return;
-    }
-    let env = Env::new(2).await;
+    };
     let c = &env.client;
-    c.create_virtual_network(&vn_req(&env, "vn")).await.unwrap();
-    c.create_subnet(&subnet_req(&env, "vn", "s1", 1))
-        .await
-        .unwrap();
     let agent = env.id("agent");
     let mac = "02:02:00:00:00:01";
     osac_linux::fabric_manager::ports::ensure_parked_port(&agent, "data-0", mac, 1450)
@@ -281,15 +320,9 @@ async fn agent_ports_move_between_parking_and_subnet() {
 
 #[tokio::test]
 async fn anti_spoofing_drops_forged_addresses() {
-    if !common::ready().await {
+    let Some(env) = env_with_subnet(3).await else {
         return;
-    }
-    let env = Env::new(3).await;
-    let c = &env.client;
-    c.create_virtual_network(&vn_req(&env, "vn")).await.unwrap();
-    c.create_subnet(&subnet_req(&env, "vn", "s1", 1))
-        .await
-        .unwrap();
+    };
     let (h1, h2) = (env.id("bm1"), env.id("bm2"));
     let (m1, _a1) = plug(&env, "p1", &h1, "data-0", "02:03:00:00:00:01", "s1", &[]).await;
     let (m2, a2) = plug(&env, "p2", &h2, "data-0", "02:03:00:00:00:02", "s1", &[]).await;
@@ -331,15 +364,10 @@ fn rule(p: Protocol, ports: Option<(u16, u16)>, cidr: &str) -> SecurityRule {
 
 #[tokio::test]
 async fn security_groups_are_stateful_unions_and_update_atomically() {
-    if !common::ready().await {
+    let Some(env) = env_with_subnet(4).await else {
         return;
-    }
-    let env = Env::new(4).await;
+    };
     let c = &env.client;
-    c.create_virtual_network(&vn_req(&env, "vn")).await.unwrap();
-    c.create_subnet(&subnet_req(&env, "vn", "s1", 1))
-        .await
-        .unwrap();
     let (ssh, web) = (env.id("ssh"), env.id("web"));
     let sg = |id: &str, ingress: Vec<SecurityRule>| ApplySecurityGroupRequest {
         security_group_id: id.into(),
@@ -457,15 +485,10 @@ async fn security_groups_are_stateful_unions_and_update_atomically() {
 
 #[tokio::test]
 async fn dnat_snat_and_masquerade() {
-    if !common::ready().await {
+    let Some(env) = env_with_subnet(5).await else {
         return;
-    }
-    let env = Env::new(5).await;
+    };
     let c = &env.client;
-    c.create_virtual_network(&vn_req(&env, "vn")).await.unwrap();
-    c.create_subnet(&subnet_req(&env, "vn", "s1", 1))
-        .await
-        .unwrap();
     let (ha, hb) = (env.id("a"), env.id("b"));
     let (ma, aa) = plug(&env, "pa", &ha, "data-0", "02:05:00:00:00:01", "s1", &[]).await;
     let (mb, _ab) = plug(&env, "pb", &hb, "data-0", "02:05:00:00:00:02", "s1", &[]).await;
@@ -528,22 +551,7 @@ async fn dnat_snat_and_masquerade() {
     );
 
     let _echo = echo_server(&ma, "0.0.0.0", 8081).await;
-    let mut open = Session::open(names::EXT_NS, &e1s, 8081)
-        .await
-        .expect("connection through the DNAT");
-    assert!(open.exchange().await);
-    let del = DeleteExternalIpAttachmentRequest {
-        attachment_id: env.id("dnat"),
-        virtual_network_id: env.id("vn"),
-    };
-    c.delete_external_ip_attachment(&del).await.unwrap();
-    assert!(
-        !open.exchange().await,
-        "deleting the attachment cuts open connections"
-    );
-    open.close().await;
-    c.delete_external_ip_attachment(&del).await.unwrap();
-    assert!(!ping_once(names::EXT_NS, &e1s).await, "detached");
+    detaching_cuts_open_connections(&env, "dnat", &e1s, 8081).await;
     c.delete_nat_gateway(&DeleteNatGatewayRequest {
         nat_gateway_id: env.id("nat"),
         virtual_network_id: env.id("vn"),
@@ -832,15 +840,10 @@ async fn wait_bound(c: &osac_linux::dhcp::DhcpClient) -> osac_linux::dhcp::apply
 
 #[tokio::test]
 async fn dhcp_serves_reservations_with_the_router_only_to_primary_ports() {
-    if !common::ready().await {
+    let Some(env) = env_with_subnet(8).await else {
         return;
-    }
-    let env = Env::new(8).await;
+    };
     let c = &env.client;
-    c.create_virtual_network(&vn_req(&env, "vn")).await.unwrap();
-    c.create_subnet(&subnet_req(&env, "vn", "s1", 1))
-        .await
-        .unwrap();
     c.create_subnet(&subnet_req(&env, "vn", "s2", 2))
         .await
         .unwrap();

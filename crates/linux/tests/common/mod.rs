@@ -267,6 +267,32 @@ pub async fn configure(machine_ns: &str, ifname: &str, cidr: &str, gw: Option<&s
     }
 }
 
+/// The stdout lines of a process started by [`python_in`].
+type Lines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>;
+
+/// Starts `python3 -c SCRIPT ARGS…` in `ns` (stdin and stdout piped, stderr dropped, killed on
+/// drop); returns the process and its stdout lines.
+fn python_in(ns: &str, script: &str, args: &[&str]) -> (Child, Lines) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "python3", "-c", script])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, lines)
+}
+
+/// Whether the first line a script prints (within 10 s) is `expected` (its "I am up" line).
+async fn first_line_is(lines: &mut Lines, expected: &str) -> bool {
+    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+    matches!(first, Ok(Ok(Some(ref l))) if l == expected)
+}
+
 const SERVER: &str = r#"
 import socket, sys
 host, port = sys.argv[1], int(sys.argv[2])
@@ -283,28 +309,9 @@ while True:
 
 /// A TCP server in `ns` on `host:port` printing each peer address; kill it when done.
 pub async fn tcp_server(ns: &str, host: &str, port: u16) -> Child {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "python3",
-            "-c",
-            SERVER,
-            host,
-            &port.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+    let (child, mut lines) = python_in(ns, SERVER, &[host, &port.to_string()]);
     assert!(
-        matches!(first, Ok(Ok(Some(ref l))) if l == "ready"),
+        first_line_is(&mut lines, "ready").await,
         "server did not start"
     );
     // Keep the reader alive for peers.
@@ -366,27 +373,9 @@ while True:
 
 /// A TCP echo server in `ns` keeping connections open; kill it when done.
 pub async fn echo_server(ns: &str, host: &str, port: u16) -> Child {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "python3",
-            "-c",
-            ECHO_SERVER,
-            host,
-            &port.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+    let (child, mut lines) = python_in(ns, ECHO_SERVER, &[host, &port.to_string()]);
     assert!(
-        matches!(first, Ok(Ok(Some(ref l))) if l == "ready"),
+        first_line_is(&mut lines, "ready").await,
         "echo server did not start"
     );
     child
@@ -410,7 +399,7 @@ for _ in sys.stdin:
 pub struct Session {
     child: Child,
     stdin: tokio::process::ChildStdin,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    lines: Lines,
 }
 
 impl Session {
@@ -426,34 +415,18 @@ impl Session {
         port: u16,
         src_port: Option<u16>,
     ) -> Option<Session> {
-        use tokio::io::AsyncBufReadExt;
-        let mut args = vec![
-            "netns".to_string(),
-            "exec".into(),
-            ns.into(),
-            "python3".into(),
-            "-c".into(),
-            SESSION.into(),
-            host.into(),
-            port.to_string(),
-        ];
-        args.extend(src_port.map(|p| p.to_string()));
-        let mut child = Command::new("ip")
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        let (port, src_port) = (port.to_string(), src_port.map(|p| p.to_string()));
+        let mut args = vec![host, port.as_str()];
+        args.extend(src_port.as_deref());
+        let (mut child, mut lines) = python_in(ns, SESSION, &args);
         let stdin = child.stdin.take().unwrap();
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
-        matches!(first, Ok(Ok(Some(ref l))) if l == "connected").then_some(Session {
-            child,
-            stdin,
-            lines,
-        })
+        first_line_is(&mut lines, "connected")
+            .await
+            .then_some(Session {
+                child,
+                stdin,
+                lines,
+            })
     }
 
     /// Sends a byte over the open connection; true when it was echoed.
@@ -504,18 +477,9 @@ while time.time() < end:
 /// Listens in `ns` for neighbour advertisements while `send` runs (plus a second), and returns
 /// the target addresses that arrived.
 pub async fn na_targets_seen<F: std::future::Future>(ns: &str, send: F) -> Vec<String> {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, "python3", "-c", NA_LISTEN, "3"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+    let (mut child, mut lines) = python_in(ns, NA_LISTEN, &["3"]);
     assert!(
-        matches!(first, Ok(Ok(Some(ref l))) if l == "ready"),
+        first_line_is(&mut lines, "ready").await,
         "listener did not start"
     );
     send.await;

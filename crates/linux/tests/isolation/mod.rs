@@ -13,7 +13,7 @@ use super::common::{
     self, Env, Session, configure, echo_server, na_targets_seen, ping, send_na, sh, sh_out, tcp_ok,
     tcp_server,
 };
-use super::{plug, plug_req, port_req, rule, subnet_req, vn_req};
+use super::{env_with_subnet, plug, plug_req, port_req, rule, subnet_req, vn_req};
 
 /// ICMP echo from a given source address (3 tries).
 async fn ping_from(ns: &str, src: &str, dst: &str) -> bool {
@@ -38,15 +38,10 @@ fn detach(env: &Env, att: &str, host: &str, mac: &str) -> DeleteNetworkAttachmen
 
 #[tokio::test]
 async fn only_agents_allowed_a_vip_send_from_it_and_its_traffic_is_filtered() {
-    if !common::ready().await {
+    let Some(env) = env_with_subnet(9).await else {
         return;
-    }
-    let env = Env::new(9).await;
+    };
     let c = &env.client;
-    c.create_virtual_network(&vn_req(&env, "vn")).await.unwrap();
-    c.create_subnet(&subnet_req(&env, "vn", "s1", 1))
-        .await
-        .unwrap();
     let web = env.id("web");
     c.apply_security_group(&ApplySecurityGroupRequest {
         security_group_id: web.clone(),
@@ -191,15 +186,9 @@ async fn only_agents_allowed_a_vip_send_from_it_and_its_traffic_is_filtered() {
 
 #[tokio::test]
 async fn neighbour_advertisements_only_announce_the_ports_own_addresses() {
-    if !common::ready().await {
+    let Some(env) = env_with_subnet(10).await else {
         return;
-    }
-    let env = Env::new(10).await;
-    let c = &env.client;
-    c.create_virtual_network(&vn_req(&env, "vn")).await.unwrap();
-    c.create_subnet(&subnet_req(&env, "vn", "s1", 1))
-        .await
-        .unwrap();
+    };
     let (h1, h2) = (env.id("bm1"), env.id("bm2"));
     let (m1, _) = plug(&env, "p1", &h1, "data-0", "02:0a:00:00:00:01", "s1", &[]).await;
     plug(&env, "p2", &h2, "data-0", "02:0a:00:00:00:02", "s1", &[]).await;

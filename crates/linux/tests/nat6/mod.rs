@@ -9,10 +9,8 @@ use std::net::IpAddr;
 use osac_backends::*;
 use osac_linux::names;
 
-use super::common::{
-    self, Env, Session, echo_server, next_peer, ping, ping_once, tcp_ok, tcp_server,
-};
-use super::{plug, subnet_req, vn_req};
+use super::common::{self, Env, echo_server, next_peer, ping, ping_once, tcp_ok, tcp_server};
+use super::{detaching_cuts_open_connections, plug, subnet_req, vn_req};
 
 /// Removes this test's IPv6 routes from the external namespace when the test ends, also when
 /// it fails (the shared harness only sweeps IPv4 ones).
@@ -164,22 +162,7 @@ async fn ipv6_dnat_nat_gateway_and_masquerade() {
     // The echo server answers through conntrack: the client's connected socket only accepts
     // replies from the external address, so an exchange proves their source.
     let _echo = echo_server(&ma, "::", 8081).await;
-    let mut open = Session::open(names::EXT_NS, &e1s, 8081)
-        .await
-        .expect("connection through the IPv6 DNAT");
-    assert!(open.exchange().await, "replies come back from [{e1s}]");
-    let del = DeleteExternalIpAttachmentRequest {
-        attachment_id: env.id("dnat6"),
-        virtual_network_id: env.id("vn"),
-    };
-    c.delete_external_ip_attachment(&del).await.unwrap();
-    assert!(
-        !open.exchange().await,
-        "deleting the IPv6 attachment cuts open connections"
-    );
-    open.close().await;
-    c.delete_external_ip_attachment(&del).await.unwrap();
-    assert!(!ping_once(names::EXT_NS, &e1s).await, "detached");
+    detaching_cuts_open_connections(&env, "dnat6", &e1s, 8081).await;
     assert!(
         !tcp_ok(names::EXT_NS, &e1s, 8080).await,
         "no new connections after detaching"
