@@ -165,13 +165,12 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             } = a;
             put(&mut spec, "template", template.clone());
             workload_common(&mut spec, params, *external_ip_attachment)?;
-            if !network_attachments.is_empty() {
-                spec.insert(
-                    "compute_network_attachments".into(),
-                    parse_network_attachments(network_attachments, AttachmentFor::Vm)
-                        .map_err(flag_err("network-attachment"))?,
-                );
-            }
+            put_network_attachments(
+                &mut spec,
+                "compute_network_attachments",
+                network_attachments,
+                AttachmentFor::Vm,
+            )?;
             (Kind::ComputeInstance, common)
         }
         CreateKind::BareMetalInstance(a) => {
@@ -186,13 +185,12 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             put(&mut spec, "host_type", host_type.clone());
             put(&mut spec, "template", template.clone());
             workload_common(&mut spec, params, *external_ip_attachment)?;
-            if !network_attachments.is_empty() {
-                spec.insert(
-                    "network_attachments".into(),
-                    parse_network_attachments(network_attachments, AttachmentFor::BareMetal)
-                        .map_err(flag_err("network-attachment"))?,
-                );
-            }
+            put_network_attachments(
+                &mut spec,
+                "network_attachments",
+                network_attachments,
+                AttachmentFor::BareMetal,
+            )?;
             (Kind::BareMetalInstance, common)
         }
         CreateKind::Cluster(a) => {
@@ -240,6 +238,21 @@ fn workload_common(
         "auto_external_ip_attachment",
         auto_external_ip.then_some(true),
     );
+    Ok(())
+}
+
+/// The `--network-attachment` flags of a VM or a bare-metal instance as its attachment list
+/// `field`; none given, the field stays unset (the server attaches the tenant's defaults).
+fn put_network_attachments(
+    spec: &mut Map<String, Value>,
+    field: &str,
+    flags: &[String],
+    of: AttachmentFor,
+) -> anyhow::Result<()> {
+    if !flags.is_empty() {
+        let atts = parse_network_attachments(flags, of).map_err(flag_err("network-attachment"))?;
+        spec.insert(field.into(), atts);
+    }
     Ok(())
 }
 

@@ -11,8 +11,8 @@ use super::args::{DeleteOpts, GetOpts, LabelOpts, UpdateOpts};
 use super::http::{Api, ClientError, ListQuery};
 use super::kind::{Access, Kind, Scope, table_refs};
 use super::output::{
-    OutputFormat, RefNames, add_external_ips, emit, managers_table, object_label, render_raw,
-    replicas_table, table, to_json, to_yaml, wide_table,
+    OutputFormat, RefNames, Table, add_external_ips, emit, managers_table, object_label,
+    render_raw, replicas_table, table, to_json, to_yaml, wide_table,
 };
 use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules, rule_summary};
 use super::wait::{Goal, wait};
@@ -467,33 +467,13 @@ fn rule_key(rule: &Value) -> (String, i64, i64, String) {
 
 /// `osac admin managers`.
 pub async fn managers(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
-    let url = ctx.api.endpoint(Scope::Provider, &["managers"]);
-    let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
-    let items = match resp.get("items") {
-        Some(Value::Array(a)) => a.clone(),
-        _ => Vec::new(),
-    };
-    let text = match format {
-        OutputFormat::Table | OutputFormat::Wide => managers_table(&items).render(),
-        OutputFormat::Json => to_json(&Value::Array(items))?,
-        OutputFormat::Yaml => to_yaml(&Value::Array(items))?,
-        OutputFormat::Name | OutputFormat::Id => items
-            .iter()
-            .filter_map(|m| m.get("name").and_then(Value::as_str))
-            .map(|n| format!("{n}\n"))
-            .collect(),
-    };
-    emit(&text)
+    let (_, items) = provider_list(ctx, "managers").await?;
+    emit(&list_text(items, format, managers_table, "name")?)
 }
 
 /// `osac admin get replicas`.
 pub async fn replicas(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
-    let url = ctx.api.endpoint(Scope::Provider, &["replicas"]);
-    let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
-    let items = match resp.get("items") {
-        Some(Value::Array(a)) => a.clone(),
-        _ => Vec::new(),
-    };
+    let (resp, items) = provider_list(ctx, "replicas").await?;
     let text = match format {
         OutputFormat::Table | OutputFormat::Wide => {
             let mut out = replicas_table(&items).render();
@@ -508,13 +488,49 @@ pub async fn replicas(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<(
         }
         OutputFormat::Json => to_json(&resp)?,
         OutputFormat::Yaml => to_yaml(&resp)?,
-        OutputFormat::Name | OutputFormat::Id => items
-            .iter()
-            .filter_map(|m| m.get("id").and_then(Value::as_str))
-            .map(|n| format!("{n}\n"))
-            .collect(),
+        OutputFormat::Name | OutputFormat::Id => key_lines(&items, "id"),
     };
     emit(&text)
+}
+
+/// GETs a provider list that is not a kind's collection (`managers`, `replicas`, `tokens`):
+/// the whole reply and its `items`.
+pub async fn provider_list(
+    ctx: &ClientCtx,
+    collection: &str,
+) -> anyhow::Result<(Value, Vec<Value>)> {
+    let url = ctx.api.endpoint(Scope::Provider, &[collection]);
+    let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
+    let items = match resp.get("items") {
+        Some(Value::Array(a)) => a.clone(),
+        _ => Vec::new(),
+    };
+    Ok((resp, items))
+}
+
+/// `items` in `format`: their table (`to_table`), the array as JSON or YAML, or (name and id formats)
+/// each item's `key` on a line of its own.
+pub fn list_text(
+    items: Vec<Value>,
+    format: OutputFormat,
+    to_table: fn(&[Value]) -> Table,
+    key: &str,
+) -> anyhow::Result<String> {
+    Ok(match format {
+        OutputFormat::Table | OutputFormat::Wide => to_table(&items).render(),
+        OutputFormat::Json => to_json(&Value::Array(items))?,
+        OutputFormat::Yaml => to_yaml(&Value::Array(items))?,
+        OutputFormat::Name | OutputFormat::Id => key_lines(&items, key),
+    })
+}
+
+/// Each item's string field `key`, one a line (items without it are skipped).
+fn key_lines(items: &[Value], key: &str) -> String {
+    items
+        .iter()
+        .filter_map(|m| m.get(key).and_then(Value::as_str))
+        .map(|n| format!("{n}\n"))
+        .collect()
 }
 
 /// The update mask for a partial object: top-level fields, and the fields inside `spec` and

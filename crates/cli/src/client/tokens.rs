@@ -4,28 +4,13 @@
 use serde_json::Value;
 
 use super::kind::Scope;
-use super::ops::ClientCtx;
-use super::output::{OutputFormat, Table, emit, to_json, to_yaml};
+use super::ops::{ClientCtx, list_text, provider_list};
+use super::output::{OutputFormat, Table, emit};
 
 /// Lists the tokens.
 pub async fn list(ctx: &ClientCtx, format: OutputFormat) -> anyhow::Result<()> {
-    let url = ctx.api.endpoint(Scope::Provider, &["tokens"]);
-    let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
-    let items = match resp.get("items") {
-        Some(Value::Array(a)) => a.clone(),
-        _ => Vec::new(),
-    };
-    let text = match format {
-        OutputFormat::Table | OutputFormat::Wide => table(&items).render(),
-        OutputFormat::Json => to_json(&Value::Array(items))?,
-        OutputFormat::Yaml => to_yaml(&Value::Array(items))?,
-        OutputFormat::Name | OutputFormat::Id => items
-            .iter()
-            .filter_map(|t| t.get("id").and_then(Value::as_str))
-            .map(|id| format!("{id}\n"))
-            .collect(),
-    };
-    emit(&text)
+    let (_, items) = provider_list(ctx, "tokens").await?;
+    emit(&list_text(items, format, table, "id")?)
 }
 
 fn table(items: &[Value]) -> Table {
