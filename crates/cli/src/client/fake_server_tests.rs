@@ -267,6 +267,16 @@ async fn osac(url: &str, line: &str) -> anyhow::Result<()> {
     run(Cli::try_parse_from(args)?.cmd).await
 }
 
+/// Runs `osac LINE` against the fake, which must succeed.
+async fn osac_ok(url: &str, line: &str) {
+    osac(url, line).await.unwrap();
+}
+
+/// Runs `osac LINE` against the fake, which must fail; returns the error's message.
+async fn osac_err(url: &str, line: &str) -> String {
+    osac(url, line).await.unwrap_err().to_string()
+}
+
 fn requests(st: &Shared) -> Vec<Request> {
     std::mem::take(&mut st.lock().unwrap().requests)
 }
@@ -274,12 +284,11 @@ fn requests(st: &Shared) -> Vec<Request> {
 #[tokio::test]
 async fn create_get_label_update_delete() {
     let (url, st) = start().await;
-    osac(
+    osac_ok(
         &url,
         "create vn --cidr 10.0.0.0/16 --name my-net --wait --timeout 10s",
     )
-    .await
-    .unwrap();
+    .await;
     let reqs = requests(&st);
     assert_eq!(reqs[0].method, "POST");
     assert_eq!(reqs[0].path, "/api/fulfillment/v1/virtual_networks");
@@ -295,16 +304,15 @@ async fn create_get_label_update_delete() {
     );
 
     for n in ["a", "b", "c"] {
-        osac(
+        osac_ok(
             &url,
             &format!("create subnet --vn my-net --cidr 10.0.1.0/24 --name {n}"),
         )
-        .await
-        .unwrap();
+        .await;
     }
     requests(&st);
     // The fake pages by 2: get must follow offsets until total.
-    osac(&url, "get subnets -o name").await.unwrap();
+    osac_ok(&url, "get subnets -o name").await;
     let reqs = requests(&st);
     let lists: Vec<&Request> = reqs
         .iter()
@@ -312,12 +320,12 @@ async fn create_get_label_update_delete() {
         .collect();
     assert_eq!(lists.len(), 2, "{reqs:?}");
     assert!(lists[1].query.contains("offset=2"), "{:?}", lists[1]);
-    osac(&url, "get subnet a b -o json").await.unwrap();
-    osac(&url, "get sn").await.unwrap();
+    osac_ok(&url, "get subnet a b -o json").await;
+    osac_ok(&url, "get sn").await;
     requests(&st);
 
-    osac(&url, "label subnet a team=web env=dev").await.unwrap();
-    osac(&url, "label subnet a env-").await.unwrap();
+    osac_ok(&url, "label subnet a team=web env=dev").await;
+    osac_ok(&url, "label subnet a env-").await;
     let reqs = requests(&st);
     let patch = reqs.iter().rfind(|r| r.method == "PATCH").unwrap();
     assert!(
@@ -331,15 +339,12 @@ async fn create_get_label_update_delete() {
     let obj = st.lock().unwrap().objects["subnets"][0].clone();
     assert_eq!(obj["metadata"]["labels"], json!({"team": "web"}));
 
-    osac(
+    osac_ok(
         &url,
         "create sg --vn my-net --name web --ingress protocol:tcp,port:80,source:any",
     )
-    .await
-    .unwrap();
-    osac(&url, "update security-group web --ingress protocol:tcp,port:443,source:10.0.0.0/8 --clear-egress")
-        .await
-        .unwrap();
+    .await;
+    osac_ok(&url, "update security-group web --ingress protocol:tcp,port:443,source:10.0.0.0/8 --clear-egress").await;
     let reqs = requests(&st);
     let patch = reqs.iter().rfind(|r| r.method == "PATCH").unwrap();
     assert!(
@@ -354,40 +359,27 @@ async fn create_get_label_update_delete() {
                                      "ipv4_cidr": "10.0.0.0/8"}], "egress": []}})
     );
 
-    osac(&url, "delete subnet b c --wait --timeout 10s")
-        .await
-        .unwrap();
+    osac_ok(&url, "delete subnet b c --wait --timeout 10s").await;
     assert_eq!(st.lock().unwrap().objects["subnets"].len(), 1);
-    let e = osac(&url, "delete subnet zz")
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = osac_err(&url, "delete subnet zz").await;
     assert_eq!(e, "subnets 'zz' does not exist (NOT_FOUND)");
-    osac(&url, "delete subnet zz --ignore-not-found")
-        .await
-        .unwrap();
+    osac_ok(&url, "delete subnet zz --ignore-not-found").await;
 }
 
 #[tokio::test]
 async fn errors_and_admin() {
     let (url, st) = start().await;
-    osac(&url, "create vn --cidr 10.0.0.0/16 --name n")
-        .await
-        .unwrap();
-    let e = osac(&url, "create vn --cidr 10.0.0.0/16 --name n")
-        .await
-        .unwrap_err()
-        .to_string();
+    osac_ok(&url, "create vn --cidr 10.0.0.0/16 --name n").await;
+    let e = osac_err(&url, "create vn --cidr 10.0.0.0/16 --name n").await;
     assert_eq!(e, "name taken (ALREADY_EXISTS)");
-    osac(
+    osac_ok(
         &url,
         "create subnet --vn n --cidr 10.0.1.0/24 --name a --label in-use=yes",
     )
-    .await
-    .unwrap();
-    let e = osac(&url, "delete subnet a").await.unwrap_err().to_string();
+    .await;
+    let e = osac_err(&url, "delete subnet a").await;
     assert_eq!(e, "subnet 'a' is in use by 'vm1' (FAILED_PRECONDITION)");
-    let e = osac(&url, "get tenants").await.unwrap_err().to_string();
+    let e = osac_err(&url, "get tenants").await;
     assert!(e.contains("osac admin get tenant"), "{e}");
 
     let args = [
@@ -408,14 +400,10 @@ async fn errors_and_admin() {
     assert_eq!(e, "missing or invalid bearer token (UNAUTHENTICATED)");
 
     requests(&st);
-    osac(&url, "admin create tenant --name acme --wait --timeout 10s")
-        .await
-        .unwrap();
-    osac(&url, "admin create token --tenant acme --role tenant-admin")
-        .await
-        .unwrap();
-    osac(&url, "admin managers").await.unwrap();
-    osac(&url, "admin get tenants -o yaml").await.unwrap();
+    osac_ok(&url, "admin create tenant --name acme --wait --timeout 10s").await;
+    osac_ok(&url, "admin create token --tenant acme --role tenant-admin").await;
+    osac_ok(&url, "admin managers").await;
+    osac_ok(&url, "admin get tenants -o yaml").await;
     let reqs = requests(&st);
     assert_eq!(reqs[0].path, "/api/private/v1/tenants");
     let tok = reqs
@@ -431,7 +419,7 @@ async fn errors_and_admin() {
         l.local_addr().unwrap().port()
     };
     let dead = format!("http://127.0.0.1:{port}");
-    let e = osac(&dead, "get vn").await.unwrap_err().to_string();
+    let e = osac_err(&dead, "get vn").await;
     assert_eq!(
         e,
         format!("cannot reach osac at {dead}: is `osac server --dev` running?")
@@ -443,31 +431,23 @@ async fn wait_reports_failure_and_timeout() {
     let (url, _st) = start().await;
     let line =
         "create subnet --vn n --cidr 10.0.1.0/24 --name f --label fail=yes --wait --timeout 10s";
-    let e = osac(&url, line).await.unwrap_err().to_string();
+    let e = osac_err(&url, line).await;
     assert_eq!(e, "subnet/f is FAILED: segment allocation failed");
 
-    osac(
+    osac_ok(
         &url,
         "create subnet --vn n --cidr 10.0.2.0/24 --name g --label delete-fail=yes",
     )
-    .await
-    .unwrap();
-    let e = osac(&url, "delete subnet g --wait --timeout 10s")
-        .await
-        .unwrap_err()
-        .to_string();
+    .await;
+    let e = osac_err(&url, "delete subnet g --wait --timeout 10s").await;
     assert_eq!(e, "subnet/g is DELETE_FAILED: fabric refused");
 
-    osac(
+    osac_ok(
         &url,
         "create subnet --vn n --cidr 10.0.3.0/24 --name h --label stuck=yes",
     )
-    .await
-    .unwrap();
-    let e = osac(&url, "delete subnet h --wait --timeout 600ms")
-        .await
-        .unwrap_err()
-        .to_string();
+    .await;
+    let e = osac_err(&url, "delete subnet h --wait --timeout 600ms").await;
     assert!(
         e.starts_with("timed out after 0.6s waiting for subnet/h to be deleted (last: DELETING"),
         "{e}"

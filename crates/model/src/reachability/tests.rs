@@ -39,6 +39,17 @@ pub fn sg(
     }
 }
 
+/// The status of a workload's primary attachment: `interface` on `subnet` at `ip`.
+fn primary_status(interface: &str, subnet: &str, ip: &str) -> pb::AttachmentStatus {
+    pb::AttachmentStatus {
+        interface: interface.into(),
+        subnet_ref: subnet.into(),
+        ip_address: ip.into(),
+        primary: true,
+        ..Default::default()
+    }
+}
+
 /// A VM with one attachment.
 pub fn vm(id: &str, subnet: &str, ip: &str, sgs: &[&str]) -> pb::ComputeInstance {
     pb::ComputeInstance {
@@ -54,13 +65,7 @@ pub fn vm(id: &str, subnet: &str, ip: &str, sgs: &[&str]) -> pb::ComputeInstance
         }),
         status: Some(pb::ComputeInstanceStatus {
             state: pb::ComputeInstanceState::Running as i32,
-            compute_network_attachment_statuses: vec![pb::AttachmentStatus {
-                interface: "eth0".into(),
-                subnet_ref: subnet.into(),
-                ip_address: ip.into(),
-                primary: true,
-                ..Default::default()
-            }],
+            compute_network_attachment_statuses: vec![primary_status("eth0", subnet, ip)],
             internal_ip_address: ip.into(),
             ..Default::default()
         }),
@@ -82,13 +87,7 @@ pub fn bm(id: &str, subnet: &str, ip: &str, sgs: &[&str]) -> pb::BareMetalInstan
         }),
         status: Some(pb::BareMetalInstanceStatus {
             state: pb::BareMetalInstanceState::Running as i32,
-            network_attachment_statuses: vec![pb::AttachmentStatus {
-                interface: "data-0".into(),
-                subnet_ref: subnet.into(),
-                ip_address: ip.into(),
-                primary: true,
-                ..Default::default()
-            }],
+            network_attachment_statuses: vec![primary_status("data-0", subnet, ip)],
             ..Default::default()
         }),
     }

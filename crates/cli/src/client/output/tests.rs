@@ -8,6 +8,16 @@ fn names() -> RefNames {
     RefNames::from([(VN_ID.to_string(), "my-net".to_string())])
 }
 
+/// The words of the first row under the header of `kind`'s table of `item`.
+fn first_row(kind: Kind, item: serde_json::Value, refs: &RefNames) -> Vec<String> {
+    let out = table(kind, &[item], refs).render();
+    let row = out
+        .lines()
+        .nth(1)
+        .unwrap_or_else(|| panic!("no row: {out}"));
+    row.split_whitespace().map(str::to_string).collect()
+}
+
 #[test]
 fn table_alignment() {
     let mut t = Table::new(&["A", "LONGER", "C"]);
@@ -90,10 +100,8 @@ fn security_group_and_eip_tables() {
         "id": "e1", "metadata": {"name": "my-ip"}, "spec": {},
         "status": {"state": "EXTERNAL_IP_STATE_ALLOCATED", "address": "203.0.113.5", "pool": "p1"}
     });
-    let out = table(Kind::ExternalIp, &[eip], &RefNames::new()).render();
-    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(
-        row,
+        first_row(Kind::ExternalIp, eip, &RefNames::new()),
         ["my-ip", "e1", "ALLOCATED", "203.0.113.5", "p1", "false"]
     );
 }
@@ -105,10 +113,8 @@ fn pool_class_hosttype_tables() {
         "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": ["203.0.113.0/24"]},
         "status": {"state": "EXTERNAL_IP_POOL_STATE_READY", "total": "256", "allocated": "2", "available": "254"}
     });
-    let out = table(Kind::ExternalIpPool, &[pool], &RefNames::new()).render();
-    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(
-        row,
+        first_row(Kind::ExternalIpPool, pool, &RefNames::new()),
         [
             "ext",
             "p",
@@ -127,10 +133,8 @@ fn pool_class_hosttype_tables() {
         "capabilities": {"supports_ipv4": true, "supports_ipv6": true, "supports_dual_stack": true},
         "status": {"state": "NETWORK_CLASS_STATE_READY"}
     });
-    let out = table(Kind::NetworkClass, &[nc], &RefNames::new()).render();
-    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(
-        row,
+        first_row(Kind::NetworkClass, nc, &RefNames::new()),
         [
             "default",
             "c",
@@ -162,10 +166,8 @@ fn attachment_and_tenant_tables() {
         ("eip-id".to_string(), "my-ip".to_string()),
         ("c-id".to_string(), "c1".to_string()),
     ]);
-    let out = table(Kind::ExternalIpAttachment, &[a], &refs).render();
-    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(
-        row,
+        first_row(Kind::ExternalIpAttachment, a, &refs),
         [
             "att",
             "a",
