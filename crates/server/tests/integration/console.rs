@@ -540,12 +540,7 @@ async fn console_page_is_served_with_a_strict_policy_and_one_stream_per_tenant()
         .err(401, "UNAUTHENTICATED", &[]);
     let alpha = s.tenant("alpha").await;
     let bravo = s.tenant("bravo").await;
-    bravo
-        .create(
-            "compute_instances",
-            vm_body("b-vm", json!([{"subnet": "default-ipv4"}])),
-        )
-        .await;
+    bravo.create_vm("b-vm", "default-ipv4").await;
     let me = alpha.get("/console/api/session").await.ok();
     assert_eq!(me["role"], "tenant-admin");
     assert_eq!(me["tenant"], "alpha");

@@ -325,12 +325,7 @@ async fn workloads_without_attachments_get_the_defaults_stored(backend: Backend)
 
     // Explicit attachments are kept as given (the defaults are not touched).
     t.ready_subnet("mine", "default", "10.0.9.0/24").await;
-    let explicit = t
-        .create(
-            "compute_instances",
-            vm_body("vm2", json!([{"subnet": "mine"}])),
-        )
-        .await;
+    let explicit = t.create_vm("vm2", "mine").await;
     let mine = id(&t.get(&format!("{PUB}/subnets/mine")).await.ok());
     assert_eq!(
         explicit["spec"]["compute_network_attachments"],

@@ -334,12 +334,7 @@ async fn host_rules() {
     t.ready_vn("net", "10.0.0.0/16").await;
     t.ready_subnet("a", "net", "10.0.1.0/24").await;
     s.pause().await;
-    let bm = t
-        .create(
-            "baremetal_instances",
-            bm_body("web", json!([{"subnet": "a"}])),
-        )
-        .await;
+    let bm = t.create_bm("web", "a").await;
     for state in ["HOST_STATE_RESERVED", "HOST_STATE_ASSIGNED"] {
         set_state(&s, "h", state, &id(&bm)).await;
         let short = state.trim_start_matches("HOST_STATE_");

@@ -126,6 +126,22 @@ fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
 }
 
+/// The `osac_objects` gauge of `kind` objects in `state` in a /metrics text.
+fn object_gauge(text: &str, kind: &str, state: &str) -> Option<f64> {
+    sample(
+        text,
+        &format!("osac_objects{{kind=\"{kind}\",state=\"{state}\"}}"),
+    )
+}
+
+/// How many objects of a public `collection` the API lists in `state`.
+async fn listed_in_state(api: &Api, collection: &str, state: &str) -> i64 {
+    let filter = format!("this.status.state == \"{state}\"");
+    api.list(collection, &[("filter", &filter)]).await.ok()["total"]
+        .as_i64()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_health_answers_serving() {
     use tonic_health::pb::health_check_response::ServingStatus;
@@ -179,53 +195,22 @@ async fn metrics_show_process_and_object_gauges() {
     }
 
     // Object gauges equal what the API lists.
-    let ready_vns = s
-        .admin
-        .list(
-            "virtual_networks",
-            &[(
-                "filter",
-                "this.status.state == \"VIRTUAL_NETWORK_STATE_READY\"",
-            )],
-        )
-        .await
-        .ok()["total"]
-        .as_i64()
-        .unwrap();
+    let ready_vns =
+        listed_in_state(&s.admin, "virtual_networks", "VIRTUAL_NETWORK_STATE_READY").await;
     assert!(ready_vns >= 2);
     assert_eq!(
-        sample(
-            &text,
-            r#"osac_objects{kind="virtual_networks",state="VIRTUAL_NETWORK_STATE_READY"}"#
-        ),
+        object_gauge(&text, "virtual_networks", "VIRTUAL_NETWORK_STATE_READY"),
         Some(ready_vns as f64)
     );
     assert_eq!(
-        sample(
-            &text,
-            r#"osac_objects{kind="tenants",state="TENANT_STATE_READY"}"#
-        ),
+        object_gauge(&text, "tenants", "TENANT_STATE_READY"),
         Some(1.0)
     );
-    let allocated_eips = s
-        .admin
-        .list(
-            "external_ips",
-            &[(
-                "filter",
-                "this.status.state == \"EXTERNAL_IP_STATE_ALLOCATED\"",
-            )],
-        )
-        .await
-        .ok()["total"]
-        .as_i64()
-        .unwrap();
+    let allocated_eips =
+        listed_in_state(&s.admin, "external_ips", "EXTERNAL_IP_STATE_ALLOCATED").await;
     assert!(allocated_eips >= 2);
     assert_eq!(
-        sample(
-            &text,
-            r#"osac_objects{kind="external_ips",state="EXTERNAL_IP_STATE_ALLOCATED"}"#
-        ),
+        object_gauge(&text, "external_ips", "EXTERNAL_IP_STATE_ALLOCATED"),
         Some(allocated_eips as f64)
     );
 

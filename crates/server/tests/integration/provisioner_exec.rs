@@ -81,15 +81,8 @@ async fn registered_exec_provisioner_runs_vms_and_bare_metal() {
     let t = s.tenant("acme").await;
     t.ready_vn("net", "10.0.0.0/16").await;
     t.ready_subnet("a", "net", "10.0.1.0/24").await;
-    let vm = t
-        .create("compute_instances", vm_body("vm", json!([{"subnet": "a"}])))
-        .await;
-    let bm = t
-        .create(
-            "baremetal_instances",
-            bm_body("bm", json!([{"subnet": "a"}])),
-        )
-        .await;
+    let vm = t.create_vm("vm", "a").await;
+    let bm = t.create_bm("bm", "a").await;
     let (vm_id, bm_id) = (id(&vm), id(&bm));
     t.wait(
         "compute_instances",

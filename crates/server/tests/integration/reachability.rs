@@ -48,17 +48,10 @@ async fn tenant(s: &TestServer) -> Api {
         ("db1", "b", json!(["db"])),
         ("far", "o", json!([])),
     ] {
-        let vm = t
-            .create(
-                "compute_instances",
-                vm_body(name, json!([{"subnet": subnet, "security_groups": sgs}])),
-            )
-            .await;
-        t.wait(
-            "compute_instances",
-            &id(&vm),
-            "COMPUTE_INSTANCE_STATE_RUNNING",
-        )
+        t.create_running_vm(vm_body(
+            name,
+            json!([{"subnet": subnet, "security_groups": sgs}]),
+        ))
         .await;
     }
     t.allocated_eip("pub", "").await;
@@ -181,18 +174,7 @@ async fn explains_security_groups_vns_and_external_paths_over_rest() {
     );
 
     let nat = t.get(&format!("{PUB}/nat_gateways/default")).await.ok();
-    let out = t
-        .create(
-            "compute_instances",
-            vm_body("out", json!([{"subnet": "default-ipv4"}])),
-        )
-        .await;
-    t.wait(
-        "compute_instances",
-        &id(&out),
-        "COMPUTE_INSTANCE_STATE_RUNNING",
-    )
-    .await;
+    t.running_vm("out", "default-ipv4").await;
     let r = t
         .post(
             EXPLAIN,
@@ -294,17 +276,10 @@ async fn answers_follow_writes_and_hosting_clusters() {
             break;
         }
         let name = format!("peer{n}");
-        let v = t
-            .create(
-                "compute_instances",
-                vm_body(&name, json!([{"subnet": "a", "security_groups": ["web"]}])),
-            )
-            .await;
-        t.wait(
-            "compute_instances",
-            &id(&v),
-            "COMPUTE_INSTANCE_STATE_RUNNING",
-        )
+        t.create_running_vm(vm_body(
+            &name,
+            json!([{"subnet": "a", "security_groups": ["web"]}]),
+        ))
         .await;
         let shares = hosting_cluster(&t, &name).await == home;
         let r = t
@@ -341,18 +316,7 @@ async fn another_tenants_workload_is_not_found() {
     let t = tenant(&s).await;
     let victim = id(&t.get(&format!("{PUB}/compute_instances/vm1")).await.ok());
     let evil = s.tenant("evil").await;
-    let mine = evil
-        .create(
-            "compute_instances",
-            vm_body("mine", json!([{"subnet": "default-ipv4"}])),
-        )
-        .await;
-    evil.wait(
-        "compute_instances",
-        &id(&mine),
-        "COMPUTE_INSTANCE_STATE_RUNNING",
-    )
-    .await;
+    evil.running_vm("mine", "default-ipv4").await;
     for body in [
         ask(vm("mine"), vm(&victim), "PROTOCOL_TCP", 443),
         ask(vm(&victim), vm("mine"), "PROTOCOL_TCP", 443),

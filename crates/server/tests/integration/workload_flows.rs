@@ -76,12 +76,7 @@ async fn vm_and_bare_metal_on_one_subnet() {
             vm_body("vm", json!([{"subnet": "a", "security_groups": ["web"]}])),
         )
         .await;
-    let bm = t
-        .create(
-            "baremetal_instances",
-            bm_body("bm", json!([{"subnet": "a"}])),
-        )
-        .await;
+    let bm = t.create_bm("bm", "a").await;
     let vm = t
         .wait(
             "compute_instances",
@@ -528,11 +523,7 @@ async fn external_access_to_vm_and_bare_metal() {
             vm_body("vm", json!([{"subnet": "a", "security_groups": ["web"]}])),
         )
         .await;
-    t.create(
-        "baremetal_instances",
-        bm_body("bm", json!([{"subnet": "a"}])),
-    )
-    .await;
+    t.create_bm("bm", "a").await;
     for (name, eip, field, target) in [
         ("to-vm", "vm-ip", "compute_instance", "vm"),
         ("to-bm", "bm-ip", "baremetal_instance", "bm"),
@@ -652,11 +643,7 @@ async fn inventory_exhaustion_waits_for_hosts() {
     let t = network(&s).await;
     // Four baremetal hosts in dev mode: the fifth instance waits.
     for i in 0..5 {
-        t.create(
-            "baremetal_instances",
-            bm_body(&format!("bm-{i}"), json!([{"subnet": "a"}])),
-        )
-        .await;
+        t.create_bm(&format!("bm-{i}"), "a").await;
     }
     // Six caas hosts: a seven-node cluster waits too.
     t.create("clusters", cluster_body("big", "b", json!([]), 7))
@@ -747,21 +734,9 @@ async fn injected_failures_are_retried_or_fail_the_workload() {
     let mut s = TestServer::sqlite().await;
     let t = network(&s).await;
     let mut ctl = s.pause().await;
-    let vm = t
-        .create("compute_instances", vm_body("vm", json!([{"subnet": "a"}])))
-        .await;
-    let bm = t
-        .create(
-            "baremetal_instances",
-            bm_body("bm", json!([{"subnet": "b"}])),
-        )
-        .await;
-    let broken = t
-        .create(
-            "baremetal_instances",
-            bm_body("broken", json!([{"subnet": "b"}])),
-        )
-        .await;
+    let vm = t.create_vm("vm", "a").await;
+    let bm = t.create_bm("bm", "b").await;
+    let broken = t.create_bm("broken", "b").await;
     let sim = ctl.sim_fabric();
     sim.inject_failure(
         Operation::CreateNetworkAttachment,
@@ -868,12 +843,7 @@ async fn restart_in_the_middle_converges(backend: Backend) {
         return;
     };
     let t = network(&s).await;
-    let doomed = t
-        .create(
-            "compute_instances",
-            vm_body("doomed", json!([{"subnet": "b"}])),
-        )
-        .await;
+    let doomed = t.create_vm("doomed", "b").await;
     t.wait(
         "compute_instances",
         "doomed",
@@ -881,9 +851,7 @@ async fn restart_in_the_middle_converges(backend: Backend) {
     )
     .await;
     let mut ctl = s.pause().await;
-    let vm = t
-        .create("compute_instances", vm_body("vm", json!([{"subnet": "a"}])))
-        .await;
+    let vm = t.create_vm("vm", "a").await;
     let bm = t
         .create(
             "baremetal_instances",

@@ -51,6 +51,13 @@ async fn lookup(t: &Api, collection: &str, name: &str) -> String {
     id(&t.get(&format!("{PUB}/{collection}/{name}")).await.ok())
 }
 
+/// Creates each HostType body through the private API.
+async fn add_host_types(s: &TestServer, bodies: impl IntoIterator<Item = Value>) {
+    for body in bodies {
+        s.admin.post(&format!("{PRIV}/host_types"), body).await.ok();
+    }
+}
+
 /// A NetworkClass without a k8s manager, a VN of it (`bmnet`) and a subnet (`bm-a`).
 async fn bm_only_network(s: &TestServer, t: &Api) {
     let class = json!({
@@ -238,9 +245,7 @@ async fn compute_instance_rules() {
     .err(409, "ALREADY_EXISTS", &["two"]);
     // A tenant-user runs workloads on the admin's networks (and reads everything).
     let user = s.client_for("acme", "tenant-user").await;
-    let u = user
-        .create("compute_instances", vm_body("u", json!([{"subnet": "a"}])))
-        .await;
+    let u = user.create_vm("u", "a").await;
     assert_eq!(user.count("compute_instances").await, 4);
     user.delete(&format!("{PUB}/compute_instances/u"))
         .await
@@ -310,18 +315,14 @@ async fn baremetal_instance_rules() {
     let s = TestServer::sqlite().await;
     let (t, o) = setup(&s).await;
     let their_subnet = lookup(&o, "subnets", "theirs").await;
-    let types = format!("{PRIV}/host_types");
-    s.admin
-        .post(
-            &types,
+    add_host_types(
+        &s,
+        [
             json!({"metadata": {"name": "vm-small"}, "title": "VM"}),
-        )
-        .await
-        .ok();
-    s.admin
-        .post(&types, json!({"metadata": {"name": "mgmt-only"}, "title": "odd", "interfaces": [{"name": "m0", "role": "management"}, {"name": "bmc", "role": "lifecycle"}]}))
-        .await
-        .ok();
+            json!({"metadata": {"name": "mgmt-only"}, "title": "odd", "interfaces": [{"name": "m0", "role": "management"}, {"name": "bmc", "role": "lifecycle"}]}),
+        ],
+    )
+    .await;
     let f = "spec.network_attachments";
     let bm = |atts: Value| bm_body("bm", atts);
     let with_type = |ht: &str, atts: Value| json!({"metadata": {"name": "bm"}, "spec": {"host_type": ht, "network_attachments": atts}});
@@ -427,17 +428,13 @@ async fn baremetal_instance_rules() {
     .await;
     assert_eq!(t.count("baremetal_instances").await, 0);
 
+    let types = format!("{PRIV}/host_types");
     let ht = id(&s.admin.get(&format!("{types}/bm-standard")).await.ok());
     let (a, b) = (
         lookup(&t, "subnets", "a").await,
         lookup(&t, "subnets", "b").await,
     );
-    let one = t
-        .create(
-            "baremetal_instances",
-            bm_body("one", json!([{"subnet": "a"}])),
-        )
-        .await;
+    let one = t.create_bm("one", "a").await;
     assert_eq!(one["spec"]["host_type"], ht);
     assert_eq!(
         one["spec"]["network_attachments"],
@@ -462,11 +459,7 @@ async fn baremetal_instance_rules() {
     );
     // Bare metal works in a BM-only deployment.
     bm_only_network(&s, &t).await;
-    t.create(
-        "baremetal_instances",
-        bm_body("bm-only", json!([{"subnet": "bm-a"}])),
-    )
-    .await;
+    t.create_bm("bm-only", "bm-a").await;
     // The host type cannot go while instances use it.
     s.admin.delete(&format!("{types}/bm-standard")).await.err(
         412,
@@ -486,20 +479,14 @@ async fn baremetal_templates() {
         .get(&format!("{PRIV}/host_types/bm-standard"))
         .await
         .ok());
-    s.admin
-        .post(
-            &format!("{PRIV}/host_types"),
+    add_host_types(
+        &s,
+        [
             json!({"metadata": {"name": "other-bm"}, "title": "other", "interfaces": [{"name": "eth0", "role": "fabric"}]}),
-        )
-        .await
-        .ok();
-    s.admin
-        .post(
-            &format!("{PRIV}/host_types"),
             json!({"metadata": {"name": "vm-small"}, "title": "VM"}),
-        )
-        .await
-        .ok();
+        ],
+    )
+    .await;
 
     // The dev template: its HostType stored as an id, READY at once, readable by tenants.
     let dev = t
@@ -701,18 +688,14 @@ async fn cluster_rules() {
     let s = TestServer::sqlite().await;
     let (t, o) = setup(&s).await;
     let their_subnet = lookup(&o, "subnets", "theirs").await;
-    let types = format!("{PRIV}/host_types");
-    s.admin
-        .post(
-            &types,
+    add_host_types(
+        &s,
+        [
             json!({"metadata": {"name": "vm-small"}, "title": "VM"}),
-        )
-        .await
-        .ok();
-    s.admin
-        .post(&types, json!({"metadata": {"name": "mgmt-only"}, "title": "odd", "interfaces": [{"name": "m0", "role": "management"}]}))
-        .await
-        .ok();
+            json!({"metadata": {"name": "mgmt-only"}, "title": "odd", "interfaces": [{"name": "m0", "role": "management"}]}),
+        ],
+    )
+    .await;
     t.ready_subnet("tiny", "net", "10.0.9.0/28").await;
     let with_sets = |sets: Value| json!({"metadata": {"name": "c"}, "spec": {"node_sets": sets, "network_attachment": {"subnet": "a"}}});
     let ns = |ht: &str, size: i32| json!({"workers": {"host_type": ht, "size": size}});
@@ -790,6 +773,7 @@ async fn cluster_rules() {
     .await;
     assert_eq!(t.count("clusters").await, 0);
 
+    let types = format!("{PRIV}/host_types");
     let ht = id(&s.admin.get(&format!("{types}/bm-standard")).await.ok());
     let (a, web) = (
         lookup(&t, "subnets", "a").await,
@@ -1114,30 +1098,13 @@ async fn external_ip_attachment_targets() {
         t.allocated_eip(name, "").await;
     }
     s.pause().await;
-    let vm = t
-        .create("compute_instances", vm_body("vm", json!([{"subnet": "a"}])))
-        .await;
-    let bm = t
-        .create(
-            "baremetal_instances",
-            bm_body("bm", json!([{"subnet": "a"}])),
-        )
-        .await;
+    let vm = t.create_vm("vm", "a").await;
+    let bm = t.create_bm("bm", "a").await;
     let c = t
         .create("clusters", cluster_body("c", "a", json!([]), 1))
         .await;
-    let theirs = o
-        .create(
-            "compute_instances",
-            vm_body("vm", json!([{"subnet": "theirs"}])),
-        )
-        .await;
-    let their_bm = o
-        .create(
-            "baremetal_instances",
-            bm_body("bm", json!([{"subnet": "theirs"}])),
-        )
-        .await;
+    let theirs = o.create_vm("vm", "theirs").await;
+    let their_bm = o.create_bm("bm", "theirs").await;
     let path = format!("{PUB}/external_ip_attachments");
     for (spec, fragments) in [
         (

@@ -5,6 +5,9 @@
 #![allow(dead_code)]
 
 pub mod pki;
+mod workloads;
+
+pub use workloads::*;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -603,6 +606,16 @@ impl Api {
         self.send_raw(Method::DELETE, path, None).await
     }
 
+    /// PATCHes `path` with `{"spec": {field: value}}` and checks the update is refused because
+    /// `spec.<field>` is immutable.
+    pub async fn refuses_spec_change(&self, path: &str, field: &str, value: Value) {
+        self.patch(path, json!({"spec": {field: value}})).await.err(
+            400,
+            "INVALID_ARGUMENT",
+            &[&format!("spec.{field}"), "immutable"],
+        );
+    }
+
     /// `POST {PUB}/{collection}` asserting success.
     pub async fn create(&self, collection: &str, body: Value) -> Value {
         let r = self.post(&format!("{PUB}/{collection}"), body).await;
@@ -825,25 +838,6 @@ macro_rules! both_backends {
             }
         })*
     };
-}
-
-/// A ComputeInstance body.
-pub fn vm_body(name: &str, attachments: Value) -> Value {
-    json!({"metadata": {"name": name}, "spec": {"template": "small", "compute_network_attachments": attachments}})
-}
-
-/// A BareMetalInstance body of the dev host type `bm-standard`.
-pub fn bm_body(name: &str, attachments: Value) -> Value {
-    json!({"metadata": {"name": name}, "spec": {"host_type": "bm-standard", "network_attachments": attachments}})
-}
-
-/// A Cluster body: one node set `workers` of `size` `bm-standard` hosts.
-pub fn cluster_body(name: &str, subnet: &str, security_groups: Value, size: i32) -> Value {
-    json!({"metadata": {"name": name}, "spec": {
-        "template": "ocp",
-        "node_sets": {"workers": {"host_type": "bm-standard", "size": size}},
-        "network_attachment": {"subnet": subnet, "security_groups": security_groups}
-    }})
 }
 
 /// The condition of `kind_type` in an object's status, if any.
