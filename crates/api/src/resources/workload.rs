@@ -3,6 +3,7 @@
 //! are READY, all subnets are in one VirtualNetwork, security groups belong to that network;
 //! VMs and clusters need a NetworkClass with a k8s manager. References are stored as ids.
 
+use osac_model::kinds::workload::MachineAttachment;
 use osac_model::net::Family;
 use osac_model::{Kind, defaults, pb};
 use osac_store::Record;
@@ -367,33 +368,6 @@ pub async fn require_k8s(
         )));
     }
     Ok(())
-}
-
-/// A network attachment of a VM or a bare-metal instance as its spec stores it: a subnet and
-/// its security groups, names or ids as requested, ids once resolved.
-pub trait MachineAttachment {
-    /// The subnet and the security groups.
-    fn subnet_and_groups(&self) -> (&str, &[String]);
-    /// The subnet and the security groups, to store what they resolved to.
-    fn subnet_and_groups_mut(&mut self) -> (&mut String, &mut Vec<String>);
-}
-
-impl MachineAttachment for pb::ComputeNetworkAttachment {
-    fn subnet_and_groups(&self) -> (&str, &[String]) {
-        (&self.subnet, &self.security_groups)
-    }
-    fn subnet_and_groups_mut(&mut self) -> (&mut String, &mut Vec<String>) {
-        (&mut self.subnet, &mut self.security_groups)
-    }
-}
-
-impl MachineAttachment for pb::BareMetalNetworkAttachment {
-    fn subnet_and_groups(&self) -> (&str, &[String]) {
-        (&self.subnet, &self.security_groups)
-    }
-    fn subnet_and_groups_mut(&mut self) -> (&mut String, &mut Vec<String>) {
-        (&mut self.subnet, &mut self.security_groups)
-    }
 }
 
 /// [`resolve_attachments`] of a machine's attachments (the list at `field`), storing the ids

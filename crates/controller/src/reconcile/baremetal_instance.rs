@@ -15,9 +15,9 @@ use super::host::{POOL_BAREMETAL, free_hosts, host_mac, host_type_label, owned_b
 use super::network_phase::{self, Awaited, Port, detach_ports, managers_for_delete};
 use super::workload::{
     INVENTORY_ASSIGNED, NETWORKING_CONFIGURED, PROVISIONING_COMPLETE, READY, Step, Work,
-    deprovision, external_ip_of, outcome, provisioner, release_with_hosts, stop, timed,
+    apply_machine, deprovision, external_ip_of, provisioner, release_with_hosts, stop, timed,
 };
-use super::{Action, ReconcileCtx, ReconcileError, decode, describe, settled};
+use super::{Action, ReconcileCtx, ReconcileError, decode, describe};
 
 super::object!(pb::BareMetalInstance, pb::BareMetalInstanceStatus,
     pending: pb::BareMetalInstanceState::Provisioning, ready: pb::BareMetalInstanceState::Running,
@@ -130,29 +130,15 @@ async fn ensure_host(
 }
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
-    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| cleanup(ctx, rec)).await
-}
-
-async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
-    let bm: pb::BareMetalInstance = decode(&rec)?;
-    let mut w = Work::new(rec, bm);
-    if settled(&w.rec, &w.obj) {
-        let external = external_ip_of(ctx, w.id(), TARGET_FIELD, None).await?;
-        return w.refresh_external_ip(ctx, external).await;
-    }
-    outcome(phases(ctx, &mut w).await)
+    let apply = |rec| apply_machine(ctx, rec, TARGET_FIELD, phases);
+    finalizer::reconcile(ctx, rec, apply, |rec| cleanup(ctx, rec)).await
 }
 
 /// Network, host, ports, installation, addresses, RUNNING with the host ASSIGNED.
 async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::BareMetalInstance>) -> Step<()> {
     let spec = w.obj.spec.clone().unwrap_or_default();
-    let attachments: Vec<(&str, &[String])> = spec
-        .network_attachments
-        .iter()
-        .map(|a| (a.subnet.as_str(), a.security_groups.as_slice()))
-        .collect();
     let empty = "spec.network_attachments is empty: a bare-metal instance needs at least one";
-    let net = network_phase::resolve_machine(ctx, w, &attachments, empty).await?;
+    let net = network_phase::resolve_machine(ctx, w, &spec.network_attachments, empty).await?;
 
     let host_rec = match ensure_host(ctx, w, &spec.host_type).await? {
         Inventory::Host(h) => *h,

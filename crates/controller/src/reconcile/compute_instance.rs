@@ -11,10 +11,10 @@ use osac_store::Record;
 use super::finalizer::{self, Cleanup};
 use super::network_phase::{self, Awaited, Port, detach_ports, managers_for_delete};
 use super::workload::{
-    NETWORKING_CONFIGURED, PROVISIONED, Step, Work, deprovision, external_ip_of, outcome,
+    NETWORKING_CONFIGURED, PROVISIONED, Step, Work, apply_machine, deprovision, external_ip_of,
     provisioner, stop, timed,
 };
-use super::{Action, Object, ReconcileCtx, ReconcileError, decode, fnv1a, settled};
+use super::{Action, Object, ReconcileCtx, ReconcileError, decode, fnv1a};
 
 super::object!(pb::ComputeInstance, pb::ComputeInstanceStatus,
     pending: pb::ComputeInstanceState::Starting, ready: pb::ComputeInstanceState::Running,
@@ -77,29 +77,16 @@ fn ports(id: &str, hosting: &str, spec: &pb::ComputeInstanceSpec) -> Vec<Port> {
 }
 
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
-    finalizer::reconcile(ctx, rec, |rec| apply(ctx, rec), |rec| cleanup(ctx, rec)).await
-}
-
-async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
-    let vm: pb::ComputeInstance = decode(&rec)?;
-    let mut w = Work::new(rec, vm);
-    if settled(&w.rec, &w.obj) {
-        let external = external_ip_of(ctx, w.id(), TARGET_FIELD, None).await?;
-        return w.refresh_external_ip(ctx, external).await;
-    }
-    outcome(phases(ctx, &mut w).await)
+    let apply = |rec| apply_machine(ctx, rec, TARGET_FIELD, phases);
+    finalizer::reconcile(ctx, rec, apply, |rec| cleanup(ctx, rec)).await
 }
 
 /// Network, hosting cluster, boot, addresses, RUNNING.
 async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::ComputeInstance>) -> Step<()> {
     let spec = w.obj.spec.clone().unwrap_or_default();
-    let attachments: Vec<(&str, &[String])> = spec
-        .compute_network_attachments
-        .iter()
-        .map(|a| (a.subnet.as_str(), a.security_groups.as_slice()))
-        .collect();
     let empty = "spec.compute_network_attachments is empty: a VM needs at least one attachment";
-    let net = network_phase::resolve_machine(ctx, w, &attachments, empty).await?;
+    let net =
+        network_phase::resolve_machine(ctx, w, &spec.compute_network_attachments, empty).await?;
     let clusters = net.managers.hosting_clusters();
     let recorded = w
         .annotations

@@ -20,6 +20,7 @@ use osac_backends::{
     CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, FabricClient, OpError,
     PortAddresses, QueryDhcpLeaseRequest,
 };
+use osac_model::kinds::workload::MachineAttachment;
 use osac_model::{Kind, pb};
 use osac_store::{Record, StoreError};
 
@@ -74,14 +75,18 @@ pub(crate) async fn resolve<T: Workload>(
 pub(crate) async fn resolve_machine<T: Workload>(
     ctx: &ReconcileCtx,
     w: &mut Work<T>,
-    attachments: &[(&str, &[String])],
+    attachments: &[impl MachineAttachment],
     empty: &str,
 ) -> Step<Network> {
     if attachments.is_empty() {
         let e = OpError::permanent(empty);
         return stop(w.failed(ctx, NETWORKING_CONFIGURED, e).await);
     }
-    resolve(ctx, w, attachments).await
+    let attachments: Vec<(&str, &[String])> = attachments
+        .iter()
+        .map(MachineAttachment::subnet_and_groups)
+        .collect();
+    resolve(ctx, w, &attachments).await
 }
 
 /// Phase 2, once per spec: every port onto its subnet, allowed to send from `allowed` too;

@@ -33,7 +33,10 @@ use super::backend::status_message;
 use super::conditions::{is_true, set_condition};
 use super::finalizer::{self, Cleanup};
 use super::host::set_host_state;
-use super::{APPLIED_SPEC_ANNOTATION, Action, Object, ReconcileCtx, ReconcileError, spec_hash};
+use super::{
+    APPLIED_SPEC_ANNOTATION, Action, Object, ReconcileCtx, ReconcileError, decode, settled,
+    spec_hash,
+};
 use crate::metrics;
 
 /// Condition types (docs/workloads.md).
@@ -353,6 +356,23 @@ where
         }
         None => Ok(None),
     }
+}
+
+/// The apply of a VM or a bare-metal instance: once settled it only follows the ExternalIP
+/// attached to it through `target_field`; otherwise its `phases` run.
+pub(crate) async fn apply_machine<T: Workload>(
+    ctx: &ReconcileCtx,
+    rec: Record,
+    target_field: &str,
+    phases: impl AsyncFnOnce(&ReconcileCtx, &mut Work<T>) -> Step<()>,
+) -> Result<Action, ReconcileError> {
+    let obj: T = decode(&rec)?;
+    let mut w = Work::new(rec, obj);
+    if settled(&w.rec, &w.obj) {
+        let external = external_ip_of(ctx, w.id(), target_field, None).await?;
+        return w.refresh_external_ip(ctx, external).await;
+    }
+    outcome(phases(ctx, &mut w).await)
 }
 
 /// The address of the READY ExternalIPAttachment targeting the workload through `field`
