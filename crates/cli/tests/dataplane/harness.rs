@@ -29,6 +29,17 @@ pub const EXT_GATEWAY: &str = "100.127.0.1";
 /// Namespace of the external network.
 pub const EXT_NS: &str = osac_linux::names::EXT_NS;
 
+/// A workload's attachment to the tenant's `default-ipv4` subnet in no security group (open).
+pub const IN_NO_GROUP: &[&str] = &[
+    "--network-attachment",
+    "subnet=default-ipv4,security-groups=",
+];
+/// A workload's attachment to the tenant's `default-ipv4` subnet in security group `web`.
+pub const IN_GROUP_WEB: &[&str] = &[
+    "--network-attachment",
+    "subnet=default-ipv4,security-groups=web",
+];
+
 /// Whether the suite can run here; under CI it must (a skip would hide a broken dataplane).
 pub async fn can_run() -> bool {
     match osac_linux::preflight().await {
@@ -383,6 +394,20 @@ impl Dp {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         panic!("tenant {name}: default subnet not READY");
+    }
+
+    /// Creates VirtualNetwork `name` with `cidr` and waits until it is READY.
+    pub async fn virtual_network(&self, token: &str, name: &str, cidr: &str) {
+        let args = [
+            "create",
+            "virtualnetwork",
+            "--cidr",
+            cidr,
+            "--name",
+            name,
+            "--wait",
+        ];
+        self.ok(token, &args).await;
     }
 
     /// Creates subnet `name` of VirtualNetwork `vn` with `cidrs` and waits until it is READY.

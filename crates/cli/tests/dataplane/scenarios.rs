@@ -7,7 +7,7 @@ use std::time::Duration;
 use osac_linux::probe::raw::UdpFrame;
 use osac_linux::probe::{self, Listener, TcpSession};
 
-use crate::harness::{self, Dp, EXT_GATEWAY, EXT_NS, blocking, items};
+use crate::harness::{self, Dp, EXT_GATEWAY, EXT_NS, IN_GROUP_WEB, IN_NO_GROUP, blocking, items};
 use crate::probes::{WAIT, any, connects, listen_tcp, ping, ping_once, reaches, sock, wait_until};
 use crate::{Scenario, scenario};
 
@@ -197,19 +197,7 @@ async fn isolation(dp: Arc<Dp>) {
         "tenant one opened TCP to tenant two"
     );
     // A second VN of tenant one.
-    dp.ok(
-        &t1,
-        &[
-            "create",
-            "virtualnetwork",
-            "--cidr",
-            "10.9.0.0/16",
-            "--name",
-            "other",
-            "--wait",
-        ],
-    )
-    .await;
+    dp.virtual_network(&t1, "other", "10.9.0.0/16").await;
     dp.subnet(&t1, "other", "other-s", &["10.9.1.0/24"]).await;
     let z = dp
         .vm(&t1, "z", &["--network-attachment", "subnet=other-s"])
@@ -260,16 +248,7 @@ async fn security_groups(dp: Arc<Dp>) {
     )
     .await;
     let client = dp.vm(&t, "client", &[]).await;
-    let server = dp
-        .vm(
-            &t,
-            "server",
-            &[
-                "--network-attachment",
-                "subnet=default-ipv4,security-groups=web",
-            ],
-        )
-        .await;
+    let server = dp.vm(&t, "server", IN_GROUP_WEB).await;
     let both = dp
         .vm(
             &t,
@@ -280,16 +259,7 @@ async fn security_groups(dp: Arc<Dp>) {
             ],
         )
         .await;
-    let open = dp
-        .vm(
-            &t,
-            "open",
-            &[
-                "--network-attachment",
-                "subnet=default-ipv4,security-groups=",
-            ],
-        )
-        .await;
+    let open = dp.vm(&t, "open", IN_NO_GROUP).await;
     let mut ls = Vec::new();
     for m in [&server, &both, &open] {
         for port in [8080, 5432, 9090] {
@@ -373,12 +343,8 @@ async fn security_groups(dp: Arc<Dp>) {
 /// receives the genuine one.
 async fn anti_spoofing(dp: Arc<Dp>) {
     let t = dp.tenant("spoof").await;
-    let open = [
-        "--network-attachment",
-        "subnet=default-ipv4,security-groups=",
-    ];
-    let a = dp.vm(&t, "a", &open).await;
-    let b = dp.vm(&t, "b", &open).await;
+    let a = dp.vm(&t, "a", IN_NO_GROUP).await;
+    let b = dp.vm(&t, "b", IN_NO_GROUP).await;
     let l = blocking({
         let ns = b.ns.clone();
         move || Listener::udp(&ns, "0.0.0.0:7878".parse().expect("addr"))
@@ -581,19 +547,7 @@ async fn nat_gateway(dp: Arc<Dp>) {
     let seen = blocking(move || accepted_peers(&l)).await;
     assert_eq!(seen, vec![nat_ip], "source seen by the external host");
     // A VN without a NAT gateway.
-    dp.ok(
-        &t,
-        &[
-            "create",
-            "virtualnetwork",
-            "--cidr",
-            "10.8.0.0/16",
-            "--name",
-            "plain",
-            "--wait",
-        ],
-    )
-    .await;
+    dp.virtual_network(&t, "plain", "10.8.0.0/16").await;
     dp.subnet(&t, "plain", "plain-s", &["10.8.1.0/24"]).await;
     let w = dp
         .vm(&t, "plain-vm", &["--network-attachment", "subnet=plain-s"])

@@ -10,7 +10,7 @@ use osac_linux::names::machine_ns;
 use osac_linux::probe;
 use serde_json::Value;
 
-use crate::harness::{Dp, EXT_GATEWAY, EXT_NS, blocking, items};
+use crate::harness::{Dp, EXT_GATEWAY, EXT_NS, IN_GROUP_WEB, IN_NO_GROUP, blocking, items};
 use crate::probes::{
     WAIT, accepted_by, alive, any, connects, listen_tcp, ping_once, reaches, session, sock,
     wait_until,
@@ -260,37 +260,9 @@ pub async fn security_groups_bm_and_cluster_agent(dp: Arc<Dp>) {
     )
     .await;
     let client = dp.vm(&t, "client", &[]).await;
-    let web = dp
-        .bm(
-            &t,
-            "bm-web",
-            &[
-                "--network-attachment",
-                "subnet=default-ipv4,security-groups=web",
-            ],
-        )
-        .await;
-    let open = dp
-        .bm(
-            &t,
-            "bm-open",
-            &[
-                "--network-attachment",
-                "subnet=default-ipv4,security-groups=",
-            ],
-        )
-        .await;
-    let c = cluster(
-        &dp,
-        &t,
-        "c",
-        1,
-        &[
-            "--network-attachment",
-            "subnet=default-ipv4,security-groups=web",
-        ],
-    )
-    .await;
+    let web = dp.bm(&t, "bm-web", IN_GROUP_WEB).await;
+    let open = dp.bm(&t, "bm-open", IN_NO_GROUP).await;
+    let c = cluster(&dp, &t, "c", 1, IN_GROUP_WEB).await;
     let agent = &c.agents[0];
     let mut ls = Vec::new();
     // Bound to the subnet addresses: the agent also listens on its VIP below.

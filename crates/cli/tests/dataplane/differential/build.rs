@@ -88,19 +88,7 @@ async fn build_tenant(dp: &Arc<Dp>, plan: TenantPlan) -> BuiltTenant {
     let t = token.as_str();
     for vn in &plan.vns {
         if !vn.is_default {
-            dp.ok(
-                t,
-                &[
-                    "create",
-                    "virtualnetwork",
-                    "--cidr",
-                    &vn.cidr,
-                    "--name",
-                    &vn.name,
-                    "--wait",
-                ],
-            )
-            .await;
+            dp.virtual_network(t, &vn.name, &vn.cidr).await;
         }
         for (name, cidr) in &vn.subnets {
             dp.subnet(t, &vn.name, name, &[cidr]).await;
