@@ -123,10 +123,7 @@ async fn a_failed_state_is_a_warning() {
     t.ready_vn("net", "10.0.0.0/16").await;
     let mut ctl = s.pause().await;
     let subnet = t
-        .create(
-            "subnets",
-            json!({"metadata": {"name": "bad"}, "spec": {"virtual_network": "net", "ipv4_cidr": "10.0.1.0/24"}}),
-        )
+        .create("subnets", subnet_body("bad", "net", "10.0.1.0/24"))
         .await;
     let sid = id(&subnet);
     ctl.sim_fabric().inject_failure(

@@ -1,6 +1,7 @@
 //! Provider objects through the private API: NetworkClass, ExternalIPPool, HostType; what
 //! tenants may see of them; the private API refuses tenants.
 
+use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::common::*;
@@ -18,6 +19,19 @@ fn defaults_v4() -> Value {
 
 fn class(name: &str, fabric: &str, k8s: &str, spec: Value) -> Value {
     json!({"metadata": {"name": name}, "title": name, "fabric_manager": fabric, "k8s_manager": k8s, "spec": spec})
+}
+
+/// A SQLite server whose managers directory holds exactly `registrations` (file name, YAML);
+/// the directory lives as long as the returned handle.
+async fn server_with_managers(registrations: &[(&str, &str)]) -> (TestServer, tempfile::TempDir) {
+    let managers = tempfile::tempdir().unwrap();
+    for (file, registration) in registrations {
+        std::fs::write(managers.path().join(file), registration).unwrap();
+    }
+    let s = TestServer::start_bare(Backend::Sqlite, Some(managers.path().to_path_buf()))
+        .await
+        .unwrap();
+    (s, managers)
 }
 
 async fn class_count(s: &TestServer) -> i64 {
@@ -342,8 +356,7 @@ async fn network_class_validation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_class_capabilities_are_the_intersection() {
-    let managers = tempfile::tempdir().unwrap();
-    for (file, registration) in [
+    let (s, _managers) = server_with_managers(&[
         (
             "fab.yaml",
             "name: fab\nrole: fabric\ndescription: d\ncapabilities: [ipv4, ipv6, dual_stack]\ndriver: sim\n",
@@ -356,12 +369,8 @@ async fn network_class_capabilities_are_the_intersection() {
             "v4fab.yaml",
             "name: v4fab\nrole: fabric\ncapabilities: [ipv4]\ndriver: sim\n",
         ),
-    ] {
-        std::fs::write(managers.path().join(file), registration).unwrap();
-    }
-    let s = TestServer::start_bare(Backend::Sqlite, Some(managers.path().to_path_buf()))
-        .await
-        .unwrap();
+    ])
+    .await;
     let path = format!("{PRIV}/network_classes");
 
     let list = s.admin.get(&format!("{PRIV}/managers")).await.ok();
@@ -904,39 +913,42 @@ async fn private_api_is_for_the_provider() {
                 .await
                 .err(403, "PERMISSION_DENIED", &[]);
         }
-        api.post(
-            &format!("{PRIV}/network_classes"),
-            class("x", "sim-fabric", "", json!({"defaults": defaults_v4()})),
-        )
-        .await
-        .err(403, "PERMISSION_DENIED", &[]);
-        api.patch(
-            &format!("{PRIV}/network_classes/default"),
-            json!({"title": "mine"}),
-        )
-        .await
-        .err(403, "PERMISSION_DENIED", &[]);
-        api.delete(&format!("{PRIV}/external_ip_pools/external-pool-1"))
-            .await
-            .err(403, "PERMISSION_DENIED", &[]);
-        api.post(
-            &format!("{PRIV}/tokens"),
-            json!({"tenant": "acme", "role": "provider-admin"}),
-        )
-        .await
-        .err(403, "PERMISSION_DENIED", &[]);
-        api.post(
-            &format!("{PRIV}/tenants"),
-            json!({"metadata": {"name": "evil"}}),
-        )
-        .await
-        .err(403, "PERMISSION_DENIED", &[]);
-        api.get(&format!("{PRIV}/managers"))
-            .await
-            .err(403, "PERMISSION_DENIED", &[]);
-        api.get(&format!("{PRIV}/replicas"))
-            .await
-            .err(403, "PERMISSION_DENIED", &[]);
+        for (method, path, body) in [
+            (
+                Method::POST,
+                "network_classes",
+                Some(class(
+                    "x",
+                    "sim-fabric",
+                    "",
+                    json!({"defaults": defaults_v4()}),
+                )),
+            ),
+            (
+                Method::PATCH,
+                "network_classes/default",
+                Some(json!({"title": "mine"})),
+            ),
+            (Method::DELETE, "external_ip_pools/external-pool-1", None),
+            (
+                Method::POST,
+                "tokens",
+                Some(json!({"tenant": "acme", "role": "provider-admin"})),
+            ),
+            (
+                Method::POST,
+                "tenants",
+                Some(json!({"metadata": {"name": "evil"}})),
+            ),
+            (Method::GET, "managers", None),
+            (Method::GET, "replicas", None),
+        ] {
+            api.send(method, &format!("{PRIV}/{path}"), body).await.err(
+                403,
+                "PERMISSION_DENIED",
+                &[],
+            );
+        }
     }
     assert_eq!(
         s.admin.get(&format!("{PRIV}/tenants")).await.ok()["total"],
@@ -1016,8 +1028,7 @@ async fn private_api_is_for_the_provider() {
 /// class. Two classes on two simulated fabrics that record what they allocate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pools_belong_to_a_network_class_whose_fabric_allocates_them() {
-    let managers = tempfile::tempdir().unwrap();
-    for (file, body) in [
+    let (s, _managers) = server_with_managers(&[
         (
             "fab-a.yaml",
             "name: fab-a\nrole: fabric\ncapabilities: [ipv4]\ndriver: sim\n",
@@ -1035,12 +1046,8 @@ async fn pools_belong_to_a_network_class_whose_fabric_allocates_them() {
             "kube-b.yaml",
             "name: kube-b\nrole: k8s\ncapabilities: [ipv4]\ndriver: sim\n",
         ),
-    ] {
-        std::fs::write(managers.path().join(file), body).unwrap();
-    }
-    let s = TestServer::start_bare(Backend::Sqlite, Some(managers.path().to_path_buf()))
-        .await
-        .unwrap();
+    ])
+    .await;
     let classes = format!("{PRIV}/network_classes");
     let a = s
         .admin

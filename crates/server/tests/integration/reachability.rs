@@ -78,6 +78,16 @@ fn ask(from: Value, to: Value, protocol: &str, port: u32) -> Value {
     json!({"source": from, "destination": to, "protocol": protocol, "port": port})
 }
 
+/// Asks the public explainer `question`, asserting a 200.
+async fn explain(t: &Api, question: Value) -> Value {
+    t.post(EXPLAIN, question).await.ok()
+}
+
+/// The first hop of `kind` in an explanation.
+fn hop<'a>(r: &'a Value, kind: &str) -> Option<&'a Value> {
+    r["hops"].as_array()?.iter().find(|h| h["kind"] == kind)
+}
+
 async fn address(t: &Api, name: &str) -> String {
     let v = t.get(&format!("{PUB}/compute_instances/{name}")).await.ok();
     v["status"]["internal_ip_address"]
@@ -92,10 +102,7 @@ async fn explains_security_groups_vns_and_external_paths_over_rest() {
     let t = tenant(&s).await;
     let vm1 = address(&t, "vm1").await;
 
-    let r = t
-        .post(EXPLAIN, ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 443))
-        .await
-        .ok();
+    let r = explain(&t, ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 443)).await;
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
     assert_eq!(
         r["deciding"],
@@ -105,34 +112,18 @@ async fn explains_security_groups_vns_and_external_paths_over_rest() {
     assert_eq!(r["deciding_rule_index"], 1);
     assert_eq!(r["hops"][0]["source_address"], vm1.as_str());
 
-    let r = t
-        .post(EXPLAIN, ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 8080))
-        .await
-        .ok();
+    let r = explain(&t, ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 8080)).await;
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_BLOCKED", "{r}");
     assert_eq!(
         r["deciding"],
         format!("no ingress rule of SecurityGroups 'web' allows tcp/8080 from {vm1}")
     );
 
-    let r = t
-        .post(EXPLAIN, ask(vm("vm1"), vm("db1"), "PROTOCOL_TCP", 5432))
-        .await
-        .ok();
+    let r = explain(&t, ask(vm("vm1"), vm("db1"), "PROTOCOL_TCP", 5432)).await;
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
-    assert!(
-        r["hops"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|h| h["kind"] == "router"),
-        "{r}"
-    );
+    assert!(hop(&r, "router").is_some(), "{r}");
 
-    let r = t
-        .post(EXPLAIN, ask(vm("vm1"), vm("far"), "PROTOCOL_ICMP", 0))
-        .await
-        .ok();
+    let r = explain(&t, ask(vm("vm1"), vm("far"), "PROTOCOL_ICMP", 0)).await;
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_BLOCKED", "{r}");
     assert!(
         r["deciding"]
@@ -143,31 +134,21 @@ async fn explains_security_groups_vns_and_external_paths_over_rest() {
     );
 
     // Inbound through the attachment, outbound through the tenant's default NAT gateway.
-    let r = t
-        .post(
-            EXPLAIN,
-            ask(json!({"internet": true}), vm("vm1"), "PROTOCOL_TCP", 443),
-        )
-        .await
-        .ok();
+    let r = explain(
+        &t,
+        ask(json!({"internet": true}), vm("vm1"), "PROTOCOL_TCP", 443),
+    )
+    .await;
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
-    let dnat = r["hops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|h| h["kind"] == "dnat")
-        .cloned();
     assert_eq!(
-        dnat.expect("a dnat hop")["destination_address"],
+        hop(&r, "dnat").expect("a dnat hop")["destination_address"],
         vm1.as_str()
     );
-    let r = t
-        .post(
-            EXPLAIN,
-            ask(json!({"internet": true}), vm("vm2"), "PROTOCOL_TCP", 443),
-        )
-        .await
-        .ok();
+    let r = explain(
+        &t,
+        ask(json!({"internet": true}), vm("vm2"), "PROTOCOL_TCP", 443),
+    )
+    .await;
     assert_eq!(
         r["deciding"],
         "no ExternalIPAttachment makes ComputeInstance 'vm2' reachable from the internet"
@@ -175,22 +156,14 @@ async fn explains_security_groups_vns_and_external_paths_over_rest() {
 
     let nat = t.get(&format!("{PUB}/nat_gateways/default")).await.ok();
     t.running_vm("out", "default-ipv4").await;
-    let r = t
-        .post(
-            EXPLAIN,
-            ask(vm("out"), json!({"internet": true}), "PROTOCOL_UDP", 53),
-        )
-        .await
-        .ok();
+    let r = explain(
+        &t,
+        ask(vm("out"), json!({"internet": true}), "PROTOCOL_UDP", 53),
+    )
+    .await;
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
-    let snat = r["hops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|h| h["kind"] == "snat")
-        .cloned();
     assert_eq!(
-        snat.expect("a snat hop")["source_address"],
+        hop(&r, "snat").expect("a snat hop")["source_address"],
         nat["status"]["address"]
     );
 
@@ -243,7 +216,7 @@ async fn answers_follow_writes_and_hosting_clusters() {
     let s = TestServer::sqlite().await;
     let t = tenant(&s).await;
     let question = ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 443);
-    let r = t.post(EXPLAIN, question.clone()).await.ok();
+    let r = explain(&t, question.clone()).await;
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
 
     // The answer right after a write reflects it (the tenant's network is kept between
@@ -254,12 +227,9 @@ async fn answers_follow_writes_and_hosting_clusters() {
     )
     .await
     .ok();
-    let r = t.post(EXPLAIN, question).await.ok();
+    let r = explain(&t, question).await;
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_BLOCKED", "{r}");
-    let r = t
-        .post(EXPLAIN, ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 8443))
-        .await
-        .ok();
+    let r = explain(&t, ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 8443)).await;
     assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
 
     // A VM reaching vm1 at its ExternalIP (hairpin through the router) from the same subnet:
@@ -282,13 +252,11 @@ async fn answers_follow_writes_and_hosting_clusters() {
         ))
         .await;
         let shares = hosting_cluster(&t, &name).await == home;
-        let r = t
-            .post(
-                EXPLAIN,
-                ask(vm(&name), json!({"address": public}), "PROTOCOL_TCP", 8443),
-            )
-            .await
-            .ok();
+        let r = explain(
+            &t,
+            ask(vm(&name), json!({"address": public}), "PROTOCOL_TCP", 8443),
+        )
+        .await;
         assert_eq!(
             r["verdict"], "REACHABILITY_VERDICT_REACHABLE",
             "{name} shares vm1's hosting cluster: {shares}; {r}"
@@ -297,13 +265,11 @@ async fn answers_follow_writes_and_hosting_clusters() {
         other |= !shares;
     }
     assert!(same && other, "both placements were tried");
-    let r = t
-        .post(
-            EXPLAIN,
-            ask(vm("vm1"), json!({"address": public}), "PROTOCOL_TCP", 8443),
-        )
-        .await
-        .ok();
+    let r = explain(
+        &t,
+        ask(vm("vm1"), json!({"address": public}), "PROTOCOL_TCP", 8443),
+    )
+    .await;
     assert_eq!(
         r["verdict"], "REACHABILITY_VERDICT_REACHABLE",
         "itself: {r}"

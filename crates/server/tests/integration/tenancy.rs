@@ -1,6 +1,7 @@
 //! Tenancy and authentication: isolation (NOT_FOUND, also inside references), roles, tokens,
 //! names accepted wherever ids are.
 
+use reqwest::Method;
 use serde_json::json;
 
 use crate::common::*;
@@ -168,26 +169,31 @@ async fn roles_and_tokens() {
 
     // Authentication failures are 401 with the JSON error body.
     let anon = s.anonymous();
-    anon.get(&format!("{PUB}/virtual_networks")).await.err(
-        401,
-        "UNAUTHENTICATED",
-        &["bearer token"],
-    );
-    anon.post(
-        &format!("{PUB}/virtual_networks"),
-        json!({"spec": {"ipv4_cidr": "10.1.0.0/16"}}),
-    )
-    .await
-    .err(401, "UNAUTHENTICATED", &[]);
-    anon.get(&format!("{PRIV}/network_classes"))
-        .await
-        .err(401, "UNAUTHENTICATED", &[]);
-    anon.post(
-        &format!("{PRIV}/tokens"),
-        json!({"tenant": "acme", "role": "tenant-admin"}),
-    )
-    .await
-    .err(401, "UNAUTHENTICATED", &[]);
+    for (method, path, body, fragments) in [
+        (
+            Method::GET,
+            format!("{PUB}/virtual_networks"),
+            None,
+            &["bearer token"][..],
+        ),
+        (
+            Method::POST,
+            format!("{PUB}/virtual_networks"),
+            Some(json!({"spec": {"ipv4_cidr": "10.1.0.0/16"}})),
+            &[],
+        ),
+        (Method::GET, format!("{PRIV}/network_classes"), None, &[]),
+        (
+            Method::POST,
+            format!("{PRIV}/tokens"),
+            Some(json!({"tenant": "acme", "role": "tenant-admin"})),
+            &[],
+        ),
+    ] {
+        anon.send(method, &path, body)
+            .await
+            .err(401, "UNAUTHENTICATED", fragments);
+    }
     s.with_token("osac_not-a-real-token")
         .get(&format!("{PUB}/virtual_networks"))
         .await

@@ -591,6 +591,12 @@ impl Api {
         Resp { status, body, text }
     }
 
+    /// Sends `method` to `path` with an optional JSON body.
+    pub async fn send(&self, method: Method, path: &str, body: Option<Value>) -> Resp {
+        self.send_raw(method, path, body.map(|b| b.to_string().into_bytes()))
+            .await
+    }
+
     pub async fn get(&self, path: &str) -> Resp {
         self.send_raw(Method::GET, path, None).await
     }
@@ -719,9 +725,7 @@ impl Api {
 
     /// Creates a READY subnet.
     pub async fn ready_subnet(&self, name: &str, vn: &str, cidr: &str) -> Value {
-        let s = self
-            .create("subnets", json!({"metadata": {"name": name}, "spec": {"virtual_network": vn, "ipv4_cidr": cidr}}))
-            .await;
+        let s = self.create("subnets", subnet_body(name, vn, cidr)).await;
         self.wait(
             "subnets",
             s["id"].as_str().expect("id"),

@@ -1,8 +1,13 @@
-//! Workload bodies as tenants post them, and shortcuts creating workloads.
+//! Bodies of objects as tenants post them (subnets, workloads), and shortcuts creating workloads.
 
 use serde_json::{Value, json};
 
 use super::{Api, id};
+
+/// A Subnet body: `cidr` (IPv4) in the VirtualNetwork `vn`.
+pub fn subnet_body(name: &str, vn: &str, cidr: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"virtual_network": vn, "ipv4_cidr": cidr}})
+}
 
 /// A ComputeInstance body.
 pub fn vm_body(name: &str, attachments: Value) -> Value {
