@@ -34,6 +34,14 @@ async fn server_with_managers(registrations: &[(&str, &str)]) -> (TestServer, te
     (s, managers)
 }
 
+/// Creates a NetworkClass through the private API, asserting success.
+async fn create_class(s: &TestServer, body: Value) -> Value {
+    s.admin
+        .post(&format!("{PRIV}/network_classes"), body)
+        .await
+        .ok()
+}
+
 async fn class_count(s: &TestServer) -> i64 {
     s.admin.get(&format!("{PRIV}/network_classes")).await.ok()["total"]
         .as_i64()
@@ -166,19 +174,16 @@ async fn network_class_validation() {
     assert_eq!(before, after);
 
     // A valid class: capabilities = what the managers declare minus what is disabled.
-    let c = s
-        .admin
-        .post(
-            &path,
-            class(
-                "v4only",
-                "sim-fabric",
-                "",
-                json!({"defaults": defaults_v4(), "disable_capabilities": {"supports_ipv6": true, "supports_dual_stack": true}}),
-            ),
-        )
-        .await
-        .ok();
+    let c = create_class(
+        &s,
+        class(
+            "v4only",
+            "sim-fabric",
+            "",
+            json!({"defaults": defaults_v4(), "disable_capabilities": {"supports_ipv6": true, "supports_dual_stack": true}}),
+        ),
+    )
+    .await;
     assert_eq!(c["capabilities"], json!({"supports_ipv4": true}), "{c}");
     assert_eq!(
         c["spec"]["vip_prefix_length"], 28,
@@ -376,45 +381,36 @@ async fn network_class_capabilities_are_the_intersection() {
     let list = s.admin.get(&format!("{PRIV}/managers")).await.ok();
     assert_eq!(list["total"], 3, "{list}");
 
-    let c = s
-        .admin
-        .post(
-            &path,
-            class("both", "fab", "kube", json!({"defaults": defaults_v4()})),
-        )
-        .await
-        .ok();
+    let c = create_class(
+        &s,
+        class("both", "fab", "kube", json!({"defaults": defaults_v4()})),
+    )
+    .await;
     assert_eq!(
         c["capabilities"],
         json!({"supports_ipv4": true, "supports_ipv6": true}),
         "no dual stack in kube: {c}"
     );
     assert_eq!(c["is_default"], true, "the first class becomes the default");
-    let c = s
-        .admin
-        .post(
-            &path,
-            class("fab-only", "fab", "", json!({"defaults": defaults_v4()})),
-        )
-        .await
-        .ok();
+    let c = create_class(
+        &s,
+        class("fab-only", "fab", "", json!({"defaults": defaults_v4()})),
+    )
+    .await;
     assert_eq!(
         c["capabilities"],
         json!({"supports_ipv4": true, "supports_ipv6": true, "supports_dual_stack": true})
     );
-    let c = s
-        .admin
-        .post(
-            &path,
-            class(
-                "fab-v4",
-                "fab",
-                "kube",
-                json!({"defaults": defaults_v4(), "disable_capabilities": {"supports_ipv6": true}}),
-            ),
-        )
-        .await
-        .ok();
+    let c = create_class(
+        &s,
+        class(
+            "fab-v4",
+            "fab",
+            "kube",
+            json!({"defaults": defaults_v4(), "disable_capabilities": {"supports_ipv6": true}}),
+        ),
+    )
+    .await;
     assert_eq!(c["capabilities"], json!({"supports_ipv4": true}));
 
     // Defaults needing a capability the managers lack.
@@ -1048,23 +1044,16 @@ async fn pools_belong_to_a_network_class_whose_fabric_allocates_them() {
         ),
     ])
     .await;
-    let classes = format!("{PRIV}/network_classes");
-    let a = s
-        .admin
-        .post(
-            &classes,
-            class("a", "fab-a", "kube-a", json!({"defaults": defaults_v4()})),
-        )
-        .await
-        .ok();
-    let b = s
-        .admin
-        .post(
-            &classes,
-            class("b", "fab-b", "kube-b", json!({"defaults": defaults_v4()})),
-        )
-        .await
-        .ok();
+    let a = create_class(
+        &s,
+        class("a", "fab-a", "kube-a", json!({"defaults": defaults_v4()})),
+    )
+    .await;
+    let b = create_class(
+        &s,
+        class("b", "fab-b", "kube-b", json!({"defaults": defaults_v4()})),
+    )
+    .await;
     assert_eq!(a["is_default"], true);
     for c in ["a", "b"] {
         s.admin
