@@ -5,6 +5,7 @@
 mod attacks;
 mod common;
 mod dnsmasq_failures;
+mod fixture;
 mod isolation;
 mod nat6;
 
@@ -18,115 +19,10 @@ use osac_backends::*;
 use osac_linux::cmd;
 use osac_linux::names;
 
-fn vn_req(env: &Env, vn: &str) -> CreateVirtualNetworkRequest {
-    CreateVirtualNetworkRequest {
-        virtual_network_id: env.id(vn),
-        tenant: "t".into(),
-        ipv4_cidr: Some("10.0.0.0/16".parse().unwrap()),
-        ipv6_cidr: Some("fd10::/48".parse().unwrap()),
-    }
-}
-
-fn subnet_req(env: &Env, vn: &str, s: &str, third: u8) -> CreateSubnetRequest {
-    CreateSubnetRequest {
-        subnet_id: env.id(s),
-        virtual_network_id: env.id(vn),
-        ipv4_cidr: Some(format!("10.0.{third}.0/24").parse().unwrap()),
-        ipv6_cidr: Some(format!("fd10:0:0:{third}::/64").parse().unwrap()),
-        vip_cidr: Some(format!("10.0.{third}.240/28").parse().unwrap()),
-    }
-}
-
-fn port_req(
-    env: &Env,
-    att: &str,
-    host: &str,
-    iface: &str,
-    mac: &str,
-    s: &str,
-    sgs: &[String],
-) -> CreateNetworkAttachmentRequest {
-    CreateNetworkAttachmentRequest {
-        attachment_id: env.id(att),
-        host: host.into(),
-        interface: iface.into(),
-        mac_address: mac.into(),
-        subnet_id: env.id(s),
-        virtual_network_id: env.id("vn"),
-        security_groups: sgs.to_vec(),
-        primary: true,
-        allowed_addresses: vec![],
-    }
-}
-
-/// Test `n`'s world with VirtualNetwork `vn` and its subnet `s1` (10.0.1.0/24,
-/// fd10:0:0:1::/64) created; `None` (the test skips) when the kernel tests cannot run here.
-async fn env_with_subnet(n: u8) -> Option<Env> {
-    if !common::ready().await {
-        return None;
-    }
-    let env = Env::new(n).await;
-    let c = &env.client;
-    c.create_virtual_network(&vn_req(&env, "vn")).await.unwrap();
-    c.create_subnet(&subnet_req(&env, "vn", "s1", 1))
-        .await
-        .unwrap();
-    Some(env)
-}
-
-/// ExternalIPAttachment `att` of VN `vn` carries an open connection from the external
-/// namespace to `external:port` (an echo server behind it answers, so its replies come back
-/// from `external`); deleting the attachment cuts that connection, deleting it again
-/// succeeds, and `external` answers no ping any more.
-async fn detaching_cuts_open_connections(env: &Env, att: &str, external: &str, port: u16) {
-    let mut open = Session::open(names::EXT_NS, external, port)
-        .await
-        .unwrap_or_else(|| panic!("connection through attachment {att} to {external}"));
-    assert!(open.exchange().await, "replies come back from {external}");
-    let del = DeleteExternalIpAttachmentRequest {
-        attachment_id: env.id(att),
-        virtual_network_id: env.id("vn"),
-    };
-    env.client
-        .delete_external_ip_attachment(&del)
-        .await
-        .unwrap();
-    assert!(
-        !open.exchange().await,
-        "deleting attachment {att} cuts open connections"
-    );
-    open.close().await;
-    env.client
-        .delete_external_ip_attachment(&del)
-        .await
-        .unwrap();
-    assert!(!ping_once(names::EXT_NS, external).await, "detached");
-}
-
-/// A machine with its port configured by hand from the fabric's reservation.
-async fn plug(
-    env: &Env,
-    att: &str,
-    host: &str,
-    iface: &str,
-    mac: &str,
-    s: &str,
-    sgs: &[String],
-) -> (String, String) {
-    plug_req(env, &port_req(env, att, host, iface, mac, s, sgs)).await
-}
-
-/// [`plug`] for a prepared request (other VN, allowed addresses).
-async fn plug_req(env: &Env, req: &CreateNetworkAttachmentRequest) -> (String, String) {
-    let p = env.client.create_network_attachment(req).await.unwrap();
-    let (key, ifname, _) = names::machine_of(&req.host, &req.interface);
-    let ns = names::machine_ns(&key);
-    let v4 = p.ipv4_address.unwrap().to_string();
-    let subnet = env.fabric.subnet(&req.subnet_id).await.unwrap();
-    let gw = subnet.gw4().unwrap().to_string();
-    configure(&ns, &ifname, &format!("{v4}/24"), Some(&gw)).await;
-    (ns, v4)
-}
+use fixture::{
+    detaching_cuts_open_connections, env_with_subnet, plug, plug_req, port_req, rule, subnet_req,
+    vn_req,
+};
 
 #[tokio::test]
 async fn subnets_ports_routing_and_rebuild() {
@@ -351,15 +247,6 @@ async fn anti_spoofing_drops_forged_addresses() {
     sh_out(&m2, &["ip", "neigh", "flush", "all"]).await;
     assert!(!ping_once(&m1, &a2).await, "forged MAC dropped");
     env.teardown().await;
-}
-
-fn rule(p: Protocol, ports: Option<(u16, u16)>, cidr: &str) -> SecurityRule {
-    SecurityRule {
-        protocol: p,
-        port_from: ports.map(|x| x.0),
-        port_to: ports.map(|x| x.1),
-        cidr: cidr.parse().unwrap(),
-    }
 }
 
 #[tokio::test]
@@ -817,14 +704,6 @@ async fn gc_removes_only_unowned_state_with_our_prefix() {
     env.teardown().await;
 }
 
-fn mac_bytes(mac: &str) -> [u8; 6] {
-    let v: Vec<u8> = mac
-        .split(':')
-        .map(|b| u8::from_str_radix(b, 16).unwrap())
-        .collect();
-    [v[0], v[1], v[2], v[3], v[4], v[5]]
-}
-
 async fn wait_bound(c: &osac_linux::dhcp::DhcpClient) -> osac_linux::dhcp::apply::Applied {
     for _ in 0..200 {
         match c.status() {
@@ -874,7 +753,7 @@ async fn dhcp_serves_reservations_with_the_router_only_to_primary_ports() {
         osac_linux::dhcp::DhcpClient::start(osac_linux::dhcp::ClientConfig {
             netns: ns.clone(),
             ifname: ifname.into(),
-            mac: mac_bytes(mac),
+            mac: osac_linux::dhcp::packet::parse_mac(mac).expect("mac"),
             hostname: None,
             timing: Default::default(),
         })
