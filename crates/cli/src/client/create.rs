@@ -159,12 +159,11 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             let CreateComputeInstance {
                 template,
                 network_attachments,
-                params,
-                external_ip_attachment,
+                options,
                 common,
             } = a;
             put(&mut spec, "template", template.clone());
-            workload_common(&mut spec, params, *external_ip_attachment)?;
+            workload_common(&mut spec, &options.params, options.external_ip_attachment)?;
             put_network_attachments(
                 &mut spec,
                 "compute_network_attachments",
@@ -178,13 +177,12 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
                 host_type,
                 template,
                 network_attachments,
-                params,
-                external_ip_attachment,
+                options,
                 common,
             } = a;
             put(&mut spec, "host_type", host_type.clone());
             put(&mut spec, "template", template.clone());
-            workload_common(&mut spec, params, *external_ip_attachment)?;
+            workload_common(&mut spec, &options.params, options.external_ip_attachment)?;
             put_network_attachments(
                 &mut spec,
                 "network_attachments",
@@ -198,12 +196,11 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
                 template,
                 network_attachment,
                 node_sets,
-                params,
-                external_ip_attachment,
+                options,
                 common,
             } = a;
             put(&mut spec, "template", template.clone());
-            workload_common(&mut spec, params, *external_ip_attachment)?;
+            workload_common(&mut spec, &options.params, options.external_ip_attachment)?;
             if let Some(na) = network_attachment {
                 let att = parse_network_attachment(na, AttachmentFor::Cluster)
                     .map_err(flag_err("network-attachment"))?;

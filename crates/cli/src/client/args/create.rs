@@ -103,6 +103,19 @@ pub enum CreateKind {
     Cluster(CreateCluster),
 }
 
+/// The template parameters and the automatic ExternalIP of a workload (a VM, a bare-metal
+/// server or a cluster).
+#[derive(Debug, clap::Args)]
+pub struct WorkloadOptions {
+    /// Template parameter KEY=VALUE (repeatable; JSON values such as 4 or true are typed)
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    /// Give the workload an ExternalIP and an attachment automatically: to a machine's primary
+    /// IP, to a cluster's API endpoint
+    #[arg(long)]
+    pub external_ip_attachment: bool,
+}
+
 /// `osac create computeinstance`.
 #[derive(Debug, clap::Args)]
 pub struct CreateComputeInstance {
@@ -113,12 +126,8 @@ pub struct CreateComputeInstance {
     /// per NIC, exactly one primary when several; default: the tenant's default subnet)
     #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
     pub network_attachments: Vec<String>,
-    /// Template parameter KEY=VALUE (repeatable; JSON values such as 4 or true are typed)
-    #[arg(long = "param", value_name = "KEY=VALUE")]
-    pub params: Vec<String>,
-    /// Give the instance an ExternalIP and an attachment to its primary IP automatically
-    #[arg(long)]
-    pub external_ip_attachment: bool,
+    #[command(flatten)]
+    pub options: WorkloadOptions,
     #[command(flatten)]
     pub common: CreateCommon,
 }
@@ -136,12 +145,8 @@ pub struct CreateBareMetalInstance {
     /// (repeatable; every attachment names its interface when several, exactly one primary)
     #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
     pub network_attachments: Vec<String>,
-    /// Template parameter KEY=VALUE (repeatable)
-    #[arg(long = "param", value_name = "KEY=VALUE")]
-    pub params: Vec<String>,
-    /// Give the server an ExternalIP and an attachment to its primary IP automatically
-    #[arg(long)]
-    pub external_ip_attachment: bool,
+    #[command(flatten)]
+    pub options: WorkloadOptions,
     #[command(flatten)]
     pub common: CreateCommon,
 }
@@ -159,12 +164,8 @@ pub struct CreateCluster {
     /// Node set NAME=HOST_TYPE,size=N, e.g. workers=h100,size=3 (repeatable)
     #[arg(long = "node-set", value_name = "NAME=HOST_TYPE,size=N")]
     pub node_sets: Vec<String>,
-    /// Template parameter KEY=VALUE (repeatable)
-    #[arg(long = "param", value_name = "KEY=VALUE")]
-    pub params: Vec<String>,
-    /// Give the cluster an ExternalIP and an attachment to its API endpoint automatically
-    #[arg(long)]
-    pub external_ip_attachment: bool,
+    #[command(flatten)]
+    pub options: WorkloadOptions,
     #[command(flatten)]
     pub common: CreateCommon,
 }
