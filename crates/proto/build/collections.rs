@@ -48,12 +48,20 @@ pub const TENANT: &[Collection] = &[
     ),
     full("NATGateway", "NATGateways", "nat_gateway"),
     full("ComputeInstance", "ComputeInstances", "compute_instance"),
-    full("BareMetalInstance", "BareMetalInstances", "baremetal_instance"),
+    full(
+        "BareMetalInstance",
+        "BareMetalInstances",
+        "baremetal_instance",
+    ),
     full("Cluster", "Clusters", "cluster"),
     read_only("ExternalIPPool", "ExternalIPPools", "external_ip_pool"),
     read_only("NetworkClass", "NetworkClasses", "network_class"),
     read_only("HostType", "HostTypes", "host_type"),
-    read_only("BareMetalTemplate", "BareMetalTemplates", "baremetal_template"),
+    read_only(
+        "BareMetalTemplate",
+        "BareMetalTemplates",
+        "baremetal_template",
+    ),
     // Written by the server only.
     read_only("Event", "Events", "event"),
 ];
@@ -63,7 +71,11 @@ pub const ADMIN: &[Collection] = &[
     full("NetworkClass", "NetworkClasses", "network_class"),
     full("ExternalIPPool", "ExternalIPPools", "external_ip_pool"),
     full("HostType", "HostTypes", "host_type"),
-    full("BareMetalTemplate", "BareMetalTemplates", "baremetal_template"),
+    full(
+        "BareMetalTemplate",
+        "BareMetalTemplates",
+        "baremetal_template",
+    ),
     full("Tenant", "Tenants", "tenant"),
     full("Host", "Hosts", "host"),
 ];
@@ -144,7 +156,9 @@ fn service(c: &Collection, v1: &str) -> String {
     ];
     let what = if c.writable {
         rpcs.push(format!("  rpc Create({v1}{msg}) returns ({v1}{msg});"));
-        rpcs.push(format!("  rpc Update({msg}UpdateRequest) returns ({v1}{msg});"));
+        rpcs.push(format!(
+            "  rpc Update({msg}UpdateRequest) returns ({v1}{msg});"
+        ));
         rpcs.push(format!(
             "  rpc Delete({v1}DeleteRequest) returns ({v1}DeleteResponse);"
         ));
