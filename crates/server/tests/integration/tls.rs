@@ -232,10 +232,13 @@ async fn client_certificates_are_required_with_a_client_ca() {
         .await
         .expect_err("foreign client certificate");
     let text = format!("{err:?}");
+    // As above, the refusal may reach the client as the alert or as the connection closing.
     assert!(
         text.contains("UnknownCA")
             || text.contains("BadCertificate")
-            || text.contains("DecryptError"),
+            || text.contains("DecryptError")
+            || text.contains("connection was not ready")
+            || text.contains("connection closed"),
         "{text}"
     );
     // The right certificate: served.
