@@ -108,19 +108,35 @@ impl Leases for PostgresStore {
     }
 
     async fn acquire(&self, me: &str, shards: &[i32], ttl: Duration) -> Result<Vec<Held>> {
-        Ok(sqlx::query_as(
+        // A lease row that a transaction fenced with it still holds (`FOR KEY SHARE`, see
+        // `fence_holds`) is skipped, not waited for: its holder's write commits under the
+        // token it checked, and a later round takes the shard. Only this takeover conflicts
+        // with the fence's lock; the owner's renewals never wait for its writers.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
             "INSERT INTO shard_leases (shard, owner, fence, expires_at) \
-             SELECT s, $1, 1, now() + make_interval(secs => $3) FROM unnest($2::int4[]) AS s \
-             ON CONFLICT (shard) DO UPDATE SET owner = excluded.owner, \
-                 fence = shard_leases.fence + 1, expires_at = excluded.expires_at \
-             WHERE shard_leases.owner IS NULL OR shard_leases.expires_at <= now() \
-             RETURNING shard, fence",
+             SELECT s, NULL, 0, now() FROM unnest($1::int4[]) AS s ON CONFLICT (shard) DO NOTHING",
+        )
+        .bind(shards)
+        .execute(&mut *tx)
+        .await?;
+        let mut taken: Vec<Held> = sqlx::query_as(
+            "UPDATE shard_leases l SET owner = $1, fence = l.fence + 1, \
+                 expires_at = now() + make_interval(secs => $3) \
+             FROM (SELECT shard FROM shard_leases \
+                   WHERE shard = ANY($2) AND (owner IS NULL OR expires_at <= now()) \
+                   FOR UPDATE SKIP LOCKED) free \
+             WHERE l.shard = free.shard \
+             RETURNING l.shard, l.fence",
         )
         .bind(me)
         .bind(shards)
         .bind(secs(ttl))
-        .fetch_all(&self.pool)
-        .await?)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        taken.sort_unstable();
+        Ok(taken)
     }
 
     async fn release(&self, me: &str, shards: &[i32]) -> Result<()> {
@@ -180,7 +196,12 @@ impl Leases for PostgresStore {
     }
 }
 
-/// Checks a fencing token inside `tx` and share-locks the lease row until `tx` ends.
+/// Checks a fencing token inside `tx` and key-share-locks the lease row until `tx` ends: a
+/// takeover (`acquire`, `FOR UPDATE`) cannot take the shard while the transaction is open,
+/// while the owner's renewals (an `UPDATE` of `expires_at` only, which takes no lock that
+/// conflicts with `FOR KEY SHARE`) and other fenced writers never wait for it. (`FOR SHARE`
+/// made every renewal wait for the writers in flight, and writers queued behind the renewal:
+/// a convoy only PostgreSQL's deadlock check, after `deadlock_timeout`, broke up.)
 pub(crate) async fn fence_holds(
     tx: &mut sqlx::PgConnection,
     shard: i32,
@@ -188,7 +209,7 @@ pub(crate) async fn fence_holds(
     token: i64,
 ) -> Result<bool> {
     let row = sqlx::query(
-        "SELECT 1 FROM shard_leases WHERE shard = $1 AND owner = $2 AND fence = $3 AND expires_at > now() FOR SHARE",
+        "SELECT 1 FROM shard_leases WHERE shard = $1 AND owner = $2 AND fence = $3 AND expires_at > now() FOR KEY SHARE",
     )
     .bind(shard)
     .bind(replica)

@@ -908,6 +908,42 @@ async fn leases_and_fencing(s: &dyn Store) {
     assert_eq!(live[0].info.id, "b");
 }
 
+/// A transaction fenced with a lease holds the takeover off until it ends (the new owner never
+/// writes alongside a write checked under the old token), but never the owner's renewals:
+/// renewals waiting for writers in flight made writers queue behind them.
+async fn fenced_writes_hold_off_takeover_not_renewal(s: &dyn Store) {
+    let leases = s.leases().expect("PostgreSQL coordinates replicas");
+    let short = Duration::from_millis(700);
+    assert_eq!(
+        leases.acquire("c", &[7], short).await.unwrap(),
+        vec![(7, 1)]
+    );
+    let mut tx = s.begin().await.unwrap();
+    tx.fence(7, "c", 1).await.expect("c holds shard 7");
+    let renewed = tokio::time::timeout(Duration::from_secs(3), leases.renew("c", &[7], short))
+        .await
+        .expect("a renewal does not wait for the owner's fenced transaction")
+        .unwrap();
+    assert_eq!(renewed, vec![(7, 1)]);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    // Expired, but the fenced transaction is still open: d cannot take the shard yet.
+    let taken = tokio::time::timeout(Duration::from_secs(3), leases.acquire("d", &[7], short))
+        .await
+        .expect("a takeover skips a lease held by a fenced transaction, it does not wait")
+        .unwrap();
+    assert!(taken.is_empty(), "taken while c's fenced write was open");
+    tx.commit().await.unwrap();
+    assert_eq!(
+        leases.acquire("d", &[7], short).await.unwrap(),
+        vec![(7, 2)]
+    );
+    let mut tx = s.begin().await.unwrap();
+    assert!(matches!(
+        tx.fence(7, "c", 1).await,
+        Err(StoreError::Fenced(7))
+    ));
+}
+
 /// A shared namespace: each batch catches up on what others wrote since its generation.
 async fn shared_namespace_journal(s: &dyn Store) {
     use osac_store::Missed;
@@ -962,6 +998,7 @@ async fn postgres_conforms() {
             suite(s.clone()).await;
             shared_transactions_commit_alone_or_together(s.clone(), false).await;
             leases_and_fencing(s.as_ref()).await;
+            fenced_writes_hold_off_takeover_not_renewal(s.as_ref()).await;
             shared_namespace_journal(s.as_ref()).await;
         }
         None if std::env::var("CI").is_ok_and(|v| v == "true") => {
