@@ -258,6 +258,14 @@ pub trait Tx: Send {
     /// Reads one object and locks it until the transaction ends, so checks made against it and
     /// the writes that follow are atomic (PostgreSQL `FOR UPDATE`; SQLite is already serial).
     async fn lock(&mut self, id: &str) -> Result<Option<Record>>;
+    /// Reads one object and keeps it from being updated or deleted until the transaction ends,
+    /// while other transactions may hold the same shared lock: for rows that must stay as they
+    /// are while this transaction refers to them (a workload's subnets and security groups),
+    /// so that concurrent creates referring to one row do not wait for each other (PostgreSQL
+    /// `FOR SHARE`; SQLite is already serial, and this is [`Tx::lock`]).
+    async fn lock_shared(&mut self, id: &str) -> Result<Option<Record>> {
+        self.lock(id).await
+    }
     /// Serialises this transaction with every other one that locks the same kind, until it
     /// ends — for rules over a whole kind that no row lock covers (pool CIDRs never overlap,
     /// one default NetworkClass), also across processes sharing a PostgreSQL database

@@ -176,8 +176,20 @@ fn ts(t: &DateTime<Utc>) -> DateTime<Utc> {
     *t
 }
 
-async fn get_row(conn: &mut PgConnection, id: &str, lock: bool) -> Result<Option<Record>> {
-    let suffix = if lock { " FOR UPDATE" } else { "" };
+/// How [`get_row`] locks the row it reads until the transaction ends.
+#[derive(Clone, Copy)]
+enum RowLock {
+    None,
+    Exclusive,
+    Shared,
+}
+
+async fn get_row(conn: &mut PgConnection, id: &str, lock: RowLock) -> Result<Option<Record>> {
+    let suffix = match lock {
+        RowLock::None => "",
+        RowLock::Exclusive => " FOR UPDATE",
+        RowLock::Shared => " FOR SHARE",
+    };
     let row = sqlx::query(&format!(
         "SELECT {COLUMNS} FROM objects o WHERE o.id = $1{suffix}"
     ))
@@ -200,7 +212,7 @@ impl Store for PostgresStore {
 
     async fn get(&self, id: &str) -> Result<Option<Record>> {
         let mut conn = self.pool.acquire().await?;
-        get_row(&mut conn, id, false).await
+        get_row(&mut conn, id, RowLock::None).await
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page> {
@@ -357,11 +369,15 @@ impl PgTx {
 #[async_trait]
 impl Tx for PgTx {
     async fn get(&mut self, id: &str) -> Result<Option<Record>> {
-        get_row(&mut self.tx, id, false).await
+        get_row(&mut self.tx, id, RowLock::None).await
     }
 
     async fn lock(&mut self, id: &str) -> Result<Option<Record>> {
-        get_row(&mut self.tx, id, true).await
+        get_row(&mut self.tx, id, RowLock::Exclusive).await
+    }
+
+    async fn lock_shared(&mut self, id: &str) -> Result<Option<Record>> {
+        get_row(&mut self.tx, id, RowLock::Shared).await
     }
 
     async fn lock_kind(&mut self, kind: Kind) -> Result<()> {
@@ -431,7 +447,7 @@ impl Tx for PgTx {
     }
 
     async fn remove(&mut self, id: &str) -> Result<()> {
-        let Some(rec) = get_row(&mut self.tx, id, true).await? else {
+        let Some(rec) = get_row(&mut self.tx, id, RowLock::Exclusive).await? else {
             return Err(StoreError::NotFound(id.to_string()));
         };
         delete_row(&mut self.tx, id).await?;

@@ -112,6 +112,9 @@ impl Tx for SharedTurn {
     async fn lock(&mut self, id: &str) -> Result<Option<Record>> {
         on_tx!(self, lock(id))
     }
+    async fn lock_shared(&mut self, id: &str) -> Result<Option<Record>> {
+        on_tx!(self, lock_shared(id))
+    }
     async fn lock_kind(&mut self, kind: Kind) -> Result<()> {
         on_tx!(self, lock_kind(kind))
     }

@@ -944,6 +944,56 @@ async fn fenced_writes_hold_off_takeover_not_renewal(s: &dyn Store) {
     ));
 }
 
+/// A shared row lock: transactions referring to one row hold it together, and a writer of the
+/// row (an update, a delete's mark) waits until every one of them ended, then sees their writes.
+async fn shared_row_locks_admit_readers_and_hold_off_writers(s: Arc<dyn Store>) {
+    let mut tx = s.begin().await.unwrap();
+    let row = tx
+        .insert(&Record::new(Kind::SecurityGroup, "t-share", json!({})))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut first = s.begin().await.unwrap();
+    first.lock_shared(&row.id).await.unwrap().expect("exists");
+    let mut second = s.begin().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(3), second.lock_shared(&row.id))
+        .await
+        .expect("a second shared lock does not wait for the first")
+        .unwrap()
+        .expect("exists");
+    let (s2, id) = (s.clone(), row.id.clone());
+    let writer = tokio::spawn(async move {
+        let mut tx = s2.begin().await.unwrap();
+        let mut rec = tx.lock(&id).await.unwrap().unwrap();
+        rec.deleted_at = Some(chrono::Utc::now());
+        rec.finalizers = vec!["keep".into()];
+        tx.update(&rec).await.unwrap();
+        tx.commit().await.unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !writer.is_finished(),
+        "the writer waits for the shared locks"
+    );
+    first.commit().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !writer.is_finished(),
+        "the writer waits for every shared lock"
+    );
+    second.commit().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(3), writer)
+        .await
+        .expect("the writer goes on once the shared locks are gone")
+        .unwrap();
+    let mut tx = s.begin().await.unwrap();
+    let now = tx.lock_shared(&row.id).await.unwrap().unwrap();
+    assert!(
+        now.deleted_at.is_some(),
+        "a later shared lock sees the write"
+    );
+}
+
 /// A shared namespace: each batch catches up on what others wrote since its generation.
 async fn shared_namespace_journal(s: &dyn Store) {
     use osac_store::Missed;
@@ -999,6 +1049,7 @@ async fn postgres_conforms() {
             shared_transactions_commit_alone_or_together(s.clone(), false).await;
             leases_and_fencing(s.as_ref()).await;
             fenced_writes_hold_off_takeover_not_renewal(s.as_ref()).await;
+            shared_row_locks_admit_readers_and_hold_off_writers(s.clone()).await;
             shared_namespace_journal(s.as_ref()).await;
         }
         None if std::env::var("CI").is_ok_and(|v| v == "true") => {

@@ -304,14 +304,15 @@ pub async fn resolve_security_groups(
     Ok(ids)
 }
 
-/// Locks referenced rows in id order (no lock-order deadlocks between concurrent writers), so
+/// Share-locks referenced rows in id order (no lock-order deadlocks with exclusive lockers), so
 /// a concurrent delete of a subnet or security group cannot pass its "in use" check while this
-/// workload is written; fails if one started being deleted meanwhile.
+/// workload is written; fails if one started being deleted meanwhile. Shared: workloads
+/// created at once on one subnet or security group do not wait for each other.
 pub async fn lock_refs(cx: &mut RequestCtx<'_>, mut refs: Vec<(String, String)>) -> ApiResult<()> {
     refs.sort();
     refs.dedup_by(|a, b| a.0 == b.0);
     for (id, field) in refs {
-        match cx.tx.lock(&id).await? {
+        match cx.tx.lock_shared(&id).await? {
             Some(r) if r.deleted_at.is_none() => {}
             Some(r) => {
                 return Err(ApiError::precondition(format!(
