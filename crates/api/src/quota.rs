@@ -1,8 +1,10 @@
 //! Per-tenant quota enforcement and usage.
 //!
-//! A create of a tenant object runs with the tenant's row locked (see `Service::create`), so
-//! the count it checks cannot change before it commits: two concurrent creates of the same
-//! tenant are ordered, and the second sees the first one's object. Usage is never stored: it is
+//! A create that a limited quota counts takes that quota's lock for its tenant before it
+//! counts (`Tx::lock_name`, held until it commits), so the count cannot change before it
+//! commits: two concurrent creates the same quota counts are ordered, and the second sees the
+//! first one's object. Creates no limited quota counts (and creates of other kinds) do not
+//! wait for each other. Usage is never stored: it is
 //! counted from the objects themselves (in the write transaction when enforcing, with count
 //! queries when a tenant is read), so it cannot drift from what exists.
 
@@ -129,8 +131,16 @@ fn over(limit: u32, used: u64, adds: u64) -> bool {
     limit != UNLIMITED && used.saturating_add(adds) > u64::from(limit)
 }
 
+/// Orders this transaction with every other one that counts quota `q` of `tenant`, until it
+/// ends.
+async fn lock_count(tx: &mut dyn Tx, q: Quota, tenant: &str) -> ApiResult<()> {
+    tx.lock_name(&format!("osac-quota:{}:{tenant}", q.name()))
+        .await?;
+    Ok(())
+}
+
 /// Refuses a create that would take the tenant of `cx` over a quota: one more object of
-/// `kind`, and for a SecurityGroup its rules. The caller holds the tenant's row lock.
+/// `kind`, and for a SecurityGroup its rules. Each limited quota is counted under its lock.
 pub async fn check_create(cx: &mut RequestCtx<'_>, kind: Kind, body: &Value) -> ApiResult<()> {
     let object_quota = Quota::of_kind(kind);
     if cx.tenant.is_empty() || object_quota.is_none() {
@@ -138,10 +148,10 @@ pub async fn check_create(cx: &mut RequestCtx<'_>, kind: Kind, body: &Value) -> 
     }
     let limits = tenant_limits(cx).await?;
     let tenant = cx.tenant.clone();
-    let mut r = Reader::Tx(&mut *cx.tx);
     // An unlimited quota is not counted (a count grows with what the tenant owns).
     if let Some(q) = object_quota.filter(|q| limits.get(*q) != UNLIMITED) {
-        let used = r.count(kind, &tenant).await?;
+        lock_count(cx.tx, q, &tenant).await?;
+        let used = Reader::Tx(&mut *cx.tx).count(kind, &tenant).await?;
         if over(limits.get(q), used, 1) {
             return Err(exceeded(q, &tenant, limits.get(q), used, 1));
         }
@@ -150,7 +160,8 @@ pub async fn check_create(cx: &mut RequestCtx<'_>, kind: Kind, body: &Value) -> 
         let adds = rule_count(body);
         let q = Quota::SecurityGroupRules;
         if adds > 0 && limits.get(q) != UNLIMITED {
-            let used = r.rules(&tenant, None).await?;
+            lock_count(cx.tx, q, &tenant).await?;
+            let used = Reader::Tx(&mut *cx.tx).rules(&tenant, None).await?;
             if over(limits.get(q), used, adds) {
                 return Err(exceeded(q, &tenant, limits.get(q), used, adds));
             }
@@ -176,6 +187,7 @@ pub async fn check_rules_update(
         return Ok(());
     }
     let tenant = cx.tenant.clone();
+    lock_count(cx.tx, q, &tenant).await?;
     let others = Reader::Tx(&mut *cx.tx)
         .rules(&tenant, Some(&current.id))
         .await?;

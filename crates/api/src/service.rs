@@ -251,9 +251,9 @@ impl Service {
         }
         let mut locked_tenant = None;
         if kind.scope() == Scope::Tenant {
-            // The tenant's row stays locked until commit: creates of one tenant are ordered
-            // (quota counts cannot race) and a concurrent tenant delete either sees this
-            // object or makes this create fail.
+            // The tenant's row stays share-locked until commit: a concurrent tenant delete
+            // either sees this object or makes this create fail. (Quota counts are ordered by
+            // their own lock.)
             match resources::tenant::lock_live(tx.as_mut(), &tenant).await {
                 Ok(t) => locked_tenant = Some(t),
                 // A token of a deleted tenant must not create objects nobody owns.
@@ -427,7 +427,8 @@ impl Service {
         }
         let found = find_in_tx(tx.as_mut(), kind, scope.as_deref(), key).await?;
         if kind == Kind::SecurityGroup {
-            // The rule quota spans the tenant's groups: updates are ordered with creates.
+            // A group of a tenant being deleted is not changed any more (the rule quota's
+            // count is ordered by its own lock, in `quota::check_rules_update`).
             resources::tenant::lock_live(tx.as_mut(), &found.tenant).await?;
         }
         let current = tx

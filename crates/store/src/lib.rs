@@ -271,6 +271,11 @@ pub trait Tx: Send {
     /// one default NetworkClass), also across processes sharing a PostgreSQL database
     /// (`pg_advisory_xact_lock`; SQLite write transactions are already serial).
     async fn lock_kind(&mut self, kind: Kind) -> Result<()>;
+    /// Serialises this transaction with every other one that locks the same `name`, until it
+    /// ends — for rules over a set of rows narrower than a kind (one tenant's quota count),
+    /// also across processes sharing a PostgreSQL database (`pg_advisory_xact_lock`; SQLite
+    /// write transactions are already serial).
+    async fn lock_name(&mut self, name: &str) -> Result<()>;
     /// Finds an object by name within a tenant.
     async fn find_by_name(
         &mut self,

@@ -381,8 +381,13 @@ impl Tx for PgTx {
     }
 
     async fn lock_kind(&mut self, kind: Kind) -> Result<()> {
+        self.lock_name(&format!("osac-kind:{}", kind.collection()))
+            .await
+    }
+
+    async fn lock_name(&mut self, name: &str) -> Result<()> {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-            .bind(format!("osac-kind:{}", kind.collection()))
+            .bind(name)
             .execute(&mut *self.tx)
             .await?;
         Ok(())

@@ -475,6 +475,10 @@ impl Tx for SqliteTx {
         Ok(())
     }
 
+    async fn lock_name(&mut self, _name: &str) -> Result<()> {
+        Ok(())
+    }
+
     async fn find_by_name(
         &mut self,
         kind: Kind,

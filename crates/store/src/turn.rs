@@ -118,6 +118,9 @@ impl Tx for SharedTurn {
     async fn lock_kind(&mut self, kind: Kind) -> Result<()> {
         on_tx!(self, lock_kind(kind))
     }
+    async fn lock_name(&mut self, name: &str) -> Result<()> {
+        on_tx!(self, lock_name(name))
+    }
     async fn find_by_name(
         &mut self,
         kind: Kind,

@@ -119,16 +119,19 @@ pub async fn onboard(cx: &mut RequestCtx<'_>, tenant: &Record) -> ApiResult<()> 
     Ok(())
 }
 
-/// Locks the row of the live tenant of that name until the transaction ends (PostgreSQL
-/// `FOR UPDATE`): creates in a tenant are ordered with each other (quotas) and with the
-/// tenant's deletion. NOT_FOUND when there is no such tenant or it is being deleted.
+/// Share-locks the row of the live tenant of that name until the transaction ends
+/// (PostgreSQL `FOR SHARE`): a create in the tenant is ordered with the tenant's deletion (which
+/// locks the row exclusively, so it waits for the creates in flight and sees their objects),
+/// while creates of one tenant do not wait for each other — their quota counts are ordered by
+/// the quota's own lock (`quota::check_create`). NOT_FOUND when there is no such tenant or it
+/// is being deleted.
 pub async fn lock_live(tx: &mut dyn Tx, name: &str) -> ApiResult<Record> {
     let gone = || ApiError::not_found(format!("tenant: Tenant '{name}' does not exist"));
     let found = tx
         .find_by_name(Kind::Tenant, "", name)
         .await?
         .ok_or_else(gone)?;
-    match tx.lock(&found.id).await? {
+    match tx.lock_shared(&found.id).await? {
         Some(t) if t.deleted_at.is_none() => Ok(t),
         Some(_) => Err(ApiError::precondition(format!(
             "tenant: Tenant '{name}' is being deleted"
