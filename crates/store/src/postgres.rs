@@ -367,27 +367,34 @@ struct PgTx {
 }
 
 impl PgTx {
-    /// Rewrites the reference rows when they changed; returns the previous targets.
-    async fn write_refs(&mut self, record: &Record, replace: bool) -> Result<Vec<String>> {
-        let old: Vec<(String, String)> = if replace {
-            sqlx::query_as(
-                "SELECT field, target_id FROM object_refs WHERE object_id = $1 ORDER BY field",
-            )
-            .bind(&record.id)
-            .fetch_all(&mut *self.tx)
-            .await?
-        } else {
-            Vec::new()
-        };
+    /// Writes the reference rows of `record`: all of them for a new object (`old` None), else
+    /// only when they differ from `old` (the stored ones, sorted); returns the previous
+    /// targets when they were rewritten.
+    async fn write_refs(
+        &mut self,
+        record: &Record,
+        old: Option<Vec<(String, String)>>,
+    ) -> Result<Vec<String>> {
         let mut new = record.references();
         new.sort();
-        if replace && old == new {
+        if old.as_ref() == Some(&new) {
             return Ok(Vec::new());
         }
-        write_ref_rows(&mut self.tx, &record.id, &new, replace).await?;
-        Ok(old.into_iter().map(|(_, t)| t).collect())
+        write_ref_rows(&mut self.tx, &record.id, &new, old.is_some()).await?;
+        Ok(old
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect())
     }
 }
+
+/// What an update reads of the stored row, locking it: version, labels and references (by
+/// field, the order of [`Record::references`] sorted) in one statement.
+const UPDATE_READ: &str = "SELECT o.version, o.labels, \
+     ARRAY(SELECT r.field FROM object_refs r WHERE r.object_id = o.id ORDER BY r.field), \
+     ARRAY(SELECT r.target_id FROM object_refs r WHERE r.object_id = o.id ORDER BY r.field) \
+     FROM objects o WHERE o.id = $1 FOR UPDATE OF o";
 
 #[async_trait]
 impl Tx for PgTx {
@@ -438,29 +445,23 @@ impl Tx for PgTx {
         rec.version = 1;
         insert_row(&mut self.tx, &rec).await?;
         write_label_rows(&mut self.tx, &rec, false).await?;
-        self.write_refs(&rec, false).await?;
+        self.write_refs(&rec, None).await?;
         self.changes.push(Change::of(&rec, false, &[]));
         Ok(rec)
     }
 
     async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
-        let current: Option<(i64, String)> =
-            sqlx::query_as("SELECT version, labels FROM objects WHERE id = $1 FOR UPDATE")
-                .bind(&record.id)
-                .fetch_optional(&mut *self.tx)
-                .await?;
-        let Some((found, old_labels)) = current else {
+        let current: Option<(i64, String, Vec<String>, Vec<String>)> = sqlx::query_as(UPDATE_READ)
+            .bind(&record.id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        let Some((found, old_labels, fields, targets)) = current else {
             return Err(StoreError::NotFound(record.id.clone()));
         };
         check_version(&record.id, record.version, found)?;
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
-            let old_refs: Vec<String> =
-                sqlx::query_scalar("SELECT target_id FROM object_refs WHERE object_id = $1")
-                    .bind(&record.id)
-                    .fetch_all(&mut *self.tx)
-                    .await?;
             delete_row(&mut self.tx, &record.id).await?;
-            self.changes.push(Change::of(record, true, &old_refs));
+            self.changes.push(Change::of(record, true, &targets));
             return Ok(None);
         }
         let mut rec = record.clone();
@@ -469,7 +470,8 @@ impl Tx for PgTx {
         if to_json(&rec.labels) != old_labels {
             write_label_rows(&mut self.tx, &rec, true).await?;
         }
-        let old_refs = self.write_refs(&rec, true).await?;
+        let stored = fields.into_iter().zip(targets).collect();
+        let old_refs = self.write_refs(&rec, Some(stored)).await?;
         self.changes.push(Change::of(&rec, false, &old_refs));
         Ok(Some(rec))
     }
