@@ -7,7 +7,9 @@ use std::{env, path::PathBuf};
 mod collections;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read when the script runs, not when it is compiled: a build script compiled for one
+    // checkout may be run for another that shares the target directory.
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let out = PathBuf::from(env::var("OUT_DIR")?);
     let descriptor = out.join("osacnet_descriptor.bin");
     let mut files = Vec::new();
