@@ -269,8 +269,12 @@ pub trait Tx: Send {
     /// Serialises this transaction with every other one that locks the same kind, until it
     /// ends — for rules over a whole kind that no row lock covers (pool CIDRs never overlap,
     /// one default NetworkClass), also across processes sharing a PostgreSQL database
-    /// (`pg_advisory_xact_lock`; SQLite write transactions are already serial).
-    async fn lock_kind(&mut self, kind: Kind) -> Result<()>;
+    /// (`pg_advisory_xact_lock`; SQLite write transactions are already serial). The
+    /// [`Tx::lock_name`] of `osac-kind:<collection>`.
+    async fn lock_kind(&mut self, kind: Kind) -> Result<()> {
+        self.lock_name(&format!("osac-kind:{}", kind.collection()))
+            .await
+    }
     /// Serialises this transaction with every other one that locks the same `name`, until it
     /// ends — for rules over a set of rows narrower than a kind (one tenant's quota count),
     /// also across processes sharing a PostgreSQL database (`pg_advisory_xact_lock`; SQLite

@@ -410,11 +410,6 @@ impl Tx for PgTx {
         get_row(&mut self.tx, id, RowLock::Shared).await
     }
 
-    async fn lock_kind(&mut self, kind: Kind) -> Result<()> {
-        self.lock_name(&format!("osac-kind:{}", kind.collection()))
-            .await
-    }
-
     async fn lock_name(&mut self, name: &str) -> Result<()> {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
             .bind(name)

@@ -471,10 +471,6 @@ impl Tx for SqliteTx {
         self.read(id).await
     }
 
-    async fn lock_kind(&mut self, _kind: Kind) -> Result<()> {
-        Ok(())
-    }
-
     async fn lock_name(&mut self, _name: &str) -> Result<()> {
         Ok(())
     }

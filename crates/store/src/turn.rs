@@ -115,9 +115,6 @@ impl Tx for SharedTurn {
     async fn lock_shared(&mut self, id: &str) -> Result<Option<Record>> {
         on_tx!(self, lock_shared(id))
     }
-    async fn lock_kind(&mut self, kind: Kind) -> Result<()> {
-        on_tx!(self, lock_kind(kind))
-    }
     async fn lock_name(&mut self, name: &str) -> Result<()> {
         on_tx!(self, lock_name(name))
     }
