@@ -1,6 +1,8 @@
 //! The store as reconciles see it: every write transaction a reconcile opens (and every write
 //! set it submits to the group commit) first checks the shard lease it runs under
-//! ([`osac_backends::fence`]), so a replica that lost the lease writes nothing. Reads and writes outside a reconcile pass through unchanged.
+//! ([`osac_backends::fence`]), so a replica that lost the lease writes nothing. Reads by id and
+//! referrer lookups may be answered from the store's cache ([`Store::get_cached`]); other
+//! reads, and writes outside a reconcile, pass through unchanged.
 
 use std::sync::Arc;
 
@@ -53,8 +55,10 @@ impl Store for FencedStore {
         }
         self.0.apply(set).await
     }
+    // Controllers read what the change feed keeps current (see `Store::get_cached`): a
+    // change another replica made wakes them again once it arrives.
     async fn get(&self, id: &str) -> Result<Option<Record>> {
-        self.0.get(id).await
+        self.0.get_cached(id).await
     }
     async fn list(&self, query: &ListQuery) -> Result<Page> {
         self.0.list(query).await
@@ -66,7 +70,13 @@ impl Store for FencedStore {
         self.0.list_text(query).await
     }
     async fn referrers(&self, target: &str) -> Result<Vec<Reference>> {
-        self.0.referrers(target).await
+        self.0.referrers_cached(target).await
+    }
+    async fn get_cached(&self, id: &str) -> Result<Option<Record>> {
+        self.0.get_cached(id).await
+    }
+    async fn referrers_cached(&self, target: &str) -> Result<Vec<Reference>> {
+        self.0.referrers_cached(target).await
     }
     async fn ids(&self, kind: Kind) -> Result<Vec<String>> {
         self.0.ids(kind).await

@@ -160,6 +160,19 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Objects that reference `target`.
     async fn referrers(&self, target: &str) -> Result<Vec<Reference>>;
+    /// [`Store::get`] that may answer from a copy this process keeps. The copy never lags
+    /// this process's own committed writes, but may lag another process's (replicas sharing a
+    /// PostgreSQL database) by the time its change notification takes to arrive — the change
+    /// that then wakes the reader again. For controllers, which are woken by those changes and
+    /// write with optimistic locking; requests read with [`Store::get`].
+    async fn get_cached(&self, id: &str) -> Result<Option<Record>> {
+        self.get(id).await
+    }
+    /// [`Store::referrers`] that may answer from a copy this process keeps, on the terms of
+    /// [`Store::get_cached`].
+    async fn referrers_cached(&self, target: &str) -> Result<Vec<Reference>> {
+        self.referrers(target).await
+    }
     /// Ids of every object of a kind (periodic resync).
     async fn ids(&self, kind: Kind) -> Result<Vec<String>>;
     /// Committed changes, for controllers.

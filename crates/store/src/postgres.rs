@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -15,6 +16,7 @@ use tokio::sync::broadcast;
 
 use crate::filter_sql::Dialect;
 use crate::record::{BodyText, parse_json, to_json};
+use crate::record_cache::RecordCache;
 use crate::sql_common::{COLUMNS, check_version};
 use crate::{
     Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store, StoreError,
@@ -31,6 +33,9 @@ pub struct PostgresStore {
     pub(crate) pool: PgPool,
     feed: broadcast::Sender<Change>,
     origin: String,
+    /// Rows and referrers read for [`Store::get_cached`] and [`Store::referrers_cached`]
+    /// (forgotten on every change, see `record_cache`).
+    cache: Arc<RecordCache>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -75,34 +80,102 @@ impl PostgresStore {
         let (feed, _) = broadcast::channel(65536);
         spawn_statistics_refresh(pool.clone());
         let origin = uuid::Uuid::new_v4().to_string();
-        let mut listener = PgListener::connect_with(&pool).await?;
-        listener.listen(CHANNEL).await?;
-        let (tx, me) = (feed.clone(), origin.clone());
-        tokio::spawn(async move {
-            loop {
-                match listener.recv().await {
-                    Ok(n) => {
-                        if let Ok(notice) = serde_json::from_str::<Notice>(n.payload())
-                            && notice.origin != me
-                        {
-                            if notice.sent_at_us > 0
-                                && let Some(h) = FEED_DELAY.as_ref()
-                            {
-                                let now = Utc::now().timestamp_micros();
-                                h.observe((now - notice.sent_at_us).max(0) as f64 / 1e6);
-                            }
-                            let _ = tx.send(notice.change);
-                        }
+        let listener = listen(&pool).await?;
+        let cache = Arc::new(RecordCache::default());
+        spawn_change_listener(
+            pool.clone(),
+            listener,
+            ChangeRelay {
+                feed: feed.clone(),
+                origin: origin.clone(),
+                cache: cache.clone(),
+            },
+        );
+        Ok(Self {
+            pool,
+            feed,
+            origin,
+            cache,
+        })
+    }
+}
+
+/// A connection listening for the change notifications of every process.
+async fn listen(pool: &PgPool) -> Result<PgListener> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(CHANNEL).await?;
+    Ok(listener)
+}
+
+/// Where another process's change goes: this process's cache and change feed.
+struct ChangeRelay {
+    feed: broadcast::Sender<Change>,
+    /// This process's origin: its own notifications come back too and are skipped.
+    origin: String,
+    cache: Arc<RecordCache>,
+}
+
+impl ChangeRelay {
+    fn relay(&self, payload: &str) {
+        let Ok(notice) = serde_json::from_str::<Notice>(payload) else {
+            return;
+        };
+        if notice.origin == self.origin {
+            return;
+        }
+        if notice.sent_at_us > 0
+            && let Some(h) = FEED_DELAY.as_ref()
+        {
+            let now = Utc::now().timestamp_micros();
+            h.observe((now - notice.sent_at_us).max(0) as f64 / 1e6);
+        }
+        let change = notice.change;
+        self.cache.forget(
+            std::iter::once(change.id.as_str()),
+            change.refs.iter().map(String::as_str),
+        );
+        let _ = self.feed.send(change);
+    }
+}
+
+/// Passes other processes' changes on. A lost connection may have lost notifications: the
+/// cache is suspended until a new connection listens again.
+fn spawn_change_listener(pool: PgPool, listener: PgListener, relay: ChangeRelay) {
+    tokio::spawn(async move {
+        let mut listener = Some(listener);
+        loop {
+            let Some(connected) = listener.as_mut() else {
+                match listen(&pool).await {
+                    Ok(l) => {
+                        relay.cache.resume();
+                        listener = Some(l);
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "change-feed listener error; reconnecting");
+                        if pool.is_closed() {
+                            return;
+                        }
+                        tracing::warn!(error = %e, "change-feed listener cannot reconnect; retrying");
                         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                     }
                 }
+                continue;
+            };
+            match connected.try_recv().await {
+                Ok(Some(n)) => relay.relay(n.payload()),
+                Ok(None) => {
+                    tracing::warn!("change-feed listener lost its connection; reconnecting");
+                    relay.cache.suspend();
+                    listener = None;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "change-feed listener error; reconnecting");
+                    relay.cache.suspend();
+                    listener = None;
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
             }
-        });
-        Ok(Self { pool, feed, origin })
-    }
+        }
+    });
 }
 
 /// How often the tables' change counts are looked at for a statistics refresh.
@@ -225,7 +298,13 @@ async fn get_row(conn: &mut PgConnection, id: &str, lock: RowLock) -> Result<Opt
 #[async_trait]
 impl Store for PostgresStore {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
-        begin_tx(self.pool.clone(), self.feed.clone(), self.origin.clone()).await
+        begin_tx(
+            self.pool.clone(),
+            self.feed.clone(),
+            self.origin.clone(),
+            self.cache.clone(),
+        )
+        .await
     }
 
     // `apply` is the trait's: one transaction per write set. PostgreSQL already shares WAL
@@ -241,6 +320,28 @@ impl Store for PostgresStore {
     async fn list(&self, query: &ListQuery) -> Result<Page> {
         let mut conn = self.pool.acquire().await?;
         run_list(&mut conn, query).await
+    }
+
+    async fn get_cached(&self, id: &str) -> Result<Option<Record>> {
+        let (cached, epoch) = self.cache.get(id);
+        if cached.is_some() {
+            return Ok(cached);
+        }
+        let found = self.get(id).await?;
+        if let Some(r) = &found {
+            self.cache.offer(r, epoch);
+        }
+        Ok(found)
+    }
+
+    async fn referrers_cached(&self, target: &str) -> Result<Vec<Reference>> {
+        let (cached, epoch) = self.cache.referrers(target);
+        if let Some(found) = cached {
+            return Ok(found);
+        }
+        let found = self.referrers(target).await?;
+        self.cache.offer_referrers(target, &found, epoch);
+        Ok(found)
     }
 
     async fn get_text(&self, id: &str) -> Result<Option<RecordText>> {
@@ -329,6 +430,7 @@ async fn begin_tx(
     pool: PgPool,
     feed: broadcast::Sender<Change>,
     origin: String,
+    cache: Arc<RecordCache>,
 ) -> Result<Box<dyn Tx>> {
     let tx = pool.begin().await?;
     Ok(Box::new(PgTx {
@@ -337,6 +439,7 @@ async fn begin_tx(
         savepoints: Vec::new(),
         feed,
         origin,
+        cache,
     }))
 }
 
@@ -364,6 +467,7 @@ struct PgTx {
     savepoints: Vec<usize>,
     feed: broadcast::Sender<Change>,
     origin: String,
+    cache: Arc<RecordCache>,
 }
 
 impl PgTx {
@@ -386,6 +490,12 @@ impl PgTx {
             .into_iter()
             .map(|(_, t)| t)
             .collect())
+    }
+
+    /// The writer read `id` older than it is (another process's change whose notification
+    /// has not arrived yet): its cached copy is forgotten so that the retry reads it anew.
+    fn forget_stale(&self, id: &str) {
+        self.cache.forget(std::iter::once(id), std::iter::empty());
     }
 }
 
@@ -451,9 +561,13 @@ impl Tx for PgTx {
             .fetch_optional(&mut *self.tx)
             .await?;
         let Some((found, old_labels, fields, targets)) = current else {
+            self.forget_stale(&record.id);
             return Err(StoreError::NotFound(record.id.clone()));
         };
-        check_version(&record.id, record.version, found)?;
+        if let Err(e) = check_version(&record.id, record.version, found) {
+            self.forget_stale(&record.id);
+            return Err(e);
+        }
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
             delete_row(&mut self.tx, &record.id).await?;
             self.changes.push(Change::of(record, true, &targets));
@@ -545,6 +659,13 @@ impl Tx for PgTx {
         }
         this.tx.commit().await?;
         crate::count_write();
+        // Before the changes go out: a reader they wake must not find the old copies.
+        this.cache.forget(
+            this.changes.iter().map(|c| c.id.as_str()),
+            this.changes
+                .iter()
+                .flat_map(|c| c.refs.iter().map(String::as_str)),
+        );
         for c in this.changes {
             let _ = this.feed.send(c);
         }

@@ -1,8 +1,7 @@
-//! A bounded in-memory copy of recently read and written objects, for a store that is the only
-//! writer of its database (SQLite: one process owns the file), so that reads by id cost no
+//! A bounded in-memory copy of recently read and written objects, so that reads by id cost no
 //! round trip to the database.
 //!
-//! Coherence rules (why a cached record is never older than the database):
+//! SQLite (one process owns the file) keeps it exact:
 //! - Every committed write transaction updates the cache with what it wrote (new versions,
 //!   removed rows) *after* its commit and *before* it releases the write lock, and bumps the
 //!   cache's epoch.
@@ -16,7 +15,19 @@
 //! - Reads inside a write transaction use the cache only for rows the transaction has not
 //!   written: it holds the write lock, so the cache is the committed state, but not its own
 //!   uncommitted writes.
-//! - Bounded: when full, the cache is emptied (correctness never depends on an entry).
+//!
+//! PostgreSQL (transactions commit concurrently, other processes write too) only *forgets*:
+//! - A commit of this process forgets the rows it wrote and the referrers of what they
+//!   reference, after the commit and before its changes go out on the change feed; another
+//!   process's change notification does the same when it arrives, before the change is
+//!   passed on. A reader woken by a change therefore never reads the copy the change made
+//!   stale, and a read offered across a commit is refused by the epoch as above.
+//! - What can lag is another process's write until its notification arrives: such copies
+//!   are only for [`Store::get_cached`](crate::Store::get_cached) readers (controllers).
+//! - While the notification listener is not connected, notifications may be lost: the cache
+//!   is [suspended](RecordCache::suspend) (emptied, offers refused) until it listens again.
+//!
+//! Bounded: when full, the cache is emptied (correctness never depends on an entry).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -46,6 +57,8 @@ struct Inner {
     /// Referrers by target id (what `Store::referrers` answers).
     referrers: HashMap<String, Vec<Reference>>,
     epoch: u64,
+    /// Offers are refused (see [`RecordCache::suspend`]).
+    suspended: bool,
 }
 
 /// The cache of one store.
@@ -82,7 +95,7 @@ impl RecordCache {
             return;
         }
         let mut inner = self.lock();
-        if inner.epoch != epoch {
+        if inner.epoch != epoch || inner.suspended {
             return;
         }
         if inner.records.len() >= CAPACITY {
@@ -101,7 +114,7 @@ impl RecordCache {
     /// `epoch`.
     pub(crate) fn offer_referrers(&self, target: &str, referrers: &[Reference], epoch: u64) {
         let mut inner = self.lock();
-        if inner.epoch != epoch {
+        if inner.epoch != epoch || inner.suspended {
             return;
         }
         if inner.referrers.len() >= CAPACITY {
@@ -146,6 +159,41 @@ impl RecordCache {
                 }
             }
         }
+    }
+    /// Forgets the rows `ids` and the referrers of `targets` (a commit whose rows are not
+    /// known here, or another process's change), and refuses the reads offered across it.
+    pub(crate) fn forget<'a>(
+        &self,
+        ids: impl Iterator<Item = &'a str>,
+        targets: impl Iterator<Item = &'a str>,
+    ) {
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        for id in ids {
+            inner.records.remove(id);
+        }
+        for target in targets {
+            inner.referrers.remove(target);
+        }
+    }
+
+    /// Empties the cache and refuses every offer until [`RecordCache::resume`]: for while
+    /// the changes that would make entries stale may not arrive.
+    pub(crate) fn suspend(&self) {
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        inner.suspended = true;
+        inner.records.clear();
+        inner.referrers.clear();
+    }
+
+    /// Takes offers again (of reads started from now on) after [`RecordCache::suspend`].
+    pub(crate) fn resume(&self) {
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        inner.suspended = false;
+        inner.records.clear();
+        inner.referrers.clear();
     }
 }
 
@@ -199,5 +247,43 @@ mod tests {
         let (_, epoch) = cache.get("a");
         cache.offer(&rec(3), epoch);
         assert_eq!(cache.get("a").0.map(|r| r.version), Some(3));
+    }
+
+    #[test]
+    fn a_forgotten_row_is_read_again_and_a_read_across_it_is_refused() {
+        let cache = RecordCache::default();
+        let (_, epoch) = cache.get("a");
+        cache.offer(&rec(1), epoch);
+        let (_, epoch) = cache.referrers("vn");
+        cache.offer_referrers("vn", &[], epoch);
+        let (_, before) = cache.get("a");
+        cache.forget(["a"].into_iter(), ["vn"].into_iter());
+        assert!(cache.get("a").0.is_none());
+        assert!(cache.referrers("vn").0.is_none());
+        // A read that began before the change does not bring the old row back.
+        cache.offer(&rec(1), before);
+        assert!(cache.get("a").0.is_none());
+    }
+
+    #[test]
+    fn a_suspended_cache_holds_nothing_until_resumed() {
+        let cache = RecordCache::default();
+        let (_, epoch) = cache.get("a");
+        cache.offer(&rec(1), epoch);
+        cache.suspend();
+        assert!(cache.get("a").0.is_none());
+        let (_, epoch) = cache.get("a");
+        cache.offer(&rec(1), epoch);
+        assert!(
+            cache.get("a").0.is_none(),
+            "offers are refused while suspended"
+        );
+        cache.resume();
+        // A read begun while suspended is refused after the resume too.
+        cache.offer(&rec(1), epoch);
+        assert!(cache.get("a").0.is_none());
+        let (_, epoch) = cache.get("a");
+        cache.offer(&rec(2), epoch);
+        assert_eq!(cache.get("a").0.map(|r| r.version), Some(2));
     }
 }

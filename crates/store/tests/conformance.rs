@@ -9,6 +9,8 @@ use osac_model::Kind;
 use osac_store::{FenceToken, ListQuery, Record, StateCount, Store, StoreError, Write, WriteSet};
 use serde_json::json;
 
+mod support;
+
 async fn sqlite() -> (Arc<dyn Store>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}", dir.path().join("osac.db").display());
@@ -17,21 +19,7 @@ async fn sqlite() -> (Arc<dyn Store>, tempfile::TempDir) {
 
 /// A fresh PostgreSQL database for this run, or None when no server is configured.
 async fn postgres() -> Option<Arc<dyn Store>> {
-    let base = std::env::var("OSAC_TEST_DATABASE_URL").ok()?;
-    let pool = sqlx::PgPool::connect(&base)
-        .await
-        .expect("connect to OSAC_TEST_DATABASE_URL");
-    let name = format!("osac_store_{}", uuid_simple());
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&pool)
-        .await
-        .expect("create database");
-    let url = match base.rfind('/') {
-        Some(i) if base[..i].contains("://") && i > base.find("://").unwrap_or(0) + 2 => {
-            format!("{}/{name}", &base[..i])
-        }
-        _ => format!("{base}/{name}"),
-    };
+    let url = support::fresh_postgres_url().await?;
     Some(osac_store::open(&url).await.expect("open postgres"))
 }
 
@@ -1052,7 +1040,7 @@ async fn postgres_conforms() {
             shared_row_locks_admit_readers_and_hold_off_writers(s.clone()).await;
             shared_namespace_journal(s.as_ref()).await;
         }
-        None if std::env::var("CI").is_ok_and(|v| v == "true") => {
+        None if support::in_ci() => {
             panic!(
                 "CI=true but OSAC_TEST_DATABASE_URL is not set: the PostgreSQL suite must run in CI"
             )
