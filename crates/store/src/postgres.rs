@@ -16,7 +16,7 @@ use tokio::sync::broadcast;
 
 use crate::filter_sql::Dialect;
 use crate::record::{BodyText, parse_json, to_json};
-use crate::record_cache::RecordCache;
+use crate::record_cache::{RecordCache, Written};
 use crate::sql_common::{COLUMNS, check_version};
 use crate::{
     Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store, StoreError,
@@ -436,6 +436,7 @@ async fn begin_tx(
     Ok(Box::new(PgTx {
         tx,
         changes: Vec::new(),
+        written: Vec::new(),
         savepoints: Vec::new(),
         feed,
         origin,
@@ -463,8 +464,10 @@ fn kv_statements<'a>(
 struct PgTx {
     tx: Transaction<'static, sqlx::Postgres>,
     changes: Vec<Change>,
-    /// Changes recorded when each open savepoint was made, the latest last.
-    savepoints: Vec<usize>,
+    /// The rows written, for the cache once committed.
+    written: Vec<Written>,
+    /// Changes and rows recorded when each open savepoint was made, the latest last.
+    savepoints: Vec<(usize, usize)>,
     feed: broadcast::Sender<Change>,
     origin: String,
     cache: Arc<RecordCache>,
@@ -552,6 +555,7 @@ impl Tx for PgTx {
         write_label_rows(&mut self.tx, &rec, false).await?;
         self.write_refs(&rec, None).await?;
         self.changes.push(Change::of(&rec, false, &[]));
+        self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(rec)
     }
 
@@ -571,6 +575,7 @@ impl Tx for PgTx {
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
             delete_row(&mut self.tx, &record.id).await?;
             self.changes.push(Change::of(record, true, &targets));
+            self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
         }
         let mut rec = record.clone();
@@ -582,6 +587,7 @@ impl Tx for PgTx {
         let stored = fields.into_iter().zip(targets).collect();
         let old_refs = self.write_refs(&rec, Some(stored)).await?;
         self.changes.push(Change::of(&rec, false, &old_refs));
+        self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(Some(rec))
     }
 
@@ -591,6 +597,7 @@ impl Tx for PgTx {
         };
         delete_row(&mut self.tx, id).await?;
         self.changes.push(Change::of(&rec, true, &[]));
+        self.written.push(Written::Gone(id.to_string()));
         Ok(())
     }
 
@@ -615,14 +622,15 @@ impl Tx for PgTx {
 
     async fn savepoint(&mut self) -> Result<()> {
         savepoint(&mut self.tx).await?;
-        self.savepoints.push(self.changes.len());
+        self.savepoints.push((self.changes.len(), self.written.len()));
         Ok(())
     }
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some(n) = self.savepoints.pop() {
-            self.changes.truncate(n);
+        if let Some((changes, written)) = self.savepoints.pop() {
+            self.changes.truncate(changes);
+            self.written.truncate(written);
         }
         Ok(())
     }
@@ -657,14 +665,16 @@ impl Tx for PgTx {
                 .execute(&mut *this.tx)
                 .await?;
         }
+        let since = this.cache.epoch();
         this.tx.commit().await?;
         crate::count_write();
-        // Before the changes go out: a reader they wake must not find the old copies.
-        this.cache.forget(
-            this.changes.iter().map(|c| c.id.as_str()),
+        // Before the changes go out: a reader they wake finds what they made.
+        this.cache.written(
+            this.written,
             this.changes
                 .iter()
                 .flat_map(|c| c.refs.iter().map(String::as_str)),
+            since,
         );
         for c in this.changes {
             let _ = this.feed.send(c);

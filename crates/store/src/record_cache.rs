@@ -16,16 +16,23 @@
 //!   written: it holds the write lock, so the cache is the committed state, but not its own
 //!   uncommitted writes.
 //!
-//! PostgreSQL (transactions commit concurrently, other processes write too) only *forgets*:
-//! - A commit of this process forgets the rows it wrote and the referrers of what they
-//!   reference, after the commit and before its changes go out on the change feed; another
-//!   process's change notification does the same when it arrives, before the change is
-//!   passed on. A reader woken by a change therefore never reads the copy the change made
-//!   stale, and a read offered across a commit is refused by the epoch as above.
+//! PostgreSQL (transactions commit concurrently, other processes write too):
+//! - A commit of this process *puts* the rows it wrote, after the commit and before its
+//!   changes go out on the change feed — unless the cache holds a newer version (a later
+//!   commit's put came first) or the row was forgotten since the commit began (something this
+//!   process does not know the outcome of happened to it): then the row is forgotten.
+//!   Removed rows, and the referrers of what written rows reference, are forgotten.
+//! - Another process's change notification forgets its row and the referrers of what it
+//!   references when it arrives, before the change is passed on: a reader woken by a change
+//!   never reads the copy the change made stale.
 //! - What can lag is another process's write until its notification arrives: such copies
 //!   are only for [`Store::get_cached`](crate::Store::get_cached) readers (controllers).
 //! - While the notification listener is not connected, notifications may be lost: the cache
 //!   is [suspended](RecordCache::suspend) (emptied, offers refused) until it listens again.
+//!
+//! Both: a read offered after a row was forgotten, or older than the cached version, is
+//! refused; forgetting is per row (and per referrer list), so writes of other rows do not
+//! refuse a read.
 //!
 //! Bounded: when full, the cache is emptied (correctness never depends on an entry).
 
@@ -51,14 +58,87 @@ pub(crate) enum Written {
     Gone(String),
 }
 
+/// How many forgotten ids are remembered at most; beyond it they are all dropped and every
+/// read or put begun before is refused (the horizon moves).
+const FORGOTTEN_CAPACITY: usize = 4 * CAPACITY;
+
 #[derive(Default)]
 struct Inner {
     records: HashMap<String, Record>,
     /// Referrers by target id (what `Store::referrers` answers).
     referrers: HashMap<String, Vec<Reference>>,
+    /// Counts the forgettings: a reader notes it before reading the database.
     epoch: u64,
+    /// The epoch at which each row was last forgotten.
+    forgotten: HashMap<String, u64>,
+    /// The epoch at which each target's referrers were last forgotten.
+    forgotten_referrers: HashMap<String, u64>,
+    /// Reads and puts begun before this epoch are refused (the forgotten maps were dropped, or
+    /// the cache was emptied or suspended).
+    horizon: u64,
     /// Offers are refused (see [`RecordCache::suspend`]).
     suspended: bool,
+}
+
+impl Inner {
+    /// Whether a row read (or written) at epoch `since` may still be kept.
+    fn row_current(&self, id: &str, since: u64) -> bool {
+        !self.suspended
+            && since >= self.horizon
+            && self.forgotten.get(id).is_none_or(|at| *at <= since)
+    }
+
+    /// Starts a new epoch and returns it.
+    fn next_epoch(&mut self) -> u64 {
+        self.epoch += 1;
+        self.epoch
+    }
+
+    fn forget_row(&mut self, id: &str, at: u64) {
+        self.records.remove(id);
+        self.forgotten.insert(id.to_string(), at);
+        if self.forgotten.len() > FORGOTTEN_CAPACITY {
+            self.forgotten.clear();
+            self.horizon = at;
+        }
+    }
+
+    fn forget_referrers(&mut self, target: &str, at: u64) {
+        self.referrers.remove(target);
+        self.forgotten_referrers.insert(target.to_string(), at);
+        if self.forgotten_referrers.len() > FORGOTTEN_CAPACITY {
+            self.forgotten_referrers.clear();
+            self.horizon = at;
+        }
+    }
+
+    /// Keeps `record` unless a newer version is cached.
+    fn keep(&mut self, mut record: Record) {
+        if self
+            .records
+            .get(&record.id)
+            .is_some_and(|cached| cached.version >= record.version)
+        {
+            return;
+        }
+        if self.records.len() >= CAPACITY {
+            self.records.clear();
+            self.horizon = self.next_epoch();
+        }
+        // As the database returns it: timestamps are stored to the microsecond.
+        record.created_at = record.created_at.trunc_subsecs(6);
+        record.deleted_at = record.deleted_at.map(|t| t.trunc_subsecs(6));
+        self.records.insert(record.id.clone(), record);
+    }
+
+    /// Empties the cache and refuses what began before.
+    fn empty(&mut self) {
+        self.horizon = self.next_epoch();
+        self.records.clear();
+        self.referrers.clear();
+        self.forgotten.clear();
+        self.forgotten_referrers.clear();
+    }
 }
 
 /// The cache of one store.
@@ -75,11 +155,15 @@ impl RecordCache {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if self.inner.is_poisoned() {
-            guard.records.clear();
-            guard.referrers.clear();
+            guard.empty();
             self.inner.clear_poison();
         }
         guard
+    }
+
+    /// The epoch now: what a writer notes before its commit (see [`RecordCache::written`]).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.lock().epoch
     }
 
     /// The cached record, and the epoch to offer a database read with on a miss.
@@ -88,20 +172,17 @@ impl RecordCache {
         (inner.records.get(id).cloned(), inner.epoch)
     }
 
-    /// Offers a row read from the database after [`RecordCache::get`] returned `epoch`.
-    /// Events are never cached (they are pruned outside transactions).
+    /// Offers a row read from the database after [`RecordCache::get`] returned `epoch`: kept
+    /// unless the row was forgotten since or a newer version is cached. Events are never
+    /// cached (they are pruned outside transactions).
     pub(crate) fn offer(&self, record: &Record, epoch: u64) {
         if record.kind == Kind::Event {
             return;
         }
         let mut inner = self.lock();
-        if inner.epoch != epoch || inner.suspended {
-            return;
+        if inner.row_current(&record.id, epoch) {
+            inner.keep(record.clone());
         }
-        if inner.records.len() >= CAPACITY {
-            inner.records.clear();
-        }
-        inner.records.insert(record.id.clone(), record.clone());
     }
 
     /// The cached referrers of `target`, and the epoch to offer a database read with.
@@ -111,23 +192,31 @@ impl RecordCache {
     }
 
     /// Offers referrers read from the database after [`RecordCache::referrers`] returned
-    /// `epoch`.
+    /// `epoch`: kept unless they were forgotten since.
     pub(crate) fn offer_referrers(&self, target: &str, referrers: &[Reference], epoch: u64) {
         let mut inner = self.lock();
-        if inner.epoch != epoch || inner.suspended {
+        let current = !inner.suspended
+            && epoch >= inner.horizon
+            && inner
+                .forgotten_referrers
+                .get(target)
+                .is_none_or(|at| *at <= epoch);
+        if !current {
             return;
         }
         if inner.referrers.len() >= CAPACITY {
             inner.referrers.clear();
+            inner.horizon = inner.next_epoch();
+            return;
         }
         inner
             .referrers
             .insert(target.to_string(), referrers.to_vec());
     }
 
-    /// Applies a committed transaction's writes (call before releasing the write lock):
-    /// `writes` are its rows, `targets` every id whose reference rows it added or removed
-    /// (whose referrers changed).
+    /// Applies a committed SQLite transaction's writes (call before releasing the write lock,
+    /// so commits arrive in order): `writes` are its rows, `targets` every id whose reference
+    /// rows it added or removed (whose referrers changed).
     pub(crate) fn committed<'a>(
         &self,
         writes: Vec<Written>,
@@ -137,43 +226,60 @@ impl RecordCache {
             return;
         }
         let mut inner = self.lock();
-        inner.epoch += 1;
+        let at = inner.next_epoch();
         for target in targets {
-            inner.referrers.remove(target);
+            inner.forget_referrers(target, at);
         }
         for w in writes {
             match w {
                 Written::Put(record) if record.kind == Kind::Event => {}
-                Written::Put(record) => {
-                    let mut record = *record;
-                    if inner.records.len() >= CAPACITY {
-                        inner.records.clear();
-                    }
-                    // As the database returns it: timestamps are stored to the microsecond.
-                    record.created_at = record.created_at.trunc_subsecs(6);
-                    record.deleted_at = record.deleted_at.map(|t| t.trunc_subsecs(6));
-                    inner.records.insert(record.id.clone(), record);
-                }
-                Written::Gone(id) => {
-                    inner.records.remove(&id);
-                }
+                Written::Put(record) => inner.keep(*record),
+                Written::Gone(id) => inner.forget_row(&id, at),
             }
         }
     }
-    /// Forgets the rows `ids` and the referrers of `targets` (a commit whose rows are not
-    /// known here, or another process's change), and refuses the reads offered across it.
+
+    /// Applies a committed PostgreSQL transaction's writes, `since` being the
+    /// [`RecordCache::epoch`] noted before it committed: its rows are kept unless they were
+    /// forgotten since (then forgotten again) or a newer version is cached; removed rows and
+    /// the referrers of `targets` are forgotten.
+    pub(crate) fn written<'a>(
+        &self,
+        writes: Vec<Written>,
+        targets: impl Iterator<Item = &'a str>,
+        since: u64,
+    ) {
+        let mut inner = self.lock();
+        let at = inner.next_epoch();
+        for target in targets {
+            inner.forget_referrers(target, at);
+        }
+        for w in writes {
+            match w {
+                Written::Put(record) if record.kind == Kind::Event => {}
+                Written::Put(record) if inner.row_current(&record.id, since) => {
+                    inner.keep(*record)
+                }
+                Written::Put(record) => inner.forget_row(&record.id, at),
+                Written::Gone(id) => inner.forget_row(&id, at),
+            }
+        }
+    }
+
+    /// Forgets the rows `ids` and the referrers of `targets` (another process's change, or a
+    /// row found newer than its copy), and refuses the reads of them offered across it.
     pub(crate) fn forget<'a>(
         &self,
         ids: impl Iterator<Item = &'a str>,
         targets: impl Iterator<Item = &'a str>,
     ) {
         let mut inner = self.lock();
-        inner.epoch += 1;
+        let at = inner.next_epoch();
         for id in ids {
-            inner.records.remove(id);
+            inner.forget_row(id, at);
         }
         for target in targets {
-            inner.referrers.remove(target);
+            inner.forget_referrers(target, at);
         }
     }
 
@@ -181,19 +287,15 @@ impl RecordCache {
     /// the changes that would make entries stale may not arrive.
     pub(crate) fn suspend(&self) {
         let mut inner = self.lock();
-        inner.epoch += 1;
+        inner.empty();
         inner.suspended = true;
-        inner.records.clear();
-        inner.referrers.clear();
     }
 
-    /// Takes offers again (of reads started from now on) after [`RecordCache::suspend`].
+    /// Takes offers again (of reads begun from now on) after [`RecordCache::suspend`].
     pub(crate) fn resume(&self) {
         let mut inner = self.lock();
-        inner.epoch += 1;
+        inner.empty();
         inner.suspended = false;
-        inner.records.clear();
-        inner.referrers.clear();
     }
 }
 
@@ -284,6 +386,35 @@ mod tests {
         assert!(cache.get("a").0.is_none());
         let (_, epoch) = cache.get("a");
         cache.offer(&rec(2), epoch);
+        assert_eq!(cache.get("a").0.map(|r| r.version), Some(2));
+    }
+
+    #[test]
+    fn a_commit_puts_its_rows_unless_a_newer_one_or_a_forgetting_came_first() {
+        let cache = RecordCache::default();
+        // Two commits of one row finish in the wrong order: the newer stays.
+        let since = cache.epoch();
+        cache.written(vec![Written::Put(Box::new(rec(3)))], std::iter::empty(), since);
+        cache.written(vec![Written::Put(Box::new(rec(2)))], std::iter::empty(), since);
+        assert_eq!(cache.get("a").0.map(|r| r.version), Some(3));
+        // Another process's change arrives between a commit and its put: nothing is kept.
+        let since = cache.epoch();
+        cache.forget(["a"].into_iter(), std::iter::empty());
+        cache.written(vec![Written::Put(Box::new(rec(4)))], std::iter::empty(), since);
+        assert!(cache.get("a").0.is_none());
+        // Writes of other rows do not refuse a read of this one.
+        let (_, epoch) = cache.get("a");
+        cache.forget(["b"].into_iter(), ["vn"].into_iter());
+        cache.offer(&rec(5), epoch);
+        assert_eq!(cache.get("a").0.map(|r| r.version), Some(5));
+    }
+
+    #[test]
+    fn an_older_read_never_replaces_a_newer_copy() {
+        let cache = RecordCache::default();
+        let (_, epoch) = cache.get("a");
+        cache.written(vec![Written::Put(Box::new(rec(2)))], std::iter::empty(), epoch);
+        cache.offer(&rec(1), epoch);
         assert_eq!(cache.get("a").0.map(|r| r.version), Some(2));
     }
 }
