@@ -67,11 +67,10 @@ impl PostgresStore {
         // A transaction left open by a stopped process (SIGSTOP, a frozen VM) would hold its
         // row locks — among them a shard lease's — forever; the server ends it instead. No
         // transaction of ours waits on anything but the database.
-        let options = PgConnectOptions::from_str(url)?
-            .options([
-                ("idle_in_transaction_session_timeout", "5s"),
-                ("plan_cache_mode", "force_generic_plan"),
-            ]);
+        let options = PgConnectOptions::from_str(url)?.options([
+            ("idle_in_transaction_session_timeout", "5s"),
+            ("plan_cache_mode", "force_generic_plan"),
+        ]);
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .connect_with(options)
@@ -440,6 +439,7 @@ async fn begin_tx(
         tx,
         changes: Vec::new(),
         written: Vec::new(),
+        ref_targets: Vec::new(),
         savepoints: Vec::new(),
         feed,
         origin,
@@ -469,8 +469,10 @@ struct PgTx {
     changes: Vec<Change>,
     /// The rows written, for the cache once committed.
     written: Vec<Written>,
-    /// Changes and rows recorded when each open savepoint was made, the latest last.
-    savepoints: Vec<(usize, usize)>,
+    /// Every id whose referrers changed (reference rows added or removed), for the cache.
+    ref_targets: Vec<String>,
+    /// Changes, rows and targets recorded when each open savepoint was made, the latest last.
+    savepoints: Vec<(usize, usize, usize)>,
     feed: broadcast::Sender<Change>,
     origin: String,
     cache: Arc<RecordCache>,
@@ -490,6 +492,8 @@ impl PgTx {
         if old.as_ref() == Some(&new) {
             return Ok(Vec::new());
         }
+        self.ref_targets
+            .extend(old.iter().flatten().chain(&new).map(|(_, t)| t.clone()));
         write_ref_rows(&mut self.tx, &record.id, &new, old.is_some()).await?;
         Ok(old
             .unwrap_or_default()
@@ -577,6 +581,7 @@ impl Tx for PgTx {
         }
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
             delete_row(&mut self.tx, &record.id).await?;
+            self.ref_targets.extend(targets.iter().cloned());
             self.changes.push(Change::of(record, true, &targets));
             self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
@@ -600,6 +605,8 @@ impl Tx for PgTx {
         };
         delete_row(&mut self.tx, id).await?;
         self.changes.push(Change::of(&rec, true, &[]));
+        self.ref_targets
+            .extend(rec.references().into_iter().map(|(_, t)| t));
         self.written.push(Written::Gone(id.to_string()));
         Ok(())
     }
@@ -625,15 +632,20 @@ impl Tx for PgTx {
 
     async fn savepoint(&mut self) -> Result<()> {
         savepoint(&mut self.tx).await?;
-        self.savepoints.push((self.changes.len(), self.written.len()));
+        self.savepoints.push((
+            self.changes.len(),
+            self.written.len(),
+            self.ref_targets.len(),
+        ));
         Ok(())
     }
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some((changes, written)) = self.savepoints.pop() {
+        if let Some((changes, written, ref_targets)) = self.savepoints.pop() {
             self.changes.truncate(changes);
             self.written.truncate(written);
+            self.ref_targets.truncate(ref_targets);
         }
         Ok(())
     }
@@ -674,9 +686,7 @@ impl Tx for PgTx {
         // Before the changes go out: a reader they wake finds what they made.
         this.cache.written(
             this.written,
-            this.changes
-                .iter()
-                .flat_map(|c| c.refs.iter().map(String::as_str)),
+            this.ref_targets.iter().map(String::as_str),
             since,
         );
         for c in this.changes {

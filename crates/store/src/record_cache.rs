@@ -257,9 +257,7 @@ impl RecordCache {
         for w in writes {
             match w {
                 Written::Put(record) if record.kind == Kind::Event => {}
-                Written::Put(record) if inner.row_current(&record.id, since) => {
-                    inner.keep(*record)
-                }
+                Written::Put(record) if inner.row_current(&record.id, since) => inner.keep(*record),
                 Written::Put(record) => inner.forget_row(&record.id, at),
                 Written::Gone(id) => inner.forget_row(&id, at),
             }
@@ -394,13 +392,25 @@ mod tests {
         let cache = RecordCache::default();
         // Two commits of one row finish in the wrong order: the newer stays.
         let since = cache.epoch();
-        cache.written(vec![Written::Put(Box::new(rec(3)))], std::iter::empty(), since);
-        cache.written(vec![Written::Put(Box::new(rec(2)))], std::iter::empty(), since);
+        cache.written(
+            vec![Written::Put(Box::new(rec(3)))],
+            std::iter::empty(),
+            since,
+        );
+        cache.written(
+            vec![Written::Put(Box::new(rec(2)))],
+            std::iter::empty(),
+            since,
+        );
         assert_eq!(cache.get("a").0.map(|r| r.version), Some(3));
         // Another process's change arrives between a commit and its put: nothing is kept.
         let since = cache.epoch();
         cache.forget(["a"].into_iter(), std::iter::empty());
-        cache.written(vec![Written::Put(Box::new(rec(4)))], std::iter::empty(), since);
+        cache.written(
+            vec![Written::Put(Box::new(rec(4)))],
+            std::iter::empty(),
+            since,
+        );
         assert!(cache.get("a").0.is_none());
         // Writes of other rows do not refuse a read of this one.
         let (_, epoch) = cache.get("a");
@@ -413,7 +423,11 @@ mod tests {
     fn an_older_read_never_replaces_a_newer_copy() {
         let cache = RecordCache::default();
         let (_, epoch) = cache.get("a");
-        cache.written(vec![Written::Put(Box::new(rec(2)))], std::iter::empty(), epoch);
+        cache.written(
+            vec![Written::Put(Box::new(rec(2)))],
+            std::iter::empty(),
+            epoch,
+        );
         cache.offer(&rec(1), epoch);
         assert_eq!(cache.get("a").0.map(|r| r.version), Some(2));
     }

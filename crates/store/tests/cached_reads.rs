@@ -78,8 +78,10 @@ async fn own_commits_and_other_processes_changes_make_copies_current() {
     let Some((here, there, _)) = two_processes().await else {
         return skipped();
     };
+    assert!(here.referrers_cached("vn1").await.unwrap().is_empty());
     let rec = insert(here.as_ref(), &subnet("a", "vn1")).await;
     assert_eq!(cached_version(here.as_ref(), &rec.id).await, 1);
+    // The new reference row is seen at once too.
     assert_eq!(here.referrers_cached("vn1").await.unwrap().len(), 1);
 
     // This process's own write is read back at once.
