@@ -219,6 +219,17 @@ pub(crate) async fn fence_holds(
     Ok(row.is_some())
 }
 
+/// Locks the row of namespace `ns` and reads its generation and pruning horizon (None: it was
+/// never written).
+async fn lock_namespace(tx: &mut sqlx::PgConnection, ns: &str) -> Result<Option<(i64, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT generation, pruned_below FROM kv_namespaces WHERE ns = $1 FOR UPDATE",
+    )
+    .bind(ns)
+    .fetch_optional(tx)
+    .await?)
+}
+
 /// A locked write batch of a shared namespace.
 pub(crate) struct PgKvBatch {
     tx: Transaction<'static, Postgres>,
@@ -231,16 +242,18 @@ pub(crate) struct PgKvBatch {
 impl PgKvBatch {
     pub(crate) async fn open(store: &PostgresStore, ns: &str, seen: i64) -> Result<Self> {
         let mut tx = store.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('osac-kv:' || $1))")
-            .bind(ns)
-            .execute(&mut *tx)
-            .await?;
-        let (generation, pruned_below): (i64, i64) =
-            sqlx::query_as("SELECT generation, pruned_below FROM kv_namespaces WHERE ns = $1")
+        // Writers of a namespace take turns on its row (`FOR UPDATE` also reads the row as the
+        // last writer committed it). Before its first write there is no row: they take turns
+        // on an advisory lock, and look again — the row may have come meanwhile.
+        let mut current = lock_namespace(&mut tx, ns).await?;
+        if current.is_none() {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtext('osac-kv:' || $1))")
                 .bind(ns)
-                .fetch_optional(&mut *tx)
-                .await?
-                .unwrap_or((0, 0));
+                .execute(&mut *tx)
+                .await?;
+            current = lock_namespace(&mut tx, ns).await?;
+        }
+        let (generation, pruned_below) = current.unwrap_or((0, 0));
         let missed = if generation == seen {
             Missed::Changes(Vec::new())
         } else if seen >= pruned_below && seen < generation {
@@ -294,37 +307,6 @@ impl KvBatch for PgKvBatch {
         }
         let generation = this.generation + 1;
         let ns = this.ns.as_str();
-        for chunk in puts.chunks(crate::KV_CHUNK) {
-            let mut q = sqlx::QueryBuilder::new("INSERT INTO kv (ns, key, value) ");
-            q.push_values(chunk, |mut row, (key, value)| {
-                row.push_bind(ns).push_bind(*key).push_bind(*value);
-            });
-            q.push(" ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value");
-            q.build().execute(&mut *this.tx).await?;
-        }
-        for chunk in deletes.chunks(crate::KV_CHUNK) {
-            let mut q = sqlx::QueryBuilder::new("DELETE FROM kv WHERE ns = ");
-            q.push_bind(ns).push(" AND key = ANY(");
-            q.push_bind(chunk.iter().map(|k| k.to_string()).collect::<Vec<_>>());
-            q.push(")");
-            q.build().execute(&mut *this.tx).await?;
-        }
-        let journal: Vec<(&str, Option<&str>)> = puts
-            .iter()
-            .map(|(k, v)| (*k, Some(*v)))
-            .chain(deletes.iter().map(|k| (*k, None)))
-            .collect();
-        for chunk in journal.chunks(crate::KV_CHUNK) {
-            let mut q =
-                sqlx::QueryBuilder::new("INSERT INTO kv_journal (ns, generation, key, value) ");
-            q.push_values(chunk, |mut row, (key, value)| {
-                row.push_bind(ns)
-                    .push_bind(generation)
-                    .push_bind(*key)
-                    .push_bind(*value);
-            });
-            q.build().execute(&mut *this.tx).await?;
-        }
         let mut pruned_below = this.pruned_below;
         if generation % PRUNE_EVERY == 0 && generation > JOURNAL_KEEP {
             pruned_below = generation - JOURNAL_KEEP;
@@ -334,12 +316,35 @@ impl KvBatch for PgKvBatch {
                 .execute(&mut *this.tx)
                 .await?;
         }
+        // The records, their journal entries and the namespace's new generation, in one
+        // statement (each key once: the parts touch different rows).
+        let (put_keys, put_values): (Vec<&str>, Vec<&str>) = puts.iter().copied().unzip();
+        let journal_values: Vec<Option<&str>> = put_values
+            .iter()
+            .map(|v| Some(*v))
+            .chain(deletes.iter().map(|_| None))
+            .collect();
+        let journal_keys: Vec<&str> = put_keys.iter().chain(&deletes).copied().collect();
         sqlx::query(
-            "INSERT INTO kv_namespaces (ns, generation, pruned_below) VALUES ($1, $2, $3) \
-             ON CONFLICT (ns) DO UPDATE SET generation = excluded.generation, pruned_below = excluded.pruned_below",
+            "WITH puts AS ( \
+                 INSERT INTO kv (ns, key, value) \
+                 SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS u(k, v) \
+                 ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value), \
+             deletes AS (DELETE FROM kv WHERE ns = $1 AND key = ANY($4::text[])), \
+             journal AS ( \
+                 INSERT INTO kv_journal (ns, generation, key, value) \
+                 SELECT $1, $5, k, v FROM unnest($6::text[], $7::text[]) AS u(k, v)) \
+             INSERT INTO kv_namespaces (ns, generation, pruned_below) VALUES ($1, $5, $8) \
+             ON CONFLICT (ns) DO UPDATE \
+             SET generation = excluded.generation, pruned_below = excluded.pruned_below",
         )
         .bind(ns)
+        .bind(&put_keys)
+        .bind(&put_values)
+        .bind(&deletes)
         .bind(generation)
+        .bind(&journal_keys)
+        .bind(&journal_values)
         .bind(pruned_below)
         .execute(&mut *this.tx)
         .await?;

@@ -1020,6 +1020,32 @@ async fn shared_namespace_journal(s: &dyn Store) {
     assert_eq!(s.kv_load(ns).await.unwrap(), vec![("b".into(), "2".into())]);
 }
 
+/// Writers of one shared namespace take turns, before its first write (no namespace row yet)
+/// and after: each batch sees the generation the previous one made, none is lost.
+async fn shared_namespace_writers_take_turns(s: Arc<dyn Store>) {
+    let ns = "turns-test";
+    for round in 0..2 {
+        let writers = (0..6).map(|i| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let batch = s.kv_exclusive(ns, 0).await.unwrap().expect("shared");
+                // Widen the window another writer could slip through.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let key = format!("r{round}-{i}");
+                batch.commit(&[(key, Some("v".into()))]).await.unwrap()
+            })
+        });
+        let mut generations = Vec::new();
+        for w in writers.collect::<Vec<_>>() {
+            generations.push(w.await.unwrap());
+        }
+        generations.sort();
+        let first = round * 6 + 1;
+        assert_eq!(generations, (first..first + 6).collect::<Vec<i64>>());
+    }
+    assert_eq!(s.kv_load(ns).await.unwrap().len(), 12);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_conforms() {
     let (s, _dir) = sqlite().await;
@@ -1039,6 +1065,7 @@ async fn postgres_conforms() {
             fenced_writes_hold_off_takeover_not_renewal(s.as_ref()).await;
             shared_row_locks_admit_readers_and_hold_off_writers(s.clone()).await;
             shared_namespace_journal(s.as_ref()).await;
+            shared_namespace_writers_take_turns(s.clone()).await;
         }
         None if support::in_ci() => {
             panic!(
