@@ -69,7 +69,8 @@ pub struct FenceToken {
 /// Writes applied all or nothing, in order, in a transaction shared with other sets.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WriteSet {
-    /// Checked first: a set under a lost lease fails with [`StoreError::Fenced`].
+    /// A set under a lost lease fails with [`StoreError::Fenced`] and writes nothing (see
+    /// [`Tx::fence`]).
     pub fence: Option<FenceToken>,
     pub writes: Vec<Write>,
 }

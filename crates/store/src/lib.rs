@@ -311,10 +311,13 @@ pub trait Tx: Send {
     async fn update(&mut self, record: &Record) -> Result<Option<Record>>;
     /// Removes an object now.
     async fn remove(&mut self, id: &str) -> Result<()>;
-    /// Refuses the rest of this transaction unless `replica` still holds the lease of `shard`
-    /// with fencing token `token` ([`StoreError::Fenced`]); the lease stays locked until the
-    /// transaction ends, so no other replica can take the shard over in between. Stores with a
-    /// single process (no [`Store::leases`]) have nothing to check.
+    /// Makes this transaction's commit conditional on `replica` still holding the lease of
+    /// `shard` with fencing token `token`: if it does not, the store refuses — at once or when
+    /// committing ([`StoreError::Fenced`]) — and nothing of the transaction is written. The
+    /// lease stays locked from the check until the transaction ends, so no other replica takes
+    /// the shard over between the check and the commit. (PostgreSQL checks at commit, in the
+    /// statement that sends the change notifications.) Stores with a single process (no
+    /// [`Store::leases`]) have nothing to check.
     async fn fence(&mut self, _shard: i32, _replica: &str, _token: i64) -> Result<()> {
         Ok(())
     }

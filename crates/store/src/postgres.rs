@@ -440,6 +440,7 @@ async fn begin_tx(
         changes: Vec::new(),
         written: Vec::new(),
         ref_targets: Vec::new(),
+        fences: Vec::new(),
         savepoints: Vec::new(),
         feed,
         origin,
@@ -464,6 +465,43 @@ fn kv_statements<'a>(
     statements
 }
 
+/// The last statement of a transaction: locks the shard leases its commit is conditional on
+/// (those still held by the named replica with the named token; `FOR KEY SHARE`, see
+/// `pg_lease::fence_holds`) and queues its change notifications, which PostgreSQL sends only
+/// if the transaction commits.
+const COMMIT_CHECK: &str = "SELECT ARRAY( \
+         SELECT l.shard FROM shard_leases l \
+         JOIN unnest($3::int[], $4::text[], $5::bigint[]) AS f(shard, owner, fence) \
+           ON l.shard = f.shard AND l.owner = f.owner AND l.fence = f.fence \
+         WHERE l.expires_at > now() FOR KEY SHARE OF l), \
+     (SELECT count(pg_notify($1, n)) FROM unnest($2::text[]) AS n)";
+
+/// Runs [`COMMIT_CHECK`]; a lease no longer held refuses the commit ([`StoreError::Fenced`]:
+/// the caller drops the transaction, which rolls it back and its notifications with it).
+async fn check_fences_and_notify(
+    tx: &mut PgConnection,
+    fences: &[(i32, String, i64)],
+    notices: Vec<String>,
+) -> Result<()> {
+    let shards: Vec<i32> = fences.iter().map(|f| f.0).collect();
+    let owners: Vec<&str> = fences.iter().map(|f| f.1.as_str()).collect();
+    let tokens: Vec<i64> = fences.iter().map(|f| f.2).collect();
+    let (held, _sent): (Vec<i32>, i64) = sqlx::query_as(COMMIT_CHECK)
+        .bind(CHANNEL)
+        .bind(notices)
+        .bind(&shards)
+        .bind(&owners)
+        .bind(&tokens)
+        .fetch_one(tx)
+        .await?;
+    // One row per fence still held (a shard's lease row matches at most one token).
+    if held.len() == fences.len() {
+        return Ok(());
+    }
+    let lost = shards.iter().find(|s| !held.contains(s)).or(shards.first());
+    Err(StoreError::Fenced(lost.copied().unwrap_or_default()))
+}
+
 struct PgTx {
     tx: Transaction<'static, sqlx::Postgres>,
     changes: Vec<Change>,
@@ -471,6 +509,9 @@ struct PgTx {
     written: Vec<Written>,
     /// Every id whose referrers changed (reference rows added or removed), for the cache.
     ref_targets: Vec<String>,
+    /// The shard leases the commit is conditional on (see [`Tx::fence`]): shard, replica,
+    /// fencing token.
+    fences: Vec<(i32, String, i64)>,
     /// Changes, rows and targets recorded when each open savepoint was made, the latest last.
     savepoints: Vec<(usize, usize, usize)>,
     feed: broadcast::Sender<Change>,
@@ -611,12 +652,15 @@ impl Tx for PgTx {
         Ok(())
     }
 
+    /// Checked when the transaction commits, in the statement that sends its change
+    /// notifications (one round trip for both; the lease is locked from then until the
+    /// commit ends).
     async fn fence(&mut self, shard: i32, replica: &str, token: i64) -> Result<()> {
-        if crate::pg_lease::fence_holds(&mut self.tx, shard, replica, token).await? {
-            Ok(())
-        } else {
-            Err(StoreError::Fenced(shard))
+        let fence = (shard, replica.to_string(), token);
+        if !self.fences.contains(&fence) {
+            self.fences.push(fence);
         }
+        Ok(())
     }
 
     fn publish(&mut self, change: Change) {
@@ -672,13 +716,8 @@ impl Tx for PgTx {
                 })
             })
             .collect();
-        if !notices.is_empty() {
-            // One statement for all of them (a group commit carries many changes).
-            sqlx::query("SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n")
-                .bind(CHANNEL)
-                .bind(notices)
-                .execute(&mut *this.tx)
-                .await?;
+        if !notices.is_empty() || !this.fences.is_empty() {
+            check_fences_and_notify(&mut this.tx, &this.fences, notices).await?;
         }
         let since = this.cache.epoch();
         this.tx.commit().await?;

@@ -794,6 +794,35 @@ async fn suite(s: Arc<dyn Store>) {
     group_commit_isolates_sets(s.clone()).await;
 }
 
+/// A transaction fenced with `shard`'s lease that writes one record: the error of the fence
+/// check or of the commit (a store may refuse at either). A refused write leaves no record.
+async fn fenced_write(
+    s: &dyn Store,
+    shard: i32,
+    replica: &str,
+    token: i64,
+) -> Result<(), StoreError> {
+    let rec = Record::new(Kind::Event, "t-fence", json!({"reason": "fenced"}));
+    let mut tx = s.begin().await?;
+    let outcome = async {
+        tx.fence(shard, replica, token).await?;
+        tx.insert(&rec).await?;
+        Ok::<_, StoreError>(())
+    }
+    .await;
+    let outcome = match outcome {
+        Ok(()) => tx.commit().await,
+        Err(e) => Err(e),
+    };
+    if outcome.is_err() {
+        assert!(
+            s.get(&rec.id).await?.is_none(),
+            "a refused write left its record"
+        );
+    }
+    outcome
+}
+
 /// Shard leases: one holder at a time, an expired lease is taken over with a higher fencing
 /// token, and a transaction fenced with the old token is refused.
 async fn leases_and_fencing(s: &dyn Store) {
@@ -819,11 +848,9 @@ async fn leases_and_fencing(s: &dyn Store) {
             .is_empty(),
         "held by a"
     );
-    let mut tx = s.begin().await.unwrap();
-    tx.fence(1, "a", 1)
+    fenced_write(s, 1, "a", 1)
         .await
         .expect("a holds shard 1 with token 1");
-    tx.commit().await.unwrap();
     tokio::time::sleep(Duration::from_millis(900)).await;
     // Expired: a cannot renew it, b takes it with token 2, a's writes are refused.
     assert!(leases.renew("a", &[1], short).await.unwrap().is_empty());
@@ -834,12 +861,10 @@ async fn leases_and_fencing(s: &dyn Store) {
             .unwrap(),
         vec![(1, 2)]
     );
-    let mut tx = s.begin().await.unwrap();
     assert!(matches!(
-        tx.fence(1, "a", 1).await,
+        fenced_write(s, 1, "a", 1).await,
         Err(StoreError::Fenced(1))
     ));
-    drop(tx);
     // A write set carrying the lost lease is refused too, and writes nothing.
     let stale = subnet("t-fence", "fenced-set", "vn1", &[]);
     let set = WriteSet {
@@ -852,17 +877,13 @@ async fn leases_and_fencing(s: &dyn Store) {
     };
     assert!(matches!(s.apply(set).await, Err(StoreError::Fenced(1))));
     assert!(s.get(&stale.id).await.unwrap().is_none());
-    let mut tx = s.begin().await.unwrap();
     assert!(
-        matches!(tx.fence(1, "b", 1).await, Err(StoreError::Fenced(1))),
+        matches!(fenced_write(s, 1, "b", 1).await, Err(StoreError::Fenced(1))),
         "old token"
     );
-    drop(tx);
-    let mut tx = s.begin().await.unwrap();
-    tx.fence(1, "b", 2)
+    fenced_write(s, 1, "b", 2)
         .await
         .expect("b holds shard 1 with token 2");
-    drop(tx);
     // Released shards are free at once; the listing shows who holds what.
     leases.release("b", &[1]).await.unwrap();
     assert_eq!(
@@ -896,9 +917,11 @@ async fn leases_and_fencing(s: &dyn Store) {
     assert_eq!(live[0].info.id, "b");
 }
 
-/// A transaction fenced with a lease holds the takeover off until it ends (the new owner never
-/// writes alongside a write checked under the old token), but never the owner's renewals:
-/// renewals waiting for writers in flight made writers queue behind them.
+/// A fenced transaction commits only while its lease holds: once another replica took the
+/// shard over (the lease expired while it was open), its commit is refused and writes
+/// nothing — the new owner never writes alongside it. The owner's renewals never wait for its
+/// fenced transactions (renewals waiting for writers in flight made writers queue behind them),
+/// and a takeover never waits for them either.
 async fn fenced_writes_hold_off_takeover_not_renewal(s: &dyn Store) {
     let leases = s.leases().expect("PostgreSQL coordinates replicas");
     let short = Duration::from_millis(700);
@@ -906,28 +929,44 @@ async fn fenced_writes_hold_off_takeover_not_renewal(s: &dyn Store) {
         leases.acquire("c", &[7], short).await.unwrap(),
         vec![(7, 1)]
     );
+    let late = Record::new(Kind::Event, "t-fence", json!({"reason": "late"}));
     let mut tx = s.begin().await.unwrap();
-    tx.fence(7, "c", 1).await.expect("c holds shard 7");
+    let checked = tx.fence(7, "c", 1).await;
     let renewed = tokio::time::timeout(Duration::from_secs(3), leases.renew("c", &[7], short))
         .await
         .expect("a renewal does not wait for the owner's fenced transaction")
         .unwrap();
     assert_eq!(renewed, vec![(7, 1)]);
     tokio::time::sleep(Duration::from_millis(900)).await;
-    // Expired, but the fenced transaction is still open: d cannot take the shard yet.
+    // Expired while the fenced transaction is open.
     let taken = tokio::time::timeout(Duration::from_secs(3), leases.acquire("d", &[7], short))
         .await
         .expect("a takeover skips a lease held by a fenced transaction, it does not wait")
         .unwrap();
-    assert!(taken.is_empty(), "taken while c's fenced write was open");
-    tx.commit().await.unwrap();
-    assert_eq!(
-        leases.acquire("d", &[7], short).await.unwrap(),
-        vec![(7, 2)]
-    );
-    let mut tx = s.begin().await.unwrap();
+    let committed = match checked {
+        Ok(()) => {
+            tx.insert(&late).await.unwrap();
+            tx.commit().await
+        }
+        Err(e) => Err(e),
+    };
+    if taken.is_empty() {
+        // The store locked the lease at the check: the takeover waits for the commit.
+        committed.expect("the check held the lease until the commit");
+        assert_eq!(
+            leases.acquire("d", &[7], short).await.unwrap(),
+            vec![(7, 2)]
+        );
+    } else {
+        assert_eq!(taken, vec![(7, 2)]);
+        assert!(
+            matches!(committed, Err(StoreError::Fenced(7))),
+            "a write committed after the takeover: {committed:?}"
+        );
+        assert!(s.get(&late.id).await.unwrap().is_none());
+    }
     assert!(matches!(
-        tx.fence(7, "c", 1).await,
+        fenced_write(s, 7, "c", 1).await,
         Err(StoreError::Fenced(7))
     ));
 }
