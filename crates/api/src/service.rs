@@ -81,6 +81,11 @@ pub struct RequestCtx<'a> {
     /// The quota limits of a tenant whose row this transaction already read (and locked), so
     /// the quota checks do not read it again.
     pub tenant_limits: Option<(String, QuotaLimits)>,
+    /// Addresses taken from each ExternalIPPool by the ExternalIPs inserted in this
+    /// transaction: reserved in the pools' counters as the transaction's last step
+    /// ([`resources::external_ip::reserve_in_pools`]), so each pool row is locked only from
+    /// then to the commit, not for the whole request.
+    pub pool_reservations: std::collections::BTreeMap<String, i64>,
 }
 
 impl<'a> RequestCtx<'a> {
@@ -100,6 +105,7 @@ impl<'a> RequestCtx<'a> {
             notes: Vec::new(),
             quota_defaults: QuotaLimits::default(),
             tenant_limits: None,
+            pool_reservations: Default::default(),
         }
     }
 }
@@ -276,7 +282,13 @@ impl Service {
                 crate::quota::limits_of(&self.quota_defaults, t)?,
             ));
         }
-        let rec = match insert_new(&mut cx, kind, &obj).await {
+        let inserted = match insert_new(&mut cx, kind, &obj).await {
+            Ok(rec) => resources::external_ip::reserve_in_pools(&mut cx)
+                .await
+                .map(|()| rec),
+            Err(e) => Err(e),
+        };
+        let rec = match inserted {
             Ok(rec) => rec,
             Err(e) => {
                 drop(tx);

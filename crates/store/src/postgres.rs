@@ -67,10 +67,8 @@ impl PostgresStore {
         // A transaction left open by a stopped process (SIGSTOP, a frozen VM) would hold its
         // row locks — among them a shard lease's — forever; the server ends it instead. No
         // transaction of ours waits on anything but the database.
-        let options = PgConnectOptions::from_str(url)?.options([
-            ("idle_in_transaction_session_timeout", "5s"),
-            ("plan_cache_mode", "force_generic_plan"),
-        ]);
+        let options = PgConnectOptions::from_str(url)?
+            .options([("idle_in_transaction_session_timeout", "5s")]);
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .connect_with(options)

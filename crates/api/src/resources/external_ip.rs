@@ -1,5 +1,6 @@
-//! ExternalIP: capacity is reserved in the pool inside the API transaction (the pool row is
-//! locked and its stored counter checked and moved), so concurrent creates never over-allocate.
+//! ExternalIP: capacity is reserved in the pool inside the API transaction, as its last step
+//! (the pool row is locked and its stored counter checked and moved just before the commit), so
+//! concurrent creates never over-allocate and each holds the pool's lock only briefly.
 
 use osac_model::net::Family;
 use osac_model::{Kind, kinds, pb, validate};
@@ -20,7 +21,8 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
         let class = super::network_class::resolve_class(cx, "").await?;
         choose_pool(cx.tx, family, &class.id, &class.id).await?
     } else {
-        let pool = super::resolve(cx, Kind::ExternalIpPool, "spec.pool", &spec.pool, true).await?;
+        // Read, not locked: `reserve_in_pools` checks the capacity exactly at the end.
+        let pool = super::resolve(cx, Kind::ExternalIpPool, "spec.pool", &spec.pool, false).await?;
         super::require_state(&pool, "spec.pool", "EXTERNAL_IP_POOL_STATE_READY")?;
         let pool_family = pools::family(&pool)?;
         if spec.ip_family != 0 && pool_family != family {
@@ -53,8 +55,8 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
 
 /// Automatic pool choice: READY pools of the family and of NetworkClass `class_id` (the class
 /// of the network concerned; pools stored without a class count as `default_class`'s), most
-/// available first, ties by name; the chosen pool is locked and its stored counter checked so
-/// the reservation is exact.
+/// available first, ties by name, with room by their stored counters (read, not locked: the
+/// reservation is made exact by [`reserve_in_pools`] at the end of the transaction).
 pub async fn choose_pool(
     tx: &mut dyn Tx,
     family: Family,
@@ -76,10 +78,7 @@ pub async fn choose_pool(
             .cmp(&pools::available(a))
             .then_with(|| a.label().cmp(b.label()))
     });
-    for c in candidates {
-        let Some(pool) = tx.lock(&c.id).await? else {
-            continue;
-        };
+    for pool in candidates {
         if pools::allocated_stored(&pool) < pools::total(&pool)? {
             return Ok(pool);
         }
@@ -93,7 +92,7 @@ pub async fn choose_pool(
     ))
 }
 
-/// Updates the pool counters to include the new address.
+/// Notes the new address for its pool's counter ([`reserve_in_pools`] moves it).
 pub async fn after_insert(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResult<()> {
     let pool_id = rec
         .body
@@ -101,7 +100,40 @@ pub async fn after_insert(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResult<()
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    osac_controller::adjust_pool(cx.tx, &pool_id, 1).await?;
+    *cx.pool_reservations.entry(pool_id).or_default() += 1;
+    Ok(())
+}
+
+/// The last step of a transaction that inserted ExternalIPs: locks each pool they take
+/// addresses from (in id order, so two transactions never wait for each other crosswise),
+/// checks that it is still READY and has room for all of them, and moves its counters. The
+/// pools were chosen from unlocked reads; this is where the reservation becomes exact. No room
+/// ⇒ RESOURCE_EXHAUSTED and the caller rolls the whole transaction back.
+pub async fn reserve_in_pools(cx: &mut RequestCtx<'_>) -> ApiResult<()> {
+    for (pool_id, taken) in std::mem::take(&mut cx.pool_reservations) {
+        let Some(pool) = cx.tx.lock(&pool_id).await? else {
+            return Err(ApiError::not_found(format!(
+                "ExternalIPPool '{pool_id}' does not exist"
+            )));
+        };
+        if pool.deleted_at.is_some() || super::state_of(&pool) != "EXTERNAL_IP_POOL_STATE_READY" {
+            return Err(ApiError::new(
+                Code::FailedPrecondition,
+                format!("ExternalIPPool '{}' is no longer READY", pool.label()),
+            ));
+        }
+        let (allocated, total) = (pools::allocated_stored(&pool), pools::total(&pool)?);
+        if allocated + taken > total {
+            return Err(ApiError::new(
+                Code::ResourceExhausted,
+                format!(
+                    "ExternalIPPool '{}' has no available capacity ({allocated} of {total} allocated)",
+                    pool.label()
+                ),
+            ));
+        }
+        osac_controller::adjust_pool(cx.tx, &pool_id, taken).await?;
+    }
     Ok(())
 }
 
