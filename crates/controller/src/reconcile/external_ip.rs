@@ -163,11 +163,9 @@ async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileEr
             ));
         }
     }
-    // Lock the pool first, so the count and the removal serialise with reservations.
+    // The removal and the pool's counter commit together; the pool row is locked last (by
+    // `adjust_pool`), so it is held only from then to the commit, as reservations hold it.
     let mut tx = ctx.store.begin_shared().await?;
-    if !pool_id.is_empty() {
-        tx.lock(&pool_id).await?;
-    }
     let removed = finalizer::release_in(&mut *tx, &rec).await?;
     if removed && !pool_id.is_empty() {
         adjust_pool(&mut *tx, &pool_id, -1).await?;
