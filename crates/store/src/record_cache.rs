@@ -88,6 +88,37 @@ impl Inner {
             && self.forgotten.get(id).is_none_or(|at| *at <= since)
     }
 
+    /// Whether referrers of `target` read at epoch `since` may still be kept.
+    fn referrers_current(&self, target: &str, since: u64) -> bool {
+        !self.suspended
+            && since >= self.horizon
+            && self
+                .forgotten_referrers
+                .get(target)
+                .is_none_or(|at| *at <= since)
+    }
+
+    /// A commit's writes, made at epoch `since` (see [`RecordCache::written`]).
+    fn apply<'a>(
+        &mut self,
+        writes: Vec<Written>,
+        targets: impl Iterator<Item = &'a str>,
+        since: u64,
+    ) {
+        let at = self.next_epoch();
+        for target in targets {
+            self.forget_referrers(target, at);
+        }
+        for w in writes {
+            match w {
+                Written::Put(record) if record.kind == Kind::Event => {}
+                Written::Put(record) if self.row_current(&record.id, since) => self.keep(*record),
+                Written::Put(record) => self.forget_row(&record.id, at),
+                Written::Gone(id) => self.forget_row(&id, at),
+            }
+        }
+    }
+
     /// Starts a new epoch and returns it.
     fn next_epoch(&mut self) -> u64 {
         self.epoch += 1;
@@ -195,13 +226,7 @@ impl RecordCache {
     /// `epoch`: kept unless they were forgotten since.
     pub(crate) fn offer_referrers(&self, target: &str, referrers: &[Reference], epoch: u64) {
         let mut inner = self.lock();
-        let current = !inner.suspended
-            && epoch >= inner.horizon
-            && inner
-                .forgotten_referrers
-                .get(target)
-                .is_none_or(|at| *at <= epoch);
-        if !current {
+        if !inner.referrers_current(target, epoch) {
             return;
         }
         if inner.referrers.len() >= CAPACITY {
@@ -215,8 +240,8 @@ impl RecordCache {
     }
 
     /// Applies a committed SQLite transaction's writes (call before releasing the write lock,
-    /// so commits arrive in order): `writes` are its rows, `targets` every id whose reference
-    /// rows it added or removed (whose referrers changed).
+    /// so commits arrive in order and nothing is forgotten in between): `writes` are its rows,
+    /// `targets` every id whose reference rows it added or removed (whose referrers changed).
     pub(crate) fn committed<'a>(
         &self,
         writes: Vec<Written>,
@@ -226,17 +251,8 @@ impl RecordCache {
             return;
         }
         let mut inner = self.lock();
-        let at = inner.next_epoch();
-        for target in targets {
-            inner.forget_referrers(target, at);
-        }
-        for w in writes {
-            match w {
-                Written::Put(record) if record.kind == Kind::Event => {}
-                Written::Put(record) => inner.keep(*record),
-                Written::Gone(id) => inner.forget_row(&id, at),
-            }
-        }
+        let since = inner.epoch;
+        inner.apply(writes, targets, since);
     }
 
     /// Applies a committed PostgreSQL transaction's writes, `since` being the
@@ -249,19 +265,7 @@ impl RecordCache {
         targets: impl Iterator<Item = &'a str>,
         since: u64,
     ) {
-        let mut inner = self.lock();
-        let at = inner.next_epoch();
-        for target in targets {
-            inner.forget_referrers(target, at);
-        }
-        for w in writes {
-            match w {
-                Written::Put(record) if record.kind == Kind::Event => {}
-                Written::Put(record) if inner.row_current(&record.id, since) => inner.keep(*record),
-                Written::Put(record) => inner.forget_row(&record.id, at),
-                Written::Gone(id) => inner.forget_row(&id, at),
-            }
-        }
+        self.lock().apply(writes, targets, since);
     }
 
     /// Forgets the rows `ids` and the referrers of `targets` (another process's change, or a

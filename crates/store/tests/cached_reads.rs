@@ -57,6 +57,18 @@ async fn wait_for_change(
     }
 }
 
+/// Writes a new version of `id` as no store would: without a change notification (one not
+/// arrived yet); returns the connection for more such statements.
+async fn bump_without_notice(url: &str, id: &str) -> sqlx::PgPool {
+    let raw = sqlx::PgPool::connect(url).await.unwrap();
+    sqlx::query("UPDATE objects SET version = version + 1 WHERE id = $1")
+        .bind(id)
+        .execute(&raw)
+        .await
+        .unwrap();
+    raw
+}
+
 /// Two stores on one database, as two replicas have.
 async fn two_processes() -> Option<(Arc<dyn Store>, Arc<dyn Store>, String)> {
     let url = support::fresh_postgres_url().await?;
@@ -109,12 +121,7 @@ async fn a_write_refused_for_a_stale_copy_forgets_it() {
     };
     let rec = insert(here.as_ref(), &subnet("a", "vn1")).await;
     let stale = here.get_cached(&rec.id).await.unwrap().expect("stored");
-    let raw = sqlx::PgPool::connect(&url).await.unwrap();
-    sqlx::query("UPDATE objects SET version = version + 1 WHERE id = $1")
-        .bind(&rec.id)
-        .execute(&raw)
-        .await
-        .unwrap();
+    bump_without_notice(&url, &rec.id).await;
     assert_eq!(cached_version(here.as_ref(), &rec.id).await, 1, "the lag");
     let mut next = stale.clone();
     next.body["status"]["state"] = json!("SUBNET_STATE_READY");
@@ -135,12 +142,7 @@ async fn a_lost_listener_connection_drops_every_copy() {
     };
     let rec = insert(here.as_ref(), &subnet("a", "vn1")).await;
     assert_eq!(cached_version(here.as_ref(), &rec.id).await, 1);
-    let raw = sqlx::PgPool::connect(&url).await.unwrap();
-    sqlx::query("UPDATE objects SET version = version + 1 WHERE id = $1")
-        .bind(&rec.id)
-        .execute(&raw)
-        .await
-        .unwrap();
+    let raw = bump_without_notice(&url, &rec.id).await;
     sqlx::query(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
          WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
