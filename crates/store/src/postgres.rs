@@ -466,13 +466,16 @@ fn kv_statements<'a>(
 /// The last statement of a transaction: locks the shard leases its commit is conditional on
 /// (those still held by the named replica with the named token; `FOR KEY SHARE`, see
 /// `pg_lease::fence_holds`) and queues its change notifications, which PostgreSQL sends only
-/// if the transaction commits.
+/// if the transaction commits. (Written without a join and with the notifications counted
+/// in a subquery, so that PostgreSQL keeps one generic plan for it: the join with `unnest`
+/// and `count(pg_notify(…))` were planned anew at every commit.)
 const COMMIT_CHECK: &str = "SELECT ARRAY( \
          SELECT l.shard FROM shard_leases l \
-         JOIN unnest($3::int[], $4::text[], $5::bigint[]) AS f(shard, owner, fence) \
-           ON l.shard = f.shard AND l.owner = f.owner AND l.fence = f.fence \
-         WHERE l.expires_at > now() FOR KEY SHARE OF l), \
-     (SELECT count(pg_notify($1, n)) FROM unnest($2::text[]) AS n)";
+         WHERE l.shard = ANY($3::int[]) \
+           AND l.owner = ($4::text[])[array_position($3::int[], l.shard)] \
+           AND l.fence = ($5::bigint[])[array_position($3::int[], l.shard)] \
+           AND l.expires_at > now() FOR KEY SHARE OF l), \
+     (SELECT count(*) FROM (SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n) AS sent)";
 
 /// Runs [`COMMIT_CHECK`]; a lease no longer held refuses the commit ([`StoreError::Fenced`]:
 /// the caller drops the transaction, which rolls it back and its notifications with it).

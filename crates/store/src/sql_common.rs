@@ -129,8 +129,14 @@ macro_rules! sql_common_statements {
             target: &str,
         ) -> crate::Result<Vec<crate::Reference>> {
             use sqlx::Row;
+            // Correlated lookups rather than a join: PostgreSQL plans a join of this shape
+            // anew on every execution (its custom plans look cheaper than the generic one for
+            // a popular target), and this runs on every controller's referrer lookup.
             let rows = sqlx::query(
-                "SELECT r.object_id, o.kind, r.field FROM object_refs r JOIN objects o ON o.id = r.object_id WHERE r.target_id = $1 ORDER BY o.seq",
+                "SELECT r.object_id, r.field, \
+                     (SELECT o.kind FROM objects o WHERE o.id = r.object_id) AS kind \
+                 FROM object_refs r WHERE r.target_id = $1 \
+                 ORDER BY (SELECT o.seq FROM objects o WHERE o.id = r.object_id)",
             )
             .bind(target)
             .fetch_all(conn)
