@@ -114,4 +114,13 @@ impl Store for FencedStore {
     async fn kv_exclusive(&self, ns: &str, seen: i64) -> Result<Option<Box<dyn KvBatch>>> {
         self.0.kv_exclusive(ns, seen).await
     }
+    async fn kv_write_current(
+        &self,
+        ns: &str,
+        seen: i64,
+        fences: &[osac_store::Fence],
+        changes: &[(String, Option<String>)],
+    ) -> Result<Option<i64>> {
+        self.0.kv_write_current(ns, seen, fences, changes).await
+    }
 }

@@ -186,6 +186,22 @@ impl SimStateStore for StoreSimState {
             Err(e) => Err(e.to_string()),
         }
     }
+    async fn write_current(
+        &self,
+        namespace: &str,
+        seen: i64,
+        fences: &[osac_backends::fence::Fence],
+        changes: &[(String, Option<String>)],
+    ) -> Result<Option<i64>, String> {
+        let fences: Vec<osac_store::Fence> = fences
+            .iter()
+            .map(|f| (f.shard, f.replica.clone(), f.token))
+            .collect();
+        self.0
+            .kv_write_current(namespace, seen, &fences, changes)
+            .await
+            .map_err(|e| e.to_string())
+    }
     /// One store transaction for all records of a sim batch.
     async fn put_many(
         &self,

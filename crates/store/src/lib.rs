@@ -219,7 +219,28 @@ pub trait Store: Send + Sync + 'static {
     async fn kv_exclusive(&self, _ns: &str, _seen: i64) -> Result<Option<Box<dyn KvBatch>>> {
         Ok(None)
     }
+    /// The fast path of a shared namespace's batch, for a writer that is probably current:
+    /// if namespace `ns` is still at generation `seen` and every `(shard, replica, token)`
+    /// of `fences` still holds, writes `changes` as generation `seen + 1` in one statement
+    /// that also holds the leases until it commits (nothing is written, and `seen` returned,
+    /// when `changes` is empty) and returns the new generation. Otherwise it writes nothing
+    /// and returns None: the caller takes the locked path ([`Store::kv_exclusive`]), which
+    /// catches up and checks each fence on its own. None also when the write needs the
+    /// locked path anyway (the namespace's first write, journal pruning) and from stores
+    /// nobody else writes.
+    async fn kv_write_current(
+        &self,
+        _ns: &str,
+        _seen: i64,
+        _fences: &[Fence],
+        _changes: &[(String, Option<String>)],
+    ) -> Result<Option<i64>> {
+        Ok(None)
+    }
 }
+
+/// A shard lease a write is conditional on: shard, replica, fencing token.
+pub type Fence = (i32, String, i64);
 
 /// One row of [`Store::count_by_state`].
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

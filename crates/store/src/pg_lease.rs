@@ -318,13 +318,7 @@ impl KvBatch for PgKvBatch {
         }
         // The records, their journal entries and the namespace's new generation, in one
         // statement (each key once: the parts touch different rows).
-        let (put_keys, put_values): (Vec<&str>, Vec<&str>) = puts.iter().copied().unzip();
-        let journal_values: Vec<Option<&str>> = put_values
-            .iter()
-            .map(|v| Some(*v))
-            .chain(deletes.iter().map(|_| None))
-            .collect();
-        let journal_keys: Vec<&str> = put_keys.iter().chain(&deletes).copied().collect();
+        let rows = KvRows::of(&puts, &deletes);
         sqlx::query(
             "WITH puts AS ( \
                  INSERT INTO kv (ns, key, value) \
@@ -339,12 +333,12 @@ impl KvBatch for PgKvBatch {
              SET generation = excluded.generation, pruned_below = excluded.pruned_below",
         )
         .bind(ns)
-        .bind(&put_keys)
-        .bind(&put_values)
+        .bind(&rows.put_keys)
+        .bind(&rows.put_values)
         .bind(&deletes)
         .bind(generation)
-        .bind(&journal_keys)
-        .bind(&journal_values)
+        .bind(&rows.journal_keys)
+        .bind(&rows.journal_values)
         .bind(pruned_below)
         .execute(&mut *this.tx)
         .await?;
@@ -352,4 +346,123 @@ impl KvBatch for PgKvBatch {
         crate::count_write();
         Ok(generation)
     }
+}
+
+/// A batch's puts and deletes as the arrays its statement binds: the keys and values put, and
+/// the journal's entries (the puts, then the deletes with no value).
+struct KvRows<'a> {
+    put_keys: Vec<&'a str>,
+    put_values: Vec<&'a str>,
+    journal_keys: Vec<&'a str>,
+    journal_values: Vec<Option<&'a str>>,
+}
+
+impl<'a> KvRows<'a> {
+    fn of(puts: &[(&'a str, &'a str)], deletes: &[&'a str]) -> Self {
+        let (put_keys, put_values): (Vec<&str>, Vec<&str>) = puts.iter().copied().unzip();
+        let journal_values = put_values
+            .iter()
+            .map(|v| Some(*v))
+            .chain(deletes.iter().map(|_| None))
+            .collect();
+        let journal_keys = put_keys.iter().chain(deletes).copied().collect();
+        KvRows {
+            put_keys,
+            put_values,
+            journal_keys,
+            journal_values,
+        }
+    }
+}
+
+/// See [`crate::Store::kv_write_current`]: one statement, committed on its own. The
+/// namespace's row is updated only while it is still at generation `seen` and every fence
+/// holds (the lease rows are key-share-locked, as [`fence_holds`] does, until the statement
+/// commits); the records and the journal are written only if that update happened. A
+/// concurrent batch of another replica holds the namespace's row: this update waits for it,
+/// then finds a newer generation and writes nothing.
+pub(crate) async fn kv_write_current(
+    pool: &sqlx::PgPool,
+    ns: &str,
+    seen: i64,
+    fences: &[crate::Fence],
+    changes: &[(String, Option<String>)],
+) -> Result<Option<i64>> {
+    let (puts, deletes) = crate::kv_coalesce(changes);
+    let written = !puts.is_empty() || !deletes.is_empty();
+    let generation = if written { seen + 1 } else { seen };
+    // A namespace's first write makes its row, and pruning deletes journal rows: both take
+    // the locked path.
+    if written && (seen == 0 || (generation % PRUNE_EVERY == 0 && generation > JOURNAL_KEEP)) {
+        return Ok(None);
+    }
+    let shards: Vec<i32> = fences.iter().map(|f| f.0).collect();
+    let owners: Vec<&str> = fences.iter().map(|f| f.1.as_str()).collect();
+    let tokens: Vec<i64> = fences.iter().map(|f| f.2).collect();
+    if !written {
+        // Nothing to write: current if nobody wrote since (a namespace never written is at
+        // generation 0) and the leases hold (no lock: the answers are as of this statement,
+        // and nothing is written under them).
+        let current: bool = sqlx::query_scalar(
+            "SELECT COALESCE((SELECT generation FROM kv_namespaces WHERE ns = $1), 0) = $2 \
+               AND (SELECT count(*) FROM shard_leases l \
+                    WHERE l.shard = ANY($3::int[]) \
+                      AND l.owner = ($4::text[])[array_position($3::int[], l.shard)] \
+                      AND l.fence = ($5::bigint[])[array_position($3::int[], l.shard)] \
+                      AND l.expires_at > now()) = cardinality($3::int[])",
+        )
+        .bind(ns)
+        .bind(seen)
+        .bind(&shards)
+        .bind(&owners)
+        .bind(&tokens)
+        .fetch_one(pool)
+        .await?;
+        return Ok(current.then_some(seen));
+    }
+    let rows = KvRows::of(&puts, &deletes);
+    let applied: i64 = sqlx::query_scalar(
+        "WITH held AS ( \
+             SELECT l.shard FROM shard_leases l \
+             WHERE l.shard = ANY($9::int[]) \
+               AND l.owner = ($10::text[])[array_position($9::int[], l.shard)] \
+               AND l.fence = ($11::bigint[])[array_position($9::int[], l.shard)] \
+               AND l.expires_at > now() FOR KEY SHARE OF l), \
+         current AS ( \
+             UPDATE kv_namespaces SET generation = $5 \
+             WHERE ns = $1 AND generation = $8 \
+               AND (SELECT count(*) FROM held) = cardinality($9::int[]) \
+             RETURNING generation), \
+         puts AS ( \
+             INSERT INTO kv (ns, key, value) \
+             SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS u(k, v) \
+             WHERE EXISTS (SELECT 1 FROM current) \
+             ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value), \
+         deletes AS ( \
+             DELETE FROM kv WHERE ns = $1 AND key = ANY($4::text[]) \
+               AND EXISTS (SELECT 1 FROM current)), \
+         journal AS ( \
+             INSERT INTO kv_journal (ns, generation, key, value) \
+             SELECT $1, $5, k, v FROM unnest($6::text[], $7::text[]) AS u(k, v) \
+             WHERE EXISTS (SELECT 1 FROM current)) \
+         SELECT count(*) FROM current",
+    )
+    .bind(ns)
+    .bind(&rows.put_keys)
+    .bind(&rows.put_values)
+    .bind(&deletes)
+    .bind(generation)
+    .bind(&rows.journal_keys)
+    .bind(&rows.journal_values)
+    .bind(seen)
+    .bind(&shards)
+    .bind(&owners)
+    .bind(&tokens)
+    .fetch_one(pool)
+    .await?;
+    if applied == 0 {
+        return Ok(None);
+    }
+    crate::count_write();
+    Ok(Some(generation))
 }

@@ -422,6 +422,16 @@ impl Store for PostgresStore {
             crate::pg_lease::PgKvBatch::open(self, ns, seen).await?,
         )))
     }
+
+    async fn kv_write_current(
+        &self,
+        ns: &str,
+        seen: i64,
+        fences: &[crate::Fence],
+        changes: &[(String, Option<String>)],
+    ) -> Result<Option<i64>> {
+        crate::pg_lease::kv_write_current(&self.pool, ns, seen, fences, changes).await
+    }
 }
 
 /// A PostgreSQL transaction (READ COMMITTED plus explicit row locks).

@@ -20,7 +20,11 @@
 //! answered from them: every operation goes to the writer, which runs each batch under the
 //! namespace's cross-process lock ([`SimStateStore::exclusive`]), first applies what the
 //! other processes wrote since the generation it last saw, then refuses the operations whose
-//! shard lease no longer holds ([`crate::fence`]) and plans the rest as above.
+//! shard lease no longer holds ([`crate::fence`]) and plans the rest as above. Before taking
+//! that lock, a writer tries the fast path ([`SimStateStore::write_current`]): it plans the
+//! batch on its tables as they are and persists it in one statement that succeeds only if no
+//! other process wrote since and every lease holds; otherwise nothing was written, the working
+//! copy is reset and the batch takes the locked path. A single replica is always current.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
@@ -169,6 +173,17 @@ async fn writer<T: Tables>(
     let mut seen = 0;
     while queue.recv_many(&mut jobs, MAX_BATCH).await > 0 {
         let batch = if store.shared() {
+            let run = SharedRun {
+                namespace: &namespace,
+                committed: &committed,
+                seen: &mut seen,
+            };
+            if let Some(answers) = run.write_current(&*store, &mut working, &mut jobs).await {
+                for (reply, outcome) in answers {
+                    let _ = reply.send(outcome);
+                }
+                continue;
+            }
             match store.exclusive(&namespace, seen).await {
                 Ok(b) => Some(b),
                 Err(message) => {
@@ -284,6 +299,57 @@ struct SharedRun<'a, T: Tables> {
 }
 
 impl<T: Tables> SharedRun<'_, T> {
+    /// The fast path: plans the jobs on the working copy as if it were current and persists
+    /// them only if it is and every job's lease holds ([`SimStateStore::write_current`], one
+    /// statement, no lock held across the planning). None when it was not: nothing was
+    /// written, the working copy is reset, and `jobs` are left for the locked path.
+    async fn write_current(
+        self,
+        store: &dyn SimStateStore,
+        working: &mut T,
+        jobs: &mut Vec<Job<T>>,
+    ) -> Option<Answers> {
+        let mut fences: Vec<Fence> = Vec::new();
+        for fence in jobs.iter().filter_map(|job| job.fence.as_ref()) {
+            let known = fences.iter().any(|f| {
+                f.shard == fence.shard && f.token == fence.token && f.replica == fence.replica
+            });
+            if !known {
+                fences.push(fence.clone());
+            }
+        }
+        let mut writes: Writes<T::Record> = BTreeMap::new();
+        let outcomes: Vec<_> = jobs
+            .iter()
+            .map(|job| plan_into(working, &job.plan, &mut writes))
+            .collect();
+        match store
+            .write_current(self.namespace, *self.seen, &fences, &rows(&writes))
+            .await
+        {
+            Ok(Some(generation)) => {
+                *self.seen = generation;
+                publish(self.committed, writes);
+                let replies = jobs.drain(..).map(|job| job.reply);
+                Some(replies.zip(outcomes).collect())
+            }
+            Ok(None) | Err(_) => {
+                tracing::debug!(
+                    namespace = self.namespace,
+                    "sim batch takes the locked path"
+                );
+                if !writes.is_empty() {
+                    *working = self
+                        .committed
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone();
+                }
+                None
+            }
+        }
+    }
+
     async fn write(
         self,
         mut batch: Box<dyn SharedBatch>,
@@ -532,6 +598,8 @@ mod tests {
     struct SharedJournal {
         journal: Arc<tokio::sync::Mutex<Journal>>,
         lost: Mutex<Vec<i64>>,
+        /// Batches that took the locked path.
+        locked: Mutex<usize>,
     }
 
     struct JournalBatch {
@@ -581,7 +649,29 @@ mod tests {
         fn shared(&self) -> bool {
             true
         }
+        async fn write_current(
+            &self,
+            _: &str,
+            seen: i64,
+            fences: &[Fence],
+            rows: &[(String, Option<String>)],
+        ) -> Result<Option<i64>, String> {
+            let mut journal = self.journal.lock().await;
+            let generation = journal.last().map_or(0, |(g, _, _)| *g);
+            let lost = self.lost.lock().unwrap().clone();
+            if generation != seen || fences.iter().any(|f| lost.contains(&f.token)) {
+                return Ok(None);
+            }
+            if rows.is_empty() {
+                return Ok(Some(generation));
+            }
+            for (k, v) in rows {
+                journal.push((generation + 1, k.clone(), v.clone()));
+            }
+            Ok(Some(generation + 1))
+        }
         async fn exclusive(&self, _: &str, seen: i64) -> Result<Box<dyn SharedBatch>, String> {
+            *self.locked.lock().unwrap() += 1;
             let guard = self.journal.clone().lock_owned().await;
             let generation = guard.last().map_or(0, |(g, _, _)| *g);
             let missed = guard
@@ -614,6 +704,28 @@ mod tests {
             (1..=6).map(|n| serde_json::json!(n)).collect::<Vec<_>>()
         );
         assert_eq!(b.read().record("n"), Some(&6));
+    }
+
+    #[tokio::test]
+    async fn a_current_writer_skips_the_lock_and_an_overtaken_one_catches_up() {
+        let store = Arc::new(SharedJournal::default());
+        let a = Engine::start(store.clone(), "t", Counters::default());
+        for n in 1..=3 {
+            assert_eq!(a.run(increment("n")).await.unwrap(), n);
+        }
+        assert_eq!(*store.locked.lock().unwrap(), 0, "a was current every time");
+        // b starts behind: its batch is refused on the fast path, then catches up.
+        let b = Engine::start(store.clone(), "t", Counters::default());
+        assert_eq!(b.run(increment("n")).await.unwrap(), 4);
+        assert_eq!(*store.locked.lock().unwrap(), 1);
+        // a is behind now, reads included: nothing is answered from its stale tables.
+        let read = a
+            .run(|t: &Counters| Ok((vec![], serde_json::json!(t.record("n").copied()))))
+            .await
+            .unwrap();
+        assert_eq!(read, 4);
+        assert_eq!(a.run(increment("n")).await.unwrap(), 5);
+        assert_eq!(store.journal.lock().await.len(), 5, "each increment once");
     }
 
     #[tokio::test]

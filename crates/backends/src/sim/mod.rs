@@ -67,6 +67,20 @@ pub trait SimStateStore: Send + Sync {
     async fn exclusive(&self, namespace: &str, _seen: i64) -> Result<Box<dyn SharedBatch>, String> {
         Err(format!("namespace {namespace} is not shared"))
     }
+    /// A shared batch's fast path, tried before [`SimStateStore::exclusive`]: if the namespace
+    /// is still at generation `seen` and every one of `fences` still holds, writes `changes`
+    /// (journalled as generation `seen + 1`; nothing when empty) and returns the namespace's
+    /// generation afterwards. Otherwise writes nothing and returns None (the writer then
+    /// takes the locked path). The default always returns None.
+    async fn write_current(
+        &self,
+        _namespace: &str,
+        _seen: i64,
+        _fences: &[crate::fence::Fence],
+        _changes: &[(String, Option<String>)],
+    ) -> Result<Option<i64>, String> {
+        Ok(None)
+    }
 }
 
 /// What other processes wrote to a shared namespace since the generation a writer last saw.
