@@ -561,6 +561,53 @@ impl PgTx {
     }
 }
 
+/// Inserts a new object's row with its label and reference rows in ONE statement (one round
+/// trip instead of one per row; the reference rows' foreign keys are checked at the end of
+/// the statement, once the object row is there).
+async fn insert_object_rows(
+    conn: &mut PgConnection,
+    rec: &Record,
+    refs: &[(String, String)],
+) -> Result<()> {
+    let (label_keys, label_values): (Vec<&str>, Vec<&str>) = rec
+        .labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .unzip();
+    let (fields, targets): (Vec<&str>, Vec<&str>) =
+        refs.iter().map(|(f, t)| (f.as_str(), t.as_str())).unzip();
+    sqlx::query(
+        "WITH object AS ( \
+             INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, \
+                 deleted_at, labels, annotations, finalizers, body) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)), \
+         labels AS ( \
+             INSERT INTO object_labels (object_id, key, value) \
+             SELECT $1, k, v FROM unnest($13::text[], $14::text[]) AS u(k, v)) \
+         INSERT INTO object_refs (object_id, field, target_id) \
+         SELECT $1, f, t FROM unnest($15::text[], $16::text[]) AS u(f, t)",
+    )
+    .bind(&rec.id)
+    .bind(rec.kind.collection())
+    .bind(&rec.tenant)
+    .bind(&rec.name)
+    .bind(&rec.creator)
+    .bind(rec.version)
+    .bind(ts(&rec.created_at))
+    .bind(rec.deleted_at.as_ref().map(ts))
+    .bind(crate::record::to_json(&rec.labels))
+    .bind(Json(&rec.annotations))
+    .bind(crate::record::to_json(&rec.finalizers))
+    .bind(Json(&rec.body))
+    .bind(&label_keys)
+    .bind(&label_values)
+    .bind(&fields)
+    .bind(&targets)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// What an update reads of the stored row, locking it: version, labels and references (by
 /// field, the order of [`Record::references`] sorted) in one statement.
 const UPDATE_READ: &str = "SELECT o.version, o.labels, \
@@ -610,9 +657,10 @@ impl Tx for PgTx {
     async fn insert(&mut self, record: &Record) -> Result<Record> {
         let mut rec = record.clone();
         rec.version = 1;
-        insert_row(&mut self.tx, &rec).await?;
-        write_label_rows(&mut self.tx, &rec, false).await?;
-        self.write_refs(&rec, None).await?;
+        let mut refs = rec.references();
+        refs.sort();
+        insert_object_rows(&mut self.tx, &rec, &refs).await?;
+        self.ref_targets.extend(refs.into_iter().map(|(_, t)| t));
         self.changes.push(Change::of(&rec, false, &[]));
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(rec)

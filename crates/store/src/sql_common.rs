@@ -173,28 +173,6 @@ macro_rules! sql_common_statements {
             row.as_ref().map(decode).transpose()
         }
 
-        /// Inserts the object row (the version is the record's).
-        async fn insert_row(conn: &mut $conn, rec: &crate::Record) -> crate::Result<()> {
-            sqlx::query(
-                "INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, deleted_at, labels, annotations, finalizers, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-            )
-            .bind(&rec.id)
-            .bind(rec.kind.collection())
-            .bind(&rec.tenant)
-            .bind(&rec.name)
-            .bind(&rec.creator)
-            .bind(rec.version)
-            .bind($ts(&rec.created_at))
-            .bind(rec.deleted_at.as_ref().map($ts))
-            .bind(crate::record::to_json(&rec.labels))
-            .bind($json(&rec.annotations))
-            .bind(crate::record::to_json(&rec.finalizers))
-            .bind($json(&rec.body))
-            .execute(conn)
-            .await?;
-            Ok(())
-        }
-
         /// Overwrites the object row's mutable columns with the record's.
         async fn update_row(conn: &mut $conn, rec: &crate::Record) -> crate::Result<()> {
             sqlx::query(
