@@ -319,7 +319,7 @@ impl KvBatch for PgKvBatch {
         // The records, their journal entries and the namespace's new generation, in one
         // statement (each key once: the parts touch different rows).
         let rows = KvRows::of(&puts, &deletes);
-        sqlx::query(
+        let statement = sqlx::query(
             "WITH puts AS ( \
                  INSERT INTO kv (ns, key, value) \
                  SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS u(k, v) \
@@ -331,33 +331,44 @@ impl KvBatch for PgKvBatch {
              INSERT INTO kv_namespaces (ns, generation, pruned_below) VALUES ($1, $5, $8) \
              ON CONFLICT (ns) DO UPDATE \
              SET generation = excluded.generation, pruned_below = excluded.pruned_below",
-        )
-        .bind(ns)
-        .bind(&rows.put_keys)
-        .bind(&rows.put_values)
-        .bind(&deletes)
-        .bind(generation)
-        .bind(&rows.journal_keys)
-        .bind(&rows.journal_values)
-        .bind(pruned_below)
-        .execute(&mut *this.tx)
-        .await?;
+        );
+        let statement = rows.bind_batch(statement, ns, generation);
+        statement.bind(pruned_below).execute(&mut *this.tx).await?;
         this.tx.commit().await?;
         crate::count_write();
         Ok(generation)
     }
 }
 
-/// A batch's puts and deletes as the arrays its statement binds: the keys and values put, and
-/// the journal's entries (the puts, then the deletes with no value).
+/// A batch's puts and deletes as the arrays its statement binds: the keys and values put, the
+/// keys deleted, and the journal's entries (the puts, then the deletes with no value).
 struct KvRows<'a> {
     put_keys: Vec<&'a str>,
     put_values: Vec<&'a str>,
+    deletes: Vec<&'a str>,
     journal_keys: Vec<&'a str>,
     journal_values: Vec<Option<&'a str>>,
 }
 
 impl<'a> KvRows<'a> {
+    /// Binds `$1`–`$7` of a batch's write statement: the namespace, the keys and values put,
+    /// the keys deleted, the new generation, the journal's keys and values.
+    fn bind_batch<'q>(
+        &'q self,
+        statement: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
+        ns: &'q str,
+        generation: i64,
+    ) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+        statement
+            .bind(ns)
+            .bind(&self.put_keys)
+            .bind(&self.put_values)
+            .bind(&self.deletes)
+            .bind(generation)
+            .bind(&self.journal_keys)
+            .bind(&self.journal_values)
+    }
+
     fn of(puts: &[(&'a str, &'a str)], deletes: &[&'a str]) -> Self {
         let (put_keys, put_values): (Vec<&str>, Vec<&str>) = puts.iter().copied().unzip();
         let journal_values = put_values
@@ -369,6 +380,7 @@ impl<'a> KvRows<'a> {
         KvRows {
             put_keys,
             put_values,
+            deletes: deletes.to_vec(),
             journal_keys,
             journal_values,
         }
@@ -421,7 +433,7 @@ pub(crate) async fn kv_write_current(
         return Ok(current.then_some(seen));
     }
     let rows = KvRows::of(&puts, &deletes);
-    let applied: i64 = sqlx::query_scalar(
+    let statement = sqlx::query(
         "WITH held AS ( \
              SELECT l.shard FROM shard_leases l \
              WHERE l.shard = ANY($9::int[]) \
@@ -446,20 +458,16 @@ pub(crate) async fn kv_write_current(
              SELECT $1, $5, k, v FROM unnest($6::text[], $7::text[]) AS u(k, v) \
              WHERE EXISTS (SELECT 1 FROM current)) \
          SELECT count(*) FROM current",
-    )
-    .bind(ns)
-    .bind(&rows.put_keys)
-    .bind(&rows.put_values)
-    .bind(&deletes)
-    .bind(generation)
-    .bind(&rows.journal_keys)
-    .bind(&rows.journal_values)
-    .bind(seen)
-    .bind(&shards)
-    .bind(&owners)
-    .bind(&tokens)
-    .fetch_one(pool)
-    .await?;
+    );
+    let applied: i64 = rows
+        .bind_batch(statement, ns, generation)
+        .bind(seen)
+        .bind(&shards)
+        .bind(&owners)
+        .bind(&tokens)
+        .fetch_one(pool)
+        .await?
+        .try_get(0)?;
     if applied == 0 {
         return Ok(None);
     }

@@ -576,7 +576,7 @@ async fn insert_object_rows(
         .unzip();
     let (fields, targets): (Vec<&str>, Vec<&str>) =
         refs.iter().map(|(f, t)| (f.as_str(), t.as_str())).unzip();
-    sqlx::query(
+    let statement = sqlx::query(
         "WITH object AS ( \
              INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, \
                  deleted_at, labels, annotations, finalizers, body) \
@@ -586,25 +586,14 @@ async fn insert_object_rows(
              SELECT $1, k, v FROM unnest($13::text[], $14::text[]) AS u(k, v)) \
          INSERT INTO object_refs (object_id, field, target_id) \
          SELECT $1, f, t FROM unnest($15::text[], $16::text[]) AS u(f, t)",
-    )
-    .bind(&rec.id)
-    .bind(rec.kind.collection())
-    .bind(&rec.tenant)
-    .bind(&rec.name)
-    .bind(&rec.creator)
-    .bind(rec.version)
-    .bind(ts(&rec.created_at))
-    .bind(rec.deleted_at.as_ref().map(ts))
-    .bind(crate::record::to_json(&rec.labels))
-    .bind(Json(&rec.annotations))
-    .bind(crate::record::to_json(&rec.finalizers))
-    .bind(Json(&rec.body))
-    .bind(&label_keys)
-    .bind(&label_values)
-    .bind(&fields)
-    .bind(&targets)
-    .execute(conn)
-    .await?;
+    );
+    crate::sql_common::bind_object_row!(statement, rec, ts: ts, json: Json)
+        .bind(&label_keys)
+        .bind(&label_values)
+        .bind(&fields)
+        .bind(&targets)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 

@@ -15,6 +15,28 @@ macro_rules! meta_columns {
 }
 pub(crate) use meta_columns;
 
+/// Binds `$1`–`$12` of an object row's insert (`INSERT INTO objects (id, kind, tenant, name,
+/// creator, version, created_at, deleted_at, labels, annotations, finalizers, body)`) from a
+/// record, with the backend's timestamp and JSON encodings.
+macro_rules! bind_object_row {
+    ($query:expr, $rec:expr, ts: $ts:path, json: $json:path) => {
+        $query
+            .bind(&$rec.id)
+            .bind($rec.kind.collection())
+            .bind(&$rec.tenant)
+            .bind(&$rec.name)
+            .bind(&$rec.creator)
+            .bind($rec.version)
+            .bind($ts(&$rec.created_at))
+            .bind($rec.deleted_at.as_ref().map($ts))
+            .bind(crate::record::to_json(&$rec.labels))
+            .bind($json(&$rec.annotations))
+            .bind(crate::record::to_json(&$rec.finalizers))
+            .bind($json(&$rec.body))
+    };
+}
+pub(crate) use bind_object_row;
+
 /// The columns of an object row, in the order `decode` reads them.
 pub(crate) const COLUMNS: &str = concat!(meta_columns!(), ", o.body");
 

@@ -218,23 +218,12 @@ crate::sql_common::sql_common_statements! {
 
 /// Inserts the object row (the version is the record's); labels and references follow.
 async fn insert_row(conn: &mut SqliteConnection, rec: &crate::Record) -> crate::Result<()> {
-    sqlx::query(
+    let statement = sqlx::query(
         "INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, deleted_at, labels, annotations, finalizers, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-    )
-    .bind(&rec.id)
-    .bind(rec.kind.collection())
-    .bind(&rec.tenant)
-    .bind(&rec.name)
-    .bind(&rec.creator)
-    .bind(rec.version)
-    .bind(ts_text(&rec.created_at))
-    .bind(rec.deleted_at.as_ref().map(ts_text))
-    .bind(crate::record::to_json(&rec.labels))
-    .bind(to_json(&rec.annotations))
-    .bind(crate::record::to_json(&rec.finalizers))
-    .bind(to_json(&rec.body))
-    .execute(conn)
-    .await?;
+    );
+    crate::sql_common::bind_object_row!(statement, rec, ts: ts_text, json: to_json)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
