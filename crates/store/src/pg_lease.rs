@@ -196,6 +196,15 @@ impl Leases for PostgresStore {
     }
 }
 
+/// Fences as the three arrays a statement binds (shards, owners, tokens; the statement pairs
+/// them up by `array_position` of the shard).
+pub(crate) fn fence_arrays(fences: &[crate::Fence]) -> (Vec<i32>, Vec<&str>, Vec<i64>) {
+    let shards = fences.iter().map(|f| f.0).collect();
+    let owners = fences.iter().map(|f| f.1.as_str()).collect();
+    let tokens = fences.iter().map(|f| f.2).collect();
+    (shards, owners, tokens)
+}
+
 /// Checks a fencing token inside `tx` and key-share-locks the lease row until `tx` ends: a
 /// takeover (`acquire`, `FOR UPDATE`) cannot take the shard while the transaction is open,
 /// while the owner's renewals (an `UPDATE` of `expires_at` only, which takes no lock that
@@ -408,9 +417,7 @@ pub(crate) async fn kv_write_current(
     if written && (seen == 0 || (generation % PRUNE_EVERY == 0 && generation > JOURNAL_KEEP)) {
         return Ok(None);
     }
-    let shards: Vec<i32> = fences.iter().map(|f| f.0).collect();
-    let owners: Vec<&str> = fences.iter().map(|f| f.1.as_str()).collect();
-    let tokens: Vec<i64> = fences.iter().map(|f| f.2).collect();
+    let (shards, owners, tokens) = fence_arrays(fences);
     if !written {
         // Nothing to write: current if nobody wrote since (a namespace never written is at
         // generation 0) and the leases hold (no lock: the answers are as of this statement,

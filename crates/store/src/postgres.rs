@@ -491,12 +491,10 @@ const COMMIT_CHECK: &str = "SELECT ARRAY( \
 /// the caller drops the transaction, which rolls it back and its notifications with it).
 async fn check_fences_and_notify(
     tx: &mut PgConnection,
-    fences: &[(i32, String, i64)],
+    fences: &[crate::Fence],
     notices: Vec<String>,
 ) -> Result<()> {
-    let shards: Vec<i32> = fences.iter().map(|f| f.0).collect();
-    let owners: Vec<&str> = fences.iter().map(|f| f.1.as_str()).collect();
-    let tokens: Vec<i64> = fences.iter().map(|f| f.2).collect();
+    let (shards, owners, tokens) = crate::pg_lease::fence_arrays(fences);
     let (held, _sent): (Vec<i32>, i64) = sqlx::query_as(COMMIT_CHECK)
         .bind(CHANNEL)
         .bind(notices)
@@ -522,7 +520,7 @@ struct PgTx {
     ref_targets: Vec<String>,
     /// The shard leases the commit is conditional on (see [`Tx::fence`]): shard, replica,
     /// fencing token.
-    fences: Vec<(i32, String, i64)>,
+    fences: Vec<crate::Fence>,
     /// Changes, rows and targets recorded when each open savepoint was made, the latest last.
     savepoints: Vec<(usize, usize, usize)>,
     feed: broadcast::Sender<Change>,

@@ -333,9 +333,12 @@ impl<T: Tables> SharedRun<'_, T> {
                 let replies = jobs.drain(..).map(|job| job.reply);
                 Some(replies.zip(outcomes).collect())
             }
-            Ok(None) | Err(_) => {
+            refused => {
+                // A store error here is met again (and answered) on the locked path.
+                let error = refused.err();
                 tracing::debug!(
                     namespace = self.namespace,
+                    ?error,
                     "sim batch takes the locked path"
                 );
                 if !writes.is_empty() {
