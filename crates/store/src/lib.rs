@@ -10,6 +10,7 @@ pub mod filter_sql;
 mod group;
 mod lease;
 mod pg_lease;
+mod pg_write_set;
 mod postgres;
 mod query;
 mod record;
@@ -299,6 +300,42 @@ pub trait Tx: Send {
     /// `FOR SHARE`; SQLite is already serial, and this is [`Tx::lock`]).
     async fn lock_shared(&mut self, id: &str) -> Result<Option<Record>> {
         self.lock(id).await
+    }
+    /// The object `id` if it is of `kind` in `tenant`, locked as by [`Tx::lock`], in one step
+    /// where the store can: an object of another kind or tenant is neither returned nor (on
+    /// PostgreSQL) locked, so a caller naming someone else's id holds no lock on it.
+    async fn lock_of(&mut self, kind: Kind, tenant: &str, id: &str) -> Result<Option<Record>> {
+        Ok(self
+            .lock(id)
+            .await?
+            .filter(|r| r.kind == kind && r.tenant == tenant))
+    }
+    /// Finds an object by name within a tenant and share-locks it as [`Tx::lock_shared`] does,
+    /// in one step where the store can: the row as it is once locked, None if no row of that
+    /// name exists by then.
+    async fn lock_shared_by_name(
+        &mut self,
+        kind: Kind,
+        tenant: &str,
+        name: &str,
+    ) -> Result<Option<Record>> {
+        match self.find_by_name(kind, tenant, name).await? {
+            Some(found) => self.lock_shared(&found.id).await,
+            None => Ok(None),
+        }
+    }
+    /// Share-locks several objects as [`Tx::lock_shared`] does, in ascending byte order of
+    /// their ids (every caller locks in one order: no lock-order deadlocks), in one step where
+    /// the store can. Returns those that exist, in that order.
+    async fn lock_shared_all(&mut self, ids: &[String]) -> Result<Vec<Record>> {
+        let mut ids: Vec<&String> = ids.iter().collect();
+        ids.sort();
+        ids.dedup();
+        let mut found = Vec::with_capacity(ids.len());
+        for id in ids {
+            found.extend(self.lock_shared(id).await?);
+        }
+        Ok(found)
     }
     /// Serialises this transaction with every other one that locks the same kind, until it
     /// ends — for rules over a whole kind that no row lock covers (pool CIDRs never overlap,

@@ -396,6 +396,44 @@ impl<'a> KvRows<'a> {
     }
 }
 
+/// The deletes of [`KV_WRITE_CURRENT`] (left out of a batch that deletes nothing).
+macro_rules! kv_deletes {
+    () => {
+        "deletes AS ( \
+             DELETE FROM kv WHERE ns = $1 AND key = ANY($4::text[]) \
+               AND EXISTS (SELECT 1 FROM current)), "
+    };
+}
+const KV_DELETES: &str = kv_deletes!();
+
+/// The fast path's write: `$1` namespace, `$2`/`$3` keys and values put, `$4` keys deleted,
+/// `$5` the new generation, `$6`/`$7` the journal's entries, `$8` the generation seen,
+/// `$9`–`$11` the fences (see [`fence_arrays`]).
+const KV_WRITE_CURRENT: &str = concat!(
+    "WITH held AS ( \
+         SELECT l.shard FROM shard_leases l \
+         WHERE l.shard = ANY($9::int[]) \
+           AND l.owner = ($10::text[])[array_position($9::int[], l.shard)] \
+           AND l.fence = ($11::bigint[])[array_position($9::int[], l.shard)] \
+           AND l.expires_at > now() FOR KEY SHARE OF l), \
+     current AS ( \
+         UPDATE kv_namespaces SET generation = $5 \
+         WHERE ns = $1 AND generation = $8 \
+           AND (SELECT count(*) FROM held) = cardinality($9::int[]) \
+         RETURNING generation), \
+     puts AS ( \
+         INSERT INTO kv (ns, key, value) \
+         SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS u(k, v) \
+         WHERE EXISTS (SELECT 1 FROM current) \
+         ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value), ",
+    kv_deletes!(),
+    "journal AS ( \
+         INSERT INTO kv_journal (ns, generation, key, value) \
+         SELECT $1, $5, k, v FROM unnest($6::text[], $7::text[]) AS u(k, v) \
+         WHERE EXISTS (SELECT 1 FROM current)) \
+     SELECT count(*) FROM current"
+);
+
 /// See [`crate::Store::kv_write_current`]: one statement, committed on its own. The
 /// namespace's row is updated only while it is still at generation `seen` and every fence
 /// holds (the lease rows are key-share-locked, as [`fence_holds`] does, until the statement
@@ -440,32 +478,14 @@ pub(crate) async fn kv_write_current(
         return Ok(current.then_some(seen));
     }
     let rows = KvRows::of(&puts, &deletes);
-    let statement = sqlx::query(
-        "WITH held AS ( \
-             SELECT l.shard FROM shard_leases l \
-             WHERE l.shard = ANY($9::int[]) \
-               AND l.owner = ($10::text[])[array_position($9::int[], l.shard)] \
-               AND l.fence = ($11::bigint[])[array_position($9::int[], l.shard)] \
-               AND l.expires_at > now() FOR KEY SHARE OF l), \
-         current AS ( \
-             UPDATE kv_namespaces SET generation = $5 \
-             WHERE ns = $1 AND generation = $8 \
-               AND (SELECT count(*) FROM held) = cardinality($9::int[]) \
-             RETURNING generation), \
-         puts AS ( \
-             INSERT INTO kv (ns, key, value) \
-             SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS u(k, v) \
-             WHERE EXISTS (SELECT 1 FROM current) \
-             ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value), \
-         deletes AS ( \
-             DELETE FROM kv WHERE ns = $1 AND key = ANY($4::text[]) \
-               AND EXISTS (SELECT 1 FROM current)), \
-         journal AS ( \
-             INSERT INTO kv_journal (ns, generation, key, value) \
-             SELECT $1, $5, k, v FROM unnest($6::text[], $7::text[]) AS u(k, v) \
-             WHERE EXISTS (SELECT 1 FROM current)) \
-         SELECT count(*) FROM current",
-    );
+    // Without deletes the statement leaves their part out: the `key = ANY(…)` of an array of
+    // unknown length made PostgreSQL plan the whole statement anew at every execution.
+    let sql = if deletes.is_empty() {
+        KV_WRITE_CURRENT.replace(KV_DELETES, "")
+    } else {
+        KV_WRITE_CURRENT.to_string()
+    };
+    let statement = sqlx::query(&sql);
     let applied: i64 = rows
         .bind_batch(statement, ns, generation)
         .bind(seen)

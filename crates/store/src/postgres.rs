@@ -15,12 +15,13 @@ use sqlx::{PgPool, Row, Transaction};
 use tokio::sync::broadcast;
 
 use crate::filter_sql::Dialect;
+use crate::pg_write_set::Fast;
 use crate::record::{BodyText, parse_json, to_json};
 use crate::record_cache::{RecordCache, Written};
 use crate::sql_common::{COLUMNS, check_version};
 use crate::{
-    Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store, StoreError,
-    Tx, Write, WriteSet,
+    Applied, Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store,
+    StoreError, Tx, Write, WriteSet,
 };
 
 /// The columns of an object row with the body as JSON text (`jsonb` rendered by PostgreSQL).
@@ -42,10 +43,19 @@ pub struct PostgresStore {
 struct Notice {
     origin: String,
     change: Change,
-    /// When the change was committed (µs since the epoch, the sender's clock): the receiver
-    /// measures how long the notification took.
+    /// When the change was written (µs since the epoch, the sender's clock; its transaction
+    /// commits right after): the receiver measures how long the notification took.
     #[serde(default)]
     sent_at_us: i64,
+}
+
+/// The payload of a change notification.
+fn notice_of(origin: &str, change: &Change, sent_at_us: i64) -> String {
+    to_json(&Notice {
+        origin: origin.to_string(),
+        change: change.clone(),
+        sent_at_us,
+    })
 }
 
 /// How long a change took to reach another process (`NOTIFY` → `LISTEN`), seconds.
@@ -184,11 +194,15 @@ const STATISTICS_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 /// The tables whose planner statistics this store keeps fresh.
 const ANALYZED_TABLES: &str = "'objects', 'object_labels', 'object_refs', 'kv', 'kv_journal'";
 
-/// Keeps planner statistics fresh the way autovacuum's analyze would (a table is analyzed once
-/// the rows changed since its last `ANALYZE` exceed 50 + 10 % of its rows), whether or not
-/// autovacuum runs. Without it a database that grows fast is planned with the statistics of
-/// its empty tables, and the statements' cached plans keep sequential scans (a busy server
-/// read hundreds of millions of rows a minute that way) until the next refresh.
+/// Keeps planner statistics fresh whether or not autovacuum runs: a table is analyzed once its
+/// number of rows moved away from what its statistics say (`pg_class.reltuples`) by more than
+/// 50 + 50 % (the statistics are never off by more than a factor of two, and a table growing
+/// from n to N rows is analyzed about log₁.₅(N/n) times, not once per tenth). Without it a database that grows fast is planned with the statistics of its
+/// empty tables, and the statements' cached plans keep sequential scans (a busy server read
+/// hundreds of millions of rows a minute that way) until the next refresh. Updates alone do
+/// not count (unlike autovacuum's rule): status writes rewrite every object several times
+/// without changing what the plans depend on. (Analyzing for every 10 % of changes cost about
+/// 5 % of the machine's CPU under load.)
 fn spawn_statistics_refresh(pool: PgPool) {
     tokio::spawn(async move {
         loop {
@@ -207,10 +221,11 @@ fn spawn_statistics_refresh(pool: PgPool) {
 /// process is analyzing is skipped.
 async fn refresh_statistics(pool: &PgPool) -> Result<()> {
     let stale: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT relname::text FROM pg_stat_user_tables \
-         WHERE relname IN ({ANALYZED_TABLES}) AND schemaname = current_schema() \
-           AND (COALESCE(last_analyze, last_autoanalyze) IS NULL OR n_mod_since_analyze > 50 + n_live_tup / 10) \
-         ORDER BY relname"
+        "SELECT s.relname::text FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid \
+         WHERE s.relname IN ({ANALYZED_TABLES}) AND s.schemaname = current_schema() \
+           AND (COALESCE(s.last_analyze, s.last_autoanalyze) IS NULL \
+                OR abs(s.n_live_tup - greatest(c.reltuples, 0)) > 50 + greatest(c.reltuples, 0) / 2) \
+         ORDER BY s.relname"
     ))
     .fetch_all(pool)
     .await?;
@@ -268,7 +283,7 @@ crate::sql_common::sql_common_statements! {
 }
 
 /// A timestamp is bound as `timestamptz`.
-fn ts(t: &DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn ts(t: &DateTime<Utc>) -> DateTime<Utc> {
     *t
 }
 
@@ -307,10 +322,44 @@ impl Store for PostgresStore {
         .await
     }
 
-    // `apply` is the trait's: one transaction per write set. PostgreSQL already shares WAL
-    // flushes between concurrent commits (its own group commit), and batching sets into one
-    // transaction here held row locks across a whole batch, which API transactions then
-    // waited for (measured slower: docs/benchmarks.md).
+    /// One transaction per write set, or one statement for a status write (`pg_write_set`).
+    /// Sets are not batched into shared transactions here: PostgreSQL already shares WAL
+    /// flushes between concurrent commits (its own group commit), and a shared transaction
+    /// held row locks across a whole batch, which API transactions then waited for (measured
+    /// slower: docs/benchmarks.md).
+    async fn apply(&self, set: WriteSet) -> Result<Applied> {
+        let since = self.cache.epoch();
+        let notice = |change: &Change, sent_at_us: i64| notice_of(&self.origin, change, sent_at_us);
+        match crate::pg_write_set::apply_current(&self.pool, CHANNEL, &set, notice).await {
+            Ok(Fast::Applied {
+                applied,
+                changes,
+                written,
+                ref_targets,
+            }) => {
+                // Before the changes go out: a reader they wake finds what they made.
+                self.cache
+                    .written(written, ref_targets.iter().map(String::as_str), since);
+                for c in changes {
+                    let _ = self.feed.send(c);
+                }
+                return Ok(applied);
+            }
+            Ok(Fast::Slow) => {}
+            Err(e) => {
+                if let StoreError::NotFound(id) | StoreError::Conflict { id, .. } = &e {
+                    // Read older than it is: the retry reads it anew.
+                    self.cache
+                        .forget(std::iter::once(id.as_str()), std::iter::empty());
+                }
+                return Err(e);
+            }
+        }
+        let mut tx = self.begin().await?;
+        let applied = crate::apply_in(tx.as_mut(), &set).await?;
+        tx.commit().await?;
+        Ok(applied)
+    }
 
     async fn get(&self, id: &str) -> Result<Option<Record>> {
         let mut conn = self.pool.acquire().await?;
@@ -446,6 +495,7 @@ async fn begin_tx(
     Ok(Box::new(PgTx {
         tx,
         changes: Vec::new(),
+        unsent: Vec::new(),
         written: Vec::new(),
         ref_targets: Vec::new(),
         fences: Vec::new(),
@@ -513,7 +563,11 @@ async fn check_fences_and_notify(
 
 struct PgTx {
     tx: Transaction<'static, sqlx::Postgres>,
+    /// Every change, for this process's change feed once committed.
     changes: Vec<Change>,
+    /// The changes whose notification is still to be queued (at commit); inserts and updates
+    /// queue theirs in their own statement.
+    unsent: Vec<Change>,
     /// The rows written, for the cache once committed.
     written: Vec<Written>,
     /// Every id whose referrers changed (reference rows added or removed), for the cache.
@@ -521,8 +575,9 @@ struct PgTx {
     /// The shard leases the commit is conditional on (see [`Tx::fence`]): shard, replica,
     /// fencing token.
     fences: Vec<crate::Fence>,
-    /// Changes, rows and targets recorded when each open savepoint was made, the latest last.
-    savepoints: Vec<(usize, usize, usize)>,
+    /// Changes, unsent changes, rows and targets recorded when each open savepoint was made,
+    /// the latest last.
+    savepoints: Vec<(usize, usize, usize, usize)>,
     feed: broadcast::Sender<Change>,
     origin: String,
     cache: Arc<RecordCache>,
@@ -552,6 +607,17 @@ impl PgTx {
             .collect())
     }
 
+    /// The notification payload of a change of this process.
+    fn notice(&self, change: &Change) -> String {
+        notice_of(&self.origin, change, Utc::now().timestamp_micros())
+    }
+
+    /// A change whose notification goes out at commit.
+    fn record_unsent(&mut self, change: Change) {
+        self.unsent.push(change.clone());
+        self.changes.push(change);
+    }
+
     /// The writer read `id` older than it is (another process's change whose notification
     /// has not arrived yet): its cached copy is forgotten so that the retry reads it anew.
     fn forget_stale(&self, id: &str) {
@@ -561,11 +627,13 @@ impl PgTx {
 
 /// Inserts a new object's row with its label and reference rows in ONE statement (one round
 /// trip instead of one per row; the reference rows' foreign keys are checked at the end of
-/// the statement, once the object row is there).
+/// the statement, once the object row is there), and queues its change notification
+/// (`notice`; sent only if the transaction commits).
 async fn insert_object_rows(
     conn: &mut PgConnection,
     rec: &Record,
     refs: &[(String, String)],
+    notice: &str,
 ) -> Result<()> {
     let (label_keys, label_values): (Vec<&str>, Vec<&str>) = rec
         .labels
@@ -578,20 +646,48 @@ async fn insert_object_rows(
         "WITH object AS ( \
              INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, \
                  deleted_at, labels, annotations, finalizers, body) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)), \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id), \
          labels AS ( \
              INSERT INTO object_labels (object_id, key, value) \
-             SELECT $1, k, v FROM unnest($13::text[], $14::text[]) AS u(k, v)) \
-         INSERT INTO object_refs (object_id, field, target_id) \
-         SELECT $1, f, t FROM unnest($15::text[], $16::text[]) AS u(f, t)",
+             SELECT $1, k, v FROM unnest($13::text[], $14::text[]) AS u(k, v)), \
+         refs AS ( \
+             INSERT INTO object_refs (object_id, field, target_id) \
+             SELECT $1, f, t FROM unnest($15::text[], $16::text[]) AS u(f, t)) \
+         SELECT pg_notify($17, $18) FROM object",
     );
     crate::sql_common::bind_object_row!(statement, rec, ts: ts, json: Json)
         .bind(&label_keys)
         .bind(&label_values)
         .bind(&fields)
         .bind(&targets)
+        .bind(CHANNEL)
+        .bind(notice)
         .execute(conn)
         .await?;
+    Ok(())
+}
+
+/// Overwrites the object row's mutable columns with the record's and queues its change
+/// notification (`notice`; sent only if the transaction commits), in one statement.
+async fn update_row_notifying(conn: &mut PgConnection, rec: &Record, notice: &str) -> Result<()> {
+    sqlx::query(
+        "UPDATE objects SET name = $1, creator = $2, version = $3, deleted_at = $4, labels = $5, \
+             annotations = $6, finalizers = $7, body = $8 WHERE id = $9 \
+         RETURNING pg_notify($10, $11)",
+    )
+    .bind(&rec.name)
+    .bind(&rec.creator)
+    .bind(rec.version)
+    .bind(rec.deleted_at.as_ref().map(ts))
+    .bind(to_json(&rec.labels))
+    .bind(Json(&rec.annotations))
+    .bind(to_json(&rec.finalizers))
+    .bind(Json(&rec.body))
+    .bind(&rec.id)
+    .bind(CHANNEL)
+    .bind(notice)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -614,6 +710,62 @@ impl Tx for PgTx {
 
     async fn lock_shared(&mut self, id: &str) -> Result<Option<Record>> {
         get_row(&mut self.tx, id, RowLock::Shared).await
+    }
+
+    async fn lock_of(&mut self, kind: Kind, tenant: &str, id: &str) -> Result<Option<Record>> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM objects o \
+             WHERE o.id = $1 AND o.kind = $2 AND o.tenant = $3 FOR UPDATE"
+        ))
+        .bind(id)
+        .bind(kind.collection())
+        .bind(tenant)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn lock_shared_by_name(
+        &mut self,
+        kind: Kind,
+        tenant: &str,
+        name: &str,
+    ) -> Result<Option<Record>> {
+        // A row updated meanwhile is read again once locked and returned only if it still
+        // has that name (PostgreSQL re-checks the condition on the newest version).
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM objects o \
+             WHERE o.kind = $1 AND o.tenant = $2 AND o.name = $3 FOR SHARE"
+        ))
+        .bind(kind.collection())
+        .bind(tenant)
+        .bind(name)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    async fn lock_shared_all(&mut self, ids: &[String]) -> Result<Vec<Record>> {
+        let Some(last) = ids.last() else {
+            return Ok(Vec::new());
+        };
+        // An `IN` list of a fixed size (a power of two, at least 4; padded with a repeated
+        // id) rather than `= ANY(array)`: PostgreSQL then keeps one generic plan per size,
+        // where an array of unknown length made it plan every execution anew. Rows are locked
+        // as the sort returns them: in byte order of their ids.
+        let size = ids.len().next_power_of_two().max(4);
+        let params: Vec<String> = (1..=size).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT {COLUMNS} FROM objects o WHERE o.id IN ({}) \
+             ORDER BY o.id COLLATE \"C\" FOR SHARE",
+            params.join(", ")
+        );
+        let mut statement = sqlx::query(&sql);
+        for i in 0..size {
+            statement = statement.bind(ids.get(i).unwrap_or(last));
+        }
+        let rows = statement.fetch_all(&mut *self.tx).await?;
+        rows.iter().map(decode).collect()
     }
 
     async fn lock_name(&mut self, name: &str) -> Result<()> {
@@ -646,9 +798,11 @@ impl Tx for PgTx {
         rec.version = 1;
         let mut refs = rec.references();
         refs.sort();
-        insert_object_rows(&mut self.tx, &rec, &refs).await?;
+        let change = Change::of(&rec, false, &[]);
+        let notice = self.notice(&change);
+        insert_object_rows(&mut self.tx, &rec, &refs, &notice).await?;
         self.ref_targets.extend(refs.into_iter().map(|(_, t)| t));
-        self.changes.push(Change::of(&rec, false, &[]));
+        self.changes.push(change);
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(rec)
     }
@@ -669,19 +823,29 @@ impl Tx for PgTx {
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
             delete_row(&mut self.tx, &record.id).await?;
             self.ref_targets.extend(targets.iter().cloned());
-            self.changes.push(Change::of(record, true, &targets));
+            self.record_unsent(Change::of(record, true, &targets));
             self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
         }
         let mut rec = record.clone();
         rec.version = found + 1;
-        update_row(&mut self.tx, &rec).await?;
+        let stored: Vec<(String, String)> = fields.into_iter().zip(targets).collect();
+        let mut new_refs = rec.references();
+        new_refs.sort();
+        // The previous targets go with the change when the references change.
+        let old_targets: Vec<String> = if stored == new_refs {
+            Vec::new()
+        } else {
+            stored.iter().map(|(_, t)| t.clone()).collect()
+        };
+        let change = Change::of(&rec, false, &old_targets);
+        let notice = self.notice(&change);
+        update_row_notifying(&mut self.tx, &rec, &notice).await?;
         if to_json(&rec.labels) != old_labels {
             write_label_rows(&mut self.tx, &rec, true).await?;
         }
-        let stored = fields.into_iter().zip(targets).collect();
-        let old_refs = self.write_refs(&rec, Some(stored)).await?;
-        self.changes.push(Change::of(&rec, false, &old_refs));
+        self.write_refs(&rec, Some(stored)).await?;
+        self.changes.push(change);
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(Some(rec))
     }
@@ -691,7 +855,7 @@ impl Tx for PgTx {
             return Err(StoreError::NotFound(id.to_string()));
         };
         delete_row(&mut self.tx, id).await?;
-        self.changes.push(Change::of(&rec, true, &[]));
+        self.record_unsent(Change::of(&rec, true, &[]));
         self.ref_targets
             .extend(rec.references().into_iter().map(|(_, t)| t));
         self.written.push(Written::Gone(id.to_string()));
@@ -710,7 +874,7 @@ impl Tx for PgTx {
     }
 
     fn publish(&mut self, change: Change) {
-        self.changes.push(change);
+        self.record_unsent(change);
     }
 
     async fn kv_write(&mut self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
@@ -724,6 +888,7 @@ impl Tx for PgTx {
         savepoint(&mut self.tx).await?;
         self.savepoints.push((
             self.changes.len(),
+            self.unsent.len(),
             self.written.len(),
             self.ref_targets.len(),
         ));
@@ -732,8 +897,9 @@ impl Tx for PgTx {
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some((changes, written, ref_targets)) = self.savepoints.pop() {
+        if let Some((changes, unsent, written, ref_targets)) = self.savepoints.pop() {
             self.changes.truncate(changes);
+            self.unsent.truncate(unsent);
             self.written.truncate(written);
             self.ref_targets.truncate(ref_targets);
         }
@@ -752,15 +918,9 @@ impl Tx for PgTx {
         let mut this = *self;
         let sent_at_us = Utc::now().timestamp_micros();
         let notices: Vec<String> = this
-            .changes
+            .unsent
             .iter()
-            .map(|c| {
-                to_json(&Notice {
-                    origin: this.origin.clone(),
-                    change: c.clone(),
-                    sent_at_us,
-                })
-            })
+            .map(|c| notice_of(&this.origin, c, sent_at_us))
             .collect();
         if !notices.is_empty() || !this.fences.is_empty() {
             check_fences_and_notify(&mut this.tx, &this.fences, notices).await?;

@@ -195,25 +195,6 @@ macro_rules! sql_common_statements {
             row.as_ref().map(decode).transpose()
         }
 
-        /// Overwrites the object row's mutable columns with the record's.
-        async fn update_row(conn: &mut $conn, rec: &crate::Record) -> crate::Result<()> {
-            sqlx::query(
-                "UPDATE objects SET name = $1, creator = $2, version = $3, deleted_at = $4, labels = $5, annotations = $6, finalizers = $7, body = $8 WHERE id = $9",
-            )
-            .bind(&rec.name)
-            .bind(&rec.creator)
-            .bind(rec.version)
-            .bind(rec.deleted_at.as_ref().map($ts))
-            .bind(crate::record::to_json(&rec.labels))
-            .bind($json(&rec.annotations))
-            .bind(crate::record::to_json(&rec.finalizers))
-            .bind($json(&rec.body))
-            .bind(&rec.id)
-            .execute(conn)
-            .await?;
-            Ok(())
-        }
-
         /// Deletes the object row (its label and reference rows cascade).
         async fn delete_row(conn: &mut $conn, id: &str) -> crate::Result<()> {
             sqlx::query("DELETE FROM objects WHERE id = $1")

@@ -216,6 +216,25 @@ crate::sql_common::sql_common_statements! {
     json: to_json,
 }
 
+/// Overwrites the object row's mutable columns with the record's.
+async fn update_row(conn: &mut SqliteConnection, rec: &crate::Record) -> crate::Result<()> {
+    sqlx::query(
+        "UPDATE objects SET name = $1, creator = $2, version = $3, deleted_at = $4, labels = $5, annotations = $6, finalizers = $7, body = $8 WHERE id = $9",
+    )
+    .bind(&rec.name)
+    .bind(&rec.creator)
+    .bind(rec.version)
+    .bind(rec.deleted_at.as_ref().map(ts_text))
+    .bind(crate::record::to_json(&rec.labels))
+    .bind(to_json(&rec.annotations))
+    .bind(crate::record::to_json(&rec.finalizers))
+    .bind(to_json(&rec.body))
+    .bind(&rec.id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Inserts the object row (the version is the record's); labels and references follow.
 async fn insert_row(conn: &mut SqliteConnection, rec: &crate::Record) -> crate::Result<()> {
     let statement = sqlx::query(

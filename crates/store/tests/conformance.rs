@@ -792,6 +792,108 @@ async fn suite(s: Arc<dyn Store>) {
     key_value_records(s.as_ref()).await;
     counts_by_kind_and_state(s.as_ref()).await;
     group_commit_isolates_sets(s.clone()).await;
+    status_write_sets(s.as_ref()).await;
+}
+
+/// A reconcile's status write (`Store::apply` of an update and its event): written with its
+/// event and published; a write set that also changes labels or references rewrites their
+/// rows (label filters and referrers follow); a stale version or a missing row writes
+/// nothing, the event included.
+async fn status_write_sets(s: &dyn Store) {
+    let tenant = "t-status";
+    let labelled = |color: &str| ListQuery {
+        tenant: Some(tenant.into()),
+        filter: format!("this.metadata.labels[\"color\"] == \"{color}\""),
+        ..ListQuery::all(Kind::Subnet)
+    };
+    let mut tx = s.begin().await.unwrap();
+    let stored = tx
+        .insert(&subnet(tenant, "status", "vn-a", &[("color", "red")]))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let event = |reason: &str| Record::new(Kind::Event, tenant, json!({"reason": reason}));
+    let mut feed = s.subscribe();
+
+    // Status only: version 2, its event stored, both published.
+    let mut ready = stored.clone();
+    ready.body["status"]["state"] = json!("SUBNET_STATE_READY");
+    ready.finalizers = vec!["osac.io/fabric".into()];
+    let ev = event("Ready");
+    let applied = s
+        .apply(WriteSet::of(vec![
+            Write::Update(ready.clone()),
+            Write::Insert(ev.clone()),
+        ]))
+        .await
+        .unwrap();
+    let written = applied[0].clone().expect("kept");
+    assert_eq!(written.version, 2);
+    let got = s.get(&stored.id).await.unwrap().expect("kept");
+    assert_eq!(got.body["status"]["state"], "SUBNET_STATE_READY");
+    assert_eq!(got.finalizers, vec!["osac.io/fabric".to_string()]);
+    assert!(s.get(&ev.id).await.unwrap().is_some(), "event stored");
+    let mut published = Vec::new();
+    while published.len() < 2 {
+        let c = tokio::time::timeout(Duration::from_secs(5), feed.recv())
+            .await
+            .expect("published")
+            .expect("feed open");
+        if c.id == stored.id || c.id == ev.id {
+            published.push(c.id);
+        }
+    }
+    assert_eq!(s.list(&labelled("red")).await.unwrap().total, 1);
+    assert_eq!(s.referrers("vn-a").await.unwrap().len(), 1);
+
+    // Labels and a reference change with the status: their rows follow.
+    let mut moved = written.clone();
+    moved.labels = [("color".to_string(), "blue".to_string())].into();
+    moved.body["spec"]["virtual_network"] = json!("vn-b");
+    s.apply(WriteSet::of(vec![Write::Update(moved.clone())]))
+        .await
+        .unwrap();
+    assert_eq!(s.list(&labelled("red")).await.unwrap().total, 0);
+    assert_eq!(s.list(&labelled("blue")).await.unwrap().total, 1);
+    assert!(s.referrers("vn-a").await.unwrap().is_empty());
+    assert_eq!(s.referrers("vn-b").await.unwrap().len(), 1);
+
+    // Stale: refused with the stored version, nothing written, not even the event.
+    let late = event("Late");
+    let outcome = s
+        .apply(WriteSet::of(vec![
+            Write::Update(ready.clone()),
+            Write::Insert(late.clone()),
+        ]))
+        .await;
+    assert!(
+        matches!(
+            outcome,
+            Err(StoreError::Conflict {
+                expected: 1,
+                found: 3,
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
+    assert!(s.get(&late.id).await.unwrap().is_none());
+    assert_eq!(s.get(&stored.id).await.unwrap().expect("kept").version, 3);
+
+    // Gone: not found, nothing written.
+    let mut ghost = ready.clone();
+    ghost.id = uuid_simple();
+    let outcome = s
+        .apply(WriteSet::of(vec![
+            Write::Update(ghost),
+            Write::Insert(late.clone()),
+        ]))
+        .await;
+    assert!(
+        matches!(outcome, Err(StoreError::NotFound(_))),
+        "{outcome:?}"
+    );
+    assert!(s.get(&late.id).await.unwrap().is_none());
 }
 
 /// A transaction fenced with `shard`'s lease that writes one record: the error of the fence
@@ -877,6 +979,34 @@ async fn leases_and_fencing(s: &dyn Store) {
     };
     assert!(matches!(s.apply(set).await, Err(StoreError::Fenced(1))));
     assert!(s.get(&stale.id).await.unwrap().is_none());
+    // So is a status write (an update and its event) under the lost lease: the row keeps its
+    // status and version, the event is not stored.
+    let mut tx = s.begin().await.unwrap();
+    let owned = tx
+        .insert(&subnet("t-fence", "fenced-status", "vn1", &[]))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let status_write = |replica: &str, token: i64, reason: &str| {
+        let mut ready = owned.clone();
+        ready.body["status"]["state"] = json!("SUBNET_STATE_READY");
+        let event = Record::new(Kind::Event, "t-fence", json!({"reason": reason}));
+        let set = WriteSet {
+            fence: Some(FenceToken {
+                shard: 1,
+                replica: replica.into(),
+                token,
+            }),
+            writes: vec![Write::Update(ready), Write::Insert(event.clone())],
+        };
+        (set, event.id)
+    };
+    let (set, event) = status_write("a", 1, "fenced");
+    assert!(matches!(s.apply(set).await, Err(StoreError::Fenced(1))));
+    assert!(s.get(&event).await.unwrap().is_none());
+    let kept = s.get(&owned.id).await.unwrap().expect("kept");
+    assert_eq!(kept.version, 1);
+    assert_eq!(kept.body["status"]["state"], "SUBNET_STATE_PENDING");
     assert!(
         matches!(fenced_write(s, 1, "b", 1).await, Err(StoreError::Fenced(1))),
         "old token"
@@ -884,6 +1014,10 @@ async fn leases_and_fencing(s: &dyn Store) {
     fenced_write(s, 1, "b", 2)
         .await
         .expect("b holds shard 1 with token 2");
+    let (set, event) = status_write("b", 2, "owned");
+    let applied = s.apply(set).await.expect("b's status write commits");
+    assert_eq!(applied[0].as_ref().map(|r| r.version), Some(2));
+    assert!(s.get(&event).await.unwrap().is_some());
     // Released shards are free at once; the listing shows who holds what.
     leases.release("b", &[1]).await.unwrap();
     assert_eq!(
@@ -1021,6 +1155,114 @@ async fn shared_row_locks_admit_readers_and_hold_off_writers(s: Arc<dyn Store>) 
     );
 }
 
+/// The one-step locking reads: by id within a kind and tenant, by name, and of several rows at
+/// once. On PostgreSQL, naming another tenant's id locks nothing: its owner's writer does not
+/// wait; the rows that were locked hold off writers until the transaction ends.
+async fn one_step_locking_reads(s: Arc<dyn Store>, row_locks: bool) {
+    let mut tx = s.begin().await.unwrap();
+    let mine = tx
+        .insert(&subnet("t-lock-a", "mine", "vn1", &[]))
+        .await
+        .unwrap();
+    let other = tx
+        .insert(&subnet("t-lock-a", "other", "vn1", &[]))
+        .await
+        .unwrap();
+    let theirs = tx
+        .insert(&subnet("t-lock-b", "theirs", "vn1", &[]))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = s.begin().await.unwrap();
+    let id_of = |r: Option<Record>| r.map(|r| r.id);
+    assert_eq!(
+        id_of(
+            tx.lock_of(Kind::Subnet, "t-lock-a", &mine.id)
+                .await
+                .unwrap()
+        ),
+        Some(mine.id.clone())
+    );
+    assert_eq!(
+        id_of(
+            tx.lock_of(Kind::Subnet, "t-lock-a", &theirs.id)
+                .await
+                .unwrap()
+        ),
+        None,
+        "another tenant's object"
+    );
+    assert_eq!(
+        id_of(
+            tx.lock_of(Kind::SecurityGroup, "t-lock-a", &mine.id)
+                .await
+                .unwrap()
+        ),
+        None,
+        "another kind"
+    );
+    assert_eq!(
+        id_of(
+            tx.lock_shared_by_name(Kind::Subnet, "t-lock-a", "other")
+                .await
+                .unwrap()
+        ),
+        Some(other.id.clone())
+    );
+    assert_eq!(
+        id_of(
+            tx.lock_shared_by_name(Kind::Subnet, "t-lock-a", "theirs")
+                .await
+                .unwrap()
+        ),
+        None,
+        "names are looked up in the tenant"
+    );
+    let mut ids = vec![
+        other.id.clone(),
+        "missing".into(),
+        mine.id.clone(),
+        other.id.clone(),
+    ];
+    let all: Vec<String> = tx
+        .lock_shared_all(&ids)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    ids.retain(|id| id != "missing");
+    ids.sort();
+    ids.dedup();
+    assert_eq!(all, ids, "the rows that exist, once each, in id order");
+
+    if row_locks {
+        let writer = |id: String| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let mut tx = s.begin().await.unwrap();
+                let mut rec = tx.lock(&id).await.unwrap().expect("exists");
+                rec.annotations.insert("touched".into(), "yes".into());
+                tx.update(&rec).await.unwrap();
+                tx.commit().await.unwrap();
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(3), writer(theirs.id.clone()))
+            .await
+            .expect("naming another tenant's id locked nothing")
+            .unwrap();
+        let held = writer(other.id.clone());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!held.is_finished(), "a share-locked row holds off writers");
+        tx.commit().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(3), held)
+            .await
+            .expect("the writer goes on once the locks are gone")
+            .unwrap();
+    }
+}
+
 /// A shared namespace: each batch catches up on what others wrote since its generation.
 async fn shared_namespace_journal(s: &dyn Store) {
     use osac_store::Missed;
@@ -1089,6 +1331,7 @@ async fn shared_namespace_writers_take_turns(s: Arc<dyn Store>) {
 async fn sqlite_conforms() {
     let (s, _dir) = sqlite().await;
     suite(s.clone()).await;
+    one_step_locking_reads(s.clone(), false).await;
     shared_transactions_commit_alone_or_together(s.clone(), true).await;
     // PostgreSQL runs request transactions on their own: no turn to expire.
     shared_turn_expires(s).await;
@@ -1103,6 +1346,7 @@ async fn postgres_conforms() {
             leases_and_fencing(s.as_ref()).await;
             fenced_writes_hold_off_takeover_not_renewal(s.as_ref()).await;
             shared_row_locks_admit_readers_and_hold_off_writers(s.clone()).await;
+            one_step_locking_reads(s.clone(), true).await;
             shared_namespace_journal(s.as_ref()).await;
             shared_namespace_writers_take_turns(s.clone()).await;
         }

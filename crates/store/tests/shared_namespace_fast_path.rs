@@ -154,3 +154,39 @@ async fn racing_fast_writers_one_wins() {
     assert_eq!(won, vec![2], "one writer made generation 2");
     assert_eq!(s.kv_load(ns).await.unwrap().len(), 2, "seed and the winner");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_batches_delete_as_well_as_put() {
+    let Some(url) = support::fresh_postgres_url().await else {
+        assert!(!support::in_ci(), "CI sets OSAC_TEST_DATABASE_URL");
+        return;
+    };
+    let s = osac_store::open(&url).await.expect("open postgres");
+    let ns = "fast-deletes";
+    let first = s.kv_exclusive(ns, 0).await.unwrap().expect("shared");
+    assert_eq!(
+        first.commit(&[put("a", "1"), put("b", "1")]).await.unwrap(),
+        1
+    );
+    // Unfenced (no lease to hold): a delete and a put, then puts alone.
+    assert_eq!(
+        s.kv_write_current(ns, 1, &[], &[("a".into(), None), put("c", "2")])
+            .await
+            .unwrap(),
+        Some(2)
+    );
+    assert_eq!(
+        s.kv_write_current(ns, 2, &[], &[put("d", "3")])
+            .await
+            .unwrap(),
+        Some(3)
+    );
+    assert_eq!(
+        s.kv_load(ns).await.unwrap(),
+        vec![
+            ("b".to_string(), "1".to_string()),
+            ("c".to_string(), "2".to_string()),
+            ("d".to_string(), "3".to_string()),
+        ]
+    );
+}

@@ -98,7 +98,9 @@ pub(crate) async fn stored(store: &dyn Store, key: &str) -> ApiResult<StoredToke
 }
 
 /// The caller of a stored token, or UNAUTHENTICATED (expired, tenant gone or being deleted).
-/// Reads the tenant every time: a tenant's deletion stops its tokens at once.
+/// Looks the tenant up every time, through the store's record cache (see
+/// `Store::get_cached`): a tenant's deletion stops its tokens at once on the replica that
+/// deleted it, and on the others as soon as its change notification arrives.
 pub(crate) async fn caller_of(store: &dyn Store, token: &StoredToken) -> ApiResult<Caller> {
     if token.expires.is_some_and(|e| e <= Utc::now()) {
         return Err(unauth("token expired"));
@@ -121,7 +123,7 @@ pub(crate) async fn caller_of(store: &dyn Store, token: &StoredToken) -> ApiResu
 /// The name of the tenant with this id, if it exists and is not being deleted.
 async fn live_tenant_name(store: &dyn Store, id: &str) -> ApiResult<Option<String>> {
     Ok(store
-        .get(id)
+        .get_cached(id)
         .await?
         .filter(|r| r.kind == Kind::Tenant && r.deleted_at.is_none())
         .and_then(|r| r.name))

@@ -223,18 +223,30 @@ pub async fn resolve(
             kind.display_name()
         ))
     };
-    let found = match cx.tx.get(key).await? {
-        Some(r) if r.kind == kind && r.tenant == tenant => r,
-        _ => cx
-            .tx
-            .find_by_name(kind, &tenant, key)
-            .await?
-            .ok_or_else(missing)?,
-    };
-    let rec = if lock {
-        cx.tx.lock(&found.id).await?.ok_or_else(missing)?
+    // By id first (locked at once when asked: one read, and nothing of another kind or
+    // tenant gets locked), else by name.
+    let by_id = if lock {
+        cx.tx.lock_of(kind, &tenant, key).await?
     } else {
-        found
+        cx.tx
+            .get(key)
+            .await?
+            .filter(|r| r.kind == kind && r.tenant == tenant)
+    };
+    let rec = match by_id {
+        Some(r) => r,
+        None => {
+            let found = cx
+                .tx
+                .find_by_name(kind, &tenant, key)
+                .await?
+                .ok_or_else(missing)?;
+            if lock {
+                cx.tx.lock(&found.id).await?.ok_or_else(missing)?
+            } else {
+                found
+            }
+        }
     };
     if rec.deleted_at.is_some() {
         return Err(ApiError::precondition(format!(

@@ -127,11 +127,7 @@ pub async fn onboard(cx: &mut RequestCtx<'_>, tenant: &Record) -> ApiResult<()> 
 /// is being deleted.
 pub async fn lock_live(tx: &mut dyn Tx, name: &str) -> ApiResult<Record> {
     let gone = || ApiError::not_found(format!("tenant: Tenant '{name}' does not exist"));
-    let found = tx
-        .find_by_name(Kind::Tenant, "", name)
-        .await?
-        .ok_or_else(gone)?;
-    match tx.lock_shared(&found.id).await? {
+    match tx.lock_shared_by_name(Kind::Tenant, "", name).await? {
         Some(t) if t.deleted_at.is_none() => Ok(t),
         Some(_) => Err(ApiError::precondition(format!(
             "tenant: Tenant '{name}' is being deleted"

@@ -311,8 +311,10 @@ pub async fn resolve_security_groups(
 pub async fn lock_refs(cx: &mut RequestCtx<'_>, mut refs: Vec<(String, String)>) -> ApiResult<()> {
     refs.sort();
     refs.dedup_by(|a, b| a.0 == b.0);
+    let ids: Vec<String> = refs.iter().map(|(id, _)| id.clone()).collect();
+    let locked = cx.tx.lock_shared_all(&ids).await?;
     for (id, field) in refs {
-        match cx.tx.lock_shared(&id).await? {
+        match locked.iter().find(|r| r.id == id) {
             Some(r) if r.deleted_at.is_none() => {}
             Some(r) => {
                 return Err(ApiError::precondition(format!(

@@ -1,0 +1,217 @@
+//! The fast path of a controller's status write on PostgreSQL: a write set of one update
+//! (and the event it implies) written in ONE statement, committed on its own, instead of a
+//! transaction of five round trips (`BEGIN`, the locking read, the update, the commit check
+//! with its notifications, `COMMIT`).
+//!
+//! # Contract
+//!
+//! Same outcome as the set's own transaction ([`crate::Store::apply`]):
+//! - the update is written only if the stored version is the record's, every fence of the set
+//!   holds (its lease rows are key-share-locked until the statement commits, as the commit
+//!   check does) — and then the event row and the change notifications go with it, else
+//!   nothing is written and nothing is sent;
+//! - a missing row is [`StoreError::NotFound`], another stored version
+//!   [`StoreError::Conflict`], a lost lease [`StoreError::Fenced`].
+//!
+//! It covers only writes that leave an object's label and reference rows as they are (a
+//! status write): the statement writes the object row only if the stored labels and references
+//! equal the new ones. Anything else — a changed label or reference, a write that removes the
+//! row, other write kinds — answers [`Fast::Slow`] and takes the set's transaction.
+//!
+//! The labels and the new version are checked on the row being updated (re-read by PostgreSQL
+//! if a concurrent writer changed it meanwhile); the reference rows are read in the statement's
+//! snapshot. That snapshot already shows the version the writer read (it read a committed
+//! version before the statement began), so when the version check passes the references read
+//! are that version's.
+
+use chrono::Utc;
+use sqlx::types::Json;
+use sqlx::{PgPool, Row};
+
+use crate::record_cache::Written;
+use crate::sql_common::check_version;
+use crate::{Applied, Change, Record, Result, StoreError, Write, WriteSet};
+
+/// What the fast path did.
+pub(crate) enum Fast {
+    /// Committed: the set's outcome, the changes to publish and what to tell the cache.
+    Applied {
+        applied: Applied,
+        changes: Vec<Change>,
+        written: Vec<Written>,
+        ref_targets: Vec<String>,
+    },
+    /// Not for the fast path, or the check was not conclusive: nothing was written, the set
+    /// takes its own transaction.
+    Slow,
+}
+
+/// The update of the object row, conditional on its version, its labels, its reference rows
+/// and the fences; `$1`–`$12` are the new row as [`crate::sql_common::bind_object_row!`] binds
+/// it, `$13` the expected version, `$14`/`$15` the new references (field, target; sorted),
+/// `$16`–`$18` the fences (see `pg_lease::fence_arrays`), `$19` the channel and `$20` the
+/// notifications.
+const UPDATE: &str = "WITH held AS ( \
+         SELECT l.shard FROM shard_leases l \
+         WHERE l.shard = ANY($16::int[]) \
+           AND l.owner = ($17::text[])[array_position($16::int[], l.shard)] \
+           AND l.fence = ($18::bigint[])[array_position($16::int[], l.shard)] \
+           AND l.expires_at > now() FOR KEY SHARE OF l), \
+     stored AS ( \
+         SELECT o.version, \
+             ARRAY(SELECT r.field FROM object_refs r WHERE r.object_id = o.id \
+                   ORDER BY r.field COLLATE \"C\") = $14::text[] \
+             AND ARRAY(SELECT r.target_id FROM object_refs r WHERE r.object_id = o.id \
+                   ORDER BY r.field COLLATE \"C\") = $15::text[] AS same_refs \
+         FROM objects o WHERE o.id = $1), \
+     updated AS ( \
+         UPDATE objects o SET name = $4, creator = $5, version = $6, deleted_at = $8, \
+             labels = $9, annotations = $10, finalizers = $11, body = $12 \
+         WHERE o.id = $1 AND o.version = $13 AND o.labels = $9 \
+           AND (SELECT same_refs FROM stored) \
+           AND (SELECT count(*) FROM held) = cardinality($16::int[]) \
+         RETURNING o.id)";
+
+/// The event row inserted with the update (and its label and reference rows), only if the
+/// update happened; `$21`–`$32` are its row, `$33`–`$36` its labels and references.
+const EVENT: &str = ", \
+     event AS ( \
+         INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, \
+             deleted_at, labels, annotations, finalizers, body) \
+         SELECT $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32 \
+         WHERE EXISTS (SELECT 1 FROM updated)), \
+     event_labels AS ( \
+         INSERT INTO object_labels (object_id, key, value) \
+         SELECT $21, k, v FROM unnest($33::text[], $34::text[]) AS u(k, v) \
+         WHERE EXISTS (SELECT 1 FROM updated)), \
+     event_refs AS ( \
+         INSERT INTO object_refs (object_id, field, target_id) \
+         SELECT $21, f, t FROM unnest($35::text[], $36::text[]) AS u(f, t) \
+         WHERE EXISTS (SELECT 1 FROM updated))";
+
+/// The answer: the stored version (NULL: no such row), whether the update happened, how many
+/// fences held, and the notifications sent (only if it happened).
+const ANSWER: &str = " SELECT (SELECT version FROM stored), \
+         (SELECT count(*) FROM updated), \
+         (SELECT count(*) FROM held), \
+         (SELECT count(*) FROM (SELECT pg_notify($19, n) FROM unnest($20::text[]) AS n \
+                                WHERE EXISTS (SELECT 1 FROM updated)) AS sent)";
+
+/// The set's writes if it is for the fast path: one update that keeps the row, and at most
+/// one insert (its event).
+fn eligible(set: &WriteSet) -> Option<(&Record, Option<&Record>)> {
+    let (update, event) = match set.writes.as_slice() {
+        [Write::Update(u)] => (u, None),
+        [Write::Update(u), Write::Insert(e)] => (u, Some(e)),
+        _ => return None,
+    };
+    let removes = update.deleted_at.is_some() && update.finalizers.is_empty();
+    (!removes).then_some((update, event))
+}
+
+/// Splits (a, b) pairs into the two arrays a statement binds.
+fn columns(pairs: &[(String, String)]) -> (Vec<&str>, Vec<&str>) {
+    pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).unzip()
+}
+
+/// Writes `set` in one statement if it is a status write (see the module's contract).
+/// `notice` turns a change into its notification payload.
+pub(crate) async fn apply_current(
+    pool: &PgPool,
+    channel: &str,
+    set: &WriteSet,
+    notice: impl Fn(&Change, i64) -> String,
+) -> Result<Fast> {
+    let Some((update, event)) = eligible(set) else {
+        return Ok(Fast::Slow);
+    };
+    let mut next = update.clone();
+    next.version = update.version + 1;
+    let mut refs = next.references();
+    refs.sort();
+    let event = event.map(|e| {
+        let mut e = e.clone();
+        e.version = 1;
+        e
+    });
+    let mut changes = vec![Change::of(&next, false, &[])];
+    let mut event_refs = Vec::new();
+    if let Some(e) = &event {
+        event_refs = e.references();
+        event_refs.sort();
+        changes.push(Change::of(e, false, &[]));
+    }
+    let sent_at_us = Utc::now().timestamp_micros();
+    let notices: Vec<String> = changes.iter().map(|c| notice(c, sent_at_us)).collect();
+    let fences: Vec<crate::Fence> = set
+        .fence
+        .iter()
+        .map(|f| (f.shard, f.replica.clone(), f.token))
+        .collect();
+    let (shards, owners, tokens) = crate::pg_lease::fence_arrays(&fences);
+    let (fields, targets) = columns(&refs);
+
+    let sql = match event {
+        Some(_) => format!("{UPDATE}{EVENT}{ANSWER}"),
+        None => format!("{UPDATE}{ANSWER}"),
+    };
+    let statement = crate::sql_common::bind_object_row!(sqlx::query(&sql), next, ts: crate::postgres::ts, json: Json)
+        .bind(update.version)
+        .bind(&fields)
+        .bind(&targets)
+        .bind(&shards)
+        .bind(&owners)
+        .bind(&tokens)
+        .bind(channel)
+        .bind(&notices);
+    let labels: Vec<(String, String)> = event
+        .iter()
+        .flat_map(|e| e.labels.iter().map(|(k, v)| (k.clone(), v.clone())))
+        .collect();
+    let (label_keys, label_values) = columns(&labels);
+    let (event_fields, event_targets) = columns(&event_refs);
+    let statement = match &event {
+        Some(e) => {
+            crate::sql_common::bind_object_row!(statement, e, ts: crate::postgres::ts, json: Json)
+                .bind(&label_keys)
+                .bind(&label_values)
+                .bind(&event_fields)
+                .bind(&event_targets)
+        }
+        None => statement,
+    };
+    let row = statement.fetch_one(pool).await?;
+    let stored: Option<i64> = row.try_get(0)?;
+    let updated: i64 = row.try_get(1)?;
+    let held: i64 = row.try_get(2)?;
+
+    if updated == 1 {
+        crate::count_write();
+        // The update's reference rows stayed as they were: only the event's are new.
+        let ref_targets = event_refs.into_iter().map(|(_, t)| t).collect();
+        let mut applied = vec![Some(next.clone())];
+        let mut written = vec![Written::Put(Box::new(next))];
+        if let Some(e) = event {
+            applied.push(Some(e.clone()));
+            written.push(Written::Put(Box::new(e)));
+        }
+        return Ok(Fast::Applied {
+            applied,
+            changes,
+            written,
+            ref_targets,
+        });
+    }
+    let Some(found) = stored else {
+        return Err(StoreError::NotFound(update.id.clone()));
+    };
+    check_version(&update.id, update.version, found)?;
+    if held < shards.len() as i64 {
+        return Err(StoreError::Fenced(
+            shards.first().copied().unwrap_or_default(),
+        ));
+    }
+    // The labels or references change, or the row changed after the statement's snapshot:
+    // the set's own transaction decides.
+    Ok(Fast::Slow)
+}
