@@ -197,9 +197,10 @@ const ANALYZED_TABLES: &str = "'objects', 'object_labels', 'object_refs', 'kv', 
 /// Keeps planner statistics fresh whether or not autovacuum runs: a table is analyzed once its
 /// number of rows moved away from what its statistics say (`pg_class.reltuples`) by more than
 /// 50 + 50 % (the statistics are never off by more than a factor of two, and a table growing
-/// from n to N rows is analyzed about log₁.₅(N/n) times, not once per tenth). Without it a database that grows fast is planned with the statistics of its
-/// empty tables, and the statements' cached plans keep sequential scans (a busy server read
-/// hundreds of millions of rows a minute that way) until the next refresh. Updates alone do
+/// from n to N rows is analyzed about log₁.₅(N/n) times, not once per tenth). Without it a
+/// database that grows fast is planned with the statistics of its empty tables, and the
+/// statements' cached plans keep sequential scans (a busy server read hundreds of millions of
+/// rows a minute that way) until the next refresh. Updates alone do
 /// not count (unlike autovacuum's rule): status writes rewrite every object several times
 /// without changing what the plans depend on. (Analyzing for every 10 % of changes cost about
 /// 5 % of the machine's CPU under load.)
