@@ -110,7 +110,7 @@ struct Args {
     #[arg(long, default_value_t = 16)]
     workers: usize,
     /// Seconds between full resyncs of every object (same default as `osac server`).
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 300)]
     resync_seconds: u64,
     /// Skip measure 1 (the create ratio is then not judged).
     #[arg(long)]

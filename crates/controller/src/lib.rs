@@ -4,7 +4,7 @@
 //! # How it runs
 //!
 //! [`Controllers::run`] subscribes to the store's change feed, enqueues every object at start and
-//! every `resync_interval`, and runs `workers` reconciles in parallel from one work queue keyed
+//! again every `resync_interval` (later passes spread over the interval: `resync.rs`), and runs `workers` reconciles in parallel from one work queue keyed
 //! by object id. A change to object X enqueues X, every id X references (`Change::refs`) and every
 //! object that references X (`Store::referrers`), so dependents wake when what they wait on
 //! changes. The queue never runs two reconciles of one object at once: a change that arrives
@@ -74,6 +74,7 @@ pub mod ownership;
 mod queue;
 pub mod reconcile;
 pub mod replica;
+mod resync;
 pub mod runtime;
 
 pub use dispatch::{Dispatcher, Managers};

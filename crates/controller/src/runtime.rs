@@ -169,7 +169,11 @@ impl Controllers {
         // Subscribe before the first listing so no change falls between the two.
         let feed = ctx.store.subscribe();
         let mut tasks = JoinSet::new();
-        tasks.spawn(resync_loop(ctx.clone(), queue.clone(), shutdown.clone()));
+        tasks.spawn(crate::resync::resync_loop(
+            ctx.clone(),
+            queue.clone(),
+            shutdown.clone(),
+        ));
         tasks.spawn(crate::events::prune_loop(
             ctx.store.clone(),
             ctx.config.event_ttl,
@@ -205,40 +209,6 @@ impl Controllers {
     }
 }
 
-/// Enqueues every object of every kind (start, periodic resync, lagged feed).
-async fn resync_all(ctx: &ReconcileCtx, queue: &Queue) {
-    for kind in Kind::ALL.into_iter().filter(|k| k.is_reconciled()) {
-        match ctx.store.ids(kind).await {
-            Ok(ids) => {
-                for id in ids {
-                    queue.add_if_idle(&id, kind);
-                }
-            }
-            Err(e) => tracing::warn!(%kind, error = %e, "resync listing failed"),
-        }
-    }
-}
-
-async fn resync_loop(
-    ctx: Arc<ReconcileCtx>,
-    queue: Arc<Queue>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let period = ctx.config.resync_interval.max(Duration::from_millis(10));
-    let mut ticker = tokio::time::interval(period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        tokio::select! {
-            // The first tick fires at once: the initial full listing.
-            _ = ticker.tick() => resync_all(&ctx, &queue).await,
-            changed = shutdown.changed() => if changed.is_err() { return },
-        }
-    }
-}
-
 async fn feed_loop(
     ctx: Arc<ReconcileCtx>,
     queue: Arc<Queue>,
@@ -260,7 +230,7 @@ async fn feed_loop(
             Ok(change) => on_change(&ctx, &queue, change).await,
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "change feed lagged; resyncing everything");
-                resync_all(&ctx, &queue).await;
+                crate::resync::queue_everything(&ctx, &queue).await;
             }
             Err(RecvError::Closed) => {
                 tracing::warn!("change feed closed; relying on periodic resync");

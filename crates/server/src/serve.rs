@@ -59,8 +59,9 @@ pub struct ServerArgs {
     /// PostgreSQL; docs/benchmarks.md).
     #[arg(long, default_value_t = 16)]
     pub workers: usize,
-    /// Seconds between full resyncs of every object.
-    #[arg(long, default_value_t = 60)]
+    /// Seconds between full resyncs of every object (at start everything at once; later
+    /// passes are spread over the interval).
+    #[arg(long, default_value_t = 300)]
     pub resync_seconds: u64,
     /// Seconds a cluster waits for its agents' DHCP leases before it shows the
     /// NetworkingIPDiscoveryTimeout condition (it keeps retrying)
