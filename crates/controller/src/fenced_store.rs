@@ -3,8 +3,15 @@
 //! ([`osac_backends::fence`]), so a replica that lost the lease writes nothing. Reads by id and
 //! referrer lookups may be answered from the store's cache ([`Store::get_cached`]); other
 //! reads, and writes outside a reconcile, pass through unchanged.
+//!
+//! It also notes the last version of the reconciled object that the reconcile's write sets
+//! wrote ([`track_own_writes`]): the queue then knows that the change this write causes is the
+//! reconcile's own (see `queue.rs`). Writes through a transaction are not noted, so their change
+//! runs the object again, as any change does.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use async_trait::async_trait;
 use osac_model::Kind;
@@ -13,6 +20,45 @@ use osac_store::{
     Reference, Result, StateCount, Store, StoreError, Tx, WriteSet,
 };
 use tokio::sync::broadcast;
+
+/// The object a reconcile runs for, and the last version of it its write sets wrote (0: none).
+struct OwnWrites {
+    id: String,
+    last_version: AtomicI64,
+}
+
+tokio::task_local! {
+    static OWN_WRITES: OwnWrites;
+}
+
+/// Runs `reconcile` (of object `id`) noting its write sets' versions of that object; returns its
+/// output and the last version written, if any.
+pub(crate) async fn track_own_writes<F: Future>(
+    id: String,
+    reconcile: F,
+) -> (F::Output, Option<i64>) {
+    let own = OwnWrites {
+        id,
+        last_version: AtomicI64::new(0),
+    };
+    let (out, own) = OWN_WRITES
+        .scope(own, async {
+            let out = reconcile.await;
+            let last = OWN_WRITES.with(|o| o.last_version.load(Ordering::Relaxed));
+            (out, last)
+        })
+        .await;
+    (out, (own > 0).then_some(own))
+}
+
+/// Notes the versions of the reconciled object among `applied` (outside a reconcile: nothing).
+fn note_own_writes(applied: &Applied) {
+    let _ = OWN_WRITES.try_with(|own| {
+        for rec in applied.iter().flatten().filter(|r| r.id == own.id) {
+            own.last_version.fetch_max(rec.version, Ordering::Relaxed);
+        }
+    });
+}
 
 /// Opens a transaction with `begin`, first checking the lease of the running reconcile.
 async fn fenced(
@@ -53,7 +99,9 @@ impl Store for FencedStore {
                 token: f.token,
             });
         }
-        self.0.apply(set).await
+        let applied = self.0.apply(set).await?;
+        note_own_writes(&applied);
+        Ok(applied)
     }
     // Controllers read what the change feed keeps current (see `Store::get_cached`): a
     // change another replica made wakes them again once it arrives.

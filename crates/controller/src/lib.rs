@@ -8,7 +8,9 @@
 //! by object id. A change to object X enqueues X, every id X references (`Change::refs`) and every
 //! object that references X (`Store::referrers`), so dependents wake when what they wait on
 //! changes. The queue never runs two reconciles of one object at once: a change that arrives
-//! during a reconcile marks the object dirty and it runs again right after. Failures back off
+//! during a reconcile marks the object dirty and it runs again right after — except the
+//! change of the reconcile's own status write when that reconcile ends converged
+//! (`Action::Done`): it already ran on that version (`queue.rs`). Failures back off
 //! exponentially per object (`backoff_base` doubling up to `backoff_cap`, reset on success).
 //!
 //! # Several replicas
@@ -41,6 +43,9 @@
 //!   commits it together with concurrent ones (group commit on SQLite), all or nothing; a
 //!   conflict just requeues. Writes happen only when something changed, so a converged object
 //!   costs one read.
+//! - **Done means converged.** A reconcile that returns `Action::Done` is not woken by its own
+//!   status write (through `Store::apply`): one with more to do after a write carries on in
+//!   the same run or returns `After`/`Retry`.
 //! - **Managers are never called inside a store transaction** (a transaction may hold the only
 //!   database connection the manager's own state store needs).
 //! - **Deletion goes through the fabric finalizer** (`reconcile/finalizer.rs`): a deleted

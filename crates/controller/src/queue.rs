@@ -1,5 +1,11 @@
 //! The work queue: object ids waiting for a worker, with per-object exclusivity, dirty
 //! tracking, delayed requeues and exponential backoff.
+//!
+//! A reconcile is not woken by its own write: when it ends converged ([`Schedule::Done`]), the
+//! queue keeps the object's version it saw (read, or wrote last), and a change of the object
+//! itself at or below that version ([`Queue::changed`]) does not run it again — the reconcile
+//! that made the change already ran on it. Any other wake (a dependency changed, an API
+//! enqueue, the resync, a newer version of the object) runs it as before.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
@@ -37,6 +43,11 @@ struct State {
     running: HashSet<String>,
     /// Running ids that changed meanwhile: run again when the current run ends.
     dirty: HashSet<String>,
+    /// Running ids whose own row changed meanwhile, and to which version (run again unless
+    /// the run ends converged at that version or later).
+    changed_while_running: HashMap<String, i64>,
+    /// The version of each object its last reconcile saw when it ended converged.
+    converged_at: HashMap<String, i64>,
     /// Consecutive failures per id (backoff exponent).
     failures: HashMap<String, u32>,
     /// Known kinds, for metrics labels.
@@ -111,6 +122,32 @@ impl Queue {
         self.notify.notify_one();
     }
 
+    /// The object `id` itself changed, to `version` when known: run it, unless its last
+    /// reconcile ended converged at that version or later (its own write), or, while it
+    /// runs, unless this run ends so.
+    pub(crate) fn changed(&self, id: &str, kind: Kind, version: Option<i64>) {
+        let Some(version) = version else {
+            return self.add(id, Some(kind));
+        };
+        let mut s = self.lock();
+        s.kinds.insert(id.to_string(), kind);
+        if s.running.contains(id) {
+            let seen = s
+                .changed_while_running
+                .entry(id.to_string())
+                .or_insert(version);
+            *seen = (*seen).max(version);
+            return;
+        }
+        if s.converged_at.get(id).is_some_and(|at| *at >= version) {
+            return;
+        }
+        s.delayed.remove(id);
+        s.push_ready(id);
+        drop(s);
+        self.notify.notify_one();
+    }
+
     /// Periodic resync: run `id` unless it is already queued, delayed or running (a resync must
     /// not cut a backoff short).
     pub(crate) fn add_if_idle(&self, id: &str, kind: Kind) {
@@ -129,6 +166,7 @@ impl Queue {
         let mut s = self.lock();
         s.delayed.remove(id);
         s.failures.remove(id);
+        s.converged_at.remove(id);
         if !s.running.contains(id) && !s.queued.contains(id) {
             s.kinds.remove(id);
         }
@@ -179,10 +217,20 @@ impl Queue {
         }
     }
 
-    /// A reconcile of `id` finished; schedules what comes next.
-    pub(crate) fn done(&self, id: &str, schedule: Schedule) {
+    /// A reconcile of `id` finished; schedules what comes next. `seen` is the object's version
+    /// the reconcile saw last (read, or written), when known.
+    pub(crate) fn done(&self, id: &str, schedule: Schedule, seen: Option<i64>) {
         let mut s = self.lock();
         s.running.remove(id);
+        let converged_at = seen.filter(|_| schedule == Schedule::Done);
+        match converged_at {
+            Some(at) => s.converged_at.insert(id.to_string(), at),
+            None => s.converged_at.remove(id),
+        };
+        let changed_since = s
+            .changed_while_running
+            .remove(id)
+            .is_some_and(|version| converged_at.is_none_or(|at| at < version));
         let now = Instant::now();
         match schedule {
             Schedule::Done => {
@@ -199,7 +247,7 @@ impl Queue {
                 s.delayed.insert(id.to_string(), now + delay);
             }
         }
-        let rerun = s.dirty.remove(id);
+        let rerun = s.dirty.remove(id) | changed_since;
         if rerun {
             s.delayed.remove(id);
             s.push_ready(id);
@@ -254,10 +302,10 @@ mod tests {
         assert_eq!(q.next(&mut rx).await.as_deref(), Some("a"));
         q.add("a", None);
         assert_eq!(q.ready_len(), 0, "a running object is not queued again");
-        q.done("a", Schedule::Done);
+        q.done("a", Schedule::Done, None);
         assert_eq!(q.ready_len(), 1, "dirty object runs again after its run");
         assert_eq!(q.next(&mut rx).await.as_deref(), Some("a"));
-        q.done("a", Schedule::Done);
+        q.done("a", Schedule::Done, None);
         assert_eq!(q.ready_len(), 0);
     }
 
@@ -267,15 +315,64 @@ mod tests {
         let (_tx, mut rx) = watch::channel(false);
         q.add("a", Some(Kind::Subnet));
         assert_eq!(q.next(&mut rx).await.as_deref(), Some("a"));
-        q.done("a", Schedule::Backoff);
+        q.done("a", Schedule::Backoff, None);
         let start = Instant::now();
         assert_eq!(q.next(&mut rx).await.as_deref(), Some("a"));
         assert!(start.elapsed() >= Duration::from_millis(45));
-        q.done("a", Schedule::Backoff);
+        q.done("a", Schedule::Backoff, None);
         q.add_if_idle("a", Kind::Subnet);
         assert_eq!(q.ready_len(), 0, "resync does not cut a backoff short");
         q.add("a", None);
         assert_eq!(q.ready_len(), 1, "a change does");
+    }
+
+    #[tokio::test]
+    async fn a_converged_reconcile_is_not_woken_by_its_own_write() {
+        let q = Queue::new(Duration::from_millis(10), Duration::from_secs(1));
+        let (_tx, mut rx) = watch::channel(false);
+        q.add("a", Some(Kind::Subnet));
+        assert_eq!(q.next(&mut rx).await.as_deref(), Some("a"));
+        // The run writes version 2; its change arrives while it still runs.
+        q.changed("a", Kind::Subnet, Some(2));
+        q.done("a", Schedule::Done, Some(2));
+        assert_eq!(q.ready_len(), 0, "its own write does not run it again");
+        // The same change arriving after the run ended does not either.
+        q.changed("a", Kind::Subnet, Some(2));
+        assert_eq!(q.ready_len(), 0);
+        // A newer version (someone else's write) does.
+        q.changed("a", Kind::Subnet, Some(3));
+        assert_eq!(q.ready_len(), 1, "a newer version runs it");
+        assert_eq!(q.next(&mut rx).await.as_deref(), Some("a"));
+        // A dependency's change wakes it whatever its version.
+        q.add("a", None);
+        q.done("a", Schedule::Done, Some(3));
+        assert_eq!(q.ready_len(), 1, "a dependency's change runs it again");
+    }
+
+    #[tokio::test]
+    async fn only_a_converged_run_at_that_version_absorbs_a_change() {
+        let q = Queue::new(Duration::from_millis(10), Duration::from_secs(1));
+        let (_tx, mut rx) = watch::channel(false);
+        q.add("a", Some(Kind::Subnet));
+        assert_eq!(q.next(&mut rx).await.as_deref(), Some("a"));
+        // Version 3 arrives while the run, which saw version 2, is still going.
+        q.changed("a", Kind::Subnet, Some(3));
+        q.done("a", Schedule::Done, Some(2));
+        assert_eq!(
+            q.ready_len(),
+            1,
+            "a version the run did not see runs it again"
+        );
+        assert_eq!(q.next(&mut rx).await.as_deref(), Some("a"));
+        // A run that does not end converged keeps nothing: its own write wakes it.
+        q.changed("a", Kind::Subnet, Some(4));
+        q.done("a", Schedule::After(Duration::from_secs(60)), Some(4));
+        assert_eq!(q.ready_len(), 1, "not converged: the change runs it");
+        assert_eq!(q.next(&mut rx).await.as_deref(), Some("a"));
+        q.done("a", Schedule::Done, Some(4));
+        // A change of unknown version always runs it.
+        q.changed("a", Kind::Subnet, None);
+        assert_eq!(q.ready_len(), 1, "unknown version: run");
     }
 
     #[tokio::test]

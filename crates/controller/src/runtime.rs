@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 
 use crate::dispatch::Dispatcher;
 use crate::fenced_provisioner::FencedProvisioner;
-use crate::fenced_store::FencedStore;
+use crate::fenced_store::{FencedStore, track_own_writes};
 use crate::metrics;
 use crate::ownership::{Claim, Ownership};
 use crate::queue::{Queue, Schedule};
@@ -250,8 +250,8 @@ async fn on_change(ctx: &ReconcileCtx, queue: &Queue, change: Change) {
     let kind = Some(kind);
     if change.gone {
         queue.forget(&change.id);
-    } else {
-        queue.add(&change.id, kind);
+    } else if let Some(k) = kind {
+        queue.changed(&change.id, k, change.version);
     }
     for target in &change.refs {
         queue.add(target, None);
@@ -318,20 +318,24 @@ async fn worker(
 ) {
     while let Some(id) = queue.next(&mut shutdown).await {
         let start = Instant::now();
-        let run = run_one(ctx.clone(), queue.clone(), id.clone());
+        let run = track_own_writes(id.clone(), run_one(ctx.clone(), queue.clone(), id.clone()));
         // A panicking reconcile must not take the worker (or the queue's running mark) with it.
         let task = match ownership.claim(&id) {
             // Another replica's object: it reconciles it (the feed woke us too).
             Claim::NotMine => {
-                queue.done(&id, Schedule::Done);
+                queue.done(&id, Schedule::Done, None);
                 continue;
             }
             Claim::Alone => tokio::spawn(run),
             Claim::Leased(fence) => tokio::spawn(osac_backends::fence::scope(fence, run)),
         };
-        let (kind, result) = match task.await {
-            Ok(r) => r,
-            Err(e) => (None, Err(ReconcileError::Panicked(format!("{id}: {e}")))),
+        let (kind, result, seen) = match task.await {
+            Ok(((kind, result, read), written)) => (kind, result, read.max(written)),
+            Err(e) => (
+                None,
+                Err(ReconcileError::Panicked(format!("{id}: {e}"))),
+                None,
+            ),
         };
         let label = kind.map_or("unknown", Kind::collection);
         let (outcome, schedule) = match &result {
@@ -353,26 +357,32 @@ async fn worker(
             }
         };
         metrics::reconcile_done(label, outcome, start.elapsed());
-        queue.done(&id, schedule);
+        queue.done(&id, schedule, seen);
     }
 }
 
-/// Reads the object and runs its reconciler; a gone object needs nothing.
+/// Reads the object and runs its reconciler; a gone object needs nothing. Returns the kind, the
+/// outcome and the version read.
 async fn run_one(
     ctx: Arc<ReconcileCtx>,
     queue: Arc<Queue>,
     id: String,
-) -> (Option<Kind>, Result<Action, ReconcileError>) {
+) -> (Option<Kind>, Result<Action, ReconcileError>, Option<i64>) {
     let rec = match ctx.store.get(&id).await {
         Ok(Some(rec)) => rec,
         Ok(None) => {
             queue.forget(&id);
-            return (None, Ok(Action::Done));
+            return (None, Ok(Action::Done), None);
         }
-        Err(e) => return (None, Err(e.into())),
+        Err(e) => return (None, Err(e.into()), None),
     };
     let kind = rec.kind;
+    let version = rec.version;
     queue.learn(&id, kind);
-    tracing::trace!(%id, %kind, version = rec.version, "reconciling");
-    (Some(kind), reconcile::reconcile(&ctx, rec).await)
+    tracing::trace!(%id, %kind, version, "reconciling");
+    (
+        Some(kind),
+        reconcile::reconcile(&ctx, rec).await,
+        Some(version),
+    )
 }

@@ -130,6 +130,9 @@ pub struct Change {
     pub gone: bool,
     /// Ids the object references (before and after the write), so their controllers wake too.
     pub refs: Vec<String>,
+    /// The object's version as written (None: not known, e.g. a notice from an older build).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
 }
 
 impl Change {
@@ -147,6 +150,7 @@ impl Change {
             tenant: record.tenant.clone(),
             gone,
             refs,
+            version: Some(record.version),
         }
     }
 

@@ -238,6 +238,7 @@ pub(crate) fn revocation() -> Change {
         tenant: String::new(),
         gone: true,
         refs: Vec::new(),
+        version: None,
     }
 }
 

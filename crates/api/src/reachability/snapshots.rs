@@ -151,6 +151,7 @@ mod tests {
             tenant: tenant.into(),
             gone: false,
             refs: Vec::new(),
+            version: None,
         }
     }
 
