@@ -45,7 +45,8 @@
 //!   costs one read.
 //! - **Done means converged.** A reconcile that returns `Action::Done` is not woken by its own
 //!   status write (through `Store::apply`): one with more to do after a write carries on in
-//!   the same run or returns `After`/`Retry`.
+//!   the same run or returns `Again` (dropping the cleanup finalizer: the deprovisioning
+//!   follows in the next run), `After` or `Retry`.
 //! - **Managers are never called inside a store transaction** (a transaction may hold the only
 //!   database connection the manager's own state store needs).
 //! - **Deletion goes through the fabric finalizer** (`reconcile/finalizer.rs`): a deleted

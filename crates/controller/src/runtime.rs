@@ -340,6 +340,7 @@ async fn worker(
         let label = kind.map_or("unknown", Kind::collection);
         let (outcome, schedule) = match &result {
             Ok(Action::Done) => ("ok", Schedule::Done),
+            Ok(Action::Again) => ("requeue", Schedule::After(Duration::ZERO)),
             Ok(Action::After(d)) => ("requeue", Schedule::After(*d)),
             Ok(Action::Retry) => ("retry", Schedule::Backoff),
             Err(e) if e.is_conflict() => {

@@ -32,7 +32,7 @@ struct Env {
 fn config() -> ControllerConfig {
     ControllerConfig {
         workers: 3,
-        resync_interval: Duration::from_secs(2),
+        resync_interval: Duration::from_secs(3600),
         backoff_base: Duration::from_millis(20),
         backoff_cap: Duration::from_millis(300),
         ..ControllerConfig::default()

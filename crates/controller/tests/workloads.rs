@@ -27,7 +27,7 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 fn config() -> ControllerConfig {
     ControllerConfig {
         workers: 4,
-        resync_interval: Duration::from_secs(2),
+        resync_interval: Duration::from_secs(3600),
         backoff_base: Duration::from_millis(20),
         backoff_cap: Duration::from_millis(200),
         ..ControllerConfig::default()

@@ -44,7 +44,7 @@ pub async fn start() -> Env {
         managers_dir: None,
         controller: ControllerConfig {
             workers: 4,
-            resync_interval: Duration::from_secs(5),
+            resync_interval: Duration::from_secs(3600),
             backoff_base: Duration::from_millis(50),
             backoff_cap: Duration::from_secs(1),
             ..ControllerConfig::default()

@@ -192,7 +192,8 @@ async fn give_up(ctx: &ReconcileCtx, rec: &Record, stuck: &str) -> Result<Action
     release(ctx, rec, "CleanupOrphaned", message, true).await
 }
 
-/// Drops the cleanup finalizer (the workload's own deprovisioning follows).
+/// Drops the cleanup finalizer; the workload's own deprovisioning follows in the next run
+/// (`Action::Again`: the finalizer write does not wake the workload by itself).
 async fn release(
     ctx: &ReconcileCtx,
     rec: &Record,
@@ -208,7 +209,7 @@ async fn release(
         events::for_record(rec, warning, reason, message),
     )
     .await;
-    Ok(Action::Done)
+    Ok(Action::Again)
 }
 
 #[cfg(test)]

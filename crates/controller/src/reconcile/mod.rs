@@ -72,6 +72,9 @@ impl ReconcileError {
 pub(crate) enum Action {
     /// Converged.
     Done,
+    /// Not converged, and nothing to wait for: a step was written and the next one follows
+    /// in a new run at once (its own write does not wake it: "Done means converged").
+    Again,
     /// Look again after this delay.
     After(Duration),
     /// Not converged (waiting for a dependency or a transient failure): back off and retry.
