@@ -290,6 +290,15 @@ fn kv_coalesce(changes: &[(String, Option<String>)]) -> (Vec<(&str, &str)>, Vec<
 pub trait Tx: Send {
     /// Reads one object by id.
     async fn get(&mut self, id: &str) -> Result<Option<Record>>;
+    /// Reads one object by id for what never changes once it is stored — its kind, tenant and
+    /// the references its spec may not change — where the store can without a round trip: the
+    /// row may come from this process's record cache and be an older version (on PostgreSQL,
+    /// another replica's write is seen when its notification arrives). Nothing that changes
+    /// (state, deletion, labels) may be decided from it: a caller checks that on a row it then
+    /// locks. A row of another kind or tenant is returned as it is: the caller filters.
+    async fn get_stable(&mut self, id: &str) -> Result<Option<Record>> {
+        self.get(id).await
+    }
     /// Reads one object and locks it until the transaction ends, so checks made against it and
     /// the writes that follow are atomic (PostgreSQL `FOR UPDATE`; SQLite is already serial).
     async fn lock(&mut self, id: &str) -> Result<Option<Record>>;

@@ -705,6 +705,16 @@ impl Tx for PgTx {
         get_row(&mut self.tx, id, RowLock::None).await
     }
 
+    /// From the record cache when it holds the row (any version: only what never changes may
+    /// be read from it), else from the transaction. A row read here is not offered to the
+    /// cache: the transaction may have written it.
+    async fn get_stable(&mut self, id: &str) -> Result<Option<Record>> {
+        match self.cache.get(id).0 {
+            Some(cached) => Ok(Some(cached)),
+            None => self.get(id).await,
+        }
+    }
+
     async fn lock(&mut self, id: &str) -> Result<Option<Record>> {
         get_row(&mut self.tx, id, RowLock::Exclusive).await
     }

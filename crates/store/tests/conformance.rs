@@ -793,6 +793,43 @@ async fn suite(s: Arc<dyn Store>) {
     counts_by_kind_and_state(s.as_ref()).await;
     group_commit_isolates_sets(s.clone()).await;
     status_write_sets(s.as_ref()).await;
+    stable_reads(s.as_ref()).await;
+}
+
+/// `Tx::get_stable`: the row as this process last committed it or read it (an older version
+/// only when another process wrote since), of any kind and tenant (the caller filters), and
+/// never a row this process removed.
+async fn stable_reads(s: &dyn Store) {
+    let mut tx = s.begin().await.unwrap();
+    let stored = tx
+        .insert(&subnet("t-stable", "stable", "vn-s", &[]))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let mut next = stored.clone();
+    next.body["status"] = json!({"state": "SUBNET_STATE_READY"});
+    let mut tx = s.begin().await.unwrap();
+    let updated = tx.update(&next).await.unwrap().expect("updated");
+    tx.commit().await.unwrap();
+
+    let mut tx = s.begin().await.unwrap();
+    let read = tx.get_stable(&stored.id).await.unwrap().expect("stored");
+    assert_eq!(
+        (read.kind, read.tenant.as_str(), read.version),
+        (Kind::Subnet, "t-stable", updated.version),
+        "this process's own commit is seen"
+    );
+    assert_eq!(tx.get_stable("no-such-id").await.unwrap(), None);
+    tx.remove(&stored.id).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = s.begin().await.unwrap();
+    assert_eq!(
+        tx.get_stable(&stored.id).await.unwrap(),
+        None,
+        "a removed row is not read back"
+    );
+    drop(tx);
 }
 
 /// A reconcile's status write (`Store::apply` of an update and its event): written with its

@@ -201,6 +201,18 @@ pub async fn refuse_if_used(
     Ok(())
 }
 
+/// How [`resolve_as`] reads the object a reference names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// As the transaction sees it.
+    Plain,
+    /// Locked until the transaction ends.
+    Lock,
+    /// Possibly an older version ([`osac_store::Tx::get_stable`]): for references the caller
+    /// locks later ([`workload::lock_refs`]), where what changes is checked again.
+    Stable,
+}
+
 /// Resolves a reference (id or name) to a live object of `kind` visible to the writer.
 /// Provider kinds are looked up among provider objects; tenant kinds in the writer's tenant.
 pub async fn resolve(
@@ -209,6 +221,17 @@ pub async fn resolve(
     field: &str,
     key: &str,
     lock: bool,
+) -> ApiResult<Record> {
+    let read = if lock { Read::Lock } else { Read::Plain };
+    resolve_as(cx, kind, field, key, read).await
+}
+
+async fn resolve_as(
+    cx: &mut RequestCtx<'_>,
+    kind: Kind,
+    field: &str,
+    key: &str,
+    read: Read,
 ) -> ApiResult<Record> {
     if key.is_empty() {
         return Err(ApiError::invalid(format!("{field} is required")));
@@ -225,14 +248,12 @@ pub async fn resolve(
     };
     // By id first (locked at once when asked: one read, and nothing of another kind or
     // tenant gets locked), else by name.
-    let by_id = if lock {
-        cx.tx.lock_of(kind, &tenant, key).await?
-    } else {
-        cx.tx
-            .get(key)
-            .await?
-            .filter(|r| r.kind == kind && r.tenant == tenant)
-    };
+    let by_id = match read {
+        Read::Lock => cx.tx.lock_of(kind, &tenant, key).await?,
+        Read::Plain => cx.tx.get(key).await?,
+        Read::Stable => cx.tx.get_stable(key).await?,
+    }
+    .filter(|r| r.kind == kind && r.tenant == tenant);
     let rec = match by_id {
         Some(r) => r,
         None => {
@@ -241,7 +262,7 @@ pub async fn resolve(
                 .find_by_name(kind, &tenant, key)
                 .await?
                 .ok_or_else(missing)?;
-            if lock {
+            if read == Read::Lock {
                 cx.tx.lock(&found.id).await?.ok_or_else(missing)?
             } else {
                 found
@@ -268,6 +289,20 @@ pub async fn resolve_usable(
     lock: bool,
 ) -> ApiResult<Record> {
     let rec = resolve(cx, kind, field, key, lock).await?;
+    require_not_failed(&rec, field)?;
+    Ok(rec)
+}
+
+/// [`resolve_usable`] for a reference the caller share-locks before it commits
+/// ([`workload::lock_refs`], which checks deletion and FAILED again on the locked row): the
+/// first read may come from the record cache ([`osac_store::Tx::get_stable`]).
+pub async fn resolve_referenced(
+    cx: &mut RequestCtx<'_>,
+    kind: Kind,
+    field: &str,
+    key: &str,
+) -> ApiResult<Record> {
+    let rec = resolve_as(cx, kind, field, key, Read::Stable).await?;
     require_not_failed(&rec, field)?;
     Ok(rec)
 }

@@ -226,7 +226,7 @@ pub async fn resolve_attachments(
     let mut first: Option<(String, String)> = None;
     for a in atts {
         let field = format!("{}.subnet", a.field);
-        let sn = super::resolve_usable(cx, Kind::Subnet, &field, a.subnet, false).await?;
+        let sn = super::resolve_referenced(cx, Kind::Subnet, &field, a.subnet).await?;
         match &first {
             None => first = Some((vn_of(&sn).to_string(), field)),
             Some((vn, first_field)) if vn.as_str() != vn_of(&sn) => {
@@ -244,7 +244,8 @@ pub async fn resolve_attachments(
     let Some((vn_id, _)) = first else {
         return Err(no_attachments("spec"));
     };
-    let vn = cx.tx.get(&vn_id).await?.ok_or_else(|| {
+    // A subnet's VirtualNetwork never changes, nor the VN's NetworkClass: a stable read.
+    let vn = cx.tx.get_stable(&vn_id).await?.ok_or_else(|| {
         ApiError::precondition(format!(
             "VirtualNetwork '{vn_id}' of the subnets does not exist"
         ))
@@ -284,7 +285,7 @@ pub async fn resolve_security_groups(
     let mut ids: Vec<String> = Vec::with_capacity(keys.len());
     for (j, key) in keys.iter().enumerate() {
         let f = format!("{field}[{j}]");
-        let sg = super::resolve_usable(cx, Kind::SecurityGroup, &f, key, false).await?;
+        let sg = super::resolve_referenced(cx, Kind::SecurityGroup, &f, key).await?;
         if vn_of(&sg) != vn.id {
             let theirs = label_of(cx, vn_of(&sg)).await?;
             return Err(ApiError::invalid(format!(
@@ -306,7 +307,7 @@ pub async fn resolve_security_groups(
 
 /// Share-locks referenced rows in id order (no lock-order deadlocks with exclusive lockers), so
 /// a concurrent delete of a subnet or security group cannot pass its "in use" check while this
-/// workload is written; fails if one started being deleted meanwhile. Shared: workloads
+/// workload is written; fails if one started being deleted, or FAILED, meanwhile. Shared: workloads
 /// created at once on one subnet or security group do not wait for each other.
 pub async fn lock_refs(cx: &mut RequestCtx<'_>, mut refs: Vec<(String, String)>) -> ApiResult<()> {
     refs.sort();
@@ -315,7 +316,9 @@ pub async fn lock_refs(cx: &mut RequestCtx<'_>, mut refs: Vec<(String, String)>)
     let locked = cx.tx.lock_shared_all(&ids).await?;
     for (id, field) in refs {
         match locked.iter().find(|r| r.id == id) {
-            Some(r) if r.deleted_at.is_none() => {}
+            // Checked again here, on the locked row: the reference may have been resolved
+            // from an older copy (`resolve_referenced`).
+            Some(r) if r.deleted_at.is_none() => super::require_not_failed(r, &field)?,
             Some(r) => {
                 return Err(ApiError::precondition(format!(
                     "{field}: {} '{}' is being deleted",
@@ -355,7 +358,9 @@ pub async fn require_k8s(
         .pointer("/spec/network_class")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let class = cx.tx.get(class_id).await?;
+    // A class's k8s manager never changes once set; a stable read may miss one set an
+    // instant ago on another replica (until its change notification arrives here).
+    let class = cx.tx.get_stable(class_id).await?;
     let k8s = match &class {
         Some(c) => c.decode::<pb::NetworkClass>()?.k8s_manager,
         None => String::new(),

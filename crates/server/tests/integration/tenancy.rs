@@ -4,6 +4,7 @@
 use reqwest::Method;
 use serde_json::json;
 
+use crate::both_backends;
 use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -537,5 +538,58 @@ async fn tenant_users_run_workloads_on_networks_tenant_admins_prepare() {
         admin.delete(&path).await.ok();
         admin.wait_gone(PUB, collection, &id(&gone)).await;
     }
+    s.finish().await;
+}
+
+both_backends!(workload_references_into_another_tenant_are_not_found);
+/// A workload's subnet and security groups may be read from the server's record cache: a
+/// tenant naming another tenant's (cached, READY, in use) subnet or group by id or by name
+/// still gets NOT_FOUND, and nothing is created.
+async fn workload_references_into_another_tenant_are_not_found(backend: Backend) {
+    let Some(s) = TestServer::start(backend).await else {
+        return;
+    };
+    let a = s.tenant("a").await;
+    let b = s.tenant("b").await;
+    b.ready_vn("bnet", "10.0.0.0/16").await;
+    let bsub = id(&b.ready_subnet("bsub", "bnet", "10.0.1.0/24").await);
+    let bsg = id(&b.ready_sg("bsg", "bnet").await);
+    // B's workload makes its controllers and its create read B's subnet and group.
+    b.running_vm("bvm", "bsub").await;
+    a.ready_vn("anet", "10.0.0.0/16").await;
+    let asub = id(&a.ready_subnet("asub", "anet", "10.0.1.0/24").await);
+    let field = "spec.compute_network_attachments[0]";
+    for key in [bsub.as_str(), "bsub"] {
+        a.post(
+            &format!("{PUB}/compute_instances"),
+            vm_body("intruder", json!([{"subnet": key}])),
+        )
+        .await
+        .err(
+            404,
+            "NOT_FOUND",
+            &[&format!("{field}.subnet"), key, "does not exist"],
+        );
+    }
+    for key in [bsg.as_str(), "bsg"] {
+        a.post(
+            &format!("{PUB}/compute_instances"),
+            vm_body(
+                "intruder",
+                json!([{"subnet": asub, "security_groups": [key]}]),
+            ),
+        )
+        .await
+        .err(
+            404,
+            "NOT_FOUND",
+            &[
+                &format!("{field}.security_groups[0]"),
+                key,
+                "does not exist",
+            ],
+        );
+    }
+    assert_eq!(a.count("compute_instances").await, 0);
     s.finish().await;
 }
