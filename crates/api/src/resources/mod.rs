@@ -293,18 +293,17 @@ pub async fn resolve_usable(
     Ok(rec)
 }
 
-/// [`resolve_usable`] for a reference the caller share-locks before it commits
-/// ([`workload::lock_refs`], which checks deletion and FAILED again on the locked row): the
-/// first read may come from the record cache ([`osac_store::Tx::get_stable`]).
+/// [`resolve`] for a reference the caller share-locks before it commits
+/// ([`workload::lock_refs`], which refuses it if deleted or FAILED, on the locked row): the
+/// read may come from the record cache ([`osac_store::Tx::get_stable`]), so only what never
+/// changes, and deletion (which is never undone), is decided here.
 pub async fn resolve_referenced(
     cx: &mut RequestCtx<'_>,
     kind: Kind,
     field: &str,
     key: &str,
 ) -> ApiResult<Record> {
-    let rec = resolve_as(cx, kind, field, key, Read::Stable).await?;
-    require_not_failed(&rec, field)?;
-    Ok(rec)
+    resolve_as(cx, kind, field, key, Read::Stable).await
 }
 
 /// The VirtualNetwork a Subnet, SecurityGroup or NATGateway names in `spec.virtual_network`,

@@ -316,7 +316,7 @@ pub async fn lock_refs(cx: &mut RequestCtx<'_>, mut refs: Vec<(String, String)>)
     let locked = cx.tx.lock_shared_all(&ids).await?;
     for (id, field) in refs {
         match locked.iter().find(|r| r.id == id) {
-            // Checked again here, on the locked row: the reference may have been resolved
+            // FAILED is checked here, on the locked row: the reference may have been resolved
             // from an older copy (`resolve_referenced`).
             Some(r) if r.deleted_at.is_none() => super::require_not_failed(r, &field)?,
             Some(r) => {

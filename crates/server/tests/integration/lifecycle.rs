@@ -425,6 +425,22 @@ async fn children_wait_for_parents_being_provisioned_and_failed_parents_are_refu
             && message(&dies).contains("injected permanent failure"),
         "{dies}"
     );
+    // A workload on a FAILED subnet is refused, naming it; nothing is stored.
+    t.post(
+        &format!("{PUB}/compute_instances"),
+        vm_body("on-dies", json!([{"subnet": "dies"}])),
+    )
+    .await
+    .err(
+        412,
+        "FAILED_PRECONDITION",
+        &[
+            "spec.compute_network_attachments[0].subnet",
+            "Subnet 'dies' is FAILED",
+            "it cannot be used",
+        ],
+    );
+    assert_eq!(t.count("compute_instances").await, 0);
 
     // A FAILED parent is refused at create time, naming it; nothing is stored.
     let before = (
