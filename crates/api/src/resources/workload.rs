@@ -307,8 +307,8 @@ pub async fn resolve_security_groups(
 
 /// Share-locks referenced rows in id order (no lock-order deadlocks with exclusive lockers), so
 /// a concurrent delete of a subnet or security group cannot pass its "in use" check while this
-/// workload is written; fails if one started being deleted, or FAILED, meanwhile. Shared: workloads
-/// created at once on one subnet or security group do not wait for each other.
+/// workload is written; fails if one is being deleted or FAILED. Shared: workloads created at
+/// once on one subnet or security group do not wait for each other.
 pub async fn lock_refs(cx: &mut RequestCtx<'_>, mut refs: Vec<(String, String)>) -> ApiResult<()> {
     refs.sort();
     refs.dedup_by(|a, b| a.0 == b.0);
