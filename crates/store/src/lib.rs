@@ -10,6 +10,7 @@ pub mod filter_sql;
 mod group;
 mod lease;
 mod pg_lease;
+mod pg_status_batch;
 mod pg_write_set;
 mod postgres;
 mod query;

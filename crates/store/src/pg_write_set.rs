@@ -1,7 +1,8 @@
 //! The fast path of a controller's status write on PostgreSQL: a write set of one update
 //! (and the event it implies) written in ONE statement, committed on its own, instead of a
 //! transaction of five round trips (`BEGIN`, the locking read, the update, the commit check
-//! with its notifications, `COMMIT`).
+//! with its notifications, `COMMIT`). Status writes that queue while others are in flight
+//! share one statement instead (`pg_status_batch`), under the same contract.
 //!
 //! # Contract
 //!
@@ -109,68 +110,117 @@ fn eligible(set: &WriteSet) -> Option<(&Record, Option<&Record>)> {
     (!removes).then_some((update, event))
 }
 
+/// A status write ready for a statement: the set's update with its new version, its event, the
+/// changes it publishes and their notification payloads (see the module's contract).
+pub(crate) struct StatusWrite {
+    /// The version the writer read (the update's condition).
+    pub(crate) expected: i64,
+    /// The object row as it will be stored (version bumped).
+    pub(crate) next: Record,
+    /// The object's references (field, target), sorted: the stored rows must equal them.
+    pub(crate) refs: Vec<(String, String)>,
+    /// The event inserted with the update, at version 1.
+    pub(crate) event: Option<Record>,
+    /// The event's references, sorted.
+    pub(crate) event_refs: Vec<(String, String)>,
+    /// The lease the set must still hold: shard, owner, token.
+    pub(crate) fence: Option<crate::Fence>,
+    /// The notification payloads of the changes, sent only if the update happens.
+    pub(crate) notices: Vec<String>,
+    changes: Vec<Change>,
+}
+
+impl StatusWrite {
+    /// The set as a status write, if it is one (one update that keeps the row, at most one
+    /// insert: its event). `notice` turns a change into its notification payload.
+    pub(crate) fn of(set: &WriteSet, notice: impl Fn(&Change, i64) -> String) -> Option<Self> {
+        let (update, event) = eligible(set)?;
+        let mut next = update.clone();
+        next.version = update.version + 1;
+        let mut refs = next.references();
+        refs.sort();
+        let event = event.map(|e| {
+            let mut e = e.clone();
+            e.version = 1;
+            e
+        });
+        let mut changes = vec![Change::of(&next, false, &[])];
+        let mut event_refs = Vec::new();
+        if let Some(e) = &event {
+            event_refs = e.references();
+            event_refs.sort();
+            changes.push(Change::of(e, false, &[]));
+        }
+        let sent_at_us = Utc::now().timestamp_micros();
+        let notices = changes.iter().map(|c| notice(c, sent_at_us)).collect();
+        let fence = set
+            .fence
+            .as_ref()
+            .map(|f| (f.shard, f.replica.clone(), f.token));
+        Some(Self {
+            expected: update.version,
+            next,
+            refs,
+            event,
+            event_refs,
+            fence,
+            notices,
+            changes,
+        })
+    }
+
+    /// What a committed write tells its caller, the change feed and the cache.
+    /// (The caller counts the transaction: one statement may carry several writes.)
+    pub(crate) fn applied(self) -> Fast {
+        // The update's reference rows stayed as they were: only the event's are new.
+        let ref_targets = self.event_refs.into_iter().map(|(_, t)| t).collect();
+        let mut applied = vec![Some(self.next.clone())];
+        let mut written = vec![Written::Put(Box::new(self.next))];
+        if let Some(e) = self.event {
+            applied.push(Some(e.clone()));
+            written.push(Written::Put(Box::new(e)));
+        }
+        Fast::Applied {
+            applied,
+            changes: self.changes,
+            written,
+            ref_targets,
+        }
+    }
+}
+
 /// Splits (a, b) pairs into the two arrays a statement binds.
-fn columns(pairs: &[(String, String)]) -> (Vec<&str>, Vec<&str>) {
+pub(crate) fn columns(pairs: &[(String, String)]) -> (Vec<&str>, Vec<&str>) {
     pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())).unzip()
 }
 
-/// Writes `set` in one statement if it is a status write (see the module's contract).
-/// `notice` turns a change into its notification payload.
-pub(crate) async fn apply_current(
-    pool: &PgPool,
-    channel: &str,
-    set: &WriteSet,
-    notice: impl Fn(&Change, i64) -> String,
-) -> Result<Fast> {
-    let Some((update, event)) = eligible(set) else {
-        return Ok(Fast::Slow);
-    };
-    let mut next = update.clone();
-    next.version = update.version + 1;
-    let mut refs = next.references();
-    refs.sort();
-    let event = event.map(|e| {
-        let mut e = e.clone();
-        e.version = 1;
-        e
-    });
-    let mut changes = vec![Change::of(&next, false, &[])];
-    let mut event_refs = Vec::new();
-    if let Some(e) = &event {
-        event_refs = e.references();
-        event_refs.sort();
-        changes.push(Change::of(e, false, &[]));
-    }
-    let sent_at_us = Utc::now().timestamp_micros();
-    let notices: Vec<String> = changes.iter().map(|c| notice(c, sent_at_us)).collect();
-    let fences: Vec<crate::Fence> = set
-        .fence
-        .iter()
-        .map(|f| (f.shard, f.replica.clone(), f.token))
-        .collect();
+/// Writes one status write in its own statement.
+pub(crate) async fn apply_one(pool: &PgPool, channel: &str, write: StatusWrite) -> Result<Fast> {
+    let fences: Vec<crate::Fence> = write.fence.iter().cloned().collect();
     let (shards, owners, tokens) = crate::pg_lease::fence_arrays(&fences);
-    let (fields, targets) = columns(&refs);
-
-    let sql = match event {
+    let (fields, targets) = columns(&write.refs);
+    let next = &write.next;
+    let sql = match write.event {
         Some(_) => format!("{UPDATE}{EVENT}{ANSWER}"),
         None => format!("{UPDATE}{ANSWER}"),
     };
     let statement = crate::sql_common::bind_object_row!(sqlx::query(&sql), next, ts: crate::postgres::ts, json: Json)
-        .bind(update.version)
+        .bind(write.expected)
         .bind(&fields)
         .bind(&targets)
         .bind(&shards)
         .bind(&owners)
         .bind(&tokens)
         .bind(channel)
-        .bind(&notices);
-    let labels: Vec<(String, String)> = event
+        .bind(&write.notices);
+    let labels: Vec<(String, String)> = write
+        .event
         .iter()
         .flat_map(|e| e.labels.iter().map(|(k, v)| (k.clone(), v.clone())))
         .collect();
     let (label_keys, label_values) = columns(&labels);
-    let (event_fields, event_targets) = columns(&event_refs);
-    let statement = match &event {
+    let (event_fields, event_targets) = columns(&write.event_refs);
+    let statement = match &write.event {
         Some(e) => {
             crate::sql_common::bind_object_row!(statement, e, ts: crate::postgres::ts, json: Json)
                 .bind(&label_keys)
@@ -187,25 +237,13 @@ pub(crate) async fn apply_current(
 
     if updated == 1 {
         crate::count_write();
-        // The update's reference rows stayed as they were: only the event's are new.
-        let ref_targets = event_refs.into_iter().map(|(_, t)| t).collect();
-        let mut applied = vec![Some(next.clone())];
-        let mut written = vec![Written::Put(Box::new(next))];
-        if let Some(e) = event {
-            applied.push(Some(e.clone()));
-            written.push(Written::Put(Box::new(e)));
-        }
-        return Ok(Fast::Applied {
-            applied,
-            changes,
-            written,
-            ref_targets,
-        });
+        return Ok(write.applied());
     }
+    let id = &write.next.id;
     let Some(found) = stored else {
-        return Err(StoreError::NotFound(update.id.clone()));
+        return Err(StoreError::NotFound(id.clone()));
     };
-    check_version(&update.id, update.version, found)?;
+    check_version(id, write.expected, found)?;
     if held < shards.len() as i64 {
         return Err(StoreError::Fenced(
             shards.first().copied().unwrap_or_default(),

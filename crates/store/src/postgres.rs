@@ -15,7 +15,8 @@ use sqlx::{PgPool, Row, Transaction};
 use tokio::sync::broadcast;
 
 use crate::filter_sql::Dialect;
-use crate::pg_write_set::Fast;
+use crate::pg_status_batch::StatusBatcher;
+use crate::pg_write_set::{Fast, StatusWrite};
 use crate::record::{BodyText, parse_json, to_json};
 use crate::record_cache::{RecordCache, Written};
 use crate::sql_common::{COLUMNS, check_version};
@@ -37,6 +38,8 @@ pub struct PostgresStore {
     /// Rows and referrers read for [`Store::get_cached`] and [`Store::referrers_cached`]
     /// (forgotten on every change, see `record_cache`).
     cache: Arc<RecordCache>,
+    /// Concurrent status writes share statements (see `pg_status_batch`).
+    status_writes: StatusBatcher,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -101,11 +104,13 @@ impl PostgresStore {
                 cache: cache.clone(),
             },
         );
+        let status_writes = StatusBatcher::start(pool.clone(), CHANNEL);
         Ok(Self {
             pool,
             feed,
             origin,
             cache,
+            status_writes,
         })
     }
 }
@@ -331,7 +336,11 @@ impl Store for PostgresStore {
     async fn apply(&self, set: WriteSet) -> Result<Applied> {
         let since = self.cache.epoch();
         let notice = |change: &Change, sent_at_us: i64| notice_of(&self.origin, change, sent_at_us);
-        match crate::pg_write_set::apply_current(&self.pool, CHANNEL, &set, notice).await {
+        let fast = match StatusWrite::of(&set, notice) {
+            Some(write) => self.status_writes.write(write).await,
+            None => Ok(Fast::Slow),
+        };
+        match fast {
             Ok(Fast::Applied {
                 applied,
                 changes,
