@@ -25,7 +25,7 @@ use sqlx::types::Json;
 use sqlx::{PgPool, Row};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::pg_write_set::{Fast, StatusWrite, apply_one};
+use crate::pg_write_set::{Fast, HeldRow, StatusWrite, apply_one};
 use crate::{Result, StoreError};
 
 /// Statements in flight at once. Fewer slots batch more writes per statement; more keep more
@@ -160,15 +160,26 @@ async fn run(pool: PgPool, channel: &'static str, mut queue: mpsc::UnboundedRece
             // holds, a lost lease, a failed statement), may wait on a lock, and a second
             // write of one object must follow the first.
             for job in left {
-                let _ = job.reply.send(apply_one(&pool, channel, job.write).await);
+                let outcome = apply_one(&pool, channel, job.write, HeldRow::Wait).await;
+                let _ = job.reply.send(outcome);
             }
         });
     }
 }
 
 /// Writes `jobs` in one statement and answers those written; returns the others (not written:
-/// refused, skipped, or an object's second write).
-async fn write_jobs(pool: &PgPool, channel: &str, jobs: Vec<Job>) -> Vec<Job> {
+/// refused, skipped, or an object's second write). A write alone takes the single write's
+/// statement, lighter than the batch's, skipping a held row as the batch's does (then the
+/// set's own transaction waits for it, off the slot).
+async fn write_jobs(pool: &PgPool, channel: &str, mut jobs: Vec<Job>) -> Vec<Job> {
+    if jobs.len() == 1
+        && let Some(job) = jobs.pop()
+    {
+        let _ = job
+            .reply
+            .send(apply_one(pool, channel, job.write, HeldRow::Skip).await);
+        return Vec::new();
+    }
     let mut batch = Vec::with_capacity(jobs.len());
     let mut left = Vec::new();
     let mut ids = std::collections::HashSet::new();

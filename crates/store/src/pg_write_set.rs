@@ -65,13 +65,29 @@ const UPDATE: &str = "WITH held AS ( \
              AND ARRAY(SELECT r.target_id FROM object_refs r WHERE r.object_id = o.id \
                    ORDER BY r.field COLLATE \"C\") = $15::text[] AS same_refs \
          FROM objects o WHERE o.id = $1), \
+     {locked} \
      updated AS ( \
          UPDATE objects o SET name = $4, creator = $5, version = $6, deleted_at = $8, \
              labels = $9, annotations = $10, finalizers = $11, body = $12 \
          WHERE o.id = $1 AND o.version = $13 AND o.labels = $9 \
            AND (SELECT same_refs FROM stored) \
-           AND (SELECT count(*) FROM held) = cardinality($16::int[]) \
+           AND (SELECT count(*) FROM held) = cardinality($16::int[]) {if_locked} \
          RETURNING o.id)";
+
+/// With [`HeldRow::Skip`]: the row is locked first, or skipped if another transaction holds
+/// it (then nothing is written).
+const LOCKED: &str = "locked AS MATERIALIZED ( \
+         SELECT o.id FROM objects o WHERE o.id = $1 FOR UPDATE SKIP LOCKED),";
+const IF_LOCKED: &str = "AND EXISTS (SELECT 1 FROM locked)";
+
+/// What the statement does when another transaction holds the object's row.
+#[derive(Clone, Copy)]
+pub(crate) enum HeldRow {
+    /// Waits for it.
+    Wait,
+    /// Writes nothing and answers [`Fast::Slow`]: the set's own transaction waits instead.
+    Skip,
+}
 
 /// The event row inserted with the update (and its label and reference rows), only if the
 /// update happened; `$21`–`$32` are its row, `$33`–`$36` its labels and references.
@@ -195,14 +211,26 @@ pub(crate) fn columns(pairs: &[(String, String)]) -> (Vec<&str>, Vec<&str>) {
 }
 
 /// Writes one status write in its own statement.
-pub(crate) async fn apply_one(pool: &PgPool, channel: &str, write: StatusWrite) -> Result<Fast> {
+pub(crate) async fn apply_one(
+    pool: &PgPool,
+    channel: &str,
+    write: StatusWrite,
+    held_row: HeldRow,
+) -> Result<Fast> {
     let fences: Vec<crate::Fence> = write.fence.iter().cloned().collect();
     let (shards, owners, tokens) = crate::pg_lease::fence_arrays(&fences);
     let (fields, targets) = columns(&write.refs);
     let next = &write.next;
+    let (locked, if_locked) = match held_row {
+        HeldRow::Wait => ("", ""),
+        HeldRow::Skip => (LOCKED, IF_LOCKED),
+    };
+    let update = UPDATE
+        .replace("{locked}", locked)
+        .replace("{if_locked}", if_locked);
     let sql = match write.event {
-        Some(_) => format!("{UPDATE}{EVENT}{ANSWER}"),
-        None => format!("{UPDATE}{ANSWER}"),
+        Some(_) => format!("{update}{EVENT}{ANSWER}"),
+        None => format!("{update}{ANSWER}"),
     };
     let statement = crate::sql_common::bind_object_row!(sqlx::query(&sql), next, ts: crate::postgres::ts, json: Json)
         .bind(write.expected)
@@ -249,7 +277,7 @@ pub(crate) async fn apply_one(pool: &PgPool, channel: &str, write: StatusWrite) 
             shards.first().copied().unwrap_or_default(),
         ));
     }
-    // The labels or references change, or the row changed after the statement's snapshot:
-    // the set's own transaction decides.
+    // The labels or references change, the row changed after the statement's snapshot, or
+    // (skipping) another transaction holds it: the set's own transaction decides.
     Ok(Fast::Slow)
 }

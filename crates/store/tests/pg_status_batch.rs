@@ -219,9 +219,9 @@ async fn batched_status_writes_keep_each_outcome() {
     );
 }
 
-/// A status write never waits in a shared statement for a row another transaction holds: the
-/// statement skips it, the writes around it commit at once, and the held row's write goes
-/// alone and commits once the holder ends.
+/// A status write never waits on a slot for a row another transaction holds: its statement
+/// (alone or shared) skips it, the other writes commit at once, and the held row's write
+/// waits off the slot and commits once the holder ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_held_row_holds_up_only_its_own_write() {
     let Some(url) = support::fresh_postgres_url().await else {
@@ -236,9 +236,9 @@ async fn a_held_row_holds_up_only_its_own_write() {
         stored.push(tx.insert(&subnet(i)).await.unwrap());
     }
     tx.commit().await.unwrap();
-    // Another transaction holds three of the rows (every slot could take one) for as long
-    // as the test needs (its own connection: no idle timeout ends it).
-    let held: Vec<usize> = vec![0, n / 2, n - 1];
+    // Another transaction holds four of the rows for as long as the test needs (its own
+    // connection: no idle timeout ends it).
+    let held: Vec<usize> = vec![0, 1, n / 2, n - 1];
     let mut holder: sqlx::PgConnection = sqlx::Connection::connect(&url).await.expect("connect");
     sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
     for &i in &held {
@@ -249,21 +249,33 @@ async fn a_held_row_holds_up_only_its_own_write() {
             .unwrap();
     }
 
-    let start = Arc::new(tokio::sync::Barrier::new(n));
-    let mut tasks = Vec::new();
-    for rec in &stored {
+    let write = |rec: &Record| {
         let s = s.clone();
-        let start = start.clone();
         let mut next = rec.clone();
         next.body["status"]["state"] = json!("SUBNET_STATE_READY");
         let event = Record::new(Kind::Event, "t-batch", json!({"reason": "Ready"}));
-        tasks.push(tokio::spawn(async move {
-            start.wait().await;
+        async move {
             s.apply(WriteSet::of(vec![
                 Write::Update(next),
                 Write::Insert(event),
             ]))
             .await
+        }
+    };
+    // The first two held rows' writes go first, one at a time: each alone in a statement
+    // (one per slot), then the rest at once, in shared statements.
+    let mut tasks = Vec::new();
+    for rec in &stored[..2] {
+        tasks.push(tokio::spawn(write(rec)));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let start = Arc::new(tokio::sync::Barrier::new(n - 2));
+    for rec in &stored[2..] {
+        let start = start.clone();
+        let write = write(rec);
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            write.await
         }));
     }
     let mut waiting = Vec::new();
