@@ -47,7 +47,8 @@ struct Notice {
     origin: String,
     change: Change,
     /// When the change was written (µs since the epoch, the sender's clock; its transaction
-    /// commits right after): the receiver measures how long the notification took.
+    /// commits right after): the receiver measures how long the notification took. 0: not
+    /// stamped (queued before the rest of its transaction ran), not measured.
     #[serde(default)]
     sent_at_us: i64,
 }
@@ -617,9 +618,13 @@ impl PgTx {
             .collect())
     }
 
-    /// The notification payload of a change of this process.
+    /// The notification payload of a change of this process, queued by its write's statement
+    /// before the transaction commits. It carries no send time: the time from this statement
+    /// to the commit is the transaction's, not the notification's, so the receiver does not
+    /// count it in `osac_change_feed_delay_seconds` (which measures the notifications stamped
+    /// at their commit: status writes, and those queued by the commit check).
     fn notice(&self, change: &Change) -> String {
-        notice_of(&self.origin, change, Utc::now().timestamp_micros())
+        notice_of(&self.origin, change, 0)
     }
 
     /// A change whose notification goes out at commit.
