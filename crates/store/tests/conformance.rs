@@ -966,12 +966,7 @@ async fn fenced_write(
 /// token, and a transaction fenced with the old token is refused.
 async fn leases_and_fencing(s: &dyn Store) {
     let leases = s.leases().expect("PostgreSQL coordinates replicas");
-    let info = |id: &str| osac_store::ReplicaInfo {
-        id: id.into(),
-        name: id.into(),
-        address: "127.0.0.1:1".into(),
-        dataplane: false,
-    };
+    let info = support::replica;
     let short = Duration::from_millis(700);
     assert!(leases.join(&info("a"), short).await.unwrap().is_empty());
     assert_eq!(leases.join(&info("b"), short).await.unwrap().len(), 1);

@@ -13,15 +13,6 @@ use serde_json::json;
 
 mod support;
 
-fn info(id: &str) -> osac_store::ReplicaInfo {
-    osac_store::ReplicaInfo {
-        id: id.into(),
-        name: id.into(),
-        address: "127.0.0.1:1".into(),
-        dataplane: false,
-    }
-}
-
 fn subnet(n: usize) -> Record {
     let mut r = Record::new(
         Kind::Subnet,
@@ -32,6 +23,27 @@ fn subnet(n: usize) -> Record {
     r.name = Some(format!("s{n}"));
     r.labels = [("color".to_string(), "red".to_string())].into();
     r
+}
+
+/// A store on a fresh PostgreSQL database and its URL; None (outside CI) without a server.
+async fn postgres() -> Option<(String, Arc<dyn Store>)> {
+    let Some(url) = support::fresh_postgres_url().await else {
+        assert!(!support::in_ci(), "CI sets OSAC_TEST_DATABASE_URL");
+        return None;
+    };
+    let s = osac_store::open(&url).await.expect("open postgres");
+    Some((url, s))
+}
+
+/// Stores `n` subnets (`subnet(0..n)`).
+async fn subnets(s: &dyn Store, n: usize) -> Vec<Record> {
+    let mut tx = s.begin().await.unwrap();
+    let mut stored = Vec::new();
+    for i in 0..n {
+        stored.push(tx.insert(&subnet(i)).await.unwrap());
+    }
+    tx.commit().await.unwrap();
+    stored
 }
 
 /// What each write of the test is.
@@ -58,14 +70,12 @@ const CASES: [Case; 7] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn batched_status_writes_keep_each_outcome() {
-    let Some(url) = support::fresh_postgres_url().await else {
-        assert!(!support::in_ci(), "CI sets OSAC_TEST_DATABASE_URL");
+    let Some((url, s)) = postgres().await else {
         return;
     };
-    let s: Arc<dyn Store> = osac_store::open(&url).await.expect("open postgres");
     let leases = s.leases().expect("PostgreSQL coordinates replicas");
     let long = Duration::from_secs(30);
-    leases.join(&info("a"), long).await.unwrap();
+    leases.join(&support::replica("a"), long).await.unwrap();
     let held = leases.acquire("a", &[3], long).await.unwrap();
     assert_eq!(held, vec![(3, 1)]);
     let fence = |token| {
@@ -77,12 +87,7 @@ async fn batched_status_writes_keep_each_outcome() {
     };
 
     let n = 245;
-    let mut tx = s.begin().await.unwrap();
-    let mut stored = Vec::new();
-    for i in 0..n {
-        stored.push(tx.insert(&subnet(i)).await.unwrap());
-    }
-    tx.commit().await.unwrap();
+    let stored = subnets(s.as_ref(), n).await;
     let mut feed = s.subscribe();
     // Another process on the database: it learns of changes only by their notifications.
     let other = osac_store::open(&url).await.expect("open postgres again");
@@ -224,18 +229,11 @@ async fn batched_status_writes_keep_each_outcome() {
 /// waits off the slot and commits once the holder ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_held_row_holds_up_only_its_own_write() {
-    let Some(url) = support::fresh_postgres_url().await else {
-        assert!(!support::in_ci(), "CI sets OSAC_TEST_DATABASE_URL");
+    let Some((url, s)) = postgres().await else {
         return;
     };
-    let s: Arc<dyn Store> = osac_store::open(&url).await.expect("open postgres");
     let n = 60;
-    let mut tx = s.begin().await.unwrap();
-    let mut stored = Vec::new();
-    for i in 0..n {
-        stored.push(tx.insert(&subnet(i)).await.unwrap());
-    }
-    tx.commit().await.unwrap();
+    let stored = subnets(s.as_ref(), n).await;
     // Another transaction holds four of the rows for as long as the test needs (its own
     // connection: no idle timeout ends it).
     let held: Vec<usize> = vec![0, 1, n / 2, n - 1];

@@ -9,15 +9,6 @@ use osac_store::Missed;
 
 mod support;
 
-fn info(id: &str) -> osac_store::ReplicaInfo {
-    osac_store::ReplicaInfo {
-        id: id.into(),
-        name: id.into(),
-        address: "127.0.0.1:1".into(),
-        dataplane: false,
-    }
-}
-
 fn put(key: &str, value: &str) -> (String, Option<String>) {
     (key.to_string(), Some(value.to_string()))
 }
@@ -32,7 +23,7 @@ async fn fast_writes_only_when_current_and_fenced() {
     let ns = "fast-path";
     let leases = s.leases().expect("PostgreSQL coordinates replicas");
     leases
-        .join(&info("a"), Duration::from_secs(30))
+        .join(&support::replica("a"), Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(

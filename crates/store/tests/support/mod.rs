@@ -27,3 +27,14 @@ pub async fn fresh_postgres_url() -> Option<String> {
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
+
+/// A replica's registration for lease tests (not every test binary takes leases).
+#[allow(dead_code)]
+pub fn replica(id: &str) -> osac_store::ReplicaInfo {
+    osac_store::ReplicaInfo {
+        id: id.into(),
+        name: id.into(),
+        address: "127.0.0.1:1".into(),
+        dataplane: false,
+    }
+}
