@@ -353,6 +353,8 @@ async fn write_batch(pool: &PgPool, channel: &str, batch: &[Job]) -> Result<Vec<
     let written: Vec<i32> = row.try_get(0)?;
     if !written.is_empty() {
         crate::count_write();
+    }
+    if written.len() > 1 {
         crate::count_group(written.len());
     }
     Ok(written

@@ -329,11 +329,12 @@ impl Store for PostgresStore {
         .await
     }
 
-    /// One transaction per write set, or one statement for a status write (`pg_write_set`).
-    /// Sets are not batched into shared transactions here: PostgreSQL already shares WAL
-    /// flushes between concurrent commits (its own group commit), and a shared transaction
-    /// held row locks across a whole batch, which API transactions then waited for (measured
-    /// slower: docs/benchmarks.md).
+    /// One transaction per write set, or one statement for a status write (`pg_write_set`),
+    /// shared with the status writes queued meanwhile (`pg_status_batch`: one statement that
+    /// commits at once and skips rows others hold). Other sets are not batched into shared
+    /// transactions here: PostgreSQL already shares WAL flushes between concurrent commits
+    /// (its own group commit), and a shared transaction held row locks across a whole batch,
+    /// which API transactions then waited for (measured slower: docs/benchmarks.md).
     async fn apply(&self, set: WriteSet) -> Result<Applied> {
         let since = self.cache.epoch();
         let notice = |change: &Change, sent_at_us: i64| notice_of(&self.origin, change, sent_at_us);
