@@ -111,6 +111,9 @@ impl Store for FencedStore {
     async fn list(&self, query: &ListQuery) -> Result<Page> {
         self.0.list(query).await
     }
+    async fn list_items(&self, query: &ListQuery) -> Result<Vec<Record>> {
+        self.0.list_items(query).await
+    }
     async fn get_text(&self, id: &str) -> Result<Option<RecordText>> {
         self.0.get_text(id).await
     }

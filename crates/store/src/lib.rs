@@ -19,6 +19,7 @@ mod record_cache;
 mod shared_kv;
 mod sql_common;
 mod sqlite;
+mod sqlite_events;
 mod sqlite_page;
 mod turn;
 
@@ -150,6 +151,11 @@ pub trait Store: Send + Sync + 'static {
     async fn get(&self, id: &str) -> Result<Option<Record>>;
     /// Lists objects of a kind with filter, order and paging.
     async fn list(&self, query: &ListQuery) -> Result<Page>;
+    /// The page of a list without the total of all that match (one statement fewer where the
+    /// caller needs only the objects).
+    async fn list_items(&self, query: &ListQuery) -> Result<Vec<Record>> {
+        Ok(self.list(query).await?.items)
+    }
     /// [`Store::get`] with the body as the stored JSON text, not parsed: for replies that
     /// carry it through. (This default renders the parsed body; the SQL stores read the text.)
     async fn get_text(&self, id: &str) -> Result<Option<RecordText>> {
@@ -370,6 +376,11 @@ pub trait Tx: Send {
     ) -> Result<Option<Record>>;
     /// Lists objects inside the transaction.
     async fn list(&mut self, query: &ListQuery) -> Result<Page>;
+    /// The page of a list inside the transaction, without the total of all that match (one
+    /// statement fewer where the caller needs only the objects).
+    async fn list_items(&mut self, query: &ListQuery) -> Result<Vec<Record>> {
+        Ok(self.list(query).await?.items)
+    }
     /// Objects that reference `target`.
     async fn referrers(&mut self, target: &str) -> Result<Vec<Reference>>;
     /// Inserts a new object (version 1); names are unique per kind and tenant.

@@ -383,6 +383,11 @@ impl Store for PostgresStore {
         run_list(&mut conn, query).await
     }
 
+    async fn list_items(&self, query: &ListQuery) -> Result<Vec<Record>> {
+        let mut conn = self.pool.acquire().await?;
+        run_list_items(&mut conn, query).await
+    }
+
     async fn get_cached(&self, id: &str) -> Result<Option<Record>> {
         let (cached, epoch) = self.cache.get(id);
         if cached.is_some() {
@@ -813,6 +818,10 @@ impl Tx for PgTx {
 
     async fn list(&mut self, query: &ListQuery) -> Result<Page> {
         run_list(&mut self.tx, query).await
+    }
+
+    async fn list_items(&mut self, query: &ListQuery) -> Result<Vec<Record>> {
+        run_list_items(&mut self.tx, query).await
     }
 
     async fn referrers(&mut self, target: &str) -> Result<Vec<Reference>> {

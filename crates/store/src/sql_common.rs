@@ -37,6 +37,27 @@ macro_rules! bind_object_row {
 }
 pub(crate) use bind_object_row;
 
+/// Binds a list query's filter parameters (see [`crate::query::list_sql`]), in order.
+macro_rules! bind_list_params {
+    ($query:expr, $params:expr) => {{
+        let mut query = $query;
+        for p in $params {
+            query = match p {
+                crate::filter_sql::SqlValue::Text(s) => query.bind(s.clone()),
+                crate::filter_sql::SqlValue::Int(i) => query.bind(*i),
+                crate::filter_sql::SqlValue::Float(f) => query.bind(*f),
+                crate::filter_sql::SqlValue::Bool(b) => query.bind(*b),
+            };
+        }
+        query
+    }};
+}
+pub(crate) use bind_list_params;
+
+/// Rows of a label or reference insert per statement (three parameters each: well under
+/// both backends' parameter limits).
+pub(crate) const ROWS_PER_INSERT: usize = 300;
+
 /// The columns of an object row, in the order `decode` reads them.
 pub(crate) const COLUMNS: &str = concat!(meta_columns!(), ", o.body");
 
@@ -91,6 +112,15 @@ macro_rules! sql_common_statements {
             run_list_as(conn, q, crate::sql_common::COLUMNS, decode).await
         }
 
+        /// The objects of a list query (its page), without counting all that match.
+        async fn run_list_items(
+            conn: &mut $conn,
+            q: &crate::ListQuery,
+        ) -> crate::Result<Vec<crate::Record>> {
+            let ls = crate::query::list_sql($dialect, q)?;
+            run_page_items(conn, q, &ls, crate::sql_common::COLUMNS, decode).await
+        }
+
         /// The objects of a list query (selecting `columns`, read by `decode_row`) and their
         /// total.
         async fn run_list_as<Body>(
@@ -99,19 +129,22 @@ macro_rules! sql_common_statements {
             columns: &str,
             decode_row: fn(&$row) -> crate::Result<crate::Record<Body>>,
         ) -> crate::Result<crate::Page<Body>> {
-            use crate::filter_sql::SqlValue;
             let ls = crate::query::list_sql($dialect, q)?;
             let count_sql = format!("SELECT COUNT(*) FROM objects o WHERE {}", ls.where_sql);
-            let mut count = sqlx::query_scalar::<_, i64>(&count_sql);
-            for p in &ls.params {
-                count = match p {
-                    SqlValue::Text(s) => count.bind(s.clone()),
-                    SqlValue::Int(i) => count.bind(*i),
-                    SqlValue::Float(f) => count.bind(*f),
-                    SqlValue::Bool(b) => count.bind(*b),
-                };
-            }
+            let count = crate::sql_common::bind_list_params!(sqlx::query_scalar::<_, i64>(&count_sql), &ls.params);
             let total = count.fetch_one(&mut *conn).await?;
+            let items = run_page_items(conn, q, &ls, columns, decode_row).await?;
+            Ok(crate::Page { total, items })
+        }
+
+        /// The page of a list query's objects (its order, limit and offset).
+        async fn run_page_items<Body>(
+            conn: &mut $conn,
+            q: &crate::ListQuery,
+            ls: &crate::query::ListSql,
+            columns: &str,
+            decode_row: fn(&$row) -> crate::Result<crate::Record<Body>>,
+        ) -> crate::Result<Vec<crate::Record<Body>>> {
             let limit = match $dialect {
                 crate::filter_sql::Dialect::Sqlite => "LIMIT ? OFFSET ?".to_string(),
                 crate::filter_sql::Dialect::Postgres => {
@@ -124,25 +157,12 @@ macro_rules! sql_common_statements {
                 ls.where_sql,
                 ls.order_sql
             );
-            let mut query = sqlx::query(&sql);
-            for p in &ls.params {
-                query = match p {
-                    SqlValue::Text(s) => query.bind(s.clone()),
-                    SqlValue::Int(i) => query.bind(*i),
-                    SqlValue::Float(f) => query.bind(*f),
-                    SqlValue::Bool(b) => query.bind(*b),
-                };
-            }
-            let rows = query
+            let rows = crate::sql_common::bind_list_params!(sqlx::query(&sql), &ls.params)
                 .bind(q.limit)
                 .bind(q.offset)
                 .fetch_all(&mut *conn)
                 .await?;
-            let items = rows
-                .iter()
-                .map(decode_row)
-                .collect::<crate::Result<Vec<_>>>()?;
-            Ok(crate::Page { total, items })
+            rows.iter().map(decode_row).collect()
         }
 
         /// The objects that reference `target`, oldest first.
@@ -216,15 +236,13 @@ macro_rules! sql_common_statements {
                     .execute(&mut *conn)
                     .await?;
             }
-            for (k, v) in &record.labels {
-                sqlx::query(
-                    "INSERT INTO object_labels (object_id, key, value) VALUES ($1, $2, $3)",
-                )
-                .bind(&record.id)
-                .bind(k)
-                .bind(v)
-                .execute(&mut *conn)
-                .await?;
+            let labels: Vec<(&String, &String)> = record.labels.iter().collect();
+            for chunk in labels.chunks(crate::sql_common::ROWS_PER_INSERT) {
+                let mut q = sqlx::QueryBuilder::new("INSERT INTO object_labels (object_id, key, value) ");
+                q.push_values(chunk, |mut row, (k, v)| {
+                    row.push_bind(&record.id).push_bind(*k).push_bind(*v);
+                });
+                q.build().execute(&mut *conn).await?;
             }
             Ok(())
         }
@@ -243,15 +261,13 @@ macro_rules! sql_common_statements {
                     .execute(&mut *conn)
                     .await?;
             }
-            for (f, t) in new {
-                sqlx::query(
-                    "INSERT INTO object_refs (object_id, field, target_id) VALUES ($1, $2, $3)",
-                )
-                .bind(id)
-                .bind(f)
-                .bind(t)
-                .execute(&mut *conn)
-                .await?;
+            for chunk in new.chunks(crate::sql_common::ROWS_PER_INSERT) {
+                let mut q =
+                    sqlx::QueryBuilder::new("INSERT INTO object_refs (object_id, field, target_id) ");
+                q.push_values(chunk, |mut row, (f, t)| {
+                    row.push_bind(id).push_bind(f).push_bind(t);
+                });
+                q.build().execute(&mut *conn).await?;
             }
             Ok(())
         }

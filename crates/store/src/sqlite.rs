@@ -21,6 +21,7 @@ use crate::group::GroupCommit;
 use crate::record::{BodyText, parse_json, parse_ts, to_json, ts_text};
 use crate::record_cache::{RecordCache, Written};
 use crate::sql_common::{COLUMNS, check_version};
+use crate::sqlite_events::DeferredEvents;
 use crate::{
     Applied, Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store,
     StoreError, Tx, Write, WriteSet,
@@ -103,6 +104,9 @@ impl SqliteStore {
             .foreign_keys(true)
             .pragma("cache_size", "-8192")
             .pragma("temp_store", "memory")
+            // Every commit makes the other connections drop their page caches; mapped pages
+            // are re-read without a system call and a copy each.
+            .pragma("mmap_size", "268435456")
             // A page of a list (up to 1,000 rows) crosses from the connection's thread without
             // the thread stopping to wait for the reader (sqlx's default buffer is 50 rows).
             .row_buffer_size(1024);
@@ -216,10 +220,20 @@ crate::sql_common::sql_common_statements! {
     json: to_json,
 }
 
-/// Overwrites the object row's mutable columns with the record's.
-async fn update_row(conn: &mut SqliteConnection, rec: &crate::Record) -> crate::Result<()> {
-    sqlx::query(
-        "UPDATE objects SET name = $1, creator = $2, version = $3, deleted_at = $4, labels = $5, annotations = $6, finalizers = $7, body = $8 WHERE id = $9",
+/// Writes the row of `rec` (its new version) if the stored version is `expected`, returning
+/// the label rows (`json_group_object`) and reference rows (`json_group_array`) it had; None
+/// when no row of that id and version exists (nothing is written then).
+async fn update_row_at(
+    conn: &mut SqliteConnection,
+    rec: &crate::Record,
+    expected: i64,
+) -> crate::Result<Option<(Option<String>, Option<String>)>> {
+    // The label and reference tables are not changed by this statement, so RETURNING's
+    // subqueries read the rows from before the write.
+    let found = sqlx::query_as(
+        "UPDATE objects SET name = $1, creator = $2, version = $3, deleted_at = $4, labels = $5, annotations = $6, finalizers = $7, body = $8 WHERE id = $9 AND version = $10 \
+         RETURNING (SELECT json_group_object(key, value) FROM object_labels WHERE object_id = $9), \
+         (SELECT json_group_array(json_array(field, target_id)) FROM object_refs WHERE object_id = $9)",
     )
     .bind(&rec.name)
     .bind(&rec.creator)
@@ -230,19 +244,56 @@ async fn update_row(conn: &mut SqliteConnection, rec: &crate::Record) -> crate::
     .bind(crate::record::to_json(&rec.finalizers))
     .bind(to_json(&rec.body))
     .bind(&rec.id)
-    .execute(conn)
+    .bind(expected)
+    .fetch_optional(conn)
     .await?;
-    Ok(())
+    Ok(found)
 }
 
-/// Inserts the object row (the version is the record's); labels and references follow.
-async fn insert_row(conn: &mut SqliteConnection, rec: &crate::Record) -> crate::Result<()> {
-    let statement = sqlx::query(
+/// Inserts the object row (the version is the record's) with its label rows and its
+/// (field, target) reference rows `refs`, in ONE hand-over to the connection's thread: the
+/// statements go as one text (sqlx's SQLite driver runs them in order, numbered parameters
+/// shared), and the first failing one ends it — a taken name refuses the object row before any
+/// index row is written.
+async fn insert_with_rows(
+    conn: &mut SqliteConnection,
+    rec: &crate::Record,
+    refs: &[(String, String)],
+) -> crate::Result<()> {
+    let mut sql = String::from(
         "INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, deleted_at, labels, annotations, finalizers, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     );
-    crate::sql_common::bind_object_row!(statement, rec, ts: ts_text, json: to_json)
-        .execute(conn)
-        .await?;
+    let mut next = 13;
+    let mut rows = |sql: &mut String, table: &str, n: usize| {
+        if n == 0 {
+            return;
+        }
+        sql.push_str(&format!("; INSERT INTO {table} VALUES "));
+        for i in 0..n {
+            let sep = if i == 0 { "" } else { ", " };
+            sql.push_str(&format!("{sep}($1, ${next}, ${})", next + 1));
+            next += 2;
+        }
+    };
+    rows(
+        &mut sql,
+        "object_labels (object_id, key, value)",
+        rec.labels.len(),
+    );
+    rows(
+        &mut sql,
+        "object_refs (object_id, field, target_id)",
+        refs.len(),
+    );
+    let mut query =
+        crate::sql_common::bind_object_row!(sqlx::query(&sql), rec, ts: ts_text, json: to_json);
+    for (k, v) in &rec.labels {
+        query = query.bind(k).bind(v);
+    }
+    for (f, t) in refs {
+        query = query.bind(f).bind(t);
+    }
+    query.execute(conn).await?;
     Ok(())
 }
 
@@ -272,6 +323,7 @@ async fn begin_tx(
         written: Vec::new(),
         ref_targets: Vec::new(),
         savepoints: Vec::new(),
+        events: DeferredEvents::default(),
         feed,
         cache,
     }))
@@ -333,6 +385,11 @@ impl Store for SqliteStore {
     async fn list(&self, query: &ListQuery) -> Result<Page> {
         let mut conn = self.pool.acquire().await?;
         run_list(&mut conn, query).await
+    }
+
+    async fn list_items(&self, query: &ListQuery) -> Result<Vec<Record>> {
+        let mut conn = self.pool.acquire().await?;
+        run_list_items(&mut conn, query).await
     }
 
     async fn get_text(&self, id: &str) -> Result<Option<RecordText>> {
@@ -428,9 +485,11 @@ struct SqliteTx {
     written: Vec<Written>,
     /// Ids whose referrers this transaction changed (reference rows added or removed).
     ref_targets: Vec<String>,
-    /// Changes, rows and referrer targets recorded when each open savepoint was made, the
-    /// latest last.
-    savepoints: Vec<(usize, usize, usize)>,
+    /// Changes, rows, referrer targets and deferred events recorded when each open savepoint
+    /// was made, the latest last.
+    savepoints: Vec<(usize, usize, usize, usize)>,
+    /// Events inserted and not written yet (see [`DeferredEvents`]).
+    events: DeferredEvents,
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
 }
@@ -440,6 +499,7 @@ impl SqliteTx {
     /// committed one, which the cache holds exactly (every commit updates it under the write
     /// lock this transaction holds), so it is served from there; a miss is read and cached.
     async fn read(&mut self, id: &str) -> Result<Option<Record>> {
+        self.write_event(id).await?;
         let written_here = self.written.iter().any(|w| match w {
             Written::Put(r) => r.id == id,
             Written::Gone(gone) => gone == id,
@@ -458,23 +518,53 @@ impl SqliteTx {
         Ok(found)
     }
 
+    /// Writes the deferred events first if `id` is one of them.
+    async fn write_event(&mut self, id: &str) -> Result<()> {
+        if self.events.holds(id) {
+            self.events.write(&mut self.tx).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the deferred events first if a query of `kind` could read them.
+    async fn write_events_of(&mut self, kind: Kind) -> Result<()> {
+        if kind == Kind::Event && self.events.len() > 0 {
+            self.events.write(&mut self.tx).await?;
+        }
+        Ok(())
+    }
+
+    /// The stored version of `record`'s row, checked against `record.version`, and its
+    /// reference rows (sorted).
+    async fn stored_state(&mut self, record: &Record) -> Result<(i64, Vec<(String, String)>)> {
+        let current: Option<(i64, Option<String>)> = sqlx::query_as(
+            "SELECT version, (SELECT json_group_array(json_array(field, target_id)) FROM object_refs WHERE object_id = ?1) FROM objects WHERE id = ?1",
+        )
+        .bind(&record.id)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        let Some((found, old_refs)) = current else {
+            return Err(StoreError::NotFound(record.id.clone()));
+        };
+        check_version(&record.id, record.version, found)?;
+        Ok((found, stored_refs(old_refs.as_deref())?))
+    }
+
     /// Rewrites the reference rows when they differ from `old` (the stored (field, target)
-    /// rows, sorted; None for a new object); returns the previous targets.
+    /// rows, sorted); returns the previous targets (none when the rows are unchanged).
     async fn write_refs(
         &mut self,
         record: &Record,
-        old: Option<Vec<(String, String)>>,
+        old: Vec<(String, String)>,
     ) -> Result<Vec<String>> {
-        let replace = old.is_some();
-        let old = old.unwrap_or_default();
         let mut new: Vec<(String, String)> = record.references();
         new.sort();
-        if replace && old == new {
+        if old == new {
             return Ok(Vec::new());
         }
         self.ref_targets
             .extend(old.iter().chain(&new).map(|(_, t)| t.clone()));
-        write_ref_rows(&mut self.tx, &record.id, &new, replace).await?;
+        write_ref_rows(&mut self.tx, &record.id, &new, true).await?;
         Ok(old.into_iter().map(|(_, t)| t).collect())
     }
 }
@@ -488,6 +578,16 @@ fn stored_refs(json: Option<&str>) -> Result<Vec<(String, String)>> {
     };
     refs.sort();
     Ok(refs)
+}
+
+/// The labels of `json_group_object(key, value)` over an object's label rows.
+fn stored_labels(json: Option<&str>) -> Result<std::collections::BTreeMap<String, String>> {
+    match json {
+        None => Ok(Default::default()),
+        Some(text) => {
+            serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("label rows: {e}")))
+        }
+    }
 }
 
 #[async_trait]
@@ -511,11 +611,18 @@ impl Tx for SqliteTx {
         tenant: &str,
         name: &str,
     ) -> Result<Option<Record>> {
+        self.write_events_of(kind).await?;
         find_row_by_name(&mut self.tx, kind, tenant, name).await
     }
 
     async fn list(&mut self, query: &ListQuery) -> Result<Page> {
+        self.write_events_of(query.kind).await?;
         run_list(&mut self.tx, query).await
+    }
+
+    async fn list_items(&mut self, query: &ListQuery) -> Result<Vec<Record>> {
+        self.write_events_of(query.kind).await?;
+        run_list_items(&mut self.tx, query).await
     }
 
     async fn referrers(&mut self, target: &str) -> Result<Vec<Reference>> {
@@ -525,28 +632,23 @@ impl Tx for SqliteTx {
     async fn insert(&mut self, record: &Record) -> Result<Record> {
         let mut rec = record.clone();
         rec.version = 1;
-        insert_row(&mut self.tx, &rec).await?;
-        write_label_rows(&mut self.tx, &rec, false).await?;
-        self.write_refs(&rec, None).await?;
+        if DeferredEvents::can_defer(&rec) {
+            self.events.defer(rec.clone());
+        } else {
+            let mut refs = rec.references();
+            refs.sort();
+            insert_with_rows(&mut self.tx, &rec, &refs).await?;
+            self.ref_targets.extend(refs.into_iter().map(|(_, t)| t));
+        }
         self.changes.push(Change::of(&rec, false, &[]));
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(rec)
     }
 
     async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
-        // Version, labels and reference rows in one statement (one round trip).
-        let current: Option<(i64, String, Option<String>)> = sqlx::query_as(
-            "SELECT version, labels, (SELECT json_group_array(json_array(field, target_id)) FROM object_refs WHERE object_id = ?1) FROM objects WHERE id = ?1",
-        )
-        .bind(&record.id)
-        .fetch_optional(&mut *self.tx)
-        .await?;
-        let Some((found, old_labels, old_refs)) = current else {
-            return Err(StoreError::NotFound(record.id.clone()));
-        };
-        check_version(&record.id, record.version, found)?;
-        let old_refs = stored_refs(old_refs.as_deref())?;
+        self.write_event(&record.id).await?;
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
+            let (_, old_refs) = self.stored_state(record).await?;
             delete_row(&mut self.tx, &record.id).await?;
             let targets: Vec<String> = old_refs.into_iter().map(|(_, t)| t).collect();
             self.ref_targets.extend(targets.iter().cloned());
@@ -555,18 +657,32 @@ impl Tx for SqliteTx {
             return Ok(None);
         }
         let mut rec = record.clone();
-        rec.version = found + 1;
-        update_row(&mut self.tx, &rec).await?;
-        if to_json(&rec.labels) != old_labels {
+        rec.version = record.version + 1;
+        // The row, its version check and what its label and reference rows were, in one
+        // statement; a row that is missing or of another version is told apart afterwards.
+        let Some((old_labels, old_refs)) =
+            update_row_at(&mut self.tx, &rec, record.version).await?
+        else {
+            let (found, _) = self.stored_state(record).await?;
+            return Err(StoreError::Conflict {
+                id: record.id.clone(),
+                expected: record.version,
+                found,
+            });
+        };
+        if stored_labels(old_labels.as_deref())? != rec.labels {
             write_label_rows(&mut self.tx, &rec, true).await?;
         }
-        let old_refs = self.write_refs(&rec, Some(old_refs)).await?;
+        let old_refs = self
+            .write_refs(&rec, stored_refs(old_refs.as_deref())?)
+            .await?;
         self.changes.push(Change::of(&rec, false, &old_refs));
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(Some(rec))
     }
 
     async fn remove(&mut self, id: &str) -> Result<()> {
+        self.write_event(id).await?;
         let Some(rec) = get_row(&mut self.tx, id).await? else {
             return Err(StoreError::NotFound(id.to_string()));
         };
@@ -595,16 +711,18 @@ impl Tx for SqliteTx {
             self.changes.len(),
             self.written.len(),
             self.ref_targets.len(),
+            self.events.len(),
         ));
         Ok(())
     }
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some((changes, written, ref_targets)) = self.savepoints.pop() {
+        if let Some((changes, written, ref_targets, events)) = self.savepoints.pop() {
             self.changes.truncate(changes);
             self.written.truncate(written);
             self.ref_targets.truncate(ref_targets);
+            self.events.truncate(events);
         }
         Ok(())
     }
@@ -616,7 +734,8 @@ impl Tx for SqliteTx {
     }
 
     async fn commit(self: Box<Self>) -> Result<()> {
-        let this = *self;
+        let mut this = *self;
+        this.events.write(&mut this.tx).await?;
         this.tx.commit().await?;
         // Still under the write lock (released when `this` is dropped): see `record_cache`.
         let targets = this.ref_targets.iter().map(String::as_str);

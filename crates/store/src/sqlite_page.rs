@@ -14,7 +14,7 @@ use std::str::FromStr;
 use osac_model::Kind;
 use sqlx::SqliteConnection;
 
-use crate::filter_sql::{Dialect, SqlValue};
+use crate::filter_sql::Dialect;
 use crate::record::{BodyText, parse_json, parse_ts};
 use crate::{ListQuery, PageText, Record, RecordText, Result, StoreError};
 
@@ -41,15 +41,10 @@ pub(crate) async fn list_page_text(conn: &mut SqliteConnection, q: &ListQuery) -
         w = ls.where_sql,
         order = ls.order_sql,
     );
-    let mut query = sqlx::query_as::<_, (i64, Option<String>)>(&sql);
-    for p in ls.params.iter().chain(&ls.params) {
-        query = match p {
-            SqlValue::Text(s) => query.bind(s.clone()),
-            SqlValue::Int(i) => query.bind(*i),
-            SqlValue::Float(f) => query.bind(*f),
-            SqlValue::Bool(b) => query.bind(*b),
-        };
-    }
+    let query = crate::sql_common::bind_list_params!(
+        sqlx::query_as::<_, (i64, Option<String>)>(&sql),
+        ls.params.iter().chain(&ls.params)
+    );
     let (total, page) = query
         .bind(q.limit)
         .bind(q.offset)

@@ -129,6 +129,9 @@ impl Tx for SharedTurn {
     async fn list(&mut self, query: &ListQuery) -> Result<Page> {
         on_tx!(self, list(query))
     }
+    async fn list_items(&mut self, query: &ListQuery) -> Result<Vec<Record>> {
+        on_tx!(self, list_items(query))
+    }
     async fn referrers(&mut self, target: &str) -> Result<Vec<Reference>> {
         on_tx!(self, referrers(target))
     }

@@ -794,6 +794,59 @@ async fn suite(s: Arc<dyn Store>) {
     group_commit_isolates_sets(s.clone()).await;
     status_write_sets(s.as_ref()).await;
     stable_reads(s.as_ref()).await;
+    events_within_their_transaction(s.as_ref()).await;
+}
+
+/// Events inserted in a transaction (a store may hold their rows back until something could
+/// read them) are read back in it by id and in lists, in insertion order; those of a
+/// rolled-back savepoint or a dropped transaction are never stored; the rest are at commit.
+async fn events_within_their_transaction(s: &dyn Store) {
+    let tenant = "t-events";
+    let events = || ListQuery {
+        tenant: Some(tenant.into()),
+        ..ListQuery::all(Kind::Event)
+    };
+    let mut tx = s.begin().await.unwrap();
+    let first = tx.insert(&nameless(tenant)).await.unwrap();
+    let second = tx.insert(&nameless(tenant)).await.unwrap();
+    tx.savepoint().await.unwrap();
+    let undone = tx.insert(&nameless(tenant)).await.unwrap();
+    tx.rollback_to_savepoint().await.unwrap();
+    let got = tx.get(&second.id).await.unwrap().expect("read back by id");
+    assert_eq!(got.body, second.body);
+    assert!(tx.get(&undone.id).await.unwrap().is_none(), "rolled back");
+    let third = tx.insert(&nameless(tenant)).await.unwrap();
+    let listed: Vec<String> = tx
+        .list_items(&events())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(
+        listed,
+        vec![first.id.clone(), second.id.clone(), third.id.clone()]
+    );
+    let fourth = tx.insert(&nameless(tenant)).await.unwrap();
+    tx.commit().await.unwrap();
+    let stored: Vec<String> = s
+        .list(&events())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(stored, vec![first.id, second.id, third.id, fourth.id]);
+    assert!(s.get(&undone.id).await.unwrap().is_none());
+
+    let mut tx = s.begin().await.unwrap();
+    let dropped = tx.insert(&nameless(tenant)).await.unwrap();
+    drop(tx);
+    assert!(
+        s.get(&dropped.id).await.unwrap().is_none(),
+        "never committed"
+    );
 }
 
 /// `Tx::get_stable`: the row as this process last committed it or read it (an older version

@@ -64,7 +64,7 @@ pub async fn choose_pool(
     default_class: &str,
 ) -> ApiResult<Record> {
     let mut candidates = Vec::new();
-    for pool in tx.list(&ListQuery::all(Kind::ExternalIpPool)).await?.items {
+    for pool in tx.list_items(&ListQuery::all(Kind::ExternalIpPool)).await? {
         if super::state_of(&pool) == "EXTERNAL_IP_POOL_STATE_READY"
             && pool.deleted_at.is_none()
             && pools::family(&pool)? == family

@@ -162,14 +162,12 @@ pub async fn resolve_for_vn(cx: &mut RequestCtx<'_>, key: &str) -> ApiResult<osa
 /// The default class (`key` empty) or the named one, whatever its state.
 pub async fn resolve_class(cx: &mut RequestCtx<'_>, key: &str) -> ApiResult<osac_store::Record> {
     let rec = if key.is_empty() {
-        let page = cx
-            .tx
-            .list(&ListQuery {
+        cx.tx
+            .list_items(&ListQuery {
                 filter: "this.is_default == true".into(),
                 ..ListQuery::all(Kind::NetworkClass)
             })
-            .await?;
-        page.items
+            .await?
             .into_iter()
             .find(|r| r.deleted_at.is_none())
             .ok_or_else(|| {

@@ -32,9 +32,9 @@ async fn leftovers(
     workload: &Record,
     kind: Kind,
 ) -> Result<Vec<Record>, ReconcileError> {
-    let page = ctx
+    let found = ctx
         .store
-        .list(&ListQuery {
+        .list_items(&ListQuery {
             tenant: Some(workload.tenant.clone()),
             filter: format!(
                 "this.metadata.labels[{}] == {}",
@@ -45,7 +45,7 @@ async fn leftovers(
             ..ListQuery::all(kind)
         })
         .await?;
-    Ok(page.items)
+    Ok(found)
 }
 
 /// Marks an object deleted (DELETING); its own controller undoes it and removes the row.
