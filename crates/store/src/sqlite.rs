@@ -495,17 +495,19 @@ struct SqliteTx {
 }
 
 impl SqliteTx {
-    /// Reads a row inside the transaction. A row this transaction has not written is the
+    /// Reads a row inside the transaction, without a statement where it can: a row this
+    /// transaction wrote is its last write of it (kept until a rolled-back savepoint drops it,
+    /// with the timestamps as the database stores them); a row it has not written is the
     /// committed one, which the cache holds exactly (every commit updates it under the write
-    /// lock this transaction holds), so it is served from there; a miss is read and cached.
+    /// lock this transaction holds). A miss is read and cached.
     async fn read(&mut self, id: &str) -> Result<Option<Record>> {
-        self.write_event(id).await?;
-        let written_here = self.written.iter().any(|w| match w {
-            Written::Put(r) => r.id == id,
-            Written::Gone(gone) => gone == id,
+        let written_here = self.written.iter().rev().find_map(|w| match w {
+            Written::Put(r) if r.id == id => Some(Some(r)),
+            Written::Gone(gone) if gone == id => Some(None),
+            _ => None,
         });
-        if written_here {
-            return get_row(&mut self.tx, id).await;
+        if let Some(last) = written_here {
+            return Ok(last.map(|r| as_stored(r)));
         }
         let (cached, epoch) = self.cache.get(id);
         if cached.is_some() {
@@ -578,6 +580,15 @@ fn stored_refs(json: Option<&str>) -> Result<Vec<(String, String)>> {
     };
     refs.sort();
     Ok(refs)
+}
+
+/// A record as a read of its row returns it: timestamps are stored to the microsecond.
+fn as_stored(record: &Record) -> Record {
+    use chrono::SubsecRound;
+    let mut rec = record.clone();
+    rec.created_at = rec.created_at.trunc_subsecs(6);
+    rec.deleted_at = rec.deleted_at.map(|t| t.trunc_subsecs(6));
+    rec
 }
 
 /// The labels of `json_group_object(key, value)` over an object's label rows.
