@@ -67,6 +67,9 @@ struct Inner {
     records: HashMap<String, Record>,
     /// Referrers by target id (what `Store::referrers` answers).
     referrers: HashMap<String, Vec<Reference>>,
+    /// The id of the named record kept under (kind, tenant, name): a hint, checked against
+    /// the kept record on every lookup (a record renamed or forgotten since leaves it stale).
+    names: HashMap<(Kind, String, String), String>,
     /// Counts the forgettings: a reader notes it before reading the database.
     epoch: u64,
     /// The epoch at which each row was last forgotten.
@@ -154,11 +157,18 @@ impl Inner {
         }
         if self.records.len() >= CAPACITY {
             self.records.clear();
+            self.names.clear();
             self.horizon = self.next_epoch();
         }
         // As the database returns it: timestamps are stored to the microsecond.
         record.created_at = record.created_at.trunc_subsecs(6);
         record.deleted_at = record.deleted_at.map(|t| t.trunc_subsecs(6));
+        if let Some(name) = &record.name {
+            self.names.insert(
+                (record.kind, record.tenant.clone(), name.clone()),
+                record.id.clone(),
+            );
+        }
         self.records.insert(record.id.clone(), record);
     }
 
@@ -166,6 +176,7 @@ impl Inner {
     fn empty(&mut self) {
         self.horizon = self.next_epoch();
         self.records.clear();
+        self.names.clear();
         self.referrers.clear();
         self.forgotten.clear();
         self.forgotten_referrers.clear();
@@ -201,6 +212,21 @@ impl RecordCache {
     pub(crate) fn get(&self, id: &str) -> (Option<Record>, u64) {
         let inner = self.lock();
         (inner.records.get(id).cloned(), inner.epoch)
+    }
+
+    /// The kept record of `kind` named `name` in `tenant`, if one is kept. On SQLite that is
+    /// the committed row of that name (kept records are exact there, and names are unique per
+    /// kind and tenant); a miss says nothing.
+    pub(crate) fn named(&self, kind: Kind, tenant: &str, name: &str) -> Option<Record> {
+        let inner = self.lock();
+        let id = inner
+            .names
+            .get(&(kind, tenant.to_string(), name.to_string()))?;
+        inner
+            .records
+            .get(id)
+            .filter(|r| r.kind == kind && r.tenant == tenant && r.name.as_deref() == Some(name))
+            .cloned()
     }
 
     /// Offers a row read from the database after [`RecordCache::get`] returned `epoch`: kept

@@ -623,7 +623,38 @@ impl Tx for SqliteTx {
         name: &str,
     ) -> Result<Option<Record>> {
         self.write_events_of(kind).await?;
-        find_row_by_name(&mut self.tx, kind, tenant, name).await
+        // A row this transaction wrote under that name is its last write of it.
+        let mut written_ids = std::collections::HashSet::new();
+        for w in self.written.iter().rev() {
+            let (id, last) = match w {
+                Written::Put(r) => (r.id.as_str(), Some(r)),
+                Written::Gone(id) => (id.as_str(), None),
+            };
+            if written_ids.insert(id)
+                && let Some(r) = last
+                && r.kind == kind
+                && r.tenant == tenant
+                && r.name.as_deref() == Some(name)
+            {
+                return Ok(Some(as_stored(r)));
+            }
+        }
+        // Otherwise the committed row of that name, which the cache holds exactly when it
+        // holds it (this transaction holds the write lock) — unless this transaction wrote it
+        // (renamed or removed it) since.
+        if let Some(r) = self.cache.named(kind, tenant, name)
+            && !written_ids.contains(r.id.as_str())
+        {
+            return Ok(Some(r));
+        }
+        let epoch = self.cache.epoch();
+        let found = find_row_by_name(&mut self.tx, kind, tenant, name).await?;
+        // Not a row this transaction wrote (it would have been found above under this name):
+        // the committed one.
+        if let Some(r) = &found {
+            self.cache.offer(r, epoch);
+        }
+        Ok(found)
     }
 
     async fn list(&mut self, query: &ListQuery) -> Result<Page> {

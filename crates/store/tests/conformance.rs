@@ -795,6 +795,77 @@ async fn suite(s: Arc<dyn Store>) {
     status_write_sets(s.as_ref()).await;
     stable_reads(s.as_ref()).await;
     events_within_their_transaction(s.as_ref()).await;
+    names_within_their_transaction(s.as_ref()).await;
+}
+
+/// `Tx::find_by_name` answers with the transaction's own writes (a store may answer from
+/// what it keeps in memory): a row renamed or removed in it is no longer found under its old
+/// name, a row it created is, and a rolled-back savepoint's renames are undone.
+async fn names_within_their_transaction(s: &dyn Store) {
+    let tenant = "t-names";
+    let mut tx = s.begin().await.unwrap();
+    let first = tx.insert(&subnet(tenant, "n1", "vn-n", &[])).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(s.get(&first.id).await.unwrap().is_some());
+    let find = |name: &'static str| (Kind::Subnet, tenant, name);
+
+    let mut tx = s.begin().await.unwrap();
+    let (k, t, n) = find("n1");
+    let found = tx.find_by_name(k, t, n).await.unwrap().expect("committed");
+    assert_eq!((found.id.as_str(), found.version), (first.id.as_str(), 1));
+    let mut renamed = found.clone();
+    renamed.name = Some("n2".into());
+    tx.update(&renamed).await.unwrap();
+    assert!(
+        tx.find_by_name(k, t, "n1").await.unwrap().is_none(),
+        "renamed away"
+    );
+    let now = tx
+        .find_by_name(k, t, "n2")
+        .await
+        .unwrap()
+        .expect("new name");
+    assert_eq!((now.id.as_str(), now.version), (first.id.as_str(), 2));
+    let second = tx.insert(&subnet(tenant, "n1", "vn-n", &[])).await.unwrap();
+    let taken = tx.find_by_name(k, t, "n1").await.unwrap().expect("created");
+    assert_eq!(taken.id, second.id);
+    tx.remove(&second.id).await.unwrap();
+    assert!(
+        tx.find_by_name(k, t, "n1").await.unwrap().is_none(),
+        "removed"
+    );
+    tx.savepoint().await.unwrap();
+    let mut again = now.clone();
+    again.name = Some("n3".into());
+    tx.update(&again).await.unwrap();
+    tx.rollback_to_savepoint().await.unwrap();
+    assert!(
+        tx.find_by_name(k, t, "n3").await.unwrap().is_none(),
+        "rolled back"
+    );
+    let kept = tx.find_by_name(k, t, "n2").await.unwrap().expect("kept");
+    assert_eq!(kept.version, 2);
+    tx.commit().await.unwrap();
+
+    let mut tx = s.begin().await.unwrap();
+    assert!(tx.find_by_name(k, t, "n1").await.unwrap().is_none());
+    let last = tx
+        .find_by_name(k, t, "n2")
+        .await
+        .unwrap()
+        .expect("committed");
+    assert_eq!(last.version, 2);
+    drop(tx);
+
+    // A row found by name in a transaction that then rolls back was never there.
+    let mut tx = s.begin().await.unwrap();
+    let ghost = tx.insert(&subnet(tenant, "n9", "vn-n", &[])).await.unwrap();
+    assert!(tx.find_by_name(k, t, "n9").await.unwrap().is_some());
+    drop(tx);
+    assert!(s.get(&ghost.id).await.unwrap().is_none(), "rolled back");
+    let mut tx = s.begin().await.unwrap();
+    assert!(tx.find_by_name(k, t, "n9").await.unwrap().is_none());
+    drop(tx);
 }
 
 /// Events inserted in a transaction (a store may hold their rows back until something could
