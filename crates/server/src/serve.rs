@@ -54,10 +54,11 @@ pub struct ServerArgs {
     #[arg(long, value_enum, env = "OSAC_FABRIC", default_value = "sim")]
     pub fabric: FabricArg,
     /// Reconcile workers: reconciles of different objects run at once. A reconcile spends
-    /// most of its time waiting (for a commit, a manager), so there are more workers than
-    /// cores (16 against 8 on two cores: workloads to READY 1.2× faster on SQLite, 1.1× on
-    /// PostgreSQL; docs/benchmarks.md).
-    #[arg(long, default_value_t = 16)]
+    /// most of its time waiting (for a commit, a manager), so there are many more workers
+    /// than cores (on two cores, 32 against 16: workloads to READY 1.1–1.2× faster on
+    /// SQLite and on PostgreSQL, whose status writes then share more statements; 16 against
+    /// 8 was 1.2× and 1.1×; docs/benchmarks.md).
+    #[arg(long, default_value_t = 32)]
     pub workers: usize,
     /// Seconds between full resyncs of every object (at start everything at once; later
     /// passes are spread over the interval).
