@@ -721,7 +721,12 @@ const UPDATE_READ: &str = "SELECT o.version, o.labels, \
 
 #[async_trait]
 impl Tx for PgTx {
+    // A row this transaction wrote is locked by it until the commit: its last write is the
+    // row, read or locked, without a statement.
     async fn get(&mut self, id: &str) -> Result<Option<Record>> {
+        if let Some(last) = Written::last_of(&self.written, id) {
+            return Ok(last);
+        }
         get_row(&mut self.tx, id, RowLock::None).await
     }
 
@@ -736,10 +741,16 @@ impl Tx for PgTx {
     }
 
     async fn lock(&mut self, id: &str) -> Result<Option<Record>> {
+        if let Some(last) = Written::last_of(&self.written, id) {
+            return Ok(last);
+        }
         get_row(&mut self.tx, id, RowLock::Exclusive).await
     }
 
     async fn lock_shared(&mut self, id: &str) -> Result<Option<Record>> {
+        if let Some(last) = Written::last_of(&self.written, id) {
+            return Ok(last);
+        }
         get_row(&mut self.tx, id, RowLock::Shared).await
     }
 

@@ -58,6 +58,26 @@ pub(crate) enum Written {
     Gone(String),
 }
 
+impl Written {
+    /// The row `id` as the last of `writes` left it: `Some(None)` when removed, `None` when
+    /// `writes` do not touch it. The record is as a read of its row returns it.
+    pub(crate) fn last_of(writes: &[Written], id: &str) -> Option<Option<Record>> {
+        writes.iter().rev().find_map(|w| match w {
+            Written::Put(r) if r.id == id => Some(Some(as_stored(r))),
+            Written::Gone(gone) if gone == id => Some(None),
+            _ => None,
+        })
+    }
+}
+
+/// A record as a read of its row returns it: timestamps are stored to the microsecond.
+pub(crate) fn as_stored(record: &Record) -> Record {
+    let mut rec = record.clone();
+    rec.created_at = rec.created_at.trunc_subsecs(6);
+    rec.deleted_at = rec.deleted_at.map(|t| t.trunc_subsecs(6));
+    rec
+}
+
 /// How many forgotten ids are remembered at most; beyond it they are all dropped and every
 /// read or put begun before is refused (the horizon moves).
 const FORGOTTEN_CAPACITY: usize = 4 * CAPACITY;
@@ -147,7 +167,7 @@ impl Inner {
     }
 
     /// Keeps `record` unless a newer version is cached.
-    fn keep(&mut self, mut record: Record) {
+    fn keep(&mut self, record: Record) {
         if self
             .records
             .get(&record.id)
@@ -160,9 +180,7 @@ impl Inner {
             self.names.clear();
             self.horizon = self.next_epoch();
         }
-        // As the database returns it: timestamps are stored to the microsecond.
-        record.created_at = record.created_at.trunc_subsecs(6);
-        record.deleted_at = record.deleted_at.map(|t| t.trunc_subsecs(6));
+        let record = as_stored(&record);
         if let Some(name) = &record.name {
             self.names.insert(
                 (record.kind, record.tenant.clone(), name.clone()),

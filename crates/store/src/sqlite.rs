@@ -19,7 +19,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
 use crate::filter_sql::Dialect;
 use crate::group::GroupCommit;
 use crate::record::{BodyText, parse_json, parse_ts, to_json, ts_text};
-use crate::record_cache::{RecordCache, Written};
+use crate::record_cache::{RecordCache, Written, as_stored};
 use crate::sql_common::{COLUMNS, check_version};
 use crate::sqlite_events::DeferredEvents;
 use crate::{
@@ -501,13 +501,8 @@ impl SqliteTx {
     /// committed one, which the cache holds exactly (every commit updates it under the write
     /// lock this transaction holds). A miss is read and cached.
     async fn read(&mut self, id: &str) -> Result<Option<Record>> {
-        let written_here = self.written.iter().rev().find_map(|w| match w {
-            Written::Put(r) if r.id == id => Some(Some(r)),
-            Written::Gone(gone) if gone == id => Some(None),
-            _ => None,
-        });
-        if let Some(last) = written_here {
-            return Ok(last.map(|r| as_stored(r)));
+        if let Some(last) = Written::last_of(&self.written, id) {
+            return Ok(last);
         }
         let (cached, epoch) = self.cache.get(id);
         if cached.is_some() {
@@ -580,15 +575,6 @@ fn stored_refs(json: Option<&str>) -> Result<Vec<(String, String)>> {
     };
     refs.sort();
     Ok(refs)
-}
-
-/// A record as a read of its row returns it: timestamps are stored to the microsecond.
-fn as_stored(record: &Record) -> Record {
-    use chrono::SubsecRound;
-    let mut rec = record.clone();
-    rec.created_at = rec.created_at.trunc_subsecs(6);
-    rec.deleted_at = rec.deleted_at.map(|t| t.trunc_subsecs(6));
-    rec
 }
 
 /// The labels of `json_group_object(key, value)` over an object's label rows.
