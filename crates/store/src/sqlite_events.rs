@@ -5,9 +5,10 @@
 //! the connection's thread each. An event has no labels and no references, nothing in the
 //! transaction depends on its row, and nothing outside it sees the row before the commit; so
 //! the transaction keeps its events and writes them in one statement per
-//! [`EVENTS_PER_INSERT`], before anything could read them: a read of one of them (by id, by
-//! name, in a list of events), an update or removal of one, and the commit. A rolled-back
-//! savepoint drops the events deferred since it was made.
+//! [`EVENTS_PER_INSERT`], before a statement could read them: a lookup by name or a list of
+//! events, an update or removal of one, and the commit (a read by id answers from the
+//! transaction's own writes, without a statement). A rolled-back savepoint drops the events
+//! deferred since it was made.
 //!
 //! An event is deferred only when it has no name, no labels and no references: its insert
 //! then cannot be refused and writes no index rows. Any other record is inserted at once.
