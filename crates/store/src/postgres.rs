@@ -514,6 +514,7 @@ async fn begin_tx(
         changes: Vec::new(),
         unsent: Vec::new(),
         written: Vec::new(),
+        locked: Vec::new(),
         ref_targets: Vec::new(),
         fences: Vec::new(),
         savepoints: Vec::new(),
@@ -578,6 +579,14 @@ async fn check_fences_and_notify(
     Err(StoreError::Fenced(lost.copied().unwrap_or_default()))
 }
 
+/// The stored row an update replaces: its version, whether the labels change, and its
+/// reference rows (sorted).
+struct StoredRow {
+    version: i64,
+    labels_changed: bool,
+    refs: Vec<(String, String)>,
+}
+
 struct PgTx {
     tx: Transaction<'static, sqlx::Postgres>,
     /// Every change, for this process's change feed once committed.
@@ -587,14 +596,19 @@ struct PgTx {
     unsent: Vec<Change>,
     /// The rows written, for the cache once committed.
     written: Vec<Written>,
+    /// The rows this transaction read with a row lock (as read, and whether the lock is
+    /// exclusive), the latest last: while it holds the lock nobody else can change or remove
+    /// such a row, so it is read again, and checked before an update, without a statement.
+    locked: Vec<(Record, bool)>,
     /// Every id whose referrers changed (reference rows added or removed), for the cache.
     ref_targets: Vec<String>,
     /// The shard leases the commit is conditional on (see [`Tx::fence`]): shard, replica,
     /// fencing token.
     fences: Vec<crate::Fence>,
-    /// Changes, unsent changes, rows and targets recorded when each open savepoint was made,
-    /// the latest last.
-    savepoints: Vec<(usize, usize, usize, usize)>,
+    /// Changes, unsent changes, rows written, rows locked and targets recorded when each
+    /// open savepoint was made, the latest last. (Rolling back to a savepoint releases the
+    /// row locks taken since, so those rows are no longer known.)
+    savepoints: Vec<(usize, usize, usize, usize, usize)>,
     feed: broadcast::Sender<Change>,
     origin: String,
     cache: Arc<RecordCache>,
@@ -631,6 +645,66 @@ impl PgTx {
     /// at their commit: status writes, and those queued by the commit check).
     fn notice(&self, change: &Change) -> String {
         notice_of(&self.origin, change, 0)
+    }
+
+    /// The row `id` as this transaction knows it without a statement, because it holds the
+    /// row's lock: its last write (`Some(None)`: removed), else the row as it locked it
+    /// (`exclusive`: only a row it wrote or locked FOR UPDATE, for a caller that needs the
+    /// exclusive lock; a shared one would not keep other readers' shared locks out). None:
+    /// not known, read it.
+    fn known(&self, id: &str, exclusive: bool) -> Option<Option<Record>> {
+        Written::last_of(&self.written, id).or_else(|| {
+            self.locked
+                .iter()
+                .rev()
+                .find(|(r, held_exclusive)| r.id == id && (*held_exclusive || !exclusive))
+                .map(|(r, _)| Some(r.clone()))
+        })
+    }
+
+    /// Reads a row with a lock (or returns it as known) and remembers it as locked.
+    async fn lock_row(&mut self, id: &str, lock: RowLock) -> Result<Option<Record>> {
+        let exclusive = matches!(lock, RowLock::Exclusive);
+        if let Some(known) = self.known(id, exclusive) {
+            return Ok(known);
+        }
+        let found = get_row(&mut self.tx, id, lock).await?;
+        self.remember_locked(found.iter(), exclusive);
+        Ok(found)
+    }
+
+    fn remember_locked<'a>(&mut self, rows: impl Iterator<Item = &'a Record>, exclusive: bool) {
+        self.locked.extend(rows.map(|r| (r.clone(), exclusive)));
+    }
+
+    /// What an update needs of the stored row `record` replaces, the row locked: from what
+    /// the transaction knows of it without a statement (see [`PgTx::known`]), else read with
+    /// [`UPDATE_READ`]. None: no such row.
+    async fn stored_row(&mut self, record: &Record) -> Result<Option<StoredRow>> {
+        if let Some(known) = self.known(&record.id, false) {
+            return Ok(known.map(|row| {
+                let mut refs = row.references();
+                refs.sort();
+                StoredRow {
+                    version: row.version,
+                    labels_changed: row.labels != record.labels,
+                    refs,
+                }
+            }));
+        }
+        let current: Option<(i64, String, Vec<String>, Vec<String>)> = sqlx::query_as(UPDATE_READ)
+            .bind(&record.id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        Ok(current.map(|(version, labels, fields, targets)| {
+            let mut refs: Vec<(String, String)> = fields.into_iter().zip(targets).collect();
+            refs.sort();
+            StoredRow {
+                version,
+                labels_changed: to_json(&record.labels) != labels,
+                refs,
+            }
+        }))
     }
 
     /// A change whose notification goes out at commit.
@@ -721,11 +795,11 @@ const UPDATE_READ: &str = "SELECT o.version, o.labels, \
 
 #[async_trait]
 impl Tx for PgTx {
-    // A row this transaction wrote is locked by it until the commit: its last write is the
-    // row, read or locked, without a statement.
+    // A row this transaction wrote or locked is locked by it until the commit: its last
+    // write, or the row as locked, is the row, read or locked, without a statement.
     async fn get(&mut self, id: &str) -> Result<Option<Record>> {
-        if let Some(last) = Written::last_of(&self.written, id) {
-            return Ok(last);
+        if let Some(known) = self.known(id, false) {
+            return Ok(known);
         }
         get_row(&mut self.tx, id, RowLock::None).await
     }
@@ -740,21 +814,20 @@ impl Tx for PgTx {
         }
     }
 
+    // A row locked FOR SHARE is known as well as one locked FOR UPDATE: nobody else can
+    // change it either; an update of it still takes the exclusive lock in its statement.
     async fn lock(&mut self, id: &str) -> Result<Option<Record>> {
-        if let Some(last) = Written::last_of(&self.written, id) {
-            return Ok(last);
-        }
-        get_row(&mut self.tx, id, RowLock::Exclusive).await
+        self.lock_row(id, RowLock::Exclusive).await
     }
 
     async fn lock_shared(&mut self, id: &str) -> Result<Option<Record>> {
-        if let Some(last) = Written::last_of(&self.written, id) {
-            return Ok(last);
-        }
-        get_row(&mut self.tx, id, RowLock::Shared).await
+        self.lock_row(id, RowLock::Shared).await
     }
 
     async fn lock_of(&mut self, kind: Kind, tenant: &str, id: &str) -> Result<Option<Record>> {
+        if let Some(known) = self.known(id, true) {
+            return Ok(known.filter(|r| r.kind == kind && r.tenant == tenant));
+        }
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM objects o \
              WHERE o.id = $1 AND o.kind = $2 AND o.tenant = $3 FOR UPDATE"
@@ -764,7 +837,9 @@ impl Tx for PgTx {
         .bind(tenant)
         .fetch_optional(&mut *self.tx)
         .await?;
-        row.as_ref().map(decode).transpose()
+        let found = row.as_ref().map(decode).transpose()?;
+        self.remember_locked(found.iter(), true);
+        Ok(found)
     }
 
     async fn lock_shared_by_name(
@@ -784,7 +859,9 @@ impl Tx for PgTx {
         .bind(name)
         .fetch_optional(&mut *self.tx)
         .await?;
-        row.as_ref().map(decode).transpose()
+        let found = row.as_ref().map(decode).transpose()?;
+        self.remember_locked(found.iter(), false);
+        Ok(found)
     }
 
     async fn lock_shared_all(&mut self, ids: &[String]) -> Result<Vec<Record>> {
@@ -807,7 +884,9 @@ impl Tx for PgTx {
             statement = statement.bind(ids.get(i).unwrap_or(last));
         }
         let rows = statement.fetch_all(&mut *self.tx).await?;
-        rows.iter().map(decode).collect()
+        let found = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
+        self.remember_locked(found.iter(), false);
+        Ok(found)
     }
 
     async fn lock_name(&mut self, name: &str) -> Result<()> {
@@ -854,11 +933,12 @@ impl Tx for PgTx {
     }
 
     async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
-        let current: Option<(i64, String, Vec<String>, Vec<String>)> = sqlx::query_as(UPDATE_READ)
-            .bind(&record.id)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        let Some((found, old_labels, fields, targets)) = current else {
+        let Some(StoredRow {
+            version: found,
+            labels_changed,
+            refs: stored,
+        }) = self.stored_row(record).await?
+        else {
             self.forget_stale(&record.id);
             return Err(StoreError::NotFound(record.id.clone()));
         };
@@ -868,6 +948,7 @@ impl Tx for PgTx {
         }
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
             delete_row(&mut self.tx, &record.id).await?;
+            let targets: Vec<String> = stored.into_iter().map(|(_, t)| t).collect();
             self.ref_targets.extend(targets.iter().cloned());
             self.record_unsent(Change::of(record, true, &targets));
             self.written.push(Written::Gone(record.id.clone()));
@@ -875,7 +956,6 @@ impl Tx for PgTx {
         }
         let mut rec = record.clone();
         rec.version = found + 1;
-        let stored: Vec<(String, String)> = fields.into_iter().zip(targets).collect();
         let mut new_refs = rec.references();
         new_refs.sort();
         // The previous targets go with the change when the references change.
@@ -887,7 +967,7 @@ impl Tx for PgTx {
         let change = Change::of(&rec, false, &old_targets);
         let notice = self.notice(&change);
         update_row_notifying(&mut self.tx, &rec, &notice).await?;
-        if to_json(&rec.labels) != old_labels {
+        if labels_changed {
             write_label_rows(&mut self.tx, &rec, true).await?;
         }
         self.write_refs(&rec, Some(stored)).await?;
@@ -897,7 +977,7 @@ impl Tx for PgTx {
     }
 
     async fn remove(&mut self, id: &str) -> Result<()> {
-        let Some(rec) = get_row(&mut self.tx, id, RowLock::Exclusive).await? else {
+        let Some(rec) = self.lock_row(id, RowLock::Exclusive).await? else {
             return Err(StoreError::NotFound(id.to_string()));
         };
         delete_row(&mut self.tx, id).await?;
@@ -936,6 +1016,7 @@ impl Tx for PgTx {
             self.changes.len(),
             self.unsent.len(),
             self.written.len(),
+            self.locked.len(),
             self.ref_targets.len(),
         ));
         Ok(())
@@ -943,10 +1024,11 @@ impl Tx for PgTx {
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some((changes, unsent, written, ref_targets)) = self.savepoints.pop() {
+        if let Some((changes, unsent, written, locked, ref_targets)) = self.savepoints.pop() {
             self.changes.truncate(changes);
             self.unsent.truncate(unsent);
             self.written.truncate(written);
+            self.locked.truncate(locked);
             self.ref_targets.truncate(ref_targets);
         }
         Ok(())

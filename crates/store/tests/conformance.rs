@@ -1419,6 +1419,103 @@ async fn one_step_locking_reads(s: Arc<dyn Store>, row_locks: bool) {
     }
 }
 
+/// PostgreSQL: a row the transaction locked is read again and checked before an update
+/// without a statement, because nobody else can change it meanwhile. What that must not
+/// change: an update of such a row still rewrites changed labels and references; a row
+/// locked after a savepoint that was rolled back to is unlocked, so it is read anew; and a
+/// row held only FOR SHARE is still locked FOR UPDATE when asked (other readers' shared
+/// locks are waited for).
+async fn locked_rows_within_their_transaction(s: Arc<dyn Store>) {
+    let tenant = "t-locked";
+    let mut tx = s.begin().await.unwrap();
+    let row = tx
+        .insert(&subnet(tenant, "l1", "vn-l1", &[("tier", "a")]))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    // Labels and references rewritten after a lock.
+    let mut tx = s.begin().await.unwrap();
+    let mut rec = tx.lock(&row.id).await.unwrap().expect("exists");
+    assert_eq!(tx.lock(&row.id).await.unwrap().as_ref(), Some(&rec));
+    rec.labels.insert("tier".into(), "b".into());
+    rec.body["spec"]["virtual_network"] = json!("vn-l2");
+    let written = tx.update(&rec).await.unwrap().expect("kept");
+    assert_eq!(written.version, 2);
+    tx.commit().await.unwrap();
+    let by_label = s
+        .list(&ListQuery {
+            tenant: Some(tenant.into()),
+            filter: r#"this.metadata.labels["tier"] == "b""#.into(),
+            ..ListQuery::all(Kind::Subnet)
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_label.items.len(), 1, "the label row was rewritten");
+    let referrers = |target: &'static str| {
+        let s = s.clone();
+        async move { s.referrers(target).await.unwrap().len() }
+    };
+    assert_eq!(
+        referrers("vn-l2").await,
+        1,
+        "the reference row was rewritten"
+    );
+    assert_eq!(referrers("vn-l1").await, 0, "the old reference row is gone");
+
+    // A savepoint rolled back to releases the row locks taken since.
+    let mut tx = s.begin().await.unwrap();
+    tx.savepoint().await.unwrap();
+    tx.lock(&row.id).await.unwrap().expect("exists");
+    tx.rollback_to_savepoint().await.unwrap();
+    let (s2, id) = (s.clone(), row.id.clone());
+    let writer = tokio::spawn(async move {
+        let mut tx = s2.begin().await.unwrap();
+        let mut rec = tx.lock(&id).await.unwrap().expect("exists");
+        rec.annotations.insert("touched".into(), "yes".into());
+        tx.update(&rec).await.unwrap();
+        tx.commit().await.unwrap();
+    });
+    tokio::time::timeout(Duration::from_secs(3), writer)
+        .await
+        .expect("the lock was released with the savepoint")
+        .unwrap();
+    let now = tx.lock(&row.id).await.unwrap().expect("exists");
+    assert_eq!(
+        now.version, 3,
+        "read anew, not as locked before the savepoint"
+    );
+    let mut stale = now.clone();
+    stale.version = 2;
+    assert!(
+        matches!(tx.update(&stale).await, Err(StoreError::Conflict { .. })),
+        "an update of an older version than the locked one is refused"
+    );
+    drop(tx);
+
+    // FOR SHARE, then FOR UPDATE: the exclusive lock waits for another reader's shared one.
+    let mut first = s.begin().await.unwrap();
+    first.lock_shared(&row.id).await.unwrap().expect("exists");
+    let mut second = s.begin().await.unwrap();
+    second.lock_shared(&row.id).await.unwrap().expect("exists");
+    let id = row.id.clone();
+    let upgrade = tokio::spawn(async move {
+        first.lock(&id).await.unwrap().expect("exists");
+        first
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !upgrade.is_finished(),
+        "FOR UPDATE waits for the other transaction's FOR SHARE"
+    );
+    second.commit().await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(3), upgrade)
+        .await
+        .expect("the exclusive lock follows once the other reader is gone")
+        .unwrap();
+    first.commit().await.unwrap();
+}
+
 /// A shared namespace: each batch catches up on what others wrote since its generation.
 async fn shared_namespace_journal(s: &dyn Store) {
     use osac_store::Missed;
@@ -1503,6 +1600,7 @@ async fn postgres_conforms() {
             fenced_writes_hold_off_takeover_not_renewal(s.as_ref()).await;
             shared_row_locks_admit_readers_and_hold_off_writers(s.clone()).await;
             one_step_locking_reads(s.clone(), true).await;
+            locked_rows_within_their_transaction(s.clone()).await;
             shared_namespace_journal(s.as_ref()).await;
             shared_namespace_writers_take_turns(s.clone()).await;
         }
