@@ -253,8 +253,14 @@ async fn on_change(ctx: &ReconcileCtx, queue: &Queue, change: Change) {
     } else if let Some(k) = kind {
         queue.changed(&change.id, k, change.version);
     }
-    for target in &change.refs {
-        queue.add(target, None);
+    // An ExternalIP's only reference is its pool, whose counters the transactions that add
+    // and remove its addresses move exactly (`adjust_pool`); the pool's own recount is a
+    // safety net, run on the pool's changes and at every resync. Waking the pool at each of
+    // its addresses' writes would recount all of them every time.
+    if kind != Some(Kind::ExternalIp) {
+        for target in &change.refs {
+            queue.add(target, None);
+        }
     }
     if let Some(tenant) = ctx.tenant_watch.watcher(&change.tenant) {
         queue.add(&tenant, Some(Kind::Tenant));

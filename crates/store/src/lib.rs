@@ -6,9 +6,11 @@
 //! protection, dependent wake-ups and capacity counts never scan). Writes happen in [`Tx`]
 //! transactions; committed writes are published on the change feed.
 
+mod deferred_events;
 pub mod filter_sql;
 mod group;
 mod lease;
+mod pg_events;
 mod pg_lease;
 mod pg_status_batch;
 mod pg_write_set;

@@ -14,6 +14,7 @@ use sqlx::types::Json;
 use sqlx::{PgPool, Row, Transaction};
 use tokio::sync::broadcast;
 
+use crate::deferred_events::DeferredEvents;
 use crate::filter_sql::Dialect;
 use crate::pg_status_batch::StatusBatcher;
 use crate::pg_write_set::{Fast, StatusWrite};
@@ -515,6 +516,7 @@ async fn begin_tx(
         unsent: Vec::new(),
         written: Vec::new(),
         locked: Vec::new(),
+        events: DeferredEvents::default(),
         ref_targets: Vec::new(),
         fences: Vec::new(),
         savepoints: Vec::new(),
@@ -600,15 +602,17 @@ struct PgTx {
     /// exclusive), the latest last: while it holds the lock nobody else can change or remove
     /// such a row, so it is read again, and checked before an update, without a statement.
     locked: Vec<(Record, bool)>,
+    /// Events inserted and not written yet (see [`DeferredEvents`]).
+    events: DeferredEvents,
     /// Every id whose referrers changed (reference rows added or removed), for the cache.
     ref_targets: Vec<String>,
     /// The shard leases the commit is conditional on (see [`Tx::fence`]): shard, replica,
     /// fencing token.
     fences: Vec<crate::Fence>,
-    /// Changes, unsent changes, rows written, rows locked and targets recorded when each
-    /// open savepoint was made, the latest last. (Rolling back to a savepoint releases the
-    /// row locks taken since, so those rows are no longer known.)
-    savepoints: Vec<(usize, usize, usize, usize, usize)>,
+    /// Changes, unsent changes, rows written, rows locked, targets and deferred events
+    /// recorded when each open savepoint was made, the latest last. (Rolling back to a
+    /// savepoint releases the row locks taken since, so those rows are no longer known.)
+    savepoints: Vec<[usize; 6]>,
     feed: broadcast::Sender<Change>,
     origin: String,
     cache: Arc<RecordCache>,
@@ -705,6 +709,31 @@ impl PgTx {
                 refs,
             }
         }))
+    }
+
+    /// Writes the deferred events (with their notifications), if any.
+    async fn write_events(&mut self) -> Result<()> {
+        let origin = &self.origin;
+        crate::pg_events::write(&mut self.tx, &mut self.events, CHANNEL, |rec| {
+            notice_of(origin, &Change::of(rec, false, &[]), 0)
+        })
+        .await
+    }
+
+    /// Writes the deferred events first if `id` is one of them.
+    async fn write_event(&mut self, id: &str) -> Result<()> {
+        if self.events.holds(id) {
+            self.write_events().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the deferred events first if a query of `kind` could read them.
+    async fn write_events_of(&mut self, kind: Kind) -> Result<()> {
+        if kind == Kind::Event {
+            self.write_events().await?;
+        }
+        Ok(())
     }
 
     /// A change whose notification goes out at commit.
@@ -850,6 +879,7 @@ impl Tx for PgTx {
     ) -> Result<Option<Record>> {
         // A row updated meanwhile is read again once locked and returned only if it still
         // has that name (PostgreSQL re-checks the condition on the newest version).
+        self.write_events_of(kind).await?;
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM objects o \
              WHERE o.kind = $1 AND o.tenant = $2 AND o.name = $3 FOR SHARE"
@@ -868,6 +898,9 @@ impl Tx for PgTx {
         let Some(last) = ids.last() else {
             return Ok(Vec::new());
         };
+        if ids.iter().any(|id| self.events.holds(id)) {
+            self.write_events().await?;
+        }
         // An `IN` list of a fixed size (a power of two, at least 4; padded with a repeated
         // id) rather than `= ANY(array)`: PostgreSQL then keeps one generic plan per size,
         // where an array of unknown length made it plan every execution anew. Rows are locked
@@ -903,14 +936,17 @@ impl Tx for PgTx {
         tenant: &str,
         name: &str,
     ) -> Result<Option<Record>> {
+        self.write_events_of(kind).await?;
         find_row_by_name(&mut self.tx, kind, tenant, name).await
     }
 
     async fn list(&mut self, query: &ListQuery) -> Result<Page> {
+        self.write_events_of(query.kind).await?;
         run_list(&mut self.tx, query).await
     }
 
     async fn list_items(&mut self, query: &ListQuery) -> Result<Vec<Record>> {
+        self.write_events_of(query.kind).await?;
         run_list_items(&mut self.tx, query).await
     }
 
@@ -921,18 +957,23 @@ impl Tx for PgTx {
     async fn insert(&mut self, record: &Record) -> Result<Record> {
         let mut rec = record.clone();
         rec.version = 1;
-        let mut refs = rec.references();
-        refs.sort();
         let change = Change::of(&rec, false, &[]);
-        let notice = self.notice(&change);
-        insert_object_rows(&mut self.tx, &rec, &refs, &notice).await?;
-        self.ref_targets.extend(refs.into_iter().map(|(_, t)| t));
+        if DeferredEvents::can_defer(&rec) {
+            self.events.defer(rec.clone());
+        } else {
+            let mut refs = rec.references();
+            refs.sort();
+            let notice = self.notice(&change);
+            insert_object_rows(&mut self.tx, &rec, &refs, &notice).await?;
+            self.ref_targets.extend(refs.into_iter().map(|(_, t)| t));
+        }
         self.changes.push(change);
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(rec)
     }
 
     async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
+        self.write_event(&record.id).await?;
         let Some(StoredRow {
             version: found,
             labels_changed,
@@ -977,6 +1018,7 @@ impl Tx for PgTx {
     }
 
     async fn remove(&mut self, id: &str) -> Result<()> {
+        self.write_event(id).await?;
         let Some(rec) = self.lock_row(id, RowLock::Exclusive).await? else {
             return Err(StoreError::NotFound(id.to_string()));
         };
@@ -1012,24 +1054,27 @@ impl Tx for PgTx {
 
     async fn savepoint(&mut self) -> Result<()> {
         savepoint(&mut self.tx).await?;
-        self.savepoints.push((
+        self.savepoints.push([
             self.changes.len(),
             self.unsent.len(),
             self.written.len(),
             self.locked.len(),
             self.ref_targets.len(),
-        ));
+            self.events.len(),
+        ]);
         Ok(())
     }
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some((changes, unsent, written, locked, ref_targets)) = self.savepoints.pop() {
+        if let Some([changes, unsent, written, locked, ref_targets, events]) = self.savepoints.pop()
+        {
             self.changes.truncate(changes);
             self.unsent.truncate(unsent);
             self.written.truncate(written);
             self.locked.truncate(locked);
             self.ref_targets.truncate(ref_targets);
+            self.events.truncate(events);
         }
         Ok(())
     }
@@ -1044,6 +1089,7 @@ impl Tx for PgTx {
         // Every change is published, events included: watches (`osac events --watch`) stream
         // them; controllers skip kinds nothing reconciles.
         let mut this = *self;
+        this.write_events().await?;
         let sent_at_us = Utc::now().timestamp_micros();
         let notices: Vec<String> = this
             .unsent

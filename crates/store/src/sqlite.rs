@@ -16,12 +16,12 @@ use sqlx::sqlite::{
 use sqlx::{Row, SqlitePool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
 
+use crate::deferred_events::DeferredEvents;
 use crate::filter_sql::Dialect;
 use crate::group::GroupCommit;
 use crate::record::{BodyText, parse_json, parse_ts, to_json, ts_text};
 use crate::record_cache::{RecordCache, Written, as_stored};
 use crate::sql_common::{COLUMNS, check_version};
-use crate::sqlite_events::DeferredEvents;
 use crate::{
     Applied, Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store,
     StoreError, Tx, Write, WriteSet,
@@ -518,15 +518,15 @@ impl SqliteTx {
     /// Writes the deferred events first if `id` is one of them.
     async fn write_event(&mut self, id: &str) -> Result<()> {
         if self.events.holds(id) {
-            self.events.write(&mut self.tx).await?;
+            crate::sqlite_events::write(&mut self.tx, &mut self.events).await?;
         }
         Ok(())
     }
 
     /// Writes the deferred events first if a query of `kind` could read them.
     async fn write_events_of(&mut self, kind: Kind) -> Result<()> {
-        if kind == Kind::Event && self.events.len() > 0 {
-            self.events.write(&mut self.tx).await?;
+        if kind == Kind::Event && !self.events.is_empty() {
+            crate::sqlite_events::write(&mut self.tx, &mut self.events).await?;
         }
         Ok(())
     }
@@ -763,7 +763,7 @@ impl Tx for SqliteTx {
 
     async fn commit(self: Box<Self>) -> Result<()> {
         let mut this = *self;
-        this.events.write(&mut this.tx).await?;
+        crate::sqlite_events::write(&mut this.tx, &mut this.events).await?;
         this.tx.commit().await?;
         // Still under the write lock (released when `this` is dropped): see `record_cache`.
         let targets = this.ref_targets.iter().map(String::as_str);

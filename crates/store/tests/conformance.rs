@@ -899,7 +899,26 @@ async fn events_within_their_transaction(s: &dyn Store) {
         vec![first.id.clone(), second.id.clone(), third.id.clone()]
     );
     let fourth = tx.insert(&nameless(tenant)).await.unwrap();
+    // An update of an event not written yet, and a locking read naming one, find its row.
+    let mut changed = fourth.clone();
+    changed.annotations.insert("seen".into(), "yes".into());
+    let updated = tx.update(&changed).await.unwrap().expect("kept");
+    assert_eq!(updated.version, 2);
+    let fifth = tx.insert(&nameless(tenant)).await.unwrap();
+    let locked = tx
+        .lock_shared_all(std::slice::from_ref(&fifth.id))
+        .await
+        .unwrap();
+    assert_eq!(locked.len(), 1, "a locking read finds the event");
+    let sixth = tx.insert(&nameless(tenant)).await.unwrap();
+    tx.remove(&sixth.id).await.unwrap();
     tx.commit().await.unwrap();
+    let stored_fourth = s.get(&fourth.id).await.unwrap().expect("committed");
+    assert_eq!(
+        (stored_fourth.version, stored_fourth.annotations.get("seen")),
+        (2, Some(&"yes".to_string()))
+    );
+    assert!(s.get(&sixth.id).await.unwrap().is_none(), "removed");
     let stored: Vec<String> = s
         .list(&events())
         .await
@@ -908,7 +927,10 @@ async fn events_within_their_transaction(s: &dyn Store) {
         .into_iter()
         .map(|r| r.id)
         .collect();
-    assert_eq!(stored, vec![first.id, second.id, third.id, fourth.id]);
+    assert_eq!(
+        stored,
+        vec![first.id, second.id, third.id, fourth.id.clone(), fifth.id]
+    );
     assert!(s.get(&undone.id).await.unwrap().is_none());
 
     let mut tx = s.begin().await.unwrap();

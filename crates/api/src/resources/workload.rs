@@ -136,7 +136,9 @@ pub async fn auto_external_ips(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResu
         return Ok(());
     }
     let subnet = primary_subnet(rec.kind, &rec.body);
-    let subnet = cx.tx.get(&subnet).await?;
+    // Only immutable fields are read of the subnet (its CIDRs and VirtualNetwork) and of the
+    // VirtualNetwork (its class): a kept copy of either will do.
+    let subnet = cx.tx.get_stable(&subnet).await?;
     let ipv6_only = subnet.as_ref().is_some_and(|sn| {
         sn.body
             .pointer("/spec/ipv4_cidr")
@@ -151,7 +153,7 @@ pub async fn auto_external_ips(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResu
     // Pools of the class of the workload's VirtualNetwork only.
     let default_class = super::network_class::resolve_class(cx, "").await?.id;
     let vn = match &subnet {
-        Some(sn) => cx.tx.get(vn_of(sn)).await?,
+        Some(sn) => cx.tx.get_stable(vn_of(sn)).await?,
         None => None,
     };
     let class = vn
