@@ -672,6 +672,9 @@ impl PgTx {
         if let Some(known) = self.known(id, exclusive) {
             return Ok(known);
         }
+        if exclusive {
+            self.write_events_before_lock().await?;
+        }
         let found = get_row(&mut self.tx, id, lock).await?;
         self.remember_locked(found.iter(), exclusive);
         Ok(found)
@@ -718,6 +721,14 @@ impl PgTx {
             notice_of(origin, &Change::of(rec, false, &[]), 0)
         })
         .await
+    }
+
+    /// Writes the deferred events before an exclusive row lock is taken: the lock is held
+    /// until the commit, and a row many writers lock (a pool whose counters every
+    /// reservation moves) should be held for as few statements as possible, so the events
+    /// do not wait for the commit behind it.
+    async fn write_events_before_lock(&mut self) -> Result<()> {
+        self.write_events().await
     }
 
     /// Writes the deferred events first if `id` is one of them.
@@ -857,6 +868,7 @@ impl Tx for PgTx {
         if let Some(known) = self.known(id, true) {
             return Ok(known.filter(|r| r.kind == kind && r.tenant == tenant));
         }
+        self.write_events_before_lock().await?;
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM objects o \
              WHERE o.id = $1 AND o.kind = $2 AND o.tenant = $3 FOR UPDATE"

@@ -34,7 +34,7 @@
 //! refused; forgetting is per row (and per referrer list), so writes of other rows do not
 //! refuse a read.
 //!
-//! Bounded: when full, the cache is emptied (correctness never depends on an entry).
+//! Bounded: when full, half of it is dropped (correctness never depends on an entry).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -47,7 +47,7 @@ use crate::{Record, Reference};
 /// Records (and referrer lists) kept at most: enough for the objects reconciles read again and
 /// again (classes, networks, subnets, groups, the workloads in flight), small enough that a
 /// store of 100,000 objects stays well within its memory budget.
-const CAPACITY: usize = 4096;
+const CAPACITY: usize = 16_384;
 
 /// What one committed transaction wrote.
 #[derive(Debug, Clone)]
@@ -97,7 +97,7 @@ struct Inner {
     /// The epoch at which each target's referrers were last forgotten.
     forgotten_referrers: HashMap<String, u64>,
     /// Reads and puts begun before this epoch are refused (the forgotten maps were dropped, or
-    /// the cache was emptied or suspended).
+    /// the cache was emptied, halved or suspended).
     horizon: u64,
     /// Offers are refused (see [`RecordCache::suspend`]).
     suspended: bool,
@@ -176,9 +176,7 @@ impl Inner {
             return;
         }
         if self.records.len() >= CAPACITY {
-            self.records.clear();
-            self.names.clear();
-            self.horizon = self.next_epoch();
+            self.evict_half();
         }
         let record = as_stored(&record);
         if let Some(name) = &record.name {
@@ -188,6 +186,31 @@ impl Inner {
             );
         }
         self.records.insert(record.id.clone(), record);
+    }
+
+    /// Makes room: drops every other kept record (in the map's arbitrary order, so each one
+    /// stays with even odds and the records read again and again are soon back) and the
+    /// name hints of those dropped, and refuses the offers begun before (a dropped record
+    /// may have been newer than what such an offer read).
+    fn evict_half(&mut self) {
+        let mut keep = false;
+        self.records.retain(|_, _| {
+            keep = !keep;
+            keep
+        });
+        let records = &self.records;
+        self.names.retain(|_, id| records.contains_key(id));
+        self.horizon = self.next_epoch();
+    }
+
+    /// The same for the kept referrer lists.
+    fn evict_half_referrers(&mut self) {
+        let mut keep = false;
+        self.referrers.retain(|_, _| {
+            keep = !keep;
+            keep
+        });
+        self.horizon = self.next_epoch();
     }
 
     /// Empties the cache and refuses what began before.
@@ -274,8 +297,7 @@ impl RecordCache {
             return;
         }
         if inner.referrers.len() >= CAPACITY {
-            inner.referrers.clear();
-            inner.horizon = inner.next_epoch();
+            inner.evict_half_referrers();
             return;
         }
         inner
@@ -366,6 +388,43 @@ mod tests {
         cache.committed(vec![Written::Put(Box::new(rec(2)))], std::iter::empty());
         cache.offer(&rec(1), epoch);
         assert_eq!(cache.get("a").0.map(|r| r.version), Some(2));
+    }
+
+    /// A full cache drops half of what it keeps, never more than it may hold, and refuses an
+    /// offer begun before: the dropped copy of a row may have been newer than that read.
+    #[test]
+    fn a_full_cache_drops_half_and_refuses_older_reads() {
+        let cache = RecordCache::default();
+        let numbered = |n: usize, version: i64| {
+            let mut r = rec(version);
+            r.id = format!("r{n}");
+            r
+        };
+        let (_, before) = cache.get("r0");
+        for n in 0..CAPACITY {
+            cache.committed(
+                vec![Written::Put(Box::new(numbered(n, 2)))],
+                std::iter::empty(),
+            );
+        }
+        assert_eq!(cache.lock().records.len(), CAPACITY);
+        cache.committed(
+            vec![Written::Put(Box::new(numbered(CAPACITY, 2)))],
+            std::iter::empty(),
+        );
+        let kept = cache.lock().records.len();
+        assert!(
+            (CAPACITY / 2..=CAPACITY / 2 + 1).contains(&kept),
+            "half kept: {kept}"
+        );
+        let dropped = (0..CAPACITY)
+            .find(|n| cache.get(&format!("r{n}")).0.is_none())
+            .expect("some row was dropped");
+        cache.offer(&numbered(dropped, 1), before);
+        assert!(
+            cache.get(&format!("r{dropped}")).0.is_none(),
+            "an older read does not come back in place of the dropped newer copy"
+        );
     }
 
     #[test]
