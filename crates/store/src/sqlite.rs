@@ -104,9 +104,6 @@ impl SqliteStore {
             .foreign_keys(true)
             .pragma("cache_size", "-8192")
             .pragma("temp_store", "memory")
-            // Every commit makes the other connections drop their page caches; mapped pages
-            // are re-read without a system call and a copy each.
-            .pragma("mmap_size", "268435456")
             // A page of a list (up to 1,000 rows) crosses from the connection's thread without
             // the thread stopping to wait for the reader (sqlx's default buffer is 50 rows).
             .row_buffer_size(1024);
