@@ -276,6 +276,11 @@ async fn on_change(ctx: &ReconcileCtx, queue: &Queue, change: Change) {
     if kind.is_some_and(|k| !osac_model::refs::is_referenced(k)) {
         return;
     }
+    // A new object's referrers are new too (made with it, or after it): each is woken by its
+    // own creation, so there is nothing to look up.
+    if change.version == Some(1) {
+        return;
+    }
     match ctx.store.referrers(&change.id).await {
         Ok(refs) => {
             for r in refs {
