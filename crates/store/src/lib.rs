@@ -179,7 +179,7 @@ pub trait Store: Send + Sync + 'static {
         self.get(id).await
     }
     /// [`Store::referrers`] that may answer from a copy this process keeps, on the terms of
-    /// [`Store::get_cached`].
+    /// [`Store::get_cached`]; the same referrers, not always in the same order.
     async fn referrers_cached(&self, target: &str) -> Result<Vec<Reference>> {
         self.referrers(target).await
     }

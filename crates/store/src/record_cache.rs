@@ -11,7 +11,11 @@
 //!   meanwhile is never resurrected.
 //! - The referrers of an object are cached the same way; a commit forgets those of every id
 //!   whose reference rows it added or removed (a status write that keeps an object's
-//!   references keeps the cached referrers of what it references).
+//!   references keeps the cached referrers of what it references) — except where it knows
+//!   the new list: a target whose only changed rows are those of new objects keeps its list
+//!   with them added, and a new object's list is the new objects of its commit that
+//!   reference it (nothing could reference it before). Either way older reads are refused.
+//!   A kept list holds the same referrers as a read, not always in its order.
 //! - Reads inside a write transaction use the cache only for rows the transaction has not
 //!   written: it holds the write lock, so the cache is the committed state, but not its own
 //!   uncommitted writes.
@@ -21,7 +25,8 @@
 //!   changes go out on the change feed — unless the cache holds a newer version (a later
 //!   commit's put came first) or the row was forgotten since the commit began (something this
 //!   process does not know the outcome of happened to it): then the row is forgotten.
-//!   Removed rows, and the referrers of what written rows reference, are forgotten.
+//!   Removed rows, and the referrers of what written rows reference, are forgotten (or
+//!   extended, as above).
 //! - Another process's change notification forgets its row and the referrers of what it
 //!   references when it arrives, before the change is passed on: a reader woken by a change
 //!   never reads the copy the change made stale.
@@ -129,8 +134,66 @@ impl Inner {
         since: u64,
     ) {
         let at = self.next_epoch();
+        let added = AddedReferrers::of(&writes);
+        let mut changed: HashMap<&str, usize> = HashMap::new();
         for target in targets {
+            *changed.entry(target).or_default() += 1;
+        }
+        // A new object's referrers are the new objects of the same commit that reference it:
+        // nothing else could reference it before the commit, and a later commit that does
+        // forgets (or extends) the list.
+        let created: Vec<&str> = writes
+            .iter()
+            .filter_map(|w| match w {
+                Written::Put(record)
+                    if record.version == 1
+                        && osac_model::refs::is_referenced(record.kind)
+                        && matches!(Written::last_of(&writes, &record.id), Some(Some(_))) =>
+                {
+                    Some(record.id.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        for (target, changes) in &changed {
+            // Kept up to date, not re-read, when every reference row the commit changed for
+            // the target is a new object's: the list is then the kept one plus those.
+            let kept = match added.to(target) {
+                Some(new) if new.len() == *changes && self.referrers_current(target, since) => {
+                    if created.contains(target) {
+                        Some(new.clone())
+                    } else {
+                        self.referrers.get(*target).cloned().map(|mut list| {
+                            for r in new {
+                                if !list
+                                    .iter()
+                                    .any(|k| k.source == r.source && k.field == r.field)
+                                {
+                                    list.push(r.clone());
+                                }
+                            }
+                            list
+                        })
+                    }
+                }
+                _ => None,
+            };
+            // Forgotten either way, so that a read begun before is not kept over this.
             self.forget_referrers(target, at);
+            if let Some(list) = kept
+                && self.referrers.len() < CAPACITY
+            {
+                self.referrers.insert(target.to_string(), list);
+            }
+        }
+        // The new objects nothing in the commit references: none yet.
+        for id in created {
+            if !changed.contains_key(id)
+                && self.referrers_current(id, since)
+                && self.referrers.len() < CAPACITY
+            {
+                self.referrers.insert(id.to_string(), Vec::new());
+            }
         }
         for w in writes {
             match w {
@@ -221,6 +284,34 @@ impl Inner {
         self.referrers.clear();
         self.forgotten.clear();
         self.forgotten_referrers.clear();
+    }
+}
+
+/// The references a commit's new objects add, by target, in the order the objects were
+/// written (the order of their rows).
+struct AddedReferrers(HashMap<String, Vec<Reference>>);
+
+impl AddedReferrers {
+    fn of(writes: &[Written]) -> Self {
+        let mut by_target: HashMap<String, Vec<Reference>> = HashMap::new();
+        for w in writes {
+            if let Written::Put(record) = w
+                && record.version == 1
+            {
+                for (field, target) in record.references() {
+                    by_target.entry(target).or_default().push(Reference {
+                        source: record.id.clone(),
+                        source_kind: record.kind,
+                        field,
+                    });
+                }
+            }
+        }
+        Self(by_target)
+    }
+
+    fn to(&self, target: &str) -> Option<&Vec<Reference>> {
+        self.0.get(target)
     }
 }
 
@@ -437,15 +528,84 @@ mod tests {
         assert!(cache.get("a").0.is_none());
     }
 
+    fn subnet_of(id: &str, vn: &str, version: i64) -> Record {
+        let mut r = Record::new(Kind::Subnet, "t", json!({"spec": {"virtual_network": vn}}));
+        r.id = id.into();
+        r.version = version;
+        r
+    }
+
+    fn sources(cache: &RecordCache, target: &str) -> Option<Vec<String>> {
+        cache
+            .referrers(target)
+            .0
+            .map(|list| list.into_iter().map(|r| r.source).collect())
+    }
+
     #[test]
     fn referrers_of_a_written_row_s_targets_are_forgotten() {
         let cache = RecordCache::default();
         let (_, epoch) = cache.referrers("vn");
         cache.offer_referrers("vn", &[], epoch);
         assert_eq!(cache.referrers("vn").0.map(|r| r.len()), Some(0));
-        // A subnet referencing the VN is written: the VN's referrers must be read again.
-        cache.committed(vec![Written::Put(Box::new(rec(1)))], ["vn"].into_iter());
+        // A subnet moved to the VN from another is written: the VN's referrers (and the
+        // other's) must be read again.
+        cache.committed(
+            vec![Written::Put(Box::new(subnet_of("s", "vn", 2)))],
+            ["old-vn", "vn"].into_iter(),
+        );
         assert!(cache.referrers("vn").0.is_none());
+    }
+
+    /// A commit that only adds new referrers extends the kept list instead of dropping it, and
+    /// a read begun before that commit is not kept over the extended list.
+    #[test]
+    fn new_referrers_extend_the_kept_list() {
+        let cache = RecordCache::default();
+        let (_, epoch) = cache.referrers("vn");
+        cache.offer_referrers("vn", &[], epoch);
+        let (_, before) = cache.referrers("vn");
+        cache.committed(
+            vec![Written::Put(Box::new(subnet_of("s1", "vn", 1)))],
+            ["vn"].into_iter(),
+        );
+        assert_eq!(sources(&cache, "vn"), Some(vec!["s1".to_string()]));
+        cache.offer_referrers("vn", &[], before);
+        assert_eq!(
+            sources(&cache, "vn"),
+            Some(vec!["s1".to_string()]),
+            "an older read is refused"
+        );
+        // A new subnet and a removed one in one commit: read again.
+        cache.committed(
+            vec![
+                Written::Put(Box::new(subnet_of("s2", "vn", 1))),
+                Written::Gone("s1".into()),
+            ],
+            ["vn", "vn"].into_iter(),
+        );
+        assert!(cache.referrers("vn").0.is_none());
+    }
+
+    /// A new object's referrers are known at its commit: those made with it.
+    #[test]
+    fn a_new_object_s_referrers_are_those_made_with_it() {
+        let cache = RecordCache::default();
+        let mut vn = Record::new(Kind::VirtualNetwork, "t", json!({"spec": {}}));
+        vn.id = "vn-new".into();
+        cache.committed(
+            vec![
+                Written::Put(Box::new(vn)),
+                Written::Put(Box::new(subnet_of("s1", "vn-new", 1))),
+            ],
+            ["vn-new"].into_iter(),
+        );
+        assert_eq!(sources(&cache, "vn-new"), Some(vec!["s1".to_string()]));
+        assert_eq!(
+            sources(&cache, "s1"),
+            Some(vec![]),
+            "nothing references the new subnet yet"
+        );
     }
 
     #[test]
