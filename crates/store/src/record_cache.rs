@@ -52,7 +52,7 @@ use crate::{Record, Reference};
 /// Records (and referrer lists) kept at most: enough for the objects reconciles read again and
 /// again (classes, networks, subnets, groups, the workloads in flight), small enough that a
 /// store of 100,000 objects stays well within its memory budget.
-const CAPACITY: usize = 16_384;
+const CAPACITY: usize = 8_192;
 
 /// What one committed transaction wrote.
 #[derive(Debug, Clone)]
