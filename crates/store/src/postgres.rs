@@ -854,8 +854,8 @@ impl Tx for PgTx {
         }
     }
 
-    // A row locked FOR SHARE is known as well as one locked FOR UPDATE: nobody else can
-    // change it either; an update of it still takes the exclusive lock in its statement.
+    // A row this transaction wrote or locked FOR UPDATE is locked again without a statement;
+    // one it holds only FOR SHARE is locked FOR UPDATE by a statement (see `PgTx::known`).
     async fn lock(&mut self, id: &str) -> Result<Option<Record>> {
         self.lock_row(id, RowLock::Exclusive).await
     }

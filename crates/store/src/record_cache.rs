@@ -142,13 +142,20 @@ impl Inner {
         // A new object's referrers are the new objects of the same commit that reference it:
         // nothing else could reference it before the commit, and a later commit that does
         // forgets (or extends) the list.
+        let gone: std::collections::HashSet<&str> = writes
+            .iter()
+            .filter_map(|w| match w {
+                Written::Gone(id) => Some(id.as_str()),
+                Written::Put(_) => None,
+            })
+            .collect();
         let created: Vec<&str> = writes
             .iter()
             .filter_map(|w| match w {
                 Written::Put(record)
                     if record.version == 1
                         && osac_model::refs::is_referenced(record.kind)
-                        && matches!(Written::last_of(&writes, &record.id), Some(Some(_))) =>
+                        && !gone.contains(record.id.as_str()) =>
                 {
                     Some(record.id.as_str())
                 }
