@@ -107,7 +107,7 @@ struct Args {
     #[arg(long, default_value_t = 4)]
     load_writers: usize,
     /// Reconcile workers of the in-process server (same default as `osac server`).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 64)]
     workers: usize,
     /// Seconds between full resyncs of every object (same default as `osac server`).
     #[arg(long, default_value_t = 300)]
