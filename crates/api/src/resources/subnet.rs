@@ -23,11 +23,13 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
         "spec",
         &format!("VirtualNetwork '{}'", vn.label()),
     )?;
+    // The siblings are those referencing the locked VN now; only their CIDRs are read, which
+    // never change once stored, so a kept copy will do (no round trip per sibling).
     for r in cx.tx.referrers(&vn.id).await? {
         if r.source_kind != Kind::Subnet {
             continue;
         }
-        let Some(sibling) = cx.tx.get(&r.source).await? else {
+        let Some(sibling) = cx.tx.get_stable(&r.source).await? else {
             continue;
         };
         let sib = sibling.decode::<pb::Subnet>()?.spec.unwrap_or_default();
