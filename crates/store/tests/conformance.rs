@@ -940,6 +940,35 @@ async fn events_within_their_transaction(s: &dyn Store) {
         s.get(&dropped.id).await.unwrap().is_none(),
         "never committed"
     );
+
+    // Events held back when an object is inserted (a store may write them in the object's
+    // statement): stored with it; if the insert is refused (a name taken) and its savepoint
+    // rolled back, those held before the savepoint are still stored, those after it are not.
+    let mut tx = s.begin().await.unwrap();
+    let before_object = tx.insert(&nameless(tenant)).await.unwrap();
+    let object = tx
+        .insert(&subnet(tenant, "with-events", "vn-e", &[]))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert!(s.get(&object.id).await.unwrap().is_some());
+    assert!(s.get(&before_object.id).await.unwrap().is_some());
+    let mut tx = s.begin().await.unwrap();
+    let kept = tx.insert(&nameless(tenant)).await.unwrap();
+    tx.savepoint().await.unwrap();
+    let undone = tx.insert(&nameless(tenant)).await.unwrap();
+    let taken = tx.insert(&subnet(tenant, "with-events", "vn-e", &[])).await;
+    assert!(
+        matches!(taken, Err(StoreError::AlreadyExists(_))),
+        "{taken:?}"
+    );
+    tx.rollback_to_savepoint().await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(
+        s.get(&kept.id).await.unwrap().is_some(),
+        "held before the savepoint: stored at commit"
+    );
+    assert!(s.get(&undone.id).await.unwrap().is_none(), "rolled back");
 }
 
 /// `Tx::get_stable`: the row as this process last committed it or read it (an older version
