@@ -698,9 +698,12 @@ pub(crate) fn insert_new<'c, 'a: 'c>(
             rec.finalizers
                 .push(osac_model::defaults::CLEANUP_FINALIZER.to_string());
         }
-        // Its events are recorded first: the store holds them back and, on PostgreSQL, writes
-        // them in the object's own insert statement. A refused insert fails the request, whose
-        // transaction (events included) is then rolled back.
+        let rec = cx
+            .tx
+            .insert(&rec)
+            .await
+            .map_err(|e| name_taken(e, kind, &meta.name, &cx.tenant))?;
+        cx.created.push(rec.id.clone());
         let created = format!("{kind} '{}' created by {}", rec.label(), cx.caller.subject);
         let event = osac_controller::events::for_record(&rec, false, "Created", created);
         osac_controller::events::record(cx.tx, event).await?;
@@ -708,12 +711,6 @@ pub(crate) fn insert_new<'c, 'a: 'c>(
             let event = osac_controller::events::for_record(&rec, false, reason, message);
             osac_controller::events::record(cx.tx, event).await?;
         }
-        let rec = cx
-            .tx
-            .insert(&rec)
-            .await
-            .map_err(|e| name_taken(e, kind, &meta.name, &cx.tenant))?;
-        cx.created.push(rec.id.clone());
         resources::after_insert(cx, &rec).await?;
         Ok(rec)
     })

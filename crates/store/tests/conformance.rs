@@ -941,9 +941,9 @@ async fn events_within_their_transaction(s: &dyn Store) {
         "never committed"
     );
 
-    // Events held back when an object is inserted (a store may write them in the object's
-    // statement): stored with it; if the insert is refused (a name taken) and its savepoint
-    // rolled back, those held before the savepoint are still stored, those after it are not.
+    // Events held back when an object is inserted: stored with it; if the insert is refused (a
+    // name taken) and its savepoint rolled back, those held before the savepoint are still
+    // stored, those after it are not.
     let mut tx = s.begin().await.unwrap();
     let before_object = tx.insert(&nameless(tenant)).await.unwrap();
     let object = tx

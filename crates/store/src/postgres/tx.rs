@@ -3,7 +3,7 @@
 //! until something could read them (`deferred_events`), and at commit checks its fences and
 //! queues its change notifications in one statement.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::Utc;
@@ -239,18 +239,11 @@ impl PgTx {
 
     /// Writes the deferred events (with their notifications), if any.
     async fn write_events(&mut self) -> Result<()> {
-        let payloads = self.event_notices();
-        crate::pg_events::write(&mut self.tx, &mut self.events, CHANNEL, payloads).await
-    }
-
-    /// The notification payloads of the deferred events' changes.
-    fn event_notices(&self) -> Vec<String> {
         let origin = &self.origin;
-        self.events
-            .records()
-            .iter()
-            .map(|ev| notice_of(origin, &Change::of(ev, false, &[]), 0))
-            .collect()
+        crate::pg_events::write(&mut self.tx, &mut self.events, CHANNEL, |rec| {
+            notice_of(origin, &Change::of(rec, false, &[]), 0)
+        })
+        .await
     }
 
     /// Writes the deferred events before an exclusive row lock is taken: the lock is held
@@ -290,45 +283,15 @@ impl PgTx {
     }
 }
 
-/// The insert of a new object's row with its label and reference rows: one statement (one
-/// round trip instead of one per row; the reference rows' foreign keys are checked at the end
-/// of the statement, once the object row is there), which also queues its change notification
-/// (`$17` the channel, `$18` the payload; sent only if the transaction commits).
-const INSERT_OBJECT: &str = "WITH object AS ( \
-         INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, \
-             deleted_at, labels, annotations, finalizers, body) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id), \
-     labels AS ( \
-         INSERT INTO object_labels (object_id, key, value) \
-         SELECT $1, k, v FROM unnest($13::text[], $14::text[]) AS u(k, v)), \
-     refs AS ( \
-         INSERT INTO object_refs (object_id, field, target_id) \
-         SELECT $1, f, t FROM unnest($15::text[], $16::text[]) AS u(f, t))";
-
-/// [`INSERT_OBJECT`] alone.
-static INSERT_OBJECT_ALONE: LazyLock<String> =
-    LazyLock::new(|| format!("{INSERT_OBJECT} SELECT pg_notify($17, $18) FROM object"));
-
-/// [`INSERT_OBJECT`] with the transaction's waiting events (rows `$19`–`$30`, their
-/// notifications `$31`): they need no statement of their own.
-static INSERT_OBJECT_WITH_EVENTS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "{INSERT_OBJECT}, {} SELECT pg_notify($17, $18), {} FROM object",
-        crate::pg_events::rows_cte(19),
-        crate::pg_events::notify_count(17, 31)
-    )
-});
-
-/// Inserts a new object's rows (see [`INSERT_OBJECT`]) and writes the waiting `events` in the
-/// same statement (`event_notices`: their notifications). The caller forgets the events once
-/// this succeeded; a refused insert (a name taken) wrote none of them.
+/// Inserts a new object's row with its label and reference rows in ONE statement (one round
+/// trip instead of one per row; the reference rows' foreign keys are checked at the end of
+/// the statement, once the object row is there), and queues its change notification
+/// (`notice`; sent only if the transaction commits).
 async fn insert_object_rows(
     conn: &mut PgConnection,
     rec: &Record,
     refs: &[(String, String)],
     notice: &str,
-    events: &DeferredEvents,
-    event_notices: Vec<String>,
 ) -> Result<()> {
     let (label_keys, label_values): (Vec<&str>, Vec<&str>) = rec
         .labels
@@ -337,26 +300,28 @@ async fn insert_object_rows(
         .unzip();
     let (fields, targets): (Vec<&str>, Vec<&str>) =
         refs.iter().map(|(f, t)| (f.as_str(), t.as_str())).unzip();
-    let sql = if events.is_empty() {
-        INSERT_OBJECT_ALONE.as_str()
-    } else {
-        INSERT_OBJECT_WITH_EVENTS.as_str()
-    };
-    let statement = crate::sql_common::bind_object_row!(sqlx::query(sql), rec, ts: ts, json: Json)
+    let statement = sqlx::query(
+        "WITH object AS ( \
+             INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, \
+                 deleted_at, labels, annotations, finalizers, body) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id), \
+         labels AS ( \
+             INSERT INTO object_labels (object_id, key, value) \
+             SELECT $1, k, v FROM unnest($13::text[], $14::text[]) AS u(k, v)), \
+         refs AS ( \
+             INSERT INTO object_refs (object_id, field, target_id) \
+             SELECT $1, f, t FROM unnest($15::text[], $16::text[]) AS u(f, t)) \
+         SELECT pg_notify($17, $18) FROM object",
+    );
+    crate::sql_common::bind_object_row!(statement, rec, ts: ts, json: Json)
         .bind(&label_keys)
         .bind(&label_values)
         .bind(&fields)
         .bind(&targets)
         .bind(CHANNEL)
-        .bind(notice);
-    if events.is_empty() {
-        statement.execute(conn).await?;
-    } else {
-        crate::pg_events::bind_rows(statement, events)
-            .bind(event_notices)
-            .execute(conn)
-            .await?;
-    }
+        .bind(notice)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -533,19 +498,8 @@ impl Tx for PgTx {
         } else {
             let mut refs = rec.references();
             refs.sort();
-            // The events waiting go with it (the commit would write them otherwise).
             let notice = self.notice(&change);
-            let event_notices = self.event_notices();
-            insert_object_rows(
-                &mut self.tx,
-                &rec,
-                &refs,
-                &notice,
-                &self.events,
-                event_notices,
-            )
-            .await?;
-            self.events.clear();
+            insert_object_rows(&mut self.tx, &rec, &refs, &notice).await?;
             self.ref_targets.extend(refs.into_iter().map(|(_, t)| t));
         }
         self.changes.push(change);
