@@ -8,7 +8,9 @@
 //! At each scrape the object gauges are computed from the store: `osac_objects{kind,state}`
 //! with one grouped query (kinds and states are fixed sets), and
 //! `osac_external_ip_pool_addresses{pool,state="allocated|available"}` from the pools'
-//! counters (pools are few and provider-defined). On Linux the standard process metrics
+//! counters (pools are few and provider-defined). These describe the whole provider, so the
+//! API port serves them to provider admins only ([`render_for_provider`]); the metrics
+//! listener serves them without a token to whoever can reach its address. On Linux the standard process metrics
 //! (`process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_open_fds`,
 //! `process_start_time_seconds`, …) are exported too.
 
@@ -229,6 +231,23 @@ pub async fn render(store: Arc<dyn Store>) -> Response {
         tracing::warn!(error = %e, "cannot refresh the object gauges");
     }
     encode()
+}
+
+/// `/metrics` on the API port: the same text, for provider-admin credentials only (it shows
+/// every pool's allocation and how many objects of each kind exist, all tenants together).
+/// Scrapers without a token use the metrics listener (`--metrics-listen`).
+pub async fn render_for_provider(
+    service: Arc<crate::Service>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    match crate::rest::caller(&service, &headers).await {
+        Ok(caller) if caller.is_provider() => render(service.store.clone()).await,
+        Ok(_) => crate::ApiError::denied(
+            "GET /metrics on the API port needs a provider-admin token; scrape the metrics listener (--metrics-listen) instead",
+        )
+        .into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn refresh_gauges(store: &dyn Store) -> Result<(), osac_store::StoreError> {

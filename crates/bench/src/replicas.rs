@@ -303,8 +303,13 @@ async fn timed_run(s: &Settings, db: &str, kill: bool) -> Result<Duration> {
     let took = start.elapsed();
     let mut buckets: Vec<(f64, f64)> = Vec::new();
     for i in alive.iter() {
-        let text = reqwest::get(format!("{}/metrics", urls[*i]))
+        // On the API port the metrics need a provider-admin token.
+        let text = reqwest::Client::new()
+            .get(format!("{}/metrics", urls[*i]))
+            .bearer_auth(&token)
+            .send()
             .await?
+            .error_for_status()?
             .text()
             .await?;
         add_buckets(&mut buckets, &text);

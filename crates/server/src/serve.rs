@@ -42,6 +42,11 @@ pub struct ServerArgs {
     /// Required JWT audience (`aud`); mandatory with --jwks.
     #[arg(long, env = "OSAC_JWT_AUDIENCE")]
     pub jwt_audience: Option<String>,
+    /// Seconds of clock skew allowed when checking a JWT's `exp` and `nbf`: a token is
+    /// refused from `exp` + leeway on, and before `nbf` − leeway
+    #[arg(long, env = "OSAC_JWT_LEEWAY_SECONDS", default_value_t = JwtConfig::DEFAULT_LEEWAY.as_secs(),
+          value_parser = clap::value_parser!(u64).range(0..=300))]
+    pub jwt_leeway_seconds: u64,
     /// PEM file of the CA that signs the JWKS server's certificate (only it is trusted then);
     /// default: the system roots.
     #[arg(long, env = "OSAC_JWKS_CA_FILE")]
@@ -106,6 +111,23 @@ pub struct ServerArgs {
     #[arg(long, env = "OSAC_MAX_CONNECTIONS", default_value_t = osac_api::listen::DEFAULT_MAX_CONNECTIONS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
+    /// Connections served at once from one client address (an IPv6 client is its /64);
+    /// further ones are closed when accepted. Behind a proxy or load balancer every client has
+    /// its address: raise this to --max-connections there
+    #[arg(long, env = "OSAC_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = osac_api::listen::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections_per_address: usize,
+    /// Seconds a connection may go without a request in flight (from accept, TLS handshake
+    /// included, to its first request head; from each response's end to the next) before it
+    /// is closed; open watch streams count as requests in flight
+    #[arg(long, env = "OSAC_IDLE_TIMEOUT_SECONDS", default_value_t = osac_api::listen::DEFAULT_IDLE_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub idle_timeout_seconds: u64,
+    /// Also serve `/healthz`, `/readyz` and `/metrics` on this address, plain HTTP and without
+    /// a token, apart from the API's connection caps (for probes and Prometheus; keep it
+    /// internal). On the API port `/metrics` needs a provider-admin token
+    #[arg(long, env = "OSAC_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Seconds a request may take until its response starts (504 / DEADLINE_EXCEEDED); event
     /// streams (watch) are not cut
     #[arg(long, env = "OSAC_REQUEST_TIMEOUT_SECONDS", default_value_t = osac_api::listen::DEFAULT_REQUEST_TIMEOUT.as_secs(),
@@ -171,6 +193,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let auth = match &args.jwks {
         Some(jwks) => AuthConfig::Jwt(JwtConfig {
             ca_file: args.jwks_ca_file.clone(),
+            leeway: Duration::from_secs(args.jwt_leeway_seconds),
             ..JwtConfig::new(
                 jwks.clone(),
                 args.jwt_issuer.clone(),
@@ -208,7 +231,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
                 _ => None,
             },
             max_connections: args.max_connections,
+            max_connections_per_address: args.max_connections_per_address,
             request_timeout: Duration::from_secs(args.request_timeout_seconds),
+            idle_timeout: Duration::from_secs(args.idle_timeout_seconds),
+            metrics_listen: args.metrics_listen,
         },
         limits: crate::LimitsConfig {
             default_quotas: args.default_quota,
@@ -236,6 +262,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot write {}", creds.display()))?;
             print_next_steps(&url, &creds);
         }
+    }
+    if let Some(at) = server.metrics_addr {
+        println!("metrics, health and readiness on http://{at} (/metrics, /healthz, /readyz)");
     }
     println!("osac-net listening on {url} (REST + gRPC); Ctrl-C to stop");
     let stop = server.shutdown_handle();

@@ -46,7 +46,8 @@ pub struct ServerConfig {
     /// How long every operation of the `sim` managers takes (default none): a simulated
     /// backend's latency, for trying timeouts, load and failover with realistic timing.
     pub sim_latency: Duration,
-    /// TLS and connection limits (default: plain HTTP, 4096 connections, 30 s to a response).
+    /// TLS, connection limits and the metrics listener (default: plain HTTP, 4096 connections,
+    /// 256 per client address, 5 s idle, 30 s to a response, no metrics listener).
     pub transport: TransportConfig,
     /// What tenants may consume (provider default quotas).
     pub limits: LimitsConfig,
@@ -98,6 +99,9 @@ pub enum ServerError {
 /// A started server.
 pub struct RunningServer {
     pub addr: SocketAddr,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served apart from the API
+    /// ([`TransportConfig::metrics_listen`]), if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
     pub store: Arc<dyn Store>,
     pub registry: Arc<Registry>,
     pub service: Arc<Service>,
@@ -261,6 +265,20 @@ async fn no_route(req: axum::extract::Request) -> axum::response::Response {
     .into_response()
 }
 
+/// The metrics and health listener's routes: liveness, readiness and the metrics text, no
+/// token (its address is the provider's to protect), anything else 404.
+fn ops_router<R, F>(store: Arc<dyn Store>, readyz: R) -> Router
+where
+    R: Fn() -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = (axum::http::StatusCode, String)> + Send + 'static,
+{
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(move || readyz()))
+        .route("/metrics", get(move || metrics::render(store.clone())))
+        .fallback(no_route)
+}
+
 /// Opens everything and starts serving.
 pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     // Before anything else: a broken certificate must not leave half a server behind.
@@ -332,6 +350,19 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             source,
         })?;
 
+    let metrics_listener = match config.transport.metrics_listen {
+        Some(at) => {
+            let l = tokio::net::TcpListener::bind(at)
+                .await
+                .map_err(|source| ServerError::Listen { addr: at, source })?;
+            let bound = l
+                .local_addr()
+                .map_err(|source| ServerError::Listen { addr: at, source })?;
+            Some((l, bound))
+        }
+        None => None,
+    };
+
     let controllers = Controllers::new(
         store.clone(),
         Dispatcher::new(registry.clone()),
@@ -354,7 +385,8 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     };
     let ownership = controllers.ownership();
     let ready_store = store.clone();
-    let metrics_store = store.clone();
+    let readyz = move || osac_api::replicas::readyz(ready_store.clone(), ownership.clone());
+    let metrics_service = service.clone();
     metrics::register_process_metrics();
     let (shutdown, rx) = watch::channel(false);
     let (health, health_task) = health::start(store.clone(), rx.clone()).await;
@@ -392,13 +424,13 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
                 }
             }),
         )
-        .route(
-            "/readyz",
-            get(move || osac_api::replicas::readyz(ready_store.clone(), ownership.clone())),
-        )
+        .route("/readyz", get(readyz.clone()))
+        // The whole provider's figures: provider admins only on this port.
         .route(
             "/metrics",
-            get(move || metrics::render(metrics_store.clone())),
+            get(move |headers: axum::http::HeaderMap| {
+                metrics::render_for_provider(metrics_service.clone(), headers)
+            }),
         )
         .fallback(no_route)
         .layer(axum::middleware::from_fn_with_state(
@@ -420,14 +452,30 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         listen::serve(listener, app, &transport, serving_tls, stop, close_watches).await;
     });
     let mut tasks = vec![http, health_task];
+    let metrics_addr = metrics_listener.as_ref().map(|(_, a)| *a);
+    if let Some((listener, _)) = metrics_listener {
+        let ops = ops_router(store.clone(), readyz);
+        let mut ops_rx = rx.clone();
+        let ops_transport = config.transport.for_metrics();
+        tasks.push(tokio::spawn(async move {
+            let stop = async move {
+                let _ = ops_rx.wait_for(|v| *v).await;
+            };
+            listen::serve(listener, ops, &ops_transport, None, stop, || {}).await;
+        }));
+    }
     if let Some(tls) = &tls {
         tasks.push(tls.clone().spawn(rx.clone()));
     }
     let ctl = tokio::spawn(controllers.run(rx));
     tasks.push(ctl);
     tracing::info!(%addr, tls = tls.is_some(), "osac-net listening (REST + gRPC)");
+    if let Some(at) = metrics_addr {
+        tracing::info!(addr = %at, "metrics, health and readiness listening (plain HTTP, no token)");
+    }
     Ok(RunningServer {
         addr,
+        metrics_addr,
         store,
         registry,
         service,

@@ -13,6 +13,9 @@
 //!   confusion of a public key used as an HMAC secret) and symmetric (`oct`) keys are refused.
 //! - A token without `kid` is refused when the set has several keys.
 //! - Tenant roles need a non-empty `tenant` claim.
+//! - Times: `exp` is required and `nbf` honoured when present; a token is refused from
+//!   `exp` + `leeway` on and before `nbf` − `leeway` (the leeway absorbs clock skew between the
+//!   identity provider and this server; [`JwtConfig::DEFAULT_LEEWAY`] unless set).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +23,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, PublicKeyUse};
+use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
 use serde::Deserialize;
 
@@ -43,6 +47,8 @@ pub struct JwtConfig {
     pub refresh_interval: Duration,
     /// Least time between two fetches triggered by an unknown `kid`.
     pub min_refetch_interval: Duration,
+    /// Clock skew allowed on `exp` and `nbf` (whole seconds; `--jwt-leeway-seconds`).
+    pub leeway: Duration,
 }
 
 impl JwtConfig {
@@ -52,6 +58,8 @@ impl JwtConfig {
     pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(600);
     /// Default least time between on-demand fetches: 30 s.
     pub const DEFAULT_MIN_REFETCH_INTERVAL: Duration = Duration::from_secs(30);
+    /// Default clock skew allowed on `exp` and `nbf`: 30 s.
+    pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 
     /// Settings with the default timings and system roots.
     pub fn new(jwks: impl Into<String>, issuer: Option<String>, audience: Option<String>) -> Self {
@@ -63,6 +71,7 @@ impl JwtConfig {
             fetch_timeout: Self::DEFAULT_FETCH_TIMEOUT,
             refresh_interval: Self::DEFAULT_REFRESH_INTERVAL,
             min_refetch_interval: Self::DEFAULT_MIN_REFETCH_INTERVAL,
+            leeway: Self::DEFAULT_LEEWAY,
         }
     }
 }
@@ -264,8 +273,20 @@ impl JwtVerifier {
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.leeway = self.config.leeway.as_secs();
+        let leeway = validation.leeway;
         let claims = decode::<Claims>(token, &key, &validation)
-            .map_err(|e| unauth(format!("invalid token: {e}")))?
+            .map_err(|e| match e.kind() {
+                ErrorKind::ExpiredSignature => unauth(format!(
+                    "invalid token: expired (exp is more than the allowed clock skew of {leeway} s in the past)"
+                )),
+                ErrorKind::ImmatureSignature => unauth(format!(
+                    "invalid token: not valid yet (nbf is more than the allowed clock skew of {leeway} s in the future)"
+                )),
+                _ => unauth(format!("invalid token: {e}")),
+            })?
             .claims;
         let role = claims
             .roles

@@ -27,7 +27,7 @@ pub(super) fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMa
     );
     paths.insert(
         "/metrics".into(),
-        json!({ "get": { "operationId": "metrics", "summary": "Prometheus metrics (text exposition format)", "tags": ["Operations"], "security": [], "responses": text("The metrics.") } }),
+        json!({ "get": { "operationId": "metrics", "summary": "Prometheus metrics (text exposition format); a provider-admin token is required on the API port, none on the metrics listener (--metrics-listen)", "tags": ["Operations"], "responses": text("The metrics.") } }),
     );
     paths.insert(
         PATH.into(),

@@ -1,6 +1,10 @@
 //! ExternalIP: capacity is reserved in the pool inside the API transaction, as its last step
 //! (the pool row is locked and its stored counter checked and moved just before the commit), so
 //! concurrent creates never over-allocate and each holds the pool's lock only briefly.
+//!
+//! A tenant naming a pool it may not see (not READY, without room, being deleted) gets the
+//! NOT_FOUND of a pool that does not exist, and no capacity error shows a tenant the pool's
+//! counters.
 
 use osac_model::net::Family;
 use osac_model::{Kind, kinds, pb, validate};
@@ -8,6 +12,7 @@ use osac_store::{ListQuery, Record, Tx};
 use serde_json::Value;
 
 use super::external_ip_pool as pools;
+use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, parse, to_json};
 use crate::service::RequestCtx;
@@ -22,7 +27,26 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
         choose_pool(cx.tx, family, &class.id, &class.id).await?
     } else {
         // Read, not locked: `reserve_in_pools` checks the capacity exactly at the end.
-        let pool = super::resolve(cx, Kind::ExternalIpPool, "spec.pool", &spec.pool, false).await?;
+        let found = super::resolve(cx, Kind::ExternalIpPool, "spec.pool", &spec.pool, false).await;
+        // A pool tenants may not see (not READY, full, being deleted) does not exist for
+        // them: the answer is the one a name no pool has gets, so nothing of it leaks.
+        let hidden = || {
+            ApiError::not_found(format!(
+                "spec.pool: {} '{}' does not exist",
+                Kind::ExternalIpPool.display_name(),
+                spec.pool
+            ))
+        };
+        let pool = match found {
+            Ok(pool) if !cx.caller.is_provider() && !pools::usable(&pool) => return Err(hidden()),
+            Err(e)
+                if !cx.caller.is_provider()
+                    && matches!(e.code, Code::NotFound | Code::FailedPrecondition) =>
+            {
+                return Err(hidden());
+            }
+            found => found?,
+        };
         super::require_state(&pool, "spec.pool", "EXTERNAL_IP_POOL_STATE_READY")?;
         let pool_family = pools::family(&pool)?;
         if spec.ip_family != 0 && pool_family != family {
@@ -35,13 +59,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
         }
         let (allocated, total) = (pools::allocated_stored(&pool), pools::total(&pool)?);
         if allocated >= total {
-            return Err(ApiError::new(
-                Code::ResourceExhausted,
-                format!(
-                    "ExternalIPPool '{}' has no available capacity ({allocated} of {total} allocated)",
-                    pool.label()
-                ),
-            ));
+            return Err(no_capacity(cx.caller, &pool, allocated, total));
         }
         pool
     };
@@ -124,17 +142,29 @@ pub async fn reserve_in_pools(cx: &mut RequestCtx<'_>) -> ApiResult<()> {
         }
         let (allocated, total) = (pools::allocated_stored(&pool), pools::total(&pool)?);
         if allocated + taken > total {
-            return Err(ApiError::new(
-                Code::ResourceExhausted,
-                format!(
-                    "ExternalIPPool '{}' has no available capacity ({allocated} of {total} allocated)",
-                    pool.label()
-                ),
-            ));
+            return Err(no_capacity(cx.caller, &pool, allocated, total));
         }
         osac_controller::adjust_pool(cx.tx, &pool_id, taken).await?;
     }
     Ok(())
+}
+
+/// RESOURCE_EXHAUSTED for a pool without room. The provider reads the pool's counters in the
+/// message; a tenant only that there is no room (the counters are the provider's, and other
+/// tenants' addresses are in them).
+fn no_capacity(caller: &Caller, pool: &Record, allocated: i64, total: i64) -> ApiError {
+    let counters = if caller.is_provider() {
+        format!(" ({allocated} of {total} allocated)")
+    } else {
+        String::new()
+    };
+    ApiError::new(
+        Code::ResourceExhausted,
+        format!(
+            "ExternalIPPool '{}' has no available capacity{counters}",
+            pool.label()
+        ),
+    )
 }
 
 pub fn update(body: &mut Value) -> ApiResult<()> {

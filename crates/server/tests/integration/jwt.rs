@@ -1,6 +1,6 @@
 //! JWT authentication against a JWKS the test serves over HTTPS (its own CA): key rotation,
-//! kid rules, issuer/audience, tenant claim, algorithm confusion, refresh rate limits, and the
-//! settings the server refuses to start without.
+//! kid rules, issuer/audience, tenant claim, algorithm confusion, token times (`exp`, `nbf`,
+//! leeway), refresh rate limits, and the settings the server refuses to start without.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -328,6 +328,72 @@ async fn jwt_claims_and_algorithms_are_checked() {
             .err(401, "UNAUTHENTICATED", &["not allowed"]);
     }
     server.shutdown().await;
+}
+
+/// A token's times: `nbf` is honoured and `exp` has no more slack than the configured leeway
+/// (default 30 s). Stopped by `validate_nbf` and the leeway taken from `JwtConfig::leeway` in
+/// `auth::jwt::JwtVerifier::verify`. Mutation-checked: without `validate_nbf` the token valid
+/// from tomorrow was accepted; without setting the leeway (the library's 60 s) the token
+/// expired 55 s ago was accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_times_nbf_and_leeway() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = SigningKey::new("key-a");
+    let jwks = JwksServer::start(dir.path(), set(&[&a])).await;
+    let now = chrono::Utc::now().timestamp();
+    let with = |times: Value| {
+        let mut c = claims("tenant-admin", Some("acme"));
+        for (k, v) in times.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        a.sign(&c)
+    };
+
+    let server = start_server(dir.path(), jwks.config()).await.unwrap();
+    assert_eq!(JwtConfig::DEFAULT_LEEWAY, Duration::from_secs(30));
+    // Valid from tomorrow: refused.
+    status_of(&server, &with(json!({"nbf": now + 86_400})))
+        .await
+        .err(401, "UNAUTHENTICATED", &["not valid yet", "nbf", "30 s"]);
+    // Expired 55 s ago: refused with the default leeway.
+    status_of(&server, &with(json!({"exp": now - 55})))
+        .await
+        .err(401, "UNAUTHENTICATED", &["expired", "30 s"]);
+    // Within the leeway, both ways: accepted (clock skew).
+    status_of(&server, &with(json!({"exp": now - 10}))).await.ok();
+    status_of(&server, &with(json!({"nbf": now + 10}))).await.ok();
+    status_of(&server, &with(json!({"nbf": now - 10}))).await.ok();
+    server.shutdown().await;
+
+    // The leeway is a setting: with none, the same skews are refused; with 90 s, the token
+    // expired 55 s ago passes.
+    let strict = start_server(
+        dir.path(),
+        JwtConfig {
+            leeway: Duration::ZERO,
+            ..jwks.config()
+        },
+    )
+    .await
+    .unwrap();
+    status_of(&strict, &with(json!({"exp": now - 10})))
+        .await
+        .err(401, "UNAUTHENTICATED", &["expired"]);
+    status_of(&strict, &with(json!({"nbf": now + 10})))
+        .await
+        .err(401, "UNAUTHENTICATED", &["not valid yet"]);
+    strict.shutdown().await;
+    let lenient = start_server(
+        dir.path(),
+        JwtConfig {
+            leeway: Duration::from_secs(90),
+            ..jwks.config()
+        },
+    )
+    .await
+    .unwrap();
+    status_of(&lenient, &with(json!({"exp": now - 55}))).await.ok();
+    lenient.shutdown().await;
 }
 
 /// A symmetric (`oct`) key in the set never verifies a token, even a correctly signed one.

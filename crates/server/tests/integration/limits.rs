@@ -1,6 +1,6 @@
 //! Connection-layer limits, plain and TLS: at most `max_connections` connections are served
-//! (the next one waits until one closes), and the request timeout bounds the time to a
-//! response head without cutting watch streams.
+//! (the next one waits until one closes), and neither the request timeout (time to a response
+//! head) nor the idle timeout (time without a request in flight) cuts watch streams.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -80,6 +80,7 @@ async fn healthz(addr: SocketAddr, tls: Option<Arc<rustls::ClientConfig>>) -> (C
 async fn limited_server(
     tls: bool,
     max_connections: usize,
+    idle_timeout: Duration,
 ) -> (LimitedServer, Option<Arc<rustls::ClientConfig>>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = Ca::new("limits CA");
@@ -95,13 +96,15 @@ async fn limited_server(
         tls: tls_config,
         max_connections,
         request_timeout: Duration::from_secs(1),
+        idle_timeout,
+        ..TransportConfig::default()
     };
     let s = LimitedServer::start(dir, transport).await;
     (s, tls.then(|| rustls_client(&ca.pem())))
 }
 
 async fn connection_cap(tls: bool) {
-    let (s, client) = limited_server(tls, 2).await;
+    let (s, client) = limited_server(tls, 2, osac_api::listen::DEFAULT_IDLE_TIMEOUT).await;
     let addr = s.server.addr;
     let mut held = Vec::new();
     for _ in 0..2 {
@@ -162,7 +165,7 @@ async fn slow_body(
 }
 
 async fn request_timeout(tls: bool) {
-    let (s, client) = limited_server(tls, 64).await;
+    let (s, client) = limited_server(tls, 64, osac_api::listen::DEFAULT_IDLE_TIMEOUT).await;
     let addr = s.server.addr;
     let rest = slow_body(
         addr,
@@ -213,10 +216,11 @@ impl tonic::service::Interceptor for Bearer {
     }
 }
 
-/// Watches outlive the request timeout (1 s): REST event stream and gRPC server stream.
+/// Watches outlive the request timeout (1 s) and, quiet, the idle timeout (1 s): REST event
+/// stream and gRPC server stream (a request in flight keeps its connection).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_timeout_does_not_cut_watches() {
-    let (s, _) = limited_server(false, 64).await;
+    let (s, _) = limited_server(false, 64, Duration::from_secs(1)).await;
     let url = s.url();
     let http = reqwest::Client::new();
     let mut rest = http

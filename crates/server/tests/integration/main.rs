@@ -5,6 +5,7 @@
 mod bounds;
 mod common;
 mod concurrency;
+mod connections;
 mod console;
 mod defaults;
 mod events;

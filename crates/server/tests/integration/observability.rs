@@ -33,8 +33,8 @@ async fn random_grpc_paths_add_no_label_values() {
             .send()
     };
     probe("/osacnet.warmup/Foo".into()).await.unwrap();
-    anon.get("/metrics").await; // the scrape itself is counted from the second one on
-    let before = routes(&anon.get("/metrics").await.text);
+    s.admin.get("/metrics").await; // the scrape itself is counted from the second one on
+    let before = routes(&s.admin.get("/metrics").await.text);
 
     for i in 0..1000 {
         let path = match i % 4 {
@@ -46,7 +46,7 @@ async fn random_grpc_paths_add_no_label_values() {
         let r = probe(path).await.unwrap();
         assert_eq!(r.headers()["grpc-status"], "12", "UNIMPLEMENTED");
     }
-    let after_text = anon.get("/metrics").await.text;
+    let after_text = s.admin.get("/metrics").await.text;
     let after = routes(&after_text);
     assert_eq!(
         after.difference(&before).collect::<Vec<_>>(),
@@ -182,7 +182,7 @@ async fn metrics_show_process_and_object_gauges() {
     t.allocated_eip("ip-1", "external-pool-1").await;
     t.allocated_eip("ip-2", "external-pool-1").await;
 
-    let text = s.anonymous().get("/metrics").await.text;
+    let text = s.admin.get("/metrics").await.text;
     for name in [
         "process_cpu_seconds_total ",
         "process_resident_memory_bytes ",

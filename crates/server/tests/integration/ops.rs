@@ -1,4 +1,5 @@
-//! Operational endpoints: health, readiness, Prometheus metrics.
+//! Operational endpoints on the API port: health, readiness, Prometheus metrics (for provider
+//! admins only; the metrics listener is tested in `connections.rs`).
 
 use serde_json::json;
 
@@ -21,7 +22,17 @@ async fn health_readiness_and_metrics() {
         .err(400, "INVALID_ARGUMENT", &[]);
     assert_eq!(anon.get("/no/such/route").await.status, 404);
 
-    let m = anon.get("/metrics").await;
+    // The metrics describe the whole provider (every pool's allocation, how many objects of
+    // each kind): on the API port an outsider and a tenant are refused (the rule in
+    // `metrics::render_for_provider`; with the route serving `metrics::render` again, both
+    // read them), the provider admin reads them.
+    anon.get("/metrics")
+        .await
+        .err(401, "UNAUTHENTICATED", &["bearer token"]);
+    t.get("/metrics")
+        .await
+        .err(403, "PERMISSION_DENIED", &["provider-admin", "--metrics-listen"]);
+    let m = s.admin.get("/metrics").await;
     assert_eq!(m.status, 200);
     let text = m.text;
     for needle in [
