@@ -59,7 +59,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
         }
         let (allocated, total) = (pools::allocated_stored(&pool), pools::total(&pool)?);
         if allocated >= total {
-            return Err(no_capacity(cx.caller, &pool, allocated, total));
+            return Err(no_capacity(cx.caller, pool.label(), allocated, total));
         }
         pool
     };
@@ -142,7 +142,7 @@ pub async fn reserve_in_pools(cx: &mut RequestCtx<'_>) -> ApiResult<()> {
         }
         let (allocated, total) = (pools::allocated_stored(&pool), pools::total(&pool)?);
         if allocated + taken > total {
-            return Err(no_capacity(cx.caller, &pool, allocated, total));
+            return Err(no_capacity(cx.caller, pool.label(), allocated, total));
         }
         osac_controller::adjust_pool(cx.tx, &pool_id, taken).await?;
     }
@@ -152,7 +152,7 @@ pub async fn reserve_in_pools(cx: &mut RequestCtx<'_>) -> ApiResult<()> {
 /// RESOURCE_EXHAUSTED for a pool without room. The provider reads the pool's counters in the
 /// message; a tenant only that there is no room (the counters are the provider's, and other
 /// tenants' addresses are in them).
-fn no_capacity(caller: &Caller, pool: &Record, allocated: i64, total: i64) -> ApiError {
+fn no_capacity(caller: &Caller, pool: &str, allocated: i64, total: i64) -> ApiError {
     let counters = if caller.is_provider() {
         format!(" ({allocated} of {total} allocated)")
     } else {
@@ -160,10 +160,7 @@ fn no_capacity(caller: &Caller, pool: &Record, allocated: i64, total: i64) -> Ap
     };
     ApiError::new(
         Code::ResourceExhausted,
-        format!(
-            "ExternalIPPool '{}' has no available capacity{counters}",
-            pool.label()
-        ),
+        format!("ExternalIPPool '{pool}' has no available capacity{counters}"),
     )
 }
 
@@ -198,4 +195,32 @@ pub async fn require_free(cx: &mut RequestCtx<'_>, key: &str) -> ApiResult<Recor
         )));
     }
     Ok(eip)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Role;
+
+    /// The pool's counters count every tenant's addresses: a tenant's refusal does not show
+    /// them (mutation-checked: with the counters shown to everyone, this failed).
+    #[test]
+    fn only_the_provider_reads_a_full_pool_s_counters() {
+        let caller = |role| Caller {
+            subject: "s".into(),
+            tenant: Some("acme".into()),
+            role,
+        };
+        let tenant = no_capacity(&caller(Role::TenantAdmin), "p", 7, 8);
+        assert_eq!(tenant.code, Code::ResourceExhausted);
+        assert_eq!(
+            tenant.message,
+            "ExternalIPPool 'p' has no available capacity"
+        );
+        let provider = no_capacity(&caller(Role::ProviderAdmin), "p", 7, 8);
+        assert_eq!(
+            provider.message,
+            "ExternalIPPool 'p' has no available capacity (7 of 8 allocated)"
+        );
+    }
 }
