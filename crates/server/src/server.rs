@@ -274,7 +274,7 @@ where
 {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(move || readyz()))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(move || metrics::render(store.clone())))
         .fallback(no_route)
 }

@@ -74,7 +74,9 @@ struct InFlight(Activity);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.0.send_modify(|l| l.in_flight = l.in_flight.saturating_sub(1));
+        self.0
+            .0
+            .send_modify(|l| l.in_flight = l.in_flight.saturating_sub(1));
     }
 }
 

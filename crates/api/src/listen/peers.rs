@@ -77,7 +77,9 @@ mod tests {
         let b: IpAddr = "192.0.2.2".parse().unwrap();
         let first = peers.admit(a).expect("1st");
         // The same address mapped into IPv6 is the same client.
-        let second = peers.admit("::ffff:192.0.2.1".parse().unwrap()).expect("2nd");
+        let second = peers
+            .admit("::ffff:192.0.2.1".parse().unwrap())
+            .expect("2nd");
         assert!(peers.admit(a).is_none(), "3rd of the same address");
         assert!(peers.admit(b).is_some(), "another address has its own cap");
         drop(first);
@@ -89,7 +91,9 @@ mod tests {
     #[test]
     fn an_ipv6_client_is_its_slash_64() {
         let peers = Peers::new(1);
-        let _held = peers.admit("2001:db8:1:2::1".parse().unwrap()).expect("1st");
+        let _held = peers
+            .admit("2001:db8:1:2::1".parse().unwrap())
+            .expect("1st");
         assert!(
             peers
                 .admit("2001:db8:1:2:ffff::9".parse().unwrap())

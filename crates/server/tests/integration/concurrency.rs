@@ -215,7 +215,10 @@ async fn concurrent_external_ips_never_over_allocate(backend: Backend) {
                     "RESOURCE_EXHAUSTED",
                     &["ExternalIPPool 'hundred' has no available capacity"],
                 );
-                assert!(!m.contains("of 100"), "a tenant sees the pool's counters: {m}");
+                assert!(
+                    !m.contains("of 100"),
+                    "a tenant sees the pool's counters: {m}"
+                );
                 exhausted += 1;
             }
             // Refused when the pool was already full: a full pool is hidden from tenants.

@@ -171,8 +171,14 @@ async fn silent_tls_sockets_are_closed() {
         .await
         .expect("handshake");
     let by = start + DEFAULT_IDLE_TIMEOUT + CLOSE_GRACE + Duration::from_secs(2);
-    assert!(closed_by(&mut silent, by).await, "no ClientHello: still open");
-    assert!(closed_by(&mut idle, by).await, "handshake, no request: still open");
+    assert!(
+        closed_by(&mut silent, by).await,
+        "no ClientHello: still open"
+    );
+    assert!(
+        closed_by(&mut idle, by).await,
+        "handshake, no request: still open"
+    );
     s.finish().await;
 }
 
@@ -237,7 +243,10 @@ async fn one_address_cannot_take_more_than_its_cap() {
             closed += 1;
         }
     }
-    assert_eq!(closed, 16, "connections beyond the per-address cap of 4 closed at once");
+    assert_eq!(
+        closed, 16,
+        "connections beyond the per-address cap of 4 closed at once"
+    );
     // Another address is served at once.
     let asked = Instant::now();
     let text = tokio::time::timeout(

@@ -360,9 +360,15 @@ async fn jwt_times_nbf_and_leeway() {
         .await
         .err(401, "UNAUTHENTICATED", &["not valid yet", "nbf", "30 s"]);
     // Within the leeway, both ways: accepted (clock skew).
-    status_of(&server, &with(json!({"exp": now - 10}))).await.ok();
-    status_of(&server, &with(json!({"nbf": now + 10}))).await.ok();
-    status_of(&server, &with(json!({"nbf": now - 10}))).await.ok();
+    status_of(&server, &with(json!({"exp": now - 10})))
+        .await
+        .ok();
+    status_of(&server, &with(json!({"nbf": now + 10})))
+        .await
+        .ok();
+    status_of(&server, &with(json!({"nbf": now - 10})))
+        .await
+        .ok();
     server.shutdown().await;
 
     // The leeway is a setting: with none, the same skews are refused; with 90 s, the token
@@ -392,7 +398,9 @@ async fn jwt_times_nbf_and_leeway() {
     )
     .await
     .unwrap();
-    status_of(&lenient, &with(json!({"exp": now - 55}))).await.ok();
+    status_of(&lenient, &with(json!({"exp": now - 55})))
+        .await
+        .ok();
     lenient.shutdown().await;
 }
 

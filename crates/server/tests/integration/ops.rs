@@ -29,9 +29,11 @@ async fn health_readiness_and_metrics() {
     anon.get("/metrics")
         .await
         .err(401, "UNAUTHENTICATED", &["bearer token"]);
-    t.get("/metrics")
-        .await
-        .err(403, "PERMISSION_DENIED", &["provider-admin", "--metrics-listen"]);
+    t.get("/metrics").await.err(
+        403,
+        "PERMISSION_DENIED",
+        &["provider-admin", "--metrics-listen"],
+    );
     let m = s.admin.get("/metrics").await;
     assert_eq!(m.status, 200);
     let text = m.text;

@@ -769,7 +769,10 @@ async fn external_ip_pool_rules() {
         .await
         .err(404, "NOT_FOUND", &["spec.pool", "tinx", "does not exist"]);
     assert_eq!(hidden.replace("tiny", "tinx"), missing);
-    assert!(!hidden.contains("2 of 2") && !hidden.contains("capacity"), "{hidden}");
+    assert!(
+        !hidden.contains("2 of 2") && !hidden.contains("capacity"),
+        "{hidden}"
+    );
     let list = t.get(&format!("{PUB}/external_ip_pools")).await.ok();
     assert_eq!(list["total"], 3, "{list}");
     assert!(
