@@ -420,7 +420,11 @@ async fn bench(args: Args) -> Result<Report> {
         limits: osac_server::LimitsConfig {
             default_quotas: osac_model::quota::QuotaLimits::unlimited(),
         },
-        transport: Default::default(),
+        // Every benchmark client connects from 127.0.0.1: the one address may use every slot.
+        transport: osac_api::TransportConfig {
+            max_connections_per_address: osac_api::listen::DEFAULT_MAX_CONNECTIONS,
+            ..Default::default()
+        },
     })
     .await
     .context("starting the server")?;

@@ -61,6 +61,8 @@ fn start_replica(osac: &Path, db: &str, dir: &Path) -> Result<Replica> {
             "--default-quota",
             "external_ips=unlimited,compute_instances=unlimited",
         ])
+        // Every benchmark client connects from 127.0.0.1.
+        .args(["--max-connections-per-address", "4096"])
         .arg("--data-dir")
         .arg(dir)
         .env("RUST_LOG", "warn")

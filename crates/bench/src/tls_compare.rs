@@ -90,6 +90,8 @@ async fn measure(s: &Settings, tls: Option<(String, TlsConfig)>) -> Result<Measu
         sim_latency: Default::default(),
         transport: TransportConfig {
             tls: tls.map(|(_, t)| t),
+            // Every benchmark client connects from 127.0.0.1.
+            max_connections_per_address: osac_api::listen::DEFAULT_MAX_CONNECTIONS,
             ..TransportConfig::default()
         },
         limits: osac_server::LimitsConfig {
