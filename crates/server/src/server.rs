@@ -266,8 +266,9 @@ async fn no_route(req: axum::extract::Request) -> axum::response::Response {
 }
 
 /// The metrics and health listener's routes: liveness, readiness and the metrics text, no
-/// token (its address is the provider's to protect), anything else 404.
-fn ops_router<R, F>(store: Arc<dyn Store>, readyz: R) -> Router
+/// token (its address is the provider's to protect), anything else 404; each answers within
+/// the request timeout like the API's.
+fn ops_router<R, F>(store: Arc<dyn Store>, readyz: R, request_timeout: Duration) -> Router
 where
     R: Fn() -> F + Clone + Send + Sync + 'static,
     F: std::future::Future<Output = (axum::http::StatusCode, String)> + Send + 'static,
@@ -277,6 +278,10 @@ where
         .route("/readyz", get(readyz))
         .route("/metrics", get(move || metrics::render(store.clone())))
         .fallback(no_route)
+        .layer(axum::middleware::from_fn_with_state(
+            request_timeout,
+            listen::request_timeout,
+        ))
 }
 
 /// Opens everything and starts serving.
@@ -454,7 +459,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let mut tasks = vec![http, health_task];
     let metrics_addr = metrics_listener.as_ref().map(|(_, a)| *a);
     if let Some((listener, _)) = metrics_listener {
-        let ops = ops_router(store.clone(), readyz);
+        let ops = ops_router(store.clone(), readyz, config.transport.request_timeout);
         let mut ops_rx = rx.clone();
         let ops_transport = config.transport.for_metrics();
         tasks.push(tokio::spawn(async move {

@@ -120,6 +120,13 @@ async fn silent_and_preface_only_sockets_cannot_hold_the_server() {
         assert!(r.text().await.expect("body").contains(body), "{path}");
         assert!(asked.elapsed() < Duration::from_secs(2), "{path} was slow");
     }
+    // Nothing else is served there.
+    let api = http
+        .get(format!("http://{metrics}/api/private/v1/tenants"))
+        .send()
+        .await
+        .expect("metrics listener");
+    assert_eq!(api.status(), 404);
     // The API port answers a probe once the deadlines have given the slots back.
     let probe = tokio::spawn(async move {
         let asked = Instant::now();
