@@ -325,7 +325,61 @@ fn print_next_steps(url: &str, creds: &std::path::Path) {
 mod tests {
     use osac_model::quota::{Quota, UNLIMITED};
 
-    use super::parse_default_quota;
+    use super::{ServerArgs, parse_default_quota};
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ServerArgs,
+    }
+
+    #[test]
+    fn connection_metrics_and_jwt_time_flags() {
+        let d = Cli::try_parse_from(["osac"]).expect("defaults").args;
+        assert_eq!(
+            (
+                d.max_connections_per_address,
+                d.idle_timeout_seconds,
+                d.metrics_listen,
+                d.jwt_leeway_seconds
+            ),
+            (256, 5, None, 30)
+        );
+        let a = Cli::try_parse_from([
+            "osac",
+            "--max-connections-per-address",
+            "8",
+            "--idle-timeout-seconds",
+            "2",
+            "--metrics-listen",
+            "127.0.0.1:9464",
+            "--jwt-leeway-seconds",
+            "0",
+        ])
+        .expect("valid")
+        .args;
+        assert_eq!(
+            (
+                a.max_connections_per_address,
+                a.idle_timeout_seconds,
+                a.metrics_listen,
+                a.jwt_leeway_seconds
+            ),
+            (8, 2, Some("127.0.0.1:9464".parse().unwrap()), 0)
+        );
+        for bad in [
+            ["--max-connections-per-address", "0"],
+            ["--idle-timeout-seconds", "0"],
+            ["--jwt-leeway-seconds", "301"],
+            ["--metrics-listen", "localhost"],
+        ] {
+            let e = Cli::try_parse_from(["osac", bad[0], bad[1]])
+                .err()
+                .unwrap_or_else(|| panic!("{bad:?} accepted"));
+            assert!(e.to_string().contains(bad[0]), "{e}");
+        }
+    }
 
     #[test]
     fn default_quota_flag() {
