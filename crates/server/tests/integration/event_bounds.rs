@@ -58,7 +58,7 @@ async fn refused_creates_write_a_bounded_number_of_events(backend: Backend) {
     let total = events["total"].as_i64().unwrap_or(0);
     assert!(
         (1..=2).contains(&total),
-        "500 refused creates wrote {total} QuotaExceeded events: {events}"
+        "500 refused creates wrote {total} QuotaExceeded events"
     );
     assert!(
         events["items"][0]["spec"]["message"]
