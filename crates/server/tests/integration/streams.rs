@@ -314,6 +314,11 @@ async fn revocation_through_another_replica_ends_streams(backend: Backend) {
         .await
         .ok();
     all_end(watches, tokio::time::Instant::now() + END_WITHIN, "").await;
+    // A tenant deleted through the other replica ends its streams here too.
+    let gamma = s.tenant("gamma").await;
+    let watches = Watch::all(&s.url(), gamma.token.as_deref().expect("token")).await;
+    admin_there.delete(&format!("{PRIV}/tenants/gamma")).await.ok();
+    all_end(watches, tokio::time::Instant::now() + END_WITHIN, "").await;
     replica.shutdown().await;
     s.finish().await;
 }
@@ -380,4 +385,32 @@ async fn watches_are_capped_per_token_and_per_tenant() {
         }
     }
     s.finish().await;
+}
+
+/// A JWT's streams end at its `exp`, and when the tenant it names is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_streams_end_at_exp_and_with_their_tenant() {
+    use crate::jwt::{JwksServer, SigningKey, claims, client, set, start_server};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = SigningKey::new("k1");
+    let jwks = JwksServer::start(dir.path(), set(&[&key])).await;
+    let server = start_server(dir.path(), jwks.config()).await.expect("start");
+    let provider = client(&server, &key.sign(&claims("provider-admin", None)));
+    provider
+        .post(&format!("{PRIV}/tenants"), json!({"metadata": {"name": "acme"}}))
+        .await
+        .ok();
+    let url = server.url();
+
+    let mut short = claims("tenant-user", Some("acme"));
+    short["exp"] = json!(chrono::Utc::now().timestamp() + 3);
+    let expiry = tokio::time::Instant::now() + Duration::from_secs(3);
+    let watches = Watch::all(&url, &key.sign(&short)).await;
+    all_end(watches, expiry + END_WITHIN, "").await;
+
+    let long = key.sign(&claims("tenant-user", Some("acme")));
+    let watches = Watch::all(&url, &long).await;
+    provider.delete(&format!("{PRIV}/tenants/acme")).await.ok();
+    all_end(watches, tokio::time::Instant::now() + END_WITHIN, "").await;
+    server.shutdown().await;
 }
