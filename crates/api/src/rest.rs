@@ -69,7 +69,10 @@ pub(crate) async fn caller(service: &Service, headers: &HeaderMap) -> ApiResult<
 }
 
 /// The caller of a request that opens a stream, with the credential the stream keeps checking.
-pub(crate) async fn authenticated(service: &Service, headers: &HeaderMap) -> ApiResult<Authenticated> {
+pub(crate) async fn authenticated(
+    service: &Service,
+    headers: &HeaderMap,
+) -> ApiResult<Authenticated> {
     let who = service
         .auth
         .authenticate_stream(headers.get("authorization").and_then(|v| v.to_str().ok()))

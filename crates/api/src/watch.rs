@@ -171,10 +171,8 @@ impl Watcher {
         if let Some(synced) = self.synced.take() {
             let _ = synced.send(());
         }
-        let mut recheck = tokio::time::interval_at(
-            tokio::time::Instant::now() + RECHECK_EVERY,
-            RECHECK_EVERY,
-        );
+        let mut recheck =
+            tokio::time::interval_at(tokio::time::Instant::now() + RECHECK_EVERY, RECHECK_EVERY);
         recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let expiry = until(self.who.expires);
         tokio::pin!(expiry);

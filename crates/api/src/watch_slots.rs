@@ -159,14 +159,32 @@ mod tests {
             per_tenant: 4,
         };
         let a = slots.take(limits, &who("a", "t1"), 3).expect("3 of 3");
-        let e = slots.take(limits, &who("a", "t1"), 1).err().expect("token full");
-        assert!(e.message.contains("--max-watches-per-token"), "{}", e.message);
+        let e = slots
+            .take(limits, &who("a", "t1"), 1)
+            .err()
+            .expect("token full");
+        assert!(
+            e.message.contains("--max-watches-per-token"),
+            "{}",
+            e.message
+        );
         assert_eq!(e.code, Code::ResourceExhausted);
-        let e = slots.take(limits, &who("b", "t1"), 2).err().expect("tenant full");
-        assert!(e.message.contains("--max-watches-per-tenant"), "{}", e.message);
+        let e = slots
+            .take(limits, &who("b", "t1"), 2)
+            .err()
+            .expect("tenant full");
+        assert!(
+            e.message.contains("--max-watches-per-tenant"),
+            "{}",
+            e.message
+        );
         assert_eq!(slots.open("token:b"), 0, "a refused request takes nothing");
-        let b = slots.take(limits, &who("b", "t1"), 1).expect("last tenant slot");
-        slots.take(limits, &who("c", "t2"), 3).expect("another tenant");
+        let b = slots
+            .take(limits, &who("b", "t1"), 1)
+            .expect("last tenant slot");
+        slots
+            .take(limits, &who("c", "t2"), 3)
+            .expect("another tenant");
         drop(a);
         assert_eq!(slots.open("tenant:t1"), 1);
         slots.take(limits, &who("a", "t1"), 3).expect("freed");

@@ -144,12 +144,12 @@ impl Authenticator {
                 let stored = match cached {
                     Some(t) => t,
                     None => {
-                        let t = tokens::stored(self.store.as_ref(), key)
-                            .await
-                            .map_err(|e| match e.code {
+                        let t = tokens::stored(self.store.as_ref(), key).await.map_err(
+                            |e| match e.code {
                                 Code::Unauthenticated => ended("the token was revoked"),
                                 _ => e,
-                            })?;
+                            },
+                        )?;
                         cache.put(key.clone(), t.clone());
                         t
                     }

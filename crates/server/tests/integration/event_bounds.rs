@@ -83,7 +83,14 @@ async fn a_tenants_events_stay_under_its_cap(backend: Backend) {
     }
     let store = s.store();
     for i in 0..60 {
-        let ev = NewEvent::normal("acme", Kind::VirtualNetwork, "", "net", "Noise", format!("noise {i:02}"));
+        let ev = NewEvent::normal(
+            "acme",
+            Kind::VirtualNetwork,
+            "",
+            "net",
+            "Noise",
+            format!("noise {i:02}"),
+        );
         record_now(&*store, ev).await;
     }
     let quiet_before = quiet.list("events", &[]).await.ok()["total"].as_i64();
@@ -92,16 +99,28 @@ async fn a_tenants_events_stay_under_its_cap(backend: Backend) {
     trim(&*store, cap).await.expect("trim");
     let events = acme.list("events", &[("limit", "1000")]).await.ok();
     let total = events["total"].as_i64().unwrap_or(0);
-    assert!(total <= cap as i64, "acme kept {total} events over its cap of {cap}");
+    assert!(
+        total <= cap as i64,
+        "acme kept {total} events over its cap of {cap}"
+    );
     let messages: Vec<&str> = events["items"]
         .as_array()
         .expect("items")
         .iter()
         .filter_map(|e| e["spec"]["message"].as_str())
         .collect();
-    assert!(messages.contains(&"noise 59"), "the newest stay: {messages:?}");
-    assert!(!messages.contains(&"noise 00"), "the oldest go: {messages:?}");
+    assert!(
+        messages.contains(&"noise 59"),
+        "the newest stay: {messages:?}"
+    );
+    assert!(
+        !messages.contains(&"noise 00"),
+        "the oldest go: {messages:?}"
+    );
     let quiet_after = quiet.list("events", &[]).await.ok()["total"].as_i64();
-    assert_eq!(quiet_before, quiet_after, "a tenant under its cap keeps all");
+    assert_eq!(
+        quiet_before, quiet_after,
+        "a tenant under its cap keeps all"
+    );
     s.finish().await;
 }

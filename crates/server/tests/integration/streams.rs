@@ -208,7 +208,12 @@ fn grpc_code(code: tonic::Code) -> String {
 }
 
 /// Mints a token of `tenant` (`expires_in` optional); returns (secret, id).
-async fn mint(s: &TestServer, tenant: &str, role: &str, expires_in: Option<&str>) -> (String, String) {
+async fn mint(
+    s: &TestServer,
+    tenant: &str,
+    role: &str,
+    expires_in: Option<&str>,
+) -> (String, String) {
     let mut body = json!({"tenant": tenant, "role": role, "subject": format!("{tenant}-{role}")});
     if let Some(e) = expires_in {
         body["expires_in"] = json!(e);
@@ -221,7 +226,11 @@ async fn mint(s: &TestServer, tenant: &str, role: &str, expires_in: Option<&str>
 }
 
 /// Every watch ends by `deadline` with UNAUTHENTICATED and never delivered `unseen`.
-async fn all_end(watches: Vec<(&'static str, Watch)>, deadline: tokio::time::Instant, unseen: &str) {
+async fn all_end(
+    watches: Vec<(&'static str, Watch)>,
+    deadline: tokio::time::Instant,
+    unseen: &str,
+) {
     let ends = futures::future::join_all(
         watches
             .into_iter()
@@ -317,7 +326,10 @@ async fn revocation_through_another_replica_ends_streams(backend: Backend) {
     // A tenant deleted through the other replica ends its streams here too.
     let gamma = s.tenant("gamma").await;
     let watches = Watch::all(&s.url(), gamma.token.as_deref().expect("token")).await;
-    admin_there.delete(&format!("{PRIV}/tenants/gamma")).await.ok();
+    admin_there
+        .delete(&format!("{PRIV}/tenants/gamma"))
+        .await
+        .ok();
     all_end(watches, tokio::time::Instant::now() + END_WITHIN, "").await;
     replica.shutdown().await;
     s.finish().await;
@@ -342,7 +354,9 @@ async fn watches_are_capped_per_token_and_per_tenant() {
     let (b, _) = mint(&s, "acme", "tenant-user", None).await;
     let (other, _) = mint(&s, "bravo", "tenant-user", None).await;
     let token_cap = |r: Result<Watch, Refused>, what: &str| {
-        let r = r.err().unwrap_or_else(|| panic!("{what}: opened beyond the cap"));
+        let r = r
+            .err()
+            .unwrap_or_else(|| panic!("{what}: opened beyond the cap"));
         assert_eq!(r.code, "RESOURCE_EXHAUSTED", "{what}: {r:?}");
         assert!(
             r.message.contains("limit 3") && r.message.contains("--max-watches-per-token"),
@@ -394,10 +408,15 @@ async fn jwt_streams_end_at_exp_and_with_their_tenant() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = SigningKey::new("k1");
     let jwks = JwksServer::start(dir.path(), set(&[&key])).await;
-    let server = start_server(dir.path(), jwks.config()).await.expect("start");
+    let server = start_server(dir.path(), jwks.config())
+        .await
+        .expect("start");
     let provider = client(&server, &key.sign(&claims("provider-admin", None)));
     provider
-        .post(&format!("{PRIV}/tenants"), json!({"metadata": {"name": "acme"}}))
+        .post(
+            &format!("{PRIV}/tenants"),
+            json!({"metadata": {"name": "acme"}}),
+        )
         .await
         .ok();
     let url = server.url();

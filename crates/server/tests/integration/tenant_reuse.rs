@@ -63,7 +63,10 @@ async fn a_new_tenant_of_an_old_name_sees_nothing_of_the_old(backend: Backend) {
     old_ids.insert(old_tenant_id.clone());
     assert!(old_ids.contains(&id(&sg)));
     let old_events = old.list("events", &[]).await.ok();
-    assert!(old_events["total"].as_i64().unwrap_or(0) > 0, "{old_events}");
+    assert!(
+        old_events["total"].as_i64().unwrap_or(0) > 0,
+        "{old_events}"
+    );
 
     s.admin.delete(&format!("{PRIV}/tenants/gamma")).await.ok();
     s.admin.wait_gone(PRIV, "tenants", "gamma").await;
@@ -77,7 +80,10 @@ async fn a_new_tenant_of_an_old_name_sees_nothing_of_the_old(backend: Backend) {
         .await;
     let (ids, texts) = visible(&new).await;
     let leaked: Vec<&String> = ids.intersection(&old_ids).collect();
-    assert!(leaked.is_empty(), "the new gamma sees old objects: {leaked:?}");
+    assert!(
+        leaked.is_empty(),
+        "the new gamma sees old objects: {leaked:?}"
+    );
     for text in &texts {
         assert!(
             !text.contains("old-gamma") && !old_ids.iter().any(|i| text.contains(i.as_str())),
