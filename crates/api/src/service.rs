@@ -87,6 +87,8 @@ pub struct RequestCtx<'a> {
     /// The quota limits of a tenant whose row this transaction already read (and locked), so
     /// the quota checks do not read it again.
     pub tenant_limits: Option<(String, QuotaLimits)>,
+    /// The id of that tenant (quota locks are keyed by the tenant's id).
+    pub tenant_id: Option<String>,
     /// Addresses taken from each ExternalIPPool by the ExternalIPs inserted in this
     /// transaction: reserved in the pools' counters as the transaction's last step
     /// ([`resources::external_ip::reserve_in_pools`]), so each pool row is locked only from
@@ -111,6 +113,7 @@ impl<'a> RequestCtx<'a> {
             notes: Vec::new(),
             quota_defaults: QuotaLimits::default(),
             tenant_limits: None,
+            tenant_id: None,
             pool_reservations: Default::default(),
         }
     }
@@ -296,6 +299,7 @@ impl Service {
                 tenant.clone(),
                 crate::quota::limits_of(&self.quota_defaults, t)?,
             ));
+            cx.tenant_id = Some(t.id.clone());
         }
         let inserted = match insert_new(&mut cx, kind, &obj).await {
             Ok(rec) => resources::external_ip::reserve_in_pools(&mut cx)
