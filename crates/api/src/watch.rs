@@ -209,8 +209,9 @@ impl Watcher {
                 Ok(false) => return,
                 Err(e) => {
                     // The error is the stream's last item; a client that stopped reading does
-                    // not keep the watcher (its slot, its feed) alive: the stream just ends.
-                    let _ = tx.try_send(Err(e));
+                    // not keep the watcher (its slot, its feed) alive for long: after a second
+                    // the stream just ends.
+                    let _ = tokio::time::timeout(FINAL_SEND, tx.send(Err(e))).await;
                     return;
                 }
             }
@@ -317,6 +318,9 @@ impl Watcher {
 /// cache entry lives a second: a revocation or deletion the feed did not bring ends the stream
 /// within a few seconds).
 const RECHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// How long the final error waits for room in a slow client's buffer.
+const FINAL_SEND: Duration = Duration::from_secs(1);
 
 /// A change that can end a credential: a token revocation, or a write of a tenant.
 fn is_trust_change(change: &Change) -> bool {
