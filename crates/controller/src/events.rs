@@ -285,13 +285,21 @@ pub async fn trim_tenant(store: &dyn Store, tenant: &str, cap: usize) -> Result<
             })
             .await?;
         for ev in &oldest.items {
-            tx.remove(&ev.id).await?;
+            remove_event(&mut *tx, &ev.id).await?;
         }
         tx.commit().await?;
         removed += oldest.items.len() as u64;
         if oldest.items.is_empty() {
             return Ok(removed);
         }
+    }
+}
+
+/// Removes one event; one already gone (the pruner of another replica, or its expiry) is fine.
+async fn remove_event(tx: &mut dyn Tx, id: &str) -> Result<(), StoreError> {
+    match tx.remove(id).await {
+        Err(StoreError::NotFound(_)) => Ok(()),
+        other => other,
     }
 }
 
@@ -334,7 +342,7 @@ pub async fn remove_tenant_events(tx: &mut dyn Tx, tenant: &str) -> Result<u64, 
             })
             .await?;
         for ev in &page.items {
-            tx.remove(&ev.id).await?;
+            remove_event(tx, &ev.id).await?;
         }
         removed += page.items.len() as u64;
         if (page.items.len() as i64) < TRIM_BATCH {
