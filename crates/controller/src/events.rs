@@ -506,4 +506,76 @@ mod tests {
         assert_eq!(rec.body["spec"]["object_kind"], "Subnet");
         assert!(rec.name.is_none() && rec.labels.is_empty());
     }
+
+    /// The pruner keeps each tenant at its cap, newest first, and leaves tenants under it alone.
+    #[tokio::test]
+    async fn the_pruner_trims_each_tenant_to_its_cap() {
+        let store: Arc<dyn Store> = Arc::new(
+            osac_store::SqliteStore::connect("sqlite::memory:")
+                .await
+                .expect("in-memory store"),
+        );
+        let mut tx = store.begin().await.expect("begin");
+        for name in ["loud", "quiet"] {
+            let mut t = Record::new(Kind::Tenant, "", json!({"spec": {}}));
+            t.name = Some(name.into());
+            tx.insert(&t).await.expect("tenant");
+        }
+        tx.commit().await.expect("commit");
+        for i in 0..30 {
+            record_now(
+                &*store,
+                NewEvent::normal("loud", Kind::Subnet, "", "s", "Noise", format!("{i}")),
+            )
+            .await;
+        }
+        for i in 0..3 {
+            record_now(
+                &*store,
+                NewEvent::normal("quiet", Kind::Subnet, "", "s", "Noise", format!("{i}")),
+            )
+            .await;
+        }
+        let (stop, shutdown) = watch::channel(false);
+        let pruner = tokio::spawn(prune_loop(
+            store.clone(),
+            DEFAULT_EVENT_TTL,
+            10,
+            Duration::from_millis(20),
+            shutdown,
+        ));
+        let events_of = |tenant: &'static str| {
+            let store = store.clone();
+            async move {
+                store
+                    .list(&ListQuery {
+                        tenant: Some(tenant.into()),
+                        ..ListQuery::all(Kind::Event)
+                    })
+                    .await
+                    .expect("list")
+                    .items
+            }
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while events_of("loud").await.len() > 10 {
+            assert!(std::time::Instant::now() < deadline, "not trimmed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let kept: Vec<String> = events_of("loud")
+            .await
+            .iter()
+            .map(|e| {
+                e.body["spec"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        let newest: Vec<String> = (20..30).map(|i| i.to_string()).collect();
+        assert_eq!(kept, newest, "the newest stay");
+        assert_eq!(events_of("quiet").await.len(), 3);
+        let _ = stop.send(true);
+        let _ = pruner.await;
+    }
 }
