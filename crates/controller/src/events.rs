@@ -507,7 +507,8 @@ mod tests {
         assert!(rec.name.is_none() && rec.labels.is_empty());
     }
 
-    /// The pruner keeps each tenant at its cap, newest first, and leaves tenants under it alone.
+    /// The pruner keeps each tenant at its cap, newest first, and leaves tenants under it alone
+    /// (with the `trim` call taken out of `prune_loop` this failed with "not trimmed").
     #[tokio::test]
     async fn the_pruner_trims_each_tenant_to_its_cap() {
         let store: Arc<dyn Store> = Arc::new(

@@ -7,10 +7,13 @@
 //! - A watch re-checks its credential on every token or tenant change of the change feed and
 //!   on a timer (`Watcher::run` in crates/api/src/watch.rs, `Authenticator::recheck`). With
 //!   the re-check arms removed from the watcher's loop, every stream below kept delivering:
-//!   the revoked token's streams received `after-revoke`, the expired token's and the deleted
-//!   tenant's streams stayed open past the 5 s deadline ("still open" panics).
+//!   the revoked token's streams received `after-revoke`, the expired token's, the deleted
+//!   tenant's and the streams of a token revoked through another replica (PostgreSQL) stayed
+//!   open past the 5 s deadline ("still open" panics).
 //! - Watch caps (`WatchSlots::take`, crates/api/src/watch_slots.rs). With the cap check
-//!   removed, the fourth watch of a token opened (200, not 429) on REST, console and gRPC.
+//!   removed, the fourth watch of a token opened (200, not 429: "REST: opened beyond the cap").
+//! - JWT streams end at `exp` (`Authenticator::recheck`): with its expiry check removed the JWT
+//!   test's streams stayed open ("rest: still open").
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

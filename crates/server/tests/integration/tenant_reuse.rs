@@ -5,9 +5,10 @@
 //! Rule under attack: when a tenant's row is removed, every event still carrying its name goes
 //! in the same transaction, and its own `Deleted` event is the provider's
 //! (`teardown` in crates/controller/src/reconcile/tenant.rs, `events::deleted`). With the
-//! `remove_tenant_events` call removed, the new `gamma` listed the old tenant's events
-//! ("SecurityGroup 'old-gamma-private-sg' created by …", the old Tenant's `Created`) and this
-//! test failed at "sees the old tenant's events". Tokens and streams are keyed by the tenant's
+//! `remove_tenant_events` call removed, the new `gamma` listed the old tenant's events (the old
+//! objects' `Created`/`Deleted`, the old Tenant's) and this test failed at "the new gamma sees
+//! old objects" (the events' object ids); with the Tenant's `Deleted` event left to the tenant,
+//! it failed at "sees the old tenant's events" (`Tenant 'gamma' was deleted`). Tokens and streams are keyed by the tenant's
 //! id (`tokens::caller_of`, `auth::stream`): see streams.rs for the streams.
 
 use std::collections::HashSet;
