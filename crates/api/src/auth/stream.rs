@@ -166,11 +166,19 @@ impl Authenticator {
                 Ok(())
             }
             (Mode::Jwt(_), Credential::Jwt { .. }) => {
-                let now = match &auth.caller.tenant {
-                    Some(name) => live_tenant_id(self.store.as_ref(), name).await?,
-                    None => None,
+                let store = self.store.as_ref();
+                let same_tenant = match (&auth.tenant_id, &auth.caller.tenant) {
+                    // The tenant it opened on, by id, still live (from the record cache).
+                    (Some(id), Some(name)) => store.get_cached(id).await?.is_some_and(|r| {
+                        r.kind == Kind::Tenant
+                            && r.deleted_at.is_none()
+                            && r.name.as_deref() == Some(name)
+                    }),
+                    // Opened on a name no tenant had: still none.
+                    (None, Some(name)) => live_tenant_id(store, name).await?.is_none(),
+                    (_, None) => true,
                 };
-                if now != auth.tenant_id {
+                if !same_tenant {
                     return Err(ended(
                         "the tenant it was opened on no longer exists (deleted, or re-created as another tenant)",
                     ));

@@ -12,7 +12,8 @@
 //!   open past the 5 s deadline ("still open" panics).
 //! - Watch caps (`WatchSlots::take`, crates/api/src/watch_slots.rs). With the cap check
 //!   removed, the fourth watch of a token opened (200, not 429: "REST: opened beyond the cap").
-//! - JWT streams end at `exp` (`Authenticator::recheck`): with its expiry check removed the JWT
+//! - JWT streams end at `exp` and with the tenant they opened on (`Authenticator::recheck`):
+//!   with the expiry check removed, and separately with the tenant check removed, the JWT
 //!   test's streams stayed open ("rest: still open").
 
 use std::sync::{Arc, RwLock};
