@@ -61,7 +61,8 @@ export class Live {
         };
         if (this.params.filter) query.filter = this.params.filter;
         await watch(query, (event, data) => {
-          if (event === 'error') throw new ApiError(500, data);
+          // A stream whose credential ended says UNAUTHENTICATED: stop, as for a 401.
+          if (event === 'error') throw new ApiError(data && data.code === 'UNAUTHENTICATED' ? 401 : 500, data);
           const collection = data.collection;
           if (data.type === 'SYNCED') {
             if (pending.delete(collection)) this.collections.set(collection, fresh.get(collection));

@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::error::{ApiError, ApiResult};
-use crate::rest::{caller, reply};
+use crate::rest::{authenticated, caller, reply};
 use crate::service::Service;
 use crate::watch::{WatchEvent, WatchReceiver};
 
@@ -172,13 +172,15 @@ async fn watch(
     headers: HeaderMap,
 ) -> Response {
     let started = async {
-        let caller = caller(&s, &headers).await?;
+        let who = authenticated(&s, &headers).await?;
         let (surface, kinds) = watched_kinds(&q)?;
         let filter = q.get("filter").map(String::as_str).unwrap_or_default();
         let mut streams = Vec::with_capacity(kinds.len());
-        for kind in kinds {
+        // One slot per collection, all taken before any watch starts.
+        let slots = s.take_watch_slots(&who, kinds.len())?;
+        for (kind, slot) in kinds.into_iter().zip(slots) {
             let (rx, synced) = s
-                .watch_reporting_sync(&caller, surface, kind, filter)
+                .watch_reporting_sync(&who, surface, kind, filter, slot)
                 .await?;
             streams.push(collection_stream(kind.collection(), rx, synced));
         }

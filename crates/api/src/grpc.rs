@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
-use crate::auth::Caller;
+use crate::auth::{Authenticated, Caller};
 use crate::error::{ApiError, Code};
 use crate::service::{ListParams, Service, UpdateOptions};
 use crate::watch::{WatchEvent, WatchReceiver};
@@ -30,6 +30,17 @@ impl Grpc {
         let caller = self.service.auth.authenticate(header).await?;
         crate::access::note_subject(&caller.subject);
         Ok(caller)
+    }
+
+    /// The caller of a stream, with the credential the stream keeps checking.
+    async fn authenticated<T>(&self, req: &Request<T>) -> Result<Authenticated, Status> {
+        let header = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        let who = self.service.auth.authenticate_stream(header).await?;
+        crate::access::note_subject(&who.caller.subject);
+        Ok(who)
     }
 }
 
@@ -157,8 +168,8 @@ macro_rules! grpc_service {
             type WatchStream = WatchStream<$watch>;
 
             async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
-                let caller = self.0.caller(&req).await?;
-                let rx = self.0.service.watch(&caller, $surface, $kind, &req.into_inner().filter).await?;
+                let who = self.0.authenticated(&req).await?;
+                let rx = self.0.service.watch(&who, $surface, $kind, &req.into_inner().filter).await?;
                 Ok(Response::new(watch_stream(rx, |event: WatchEvent| {
                     Ok(<$watch>::from_event(event.kind.as_str().to_string(), from_value::<$msg>(event.object)?))
                 })))

@@ -15,6 +15,7 @@ pub mod object_json;
 pub mod openapi;
 pub mod quota;
 pub mod reachability;
+mod refusals;
 pub mod replicas;
 pub mod reserved;
 pub mod resources;
@@ -23,6 +24,7 @@ pub mod service;
 pub mod tls;
 pub mod token_service;
 pub mod watch;
+pub mod watch_slots;
 
 pub use error::{ApiError, ApiResult, Code};
 pub use listen::TransportConfig;

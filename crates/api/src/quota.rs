@@ -1,6 +1,7 @@
 //! Per-tenant quota enforcement and usage.
 //!
-//! A create that a limited quota counts takes that quota's lock for its tenant before it
+//! A create that a limited quota counts takes that quota's lock for its tenant (keyed by the
+//! tenant's id) before it
 //! counts (`Tx::lock_name`, held until it commits), so the count cannot change before it
 //! commits: two concurrent creates the same quota counts are ordered, and the second sees the
 //! first one's object. Creates no limited quota counts (and creates of other kinds) do not
@@ -94,16 +95,18 @@ pub fn limits_of(defaults: &QuotaLimits, tenant: &Record) -> ApiResult<QuotaLimi
     Ok(defaults.for_tenant(t.spec.as_ref().and_then(|s| s.quotas.as_ref())))
 }
 
-/// The limits of the tenant of `cx`: those of the row the write already locked, else read.
-async fn tenant_limits(cx: &mut RequestCtx<'_>) -> ApiResult<QuotaLimits> {
-    if let Some((name, limits)) = &cx.tenant_limits
+/// The limits of the tenant of `cx` (those of the row the write already locked, else read) and
+/// the key of its quota locks: the tenant's id.
+async fn tenant_limits(cx: &mut RequestCtx<'_>) -> ApiResult<(QuotaLimits, String)> {
+    if let (Some((name, limits)), Some(id)) = (&cx.tenant_limits, &cx.tenant_id)
         && *name == cx.tenant
     {
-        return Ok(*limits);
+        return Ok((*limits, id.clone()));
     }
     match cx.tx.find_by_name(Kind::Tenant, "", &cx.tenant).await? {
-        Some(t) => limits_of(&cx.quota_defaults, &t),
-        None => Ok(cx.quota_defaults),
+        Some(t) => Ok((limits_of(&cx.quota_defaults, &t)?, t.id)),
+        // No such tenant: nothing of it can be counted twice; its name keys the lock.
+        None => Ok((cx.quota_defaults, format!("name:{}", cx.tenant))),
     }
 }
 
@@ -131,10 +134,10 @@ fn over(limit: u32, used: u64, adds: u64) -> bool {
     limit != UNLIMITED && used.saturating_add(adds) > u64::from(limit)
 }
 
-/// Orders this transaction with every other one that counts quota `q` of `tenant`, until it
-/// ends.
-async fn lock_count(tx: &mut dyn Tx, q: Quota, tenant: &str) -> ApiResult<()> {
-    tx.lock_name(&format!("osac-quota:{}:{tenant}", q.name()))
+/// Orders this transaction with every other one that counts quota `q` of the tenant with id
+/// `tenant_id`, until it ends.
+async fn lock_count(tx: &mut dyn Tx, q: Quota, tenant_id: &str) -> ApiResult<()> {
+    tx.lock_name(&format!("osac-quota:{}:{tenant_id}", q.name()))
         .await?;
     Ok(())
 }
@@ -146,11 +149,11 @@ pub async fn check_create(cx: &mut RequestCtx<'_>, kind: Kind, body: &Value) -> 
     if cx.tenant.is_empty() || object_quota.is_none() {
         return Ok(());
     }
-    let limits = tenant_limits(cx).await?;
+    let (limits, lock_key) = tenant_limits(cx).await?;
     let tenant = cx.tenant.clone();
     // An unlimited quota is not counted (a count grows with what the tenant owns).
     if let Some(q) = object_quota.filter(|q| limits.get(*q) != UNLIMITED) {
-        lock_count(cx.tx, q, &tenant).await?;
+        lock_count(cx.tx, q, &lock_key).await?;
         let used = Reader::Tx(&mut *cx.tx).count(kind, &tenant).await?;
         if over(limits.get(q), used, 1) {
             return Err(exceeded(q, &tenant, limits.get(q), used, 1));
@@ -160,7 +163,7 @@ pub async fn check_create(cx: &mut RequestCtx<'_>, kind: Kind, body: &Value) -> 
         let adds = rule_count(body);
         let q = Quota::SecurityGroupRules;
         if adds > 0 && limits.get(q) != UNLIMITED {
-            lock_count(cx.tx, q, &tenant).await?;
+            lock_count(cx.tx, q, &lock_key).await?;
             let used = Reader::Tx(&mut *cx.tx).rules(&tenant, None).await?;
             if over(limits.get(q), used, adds) {
                 return Err(exceeded(q, &tenant, limits.get(q), used, adds));
@@ -181,13 +184,13 @@ pub async fn check_rules_update(
     if current.kind != Kind::SecurityGroup || new <= old {
         return Ok(());
     }
-    let limits = tenant_limits(cx).await?;
+    let (limits, lock_key) = tenant_limits(cx).await?;
     let q = Quota::SecurityGroupRules;
     if limits.get(q) == UNLIMITED {
         return Ok(());
     }
     let tenant = cx.tenant.clone();
-    lock_count(cx.tx, q, &tenant).await?;
+    lock_count(cx.tx, q, &lock_key).await?;
     let others = Reader::Tx(&mut *cx.tx)
         .rules(&tenant, Some(&current.id))
         .await?;

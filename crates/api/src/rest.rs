@@ -15,7 +15,7 @@ use axum::{Json, Router};
 use osac_model::{Kind, Scope};
 use serde_json::{Value, json};
 
-use crate::auth::Caller;
+use crate::auth::{Authenticated, Caller};
 use crate::error::{ApiError, ApiResult};
 use crate::service::{ListParams, Service, UpdateOptions};
 use crate::token_service::MintRequest;
@@ -66,6 +66,19 @@ pub(crate) async fn caller(service: &Service, headers: &HeaderMap) -> ApiResult<
         .await?;
     crate::access::note_subject(&caller.subject);
     Ok(caller)
+}
+
+/// The caller of a request that opens a stream, with the credential the stream keeps checking.
+pub(crate) async fn authenticated(
+    service: &Service,
+    headers: &HeaderMap,
+) -> ApiResult<Authenticated> {
+    let who = service
+        .auth
+        .authenticate_stream(headers.get("authorization").and_then(|v| v.to_str().ok()))
+        .await?;
+    crate::access::note_subject(&who.caller.subject);
+    Ok(who)
 }
 
 fn kind_of(collection: &str) -> ApiResult<Kind> {
@@ -168,12 +181,14 @@ async fn list(
     surface: Scope,
 ) -> Response {
     async {
+        if q.get("watch").is_some_and(|w| w == "true") {
+            let who = authenticated(&s, &headers).await?;
+            let kind = kind_of(&collection)?;
+            let filter = q.get("filter").map(String::as_str).unwrap_or_default();
+            return Ok::<_, ApiError>(event_stream(s.watch(&who, surface, kind, filter).await?));
+        }
         let caller = caller(&s, &headers).await?;
         let kind = kind_of(&collection)?;
-        if q.get("watch").is_some_and(|w| w == "true") {
-            let filter = q.get("filter").map(String::as_str).unwrap_or_default();
-            return Ok::<_, ApiError>(event_stream(s.watch(&caller, surface, kind, filter).await?));
-        }
         let params = ListParams {
             offset: int_param(&q, "offset")?,
             limit: int_param(&q, "limit")?,

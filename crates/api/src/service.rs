@@ -61,6 +61,12 @@ pub struct Service {
     quota_defaults: QuotaLimits,
     /// Tenants' network snapshots for the reachability explainer.
     pub(crate) network_snapshots: crate::reachability::snapshots::NetworkSnapshots,
+    /// Caps on open watches (see `watch_slots`).
+    pub(crate) watch_limits: crate::watch_slots::WatchLimits,
+    /// Watches open now, per credential and tenant.
+    pub(crate) watch_slots: Arc<crate::watch_slots::WatchSlots>,
+    /// Which refused creates get an event (coalesced per tenant and quota).
+    refusals: crate::refusals::RefusalEvents,
 }
 
 /// What a per-kind rule needs while a write transaction is open.
@@ -81,6 +87,8 @@ pub struct RequestCtx<'a> {
     /// The quota limits of a tenant whose row this transaction already read (and locked), so
     /// the quota checks do not read it again.
     pub tenant_limits: Option<(String, QuotaLimits)>,
+    /// The id of that tenant (quota locks are keyed by the tenant's id).
+    pub tenant_id: Option<String>,
     /// Addresses taken from each ExternalIPPool by the ExternalIPs inserted in this
     /// transaction: reserved in the pools' counters as the transaction's last step
     /// ([`resources::external_ip::reserve_in_pools`]), so each pool row is locked only from
@@ -105,6 +113,7 @@ impl<'a> RequestCtx<'a> {
             notes: Vec::new(),
             quota_defaults: QuotaLimits::default(),
             tenant_limits: None,
+            tenant_id: None,
             pool_reservations: Default::default(),
         }
     }
@@ -134,7 +143,16 @@ impl Service {
             closing: tokio::sync::watch::Sender::new(false),
             quota_defaults: QuotaLimits::default(),
             network_snapshots,
+            watch_limits: Default::default(),
+            watch_slots: Default::default(),
+            refusals: Default::default(),
         }
+    }
+
+    /// The same service with other caps on open watches (server configuration).
+    pub fn with_watch_limits(mut self, limits: crate::watch_slots::WatchLimits) -> Self {
+        self.watch_limits = limits;
+        self
     }
 
     /// The same service with other provider default quotas (server configuration).
@@ -281,6 +299,7 @@ impl Service {
                 tenant.clone(),
                 crate::quota::limits_of(&self.quota_defaults, t)?,
             ));
+            cx.tenant_id = Some(t.id.clone());
         }
         let inserted = match insert_new(&mut cx, kind, &obj).await {
             Ok(rec) => resources::external_ip::reserve_in_pools(&mut cx)
@@ -293,26 +312,49 @@ impl Service {
             Err(e) => {
                 drop(tx);
                 if e.code == Code::ResourceExhausted {
-                    let reason = if crate::quota::is_quota_error(&e) {
-                        "QuotaExceeded"
-                    } else {
-                        "ExternalIPPoolExhausted"
-                    };
-                    let event = osac_controller::events::NewEvent::warning(
-                        tenant,
-                        kind,
-                        "",
-                        meta.name.clone().unwrap_or_default(),
-                        reason,
-                        e.message.clone(),
-                    );
-                    osac_controller::events::record_now(&*self.store, event).await;
+                    let tenant_key = locked_tenant.as_ref().map_or(tenant.as_str(), |t| &t.id);
+                    self.record_refusal(&tenant, tenant_key, kind, &meta, &e)
+                        .await;
                 }
                 return Err(e);
             }
         };
         tx.commit().await?;
         self.render_full(surface, &rec).await
+    }
+
+    /// Records the event of a create refused for lack of capacity (a quota, an address pool),
+    /// coalesced: one per tenant, reason and quota per interval (see `refusals`).
+    async fn record_refusal(
+        &self,
+        tenant: &str,
+        tenant_key: &str,
+        kind: Kind,
+        meta: &crate::object::UserMetadata,
+        e: &ApiError,
+    ) {
+        let (reason, what) = if crate::quota::is_quota_error(e) {
+            // "quota <name> of tenant …": one window per quota.
+            let quota = e.message.split_whitespace().nth(1).unwrap_or_default();
+            ("QuotaExceeded", quota.to_string())
+        } else {
+            ("ExternalIPPoolExhausted", kind.collection().to_string())
+        };
+        let Some(unrecorded) = self
+            .refusals
+            .admit(&format!("{tenant_key}/{reason}/{what}"))
+        else {
+            return;
+        };
+        let event = osac_controller::events::NewEvent::warning(
+            tenant,
+            kind,
+            "",
+            meta.name.clone().unwrap_or_default(),
+            reason,
+            crate::refusals::with_count(&e.message, unrecorded),
+        );
+        osac_controller::events::record_now(&*self.store, event).await;
     }
 
     /// Reads one object by id or name.

@@ -7,18 +7,24 @@
 //! last state this watch saw. When the feed overflows (a slow client), the watch re-lists and
 //! reports the difference, so a client never misses the final state of an object. A client that
 //! reconnects gets a fresh first batch: there is no resume token to keep.
+//!
+//! A watch ends when the credential that opened it ends (revoked, expired, its tenant deleted:
+//! see `auth::stream`), with UNAUTHENTICATED as its last item; every open watch holds a slot
+//! under the per-token and per-tenant caps (`watch_slots`) until it ends.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use osac_model::{Kind, Scope};
 use osac_store::{Change, ListQuery};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::auth::Caller;
+use crate::auth::{Authenticated, tokens};
 use crate::error::ApiResult;
 use crate::service::{MAX_LIMIT, Service};
+use crate::watch_slots::WatchSlot;
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,52 +69,67 @@ const BUFFER: usize = 256;
 pub type WatchReceiver = mpsc::Receiver<ApiResult<WatchEvent>>;
 
 impl Service {
-    /// Starts watching a collection. Errors of the request itself (authorization, a bad filter)
-    /// are returned here; a store error later arrives as the last item.
+    /// Starts watching a collection. Errors of the request itself (authorization, a bad filter,
+    /// the watch caps) are returned here; a store error, or the end of the credential, later
+    /// arrives as the last item.
     pub async fn watch(
         self: &Arc<Self>,
-        caller: &Caller,
+        who: &Authenticated,
         surface: Scope,
         kind: Kind,
         filter: &str,
     ) -> ApiResult<WatchReceiver> {
-        self.start_watch(caller, surface, kind, filter, None).await
+        self.authorize(&who.caller, surface, kind, false)?;
+        let slot = self.take_watch_slots(who, 1)?.pop();
+        self.start_watch(who, surface, kind, filter, None, slot)
+            .await
     }
 
-    /// Like [`Service::watch`]; `synced` fires once every event of the first batch is queued on
-    /// the receiver (events read after it fired may already be later changes). The console uses
-    /// it to know when its picture is complete.
+    /// Takes `n` watch slots of `who` at once (see `watch_slots`): a console stream takes one
+    /// per collection before it starts any.
+    pub fn take_watch_slots(&self, who: &Authenticated, n: usize) -> ApiResult<Vec<WatchSlot>> {
+        self.watch_slots.take(self.watch_limits, who, n)
+    }
+
+    /// Like [`Service::watch`], holding a slot taken with [`Service::take_watch_slots`];
+    /// `synced` fires once every event of the first batch is queued on the receiver (events
+    /// read after it fired may already be later changes). The console uses it to know when its
+    /// picture is complete.
     pub async fn watch_reporting_sync(
         self: &Arc<Self>,
-        caller: &Caller,
+        who: &Authenticated,
         surface: Scope,
         kind: Kind,
         filter: &str,
+        slot: WatchSlot,
     ) -> ApiResult<(WatchReceiver, oneshot::Receiver<()>)> {
         let (synced, on_synced) = oneshot::channel();
         let rx = self
-            .start_watch(caller, surface, kind, filter, Some(synced))
+            .start_watch(who, surface, kind, filter, Some(synced), Some(slot))
             .await?;
         Ok((rx, on_synced))
     }
 
     async fn start_watch(
         self: &Arc<Self>,
-        caller: &Caller,
+        who: &Authenticated,
         surface: Scope,
         kind: Kind,
         filter: &str,
         synced: Option<oneshot::Sender<()>>,
+        slot: Option<WatchSlot>,
     ) -> ApiResult<WatchReceiver> {
-        self.authorize(caller, surface, kind, false)?;
+        self.authorize(&who.caller, surface, kind, false)?;
         let watcher = Watcher {
             service: Arc::clone(self),
             surface,
             kind,
-            tenant: Self::scope(caller, kind),
+            tenant: Self::scope(&who.caller, kind),
             filter: Self::effective_filter(surface, kind, filter)?,
             seen: HashMap::new(),
             synced,
+            who: who.clone(),
+            _slot: slot,
         };
         // Subscribe before the first list: a change committed in between is seen twice, never
         // missed.
@@ -130,6 +151,10 @@ struct Watcher {
     seen: HashMap<String, Value>,
     /// Told once the first batch is queued (see [`Service::watch_reporting_sync`]).
     synced: Option<oneshot::Sender<()>>,
+    /// The credential the watch was opened with, checked again while it runs.
+    who: Authenticated,
+    /// Its place under the watch caps, freed when the watcher ends.
+    _slot: Option<WatchSlot>,
 }
 
 impl Watcher {
@@ -146,14 +171,36 @@ impl Watcher {
         if let Some(synced) = self.synced.take() {
             let _ = synced.send(());
         }
+        let mut recheck =
+            tokio::time::interval_at(tokio::time::Instant::now() + RECHECK_EVERY, RECHECK_EVERY);
+        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let expiry = until(self.who.expires);
+        tokio::pin!(expiry);
+        let mut expired = false;
         loop {
             let outcome = tokio::select! {
                 _ = tx.closed() => return,
                 () = server_closing(&mut closing) => return,
+                () = &mut expiry, if !expired => {
+                    expired = true;
+                    self.credential_holds(false).await
+                }
+                _ = recheck.tick() => self.credential_holds(false).await,
                 change = feed.recv() => match change {
+                    Ok(change) if is_trust_change(&change) => {
+                        match self.credential_holds(change.kind == tokens::NAMESPACE).await {
+                            Ok(_) if self.concerns(&change) => self.changed(&change.id, &tx).await,
+                            other => other,
+                        }
+                    }
                     Ok(change) if self.concerns(&change) => self.changed(&change.id, &tx).await,
                     Ok(_) => Ok(true),
-                    Err(broadcast::error::RecvError::Lagged(_)) => self.resync(&tx).await,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        match self.credential_holds(true).await {
+                            Ok(_) => self.resync(&tx).await,
+                            Err(e) => Err(e),
+                        }
+                    }
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
             };
@@ -161,11 +208,21 @@ impl Watcher {
                 Ok(true) => {}
                 Ok(false) => return,
                 Err(e) => {
-                    let _ = tx.send(Err(e)).await;
+                    // The error is the stream's last item; a client that stopped reading does
+                    // not keep the watcher (its slot, its feed) alive for long: after a second
+                    // the stream just ends.
+                    let _ = tokio::time::timeout(FINAL_SEND, tx.send(Err(e))).await;
                     return;
                 }
             }
         }
+    }
+
+    /// Ok(true) while the watch's credential holds (see `auth::stream`); the error that ends
+    /// the stream otherwise.
+    async fn credential_holds(&self, fresh: bool) -> ApiResult<bool> {
+        self.service.auth.recheck(&self.who, fresh).await?;
+        Ok(true)
     }
 
     fn concerns(&self, change: &Change) -> bool {
@@ -254,6 +311,31 @@ impl Watcher {
             Some((kind, object)) => send(tx, kind, object).await,
             None => true,
         })
+    }
+}
+
+/// How often a watch checks its credential again without a change telling it to (a token
+/// cache entry lives a second: a revocation or deletion the feed did not bring ends the stream
+/// within a few seconds).
+const RECHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// How long the final error waits for room in a slow client's buffer.
+const FINAL_SEND: Duration = Duration::from_secs(1);
+
+/// A change that can end a credential: a token revocation, or a write of a tenant.
+fn is_trust_change(change: &Change) -> bool {
+    change.kind == tokens::NAMESPACE || change.kind == Kind::Tenant.collection()
+}
+
+/// Resolves at `at` (never when None).
+async fn until(at: Option<chrono::DateTime<chrono::Utc>>) {
+    match at {
+        Some(at) => {
+            let left = (at - chrono::Utc::now()).to_std().unwrap_or_default();
+            // Past the instant, so the check that follows sees it expired.
+            tokio::time::sleep(left + Duration::from_millis(50)).await;
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -419,6 +419,7 @@ async fn bench(args: Args) -> Result<Report> {
         // Benchmarks measure the control plane, not the provider's limits.
         limits: osac_server::LimitsConfig {
             default_quotas: osac_model::quota::QuotaLimits::unlimited(),
+            ..Default::default()
         },
         // Every benchmark client connects from 127.0.0.1: the one address may use every slot.
         transport: osac_api::TransportConfig {

@@ -96,6 +96,7 @@ async fn measure(s: &Settings, tls: Option<(String, TlsConfig)>) -> Result<Measu
         },
         limits: osac_server::LimitsConfig {
             default_quotas: osac_model::quota::QuotaLimits::unlimited(),
+            ..Default::default()
         },
     })
     .await

@@ -93,3 +93,47 @@ async fn events_for_a_subnet() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `osac events --watch` ends with the stream's final error once its token is revoked: a stream
+/// does not outlive its credential (removing the watch's credential re-check in
+/// crates/api/src/watch.rs left this command running past the 5 s deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_watch_ends_when_its_token_is_revoked() {
+    let env = start().await;
+    let token = env.tenant_admin("acme").await;
+    let tokens = env
+        .json(&env.admin, &["admin", "get", "tokens", "-o", "json"])
+        .await;
+    let id = common::items(&tokens)
+        .iter()
+        .find(|t| t["tenant"] == "acme")
+        .and_then(|t| t["id"].as_str().map(str::to_string))
+        .expect("acme's token");
+    let watch = async {
+        let out = env.osac(&token, &["events", "--watch"]).await;
+        (out, Instant::now())
+    };
+    let revoke = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        env.ok(&env.admin, &["admin", "delete", "token", &id]).await;
+        Instant::now()
+    };
+    let (ended, revoked) =
+        tokio::join!(tokio::time::timeout(Duration::from_secs(20), watch), revoke);
+    let (out, ended_at) =
+        ended.expect("osac events --watch still running 20 s after the revocation");
+    assert!(
+        ended_at.duration_since(revoked) < Duration::from_secs(5),
+        "ended {:?} after the revocation",
+        ended_at.duration_since(revoked)
+    );
+    assert!(
+        !out.status.success(),
+        "the end of a stream's credential is an error"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("UNAUTHENTICATED") || stderr.contains("no longer valid"),
+        "{stderr}"
+    );
+}

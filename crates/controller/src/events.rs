@@ -1,6 +1,10 @@
 //! Events: read-only records of what happened to an object (state transitions, onboarding
 //! steps, cleanup, refused requests), listable by users and pruned after a TTL.
 //!
+//! Bounds: events live [`DEFAULT_EVENT_TTL`] (`--event-ttl-seconds`), and each tenant keeps at
+//! most its newest [`DEFAULT_MAX_EVENTS_PER_TENANT`] (`--max-events-per-tenant`): the pruner
+//! removes the oldest beyond the cap on every pass. A tenant's events go with its row.
+//!
 //! An event is one cheap row of kind [`Kind::Event`]: no name, no labels, no references (it
 //! names its object by id only, so it never protects or wakes anything). Writers that already
 //! hold a transaction insert it there with [`record`] (no extra commit); writers whose own
@@ -11,7 +15,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use osac_model::{Kind, Scope};
-use osac_store::{Record, Store, StoreError, Tx, Write, WriteSet};
+use osac_store::{ListQuery, Record, Store, StoreError, Tx, Write, WriteSet};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
@@ -233,14 +237,118 @@ pub fn transition(before: &Record, after: &Record) -> Option<NewEvent> {
     ))
 }
 
-/// The `Deleted` event of an object whose row is gone.
+/// The `Deleted` event of an object whose row is gone. A Tenant's is the provider's: nothing
+/// of a removed tenant stays visible to a new tenant of the same name.
 pub fn deleted(rec: &Record) -> NewEvent {
-    for_record(
+    let mut ev = for_record(
         rec,
         false,
         REASON_DELETED,
         format!("{} '{}' was deleted", rec.kind, rec.label()),
-    )
+    );
+    if rec.kind == Kind::Tenant {
+        ev.tenant = String::new();
+    }
+    ev
+}
+
+/// Default of `--max-events-per-tenant`: events kept per tenant; beyond it the oldest go.
+pub const DEFAULT_MAX_EVENTS_PER_TENANT: usize = 2000;
+
+/// Events removed per transaction when trimming or removing a tenant's events.
+const TRIM_BATCH: i64 = 1000;
+
+/// Removes the oldest events of `tenant` beyond `cap`; returns how many.
+pub async fn trim_tenant(store: &dyn Store, tenant: &str, cap: usize) -> Result<u64, StoreError> {
+    let cap = i64::try_from(cap).unwrap_or(i64::MAX);
+    let mut removed = 0u64;
+    loop {
+        let count = store
+            .list(&ListQuery {
+                tenant: Some(tenant.to_string()),
+                limit: 1,
+                ..ListQuery::all(Kind::Event)
+            })
+            .await?
+            .total;
+        let excess = count.saturating_sub(cap);
+        if excess <= 0 {
+            return Ok(removed);
+        }
+        // Oldest first: a list's order is insertion order.
+        let mut tx = store.begin().await?;
+        let oldest = tx
+            .list(&ListQuery {
+                tenant: Some(tenant.to_string()),
+                limit: excess.min(TRIM_BATCH),
+                ..ListQuery::all(Kind::Event)
+            })
+            .await?;
+        for ev in &oldest.items {
+            remove_event(&mut *tx, &ev.id).await?;
+        }
+        tx.commit().await?;
+        removed += oldest.items.len() as u64;
+        if oldest.items.is_empty() {
+            return Ok(removed);
+        }
+    }
+}
+
+/// Removes one event; one already gone (the pruner of another replica, or its expiry) is fine.
+async fn remove_event(tx: &mut dyn Tx, id: &str) -> Result<(), StoreError> {
+    match tx.remove(id).await {
+        Err(StoreError::NotFound(_)) => Ok(()),
+        other => other,
+    }
+}
+
+/// Brings every tenant's events down to `cap` ([`trim_tenant`]); returns how many went.
+pub async fn trim(store: &dyn Store, cap: usize) -> Result<u64, StoreError> {
+    let mut removed = 0u64;
+    let mut offset = 0i64;
+    loop {
+        let page = store
+            .list(&ListQuery {
+                offset,
+                ..ListQuery::all(Kind::Tenant)
+            })
+            .await?;
+        for tenant in &page.items {
+            if let Some(name) = tenant.name.as_deref() {
+                removed += trim_tenant(store, name, cap).await?;
+            }
+        }
+        offset += page.items.len() as i64;
+        if page.items.is_empty() || offset >= page.total {
+            return Ok(removed);
+        }
+    }
+}
+
+/// Removes every event of the tenant named `tenant` inside `tx` (the transaction that removes
+/// the tenant's row: a new tenant of the same name starts with none); returns how many.
+pub async fn remove_tenant_events(tx: &mut dyn Tx, tenant: &str) -> Result<u64, StoreError> {
+    if tenant.is_empty() {
+        return Ok(0);
+    }
+    let mut removed = 0u64;
+    loop {
+        let page = tx
+            .list(&ListQuery {
+                tenant: Some(tenant.to_string()),
+                limit: TRIM_BATCH,
+                ..ListQuery::all(Kind::Event)
+            })
+            .await?;
+        for ev in &page.items {
+            remove_event(tx, &ev.id).await?;
+        }
+        removed += page.items.len() as u64;
+        if (page.items.len() as i64) < TRIM_BATCH {
+            return Ok(removed);
+        }
+    }
 }
 
 /// Removes events older than `ttl`, at most `batch` per statement, until none is left;
@@ -265,10 +373,12 @@ pub async fn prune(store: &dyn Store, ttl: Duration, batch: i64) -> Result<u64, 
 /// lock for long.
 const PRUNE_BATCH: i64 = 1000;
 
-/// Prunes expired events every `interval` until shutdown (the runtime spawns it).
+/// Prunes expired events, and each tenant's beyond `cap_per_tenant`, every `interval` until
+/// shutdown (the runtime spawns it).
 pub(crate) async fn prune_loop(
     store: Arc<dyn Store>,
     ttl: Duration,
+    cap_per_tenant: usize,
     interval: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -279,11 +389,18 @@ pub(crate) async fn prune_loop(
             return;
         }
         tokio::select! {
-            _ = ticker.tick() => match prune(&*store, ttl, PRUNE_BATCH).await {
-                Ok(0) => {}
-                Ok(n) => tracing::debug!(removed = n, "pruned expired events"),
-                Err(e) => tracing::warn!(error = %e, "pruning events failed"),
-            },
+            _ = ticker.tick() => {
+                match prune(&*store, ttl, PRUNE_BATCH).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(removed = n, "pruned expired events"),
+                    Err(e) => tracing::warn!(error = %e, "pruning events failed"),
+                }
+                match trim(&*store, cap_per_tenant).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(removed = n, cap = cap_per_tenant, "trimmed tenants' events to their cap"),
+                    Err(e) => tracing::warn!(error = %e, "trimming tenants' events failed"),
+                }
+            }
             changed = shutdown.changed() => if changed.is_err() { return },
         }
     }
@@ -388,5 +505,78 @@ mod tests {
         assert_eq!(rec.body["spec"]["type"], "EVENT_TYPE_WARNING");
         assert_eq!(rec.body["spec"]["object_kind"], "Subnet");
         assert!(rec.name.is_none() && rec.labels.is_empty());
+    }
+
+    /// The pruner keeps each tenant at its cap, newest first, and leaves tenants under it alone
+    /// (with the `trim` call taken out of `prune_loop` this failed with "not trimmed").
+    #[tokio::test]
+    async fn the_pruner_trims_each_tenant_to_its_cap() {
+        let store: Arc<dyn Store> = Arc::new(
+            osac_store::SqliteStore::connect("sqlite::memory:")
+                .await
+                .expect("in-memory store"),
+        );
+        let mut tx = store.begin().await.expect("begin");
+        for name in ["loud", "quiet"] {
+            let mut t = Record::new(Kind::Tenant, "", json!({"spec": {}}));
+            t.name = Some(name.into());
+            tx.insert(&t).await.expect("tenant");
+        }
+        tx.commit().await.expect("commit");
+        for i in 0..30 {
+            record_now(
+                &*store,
+                NewEvent::normal("loud", Kind::Subnet, "", "s", "Noise", format!("{i}")),
+            )
+            .await;
+        }
+        for i in 0..3 {
+            record_now(
+                &*store,
+                NewEvent::normal("quiet", Kind::Subnet, "", "s", "Noise", format!("{i}")),
+            )
+            .await;
+        }
+        let (stop, shutdown) = watch::channel(false);
+        let pruner = tokio::spawn(prune_loop(
+            store.clone(),
+            DEFAULT_EVENT_TTL,
+            10,
+            Duration::from_millis(20),
+            shutdown,
+        ));
+        let events_of = |tenant: &'static str| {
+            let store = store.clone();
+            async move {
+                store
+                    .list(&ListQuery {
+                        tenant: Some(tenant.into()),
+                        ..ListQuery::all(Kind::Event)
+                    })
+                    .await
+                    .expect("list")
+                    .items
+            }
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while events_of("loud").await.len() > 10 {
+            assert!(std::time::Instant::now() < deadline, "not trimmed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let kept: Vec<String> = events_of("loud")
+            .await
+            .iter()
+            .map(|e| {
+                e.body["spec"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        let newest: Vec<String> = (20..30).map(|i| i.to_string()).collect();
+        assert_eq!(kept, newest, "the newest stay");
+        assert_eq!(events_of("quiet").await.len(), 3);
+        let _ = stop.send(true);
+        let _ = pruner.await;
     }
 }

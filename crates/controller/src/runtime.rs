@@ -39,8 +39,10 @@ pub struct ControllerConfig {
     pub cleanup_retry_limit: u32,
     /// How long events are kept (default one hour, as in Kubernetes).
     pub event_ttl: Duration,
-    /// How often expired events are pruned.
+    /// How often expired events are pruned (and each tenant's trimmed to its cap).
     pub event_prune_interval: Duration,
+    /// Events kept per tenant, newest first (`--max-events-per-tenant`).
+    pub max_events_per_tenant: usize,
 }
 
 impl Default for ControllerConfig {
@@ -53,6 +55,7 @@ impl Default for ControllerConfig {
             cleanup_retry_limit: 8,
             event_ttl: crate::events::DEFAULT_EVENT_TTL,
             event_prune_interval: Duration::from_secs(60),
+            max_events_per_tenant: crate::events::DEFAULT_MAX_EVENTS_PER_TENANT,
         }
     }
 }
@@ -177,6 +180,7 @@ impl Controllers {
         tasks.spawn(crate::events::prune_loop(
             ctx.store.clone(),
             ctx.config.event_ttl,
+            ctx.config.max_events_per_tenant,
             ctx.config.event_prune_interval,
             shutdown.clone(),
         ));

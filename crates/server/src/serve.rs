@@ -139,6 +139,19 @@ pub struct ServerArgs {
     /// baremetal_instances, clusters; unnamed ones keep the built-in default (docs/limits.md)
     #[arg(long, env = "OSAC_DEFAULT_QUOTA", value_parser = parse_default_quota, default_value = "")]
     pub default_quota: osac_model::quota::QuotaLimits,
+    /// Watches one token (or JWT subject) may hold open at once; a console stream counts one
+    /// per collection. Beyond it a watch is refused with 429 / RESOURCE_EXHAUSTED
+    #[arg(long, env = "OSAC_MAX_WATCHES_PER_TOKEN", default_value_t = osac_api::watch_slots::DEFAULT_MAX_WATCHES_PER_TOKEN,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_watches_per_token: usize,
+    /// Watches all of one tenant's credentials may hold open at once (as --max-watches-per-token)
+    #[arg(long, env = "OSAC_MAX_WATCHES_PER_TENANT", default_value_t = osac_api::watch_slots::DEFAULT_MAX_WATCHES_PER_TENANT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_watches_per_tenant: usize,
+    /// Events kept per tenant: beyond it the oldest are removed at the next prune pass
+    #[arg(long, env = "OSAC_MAX_EVENTS_PER_TENANT", default_value_t = osac_controller::events::DEFAULT_MAX_EVENTS_PER_TENANT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_events_per_tenant: usize,
 }
 
 /// Parses `--default-quota` over the built-in defaults.
@@ -207,6 +220,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         resync_interval: Duration::from_secs(args.resync_seconds),
         cleanup_retry_limit: args.cleanup_retry_limit,
         event_ttl: Duration::from_secs(args.event_ttl_seconds),
+        max_events_per_tenant: args.max_events_per_tenant,
         ..ControllerConfig::default()
     };
     let server = crate::start(ServerConfig {
@@ -238,6 +252,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         },
         limits: crate::LimitsConfig {
             default_quotas: args.default_quota,
+            watches: osac_api::watch_slots::WatchLimits {
+                per_token: args.max_watches_per_token,
+                per_tenant: args.max_watches_per_tenant,
+            },
         },
     })
     .await

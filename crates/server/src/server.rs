@@ -59,6 +59,8 @@ pub struct LimitsConfig {
     /// Each tenant's limit where its own `spec.quotas` sets none (built-in defaults: see
     /// [`osac_model::quota::Quota::default_limit`]).
     pub default_quotas: osac_model::quota::QuotaLimits,
+    /// Caps on open watches per token and per tenant.
+    pub watches: osac_api::watch_slots::WatchLimits,
 }
 
 impl ServerConfig {
@@ -334,7 +336,8 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let auth = Arc::new(Authenticator::new(&config.auth, store.clone()).await?);
     let service = Arc::new(
         Service::new(store.clone(), registry.clone(), auth)
-            .with_quota_defaults(config.limits.default_quotas),
+            .with_quota_defaults(config.limits.default_quotas)
+            .with_watch_limits(config.limits.watches),
     );
     // Before anything can create kernel state (no listener, no controllers yet), so whatever
     // is not in the store now really is garbage.

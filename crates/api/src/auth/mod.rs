@@ -4,6 +4,7 @@
 
 mod cache;
 pub mod jwt;
+mod stream;
 pub mod tokens;
 
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{ApiError, ApiResult, Code};
 
 pub use jwt::JwtConfig;
+pub use stream::{Authenticated, Credential};
 pub use tokens::ensure_admin_token;
 
 /// What a caller may do: the provider admin uses the private API; tenant roles act inside one

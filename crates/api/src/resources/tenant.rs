@@ -1,4 +1,5 @@
-//! Tenant: the unit of isolation; its name is the tenant identity in tokens and objects.
+//! Tenant: the unit of isolation. Its id is its identity in tokens and streams; its name labels
+//! every object it owns (`metadata.tenant`), and only one tenant of a name exists at a time.
 //! Creating one creates its default networking in the same transaction (all of it exists or
 //! none of it does); deleting
 //! one is refused while it has workloads, then the controller removes what it owns.
@@ -29,7 +30,7 @@ pub fn update(current: &Record, body: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
-/// A tenant's name is its identity in tokens and in every object it owns: it never changes.
+/// A tenant's name labels every object it owns: it never changes.
 pub fn check_rename(current: &Record, new_name: Option<&str>) -> ApiResult<()> {
     if current.name.as_deref() != new_name {
         return Err(ApiError::invalid(format!(

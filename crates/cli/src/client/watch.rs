@@ -67,7 +67,8 @@ impl Api {
 
 impl EventStream {
     /// The next event; `None` when the server closed the stream. An `error` event (the store
-    /// failed) is returned as the API error it carries.
+    /// failed, or the stream's credential ended: UNAUTHENTICATED) is returned as the API error
+    /// it carries.
     pub async fn next(&mut self) -> Result<Option<WatchEvent>, ClientError> {
         loop {
             if let Some(event) = self.take_event()? {

@@ -2,7 +2,8 @@
 //! address), FAILED when one of them failed. The API creates the defaults in the tenant's
 //! transaction; [`LabelledDefaults`] reports on them as the `DefaultNetworkingReady`
 //! condition. A deleted tenant (refused by the API while it has
-//! workloads) removes everything it owns, consumers first, then goes.
+//! workloads) removes everything it owns, consumers first, then goes, with every event that
+//! still carries its name (in the transaction that removes its row).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -299,5 +300,14 @@ async fn teardown(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileE
         return Ok(Cleanup::NotYet(Action::After(Duration::from_millis(500))));
     }
     ctx.tenant_watch.set(&name, None);
-    Ok(Cleanup::done(rec))
+    // The row goes in the same transaction as every event still carrying the tenant's name:
+    // a new tenant of the same name starts with none of the old one's records.
+    let mut tx = ctx.store.begin_shared().await?;
+    let Some(current) = tx.lock(&rec.id).await? else {
+        return Ok(Cleanup::Released);
+    };
+    events::remove_tenant_events(&mut *tx, &name).await?;
+    finalizer::release_in(&mut *tx, &current).await?;
+    tx.commit().await?;
+    Ok(Cleanup::Released)
 }

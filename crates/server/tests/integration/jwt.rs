@@ -35,13 +35,13 @@ fn b64url(bytes: &[u8]) -> String {
 }
 
 /// An EC P-256 signing key with its kid.
-struct SigningKey {
+pub(crate) struct SigningKey {
     kid: String,
     pair: KeyPair,
 }
 
 impl SigningKey {
-    fn new(kid: &str) -> Self {
+    pub(crate) fn new(kid: &str) -> Self {
         Self {
             kid: kid.into(),
             pair: KeyPair::generate().expect("P-256 key"),
@@ -66,12 +66,12 @@ impl SigningKey {
         .expect("sign")
     }
 
-    fn sign(&self, claims: &Value) -> String {
+    pub(crate) fn sign(&self, claims: &Value) -> String {
         self.sign_with(Some(&self.kid.clone()), claims)
     }
 }
 
-fn claims(role: &str, tenant: Option<&str>) -> Value {
+pub(crate) fn claims(role: &str, tenant: Option<&str>) -> Value {
     let mut c = json!({"sub": "alice", "roles": [role], "iss": ISSUER, "aud": AUDIENCE,
                        "exp": chrono::Utc::now().timestamp() + 600});
     if let Some(t) = tenant {
@@ -80,12 +80,12 @@ fn claims(role: &str, tenant: Option<&str>) -> Value {
     c
 }
 
-fn set(keys: &[&SigningKey]) -> Value {
+pub(crate) fn set(keys: &[&SigningKey]) -> Value {
     json!({"keys": keys.iter().map(|k| k.jwk()).collect::<Vec<_>>()})
 }
 
 /// A JWKS served over HTTPS with a certificate of the test's own CA; counts its fetches.
-struct JwksServer {
+pub(crate) struct JwksServer {
     url: String,
     ca_file: PathBuf,
     body: Arc<Mutex<String>>,
@@ -93,7 +93,7 @@ struct JwksServer {
 }
 
 impl JwksServer {
-    async fn start(dir: &std::path::Path, initial: Value) -> Self {
+    pub(crate) async fn start(dir: &std::path::Path, initial: Value) -> Self {
         let ca_key = KeyPair::generate().unwrap();
         let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -169,7 +169,7 @@ impl JwksServer {
         self.fetches.load(Ordering::SeqCst)
     }
 
-    fn config(&self) -> JwtConfig {
+    pub(crate) fn config(&self) -> JwtConfig {
         JwtConfig {
             ca_file: Some(self.ca_file.clone()),
             ..JwtConfig::new(self.url.clone(), Some(ISSUER.into()), Some(AUDIENCE.into()))
@@ -177,7 +177,7 @@ impl JwksServer {
     }
 }
 
-async fn start_server(
+pub(crate) async fn start_server(
     dir: &std::path::Path,
     jwt: JwtConfig,
 ) -> Result<RunningServer, osac_server::ServerError> {
@@ -196,7 +196,7 @@ async fn start_server(
     .await
 }
 
-fn client(server: &RunningServer, token: &str) -> Api {
+pub(crate) fn client(server: &RunningServer, token: &str) -> Api {
     Api::new(&Arc::new(RwLock::new(server.url())), Some(token))
 }
 

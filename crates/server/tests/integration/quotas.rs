@@ -297,6 +297,7 @@ async fn server_default_quotas() {
         Backend::Sqlite,
         osac_server::LimitsConfig {
             default_quotas: defaults,
+            ..Default::default()
         },
     )
     .await
