@@ -34,19 +34,26 @@ async fn refused_creates_write_a_bounded_number_of_events(backend: Backend) {
         .await
         .ok();
     let acme = s.client_for("acme", "tenant-admin").await;
-    let refused = futures::future::join_all((0..500).map(|i| {
-        let acme = &acme;
-        async move {
-            acme.post(
-                &format!("{PUB}/virtual_networks"),
-                json!({"metadata": {"name": format!("over-{i}")},
-                       "spec": {"ipv4_cidr": "10.50.0.0/16"}}),
-            )
-            .await
-            .status
-        }
-    }))
-    .await;
+    // Five waves of 100 concurrent creates: one client address holds at most
+    // `--max-connections-per-address` connections (256 by default).
+    let mut refused = Vec::new();
+    for wave in 0..5 {
+        refused.extend(
+            futures::future::join_all((0..100).map(|i| {
+                let acme = &acme;
+                async move {
+                    acme.post(
+                        &format!("{PUB}/virtual_networks"),
+                        json!({"metadata": {"name": format!("over-{wave}-{i}")},
+                               "spec": {"ipv4_cidr": "10.50.0.0/16"}}),
+                    )
+                    .await
+                    .status
+                }
+            }))
+            .await,
+        );
+    }
     assert!(refused.iter().all(|s| *s == 429), "{refused:?}");
     let events = acme
         .list(
