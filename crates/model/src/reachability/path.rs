@@ -79,11 +79,7 @@ impl<'a> Trace<'a> {
             .or_else(|| self.egress_allowed.take());
         let (deciding, object, index) = match decided {
             Some(Filter::Allowed { group, index, text }) => (text, Some(group), index),
-            _ => (
-                "no security group is on this path".to_string(),
-                None,
-                0,
-            ),
+            _ => ("no security group is on this path".to_string(), None, 0),
         };
         Explanation {
             verdict: Verdict::Reachable,

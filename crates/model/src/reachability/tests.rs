@@ -267,16 +267,25 @@ fn ports_without_groups_are_closed_both_ways() {
     let e = explain(&n, &tcp(ci("open"), ci("bare"), 9999)).unwrap();
     assert_eq!(e.verdict, Verdict::Blocked);
     assert!(
-        e.deciding
-            .starts_with("ComputeInstance 'bare' eth0 has no security groups: a port without groups is closed"),
+        e.deciding.starts_with(
+            "ComputeInstance 'bare' eth0 has no security groups: a port without groups is closed"
+        ),
         "{}",
         e.deciding
     );
-    assert!(e.deciding.ends_with("so no ingress tcp/9999 passes"), "{}", e.deciding);
+    assert!(
+        e.deciding.ends_with("so no ingress tcp/9999 passes"),
+        "{}",
+        e.deciding
+    );
     assert_eq!(e.deciding_object.unwrap().name, "bare");
     let e = explain(&n, &tcp(ci("bare"), ci("open"), 22)).unwrap();
     assert_eq!(e.verdict, Verdict::Blocked);
-    assert!(e.deciding.ends_with("so no egress tcp/22 passes"), "{}", e.deciding);
+    assert!(
+        e.deciding.ends_with("so no egress tcp/22 passes"),
+        "{}",
+        e.deciding
+    );
 }
 
 #[test]
