@@ -155,7 +155,11 @@ async fn explains_security_groups_vns_and_external_paths_over_rest() {
     );
 
     let nat = t.get(&format!("{PUB}/nat_gateways/default")).await.ok();
-    t.running_vm("out", "default-ipv4").await;
+    t.create_running_vm(vm_body(
+        "out",
+        json!([{"subnet": "default-ipv4", "security_groups": ["default"]}]),
+    ))
+    .await;
     let r = explain(
         &t,
         ask(vm("out"), json!({"internet": true}), "PROTOCOL_UDP", 53),
