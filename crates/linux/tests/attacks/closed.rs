@@ -70,10 +70,13 @@ async fn a_port_without_groups_passes_nothing_but_the_control_plane() {
                 let closed_target = vname != "open";
                 let mut tcp = to;
                 tcp.set_port(22);
-                if tcp_answered(&a.ns, tcp) == closed_target {
+                let answered = tcp_answered(&a.ns, tcp);
+                if answered && closed_target {
+                    problems.push(format!("{who}→{vname}: tcp/22 on {tcp} answered"));
+                }
+                if !answered && !closed_target {
                     problems.push(format!(
-                        "{who}→{vname}: tcp/22 on {tcp} answered: {}",
-                        !closed_target
+                        "control: {who}→{vname}: tcp/22 on {tcp} unanswered"
                     ));
                 }
                 let attack = format!("{who}-to-{vname}-udp-{name}");

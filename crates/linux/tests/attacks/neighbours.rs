@@ -3,15 +3,18 @@
 //!
 //! Neighbour discovery: wide-open VMs and bare-metal servers send NS, NA and RS carrying a
 //! payload (hop limit 255, as on a link, and 64), and an MLD report (untracked, like ND), to
-//! the external gateway beyond the uplink, through their router's MAC; a capture in `osac-ext`
-//! must see none of it. UDP to 169.254.169.254 (link-local IPv4, the metadata address other
-//! clouds use) must not leave either. Control: an ICMPv6 echo request and a UDP datagram sent
-//! the same way do arrive (masqueraded). Stopped by: the router's `guard` chain dropping
-//! routed ND (`icmpv6 type {RS, RA, NS, NA, redirect} ip6 hoplimit != 255`), anything
-//! untracked leaving by the uplink, and link-local sources and destinations there.
-//! Mutation-checked: without the ND rule, NS/NA/RS with hop limit 255 and 64 reached
-//! `osac-ext` with the VM's internal ULA source (the reported leak); without the untracked
-//! rule the MLD report did; without the link-local rules the datagram to 169.254.169.254 did.
+//! the external gateway beyond the uplink and to a machine of another subnet, through their
+//! router's MAC; captures in `osac-ext` and on that machine must see none of it. UDP to
+//! 169.254.169.254 (link-local IPv4, the metadata address other clouds use) must not leave
+//! either. Controls: an ICMPv6 echo request and a UDP datagram sent the same ways arrive.
+//! Stopped by: the router's `guard` chain dropping routed ND (`icmpv6 type {RS, RA, NS, NA,
+//! redirect} ip6 hoplimit != 255`), anything untracked leaving by the uplink, and link-local
+//! sources and destinations there. Mutation-checked, one rule at a time: without the ND rule,
+//! NS/NA/RS (hop limit 255 and 64) reached the machine of the other subnet (the untracked
+//! rule still kept them from the uplink); without the untracked rule, the MLD report reached
+//! `osac-ext` with the VM's internal ULA source (the ND rule still stopped ND); without both,
+//! NS/NA/RS reached `osac-ext` too (the reported leak); without the link-local rules the
+//! datagram to 169.254.169.254 did.
 //!
 //! ARP: the attacker asks (who-has) for its router's transit address and for another subnet's
 //! gateway: no reply; its own gateway does reply (control). Stopped by `arp_ignore=1` (and
@@ -84,10 +87,12 @@ async fn neighbour_discovery_and_link_local_traffic_never_leave_and_arp_answers_
     let open = w.open("a1").await;
     let evil = w.machine("evil", Kind::Vm, "a1", &open).await;
     let evil_bm = w.machine("evilbm", Kind::BareMetal, "a1", &open).await;
+    let far = w.machine("far", Kind::BareMetal, "a2", &open).await;
     let gw_mac = gateway_mac(&w, "va", "a1");
     let ext4 = osac_backends::net::ipv4_gateway(w.env.settings.transit_ipv4_cidr);
     let ext6 = osac_backends::net::ipv6_gateway(w.env.settings.transit_ipv6_cidr);
     let internet = Capture::start(names::EXT_NS, names::EXT_BRIDGE).unwrap();
+    let other_subnet = far.capture();
     let mut problems = Vec::new();
     let mut attacks = Vec::new();
     let mut controls = Vec::new();
@@ -100,6 +105,9 @@ async fn neighbour_discovery_and_link_local_traffic_never_leave_and_arp_answers_
             for hop in [255u8, 64] {
                 let attack = format!("{who}-{name}-hop{hop}");
                 m.send(routed_icmpv6(m, gw_mac, ext6, ty, hop, &marker(&attack)));
+                attacks.push(attack);
+                let attack = format!("{who}-{name}-hop{hop}-to-a2");
+                m.send(routed_icmpv6(m, gw_mac, far.v6, ty, hop, &marker(&attack)));
                 attacks.push(attack);
             }
         }
@@ -130,6 +138,17 @@ async fn neighbour_discovery_and_link_local_traffic_never_leave_and_arp_answers_
             &marker(&control),
         ));
         controls.push(control);
+        let control = format!("{who}-echo-to-a2");
+        let echo = routed_icmpv6(
+            m,
+            gw_mac,
+            far.v6,
+            ICMPV6_ECHO_REQUEST,
+            64,
+            &marker(&control),
+        );
+        m.send(echo);
+        controls.push(control);
         let control = format!("{who}-udp");
         probe::udp_send(
             &m.ns,
@@ -139,10 +158,18 @@ async fn neighbour_discovery_and_link_local_traffic_never_leave_and_arp_answers_
         .unwrap();
         controls.push(control);
     }
-    problems.extend(leaked(&[("osac-ext", &internet)], &attacks));
+    problems.extend(leaked(
+        &[("osac-ext", &internet), ("the other subnet", &other_subnet)],
+        &attacks,
+    ));
     for c in &controls {
-        if !internet.contains(&marker(c)) {
-            problems.push(format!("control: {c} did not reach osac-ext"));
+        let cap = if c.ends_with("-to-a2") {
+            &other_subnet
+        } else {
+            &internet
+        };
+        if !cap.contains(&marker(c)) {
+            problems.push(format!("control: {c} did not arrive"));
         }
     }
 
