@@ -212,7 +212,8 @@ pub struct CreateNetworkAttachmentRequest {
     pub subnet_id: String,
     /// The subnet's VirtualNetwork.
     pub virtual_network_id: String,
-    /// SecurityGroup ids applied to the port (empty = unfiltered).
+    /// SecurityGroup ids applied to the port (empty = closed: only DHCP, ARP and on-link
+    /// neighbour discovery pass).
     #[serde(default)]
     pub security_groups: Vec<String>,
     /// Whether the port gets the default route and DNS.

@@ -13,9 +13,18 @@ use crate::names::{self, EXT_BRIDGE, EXT_NS, PARK_BRIDGE, PARK_NS, UNDERLAY_BRID
 /// carry 9000 without cost).
 pub const UNDERLAY_MTU: u32 = 9000;
 
-/// IPv6 multicast group every VTEP joins for flooding (one group for all VNIs; receivers drop
-/// VNIs they do not carry).
-pub const VXLAN_GROUP: &str = "ff05::4789";
+/// The prefix of the VXLAN flooding groups: segment `vni` floods to `ff05::4789:0:0` plus the
+/// VNI (see [`vxlan_group`]).
+pub const VXLAN_GROUP_PREFIX: Ipv6Addr = Ipv6Addr::new(0xff05, 0, 0, 0, 0, 0x4789, 0, 0);
+
+/// The IPv6 multicast group the VTEPs of one segment join for its broadcast, unknown unicast
+/// and multicast: one group per segment (the 24-bit VNI in the low bits of
+/// [`VXLAN_GROUP_PREFIX`]), so with MLD snooping on the underlay bridge a tenant's floods reach
+/// only the VTEPs carrying its segment.
+pub fn vxlan_group(segment: i64) -> Ipv6Addr {
+    let vni = u128::try_from(segment & 0x00ff_ffff).unwrap_or(0);
+    Ipv6Addr::from(u128::from(VXLAN_GROUP_PREFIX) | vni)
+}
 
 /// A fixed MAC for a bridge: without one the kernel gives a bridge the lowest MAC of its ports,
 /// so plugging or unplugging a port would change the gateway's MAC under every neighbour.
@@ -53,7 +62,8 @@ pub fn gateway_link_local(vn_id: &str, subnet_id: &str) -> Option<std::net::Ipv6
     ))
 }
 
-/// Creates bridge `name` in `ns` unless present (fixed MAC, no STP delay), then sets it up.
+/// Creates bridge `name` in `ns` unless present (fixed MAC, no STP delay, no multicast
+/// snooping: every port of a subnet or external bridge gets its floods), then sets it up.
 /// Returns true when it had to be created (callers re-attach what depended on the old device).
 pub async fn ensure_bridge(ns: &str, name: &str, mtu: Option<u32>) -> Result<bool, CmdError> {
     let mac = bridge_mac(ns, name);
@@ -126,6 +136,23 @@ pub async fn ensure_external(settings: &LinuxSettings) -> Result<(), CmdError> {
     ensure_addr(EXT_NS, EXT_BRIDGE, &format!("{gw4}/{}", t4.prefix_len())).await?;
     ensure_addr(EXT_NS, EXT_BRIDGE, &format!("{gw6}/{}", t6.prefix_len())).await?;
     ensure_bridge(EXT_NS, UNDERLAY_BRIDGE, Some(UNDERLAY_MTU)).await?;
+    // The underlay forwards a segment's flooding group only to the VTEPs that joined it (MLD
+    // snooping, with the bridge as querier so memberships are refreshed and kept).
+    cmd::ip(
+        Some(EXT_NS),
+        &[
+            "link",
+            "set",
+            UNDERLAY_BRIDGE,
+            "type",
+            "bridge",
+            "mcast_snooping",
+            "1",
+            "mcast_querier",
+            "1",
+        ],
+    )
+    .await?;
     Ok(())
 }
 
@@ -228,8 +255,9 @@ pub async fn ensure_underlay(
     Ok(addr)
 }
 
-/// VXLAN device for `segment` in `ns`, enslaved to `bridge`, flooding by multicast on the
-/// underlay. Recreated when its parameters differ.
+/// VXLAN device for `segment` in `ns`, enslaved to `bridge`, flooding by the segment's own
+/// multicast group ([`vxlan_group`]) on the underlay. Recreated when its group differs (a
+/// device of an earlier version flooding to a group shared by every segment).
 pub async fn ensure_vxlan(
     ns: &str,
     segment: i64,
@@ -238,7 +266,13 @@ pub async fn ensure_vxlan(
     mtu: u32,
 ) -> Result<(), CmdError> {
     let dev = names::vxlan_dev(segment);
-    if cmd::link(ns, &dev).await?.is_none() {
+    let group = vxlan_group(segment);
+    let current = vxlan_group_of(ns, &dev).await?;
+    if current.is_some_and(|g| g != Some(group)) {
+        cmd::ip_ignore_missing(Some(ns), &["link", "del", &dev]).await?;
+    }
+    if current.is_none_or(|g| g != Some(group)) {
+        let group = group.to_string();
         let (id, local, port) = (
             segment.to_string(),
             local.to_string(),
@@ -255,7 +289,7 @@ pub async fn ensure_vxlan(
                 "id",
                 &id,
                 "group",
-                VXLAN_GROUP,
+                &group,
                 "dev",
                 UNDERLAY_IF,
                 "dstport",
@@ -271,6 +305,29 @@ pub async fn ensure_vxlan(
     cmd::ip(Some(ns), &["link", "set", &dev, "mtu", &mtu.to_string()]).await?;
     cmd::ip(Some(ns), &["link", "set", &dev, "master", bridge, "up"]).await?;
     Ok(())
+}
+
+/// The flooding group of VXLAN device `dev` in `ns`: `None` when there is no such device,
+/// `Some(None)` when it has no IPv6 group.
+async fn vxlan_group_of(ns: &str, dev: &str) -> Result<Option<Option<Ipv6Addr>>, CmdError> {
+    let out = match cmd::ip(Some(ns), &["-d", "-j", "link", "show", "dev", dev]).await {
+        Ok(out) => out,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let links: serde_json::Value = serde_json::from_str(&out).map_err(|e| CmdError::Failed {
+        command: format!("ip -d -j link show dev {dev}"),
+        status: "unparsable output".into(),
+        stderr: e.to_string(),
+    })?;
+    let Some(link) = links.get(0) else {
+        return Ok(None);
+    };
+    Ok(Some(
+        link.pointer("/linkinfo/info_data/group6")
+            .and_then(|g| g.as_str())
+            .and_then(|g| g.parse().ok()),
+    ))
 }
 
 /// Sets the br_netfilter switches so bridged IP traffic passes the namespace's `inet` hooks.
@@ -312,6 +369,20 @@ mod tests {
         assert_eq!(m, bridge_mac("osac-ext", "ext0"));
         assert_ne!(m, bridge_mac("osac-ext", "ul0"));
         assert!(m.starts_with("02:") && m.len() == 17);
+    }
+
+    #[test]
+    fn each_segment_floods_to_its_own_group() {
+        assert_eq!(
+            vxlan_group(42),
+            "ff05::4789:0:2a".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            vxlan_group(0x00ab_cdef),
+            "ff05::4789:ab:cdef".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_ne!(vxlan_group(1), vxlan_group(2));
+        assert!(vxlan_group(7).is_multicast());
     }
 
     #[test]

@@ -21,7 +21,7 @@ use osac_linux::names;
 
 use fixture::{
     detaching_cuts_open_connections, env_with_subnet, plug, plug_req, port_req, rule, subnet_req,
-    vn_req,
+    vn_req, wide_open,
 };
 
 #[tokio::test]
@@ -66,9 +66,36 @@ async fn subnets_ports_routing_and_rebuild() {
     );
 
     let (h1, h2, h3) = (env.id("bm1"), env.id("bm2"), env.id("bm3"));
-    let (m1, a1) = plug(&env, "p1", &h1, "data-0", "02:01:00:00:00:01", "s1", &[]).await;
-    let (m2, a2) = plug(&env, "p2", &h2, "data-0", "02:01:00:00:00:02", "s1", &[]).await;
-    let (m3, a3) = plug(&env, "p3", &h3, "data-0", "02:01:00:00:00:03", "s2", &[]).await;
+    let (m1, a1) = plug(
+        &env,
+        "p1",
+        &h1,
+        "data-0",
+        "02:01:00:00:00:01",
+        "s1",
+        &wide_open(&env).await,
+    )
+    .await;
+    let (m2, a2) = plug(
+        &env,
+        "p2",
+        &h2,
+        "data-0",
+        "02:01:00:00:00:02",
+        "s1",
+        &wide_open(&env).await,
+    )
+    .await;
+    let (m3, a3) = plug(
+        &env,
+        "p3",
+        &h3,
+        "data-0",
+        "02:01:00:00:00:03",
+        "s2",
+        &wide_open(&env).await,
+    )
+    .await;
     assert_eq!(a1, "10.0.1.2");
     assert_ne!(a1, a2);
     // Reservations reach dnsmasq, router option only for primary ports.
@@ -128,7 +155,15 @@ async fn subnets_ports_routing_and_rebuild() {
         ("p2", &h2, "02:01:00:00:00:02"),
     ] {
         let again = c
-            .create_network_attachment(&port_req(&env, att, host, "data-0", mac, "s1", &[]))
+            .create_network_attachment(&port_req(
+                &env,
+                att,
+                host,
+                "data-0",
+                mac,
+                "s1",
+                &wide_open(&env).await,
+            ))
             .await
             .unwrap();
         assert!(again.ipv4_address.is_some());
@@ -182,7 +217,16 @@ async fn agent_ports_move_between_parking_and_subnet() {
     let parked = cmd::link(names::PARK_NS, &sw).await.unwrap().unwrap();
     assert_eq!(parked.master.as_deref(), Some(names::PARK_BRIDGE));
 
-    let (m, _) = plug(&env, "p1", &agent, "data-0", mac, "s1", &[]).await;
+    let (m, _) = plug(
+        &env,
+        "p1",
+        &agent,
+        "data-0",
+        mac,
+        "s1",
+        &wide_open(&env).await,
+    )
+    .await;
     assert!(
         cmd::link(names::PARK_NS, &sw).await.unwrap().is_none(),
         "moved off parking"
@@ -220,8 +264,26 @@ async fn anti_spoofing_drops_forged_addresses() {
         return;
     };
     let (h1, h2) = (env.id("bm1"), env.id("bm2"));
-    let (m1, _a1) = plug(&env, "p1", &h1, "data-0", "02:03:00:00:00:01", "s1", &[]).await;
-    let (m2, a2) = plug(&env, "p2", &h2, "data-0", "02:03:00:00:00:02", "s1", &[]).await;
+    let (m1, _a1) = plug(
+        &env,
+        "p1",
+        &h1,
+        "data-0",
+        "02:03:00:00:00:01",
+        "s1",
+        &wide_open(&env).await,
+    )
+    .await;
+    let (m2, a2) = plug(
+        &env,
+        "p2",
+        &h2,
+        "data-0",
+        "02:03:00:00:00:02",
+        "s1",
+        &wide_open(&env).await,
+    )
+    .await;
     assert!(ping(&m1, &a2).await);
     // Forged source IP: the machine adds an address it was not given.
     configure(&m1, "data-0", "10.0.1.99/24", None).await;
@@ -285,7 +347,16 @@ async fn security_groups_are_stateful_unions_and_update_atomically() {
         std::slice::from_ref(&ssh),
     )
     .await;
-    let (mb, ab) = plug(&env, "pb", &hb, "data-0", "02:04:00:00:00:02", "s1", &[]).await;
+    let (mb, ab) = plug(
+        &env,
+        "pb",
+        &hb,
+        "data-0",
+        "02:04:00:00:00:02",
+        "s1",
+        &wide_open(&env).await,
+    )
+    .await;
     let _s22 = tcp_server(&ma, "0.0.0.0", 22).await;
     let _s80 = tcp_server(&ma, "0.0.0.0", 80).await;
     assert!(tcp_ok(&mb, &aa, 22).await, "allowed port");
@@ -293,7 +364,7 @@ async fn security_groups_are_stateful_unions_and_update_atomically() {
     assert!(!ping_once(&mb, &aa).await, "other protocol dropped");
     assert!(
         ping(&ma, &ab).await,
-        "egress allowed and the reply passes; b has no group"
+        "egress allowed and the reply passes; b is wide open"
     );
     // Two groups = union.
     c.create_network_attachment(&port_req(
@@ -351,7 +422,8 @@ async fn security_groups_are_stateful_unions_and_update_atomically() {
     assert!(!tcp_ok(&mb, &aa, 22).await, "removed rule stops new flows");
     assert!(!ping_once(&mb, &aa).await);
     assert!(tcp_ok(&mb, &aa, 80).await, "the other group still applies");
-    // Port without groups is open again.
+    // A port without groups is closed both ways (only DHCP and on-link neighbour discovery
+    // pass; see attacks::closed for the hostile side).
     c.create_network_attachment(&port_req(
         &env,
         "pa",
@@ -364,9 +436,10 @@ async fn security_groups_are_stateful_unions_and_update_atomically() {
     .await
     .unwrap();
     assert!(
-        ping(&mb, &aa).await && tcp_ok(&mb, &aa, 22).await,
-        "no group = unfiltered"
+        !ping_once(&mb, &aa).await && !tcp_ok(&mb, &aa, 80).await,
+        "no group = closed to ingress"
     );
+    assert!(!ping_once(&ma, &ab).await, "no group = closed to egress");
     env.teardown().await;
 }
 
@@ -377,8 +450,26 @@ async fn dnat_snat_and_masquerade() {
     };
     let c = &env.client;
     let (ha, hb) = (env.id("a"), env.id("b"));
-    let (ma, aa) = plug(&env, "pa", &ha, "data-0", "02:05:00:00:00:01", "s1", &[]).await;
-    let (mb, _ab) = plug(&env, "pb", &hb, "data-0", "02:05:00:00:00:02", "s1", &[]).await;
+    let (ma, aa) = plug(
+        &env,
+        "pa",
+        &ha,
+        "data-0",
+        "02:05:00:00:00:01",
+        "s1",
+        &wide_open(&env).await,
+    )
+    .await;
+    let (mb, _ab) = plug(
+        &env,
+        "pb",
+        &hb,
+        "data-0",
+        "02:05:00:00:00:02",
+        "s1",
+        &wide_open(&env).await,
+    )
+    .await;
     let alloc = |id: &str| AllocateExternalIpRequest {
         external_ip_id: env.id(id),
         pool_id: env.id("pool"),
@@ -529,7 +620,7 @@ async fn hosting_cluster_overlays_join_vms_to_the_subnet() {
         &format!("{vm1}/eth0"),
         "02:06:00:00:00:01",
         "s1",
-        &[],
+        &wide_open(&env).await,
     )
     .await;
     let (m2, a2) = plug(
@@ -539,7 +630,7 @@ async fn hosting_cluster_overlays_join_vms_to_the_subnet() {
         &format!("{vm2}/eth0"),
         "02:06:00:00:00:02",
         "s1",
-        &[],
+        &wide_open(&env).await,
     )
     .await;
     let (m3, a3) = plug(
@@ -549,7 +640,7 @@ async fn hosting_cluster_overlays_join_vms_to_the_subnet() {
         "data-0",
         "02:06:00:00:00:03",
         "s1",
-        &[],
+        &wide_open(&env).await,
     )
     .await;
     assert!(
@@ -595,7 +686,7 @@ async fn hosting_cluster_overlays_join_vms_to_the_subnet() {
         &format!("{vm3}/eth0"),
         "02:06:00:00:00:04",
         "s1",
-        &[],
+        &wide_open(&env).await,
     )
     .await;
     let e1 = env.external_ip("e1").await;
@@ -730,10 +821,26 @@ async fn dhcp_serves_reservations_with_the_router_only_to_primary_ports() {
     let host = env.id("bm");
     let (mac0, mac1) = ("02:08:00:00:00:01", "02:08:00:00:00:02");
     let p0 = c
-        .create_network_attachment(&port_req(&env, "p0", &host, "data-0", mac0, "s1", &[]))
+        .create_network_attachment(&port_req(
+            &env,
+            "p0",
+            &host,
+            "data-0",
+            mac0,
+            "s1",
+            &wide_open(&env).await,
+        ))
         .await
         .unwrap();
-    let mut secondary = port_req(&env, "p1", &host, "data-1", mac1, "s2", &[]);
+    let mut secondary = port_req(
+        &env,
+        "p1",
+        &host,
+        "data-1",
+        mac1,
+        "s2",
+        &wide_open(&env).await,
+    );
     secondary.primary = false;
     let p1 = c.create_network_attachment(&secondary).await.unwrap();
     let ns = names::machine_ns(&host);

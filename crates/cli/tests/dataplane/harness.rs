@@ -29,10 +29,17 @@ pub const EXT_GATEWAY: &str = "100.127.0.1";
 /// Namespace of the external network.
 pub const EXT_NS: &str = osac_linux::names::EXT_NS;
 
-/// A workload's attachment to the tenant's `default-ipv4` subnet in no security group (open).
+/// A workload's attachment to the tenant's `default-ipv4` subnet in no security group: a
+/// closed port (only DHCP, ARP and neighbour discovery pass).
 pub const IN_NO_GROUP: &[&str] = &[
     "--network-attachment",
     "subnet=default-ipv4,security-groups=",
+];
+/// A workload's attachment to the tenant's `default-ipv4` subnet in the wide-open group
+/// `open` (see [`Dp::open_group`]).
+pub const IN_GROUP_OPEN: &[&str] = &[
+    "--network-attachment",
+    "subnet=default-ipv4,security-groups=open",
 ];
 /// A workload's attachment to the tenant's `default-ipv4` subnet in security group `web`.
 pub const IN_GROUP_WEB: &[&str] = &[
@@ -433,6 +440,29 @@ impl Dp {
         ];
         for r in ingress {
             args.extend(["--ingress", r]);
+        }
+        args.push("--wait");
+        self.ok(token, &args).await;
+    }
+
+    /// Creates security group `name` in VirtualNetwork `vn` allowing everything in and out
+    /// (both families): how a port is opened wide.
+    pub async fn open_group(&self, token: &str, vn: &str, name: &str) {
+        let mut args = vec![
+            "create",
+            "security-group",
+            "--virtual-network",
+            vn,
+            "--name",
+            name,
+        ];
+        for (flag, rule) in [
+            ("--ingress", "protocol:all,source:0.0.0.0/0"),
+            ("--ingress", "protocol:all,source:::/0"),
+            ("--egress", "protocol:all,destination:0.0.0.0/0"),
+            ("--egress", "protocol:all,destination:::/0"),
+        ] {
+            args.extend([flag, rule]);
         }
         args.push("--wait");
         self.ok(token, &args).await;

@@ -7,7 +7,9 @@ use std::time::Duration;
 use osac_linux::probe::raw::UdpFrame;
 use osac_linux::probe::{self, Listener, TcpSession};
 
-use crate::harness::{self, Dp, EXT_GATEWAY, EXT_NS, IN_GROUP_WEB, IN_NO_GROUP, blocking, items};
+use crate::harness::{
+    self, Dp, EXT_GATEWAY, EXT_NS, IN_GROUP_OPEN, IN_GROUP_WEB, IN_NO_GROUP, blocking, items,
+};
 use crate::probes::{WAIT, any, connects, listen_tcp, ping, ping_once, reaches, sock, wait_until};
 use crate::{Scenario, scenario};
 
@@ -160,7 +162,14 @@ async fn two_subnets_route(dp: Arc<Dp>) {
     dp.subnet(&t, "default", "second", &["10.0.2.0/24"]).await;
     let a = dp.vm(&t, "a", &[]).await;
     let c = dp
-        .vm(&t, "c", &["--network-attachment", "subnet=second"])
+        .vm(
+            &t,
+            "c",
+            &[
+                "--network-attachment",
+                "subnet=second,security-groups=default",
+            ],
+        )
         .await;
     assert!(c.ip.to_string().starts_with("10.0.2."), "c got {}", c.ip);
     assert!(
@@ -199,8 +208,16 @@ async fn isolation(dp: Arc<Dp>) {
     // A second VN of tenant one.
     dp.virtual_network(&t1, "other", "10.9.0.0/16").await;
     dp.subnet(&t1, "other", "other-s", &["10.9.1.0/24"]).await;
+    dp.open_group(&t1, "other", "open-other").await;
     let z = dp
-        .vm(&t1, "z", &["--network-attachment", "subnet=other-s"])
+        .vm(
+            &t1,
+            "z",
+            &[
+                "--network-attachment",
+                "subnet=other-s,security-groups=open-other",
+            ],
+        )
         .await;
     assert!(!ping_once(&x.ns, z.ip).await, "VN default reached VN other");
     assert!(!ping_once(&z.ns, x.ip).await, "VN other reached VN default");
@@ -230,7 +247,8 @@ async fn vm_and_bm(dp: Arc<Dp>) {
 }
 
 /// Allowed port passes (and its replies), other ports and protocols are dropped, an added rule
-/// takes effect, a removed one stops new flows; two groups are a union; no group is open.
+/// takes effect, a removed one stops new flows; two groups are a union; a wide-open group opens
+/// every port; no group is closed.
 async fn security_groups(dp: Arc<Dp>) {
     let t = dp.tenant("sg").await;
     dp.security_group(
@@ -259,9 +277,11 @@ async fn security_groups(dp: Arc<Dp>) {
             ],
         )
         .await;
-    let open = dp.vm(&t, "open", IN_NO_GROUP).await;
+    dp.open_group(&t, "default", "open").await;
+    let open = dp.vm(&t, "open", IN_GROUP_OPEN).await;
+    let closed = dp.vm(&t, "closed", IN_NO_GROUP).await;
     let mut ls = Vec::new();
-    for m in [&server, &both, &open] {
+    for m in [&server, &both, &open, &closed] {
         for port in [8080, 5432, 9090] {
             ls.push(listen_tcp(&m.ns, any(m.ip), port).await);
         }
@@ -286,7 +306,15 @@ async fn security_groups(dp: Arc<Dp>) {
     );
     assert!(
         reaches(&client.ns, open.ip, 9090).await,
-        "a port without groups is open"
+        "a wide-open group opens every port"
+    );
+    assert!(
+        !connects(&client.ns, closed.ip, 8080).await && !ping_once(&client.ns, closed.ip).await,
+        "a port without groups is closed"
+    );
+    assert!(
+        !connects(&closed.ns, open.ip, 9090).await,
+        "a port without groups sends nothing"
     );
     // An established session, then rule changes.
     let session = {
@@ -343,8 +371,9 @@ async fn security_groups(dp: Arc<Dp>) {
 /// receives the genuine one.
 async fn anti_spoofing(dp: Arc<Dp>) {
     let t = dp.tenant("spoof").await;
-    let a = dp.vm(&t, "a", IN_NO_GROUP).await;
-    let b = dp.vm(&t, "b", IN_NO_GROUP).await;
+    dp.open_group(&t, "default", "open").await;
+    let a = dp.vm(&t, "a", IN_GROUP_OPEN).await;
+    let b = dp.vm(&t, "b", IN_GROUP_OPEN).await;
     let l = blocking({
         let ns = b.ns.clone();
         move || Listener::udp(&ns, "0.0.0.0:7878".parse().expect("addr"))
@@ -549,8 +578,16 @@ async fn nat_gateway(dp: Arc<Dp>) {
     // A VN without a NAT gateway.
     dp.virtual_network(&t, "plain", "10.8.0.0/16").await;
     dp.subnet(&t, "plain", "plain-s", &["10.8.1.0/24"]).await;
+    dp.open_group(&t, "plain", "open-plain").await;
     let w = dp
-        .vm(&t, "plain-vm", &["--network-attachment", "subnet=plain-s"])
+        .vm(
+            &t,
+            "plain-vm",
+            &[
+                "--network-attachment",
+                "subnet=plain-s,security-groups=open-plain",
+            ],
+        )
         .await;
     let l = listen_tcp(EXT_NS, gw, port + 1).await;
     assert!(

@@ -10,7 +10,9 @@ use osac_linux::names::machine_ns;
 use osac_linux::probe;
 use serde_json::Value;
 
-use crate::harness::{Dp, EXT_GATEWAY, EXT_NS, IN_GROUP_WEB, IN_NO_GROUP, blocking, items};
+use crate::harness::{
+    Dp, EXT_GATEWAY, EXT_NS, IN_GROUP_OPEN, IN_GROUP_WEB, IN_NO_GROUP, blocking, items,
+};
 use crate::probes::{
     WAIT, accepted_by, alive, any, connects, listen_tcp, ping_once, reaches, session, sock,
     wait_until,
@@ -248,8 +250,9 @@ pub async fn cluster_vips_dnat_from_external(dp: Arc<Dp>) {
 }
 
 /// Security groups apply to a bare-metal server and to a cluster agent (at its subnet
-/// address) as to a VM: the allowed port passes, other ports and ICMP are dropped; a server
-/// attached without groups is open. The cluster's VIPs are filtered by its groups too.
+/// address) as to a VM: the allowed port passes, other ports and ICMP are dropped; a server in
+/// a wide-open group is open, one attached without groups closed. The cluster's VIPs are
+/// filtered by its groups too.
 pub async fn security_groups_bm_and_cluster_agent(dp: Arc<Dp>) {
     let t = dp.tenant("sgbmc").await;
     dp.security_group(
@@ -261,7 +264,9 @@ pub async fn security_groups_bm_and_cluster_agent(dp: Arc<Dp>) {
     .await;
     let client = dp.vm(&t, "client", &[]).await;
     let web = dp.bm(&t, "bm-web", IN_GROUP_WEB).await;
-    let open = dp.bm(&t, "bm-open", IN_NO_GROUP).await;
+    dp.open_group(&t, "default", "open").await;
+    let open = dp.bm(&t, "bm-open", IN_GROUP_OPEN).await;
+    let closed = dp.bm(&t, "bm-closed", IN_NO_GROUP).await;
     let c = cluster(&dp, &t, "c", 1, IN_GROUP_WEB).await;
     let agent = &c.agents[0];
     let mut ls = Vec::new();
@@ -269,6 +274,7 @@ pub async fn security_groups_bm_and_cluster_agent(dp: Arc<Dp>) {
     for (ns, ip) in [
         (&web.ns, web.ip),
         (&open.ns, open.ip),
+        (&closed.ns, closed.ip),
         (&agent.ns, agent.ip),
     ] {
         for port in [8080, 9090] {
@@ -289,7 +295,11 @@ pub async fn security_groups_bm_and_cluster_agent(dp: Arc<Dp>) {
     );
     assert!(
         reaches(&client.ns, open.ip, 9090).await,
-        "bare metal without groups: every port is open"
+        "bare metal in a wide-open group: every port is open"
+    );
+    assert!(
+        !connects(&client.ns, closed.ip, 9090).await,
+        "bare metal without groups: closed"
     );
     assert!(
         reaches(&client.ns, agent.ip, 8080).await,

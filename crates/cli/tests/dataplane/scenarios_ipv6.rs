@@ -184,7 +184,7 @@ pub async fn dual_stack_vms(dp: Arc<Dp>) {
         &["protocol:tcp,port:8080,source:::/0"],
     )
     .await;
-    // b: default (ICMP, 22, 443) + web6 (tcp/8080 over IPv6 only); a: no groups (open).
+    // b: default (ICMP, 22, 443) + web6 (tcp/8080 over IPv6 only); a: wide open.
     let b = dp
         .vm(
             &t,
@@ -196,7 +196,8 @@ pub async fn dual_stack_vms(dp: Arc<Dp>) {
         )
         .await;
     let b_cluster = hosting_cluster(&dp, &b.id).await;
-    let open = ["--network-attachment", "subnet=dual,security-groups="];
+    dp.open_group(&t, "default", "open").await;
+    let open = ["--network-attachment", "subnet=dual,security-groups=open"];
     let mut a = dp.vm(&t, "a", &open).await;
     for i in 1..4 {
         if hosting_cluster(&dp, &a.id).await != b_cluster {

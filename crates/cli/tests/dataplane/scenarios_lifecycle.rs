@@ -167,15 +167,16 @@ pub async fn two_hosting_clusters(dp: Arc<Dp>) {
 pub async fn multi_homed_bare_metal(dp: Arc<Dp>) {
     let t = dp.tenant("lc-multihome").await;
     dp.subnet(&t, "default", "second", &["10.0.2.0/24"]).await;
+    dp.open_group(&t, "default", "open").await;
     let bm = dp
         .bm(
             &t,
             "multi",
             &[
                 "--network-attachment",
-                "interface=data-0,subnet=default-ipv4",
+                "interface=data-0,subnet=default-ipv4,security-groups=open",
                 "--network-attachment",
-                "interface=data-1,subnet=second,primary",
+                "interface=data-1,subnet=second,primary,security-groups=open",
             ],
         )
         .await;
@@ -224,7 +225,14 @@ pub async fn multi_homed_bare_metal(dp: Arc<Dp>) {
     );
     let v0 = dp.vm(&t, "v0", &[]).await;
     let v1 = dp
-        .vm(&t, "v1", &["--network-attachment", "subnet=second"])
+        .vm(
+            &t,
+            "v1",
+            &[
+                "--network-attachment",
+                "subnet=second,security-groups=default",
+            ],
+        )
         .await;
     let _l = listen_tcp(&bm.ns, any_v4(), 7002).await;
     for (vm, ip) in [(&v0, ip0), (&v1, ip1)] {

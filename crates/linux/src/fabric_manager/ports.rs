@@ -349,14 +349,10 @@ impl Inner {
                 let table = names::vn_table(&p.vn);
                 let mut script = render::bridge_table();
                 script.push_str(&render::delete_anti_spoof(&sw));
-                if !p.sgs.is_empty() || !p.allowed.is_empty() {
-                    script.push_str(&render::vn_table(&table, p.table_site()));
-                    if !p.sgs.is_empty() {
-                        script.push_str(&render::port_sg(&table, &sw, &[], &p.sg_keys()));
-                    }
-                    // VIPs it claimed: steered by the remaining claimants, or unsteered.
-                    script.push_str(&self.vip_script(&table, &p.vn, &ns, &p.allowed, &p.id));
-                }
+                script.push_str(&render::vn_table(&table, p.table_site()));
+                script.push_str(&render::delete_port_sg(&table, &sw, &p.sg_keys()));
+                // VIPs it claimed: steered by the remaining claimants, or unsteered.
+                script.push_str(&self.vip_script(&table, &p.vn, &ns, &p.allowed, &p.id));
                 cmd::nft_converge(&ns, &script).await?;
             }
             self.release_lease(p).await;

@@ -302,16 +302,28 @@ impl Model {
 
     /// The union of the security groups (sorted, unique) of the ports of `vn` in namespace `ns`
     /// that may use `addr` (see [`PortRec::allowed`]), leaving out attachment `except`: what
-    /// filters traffic of that address there.
-    pub fn claimant_groups(&self, vn: &str, ns: &str, addr: IpAddr, except: &str) -> Vec<String> {
-        let set: std::collections::BTreeSet<String> = self
+    /// filters traffic of that address there. `None` when no port claims it there.
+    pub fn claimant_groups(
+        &self,
+        vn: &str,
+        ns: &str,
+        addr: IpAddr,
+        except: &str,
+    ) -> Option<Vec<String>> {
+        let claimants: Vec<&PortRec> = self
             .ports
             .values()
             .filter(|p| p.id != except && p.vn == vn && p.allowed.contains(&addr))
             .filter(|p| p.switch_ns() == ns)
+            .collect();
+        if claimants.is_empty() {
+            return None;
+        }
+        let set: std::collections::BTreeSet<String> = claimants
+            .iter()
             .flat_map(|p| p.sgs.iter().cloned())
             .collect();
-        set.into_iter().collect()
+        Some(set.into_iter().collect())
     }
 
     /// Security-group ids used by ports whose switch end lives in `ns`, for VN `vn`.

@@ -23,11 +23,24 @@ fn line(out: &mut String, s: impl AsRef<str>) {
     out.push('\n');
 }
 
-/// ICMPv6 neighbour discovery a port may always send and receive (its subnet's control plane):
-/// never filtered by security groups. Router advertisements only ever come from the gateway
-/// (anti-spoofing drops them from ports).
+/// ICMPv6 neighbour discovery a port may always send and receive on its link (its subnet's
+/// control plane): never filtered by security groups while its hop limit is 255 (RFC 4861:
+/// never routed; a routed copy has its hop limit lowered before the forward hook). Router
+/// advertisements only ever come from the gateway (anti-spoofing drops them from ports).
 const ND_TYPES: &str =
     "{ nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, nd-router-advert }";
+
+/// Every neighbour-discovery type (RS, RA, NS, NA, redirect): none is ever routed.
+const ND_ALL_TYPES: &str =
+    "{ nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, nd-redirect }";
+
+/// The most connections (conntrack entries) a port may open in one namespace: beyond it its
+/// new flows are dropped, so one workload cannot fill a router's or a hosting cluster's
+/// connection-tracking table, shared by every workload there.
+pub const PORT_CONNECTION_LIMIT: u32 = 8192;
+
+/// The dynamic set counting each port's connections (keyed by its MAC).
+pub(crate) const CONN_SET: &str = "ctport";
 
 /// Declares (idempotently) the per-VN table with its maps and (re)writes its base chains.
 /// Map contents (ports, DNAT) and group chains are left alone.
@@ -37,13 +50,18 @@ const ND_TYPES: &str =
 /// port (`inport`: the mark the bridge table's `markout` chain gives each frame per output
 /// port — so link-local, broadcast and multicast frames meet the receiver's groups too), and
 /// routed ingress, which reaches a port only through the gateway, by destination address
-/// (`in4`/`in6`). Only the control plane passes unfiltered: ND/RS/RA and DHCP between a
-/// port and its gateway.
+/// (`in4`/`in6`). Only the control plane passes unfiltered: on-link ND/RS/RA (hop limit 255)
+/// and DHCP between a port and its gateway. A port without groups is closed: its chains only
+/// drop. Each port's new connections are counted in `ctport` (see [`PORT_CONNECTION_LIMIT`]).
 pub fn vn_table(table: &str, site: TableSite) -> String {
     let t = format!("inet {table}");
     let mut s = String::new();
     line(&mut s, format!("add table {t}"));
     line(&mut s, format!("add set {t} brs {{ type ifname; }}"));
+    line(
+        &mut s,
+        format!("add set {t} {CONN_SET} {{ type ether_addr; flags dynamic; size 65536; }}"),
+    );
     for (name, ty) in [
         ("egmac", "ether_addr"),
         ("inport", "mark"),
@@ -108,7 +126,9 @@ pub fn vn_table(table: &str, site: TableSite) -> String {
         );
         line(
             &mut s,
-            format!("add rule {t} {chain} meta l4proto ipv6-icmp icmpv6 type {ND_TYPES} accept"),
+            format!(
+                "add rule {t} {chain} meta l4proto ipv6-icmp ip6 hoplimit 255 icmpv6 type {ND_TYPES} accept"
+            ),
         );
         // DHCP between a port (client) and its gateway (server): egress of the client's
         // requests, ingress of the server's replies (only the gateway can send those: ports
@@ -162,6 +182,31 @@ fn router_chains(s: &mut String, t: &str) {
         s,
         format!("add rule {t} guard oifname \"{UNDERLAY_IF}\" drop"),
     );
+    // Neighbour discovery never leaves its link: a routed copy (its hop limit already
+    // lowered; bridged ND keeps 255) is dropped, whatever it carries. Nothing untracked
+    // (ND, MLD: conntrack does not track them, so NAT cannot translate them) and nothing
+    // link-local leaves by the uplink with an internal source.
+    line(
+        s,
+        format!(
+            "add rule {t} guard meta l4proto ipv6-icmp icmpv6 type {ND_ALL_TYPES} ip6 hoplimit != 255 drop"
+        ),
+    );
+    line(
+        s,
+        format!("add rule {t} guard oifname \"{UPLINK_IF}\" ct state untracked drop"),
+    );
+    for scoped in [
+        "ip saddr 169.254.0.0/16",
+        "ip daddr 169.254.0.0/16",
+        "ip6 saddr fe80::/10",
+        "ip6 daddr fe80::/10",
+    ] {
+        line(
+            s,
+            format!("add rule {t} guard oifname \"{UPLINK_IF}\" {scoped} drop"),
+        );
+    }
     line(
         s,
         format!("add rule {t} guard iifname \"{UPLINK_IF}\" ct state established,related accept"),
@@ -418,7 +463,8 @@ mod hairpin;
 pub use hairpin::{HAIRPIN_MARK, delete_hairpin_link, hairpin_link, router_hairpin};
 mod port;
 pub use port::{
-    PortIdentity, PortKeys, anti_spoof, bridge_table, delete_anti_spoof, port_sg, vip_sg,
+    PortIdentity, PortKeys, anti_spoof, bridge_table, delete_anti_spoof, delete_port_sg, port_sg,
+    vip_sg,
 };
 
 #[cfg(test)]

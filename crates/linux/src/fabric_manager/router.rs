@@ -15,6 +15,18 @@ use crate::cmd;
 use crate::kernel;
 use crate::names::{self, EXT_BRIDGE, EXT_NS, UPLINK_IF};
 
+/// A router's own sysctls: it forwards both families, and it answers ARP only for an address
+/// of the interface the request arrived on (`arp_ignore=1`: a subnet learns its own gateway,
+/// never the transit address nor another subnet's gateway) and speaks ARP only from such an
+/// address (`arp_announce=2`).
+const ROUTER_SYSCTLS: [&str; 5] = [
+    "net.ipv4.ip_forward=1",
+    "net.ipv6.conf.all.forwarding=1",
+    "net.ipv6.conf.default.accept_dad=0",
+    "net.ipv4.conf.all.arp_ignore=1",
+    "net.ipv4.conf.all.arp_announce=2",
+];
+
 impl Inner {
     pub(crate) async fn create_virtual_network(
         &mut self,
@@ -66,15 +78,7 @@ impl Inner {
         let ns = names::router_ns(&vn.id);
         kernel::ensure_external(&self.settings).await?;
         cmd::ensure_netns(&ns).await?;
-        kernel::prepare_bridging_ns(
-            &ns,
-            &[
-                "net.ipv4.ip_forward=1",
-                "net.ipv6.conf.all.forwarding=1",
-                "net.ipv6.conf.default.accept_dad=0",
-            ],
-        )
-        .await?;
+        kernel::prepare_bridging_ns(&ns, &ROUTER_SYSCTLS).await?;
         let ext_end = names::uplink_ext_end(&vn.id);
         if cmd::link(&ns, UPLINK_IF).await?.is_none()
             || cmd::link(EXT_NS, &ext_end).await?.is_none()

@@ -28,8 +28,8 @@ impl Inner {
         let mut steering = String::new();
         for vip in vips {
             let claim = self.model.claimant_groups(vn, ns, *vip, except);
-            steering.push_str(&render::vip_sg(table, *vip, &claim));
-            groups.extend(claim);
+            steering.push_str(&render::vip_sg(table, *vip, claim.as_deref()));
+            groups.extend(claim.unwrap_or_default());
         }
         let mut script = String::new();
         for g in &groups {

@@ -71,12 +71,18 @@ async fn encapsulated_frames_from_a_workload_never_reach_another_segment() {
         return;
     }
     let w = World::new(16).await;
-    let evil = w.machine("evil", Kind::Vm, "a1", &[]).await;
-    let evil_bm = w.machine("evilbm", Kind::BareMetal, "a1", &[]).await;
-    let vb = w.machine("vb", Kind::Vm, "b1", &[]).await;
-    let vb_bm = w.machine("vbbm", Kind::BareMetal, "b1", &[]).await;
-    let va2 = w.machine("va2", Kind::Vm, "a2", &[]).await;
-    let va2_bm = w.machine("va2bm", Kind::BareMetal, "a2", &[]).await;
+    let evil = w.machine("evil", Kind::Vm, "a1", &w.open("a1").await).await;
+    let evil_bm = w
+        .machine("evilbm", Kind::BareMetal, "a1", &w.open("a1").await)
+        .await;
+    let vb = w.machine("vb", Kind::Vm, "b1", &w.open("b1").await).await;
+    let vb_bm = w
+        .machine("vbbm", Kind::BareMetal, "b1", &w.open("b1").await)
+        .await;
+    let va2 = w.machine("va2", Kind::Vm, "a2", &w.open("a2").await).await;
+    let va2_bm = w
+        .machine("va2bm", Kind::BareMetal, "a2", &w.open("a2").await)
+        .await;
     let victims = [
         ("tenant B's VM", &vb),
         ("tenant B's bare metal", &vb_bm),

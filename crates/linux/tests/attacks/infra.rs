@@ -68,9 +68,11 @@ async fn infrastructure_interfaces_hold_no_tenant_facing_address_and_take_no_rou
     }
     let w = World::new(21).await;
     kernel::ensure_park().await.unwrap();
-    let evil = w.machine("evil", Kind::Vm, "a1", &[]).await;
-    let evil_bm = w.machine("evilbm", Kind::BareMetal, "a1", &[]).await;
-    let vb = w.machine("vb", Kind::Vm, "b1", &[]).await;
+    let evil = w.machine("evil", Kind::Vm, "a1", &w.open("a1").await).await;
+    let evil_bm = w
+        .machine("evilbm", Kind::BareMetal, "a1", &w.open("a1").await)
+        .await;
+    let vb = w.machine("vb", Kind::Vm, "b1", &w.open("b1").await).await;
     let hosting = names::hosting_ns(&w.hc);
     let routers = [names::router_ns(&w.id("va")), names::router_ns(&w.id("vb"))];
     // a1 and b1 are dual-stack: their bridges hold the gateways (and a link-local address).

@@ -7,10 +7,13 @@
 //! arrive), so a test never passes because a probe is broken. Each was mutation-checked once
 //! by removing the rule that stops it (the file's header says which rule and what happened).
 
+mod closed;
 mod encap;
 mod exposure;
+mod flood;
 mod infra;
 mod nat;
+mod neighbours;
 mod sg;
 mod spoof;
 
@@ -157,6 +160,23 @@ impl World {
             .await
             .unwrap();
         id
+    }
+
+    /// The wide-open group of the VN of `subnet` (everything in and out, both families; applied
+    /// idempotently), as a port's group list: a port without groups is closed, so attackers
+    /// and controls that must send and receive freely carry this one.
+    pub async fn open(&self, subnet: &str) -> Vec<String> {
+        let vn = vn_of(subnet);
+        let all = || {
+            vec![
+                rule(Protocol::All, None, "0.0.0.0/0"),
+                rule(Protocol::All, None, "::/0"),
+            ]
+        };
+        vec![
+            self.security_group(&format!("open-{vn}"), vn, all(), all())
+                .await,
+        ]
     }
 
     /// Plugs a machine named `name` of `kind` into `subnet` with `sgs`, configured statically

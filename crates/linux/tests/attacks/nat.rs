@@ -22,7 +22,9 @@ async fn deleting_a_nat_gateway_stops_its_flows_using_the_released_address() {
         return;
     }
     let w = World::new(20).await;
-    let client = w.machine("client", Kind::BareMetal, "a1", &[]).await;
+    let client = w
+        .machine("client", Kind::BareMetal, "a1", &w.open("a1").await)
+        .await;
     let c = &w.env.client;
     let nat_addr = w.env.external_ip("nat-ip").await;
     let nat = CreateNatGatewayRequest {

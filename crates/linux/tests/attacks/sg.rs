@@ -29,15 +29,17 @@ async fn security_groups_filter_link_local_broadcast_and_multicast_traffic() {
     let w = World::new(18).await;
     let (ingress, egress) = ssh_only();
     let web = w.security_group("web", "va", ingress, egress).await;
-    let evil = w.machine("evil", Kind::Vm, "a1", &[]).await;
-    let evil_bm = w.machine("evilbm", Kind::BareMetal, "a1", &[]).await;
+    let evil = w.machine("evil", Kind::Vm, "a1", &w.open("a1").await).await;
+    let evil_bm = w
+        .machine("evilbm", Kind::BareMetal, "a1", &w.open("a1").await)
+        .await;
     let vm = w
         .machine("webvm", Kind::Vm, "a1", std::slice::from_ref(&web))
         .await;
     let bm = w
         .machine("webbm", Kind::BareMetal, "a1", std::slice::from_ref(&web))
         .await;
-    let open = w.machine("open", Kind::Vm, "a1", &[]).await;
+    let open = w.machine("open", Kind::Vm, "a1", &w.open("a1").await).await;
     let mut problems = Vec::new();
     for (who, a) in [("vm", &evil), ("bm", &evil_bm)] {
         for (vname, v) in [("vm", &vm), ("bm", &bm)] {

@@ -187,10 +187,16 @@ async fn forged_control_plane_and_source_addresses_never_reach_a_neighbour() {
         return;
     }
     let w = World::new(17).await;
-    let evil = w.machine("evil", Kind::Vm, "a1", &[]).await;
-    let evil_bm = w.machine("evilbm", Kind::BareMetal, "a1", &[]).await;
-    let plain = w.machine("plain", Kind::Vm, "a1", &[]).await;
-    let plain_bm = w.machine("plainbm", Kind::BareMetal, "a1", &[]).await;
+    let evil = w.machine("evil", Kind::Vm, "a1", &w.open("a1").await).await;
+    let evil_bm = w
+        .machine("evilbm", Kind::BareMetal, "a1", &w.open("a1").await)
+        .await;
+    let plain = w
+        .machine("plain", Kind::Vm, "a1", &w.open("a1").await)
+        .await;
+    let plain_bm = w
+        .machine("plainbm", Kind::BareMetal, "a1", &w.open("a1").await)
+        .await;
     let gw_ll = kernel::gateway_link_local(&w.id("va"), &w.id("a1")).unwrap();
     let caps = [
         ("the VM neighbour", plain.capture()),

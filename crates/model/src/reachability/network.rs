@@ -62,7 +62,7 @@ pub struct Port {
     pub v4: Option<IpAddr>,
     /// IPv6 address.
     pub v6: Option<IpAddr>,
-    /// SecurityGroup ids (empty = unfiltered).
+    /// SecurityGroup ids (empty = a closed port).
     pub sgs: Vec<String>,
     /// The workload's primary port.
     pub primary: bool,

@@ -70,7 +70,8 @@ impl<'a> Trace<'a> {
     }
 
     /// The answer REACHABLE, decided by the destination's allowing ingress rule, else the
-    /// source's egress rule, else the absence of groups.
+    /// source's egress rule, else no port's groups being on the path (callers that know better
+    /// replace the text).
     pub fn reachable(&mut self) -> Explanation {
         let decided = self
             .ingress_allowed
@@ -78,12 +79,7 @@ impl<'a> Trace<'a> {
             .or_else(|| self.egress_allowed.take());
         let (deciding, object, index) = match decided {
             Some(Filter::Allowed { group, index, text }) => (text, Some(group), index),
-            _ => (
-                "no security group filters this path (ports without security groups are unfiltered)"
-                    .to_string(),
-                None,
-                0,
-            ),
+            _ => ("no security group is on this path".to_string(), None, 0),
         };
         Explanation {
             verdict: Verdict::Reachable,
@@ -125,7 +121,10 @@ impl<'a> Trace<'a> {
                 }
                 Ok(())
             }
-            Filter::Unfiltered => Ok(()),
+            Filter::Closed { text } => {
+                let w = self.ix.workloads[port.workload].object.clone();
+                Err(self.blocked(text, Some(w), 0))
+            }
         }
     }
 
@@ -134,7 +133,7 @@ impl<'a> Trace<'a> {
         let w = &self.ix.workloads[port.workload].object;
         let verb = if leaves { "leaves" } else { "arrives at" };
         let groups = if port.sgs.is_empty() {
-            " (no security groups: unfiltered)".to_string()
+            " (no security groups: closed)".to_string()
         } else {
             String::new()
         };

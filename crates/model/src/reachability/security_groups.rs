@@ -1,5 +1,6 @@
 //! Security-group evaluation, as the dataplane's `sgout`/`sgin` chains do it: a port without
-//! groups is unfiltered; with groups a packet passes when any rule of any group (union)
+//! groups is closed (nothing but DHCP and neighbour discovery/ARP with its subnet passes,
+//! which the explainer does not ask about); with groups a packet passes when any rule of any group (union)
 //! matches its protocol, destination port and peer address (family included: a rule with an
 //! IPv4 peer never matches IPv6); replies of allowed flows always pass (conntrack).
 
@@ -72,8 +73,11 @@ impl Probe {
 /// The outcome of one direction's filter at one port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Filter {
-    /// The port has no groups.
-    Unfiltered,
+    /// The port has no groups: it is closed; `text` says so.
+    Closed {
+        /// "ComputeInstance 'vm' eth0 has no security groups: …".
+        text: String,
+    },
     /// Rule `index` (1-based) of group `group` allows it; `text` is the rule in words.
     Allowed {
         /// The group.
@@ -173,10 +177,18 @@ pub fn describe_rule(rule: &pb::SecurityRule, ingress: bool) -> String {
 
 /// Applies `port`'s groups in one direction to a packet whose other end is `peer`.
 pub fn filter(ix: &Index, port: &Port, ingress: bool, probe: Probe, peer: Peer) -> Filter {
-    if port.sgs.is_empty() {
-        return Filter::Unfiltered;
-    }
     let dir = if ingress { "ingress" } else { "egress" };
+    if port.sgs.is_empty() {
+        let w = &ix.workloads[port.workload].object;
+        let text = format!(
+            "{} {} has no security groups: a port without groups is closed (only DHCP and \
+             neighbour discovery with its subnet pass), so no {dir} {} passes",
+            w.describe(),
+            port.interface,
+            probe.describe()
+        );
+        return Filter::Closed { text };
+    }
     let mut groups = Vec::new();
     for id in &port.sgs {
         let Some(g) = ix.security_group(id) else {

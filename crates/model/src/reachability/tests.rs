@@ -21,6 +21,16 @@ pub fn rule(p: pb::Protocol, from: i32, to: i32, v4: &str) -> pb::SecurityRule {
     }
 }
 
+/// A group that allows everything in and out over IPv4: how a tenant-admin opens a port.
+pub fn wide_open(id: &str, vn: &str) -> pb::SecurityGroup {
+    sg(
+        id,
+        vn,
+        vec![rule(pb::Protocol::All, 0, 0, "0.0.0.0/0")],
+        vec![rule(pb::Protocol::All, 0, 0, "0.0.0.0/0")],
+    )
+}
+
 pub fn sg(
     id: &str,
     vn: &str,
@@ -169,12 +179,13 @@ fn web_db() -> Network {
             vec![rule(pb::Protocol::Tcp, 5432, 5433, "10.0.1.0/24")],
             vec![],
         ),
+        wide_open("any", "net"),
     ];
     n.compute_instances = vec![
         vm("vm1", "a", "10.0.1.5", &["web"]),
         vm("vm2", "a", "10.0.1.6", &["web"]),
         vm("db1", "b", "10.0.2.7", &["db"]),
-        vm("open", "a", "10.0.1.9", &[]),
+        vm("open", "a", "10.0.1.9", &["any"]),
     ];
     n
 }
@@ -250,12 +261,31 @@ fn egress_of_the_source_applies_too() {
 }
 
 #[test]
-fn ports_without_groups_are_unfiltered() {
+fn ports_without_groups_are_closed_both_ways() {
     let mut n = web_db();
     n.compute_instances.push(vm("bare", "b", "10.0.2.20", &[]));
     let e = explain(&n, &tcp(ci("open"), ci("bare"), 9999)).unwrap();
-    assert_eq!(e.verdict, Verdict::Reachable);
-    assert_eq!(e.deciding_object, None);
+    assert_eq!(e.verdict, Verdict::Blocked);
+    assert!(
+        e.deciding.starts_with(
+            "ComputeInstance 'bare' eth0 has no security groups: a port without groups is closed"
+        ),
+        "{}",
+        e.deciding
+    );
+    assert!(
+        e.deciding.ends_with("so no ingress tcp/9999 passes"),
+        "{}",
+        e.deciding
+    );
+    assert_eq!(e.deciding_object.unwrap().name, "bare");
+    let e = explain(&n, &tcp(ci("bare"), ci("open"), 22)).unwrap();
+    assert_eq!(e.verdict, Verdict::Blocked);
+    assert!(
+        e.deciding.ends_with("so no egress tcp/22 passes"),
+        "{}",
+        e.deciding
+    );
 }
 
 #[test]
@@ -380,9 +410,10 @@ fn icmp_rules_match_icmp_and_all_rules_match_everything() {
             vec![rule(pb::Protocol::All, 0, 0, "10.0.1.5/32")],
             vec![],
         ),
+        wide_open("any", "net"),
     ];
     n.compute_instances = vec![
-        vm("src", "a", "10.0.1.5", &[]),
+        vm("src", "a", "10.0.1.5", &["any"]),
         vm("p", "a", "10.0.1.6", &["icmp"]),
         vm("q", "a", "10.0.1.7", &["all"]),
     ];

@@ -61,9 +61,9 @@ fn natgw(id: &str, vn: &str, eip: &str, address: &str) -> pb::NatGateway {
 }
 
 /// `web` (VM, 10.0.1.5) attached at 203.0.113.10, allowing tcp 443 from anywhere and tcp 22
-/// from 198.51.100.0/24; `client` (VM, no groups) in the same VN; `metal` (bare metal,
+/// from 198.51.100.0/24; `client` (VM, wide open) in the same VN; `metal` (bare metal,
 /// 10.0.2.8) attached at 203.0.113.11 allowing tcp 80 from 10.0.1.0/24 only; `far` (VM in VN
-/// `other`); NAT gateway of `other` at 203.0.113.20.
+/// `other`, wide open); NAT gateway of `other` at 203.0.113.20.
 fn exposed() -> Network {
     let mut n = base();
     n.security_groups = vec![
@@ -84,11 +84,13 @@ fn exposed() -> Network {
             vec![rule(pb::Protocol::Tcp, 80, 0, "10.0.1.0/24")],
             vec![],
         ),
+        wide_open("any", "net"),
+        wide_open("any-other", "other"),
     ];
     n.compute_instances = vec![
         vm("web", "a", "10.0.1.5", &["web"]),
-        vm("client", "a", "10.0.1.6", &[]),
-        vm("far", "o", "10.0.1.5", &[]),
+        vm("client", "a", "10.0.1.6", &["any"]),
+        vm("far", "o", "10.0.1.5", &["any-other"]),
     ];
     n.baremetal_instances = vec![bm("metal", "b", "10.0.2.8", &["front"])];
     n.external_ips = vec![
@@ -250,9 +252,9 @@ fn hairpin_returns_through_an_overlay_link_never_through_a_switch_port() {
     );
     let snat = e.hops.iter().find(|h| h.kind == HopKind::Snat).unwrap();
     assert_eq!(snat.source_address, "10.0.1.1", "seen from the gateway");
-    // A bare-metal server (unfiltered here) to its own ExternalIP: its own switch port,
+    // A bare-metal server (wide open here) to its own ExternalIP: its own switch port,
     // which does not.
-    n.baremetal_instances[0] = bm("metal", "b", "10.0.2.8", &[]);
+    n.baremetal_instances[0] = bm("metal", "b", "10.0.2.8", &["any"]);
     let e = explain(
         &n,
         &tcp(

@@ -155,7 +155,11 @@ async fn explains_security_groups_vns_and_external_paths_over_rest() {
     );
 
     let nat = t.get(&format!("{PUB}/nat_gateways/default")).await.ok();
-    t.running_vm("out", "default-ipv4").await;
+    t.create_running_vm(vm_body(
+        "out",
+        json!([{"subnet": "default-ipv4", "security_groups": ["default"]}]),
+    ))
+    .await;
     let r = explain(
         &t,
         ask(vm("out"), json!({"internet": true}), "PROTOCOL_UDP", 53),
@@ -358,4 +362,81 @@ async fn explains_over_grpc() {
     let e = client.explain(req("db1", 0)).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
     assert!(e.message().contains("port"), "{}", e.message());
+}
+
+/// A hostile tenant-user empties its VM's security groups to open it to the internet: a port
+/// without groups is closed (only DHCP and neighbour discovery/ARP pass), so the explainer
+/// answers BLOCKED both ways, naming the VM. Mutation-checked: with the explainer treating a
+/// group-less port as unfiltered (the old rule), internet → vm1 tcp/5432 turned REACHABLE and
+/// this test failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_user_emptying_its_groups_closes_the_port() {
+    let s = TestServer::sqlite().await;
+    let t = tenant(&s).await;
+    let user = s.client_for("acme", "tenant-user").await;
+    let inbound = ask(json!({"internet": true}), vm("vm1"), "PROTOCOL_TCP", 5432);
+    let r = explain(&t, inbound.clone()).await;
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_BLOCKED", "{r}");
+
+    let path = format!("{PUB}/compute_instances/vm1");
+    let mut atts = user.get(&path).await.ok()["spec"]["compute_network_attachments"].clone();
+    atts[0]["security_groups"] = json!([]);
+    let patched = user
+        .patch(
+            &path,
+            json!({"spec": {"compute_network_attachments": atts}}),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        patched["spec"]["compute_network_attachments"][0]
+            .get("security_groups")
+            .cloned()
+            .unwrap_or(json!([])),
+        json!([]),
+        "{patched}"
+    );
+
+    for (question, dir) in [
+        (inbound, "ingress tcp/5432"),
+        (
+            ask(vm("vm1"), vm("vm2"), "PROTOCOL_TCP", 443),
+            "egress tcp/443",
+        ),
+        (
+            ask(vm("vm1"), json!({"internet": true}), "PROTOCOL_UDP", 53),
+            "egress udp/53",
+        ),
+    ] {
+        let r = explain(&user, question).await;
+        assert_eq!(r["verdict"], "REACHABILITY_VERDICT_BLOCKED", "{r}");
+        let deciding = r["deciding"].as_str().unwrap_or_default();
+        assert!(
+            deciding.contains("has no security groups: a port without groups is closed")
+                && deciding.ends_with(&format!("so no {dir} passes")),
+            "{r}"
+        );
+        assert_eq!(r["deciding_object"]["name"], "vm1", "{r}");
+    }
+    // The tenant-admin opens it again by attaching a group that allows it.
+    t.patch(
+        &format!("{PUB}/security_groups/db"),
+        json!({"spec": {"ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 5432, "ipv4_cidr": "0.0.0.0/0"}]}}),
+    )
+    .await
+    .ok();
+    atts[0]["security_groups"] = json!(["db"]);
+    t.patch(
+        &path,
+        json!({"spec": {"compute_network_attachments": atts}}),
+    )
+    .await
+    .ok();
+    let r = explain(
+        &t,
+        ask(json!({"internet": true}), vm("vm1"), "PROTOCOL_TCP", 5432),
+    )
+    .await;
+    assert_eq!(r["verdict"], "REACHABILITY_VERDICT_REACHABLE", "{r}");
+    s.finish().await;
 }

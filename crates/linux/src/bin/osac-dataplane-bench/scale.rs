@@ -74,6 +74,21 @@ async fn build_vn(
             vip_cidr: None,
         })
         .await?;
+    // The target answers everything (a port without groups would be closed).
+    let open = world.id(&format!("open-{name}"));
+    let all = vec![SecurityRule {
+        protocol: Protocol::All,
+        port_from: None,
+        port_to: None,
+        cidr: "0.0.0.0/0".parse()?,
+    }];
+    c.apply_security_group(&ApplySecurityGroupRequest {
+        security_group_id: open.clone(),
+        virtual_network_id: id.clone(),
+        ingress: all.clone(),
+        egress: all,
+    })
+    .await?;
     let host = world.id(&format!("target-{name}"));
     let p = c
         .create_network_attachment(&CreateNetworkAttachmentRequest {
@@ -83,7 +98,7 @@ async fn build_vn(
             mac_address: mac.into(),
             subnet_id: subnet,
             virtual_network_id: id.clone(),
-            security_groups: vec![],
+            security_groups: vec![open],
             primary: true,
             allowed_addresses: vec![],
         })

@@ -26,54 +26,13 @@ pub struct PortKeys {
 /// The security-group state of one port: its union chains (`jump` each group, then drop) and
 /// the map elements steering its traffic there — everything it sends (by MAC), everything
 /// bridged to it (by mark, set per output port in the bridge table) and everything routed to
-/// its addresses. `sgs` empty = unfiltered (everything removed). Group chains must exist (see
-/// [`super::sg_chains`]).
+/// its addresses. `sgs` empty = a closed port: both chains only drop, so nothing but the
+/// control plane the base chains accept first (DHCP with its gateway, on-link neighbour
+/// discovery; ARP never meets the `inet` hooks) passes. Group chains must exist (see
+/// [`super::sg_chains`]); [`delete_port_sg`] removes it all.
 pub fn port_sg(table: &str, switch_end: &str, sgs: &[String], keys: &PortKeys) -> String {
     let t = format!("inet {table}");
-    let b = format!("bridge {BRIDGE_TABLE}");
-    let mut s = String::new();
-    let e = names::port_chain("e", switch_end);
-    let i = names::port_chain("i", switch_end);
-    // Chains are declared first so a removal never trips over a missing chain.
-    for chain in [&e, &i] {
-        line(&mut s, format!("add chain {t} {chain}"));
-        line(&mut s, format!("flush chain {t} {chain}"));
-    }
-    let mark = format!("{:#010x}", keys.mark);
-    let mut elements: Vec<(&str, String, &str)> = vec![
-        ("egmac", keys.mac.clone(), &e),
-        ("inport", mark.clone(), &i),
-    ];
-    if let Some(a) = keys.v4 {
-        elements.push(("in4", a.to_string(), &i));
-    }
-    if let Some(a) = keys.v6 {
-        elements.push(("in6", a.to_string(), &i));
-    }
-    // Adding an element that exists with the same verdict is a no-op, so the removal below
-    // declares its elements first and never trips over a missing one either.
-    for (map, key, chain) in &elements {
-        line(
-            &mut s,
-            format!("add element {t} {map} {{ {key} : jump {chain} }}"),
-        );
-    }
-    line(
-        &mut s,
-        format!("add element {b} portmark {{ \"{switch_end}\" : {mark} }}"),
-    );
-    if sgs.is_empty() {
-        line(
-            &mut s,
-            format!("delete element {b} portmark {{ \"{switch_end}\" }}"),
-        );
-        for (map, key, _) in &elements {
-            line(&mut s, format!("delete element {t} {map} {{ {key} }}"));
-        }
-        line(&mut s, format!("delete chain {t} {e}"));
-        line(&mut s, format!("delete chain {t} {i}"));
-        return s;
-    }
+    let (mut s, e, i) = port_steering(table, switch_end, keys);
     for sg in sgs {
         line(
             &mut s,
@@ -89,16 +48,93 @@ pub fn port_sg(table: &str, switch_end: &str, sgs: &[String], keys: &PortKeys) -
     s
 }
 
+/// Declares and flushes a port's two chains and adds the map elements steering its traffic
+/// there; returns the script and the egress and ingress chain names.
+fn port_steering(table: &str, switch_end: &str, keys: &PortKeys) -> (String, String, String) {
+    let t = format!("inet {table}");
+    let b = format!("bridge {BRIDGE_TABLE}");
+    let mut s = String::new();
+    let e = names::port_chain("e", switch_end);
+    let i = names::port_chain("i", switch_end);
+    // Chains are declared first so a removal never trips over a missing chain.
+    for chain in [&e, &i] {
+        line(&mut s, format!("add chain {t} {chain}"));
+        line(&mut s, format!("flush chain {t} {chain}"));
+    }
+    // Its new connections beyond the limit are dropped before any group is asked.
+    line(
+        &mut s,
+        format!(
+            "add rule {t} {e} ct state new add @{} {{ ether saddr ct count over {} }} drop",
+            super::CONN_SET,
+            super::PORT_CONNECTION_LIMIT
+        ),
+    );
+    // Adding an element that exists with the same verdict is a no-op, so a removal declares
+    // its elements first and never trips over a missing one either.
+    for (map, key, chain) in port_elements(keys, &e, &i) {
+        line(
+            &mut s,
+            format!("add element {t} {map} {{ {key} : jump {chain} }}"),
+        );
+    }
+    line(
+        &mut s,
+        format!(
+            "add element {b} portmark {{ \"{switch_end}\" : {:#010x} }}",
+            keys.mark
+        ),
+    );
+    (s, e, i)
+}
+
+/// The map elements of a port: (map, key, chain).
+fn port_elements<'a>(
+    keys: &PortKeys,
+    e: &'a str,
+    i: &'a str,
+) -> Vec<(&'static str, String, &'a str)> {
+    let mut elements = vec![
+        ("egmac", keys.mac.clone(), e),
+        ("inport", format!("{:#010x}", keys.mark), i),
+    ];
+    if let Some(a) = keys.v4 {
+        elements.push(("in4", a.to_string(), i));
+    }
+    if let Some(a) = keys.v6 {
+        elements.push(("in6", a.to_string(), i));
+    }
+    elements
+}
+
+/// Removes a port's security-group state (its chains, map elements and mark): the port is
+/// being detached. Idempotent (everything is declared before it is deleted).
+pub fn delete_port_sg(table: &str, switch_end: &str, keys: &PortKeys) -> String {
+    let t = format!("inet {table}");
+    let b = format!("bridge {BRIDGE_TABLE}");
+    let (mut s, e, i) = port_steering(table, switch_end, keys);
+    line(
+        &mut s,
+        format!("delete element {b} portmark {{ \"{switch_end}\" }}"),
+    );
+    for (map, key, _) in port_elements(keys, &e, &i) {
+        line(&mut s, format!("delete element {t} {map} {{ {key} }}"));
+    }
+    line(&mut s, format!("delete chain {t} {e}"));
+    line(&mut s, format!("delete chain {t} {i}"));
+    s
+}
+
 /// The routed-ingress state of an allowed address (a cluster VIP): its own chain jumping to
 /// `groups` — the union of the ingress groups of the ports claiming it in this namespace —
 /// then dropping, and the map element steering the address there, so a DNAT to the VIP is
 /// filtered like traffic to the agents' own addresses. (What the agents send from the VIP is
 /// filtered by their own egress chains, keyed by MAC; what is bridged to them by their own
 /// ingress chains, keyed by port.) The element always points at the address's own chain,
-/// whichever claimant remains; `groups` empty (no claimant with groups left) removes
-/// everything, leaving the address unfiltered like a port without groups. Group chains must
-/// exist.
-pub fn vip_sg(table: &str, vip: IpAddr, groups: &[String]) -> String {
+/// whichever claimant remains. `groups` `Some(&[])` (claimants, none with groups) leaves
+/// only the drop, like a port without groups; `None` (no claimant left) removes everything.
+/// Group chains must exist.
+pub fn vip_sg(table: &str, vip: IpAddr, groups: Option<&[String]>) -> String {
     let t = format!("inet {table}");
     let i = names::vip_chain(&vip, true);
     let in_map = if vip.is_ipv4() { "in4" } else { "in6" };
@@ -109,11 +145,11 @@ pub fn vip_sg(table: &str, vip: IpAddr, groups: &[String]) -> String {
         &mut s,
         format!("add element {t} {in_map} {{ {vip} : jump {i} }}"),
     );
-    if groups.is_empty() {
+    let Some(groups) = groups else {
         line(&mut s, format!("delete element {t} {in_map} {{ {vip} }}"));
         line(&mut s, format!("delete chain {t} {i}"));
         return s;
-    }
+    };
     for g in groups {
         line(
             &mut s,

@@ -53,6 +53,57 @@ fn router_table_has_nat_guard_and_stateful_sg_hooks() {
 }
 
 #[test]
+fn neighbour_discovery_is_exempt_only_on_link_and_never_routed() {
+    for site in [TableSite::Router, TableSite::Hosting] {
+        let s = vn_table("t", site);
+        for chain in ["sgout", "sgin"] {
+            assert!(s.contains(&format!(
+                "add rule inet t {chain} meta l4proto ipv6-icmp ip6 hoplimit 255 icmpv6 type {{ nd-neighbor-solicit"
+            )));
+        }
+        for chain in ["sgout", "sgin"] {
+            assert!(!s.contains(&format!(
+                "{chain} meta l4proto ipv6-icmp icmpv6 type {{ nd-neighbor-solicit"
+            )));
+        }
+    }
+    let s = vn_table("t", TableSite::Router);
+    let nd = s
+        .find("add rule inet t guard meta l4proto ipv6-icmp icmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert, nd-redirect } ip6 hoplimit != 255 drop")
+        .expect("routed ND dropped");
+    assert!(s.contains("add rule inet t guard oifname \"up0\" ct state untracked drop"));
+    assert!(s.contains("add rule inet t guard oifname \"up0\" ip daddr 169.254.0.0/16 drop"));
+    assert!(s.contains("add rule inet t guard oifname \"up0\" ip6 saddr fe80::/10 drop"));
+    // Before anything from the uplink is accepted.
+    assert!(
+        nd < s
+            .find("guard iifname \"up0\" ct state established")
+            .unwrap()
+    );
+}
+
+#[test]
+fn each_port_counts_its_connections() {
+    let s = vn_table("t", TableSite::Hosting);
+    assert!(s.contains("add set inet t ctport { type ether_addr; flags dynamic; size 65536; }"));
+    let keys = PortKeys {
+        mac: "02:00:00:00:00:01".into(),
+        mark: 7,
+        v4: None,
+        v6: None,
+    };
+    for sgs in [vec![], vec!["a".to_string()]] {
+        let p = port_sg("t", "pabc", &sgs, &keys);
+        let limit = p
+            .find(&format!(
+                "add rule inet t e-pabc ct state new add @ctport {{ ether saddr ct count over {PORT_CONNECTION_LIMIT} }} drop"
+            ))
+            .expect("limit");
+        assert!(limit < p.find("add rule inet t e-pabc drop").unwrap());
+    }
+}
+
+#[test]
 fn hosting_table_only_acts_on_its_vn_bridges() {
     let s = vn_table("osac-x", TableSite::Hosting);
     assert!(s.contains("add rule inet osac-x sgout iifname != @brs accept"));
@@ -154,15 +205,23 @@ fn port_chains_union_groups_then_drop() {
     assert!(s.contains("add element bridge osac portmark { \"pabc\" : 0x00000007 }"));
     assert!(s.contains("add element inet t in4 { 10.0.1.2 : jump i-pabc }"));
     assert!(!s.contains("in6"));
-    let open = port_sg("t", "pabc", &[], &keys);
-    assert!(open.contains("delete element inet t egmac { 02:00:00:00:00:01 }"));
-    assert!(open.contains("delete element bridge osac portmark { \"pabc\" }"));
-    assert!(open.contains("delete chain inet t e-pabc"));
+    // No groups: a closed port — steered like any other, to chains that only drop.
+    let closed = port_sg("t", "pabc", &[], &keys);
+    assert!(closed.contains("add element inet t egmac { 02:00:00:00:00:01 : jump e-pabc }"));
+    assert!(closed.contains("add element inet t inport { 0x00000007 : jump i-pabc }"));
+    assert!(closed.contains("add element inet t in4 { 10.0.1.2 : jump i-pabc }"));
+    assert!(closed.contains("add element bridge osac portmark { \"pabc\" : 0x00000007 }"));
+    assert!(closed.ends_with("add rule inet t e-pabc drop\nadd rule inet t i-pabc drop\n"));
+    assert!(!closed.contains("jump g-") && !closed.contains("delete"));
+    let gone = delete_port_sg("t", "pabc", &keys);
+    assert!(gone.contains("delete element inet t egmac { 02:00:00:00:00:01 }"));
+    assert!(gone.contains("delete element bridge osac portmark { \"pabc\" }"));
+    assert!(gone.contains("delete chain inet t e-pabc"));
     // Declared before deleted: a second removal does not fail on a missing element.
     assert!(
-        open.find("add element inet t inport { 0x00000007 : jump i-pabc }")
+        gone.find("add element inet t inport { 0x00000007 : jump i-pabc }")
             .unwrap()
-            < open.find("delete element inet t inport").unwrap()
+            < gone.find("delete element inet t inport").unwrap()
     );
 }
 
@@ -170,7 +229,7 @@ fn port_chains_union_groups_then_drop() {
 fn vip_chains_union_claimant_groups_and_go_with_the_last_claimant() {
     let vip: IpAddr = "10.0.1.241".parse().unwrap();
     let i = crate::names::vip_chain(&vip, true);
-    let s = vip_sg("t", vip, &["a".into(), "b".into()]);
+    let s = vip_sg("t", vip, Some(&["a".into(), "b".into()]));
     assert!(s.contains(&format!(
         "add element inet t in4 {{ 10.0.1.241 : jump {i} }}"
     )));
@@ -187,12 +246,18 @@ fn vip_chains_union_claimant_groups_and_go_with_the_last_claimant() {
     assert!(s.contains(&format!("flush chain inet t {i}\n")));
     assert!(s.ends_with(&format!("add rule inet t {i} drop\n")));
     assert!(!s.contains("delete"));
-    // No claimant with groups left: the address is no longer steered.
-    let gone = vip_sg("t", vip, &[]);
+    // Claimants, none with groups: closed like their ports.
+    let closed = vip_sg("t", vip, Some(&[]));
+    assert!(closed.contains(&format!(
+        "add element inet t in4 {{ 10.0.1.241 : jump {i} }}"
+    )));
+    assert!(closed.ends_with(&format!("flush chain inet t {i}\nadd element inet t in4 {{ 10.0.1.241 : jump {i} }}\nadd rule inet t {i} drop\n")));
+    // No claimant left: the address is no longer steered.
+    let gone = vip_sg("t", vip, None);
     assert!(gone.contains("delete element inet t in4 { 10.0.1.241 }"));
     assert!(gone.contains(&format!("delete chain inet t {i}")));
     assert!(!gone.contains("jump g-"));
-    let v6 = vip_sg("t", "fd00::f1".parse().unwrap(), &["a".into()]);
+    let v6 = vip_sg("t", "fd00::f1".parse().unwrap(), Some(&["a".into()]));
     assert!(v6.contains("add element inet t in6 { fd00::f1 : jump"));
 }
 
