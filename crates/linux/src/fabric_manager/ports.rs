@@ -264,6 +264,9 @@ impl Inner {
             // The hosting cluster's copy of the VN table goes into the port's transaction below.
             prelude.push_str(&render::vn_table(&table, TableSite::Hosting));
             prelude.push_str(&render::add_bridge(&table, &br));
+            if let Some(gw) = subnet.gw4() {
+                prelude.push_str(&render::add_dhcp_server(&table, gw));
+            }
         } else {
             self.router_ready(&p.vn).await?;
             if cmd::link(&ns, &br).await?.is_none() {

@@ -38,12 +38,13 @@ const ND_TYPES: &str =
 /// port — so link-local, broadcast and multicast frames meet the receiver's groups too), and
 /// routed ingress, which reaches a port only through the gateway, by destination address
 /// (`in4`/`in6`). Only the control plane passes unfiltered: ND/RS/RA and DHCP between a
-/// port and its gateway.
+/// port and its gateway ([`dhcp::exemptions`]).
 pub fn vn_table(table: &str, site: TableSite) -> String {
     let t = format!("inet {table}");
     let mut s = String::new();
     line(&mut s, format!("add table {t}"));
     line(&mut s, format!("add set {t} brs {{ type ifname; }}"));
+    line(&mut s, dhcp::declare_servers(&t));
     for (name, ty) in [
         ("egmac", "ether_addr"),
         ("inport", "mark"),
@@ -110,22 +111,7 @@ pub fn vn_table(table: &str, site: TableSite) -> String {
             &mut s,
             format!("add rule {t} {chain} meta l4proto ipv6-icmp icmpv6 type {ND_TYPES} accept"),
         );
-        // DHCP between a port (client) and its gateway (server): egress of the client's
-        // requests, ingress of the server's replies (only the gateway can send those: ports
-        // may not use the server ports, see anti-spoofing).
-        let (v4, v6) = if client {
-            ("udp sport 68 udp dport 67", "udp sport 546 udp dport 547")
-        } else {
-            ("udp sport 67 udp dport 68", "udp sport 547 udp dport 546")
-        };
-        line(
-            &mut s,
-            format!("add rule {t} {chain} meta nfproto ipv4 {v4} accept"),
-        );
-        line(
-            &mut s,
-            format!("add rule {t} {chain} meta nfproto ipv6 {v6} accept"),
-        );
+        dhcp::exemptions(&mut s, &t, chain, client, site);
         for steer in steering {
             line(&mut s, format!("add rule {t} {chain} {steer}"));
         }
@@ -413,7 +399,7 @@ pub fn snat(table: &str, gateway: Option<(IpAddr, &[IpNet])>) -> String {
 }
 
 mod dhcp;
-pub use dhcp::{DnsmasqConf, Lease, dnsmasq_conf, dnsmasq_host, parse_leases};
+pub use dhcp::{DnsmasqConf, Lease, add_dhcp_server, dnsmasq_conf, dnsmasq_host, parse_leases};
 mod hairpin;
 pub use hairpin::{HAIRPIN_MARK, delete_hairpin_link, hairpin_link, router_hairpin};
 mod port;

@@ -3,7 +3,52 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::line;
+use super::{TableSite, line};
+
+/// The set of a VN table holding its subnets' DHCPv4 server addresses (their gateways).
+const SERVERS4: &str = "dhcp4";
+
+/// Declares a VN table's set of DHCPv4 server addresses (idempotent).
+pub(super) fn declare_servers(t: &str) -> String {
+    format!("add set {t} {SERVERS4} {{ type ipv4_addr; }}")
+}
+
+/// Adds a subnet's DHCPv4 server (its gateway address) to a hosting cluster's VN table, so
+/// DHCP between the subnet's VMs and that server passes its security groups (idempotent).
+pub fn add_dhcp_server(table: &str, gateway: Ipv4Addr) -> String {
+    format!("add element inet {table} {SERVERS4} {{ {gateway} }}\n")
+}
+
+/// DHCP exempt from security groups in a VN table's forward chains (`client`: the port's
+/// egress chain, else its ingress chain): only the exchange between a VM and its subnet's own
+/// DHCP server, which is link-scoped — requests to the IPv4 broadcast address or to a gateway
+/// of the VN (a renewal is unicast to the server), or to `ff02::1:2`; replies from a gateway
+/// address or from a link-local address (a router never forwards a link-local source; ports
+/// may send no server message at all, see anti-spoofing). That exchange crosses the forward
+/// hook only in a hosting cluster, bridged between the VM and the VXLAN port. In the router
+/// it never does — its DHCP server is reached through the input hook and answers from the
+/// output hook — so the router's forward chains exempt nothing: a datagram between ports 67
+/// and 68 (or 546 and 547) routed to or from anywhere meets the port's groups like any other.
+pub(super) fn exemptions(s: &mut String, t: &str, chain: &str, client: bool, site: TableSite) {
+    if site == TableSite::Router {
+        return;
+    }
+    let rules = if client {
+        vec![
+            "meta nfproto ipv4 ip daddr 255.255.255.255 udp sport 68 udp dport 67".to_string(),
+            format!("meta nfproto ipv4 ip daddr @{SERVERS4} udp sport 68 udp dport 67"),
+            "meta nfproto ipv6 ip6 daddr ff02::1:2 udp sport 546 udp dport 547".to_string(),
+        ]
+    } else {
+        vec![
+            format!("meta nfproto ipv4 ip saddr @{SERVERS4} udp sport 67 udp dport 68"),
+            "meta nfproto ipv6 ip6 saddr fe80::/10 udp sport 547 udp dport 546".to_string(),
+        ]
+    };
+    for r in rules {
+        line(s, format!("add rule {t} {chain} {r} accept"));
+    }
+}
 
 /// One dnsmasq host entry (a line of a `dhcp-hostsdir` file): MAC → addresses, tagged `primary` when the
 /// port gets the router and DNS options.
