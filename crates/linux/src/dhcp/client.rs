@@ -409,11 +409,23 @@ mod tests {
             hostname: None,
         };
         let (gw, rogue) = (Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 1, 66));
-        assert!(answers(&reply(7, Some(gw)), &req, None), "discovery: any named server");
-        assert!(!answers(&reply(7, None), &req, None), "a server names itself");
+        assert!(
+            answers(&reply(7, Some(gw)), &req, None),
+            "discovery: any named server"
+        );
+        assert!(
+            !answers(&reply(7, None), &req, None),
+            "a server names itself"
+        );
         assert!(answers(&reply(7, Some(gw)), &req, Some(gw)));
-        assert!(!answers(&reply(7, Some(rogue)), &req, Some(gw)), "another server");
-        assert!(!answers(&reply(8, Some(gw)), &req, Some(gw)), "another transaction");
+        assert!(
+            !answers(&reply(7, Some(rogue)), &req, Some(gw)),
+            "another server"
+        );
+        assert!(
+            !answers(&reply(8, Some(gw)), &req, Some(gw)),
+            "another transaction"
+        );
     }
 
     #[test]

@@ -7,12 +7,14 @@
 //! arrive), so a test never passes because a probe is broken. Each was mutation-checked once
 //! by removing the rule that stops it (the file's header says which rule and what happened).
 
+mod dhcp;
 mod encap;
 mod exposure;
 mod infra;
 mod nat;
 mod sg;
 mod spoof;
+mod vlan;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;

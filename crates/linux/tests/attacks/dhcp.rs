@@ -1,0 +1,307 @@
+//! DHCP from a hostile workload, with groups that let everything through (so only
+//! anti-spoofing and the DHCP exemptions stand in the way):
+//!
+//! - rogue servers: a VM and a bare-metal server send DHCPv4 OFFERs/ACKs (router = itself)
+//!   and DHCPv6 Replies to a VM and a bare-metal neighbour from source ports other than the
+//!   server ports (6767, 5000, 5470), by broadcast and unicast — none may arrive;
+//! - someone else's reservation: they send DHCPDECLINEs naming a neighbour's MAC (`chaddr`),
+//!   also with another hardware type and as a relay (`giaddr`), for its reserved address —
+//!   the neighbours' DHCP clients must still get their reservations (dnsmasq disables a
+//!   declined static address for ten minutes);
+//! - a channel past the groups: ports whose group lets in only TCP 80 and out only TCP 22 send
+//!   UDP 68→67 to an outside host through the router, and an outside host sends UDP 67→68 to
+//!   them through a DNAT — neither may arrive.
+//!
+//! Controls: datagrams between the same machines on other ports arrive; a machine whose group
+//! allows UDP 67 out and UDP 68 in gets the same outside datagrams through.
+//!
+//! Stopped by: anti-spoofing's DHCP rules (`render::port::dhcp_client_only`: nothing to the
+//! client ports 68/546, only whole unrelayed Ethernet BOOTREQUESTs with the port's own MAC as
+//! `chaddr`), and the DHCP exemptions of the groups tied to the link (`render::dhcp::
+//! exemptions`: none in the router). Mutation-checked: without `dport { 68, 546 } drop` the
+//! rogue OFFERs/ACKs/Replies from ports 6767, 5000 and 5470 reached both neighbours; without
+//! the `chaddr` rule the forged DECLINE disabled the neighbours' reservations and their
+//! clients got no lease; with the router's exemptions as before (UDP 68→67 and 67→68
+//! accepted in its forward chains) the exfiltrated datagram reached the outside host and the
+//! outside one reached the VM.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use osac_backends::*;
+use osac_linux::dhcp::packet::{MessageType, Request};
+use osac_linux::dhcp::{ClientConfig, DhcpClient, Status, Timing};
+use osac_linux::names;
+use osac_linux::probe::forge::{Ipv4Frame, Ipv6Frame};
+use osac_linux::probe::raw::BROADCAST_MAC;
+use osac_linux::probe::spoof::{
+    DHCPACK, DHCPOFFER, DHCPV6_REPLY, Dhcp4Reply, dhcpv6_server_message,
+};
+use osac_linux::probe::{Listener, send_udp_from};
+
+use super::{Kind, Machine, World, leaked, marker, rule};
+
+fn everything() -> Vec<SecurityRule> {
+    vec![
+        rule(Protocol::All, None, "0.0.0.0/0"),
+        rule(Protocol::All, None, "::/0"),
+    ]
+}
+
+/// Rogue server messages from `a` to `v`, from ports other than the server ports.
+fn rogue_replies(tag: &str, a: &Machine, v: &Machine) -> Vec<(String, Vec<u8>)> {
+    let name = |n: &str| format!("{tag}-{n}");
+    let reply = |kind: u8, n: &str| {
+        Dhcp4Reply {
+            marker: marker(&name(n)),
+            ..Dhcp4Reply::new(kind, 0x1234, v.mac, v.v4, a.v4)
+        }
+        .payload()
+    };
+    let bcast = Ipv4Frame::new(a.mac, BROADCAST_MAC, a.v4, Ipv4Addr::BROADCAST);
+    let unicast = Ipv4Frame::new(a.mac, v.mac, a.v4, v.v4);
+    let v6 = Ipv6Frame::new(a.mac, v.mac, a.link_local, v.link_local);
+    vec![
+        (
+            name("ack-6767-bcast"),
+            bcast.udp(6767, 68, &reply(DHCPACK, "ack-6767-bcast")),
+        ),
+        (
+            name("ack-6767-unicast"),
+            unicast.udp(6767, 68, &reply(DHCPACK, "ack-6767-unicast")),
+        ),
+        (
+            name("offer-5000-unicast"),
+            unicast.udp(5000, 68, &reply(DHCPOFFER, "offer-5000-unicast")),
+        ),
+        (
+            name("dhcp6-reply-5470"),
+            v6.udp(
+                5470,
+                546,
+                &dhcpv6_server_message(
+                    DHCPV6_REPLY,
+                    0x42,
+                    a.mac,
+                    &marker(&name("dhcp6-reply-5470")),
+                ),
+            ),
+        ),
+    ]
+}
+
+/// A DHCPDECLINE of `victim`'s reservation sent by `a`; `htype` and `giaddr` patch the BOOTP
+/// header (1 and 0 for a plain one).
+fn forged_decline(a: &Machine, victim: &Machine, htype: u8, giaddr: Ipv4Addr) -> Vec<u8> {
+    let mut p = Request {
+        message_type: MessageType::Decline,
+        xid: 0x0bad_cafe,
+        secs: 0,
+        chaddr: victim.mac,
+        ciaddr: Ipv4Addr::UNSPECIFIED,
+        requested_ip: Some(victim.v4),
+        server_id: Some(Ipv4Addr::new(10, 0, 1, 1)),
+        hostname: None,
+    }
+    .encode();
+    p[1] = htype;
+    p[24..28].copy_from_slice(&giaddr.octets());
+    Ipv4Frame::new(a.mac, BROADCAST_MAC, a.v4, Ipv4Addr::BROADCAST).udp(68, 67, &p)
+}
+
+/// Whether the DHCP client of `m` binds its reserved address within `wait`.
+fn gets_its_lease(m: &Machine, wait: Duration) -> bool {
+    let client = DhcpClient::start(ClientConfig {
+        netns: m.ns.clone(),
+        ifname: m.ifname.clone(),
+        mac: m.mac,
+        hostname: None,
+        timing: Timing::default(),
+    })
+    .expect("client");
+    let until = Instant::now() + wait;
+    while Instant::now() < until {
+        if let Status::Bound(a) = client.status() {
+            return a.address == m.v4;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+#[tokio::test]
+async fn rogue_dhcp_servers_and_forged_client_messages_never_take_effect() {
+    if !super::common::ready().await {
+        return;
+    }
+    let w = World::new(30).await;
+    let open = w
+        .security_group("open", "va", everything(), everything())
+        .await;
+    let g = std::slice::from_ref(&open);
+    let evil = w.machine("evil", Kind::Vm, "a1", g).await;
+    let evil_bm = w.machine("evilbm", Kind::BareMetal, "a1", g).await;
+    let vm = w.machine("vict", Kind::Vm, "a1", g).await;
+    let bm = w.machine("victbm", Kind::BareMetal, "a1", g).await;
+    let caps = [
+        ("the VM neighbour", vm.capture()),
+        ("the bare-metal neighbour", bm.capture()),
+    ];
+    let (mut attacks, mut controls) = (Vec::new(), Vec::new());
+    for (who, a) in [("vm", &evil), ("bm", &evil_bm)] {
+        for (vname, v) in [("vm", &vm), ("bm", &bm)] {
+            let tag = format!("{who}-at-{vname}");
+            for (n, f) in rogue_replies(&tag, a, v) {
+                a.send(f);
+                attacks.push(n);
+            }
+            let n = format!("{tag}-ok-6767-6868");
+            a.send(Ipv4Frame::new(a.mac, v.mac, a.v4, v.v4).udp(6767, 6868, &marker(&n)));
+            controls.push(n);
+            for (htype, giaddr) in [
+                (1, Ipv4Addr::UNSPECIFIED),
+                (6, Ipv4Addr::UNSPECIFIED),
+                (1, a.v4),
+            ] {
+                a.send(forged_decline(a, v, htype, giaddr));
+            }
+        }
+    }
+    let refs: Vec<(&str, &osac_linux::probe::Capture)> =
+        caps.iter().map(|(n, c)| (*n, c)).collect();
+    let seen = leaked(&refs, &controls);
+    let missing: Vec<&String> = controls
+        .iter()
+        .filter(|c| !seen.iter().any(|s| s.starts_with(&format!("{c} "))))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ordinary datagrams must arrive: {missing:?}"
+    );
+    let seen = leaked(&refs, &attacks);
+    assert!(
+        seen.is_empty(),
+        "rogue DHCP server messages arrived: {seen:?}"
+    );
+    for (who, v) in [("the VM", &vm), ("the bare-metal server", &bm)] {
+        assert!(
+            gets_its_lease(v, Duration::from_secs(8)),
+            "{who} lost its reservation to a forged DHCPDECLINE"
+        );
+    }
+    w.env.teardown().await;
+}
+
+#[tokio::test]
+async fn dhcp_ports_are_no_channel_past_security_groups() {
+    if !super::common::ready().await {
+        return;
+    }
+    let w = World::new(31).await;
+    let narrow = w
+        .security_group(
+            "narrow",
+            "va",
+            vec![
+                rule(Protocol::Tcp, Some((80, 80)), "0.0.0.0/0"),
+                rule(Protocol::Tcp, Some((80, 80)), "::/0"),
+            ],
+            vec![
+                rule(Protocol::Tcp, Some((22, 22)), "0.0.0.0/0"),
+                rule(Protocol::Tcp, Some((22, 22)), "::/0"),
+            ],
+        )
+        .await;
+    let dhcp_open = w
+        .security_group(
+            "dhcpopen",
+            "va",
+            vec![rule(Protocol::Udp, Some((68, 68)), "0.0.0.0/0")],
+            vec![rule(Protocol::Udp, Some((67, 67)), "0.0.0.0/0")],
+        )
+        .await;
+    let evil = w
+        .machine("evil", Kind::Vm, "a1", std::slice::from_ref(&narrow))
+        .await;
+    let evil_bm = w
+        .machine(
+            "evilbm",
+            Kind::BareMetal,
+            "a1",
+            std::slice::from_ref(&narrow),
+        )
+        .await;
+    let ok = w
+        .machine("ok", Kind::Vm, "a1", std::slice::from_ref(&dhcp_open))
+        .await;
+    let outside = osac_backends::net::ipv4_gateway(w.env.settings.transit_ipv4_cidr);
+    let sink = Listener::udp(names::EXT_NS, SocketAddr::new(IpAddr::V4(outside), 67)).unwrap();
+    let mut problems = Vec::new();
+    // Out: from the client port to the server port of an outside host.
+    for (who, m) in [("vm", &evil), ("bm", &evil_bm), ("control", &ok)] {
+        let from = SocketAddr::new(IpAddr::V4(m.v4), 68);
+        let to = SocketAddr::new(IpAddr::V4(outside), 67);
+        // A well-formed request of the port's own (anti-spoofing lets it out): only the
+        // groups and their DHCP exemption decide.
+        let request = Request {
+            message_type: MessageType::Discover,
+            xid: 7,
+            secs: 0,
+            chaddr: m.mac,
+            ciaddr: Ipv4Addr::UNSPECIFIED,
+            requested_ip: None,
+            server_id: None,
+            hostname: Some(String::from_utf8_lossy(&marker(&format!("out-{who}"))).into()),
+        };
+        let _ = send_udp_from(&m.ns, from, to, &request.encode());
+    }
+    let arrived = |who: &str| {
+        let text = marker(&format!("out-{who}"));
+        sink.wait_for(Duration::from_millis(1500), |p| {
+            p.iter()
+                .any(|d| d.windows(text.len()).any(|w| w == text.as_slice()))
+        })
+    };
+    if !arrived("control") {
+        problems.push("control: UDP 68→67 allowed by its group did not leave".to_string());
+    }
+    for who in ["vm", "bm"] {
+        if arrived(who) {
+            problems.push(format!("{who}: UDP 68→67 left through the router"));
+        }
+    }
+    // In: from the server port of an outside host, through a DNAT, to the client port.
+    for (who, m) in [("vm", &evil), ("bm", &evil_bm), ("control", &ok)] {
+        let external = w.env.external_ip(&format!("e-{who}")).await;
+        w.env
+            .client
+            .create_external_ip_attachment(&CreateExternalIpAttachmentRequest {
+                attachment_id: w.id(&format!("dnat-{who}")),
+                virtual_network_id: w.id("va"),
+                external_address: external,
+                target_ip: IpAddr::V4(m.v4),
+            })
+            .await
+            .unwrap();
+        let inbox = Listener::udp(
+            &m.ns,
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 68),
+        )
+        .unwrap();
+        let from = SocketAddr::new(IpAddr::V4(outside), 67);
+        let text = marker(&format!("in-{who}"));
+        let _ = send_udp_from(names::EXT_NS, from, SocketAddr::new(external, 68), &text);
+        let got = inbox.wait_for(Duration::from_millis(1500), |p| {
+            p.iter().any(|d| d.as_slice() == text.as_slice())
+        });
+        match (who, got) {
+            ("control", false) => {
+                problems.push("control: UDP 67→68 allowed by its group did not arrive".into())
+            }
+            ("control", true) | (_, false) => {}
+            (_, true) => problems.push(format!("{who}: UDP 67→68 from outside arrived")),
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    w.env.teardown().await;
+}
