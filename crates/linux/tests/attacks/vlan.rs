@@ -9,9 +9,9 @@
 //! Stopped by: the anti-spoofing chain's first type check (`ether type != { arp, ip, ip6 }
 //! drop`, `render::anti_spoof`): `ether type` is the outermost type, so no tagged frame gets
 //! to the rules that read the inner IP header. Mutation-checked: without that rule, the
-//! tagged frames from both attackers reached the neighbour on all three addresses and the
-//! far VM through the gateway — the reported bypass — while the untagged ones stayed
-//! dropped by the groups.
+//! 802.1Q (VLAN 0 and 5) and 802.1ad frames of both attackers reached the neighbour on all
+//! three addresses and the VM's priority-tagged (VLAN 0) ones reached the far VM through the
+//! gateway — the reported bypass — while the untagged copies stayed dropped by the group.
 
 use osac_backends::Protocol;
 use osac_linux::kernel;
