@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use osac_backends::*;
 use osac_linux::dhcp::packet::{MessageType, Request};
 use osac_linux::dhcp::{ClientConfig, DhcpClient, Status, Timing};
+use osac_linux::fabric_manager::dnsmasq::LOG_CAP;
 use osac_linux::names;
 use osac_linux::probe::forge::{Ipv4Frame, Ipv6Frame};
 use osac_linux::probe::raw::BROADCAST_MAC;
@@ -310,5 +311,165 @@ async fn dhcp_ports_are_no_channel_past_security_groups() {
         }
     }
     assert!(problems.is_empty(), "{problems:#?}");
+    w.env.teardown().await;
+}
+
+/// What a hostile client writes into a DHCPDECLINE's message (option 56): the words the
+/// health check once looked for, and a whole forged dnsmasq line.
+const INJECTED: &str =
+    "permission denied\nDec  1 00:00:00 dnsmasq[1]: bad dynamic directory /x: Permission denied";
+
+/// `a`'s DHCPDECLINE of its own address (anti-spoofing lets it through), carrying `message`.
+fn own_decline(a: &Machine, message: &str) -> Vec<u8> {
+    let mut p = Request {
+        message_type: MessageType::Decline,
+        xid: 0x0bad_f00d,
+        secs: 0,
+        chaddr: a.mac,
+        ciaddr: Ipv4Addr::UNSPECIFIED,
+        requested_ip: Some(a.v4),
+        server_id: Some(Ipv4Addr::new(10, 0, 1, 1)),
+        hostname: None,
+    }
+    .encode();
+    let end = p.iter().rposition(|b| *b == 255).expect("end option");
+    let mut opt = vec![56, u8::try_from(message.len()).unwrap()];
+    opt.extend_from_slice(message.as_bytes());
+    p.splice(end..end, opt);
+    Ipv4Frame::new(a.mac, BROADCAST_MAC, a.v4, Ipv4Addr::BROADCAST).udp(68, 67, &p)
+}
+
+/// A DHCPDISCOVER of `a`'s own.
+fn own_discover(a: &Machine, xid: u32) -> Vec<u8> {
+    let p = Request {
+        message_type: MessageType::Discover,
+        xid,
+        secs: 0,
+        chaddr: a.mac,
+        ciaddr: Ipv4Addr::UNSPECIFIED,
+        requested_ip: None,
+        server_id: None,
+        hostname: None,
+    }
+    .encode();
+    Ipv4Frame::new(
+        a.mac,
+        BROADCAST_MAC,
+        Ipv4Addr::UNSPECIFIED,
+        Ipv4Addr::BROADCAST,
+    )
+    .udp(68, 67, &p)
+}
+
+/// A workload's words in dnsmasq's log are no signal to the control plane: a DECLINE whose
+/// message reads like dnsmasq's own problem leaves the server healthy (no restart, no error
+/// quoting it to a neighbour's lease query); DISCOVERs are not logged, refused ones at most
+/// 10 a second per port, and the log is cut at its cap.
+///
+/// Stopped by: `dnsmasq::problem_in_log` reading only dnsmasq's own lines and only their
+/// beginning; `quiet-dhcp` (`render::dnsmasq_conf`); anti-spoofing's rate limit on DHCP
+/// requests; `dnsmasq::bound_logs`. Mutation-checked: see the notes at the end of the file.
+#[tokio::test]
+async fn a_workloads_words_in_the_dhcp_log_are_no_signal() {
+    if !super::common::ready().await {
+        return;
+    }
+    let w = World::new(28).await;
+    let open = w
+        .security_group("open", "va", everything(), everything())
+        .await;
+    let g = std::slice::from_ref(&open);
+    let evil = w.machine("evil", Kind::BareMetal, "a1", g).await;
+    let vm = w.machine("vict", Kind::Vm, "a1", g).await;
+    let files = osac_linux::fabric_manager::dnsmasq::DnsmasqFiles::of(&w.env.settings, &w.id("a1"));
+    let pid = osac_linux::fabric_manager::dnsmasq::running_pid(&files).await;
+    assert!(pid.is_some(), "dnsmasq runs");
+    let size = || std::fs::metadata(&files.log).map(|m| m.len()).unwrap_or(0);
+    let tail = |log: &str| {
+        log.lines()
+            .rev()
+            .take(4)
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    // Ordinary DISCOVERs are not logged at all.
+    let before = size();
+    for n in 0..500 {
+        evil.send(own_discover(&evil, 0x5000 + n));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = std::fs::read_to_string(&files.log).unwrap_or_default();
+    let grown = size().saturating_sub(before);
+    assert!(
+        grown < 1024,
+        "500 DISCOVERs grew the log by {grown} bytes: …{:#?}",
+        tail(&log)
+    );
+    // Refused ones are (after the DECLINE of its own address), at most 10 a second.
+    evil.send(own_decline(&evil, INJECTED));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = size();
+    let start = Instant::now();
+    for n in 0..500 {
+        evil.send(own_discover(&evil, 0x6000 + n));
+    }
+    let secs = start.elapsed().as_secs_f64() + 0.5;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = std::fs::read_to_string(&files.log).unwrap_or_default();
+    assert!(
+        log.contains("DHCPDECLINE"),
+        "dnsmasq got the DECLINE: …{:#?}",
+        tail(&log)
+    );
+    // Two lines of about 110 bytes per refused DISCOVER; a burst of 20, then 10 a second.
+    let grown = size().saturating_sub(before);
+    let most = (20.0 + 10.0 * secs) * 230.0;
+    assert!(
+        (grown as f64) < most,
+        "refused DISCOVERs grew the log by {grown} bytes in {secs:.1} s: …{:#?}",
+        tail(&log)
+    );
+    // However long such a flood goes on, the log is cut at its cap (checked every 5 s).
+    let noise = format!(
+        "Dec  1 00:00:00 dnsmasq-dhcp[1]: DHCPDISCOVER(br) {} no address available\n",
+        "x".repeat(40)
+    );
+    let flood = noise.repeat(usize::try_from(LOG_CAP).unwrap() / noise.len() + 100);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&files.log)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, flood.as_bytes()))
+        .unwrap();
+    assert!(size() > LOG_CAP);
+    let until = Instant::now() + Duration::from_secs(8);
+    while size() > LOG_CAP && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(size() <= LOG_CAP, "the log stayed at {} bytes", size());
+    let lease = w
+        .env
+        .client
+        .query_dhcp_lease(&QueryDhcpLeaseRequest {
+            subnet_id: w.id("a1"),
+            mac_address: vm
+                .mac
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":"),
+        })
+        .await;
+    assert!(lease.is_ok(), "a neighbour's lease query failed: {lease:?}");
+    let req = super::subnet_req(&w.env, "va", "a1", 1);
+    w.env
+        .client
+        .create_subnet(&req)
+        .await
+        .expect("subnet healthy");
+    assert_eq!(
+        osac_linux::fabric_manager::dnsmasq::running_pid(&files).await,
+        pid,
+        "dnsmasq was not restarted"
+    );
     w.env.teardown().await;
 }

@@ -108,6 +108,11 @@ pub fn dnsmasq_conf(c: &DnsmasqConf<'_>) -> String {
         "no-resolv",
         "no-hosts",
         "dhcp-authoritative",
+        // No line per DHCP transaction or RA: what a client sends stays out of the log
+        // (dnsmasq still logs refusals and DECLINEs, sanitised to printable characters).
+        "quiet-dhcp",
+        "quiet-dhcp6",
+        "quiet-ra",
     ] {
         line(&mut s, l);
     }

@@ -301,7 +301,7 @@ pub fn anti_spoof(switch_end: &str, id: &PortIdentity) -> String {
 /// present and unfragmented, so every field below is read from this packet; DHCPv6: a client
 /// message type (never a server's, nor a relay's), unfragmented. The offsets are bits from the
 /// UDP header (`@th`): the BOOTP header starts at 64 (op, htype, hlen at 64..88, giaddr at 256,
-/// chaddr at 288), the DHCPv6 message type at 64.
+/// chaddr at 288), the DHCPv6 message type at 64. At most 10 messages a second (burst 20).
 fn dhcp_client_only(s: &mut String, t: &str, c: &str, mac: &str) {
     let chaddr: String = mac.chars().filter(char::is_ascii_hexdigit).collect();
     let udp = "meta l4proto udp udp";
@@ -316,6 +316,9 @@ fn dhcp_client_only(s: &mut String, t: &str, c: &str, mac: &str) {
         format!("{udp} dport 547 udp length < 12 drop"),
         format!("{udp} dport 547 exthdr frag exists drop"),
         format!("{udp} dport 547 @th,64,8 != {{ 1, 3, 4, 5, 6, 8, 9, 11 }} drop"),
+        // A client needs a handful of messages per lease: the server (and what it logs about
+        // refusals) hears at most 10 a second from one port.
+        format!("{udp} dport {{ 67, 547 }} limit rate over 10/second burst 20 packets drop"),
     ] {
         line(s, format!("add rule {t} {c} {rule}"));
     }

@@ -300,6 +300,7 @@ fn anti_spoofing_pins_mac_and_addresses() {
         "meta l4proto udp udp dport 547 udp length < 12 drop",
         "meta l4proto udp udp dport 547 exthdr frag exists drop",
         "meta l4proto udp udp dport 547 @th,64,8 != { 1, 3, 4, 5, 6, 8, 9, 11 } drop",
+        "meta l4proto udp udp dport { 67, 547 } limit rate over 10/second burst 20 packets drop",
     ] {
         let at = s.find(r).unwrap_or_else(|| panic!("{r}\n{s}"));
         assert!(
@@ -371,6 +372,11 @@ fn dnsmasq_gives_router_and_dns_only_to_primary_ports() {
     assert!(c.contains("dhcp-range=10.0.1.0,static,255.255.255.0,3600"));
     assert!(c.contains("dhcp-range=fd00:1::,static,64,3600"));
     assert!(c.contains("enable-ra"));
+    // No line per DHCP transaction or RA: clients' words stay out of the log.
+    for q in ["quiet-dhcp\n", "quiet-dhcp6\n", "quiet-ra\n"] {
+        assert!(c.contains(q), "{q}");
+    }
+    assert!(!c.contains("log-dhcp"));
     assert!(
         c.contains("dhcp-option=option:router\n"),
         "untagged hosts get no router"
