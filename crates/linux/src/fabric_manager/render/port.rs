@@ -161,9 +161,10 @@ pub fn bridge_table() -> String {
     s
 }
 
-/// What a port may send: its MAC, its own addresses plus its allowed addresses (a cluster's
-/// VIPs for its agents — never the subnet's whole VIP block), DHCP discover from 0.0.0.0,
-/// link-local/unspecified IPv6 (ND, DHCPv6 solicit); never DHCP/DHCPv6 server replies nor
+/// What a port may send: untagged frames with its MAC, its own addresses plus its allowed
+/// addresses (a cluster's VIPs for its agents — never the subnet's whole VIP block), DHCP
+/// discover from 0.0.0.0, link-local/unspecified IPv6 (ND, DHCPv6 solicit); DHCP only as a
+/// client about itself (never a server's or relay's message, nor one for another MAC); never
 /// router advertisements, and neighbour advertisements only for its own IPv6 addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortIdentity {
