@@ -4,28 +4,36 @@
 //! - rogue servers: a VM and a bare-metal server send DHCPv4 OFFERs/ACKs (router = itself)
 //!   and DHCPv6 Replies to a VM and a bare-metal neighbour from source ports other than the
 //!   server ports (6767, 5000, 5470), by broadcast and unicast — none may arrive;
-//! - someone else's reservation: they send DHCPDECLINEs naming a neighbour's MAC (`chaddr`),
-//!   also with another hardware type and as a relay (`giaddr`), for its reserved address —
-//!   the neighbours' DHCP clients must still get their reservations (dnsmasq disables a
-//!   declined static address for ten minutes);
+//! - messages only a server or relay sends, to the servers: a BOOTREPLY to port 67, a relayed
+//!   request (`giaddr` set), DHCPv6 Relay-forward and Advertise to `ff02::1:2`, and a DHCPv6
+//!   Solicit in a first fragment — none may leave the port (the neighbours would see them);
+//! - someone else's reservation: DHCPDECLINEs naming a neighbour's MAC (`chaddr`), also with
+//!   another hardware type and as a relay, for its reserved address — none may leave the
+//!   port, and the neighbours' DHCP clients must still get their reservations (dnsmasq
+//!   disables a declined static address for ten minutes);
 //! - a channel past the groups: ports whose group lets in only TCP 80 and out only TCP 22 send
 //!   UDP 68→67 to an outside host through the router, and an outside host sends UDP 67→68 to
-//!   them through a DNAT — neither may arrive.
+//!   them through a DNAT — neither may arrive;
+//! - a workload's words in dnsmasq's log (last test, notes at the end of the file).
 //!
-//! Controls: datagrams between the same machines on other ports arrive; a machine whose group
-//! allows UDP 67 out and UDP 68 in gets the same outside datagrams through.
+//! Controls: datagrams between the same machines on other ports arrive, and so do the
+//! attackers' own DHCPDISCOVER and DHCPv6 Solicit; a machine whose group allows UDP 67 out and
+//! UDP 68 in gets the same outside datagrams through.
 //!
 //! Stopped by: anti-spoofing's DHCP rules (`render::port::dhcp_client_only`: nothing to the
 //! client ports 68/546, only whole unrelayed Ethernet BOOTREQUESTs with the port's own MAC as
-//! `chaddr`), and the DHCP exemptions of the groups tied to the link (`render::dhcp::
-//! exemptions`: none in the router). Mutation-checked: without `dport { 68, 546 } drop` the
-//! rogue OFFERs/ACKs/Replies from ports 6767, 5000 and 5470 reached both neighbours; without
-//! the `chaddr` rule the forged DECLINE disabled the neighbours' reservations and their
-//! clients got no lease; with the exemptions as before in the router and the hosting cluster
-//! (UDP 68→67 and 67→68 accepted whatever the addresses) the VM's and the bare-metal server's
+//! `chaddr`, only unfragmented client message types to 547), and the DHCP exemptions of the
+//! groups tied to the link (`render::dhcp::exemptions`: none in the router).
+//! Mutation-checked: without `dport { 68, 546 } drop` the rogue OFFERs/ACKs/Replies from ports
+//! 6767, 5000 and 5470 reached both neighbours; without the `op`/`htype`/`hlen`, `giaddr`,
+//! DHCPv6 type and fragment rules, the BOOTREPLY, the relayed request, the Relay-forward, the
+//! Advertise and the fragmented Solicit of both attackers reached both neighbours; without
+//! the `chaddr` rule the forged DECLINE disabled the VM neighbour's reservation and its client
+//! got no lease; with the exemptions as before in the router and the hosting cluster (UDP
+//! 68→67 and 67→68 accepted whatever the addresses) the VM's and the bare-metal server's
 //! datagrams left through the router and the outside ones reached both.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use osac_backends::*;
@@ -33,7 +41,7 @@ use osac_linux::dhcp::packet::{MessageType, Request};
 use osac_linux::dhcp::{ClientConfig, DhcpClient, Status, Timing};
 use osac_linux::fabric_manager::dnsmasq::LOG_CAP;
 use osac_linux::names;
-use osac_linux::probe::forge::{Ipv4Frame, Ipv6Frame};
+use osac_linux::probe::forge::{ExtHeader, Ipv4Frame, Ipv6Frame};
 use osac_linux::probe::raw::BROADCAST_MAC;
 use osac_linux::probe::spoof::{
     DHCPACK, DHCPOFFER, DHCPV6_REPLY, Dhcp4Reply, dhcpv6_server_message,
@@ -93,7 +101,13 @@ fn rogue_replies(tag: &str, a: &Machine, v: &Machine) -> Vec<(String, Vec<u8>)> 
 
 /// A DHCPDECLINE of `victim`'s reservation sent by `a`; `htype` and `giaddr` patch the BOOTP
 /// header (1 and 0 for a plain one).
-fn forged_decline(a: &Machine, victim: &Machine, htype: u8, giaddr: Ipv4Addr) -> Vec<u8> {
+fn forged_decline(
+    a: &Machine,
+    victim: &Machine,
+    htype: u8,
+    giaddr: Ipv4Addr,
+    attack: &str,
+) -> Vec<u8> {
     let mut p = Request {
         message_type: MessageType::Decline,
         xid: 0x0bad_cafe,
@@ -102,12 +116,81 @@ fn forged_decline(a: &Machine, victim: &Machine, htype: u8, giaddr: Ipv4Addr) ->
         ciaddr: Ipv4Addr::UNSPECIFIED,
         requested_ip: Some(victim.v4),
         server_id: Some(Ipv4Addr::new(10, 0, 1, 1)),
-        hostname: None,
+        hostname: Some(String::from_utf8_lossy(&marker(attack)).into()),
     }
     .encode();
     p[1] = htype;
     p[24..28].copy_from_slice(&giaddr.octets());
     Ipv4Frame::new(a.mac, BROADCAST_MAC, a.v4, Ipv4Addr::BROADCAST).udp(68, 67, &p)
+}
+
+/// A DHCP request of `a`'s own (its MAC as `chaddr`) carrying `attack`'s marker as host name,
+/// broadcast from 0.0.0.0; `giaddr` set makes it a relayed one.
+fn own_request(a: &Machine, giaddr: Ipv4Addr, attack: &str) -> Vec<u8> {
+    let mut p = Request {
+        message_type: MessageType::Discover,
+        xid: 0x0000_beef,
+        secs: 0,
+        chaddr: a.mac,
+        ciaddr: Ipv4Addr::UNSPECIFIED,
+        requested_ip: None,
+        server_id: None,
+        hostname: Some(String::from_utf8_lossy(&marker(attack)).into()),
+    }
+    .encode();
+    p[24..28].copy_from_slice(&giaddr.octets());
+    Ipv4Frame::new(
+        a.mac,
+        BROADCAST_MAC,
+        Ipv4Addr::UNSPECIFIED,
+        Ipv4Addr::BROADCAST,
+    )
+    .udp(68, 67, &p)
+}
+
+/// Messages `a` sends to the DHCP servers (broadcast, `ff02::1:2`) that only a server or relay
+/// would send, or that hide their header in a fragment; every neighbour would see them.
+fn server_side_requests(tag: &str, a: &Machine) -> Vec<(String, Vec<u8>)> {
+    let name = |n: &str| format!("{tag}-{n}");
+    let servers: Ipv6Addr = "ff02::1:2".parse().unwrap();
+    let to_servers = Ipv6Frame::multicast(a.mac, a.link_local, servers);
+    let dhcp6 = |kind: u8, n: &str| dhcpv6_server_message(kind, 0x77, a.mac, &marker(&name(n)));
+    let mut fragmented = to_servers.clone();
+    fragmented.ext = vec![ExtHeader::Fragment {
+        offset: 0,
+        more: true,
+        id: 9,
+    }];
+    vec![
+        (
+            name("bootreply-to-67"),
+            Ipv4Frame::new(a.mac, BROADCAST_MAC, a.v4, Ipv4Addr::BROADCAST).udp(
+                68,
+                67,
+                &Dhcp4Reply {
+                    marker: marker(&name("bootreply-to-67")),
+                    ..Dhcp4Reply::new(DHCPACK, 1, a.mac, a.v4, a.v4)
+                }
+                .payload(),
+            ),
+        ),
+        (
+            name("relayed-request"),
+            own_request(a, a.v4, &name("relayed-request")),
+        ),
+        (
+            name("dhcp6-relay-forw"),
+            to_servers.udp(546, 547, &dhcp6(12, "dhcp6-relay-forw")),
+        ),
+        (
+            name("dhcp6-advertise"),
+            to_servers.udp(546, 547, &dhcp6(2, "dhcp6-advertise")),
+        ),
+        (
+            name("dhcp6-fragmented-solicit"),
+            fragmented.udp(546, 547, &dhcp6(1, "dhcp6-fragmented-solicit")),
+        ),
+    ]
 }
 
 /// Whether the DHCP client of `m` binds its reserved address within `wait`.
@@ -159,14 +242,32 @@ async fn rogue_dhcp_servers_and_forged_client_messages_never_take_effect() {
             let n = format!("{tag}-ok-6767-6868");
             a.send(Ipv4Frame::new(a.mac, v.mac, a.v4, v.v4).udp(6767, 6868, &marker(&n)));
             controls.push(n);
-            for (htype, giaddr) in [
-                (1, Ipv4Addr::UNSPECIFIED),
-                (6, Ipv4Addr::UNSPECIFIED),
-                (1, a.v4),
+            for (variant, htype, giaddr) in [
+                ("plain", 1, Ipv4Addr::UNSPECIFIED),
+                ("htype6", 6, Ipv4Addr::UNSPECIFIED),
+                ("relayed", 1, a.v4),
             ] {
-                a.send(forged_decline(a, v, htype, giaddr));
+                let n = format!("{tag}-decline-{variant}");
+                a.send(forged_decline(a, v, htype, giaddr, &n));
+                attacks.push(n);
             }
         }
+        for (n, f) in server_side_requests(who, a) {
+            a.send(f);
+            attacks.push(n);
+        }
+        // Its own requests pass (and reach the neighbours as broadcast and multicast do).
+        let n = format!("{who}-ok-own-discover");
+        a.send(own_request(a, Ipv4Addr::UNSPECIFIED, &n));
+        controls.push(n);
+        let n = format!("{who}-ok-dhcp6-solicit");
+        let servers: Ipv6Addr = "ff02::1:2".parse().unwrap();
+        a.send(Ipv6Frame::multicast(a.mac, a.link_local, servers).udp(
+            546,
+            547,
+            &dhcpv6_server_message(1, 0x78, a.mac, &marker(&n)),
+        ));
+        controls.push(n);
     }
     let refs: Vec<(&str, &osac_linux::probe::Capture)> =
         caps.iter().map(|(n, c)| (*n, c)).collect();
@@ -180,10 +281,7 @@ async fn rogue_dhcp_servers_and_forged_client_messages_never_take_effect() {
         "ordinary datagrams must arrive: {missing:?}"
     );
     let seen = leaked(&refs, &attacks);
-    assert!(
-        seen.is_empty(),
-        "rogue DHCP server messages arrived: {seen:?}"
-    );
+    assert!(seen.is_empty(), "forged DHCP messages arrived: {seen:?}");
     for (who, v) in [("the VM", &vm), ("the bare-metal server", &bm)] {
         assert!(
             gets_its_lease(v, Duration::from_secs(8)),
