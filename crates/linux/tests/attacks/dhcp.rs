@@ -28,8 +28,9 @@
 //! 6767, 5000 and 5470 reached both neighbours; without the `op`/`htype`/`hlen`, `giaddr`,
 //! DHCPv6 type and fragment rules, the BOOTREPLY, the relayed request, the Relay-forward, the
 //! Advertise and the fragmented Solicit of both attackers reached both neighbours; without
-//! the `chaddr` rule the forged DECLINE disabled the VM neighbour's reservation and its client
-//! got no lease; with the exemptions as before in the router and the hosting cluster (UDP
+//! the `chaddr` rule the plain forged DECLINEs reached both neighbours, and (with the capture
+//! check skipped) dnsmasq disabled the VM neighbour's reservation: its client got no lease;
+//! with the exemptions as before in the router and the hosting cluster (UDP
 //! 68→67 and 67→68 accepted whatever the addresses) the VM's and the bare-metal server's
 //! datagrams left through the router and the outside ones reached both.
 
