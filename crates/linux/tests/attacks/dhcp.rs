@@ -18,7 +18,9 @@
 //!
 //! Controls: datagrams between the same machines on other ports arrive, and so do the
 //! attackers' own DHCPDISCOVER and DHCPv6 Solicit; a machine whose group allows UDP 67 out and
-//! UDP 68 in gets the same outside datagrams through.
+//! UDP 68 in gets the same outside datagrams through; the narrowly grouped ports still get
+//! their DHCPv4 and DHCPv6 leases (with no exemption in the hosting cluster, the VM got
+//! neither).
 //!
 //! Stopped by: anti-spoofing's DHCP rules (`render::port::dhcp_client_only`: nothing to the
 //! client ports 68/546, only whole unrelayed Ethernet BOOTREQUESTs with the port's own MAC as
@@ -39,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use osac_backends::*;
 use osac_linux::dhcp::packet::{MessageType, Request};
-use osac_linux::dhcp::{ClientConfig, DhcpClient, Status, Timing};
+use osac_linux::dhcp::{Client6Config, ClientConfig, Dhcp6Client, DhcpClient, Status, Timing};
 use osac_linux::fabric_manager::dnsmasq::LOG_CAP;
 use osac_linux::names;
 use osac_linux::probe::forge::{ExtHeader, Ipv4Frame, Ipv6Frame};
@@ -192,6 +194,25 @@ fn server_side_requests(tag: &str, a: &Machine) -> Vec<(String, Vec<u8>)> {
             fragmented.udp(546, 547, &dhcp6(1, "dhcp6-fragmented-solicit")),
         ),
     ]
+}
+
+/// Whether the DHCPv6 client of `m` binds its reserved address within `wait`.
+fn gets_its_lease6(m: &Machine, wait: Duration) -> bool {
+    let client = Dhcp6Client::start(Client6Config {
+        netns: m.ns.clone(),
+        ifname: m.ifname.clone(),
+        mac: m.mac,
+        timing: Timing::default(),
+    })
+    .expect("client");
+    let until = Instant::now() + wait;
+    while Instant::now() < until {
+        if let Status::Bound(a) = client.status() {
+            return a.address == m.v6;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
 }
 
 /// Whether the DHCP client of `m` binds its reserved address within `wait`.
@@ -407,6 +428,17 @@ async fn dhcp_ports_are_no_channel_past_security_groups() {
     for who in ["vm", "bm"] {
         if arrived(who) {
             problems.push(format!("{who}: UDP 68→67 left through the router"));
+        }
+    }
+    // DHCP itself still passes between these ports and their server, groups or not (for the
+    // VM, through the hosting cluster's exemptions: to the broadcast address and ff02::1:2
+    // out, from the gateway's addresses in).
+    for (who, m) in [("vm", &evil), ("bm", &evil_bm)] {
+        if !gets_its_lease(m, Duration::from_secs(8)) {
+            problems.push(format!("{who}: no DHCPv4 lease"));
+        }
+        if !gets_its_lease6(m, Duration::from_secs(8)) {
+            problems.push(format!("{who}: no DHCPv6 lease"));
         }
     }
     assert!(problems.is_empty(), "{problems:#?}");
