@@ -5,26 +5,44 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::{TableSite, line};
 
-/// The set of a VN table holding its subnets' DHCPv4 server addresses (their gateways).
+/// The sets of a VN table holding its subnets' DHCP server addresses: the gateways' IPv4
+/// addresses, and their IPv6 link-local ones (DHCPv6 answers from there).
 const SERVERS4: &str = "dhcp4";
+const SERVERS6: &str = "dhcp6";
 
-/// Declares a VN table's set of DHCPv4 server addresses (idempotent).
+/// Declares a VN table's sets of DHCP server addresses (idempotent).
 pub(super) fn declare_servers(t: &str) -> String {
-    format!("add set {t} {SERVERS4} {{ type ipv4_addr; }}")
+    format!(
+        "add set {t} {SERVERS4} {{ type ipv4_addr; }}\nadd set {t} {SERVERS6} {{ type ipv6_addr; }}"
+    )
 }
 
-/// Adds a subnet's DHCPv4 server (its gateway address) to a hosting cluster's VN table, so
-/// DHCP between the subnet's VMs and that server passes its security groups (idempotent).
-pub fn add_dhcp_server(table: &str, gateway: Ipv4Addr) -> String {
-    format!("add element inet {table} {SERVERS4} {{ {gateway} }}\n")
+/// Adds a subnet's DHCP servers (its gateway's IPv4 address and IPv6 link-local address) to a
+/// hosting cluster's VN table, so DHCP between the subnet's VMs and them passes their security
+/// groups (idempotent).
+pub fn add_dhcp_server(table: &str, v4: Option<Ipv4Addr>, link_local: Option<Ipv6Addr>) -> String {
+    let mut s = String::new();
+    if let Some(a) = v4 {
+        line(
+            &mut s,
+            format!("add element inet {table} {SERVERS4} {{ {a} }}"),
+        );
+    }
+    if let Some(a) = link_local {
+        line(
+            &mut s,
+            format!("add element inet {table} {SERVERS6} {{ {a} }}"),
+        );
+    }
+    s
 }
 
 /// DHCP exempt from security groups in a VN table's forward chains (`client`: the port's
 /// egress chain, else its ingress chain): only the exchange between a VM and its subnet's own
 /// DHCP server, which is link-scoped — requests to the IPv4 broadcast address or to a gateway
-/// of the VN (a renewal is unicast to the server), or to `ff02::1:2`; replies from a gateway
-/// address or from a link-local address (a router never forwards a link-local source; ports
-/// may send no server message at all, see anti-spoofing). That exchange crosses the forward
+/// of the VN (a renewal is unicast to the server), or to `ff02::1:2`; replies from a gateway's
+/// IPv4 or link-local address (a router never forwards a link-local source; ports may send no
+/// server message at all, see anti-spoofing). That exchange crosses the forward
 /// hook only in a hosting cluster, bridged between the VM and the VXLAN port. In the router
 /// it never does — its DHCP server is reached through the input hook and answers from the
 /// output hook — so the router's forward chains exempt nothing: a datagram between ports 67
@@ -42,7 +60,7 @@ pub(super) fn exemptions(s: &mut String, t: &str, chain: &str, client: bool, sit
     } else {
         vec![
             format!("meta nfproto ipv4 ip saddr @{SERVERS4} udp sport 67 udp dport 68"),
-            "meta nfproto ipv6 ip6 saddr fe80::/10 udp sport 547 udp dport 546".to_string(),
+            format!("meta nfproto ipv6 ip6 saddr @{SERVERS6} udp sport 547 udp dport 546"),
         ]
     };
     for r in rules {

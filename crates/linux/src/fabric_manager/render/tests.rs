@@ -67,15 +67,16 @@ fn hosting_table_only_acts_on_its_vn_bridges() {
 #[test]
 fn hosting_table_exempts_only_dhcp_between_a_vm_and_its_subnets_server() {
     let s = vn_table("osac-x", TableSite::Hosting);
-    assert!(s.contains("add set inet osac-x dhcp4 { type ipv4_addr; }"));
+    assert!(s.contains("add set inet osac-x dhcp4 { type ipv4_addr; }\n"));
+    assert!(s.contains("add set inet osac-x dhcp6 { type ipv6_addr; }\n"));
     // Requests: broadcast, unicast to a gateway of the VN, or the DHCPv6 servers' group.
     for r in [
         "sgout meta nfproto ipv4 ip daddr 255.255.255.255 udp sport 68 udp dport 67 accept",
         "sgout meta nfproto ipv4 ip daddr @dhcp4 udp sport 68 udp dport 67 accept",
         "sgout meta nfproto ipv6 ip6 daddr ff02::1:2 udp sport 546 udp dport 547 accept",
-        // Replies: from a gateway address, or from a link-local one (never routed).
+        // Replies: from a gateway's address, IPv4 or link-local (never routed).
         "sgin meta nfproto ipv4 ip saddr @dhcp4 udp sport 67 udp dport 68 accept",
-        "sgin meta nfproto ipv6 ip6 saddr fe80::/10 udp sport 547 udp dport 546 accept",
+        "sgin meta nfproto ipv6 ip6 saddr @dhcp6 udp sport 547 udp dport 546 accept",
     ] {
         assert!(
             s.contains(&format!("add rule inet osac-x {r}\n")),
@@ -93,9 +94,14 @@ fn hosting_table_exempts_only_dhcp_between_a_vm_and_its_subnets_server() {
         "no other DHCPv6 exemption"
     );
     assert_eq!(
-        add_dhcp_server("osac-x", "10.0.1.1".parse().unwrap()),
-        "add element inet osac-x dhcp4 { 10.0.1.1 }\n"
+        add_dhcp_server(
+            "osac-x",
+            Some("10.0.1.1".parse().unwrap()),
+            Some("fe80::1".parse().unwrap())
+        ),
+        "add element inet osac-x dhcp4 { 10.0.1.1 }\nadd element inet osac-x dhcp6 { fe80::1 }\n"
     );
+    assert_eq!(add_dhcp_server("osac-x", None, None), "");
 }
 
 #[test]
