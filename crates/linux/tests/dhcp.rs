@@ -232,3 +232,72 @@ fn without_router_option_no_default_route_and_lost_server_drops_the_address() {
     let addrs = eth0_ipv4(&lab);
     assert!(!addrs.contains("10.99.0.23"), "{addrs}");
 }
+
+/// The transaction id of a DHCPv4 request in `frame` (Ethernet, IPv4, UDP to port 67).
+fn request_xid(frame: &[u8]) -> Option<u32> {
+    let ip = frame.get(14..)?;
+    if frame.get(12..14)? != [0x08, 0x00] || *ip.get(9)? != 17 {
+        return None;
+    }
+    let udp = ip.get(usize::from(ip[0] & 0x0f) * 4..)?;
+    if udp.get(2..4)? != [0, 67] {
+        return None;
+    }
+    let b = udp.get(8..12 + 8)?;
+    (b[0] == 1).then(|| u32::from_be_bytes([b[4], b[5], b[6], b[7]]))
+}
+
+/// A rogue server on the link answers every request it sees — the renewals' transaction ids
+/// are broadcast — with an ACK naming itself as server and router, once the real server is
+/// gone. The client, which took the real server's OFFER, never takes the rogue's ACK.
+///
+/// Stopped by: `dhcp::client` hearing only the server whose OFFER it took (`answers`).
+/// Mutation-checked: with any server's reply accepted, the machine's default route went
+/// through the rogue (10.99.0.66) at the first renewal.
+#[test]
+fn a_rogue_server_is_never_heard_after_the_real_ones_offer() {
+    use osac_linux::probe::capture::Capture;
+    use osac_linux::probe::forge::Ipv4Frame;
+    use osac_linux::probe::raw::BROADCAST_MAC;
+    use osac_linux::probe::spoof::{DHCPACK, Dhcp4Reply};
+    use std::net::Ipv4Addr;
+
+    if !can_run() {
+        return;
+    }
+    let mut lab = lab("r", &["--dhcp-option=option:router,10.99.0.1"]);
+    let c = client(&lab);
+    let a = wait_bound(&c);
+    assert_eq!(a.address.to_string(), "10.99.0.23");
+    let _ = lab.dnsmasq.kill();
+    let _ = lab.dnsmasq.wait();
+    let cap = Capture::start(&lab.srv, "s0").expect("capture");
+    let rogue = Ipv4Addr::new(10, 99, 0, 66);
+    let mac = osac_linux::dhcp::packet::parse_mac(MAC).expect("mac");
+    let (mut seen, mut answered) = (0, 0);
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        let frames = cap.frames();
+        for f in &frames[seen..] {
+            if let Some(xid) = request_xid(f) {
+                let ack =
+                    Dhcp4Reply::new(DHCPACK, xid, mac, a.address, rogue).frame(&Ipv4Frame::new(
+                        [2, 0, 0, 0, 0, 0x66],
+                        BROADCAST_MAC,
+                        rogue,
+                        Ipv4Addr::BROADCAST,
+                    ));
+                osac_linux::probe::send_frame(&lab.srv, "s0", ack).expect("send");
+                answered += 1;
+            }
+        }
+        seen = frames.len();
+        let routes = default_route(&lab);
+        assert!(
+            !routes.contains("10.99.0.66"),
+            "the rogue became the gateway: {routes}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(answered > 0, "the rogue saw no request to answer");
+}

@@ -301,6 +301,11 @@ mod tests {
         }
         let mut s = render::vn_table("t", TableSite::Hosting);
         s.push_str(&render::add_bridge("t", "br-1"));
+        s.push_str(&render::add_dhcp_server(
+            "t",
+            Some("10.0.1.1".parse().unwrap()),
+            Some("fe80::1".parse().unwrap()),
+        ));
         s.push_str(&render::bridge_table());
         assert!(!needs_full_cache(&s), "{}", compact(&s));
     }

@@ -164,7 +164,8 @@ fn run(cfg: &ClientConfig, shared: &Shared<Applied>) -> io::Result<()> {
         shared,
         socket,
         applied: None,
-        xid: seed_xid(&cfg.mac),
+        xid: random_xid(&cfg.mac),
+        server: None,
     };
     let result = machine.run();
     if shared.flush_on_stop.load(Ordering::Relaxed)
@@ -175,9 +176,16 @@ fn run(cfg: &ClientConfig, shared: &Shared<Applied>) -> io::Result<()> {
     result
 }
 
-/// A first transaction id: the MAC's low bytes mixed with the clock (clients of different
-/// interfaces, and restarts of one, start apart).
-pub(crate) fn seed_xid(mac: &[u8; 6]) -> u32 {
+/// A fresh random transaction id for every exchange (the kernel's `getrandom`): a neighbour
+/// who sees one of our broadcasts cannot tell the next one. Should the kernel refuse (it does
+/// not once booted), the MAC's low bytes mixed with the clock.
+pub(crate) fn random_xid(mac: &[u8; 6]) -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: the buffer is valid for writes of its length.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if usize::try_from(n).ok() == Some(b.len()) {
+        return u32::from_ne_bytes(b);
+    }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -191,6 +199,9 @@ struct Machine<'a> {
     socket: Socket,
     applied: Option<Applied>,
     xid: u32,
+    /// The server whose OFFER we took (its server identifier): from then on only its replies
+    /// count, until the lease is lost and discovery starts over.
+    server: Option<Ipv4Addr>,
 }
 
 type Outcome = super::worker::Outcome<Reply>;
@@ -198,9 +209,11 @@ type Outcome = super::worker::Outcome<Reply>;
 impl Machine<'_> {
     fn run(&mut self) -> io::Result<()> {
         while !self.shared.stopping() {
+            self.server = None;
             let Some(offer) = self.discover()? else {
                 return Ok(());
             };
+            self.server = offer.server_id;
             let req = self.request(MessageType::Request, Ipv4Addr::UNSPECIFIED, &offer);
             match self.exchange(&req, self.cfg.timing.max_wait)? {
                 Outcome::Reply(ack) if ack.message_type == MessageType::Ack => {
@@ -219,7 +232,7 @@ impl Machine<'_> {
     }
 
     fn request(&mut self, kind: MessageType, ciaddr: Ipv4Addr, offer: &Reply) -> Request {
-        self.xid = self.xid.wrapping_add(1);
+        self.xid = random_xid(&self.cfg.mac);
         let selecting = ciaddr.is_unspecified() && kind == MessageType::Request;
         Request {
             message_type: kind,
@@ -237,7 +250,7 @@ impl Machine<'_> {
     fn discover(&mut self) -> io::Result<Option<Reply>> {
         let mut wait = self.cfg.timing.initial_wait;
         loop {
-            self.xid = self.xid.wrapping_add(1);
+            self.xid = random_xid(&self.cfg.mac);
             let req = Request {
                 message_type: MessageType::Discover,
                 xid: self.xid,
@@ -330,7 +343,7 @@ impl Machine<'_> {
         self.shared.sleep(d)
     }
 
-    /// Broadcasts `req` and waits up to `wait` for a matching reply.
+    /// Broadcasts `req` and waits up to `wait` for a reply answering it ([`answers`]).
     fn exchange(&self, req: &Request, wait: Duration) -> io::Result<Outcome> {
         let to = SocketAddrV4::new(Ipv4Addr::BROADCAST, SERVER_PORT);
         if let Err(e) = self.socket.send_to(&req.encode(), &to.into()) {
@@ -346,7 +359,85 @@ impl Machine<'_> {
         Outcome::receive(&self.socket, self.shared, wait, 1500, |bytes| {
             Reply::decode(bytes)
                 .ok()
-                .filter(|r| r.xid == req.xid && r.chaddr == self.cfg.mac)
+                .filter(|r| answers(r, req, self.server))
         })
+    }
+}
+
+/// Whether `r` answers `req`: same transaction and client, and sent by a server that names
+/// itself (option 54) — once an OFFER was taken, by that `server` only. A reply from any other
+/// server (a rogue on the link) is ignored, whatever it offers.
+fn answers(r: &Reply, req: &Request, server: Option<Ipv4Addr>) -> bool {
+    r.xid == req.xid
+        && r.chaddr == req.chaddr
+        && r.server_id.is_some()
+        && (server.is_none() || r.server_id == server)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(xid: u32, server: Option<Ipv4Addr>) -> Reply {
+        Reply {
+            message_type: MessageType::Ack,
+            xid,
+            chaddr: [2, 0, 0, 0, 0, 1],
+            yiaddr: Ipv4Addr::new(10, 0, 1, 2),
+            server_id: server,
+            prefix_len: None,
+            routers: vec![],
+            dns: vec![],
+            mtu: None,
+            lease_seconds: None,
+            renewal_seconds: None,
+            rebinding_seconds: None,
+            classless_routes: vec![],
+        }
+    }
+
+    #[test]
+    fn only_the_server_whose_offer_was_taken_is_heard() {
+        let req = Request {
+            message_type: MessageType::Request,
+            xid: 7,
+            secs: 0,
+            chaddr: [2, 0, 0, 0, 0, 1],
+            ciaddr: Ipv4Addr::UNSPECIFIED,
+            requested_ip: None,
+            server_id: None,
+            hostname: None,
+        };
+        let (gw, rogue) = (Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 1, 66));
+        assert!(
+            answers(&reply(7, Some(gw)), &req, None),
+            "discovery: any named server"
+        );
+        assert!(
+            !answers(&reply(7, None), &req, None),
+            "a server names itself"
+        );
+        assert!(answers(&reply(7, Some(gw)), &req, Some(gw)));
+        assert!(
+            !answers(&reply(7, Some(rogue)), &req, Some(gw)),
+            "another server"
+        );
+        assert!(
+            !answers(&reply(8, Some(gw)), &req, Some(gw)),
+            "another transaction"
+        );
+    }
+
+    #[test]
+    fn transaction_ids_are_random() {
+        let mac = [2, 0, 0, 0, 0, 1];
+        let ids: std::collections::BTreeSet<u32> = (0..64).map(|_| random_xid(&mac)).collect();
+        assert!(ids.len() > 60, "{ids:?}");
+        let mut sorted: Vec<u32> = ids.into_iter().collect();
+        sorted.sort_unstable();
+        assert!(
+            sorted.windows(2).filter(|w| w[1] - w[0] == 1).count() < 2,
+            "not sequential"
+        );
     }
 }

@@ -127,7 +127,7 @@ fn run(cfg: &Client6Config, shared: &Shared<Applied6>) -> io::Result<()> {
         duid: duid_ll(&cfg.mac),
         iaid: iaid_of(&cfg.mac),
         applied: None,
-        xid: seed_xid(&cfg.mac),
+        xid: random_xid(&cfg.mac),
     };
     let result = machine.run();
     if shared.flush_on_stop.load(Ordering::Relaxed)
@@ -138,9 +138,9 @@ fn run(cfg: &Client6Config, shared: &Shared<Applied6>) -> io::Result<()> {
     result
 }
 
-/// A DHCPv6 transaction id is 24 bits: the DHCPv4 seed, cut to size.
-fn seed_xid(mac: &[u8; 6]) -> u32 {
-    super::client::seed_xid(mac) & 0x00ff_ffff
+/// A DHCPv6 transaction id is 24 bits: a random DHCPv4 one, cut to size.
+fn random_xid(mac: &[u8; 6]) -> u32 {
+    super::client::random_xid(mac) & 0x00ff_ffff
 }
 
 struct Machine6<'a> {
@@ -197,7 +197,7 @@ impl Machine6<'_> {
     }
 
     fn next_xid(&mut self) {
-        self.xid = self.xid.wrapping_add(1) & 0x00ff_ffff;
+        self.xid = random_xid(&self.cfg.mac);
     }
 
     /// The address `m` grants our IA (success status, valid lifetime > 0).

@@ -366,11 +366,13 @@ impl ServerMessage {
         self.ia_na.iter().find(|ia| ia.iaid == iaid)
     }
 
-    /// Whether this answers `req`: same transaction, our client id echoed, a server id.
+    /// Whether this answers `req`: same transaction, our client id echoed, a server id — the
+    /// one `req` addresses when it names one (a Request or Renew): no other server is heard.
     pub fn answers(&self, req: &ClientMessage) -> bool {
         self.xid == req.xid & 0x00ff_ffff
             && self.client_id.as_deref() == Some(req.client_id.as_slice())
             && self.server_id.is_some()
+            && (req.server_id.is_none() || self.server_id == req.server_id)
     }
 }
 

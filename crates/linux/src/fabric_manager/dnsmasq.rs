@@ -8,7 +8,10 @@
 //! and only then reads the hosts directory: that one lives under
 //! [`LinuxSettings::dhcp_hosts_root`], a directory every user may traverse, so the state
 //! directory may stay private. What dnsmasq logs as a problem after its last start is
-//! reported as an operation failure ([`health`]), never left to a silent wait for a lease.
+//! reported as an operation failure ([`health`]), never left to a silent wait for a lease —
+//! read from dnsmasq's own lines only, never from text a client sent ([`problem_in_log`]).
+//! dnsmasq logs no DHCP transaction (`quiet-dhcp`), and each log is kept under [`LOG_CAP`]
+//! ([`bound_logs`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,8 +51,14 @@ impl DnsmasqFiles {
         }
     }
 
-    fn all(&self) -> [&PathBuf; 4] {
-        [&self.conf, &self.leases, &self.pid, &self.log]
+    fn all(&self) -> [PathBuf; 5] {
+        [
+            self.conf.clone(),
+            self.leases.clone(),
+            self.pid.clone(),
+            self.log.clone(),
+            self.log.with_extension("log.1"),
+        ]
     }
 
     /// Every host entry of the hosts directory, sorted, one per line (for inspection).
@@ -107,38 +116,130 @@ pub fn ensure_hosts_root(settings: &LinuxSettings) -> Result<(), LinuxError> {
     Ok(())
 }
 
-/// What dnsmasq logged as a problem since its last start (`None`: nothing): a line of its log
-/// after the last "started" line that says it could not read, open or bind something. The
-/// log is dnsmasq's own (`log-facility`), so the text names the cause ("bad dynamic directory
-/// …: Permission denied").
+/// dnsmasq's own lines: `<time> dnsmasq[<pid>]: <message>` (`dnsmasq-dhcp[…]` lines are
+/// about DHCP traffic and may quote what a client sent). The message, if `l` is one.
+fn own_message(l: &str) -> Option<&str> {
+    let (tag, message) = l.split_once("]: ")?;
+    let name = tag.rsplit_once('[')?.0.rsplit(' ').next()?;
+    (name == "dnsmasq").then_some(message)
+}
+
+/// Whether `l` is a DHCP line whose message starts with `prefix` (dnsmasq's own words).
+fn dhcp_message_starts(l: &str, prefix: &str) -> bool {
+    l.split_once("dnsmasq-dhcp[")
+        .and_then(|(_, rest)| rest.split_once("]: "))
+        .is_some_and(|(_, m)| m.starts_with(prefix))
+}
+
+/// The log since dnsmasq's last start (the whole log if it has none).
+fn since_last_start(log: &str) -> &str {
+    let mut at = 0;
+    let mut start = None;
+    for l in log.split_inclusive('\n') {
+        if own_message(l).is_some_and(|m| m.starts_with("started, version")) {
+            start = Some(at);
+        }
+        at += l.len();
+    }
+    start.map_or(log, |at| &log[at..])
+}
+
+/// What dnsmasq logged as a problem since its last start (`None`: nothing): one of its own
+/// lines (tag `dnsmasq`, never `dnsmasq-dhcp`) whose message *begins* with a sign that it
+/// could not read, open or bind something. The log is dnsmasq's own (`log-facility`), so the
+/// text names the cause ("bad dynamic directory …: Permission denied"). Text a client
+/// controls (a DECLINE's message, a host name) only ever appears inside a `dnsmasq-dhcp`
+/// line's message — dnsmasq keeps only its printable characters, so it can neither begin a
+/// line nor a message — and is never read as a problem, nor repeated in one.
 pub fn problem_in_log(log: &str) -> Option<String> {
-    const SIGNS: [&str; 9] = [
+    const SIGNS: [&str; 10] = [
         "bad dynamic directory",
-        "permission denied",
+        "cannot access",
+        "failed to load",
         "failed to access",
         "failed to open",
         "failed to read",
-        "failed to create listening socket",
+        "failed to create",
         "cannot read",
         "cannot open",
         "bad dhcp-host",
     ];
-    let since_start = log
-        .rsplit_once(": started, version")
-        .map_or(log, |(_, rest)| rest);
-    since_start
-        .lines()
-        .find(|l| {
-            let l = l.to_ascii_lowercase();
-            SIGNS.iter().any(|s| l.contains(s))
-        })
-        .map(|l| {
-            // "Dec  1 18:51:58 dnsmasq[7294]: bad dynamic …" → "bad dynamic …"
-            l.split_once("]: ").map_or(l, |(_, m)| m).trim().to_string()
-        })
+    since_last_start(log).lines().find_map(|l| {
+        let m = own_message(l)?;
+        let lower = m.to_ascii_lowercase();
+        SIGNS
+            .iter()
+            .any(|s| lower.starts_with(s))
+            .then(|| m.trim().to_string())
+    })
 }
 
-/// The last 64 KiB of dnsmasq's log (it only grows, by one line per problem or start).
+/// Log size beyond which [`bound_log`] cuts a dnsmasq log.
+pub const LOG_CAP: u64 = 256 * 1024;
+
+/// Keeps a dnsmasq log under `cap` bytes: a longer one is moved to `<log>.1` (replacing the
+/// previous one) and the log restarts with what [`health`] reads — dnsmasq's own lines since
+/// its last start, at most 16 KiB of them. dnsmasq appends (`O_APPEND`), so it writes on at
+/// the new end. Returns whether it cut.
+pub async fn bound_log(log: &Path, cap: u64) -> Result<bool, LinuxError> {
+    use tokio::io::AsyncWriteExt;
+    let len = match tokio::fs::metadata(log).await {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_err(log, e)),
+    };
+    if len <= cap {
+        return Ok(false);
+    }
+    let bytes = tokio::fs::read(log).await.map_err(|e| io_err(log, e))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut kept = String::new();
+    for l in since_last_start(&text)
+        .lines()
+        .filter(|l| own_message(l).is_some())
+    {
+        if kept.len() + l.len() + 1 > 16 * 1024 {
+            break;
+        }
+        kept.push_str(l);
+        kept.push('\n');
+    }
+    let old = log.with_extension("log.1");
+    tokio::fs::write(&old, &bytes)
+        .await
+        .map_err(|e| io_err(&old, e))?;
+    let mut f = tokio::fs::OpenOptions::new()
+        .append(true)
+        .open(log)
+        .await
+        .map_err(|e| io_err(log, e))?;
+    f.set_len(0).await.map_err(|e| io_err(log, e))?;
+    f.write_all(kept.as_bytes())
+        .await
+        .map_err(|e| io_err(log, e))?;
+    Ok(true)
+}
+
+/// Bounds every dnsmasq log under `<state_dir>/dnsmasq/` ([`bound_log`] at [`LOG_CAP`]) every
+/// few seconds, until `alive` says the fabric is gone.
+pub async fn bound_logs(settings: &LinuxSettings, alive: impl Fn() -> bool) {
+    let dir = settings.state_dir.join("dnsmasq");
+    while alive() {
+        if let Ok(mut rd) = tokio::fs::read_dir(&dir).await {
+            while let Ok(Some(e)) = rd.next_entry().await {
+                let path = e.path();
+                if path.extension().is_some_and(|x| x == "log")
+                    && let Err(err) = bound_log(&path, LOG_CAP).await
+                {
+                    tracing::warn!(error = %err, "cannot bound a dnsmasq log");
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    }
+}
+
+/// The last 64 KiB of dnsmasq's log.
 async fn log_tail(files: &DnsmasqFiles) -> String {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
     let Ok(mut f) = tokio::fs::File::open(&files.log).await else {
@@ -169,18 +270,26 @@ pub async fn health(files: &DnsmasqFiles, just_started: bool) -> Result<(), Linu
         }
         // It has read its host entries (only logged when there are some): nothing to wait for.
         let read = format!("read {}", files.hosts.display());
-        if log
-            .rsplit_once(": started, version")
-            .is_some_and(|(_, since)| since.contains(&read))
+        if since_last_start(&log)
+            .lines()
+            .any(|l| dhcp_message_starts(l, &read))
         {
             break;
         }
     }
     if running_pid(files).await.is_none() {
+        // Only dnsmasq's own last line: the log's last line may quote a client.
         let log = log_tail(files).await;
-        let last = log.lines().last().unwrap_or("no log").to_string();
+        let last = log
+            .lines()
+            .rev()
+            .find_map(own_message)
+            .unwrap_or("none")
+            .trim()
+            .to_string();
         return Err(LinuxError::Dhcp(format!(
-            "dnsmasq is not running (last log line: {last})"
+            "dnsmasq is not running (its last own log line: {last}; log: {})",
+            files.log.display()
         )));
     }
     Ok(())
@@ -374,10 +483,10 @@ pub async fn remove(files: &DnsmasqFiles) -> Result<(), LinuxError> {
         Err(e) => return Err(io_err(&files.hosts, e)),
     }
     for f in files.all() {
-        match tokio::fs::remove_file(f).await {
+        match tokio::fs::remove_file(&f).await {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(f, e)),
+            Err(e) => return Err(io_err(&f, e)),
         }
     }
     Ok(())
@@ -403,5 +512,57 @@ mod tests {
         );
         assert_eq!(problem_in_log(&restarted), None, "fixed by the restart");
         assert_eq!(problem_in_log(""), None);
+    }
+
+    #[test]
+    fn what_a_client_sends_is_never_a_problem() {
+        // A DECLINE's message (sanitised by dnsmasq: printable characters only) quoting a
+        // problem and a whole forged line.
+        let log = "Dec  1 18:51:58 dnsmasq[7294]: started, version 2.90 DNS disabled\n\
+            Dec  1 18:52:07 dnsmasq-dhcp[7294]: DHCPDECLINE(br0) 10.0.1.5 02:00:00:00:00:05 \
+            permission denied Dec  1 18:52:07 dnsmasq[7294]: bad dynamic directory /x: \
+            Permission denied\n\
+            Dec  1 18:52:07 dnsmasq-dhcp[7294]: bad dynamic directory /x: Permission denied\n\
+            Dec  1 18:52:08 dnsmasq[7294]: exiting on receipt of SIGTERM\n";
+        assert_eq!(problem_in_log(log), None);
+        // Nor is a client's forged start line a new start.
+        let forged = "Dec  1 18:51:58 dnsmasq[7294]: started, version 2.90 DNS disabled\n\
+            Dec  1 18:51:58 dnsmasq[7294]: bad dynamic directory /x/h.d: Permission denied\n\
+            Dec  1 18:52:07 dnsmasq-dhcp[7294]: DHCPDECLINE(br0) 10.0.1.5 02:00:00:00:00:05 \
+            Dec  1 18:51:58 dnsmasq[7294]: started, version 2.90 DNS disabled\n";
+        assert!(problem_in_log(forged).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_log_over_its_cap_keeps_only_dnsmasqs_lines_since_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("s.log");
+        let mut text = String::from(
+            "Dec  1 18:50:00 dnsmasq[1]: started, version 2.90 DNS disabled\n\
+             Dec  1 18:51:58 dnsmasq[7]: started, version 2.90 DNS disabled\n\
+             Dec  1 18:51:58 dnsmasq[7]: bad dynamic directory /x/h.d: Permission denied\n",
+        );
+        for n in 0..2000 {
+            text.push_str(&format!(
+                "Dec  1 18:52:07 dnsmasq-dhcp[7]: DHCPDECLINE(br0) 10.0.1.5 02:00:00:00:00:05 n{n}\n"
+            ));
+        }
+        tokio::fs::write(&log, &text).await.unwrap();
+        assert!(!bound_log(&log, 1 << 20).await.unwrap(), "under the cap");
+        assert!(bound_log(&log, 4096).await.unwrap());
+        let kept = tokio::fs::read_to_string(&log).await.unwrap();
+        assert_eq!(
+            kept,
+            "Dec  1 18:51:58 dnsmasq[7]: started, version 2.90 DNS disabled\n\
+             Dec  1 18:51:58 dnsmasq[7]: bad dynamic directory /x/h.d: Permission denied\n"
+        );
+        assert!(
+            problem_in_log(&kept).is_some(),
+            "health still sees the problem"
+        );
+        let old = tokio::fs::read_to_string(log.with_extension("log.1"))
+            .await
+            .unwrap();
+        assert_eq!(old, text, "the cut log is kept once");
     }
 }

@@ -69,13 +69,19 @@ impl LinuxFabric {
         };
         crate::kernel::ensure_external(&settings).await?;
         crate::kernel::ensure_park().await?;
+        let inner = Arc::new(Mutex::new(Inner {
+            settings: settings.clone(),
+            store,
+            model,
+        }));
+        // dnsmasq logs stay bounded whatever the workloads send, while this fabric lives.
+        let alive = Arc::downgrade(&inner);
+        tokio::spawn(async move {
+            dnsmasq::bound_logs(&settings, || alive.strong_count() > 0).await;
+        });
         Ok(LinuxFabric {
             registration,
-            inner: Arc::new(Mutex::new(Inner {
-                settings,
-                store,
-                model,
-            })),
+            inner,
         })
     }
 

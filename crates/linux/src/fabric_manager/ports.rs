@@ -264,6 +264,13 @@ impl Inner {
             // The hosting cluster's copy of the VN table goes into the port's transaction below.
             prelude.push_str(&render::vn_table(&table, TableSite::Hosting));
             prelude.push_str(&render::add_bridge(&table, &br));
+            prelude.push_str(&render::add_dhcp_server(
+                &table,
+                subnet.gw4(),
+                subnet
+                    .ipv6_cidr
+                    .and_then(|_| kernel::gateway_link_local(&p.vn, &p.subnet)),
+            ));
         } else {
             self.router_ready(&p.vn).await?;
             if cmd::link(&ns, &br).await?.is_none() {

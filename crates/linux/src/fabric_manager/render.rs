@@ -51,8 +51,9 @@ pub(crate) const CONN_SET: &str = "ctport";
 /// port — so link-local, broadcast and multicast frames meet the receiver's groups too), and
 /// routed ingress, which reaches a port only through the gateway, by destination address
 /// (`in4`/`in6`). Only the control plane passes unfiltered: on-link ND/RS/RA (hop limit 255)
-/// and DHCP between a port and its gateway. A port without groups is closed: its chains only
-/// drop. Each port's new connections are counted in `ctport` (see [`PORT_CONNECTION_LIMIT`]).
+/// and DHCP between a port and its gateway ([`dhcp::exemptions`]). A port without groups is
+/// closed: its chains only drop. Each port's new connections are counted in `ctport` (see
+/// [`PORT_CONNECTION_LIMIT`]).
 pub fn vn_table(table: &str, site: TableSite) -> String {
     let t = format!("inet {table}");
     let mut s = String::new();
@@ -62,6 +63,7 @@ pub fn vn_table(table: &str, site: TableSite) -> String {
         &mut s,
         format!("add set {t} {CONN_SET} {{ type ether_addr; flags dynamic; size 65536; }}"),
     );
+    line(&mut s, dhcp::declare_servers(&t));
     for (name, ty) in [
         ("egmac", "ether_addr"),
         ("inport", "mark"),
@@ -130,22 +132,7 @@ pub fn vn_table(table: &str, site: TableSite) -> String {
                 "add rule {t} {chain} meta l4proto ipv6-icmp ip6 hoplimit 255 icmpv6 type {ND_TYPES} accept"
             ),
         );
-        // DHCP between a port (client) and its gateway (server): egress of the client's
-        // requests, ingress of the server's replies (only the gateway can send those: ports
-        // may not use the server ports, see anti-spoofing).
-        let (v4, v6) = if client {
-            ("udp sport 68 udp dport 67", "udp sport 546 udp dport 547")
-        } else {
-            ("udp sport 67 udp dport 68", "udp sport 547 udp dport 546")
-        };
-        line(
-            &mut s,
-            format!("add rule {t} {chain} meta nfproto ipv4 {v4} accept"),
-        );
-        line(
-            &mut s,
-            format!("add rule {t} {chain} meta nfproto ipv6 {v6} accept"),
-        );
+        dhcp::exemptions(&mut s, &t, chain, client, site);
         for steer in steering {
             line(&mut s, format!("add rule {t} {chain} {steer}"));
         }
@@ -458,7 +445,7 @@ pub fn snat(table: &str, gateway: Option<(IpAddr, &[IpNet])>) -> String {
 }
 
 mod dhcp;
-pub use dhcp::{DnsmasqConf, Lease, dnsmasq_conf, dnsmasq_host, parse_leases};
+pub use dhcp::{DnsmasqConf, Lease, add_dhcp_server, dnsmasq_conf, dnsmasq_host, parse_leases};
 mod hairpin;
 pub use hairpin::{HAIRPIN_MARK, delete_hairpin_link, hairpin_link, router_hairpin};
 mod port;

@@ -8,6 +8,7 @@
 //! by removing the rule that stops it (the file's header says which rule and what happened).
 
 mod closed;
+mod dhcp;
 mod encap;
 mod exposure;
 mod flood;
@@ -16,6 +17,7 @@ mod nat;
 mod neighbours;
 mod sg;
 mod spoof;
+mod vlan;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;

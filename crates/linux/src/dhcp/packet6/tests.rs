@@ -190,6 +190,22 @@ fn replies_to_others_do_not_answer() {
 }
 
 #[test]
+fn a_request_or_renewal_is_answered_only_by_the_server_it_names() {
+    let ours = vec![0, 1, 0, 1, 9, 9, 9, 9, 2, 0, 0, 0, 0, 1];
+    let renew = |server: Vec<u8>| ClientMessage {
+        message_type: MessageType::Renew,
+        server_id: Some(server),
+        ..solicit()
+    };
+    let reply = ServerMessage::decode(&server_bytes(7, 0xabcdef, None, &[])).unwrap();
+    assert!(reply.answers(&renew(ours)));
+    assert!(
+        !reply.answers(&renew(vec![0, 3, 0, 1, 2, 0, 0, 0, 0, 66])),
+        "a reply from another server than the one we hold"
+    );
+}
+
+#[test]
 fn bad_datagrams_are_rejected() {
     assert_eq!(
         ServerMessage::decode(&[7, 0]),

@@ -3,7 +3,70 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::line;
+use super::{TableSite, line};
+
+/// The sets of a VN table holding its subnets' DHCP server addresses: the gateways' IPv4
+/// addresses, and their IPv6 link-local ones (DHCPv6 answers from there).
+const SERVERS4: &str = "dhcp4";
+const SERVERS6: &str = "dhcp6";
+
+/// Declares a VN table's sets of DHCP server addresses (idempotent).
+pub(super) fn declare_servers(t: &str) -> String {
+    format!(
+        "add set {t} {SERVERS4} {{ type ipv4_addr; }}\nadd set {t} {SERVERS6} {{ type ipv6_addr; }}"
+    )
+}
+
+/// Adds a subnet's DHCP servers (its gateway's IPv4 address and IPv6 link-local address) to a
+/// hosting cluster's VN table, so DHCP between the subnet's VMs and them passes their security
+/// groups (idempotent).
+pub fn add_dhcp_server(table: &str, v4: Option<Ipv4Addr>, link_local: Option<Ipv6Addr>) -> String {
+    let mut s = String::new();
+    if let Some(a) = v4 {
+        line(
+            &mut s,
+            format!("add element inet {table} {SERVERS4} {{ {a} }}"),
+        );
+    }
+    if let Some(a) = link_local {
+        line(
+            &mut s,
+            format!("add element inet {table} {SERVERS6} {{ {a} }}"),
+        );
+    }
+    s
+}
+
+/// DHCP exempt from security groups in a VN table's forward chains (`client`: the port's
+/// egress chain, else its ingress chain): only the exchange between a VM and its subnet's own
+/// DHCP server, which is link-scoped — requests to the IPv4 broadcast address or to a gateway
+/// of the VN (a renewal is unicast to the server), or to `ff02::1:2`; replies from a gateway's
+/// IPv4 or link-local address (a router never forwards a link-local source; ports may send no
+/// server message at all, see anti-spoofing). That exchange crosses the forward
+/// hook only in a hosting cluster, bridged between the VM and the VXLAN port. In the router
+/// it never does — its DHCP server is reached through the input hook and answers from the
+/// output hook — so the router's forward chains exempt nothing: a datagram between ports 67
+/// and 68 (or 546 and 547) routed to or from anywhere meets the port's groups like any other.
+pub(super) fn exemptions(s: &mut String, t: &str, chain: &str, client: bool, site: TableSite) {
+    if site == TableSite::Router {
+        return;
+    }
+    let rules = if client {
+        vec![
+            "meta nfproto ipv4 ip daddr 255.255.255.255 udp sport 68 udp dport 67".to_string(),
+            format!("meta nfproto ipv4 ip daddr @{SERVERS4} udp sport 68 udp dport 67"),
+            "meta nfproto ipv6 ip6 daddr ff02::1:2 udp sport 546 udp dport 547".to_string(),
+        ]
+    } else {
+        vec![
+            format!("meta nfproto ipv4 ip saddr @{SERVERS4} udp sport 67 udp dport 68"),
+            format!("meta nfproto ipv6 ip6 saddr @{SERVERS6} udp sport 547 udp dport 546"),
+        ]
+    };
+    for r in rules {
+        line(s, format!("add rule {t} {chain} {r} accept"));
+    }
+}
 
 /// One dnsmasq host entry (a line of a `dhcp-hostsdir` file): MAC → addresses, tagged `primary` when the
 /// port gets the router and DNS options.
@@ -63,6 +126,11 @@ pub fn dnsmasq_conf(c: &DnsmasqConf<'_>) -> String {
         "no-resolv",
         "no-hosts",
         "dhcp-authoritative",
+        // No line per DHCP transaction or RA: what a client sends stays out of the log
+        // (dnsmasq still logs refusals and DECLINEs, sanitised to printable characters).
+        "quiet-dhcp",
+        "quiet-dhcp6",
+        "quiet-ra",
     ] {
         line(&mut s, l);
     }

@@ -197,9 +197,10 @@ pub fn bridge_table() -> String {
     s
 }
 
-/// What a port may send: its MAC, its own addresses plus its allowed addresses (a cluster's
-/// VIPs for its agents — never the subnet's whole VIP block), DHCP discover from 0.0.0.0,
-/// link-local/unspecified IPv6 (ND, DHCPv6 solicit); never DHCP/DHCPv6 server replies nor
+/// What a port may send: untagged frames with its MAC, its own addresses plus its allowed
+/// addresses (a cluster's VIPs for its agents — never the subnet's whole VIP block), DHCP
+/// discover from 0.0.0.0, link-local/unspecified IPv6 (ND, DHCPv6 solicit); DHCP only as a
+/// client about itself (never a server's or relay's message, nor one for another MAC); never
 /// router advertisements, and neighbour advertisements only for its own IPv6 addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortIdentity {
@@ -252,6 +253,13 @@ pub fn anti_spoof(switch_end: &str, id: &PortIdentity) -> String {
         &mut s,
         format!("add rule {t} {c} ether saddr != {mac} drop"),
     );
+    // Untagged IPv4, IPv6 and ARP only: `ether type` is the outermost type, so an 802.1Q or
+    // 802.1ad tag (any VLAN id, 0 included) never carries a packet past the rules below,
+    // whose IP matches would read the inner header of a tagged frame.
+    line(
+        &mut s,
+        format!("add rule {t} {c} ether type != {{ arp, ip, ip6 }} drop"),
+    );
     line(
         &mut s,
         format!("add rule {t} {c} ether type arp arp saddr ether != {mac} drop"),
@@ -264,10 +272,7 @@ pub fn anti_spoof(switch_end: &str, id: &PortIdentity) -> String {
         ),
     );
     line(&mut s, format!("add rule {t} {c} ether type arp accept"));
-    line(
-        &mut s,
-        format!("add rule {t} {c} meta l4proto udp udp sport {{ 67, 547 }} drop"),
-    );
+    dhcp_client_only(&mut s, &t, &c, mac);
     line(
         &mut s,
         format!(
@@ -324,6 +329,36 @@ pub fn anti_spoof(switch_end: &str, id: &PortIdentity) -> String {
         format!("add element {t} ports {{ \"{switch_end}\" : jump {c} }}"),
     );
     s
+}
+
+/// DHCP from a port: only a client's messages, about the port itself. Nothing from or to the
+/// server and client ports of a server or relay (`sport` 67/547, `dport` 68/546), whatever the
+/// payload; to the server ports only whole client messages — DHCPv4: a BOOTREQUEST for
+/// Ethernet with the port's MAC as `chaddr` and no relay (`giaddr` 0), the fixed BOOTP header
+/// present and unfragmented, so every field below is read from this packet; DHCPv6: a client
+/// message type (never a server's, nor a relay's), unfragmented. The offsets are bits from the
+/// UDP header (`@th`): the BOOTP header starts at 64 (op, htype, hlen at 64..88, giaddr at 256,
+/// chaddr at 288), the DHCPv6 message type at 64. At most 10 messages a second (burst 20).
+fn dhcp_client_only(s: &mut String, t: &str, c: &str, mac: &str) {
+    let chaddr: String = mac.chars().filter(char::is_ascii_hexdigit).collect();
+    let udp = "meta l4proto udp udp";
+    for rule in [
+        format!("{udp} sport {{ 67, 547 }} drop"),
+        format!("{udp} dport {{ 68, 546 }} drop"),
+        format!("{udp} dport 67 udp length < 244 drop"),
+        format!("{udp} dport 67 ip frag-off & 0x3fff != 0 drop"),
+        format!("{udp} dport 67 @th,64,24 != 0x010106 drop"),
+        format!("{udp} dport 67 @th,256,32 != 0 drop"),
+        format!("{udp} dport 67 @th,288,48 != 0x{chaddr} drop"),
+        format!("{udp} dport 547 udp length < 12 drop"),
+        format!("{udp} dport 547 exthdr frag exists drop"),
+        format!("{udp} dport 547 @th,64,8 != {{ 1, 3, 4, 5, 6, 8, 9, 11 }} drop"),
+        // A client needs a handful of messages per lease: the server (and what it logs about
+        // refusals) hears at most 10 a second from one port.
+        format!("{udp} dport {{ 67, 547 }} limit rate over 10/second burst 20 packets drop"),
+    ] {
+        line(s, format!("add rule {t} {c} {rule}"));
+    }
 }
 
 /// Removes a port's anti-spoofing chain and map element (declared first, so a second call

@@ -25,9 +25,13 @@ fn router_table_has_nat_guard_and_stateful_sg_hooks() {
         .unwrap();
     assert!(mark < addr);
     assert!(!s.contains("eg4"), "no address-keyed egress any more");
-    // Only the control plane bypasses the groups.
-    assert!(s.contains("sgout meta nfproto ipv4 udp sport 68 udp dport 67 accept"));
-    assert!(s.contains("sgin meta nfproto ipv6 udp sport 547 udp dport 546 accept"));
+    // Nothing DHCP is exempt in the router's forward chains: its server is reached through
+    // input, and a datagram between DHCP ports routed anywhere meets the groups.
+    assert!(
+        !s.lines()
+            .any(|l| l.starts_with("add rule inet osac-x sg") && l.contains("udp")),
+        "{s}"
+    );
     assert!(s.contains("dnatpre dnat ip to ip daddr map @dnat4"));
     assert!(s.contains("guard iifname \"up0\" drop"));
     assert!(s.contains("natpost oifname \"up0\" masquerade"));
@@ -109,6 +113,46 @@ fn hosting_table_only_acts_on_its_vn_bridges() {
     assert!(s.contains("add rule inet osac-x sgout iifname != @brs accept"));
     assert!(!s.contains("dnat"));
     assert!(!s.contains("masquerade"));
+}
+
+#[test]
+fn hosting_table_exempts_only_dhcp_between_a_vm_and_its_subnets_server() {
+    let s = vn_table("osac-x", TableSite::Hosting);
+    assert!(s.contains("add set inet osac-x dhcp4 { type ipv4_addr; }\n"));
+    assert!(s.contains("add set inet osac-x dhcp6 { type ipv6_addr; }\n"));
+    // Requests: broadcast, unicast to a gateway of the VN, or the DHCPv6 servers' group.
+    for r in [
+        "sgout meta nfproto ipv4 ip daddr 255.255.255.255 udp sport 68 udp dport 67 accept",
+        "sgout meta nfproto ipv4 ip daddr @dhcp4 udp sport 68 udp dport 67 accept",
+        "sgout meta nfproto ipv6 ip6 daddr ff02::1:2 udp sport 546 udp dport 547 accept",
+        // Replies: from a gateway's address, IPv4 or link-local (never routed).
+        "sgin meta nfproto ipv4 ip saddr @dhcp4 udp sport 67 udp dport 68 accept",
+        "sgin meta nfproto ipv6 ip6 saddr @dhcp6 udp sport 547 udp dport 546 accept",
+    ] {
+        assert!(
+            s.contains(&format!("add rule inet osac-x {r}\n")),
+            "{r}\n{s}"
+        );
+    }
+    assert_eq!(
+        s.matches("udp sport 6").count(),
+        3,
+        "no other DHCP exemption"
+    );
+    assert_eq!(
+        s.matches("udp sport 54").count(),
+        2,
+        "no other DHCPv6 exemption"
+    );
+    assert_eq!(
+        add_dhcp_server(
+            "osac-x",
+            Some("10.0.1.1".parse().unwrap()),
+            Some("fe80::1".parse().unwrap())
+        ),
+        "add element inet osac-x dhcp4 { 10.0.1.1 }\nadd element inet osac-x dhcp6 { fe80::1 }\n"
+    );
+    assert_eq!(add_dhcp_server("osac-x", None, None), "");
 }
 
 #[test]
@@ -311,6 +355,30 @@ fn anti_spoofing_pins_mac_and_addresses() {
     assert!(s.contains("ports { \"pabc\" : jump as-pabc }"));
     // The DHCP-server drop comes before any accept of the port's own address.
     assert!(s.find("udp sport { 67, 547 } drop").unwrap() < s.find("ip saddr {").unwrap());
+    // Tagged frames (802.1Q, 802.1ad: the outermost type) never reach a rule reading IP.
+    let untagged = s
+        .find("add rule bridge osac as-pabc ether type != { arp, ip, ip6 } drop")
+        .unwrap();
+    assert!(untagged < s.find("arp saddr ether").unwrap());
+    // DHCP: a client's messages about this port only, whatever the ports used.
+    for r in [
+        "meta l4proto udp udp dport { 68, 546 } drop",
+        "meta l4proto udp udp dport 67 udp length < 244 drop",
+        "meta l4proto udp udp dport 67 ip frag-off & 0x3fff != 0 drop",
+        "meta l4proto udp udp dport 67 @th,64,24 != 0x010106 drop",
+        "meta l4proto udp udp dport 67 @th,256,32 != 0 drop",
+        "meta l4proto udp udp dport 67 @th,288,48 != 0x020000000001 drop",
+        "meta l4proto udp udp dport 547 udp length < 12 drop",
+        "meta l4proto udp udp dport 547 exthdr frag exists drop",
+        "meta l4proto udp udp dport 547 @th,64,8 != { 1, 3, 4, 5, 6, 8, 9, 11 } drop",
+        "meta l4proto udp udp dport { 67, 547 } limit rate over 10/second burst 20 packets drop",
+    ] {
+        let at = s.find(r).unwrap_or_else(|| panic!("{r}\n{s}"));
+        assert!(
+            at < s.find("ip saddr {").unwrap(),
+            "{r}: before the accepts"
+        );
+    }
     let v6only = anti_spoof(
         "pabc",
         &PortIdentity {
@@ -375,6 +443,11 @@ fn dnsmasq_gives_router_and_dns_only_to_primary_ports() {
     assert!(c.contains("dhcp-range=10.0.1.0,static,255.255.255.0,3600"));
     assert!(c.contains("dhcp-range=fd00:1::,static,64,3600"));
     assert!(c.contains("enable-ra"));
+    // No line per DHCP transaction or RA: clients' words stay out of the log.
+    for q in ["quiet-dhcp\n", "quiet-dhcp6\n", "quiet-ra\n"] {
+        assert!(c.contains(q), "{q}");
+    }
+    assert!(!c.contains("log-dhcp"));
     assert!(
         c.contains("dhcp-option=option:router\n"),
         "untagged hosts get no router"
