@@ -94,7 +94,7 @@ pub struct WorkloadPlan {
     pub kind: WorkloadKind,
     pub vn: String,
     pub subnet: String,
-    /// Empty: no security group (an unfiltered port).
+    /// Empty: no security group (a closed port: only DHCP and ND/ARP pass).
     pub groups: Vec<String>,
     pub external_ip: bool,
 }
