@@ -165,8 +165,8 @@ struct Args {
     #[arg(long, default_value_t = 60)]
     phase_seconds: u64,
     /// Refresh the database's planner statistics (`ANALYZE`) before each timed run. Off by
-    /// default: the server does not do it itself, and the default run measures the server as it
-    /// is. See docs/benchmarks.md.
+    /// default: the server keeps its statistics itself, and the default run measures the
+    /// server as it is. See docs/benchmarks.md.
     #[arg(long)]
     analyze: bool,
     /// Keep the temporary directory (SQLite database, token file) and print its path.

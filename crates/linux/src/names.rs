@@ -1,9 +1,9 @@
 //! Every kernel name the `linux` managers and provisioner use, derived from object ids, in one
 //! place so the fabric, the k8s manager, the provisioner and garbage collection agree.
 //!
-//! # Contract with the provisioner (H2) — changes against the brief
-//! - [`short_hash`] is **12** hex characters (48 bits of FNV-1a 64) instead of 8, so 5,000+
-//!   objects do not collide; interface names stay ≤ 15 characters because interfaces inside our
+//! # Contract with the provisioner
+//! - [`short_hash`] is **12** hex characters (48 bits of FNV-1a 64), so 5,000+ objects do not
+//!   collide; interface names stay ≤ 15 characters because interfaces inside our
 //!   own namespaces carry no `osac` prefix (the namespace is ours).
 //! - The VXLAN underlay is a bridge [`UNDERLAY_BRIDGE`] in [`EXT_NS`]; router and hosting-cluster
 //!   namespaces join it with a veth named [`UNDERLAY_IF`] (see `docs/dataplane.md`).

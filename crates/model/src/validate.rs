@@ -12,7 +12,7 @@ use crate::labels::{check_labels, check_name};
 use crate::net::{Family, parse_any_cidr, parse_cidr, parse_optional_cidr};
 use crate::pb;
 
-// Kind rules other crates call by their earlier names.
+// Kind rules, also under the names other crates call them by.
 pub use crate::kinds::external_ip_pool::validate as external_ip_pool;
 pub use crate::kinds::host::mac_address;
 

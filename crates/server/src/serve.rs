@@ -60,10 +60,8 @@ pub struct ServerArgs {
     pub fabric: FabricArg,
     /// Reconcile workers: reconciles of different objects run at once. A reconcile spends
     /// most of its time waiting (for a commit, a manager), so there are many more workers
-    /// than cores. On two cores, 64 against 32: workloads to READY 1.2× faster on PostgreSQL
-    /// (more status writes share each statement: 2.7 write transactions per workload
-    /// against 3.2) and as fast on SQLite; 32 against 16 was 1.1–1.2× on both
-    /// (docs/benchmarks.md).
+    /// than cores; on PostgreSQL more writes in flight also share each status statement
+    /// (docs/benchmarks.md, "64 reconcile workers").
     #[arg(long, default_value_t = 64)]
     pub workers: usize,
     /// Seconds between full resyncs of every object (at start everything at once; later

@@ -29,11 +29,9 @@ use crate::pg_write_set::{Fast, HeldRow, StatusWrite, apply_one};
 use crate::{Result, StoreError};
 
 /// Statements in flight at once. Fewer slots batch more writes per statement; more keep more
-/// of PostgreSQL's connections busy. Measured with the workload benchmark: against no
-/// batching, 1 and 2 slots did alike (3.4 and 2.7 fewer write transactions per workload,
-/// 8–10 % more workloads per second), 4 less, 8 no better than none. Once a workload cost
-/// fewer statements, 1 slot wrote 3.2 transactions per workload against 3.6 with 2, at the
-/// same throughput (docs/benchmarks.md): the queue fills while the one statement runs.
+/// of PostgreSQL's connections busy. One is enough: the queue fills while the one statement
+/// runs, so each statement carries more writes at the same throughput (docs/benchmarks.md,
+/// "PostgreSQL status writes share one statement").
 const SLOTS: usize = 1;
 
 /// The most writes one statement carries.

@@ -337,8 +337,9 @@ impl Store for PostgresStore {
     /// shared with the status writes queued meanwhile (`pg_status_batch`: one statement that
     /// commits at once and skips rows others hold). Other sets are not batched into shared
     /// transactions here: PostgreSQL already shares WAL flushes between concurrent commits
-    /// (its own group commit), and a shared transaction held row locks across a whole batch,
-    /// which API transactions then waited for (measured slower: docs/benchmarks.md).
+    /// (its own group commit), and a shared transaction would hold row locks across a whole
+    /// batch, which API transactions would wait for (docs/benchmarks.md, "Group commit on
+    /// SQLite").
     async fn apply(&self, set: WriteSet) -> Result<Applied> {
         let since = self.cache.epoch();
         let notice = |change: &Change, sent_at_us: i64| notice_of(&self.origin, change, sent_at_us);
