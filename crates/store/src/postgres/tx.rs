@@ -69,8 +69,8 @@ fn kv_statements<'a>(
 /// (those still held by the named replica with the named token; `FOR KEY SHARE`, see
 /// `pg_lease::fence_holds`) and queues its change notifications, which PostgreSQL sends only
 /// if the transaction commits. (Written without a join and with the notifications counted
-/// in a subquery, so that PostgreSQL keeps one generic plan for it: the join with `unnest`
-/// and `count(pg_notify(…))` were planned anew at every commit.)
+/// in a subquery, so that PostgreSQL keeps one generic plan for it: a join with `unnest`
+/// and a `count(pg_notify(…))` beside it would be planned anew at every commit.)
 const COMMIT_CHECK: &str = "SELECT ARRAY( \
          SELECT l.shard FROM shard_leases l \
          WHERE l.shard = ANY($3::int[]) \
