@@ -1,6 +1,7 @@
 //! Contract conformance suites, written once and run against every driver (sim, exec, linux)
 //! so they all behave the same for the controllers. They return the first violation
-//! instead of panicking, so they can also back a provider's self-check.
+//! instead of panicking, so they can also back a provider's self-check (built with the
+//! `testing` feature).
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -12,6 +12,7 @@
 
 pub mod checks;
 pub mod client;
+#[cfg(feature = "testing")]
 pub mod conformance;
 pub mod contract;
 pub mod exec;

@@ -18,8 +18,10 @@ pub mod fabric_manager;
 pub mod k8s;
 pub mod kernel;
 pub mod names;
+#[cfg(feature = "testing")]
 pub mod probe;
 pub mod provision;
+pub mod raw;
 
 pub use config::LinuxSettings;
 pub use error::LinuxError;

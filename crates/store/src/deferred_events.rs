@@ -13,7 +13,7 @@
 //! An event is deferred only when it has no name, no labels and no references: its insert
 //! then cannot be refused and writes no index rows. Any other record is inserted at once.
 //!
-//! The statements are the backends' own: `sqlite_events` and `pg_events`.
+//! The statements are the backends' own: `sqlite::events` and `postgres::events`.
 
 use crate::Record;
 

@@ -1,9 +1,13 @@
 //! PostgreSQL backend. Transactions run concurrently; check-then-write sequences take row locks
 //! (`Tx::lock` = `SELECT … FOR UPDATE`). Committed changes are also sent with NOTIFY so several
 //! processes sharing one database wake each other's controllers. The write transaction is in
-//! `postgres/tx.rs`.
+//! `postgres/tx.rs`; events, leases and the write paths are the other files of `postgres/`.
 
+mod events;
+mod lease;
+mod status_batch;
 mod tx;
+mod write_set;
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -18,8 +22,6 @@ use sqlx::{PgPool, Row};
 use tokio::sync::broadcast;
 
 use crate::filter_sql::Dialect;
-use crate::pg_status_batch::StatusBatcher;
-use crate::pg_write_set::{Fast, StatusWrite};
 use crate::record::{BodyText, parse_json, to_json};
 use crate::record_cache::RecordCache;
 use crate::sql_common::COLUMNS;
@@ -27,7 +29,9 @@ use crate::{
     Applied, Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store,
     StoreError, Tx, Write, WriteSet,
 };
+use status_batch::StatusBatcher;
 use tx::begin_tx;
+use write_set::{Fast, StatusWrite};
 
 /// The columns of an object row with the body as JSON text (`jsonb` rendered by PostgreSQL).
 const TEXT_COLUMNS: &str = concat!(crate::sql_common::meta_columns!(), ", o.body::text AS body");
@@ -42,7 +46,7 @@ pub struct PostgresStore {
     /// Rows and referrers read for [`Store::get_cached`] and [`Store::referrers_cached`]
     /// (forgotten on every change, see `record_cache`).
     cache: Arc<RecordCache>,
-    /// Concurrent status writes share statements (see `pg_status_batch`).
+    /// Concurrent status writes share statements (see `status_batch`).
     status_writes: StatusBatcher,
 }
 
@@ -333,8 +337,8 @@ impl Store for PostgresStore {
         .await
     }
 
-    /// One transaction per write set, or one statement for a status write (`pg_write_set`),
-    /// shared with the status writes queued meanwhile (`pg_status_batch`: one statement that
+    /// One transaction per write set, or one statement for a status write (`write_set`),
+    /// shared with the status writes queued meanwhile (`status_batch`: one statement that
     /// commits at once and skips rows others hold). Other sets are not batched into shared
     /// transactions here: PostgreSQL already shares WAL flushes between concurrent commits
     /// (its own group commit), and a shared transaction would hold row locks across a whole
@@ -490,7 +494,7 @@ impl Store for PostgresStore {
 
     async fn kv_exclusive(&self, ns: &str, seen: i64) -> Result<Option<Box<dyn crate::KvBatch>>> {
         Ok(Some(Box::new(
-            crate::pg_lease::PgKvBatch::open(self, ns, seen).await?,
+            lease::PgKvBatch::open(self, ns, seen).await?,
         )))
     }
 
@@ -501,6 +505,6 @@ impl Store for PostgresStore {
         fences: &[crate::Fence],
         changes: &[(String, Option<String>)],
     ) -> Result<Option<i64>> {
-        crate::pg_lease::kv_write_current(&self.pool, ns, seen, fences, changes).await
+        lease::kv_write_current(&self.pool, ns, seen, fences, changes).await
     }
 }

@@ -2,6 +2,9 @@
 //! transactions are serialised in-process (the SQLite way), so check-then-write sequences are
 //! atomic without row locks; reads run concurrently from a pool.
 
+mod events;
+mod page;
+
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -405,7 +408,7 @@ impl Store for SqliteStore {
 
     async fn list_text(&self, query: &ListQuery) -> Result<PageText> {
         let mut conn = self.pool.acquire().await?;
-        crate::sqlite_page::list_page_text(&mut conn, query).await
+        page::list_page_text(&mut conn, query).await
     }
 
     async fn referrers(&self, target: &str) -> Result<Vec<Reference>> {
@@ -515,7 +518,7 @@ impl SqliteTx {
     /// Writes the deferred events first if `id` is one of them.
     async fn write_event(&mut self, id: &str) -> Result<()> {
         if self.events.holds(id) {
-            crate::sqlite_events::write(&mut self.tx, &mut self.events).await?;
+            events::write(&mut self.tx, &mut self.events).await?;
         }
         Ok(())
     }
@@ -523,7 +526,7 @@ impl SqliteTx {
     /// Writes the deferred events first if a query of `kind` could read them.
     async fn write_events_of(&mut self, kind: Kind) -> Result<()> {
         if kind == Kind::Event && !self.events.is_empty() {
-            crate::sqlite_events::write(&mut self.tx, &mut self.events).await?;
+            events::write(&mut self.tx, &mut self.events).await?;
         }
         Ok(())
     }
@@ -760,7 +763,7 @@ impl Tx for SqliteTx {
 
     async fn commit(self: Box<Self>) -> Result<()> {
         let mut this = *self;
-        crate::sqlite_events::write(&mut this.tx, &mut this.events).await?;
+        events::write(&mut this.tx, &mut this.events).await?;
         this.tx.commit().await?;
         // Still under the write lock (released when `this` is dropped): see `record_cache`.
         let targets = this.ref_targets.iter().map(String::as_str);

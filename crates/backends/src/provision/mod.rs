@@ -12,6 +12,7 @@
 // Request fields and enum variants name themselves; the types carry the explanations.
 #![allow(missing_docs)]
 
+#[cfg(feature = "testing")]
 pub mod conformance;
 pub mod exec;
 pub mod registration;

@@ -12,7 +12,7 @@ use crate::cmd;
 use crate::dhcp::netns;
 use crate::dhcp::packet::parse_mac;
 use crate::names::{MACHINE_NS_PREFIX, machine_ns};
-use crate::probe::raw;
+use crate::raw;
 
 /// Alias prefix of an interface holding VIPs: `osac-vip <cluster id> <vip> [<vip>…]`.
 const VIP_ALIAS: &str = "osac-vip";

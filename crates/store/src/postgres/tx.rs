@@ -67,7 +67,7 @@ fn kv_statements<'a>(
 
 /// The last statement of a transaction: locks the shard leases its commit is conditional on
 /// (those still held by the named replica with the named token; `FOR KEY SHARE`, see
-/// `pg_lease::fence_holds`) and queues its change notifications, which PostgreSQL sends only
+/// `lease::fence_holds`) and queues its change notifications, which PostgreSQL sends only
 /// if the transaction commits. (Written without a join and with the notifications counted
 /// in a subquery, so that PostgreSQL keeps one generic plan for it: a join with `unnest`
 /// and a `count(pg_notify(…))` beside it would be planned anew at every commit.)
@@ -86,7 +86,7 @@ async fn check_fences_and_notify(
     fences: &[crate::Fence],
     notices: Vec<String>,
 ) -> Result<()> {
-    let (shards, owners, tokens) = crate::pg_lease::fence_arrays(fences);
+    let (shards, owners, tokens) = super::lease::fence_arrays(fences);
     let (held, _sent): (Vec<i32>, i64) = sqlx::query_as(COMMIT_CHECK)
         .bind(CHANNEL)
         .bind(notices)
@@ -240,7 +240,7 @@ impl PgTx {
     /// Writes the deferred events (with their notifications), if any.
     async fn write_events(&mut self) -> Result<()> {
         let origin = &self.origin;
-        crate::pg_events::write(&mut self.tx, &mut self.events, CHANNEL, |rec| {
+        super::events::write(&mut self.tx, &mut self.events, CHANNEL, |rec| {
             notice_of(origin, &Change::of(rec, false, &[]), 0)
         })
         .await

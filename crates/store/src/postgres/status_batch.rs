@@ -6,7 +6,7 @@
 //!
 //! # Contract
 //!
-//! Each write's outcome is the one it would have had alone ([`crate::pg_write_set`]):
+//! Each write's outcome is the one it would have had alone ([`super::write_set`]):
 //! - a write is all or nothing: its update, its event and its notifications happen together
 //!   or not at all, and a write that fails its checks (another stored version, a lost lease,
 //!   changed labels or references) writes nothing while the others of its statement commit;
@@ -25,7 +25,7 @@ use sqlx::types::Json;
 use sqlx::{PgPool, Row};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::pg_write_set::{Fast, HeldRow, StatusWrite, apply_one};
+use super::write_set::{Fast, HeldRow, StatusWrite, apply_one};
 use crate::{Result, StoreError};
 
 /// Statements in flight at once. Fewer slots batch more writes per statement; more keep more

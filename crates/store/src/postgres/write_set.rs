@@ -2,7 +2,7 @@
 //! (and the event it implies) written in ONE statement, committed on its own, instead of a
 //! transaction of five round trips (`BEGIN`, the locking read, the update, the commit check
 //! with its notifications, `COMMIT`). Status writes that queue while others are in flight
-//! share one statement instead (`pg_status_batch`), under the same contract.
+//! share one statement instead (`status_batch`), under the same contract.
 //!
 //! # Contract
 //!
@@ -50,7 +50,7 @@ pub(crate) enum Fast {
 /// The update of the object row, conditional on its version, its labels, its reference rows
 /// and the fences; `$1`–`$12` are the new row as [`crate::sql_common::bind_object_row!`] binds
 /// it, `$13` the expected version, `$14`/`$15` the new references (field, target; sorted),
-/// `$16`–`$18` the fences (see `pg_lease::fence_arrays`), `$19` the channel and `$20` the
+/// `$16`–`$18` the fences (see `lease::fence_arrays`), `$19` the channel and `$20` the
 /// notifications.
 const UPDATE: &str = "WITH held AS ( \
          SELECT l.shard FROM shard_leases l \
@@ -218,7 +218,7 @@ pub(crate) async fn apply_one(
     held_row: HeldRow,
 ) -> Result<Fast> {
     let fences: Vec<crate::Fence> = write.fence.iter().cloned().collect();
-    let (shards, owners, tokens) = crate::pg_lease::fence_arrays(&fences);
+    let (shards, owners, tokens) = super::lease::fence_arrays(&fences);
     let (fields, targets) = columns(&write.refs);
     let next = &write.next;
     let (locked, if_locked) = match held_row {
@@ -232,15 +232,16 @@ pub(crate) async fn apply_one(
         Some(_) => format!("{update}{EVENT}{ANSWER}"),
         None => format!("{update}{ANSWER}"),
     };
-    let statement = crate::sql_common::bind_object_row!(sqlx::query(&sql), next, ts: crate::postgres::ts, json: Json)
-        .bind(write.expected)
-        .bind(&fields)
-        .bind(&targets)
-        .bind(&shards)
-        .bind(&owners)
-        .bind(&tokens)
-        .bind(channel)
-        .bind(&write.notices);
+    let statement =
+        crate::sql_common::bind_object_row!(sqlx::query(&sql), next, ts: super::ts, json: Json)
+            .bind(write.expected)
+            .bind(&fields)
+            .bind(&targets)
+            .bind(&shards)
+            .bind(&owners)
+            .bind(&tokens)
+            .bind(channel)
+            .bind(&write.notices);
     let labels: Vec<(String, String)> = write
         .event
         .iter()
@@ -249,13 +250,11 @@ pub(crate) async fn apply_one(
     let (label_keys, label_values) = columns(&labels);
     let (event_fields, event_targets) = columns(&write.event_refs);
     let statement = match &write.event {
-        Some(e) => {
-            crate::sql_common::bind_object_row!(statement, e, ts: crate::postgres::ts, json: Json)
-                .bind(&label_keys)
-                .bind(&label_values)
-                .bind(&event_fields)
-                .bind(&event_targets)
-        }
+        Some(e) => crate::sql_common::bind_object_row!(statement, e, ts: super::ts, json: Json)
+            .bind(&label_keys)
+            .bind(&label_values)
+            .bind(&event_fields)
+            .bind(&event_targets),
         None => statement,
     };
     let row = statement.fetch_one(pool).await?;

@@ -1,5 +1,5 @@
 //! `osac-dataplane-bench`: the scale benchmark of the `linux` dataplane, run as root with
-//! one command (`cargo run --release -p osac-linux --bin osac-dataplane-bench`). It drives the
+//! one command (`cargo run --release -p osac-dataplane-bench`). It drives the
 //! `linux` fabric and k8s managers directly (no server, no store) on the local kernel and prints
 //! one line per measure with its goal, PASS/MISS and the ratio:
 //!
