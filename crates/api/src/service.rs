@@ -346,7 +346,7 @@ impl Service {
         else {
             return;
         };
-        let event = osac_controller::events::NewEvent::warning(
+        let event = osac_store::events::NewEvent::warning(
             tenant,
             kind,
             "",
@@ -354,7 +354,7 @@ impl Service {
             reason,
             crate::refusals::with_count(&e.message, unrecorded),
         );
-        osac_controller::events::record_now(&*self.store, event).await;
+        osac_store::events::record_now(&*self.store, event).await;
     }
 
     /// Reads one object by id or name.
@@ -582,7 +582,7 @@ impl Service {
         next.deleted_at = Some(Utc::now());
         set_state(&mut next.body, kind, "DELETING");
         // With its `Deleting` (or, when no finalizer holds it, `Deleted`) event.
-        let gone = osac_controller::events::update(tx.as_mut(), &current, &next)
+        let gone = osac_store::events::update(tx.as_mut(), &current, &next)
             .await?
             .is_none();
         if gone {
@@ -747,11 +747,11 @@ pub(crate) fn insert_new<'c, 'a: 'c>(
             .map_err(|e| name_taken(e, kind, &meta.name, &cx.tenant))?;
         cx.created.push(rec.id.clone());
         let created = format!("{kind} '{}' created by {}", rec.label(), cx.caller.subject);
-        let event = osac_controller::events::for_record(&rec, false, "Created", created);
-        osac_controller::events::record(cx.tx, event).await?;
+        let event = osac_store::events::for_record(&rec, false, "Created", created);
+        osac_store::events::record(cx.tx, event).await?;
         for (reason, message) in std::mem::take(&mut cx.notes) {
-            let event = osac_controller::events::for_record(&rec, false, reason, message);
-            osac_controller::events::record(cx.tx, event).await?;
+            let event = osac_store::events::for_record(&rec, false, reason, message);
+            osac_store::events::record(cx.tx, event).await?;
         }
         resources::after_insert(cx, &rec).await?;
         Ok(rec)

@@ -7,6 +7,7 @@
 //! transactions; committed writes are published on the change feed.
 
 mod deferred_events;
+pub mod events;
 pub mod filter_sql;
 mod group;
 mod lease;
@@ -14,6 +15,7 @@ mod pg_events;
 mod pg_lease;
 mod pg_status_batch;
 mod pg_write_set;
+pub mod pool;
 mod postgres;
 mod query;
 mod record;
@@ -32,7 +34,7 @@ use osac_model::Kind;
 use tokio::sync::broadcast;
 
 pub use group::{Applied, BATCH_TIME, FenceToken, TURN_LIMIT, Write, WriteSet, apply_in};
-pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, ShardLease};
+pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, SHARDS, ShardLease};
 pub use postgres::PostgresStore;
 pub use record::{
     BodyText, Change, ListQuery, Page, PageText, Record, RecordText, Reference, enum_resolver,

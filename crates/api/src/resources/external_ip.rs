@@ -144,7 +144,7 @@ pub async fn reserve_in_pools(cx: &mut RequestCtx<'_>) -> ApiResult<()> {
         if allocated + taken > total {
             return Err(no_capacity(cx.caller, pool.label(), allocated, total));
         }
-        osac_controller::adjust_pool(cx.tx, &pool_id, taken).await?;
+        osac_store::pool::adjust_pool(cx.tx, &pool_id, taken).await?;
     }
     Ok(())
 }

@@ -114,9 +114,8 @@ pub async fn onboard(cx: &mut RequestCtx<'_>, tenant: &Record) -> ApiResult<()> 
     cx.tenant = outer;
     result?;
     let message = format!("from NetworkClass '{}': {}", class.label(), made.join(", "));
-    let event =
-        osac_controller::events::for_record(tenant, false, "DefaultNetworkingCreated", message);
-    osac_controller::events::record(cx.tx, event).await?;
+    let event = osac_store::events::for_record(tenant, false, "DefaultNetworkingCreated", message);
+    osac_store::events::record(cx.tx, event).await?;
     Ok(())
 }
 

@@ -205,9 +205,8 @@ pub async fn auto_external_ips(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResu
             "ExternalIP {} and ExternalIPAttachment {} created{for_endpoint}",
             eip.id, att.id
         );
-        let event =
-            osac_controller::events::for_record(rec, false, "AutoExternalIPCreated", message);
-        osac_controller::events::record(cx.tx, event).await?;
+        let event = osac_store::events::for_record(rec, false, "AutoExternalIPCreated", message);
+        osac_store::events::record(cx.tx, event).await?;
     }
     Ok(())
 }
