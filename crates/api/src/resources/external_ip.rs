@@ -15,7 +15,7 @@ use super::external_ip_pool as pools;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, parse, to_json};
-use crate::service::RequestCtx;
+use crate::request::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut e: pb::ExternalIp = parse(Kind::ExternalIp, obj)?;

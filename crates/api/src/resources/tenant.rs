@@ -9,9 +9,10 @@ use osac_model::{Kind, kinds, pb};
 use osac_store::{ListQuery, Record, Tx};
 use serde_json::Value;
 
+use super::insert_new;
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::{RequestCtx, insert_new};
+use crate::request::RequestCtx;
 
 pub async fn create(_cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let t: pb::Tenant = parse(Kind::Tenant, obj)?;

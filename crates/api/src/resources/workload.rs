@@ -9,8 +9,9 @@ use osac_model::{Kind, defaults, pb};
 use osac_store::Record;
 use serde_json::{Value, json};
 
+use super::insert_new;
 use crate::error::{ApiError, ApiResult};
-use crate::service::{RequestCtx, insert_new};
+use crate::request::RequestCtx;
 
 /// One attachment as requested: where it sits in the body and what it references.
 pub struct AttachmentInput<'a> {
