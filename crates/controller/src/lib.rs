@@ -65,8 +65,11 @@
 //!
 //! # What the API layer does
 //!
-//! At create it stores the object with its initial state (`*_PENDING`, ExternalIP `PENDING`
-//! with `spec.pool` filled in and the pool recounted by [`osac_store::pool::recount_pool`]) and, for kinds with
+//! The API and the controllers do not call each other: both write through the store (with the
+//! event recording of [`osac_store::events`] and the pool accounting of [`osac_store::pool`]),
+//! and the change feed brings the API's writes here. At create the API stores the object with
+//! its initial state (`*_PENDING`, ExternalIP `PENDING` with `spec.pool` filled in and the
+//! pool's counters moved by [`osac_store::pool::adjust_pool`]) and, for kinds with
 //! fabric state ([`osac_model::Kind::needs_fabric_finalizer`]), the finalizer
 //! [`osac_model::FABRIC_FINALIZER`]. At delete it sets `deleted_at` and state `*_DELETING`; the
 //! controller undoes the fabric state and removes the finalizer, which removes the row.

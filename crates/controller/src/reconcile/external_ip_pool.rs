@@ -1,9 +1,10 @@
 //! ExternalIPPool: no manager owns pools; the controller keeps the state READY (FAILED when the
 //! stored CIDRs are unusable) and the counters right. The counters are also moved by the
 //! writers that reserve (API create) or release (ExternalIP removal) one address, in their
-//! own transactions (`osac_store::pool::adjust_pool`); `recount_pool` is the source of truth. The controller
-//! recounts when the pool itself changes and at every resync, not at its addresses' writes
-//! (those move the counters themselves; see the runtime's `on_change`).
+//! own transactions; the accounting both use is `osac_store::pool`, whose recount is the
+//! source of truth. The controller recounts when the pool itself changes and at every resync,
+//! not at its addresses' writes (those move the counters themselves; see the runtime's
+//! `on_change`).
 
 use osac_model::{Kind, pb};
 use osac_store::Record;
