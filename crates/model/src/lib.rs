@@ -1,5 +1,6 @@
 //! Pure domain logic of osac-net: no I/O, no async, no database.
 
+pub mod annotations;
 pub mod bounds;
 pub mod defaults;
 pub mod enums;
