@@ -76,7 +76,7 @@ impl Inner {
     fn pick_segment(&self, subnet_id: &str) -> i64 {
         let taken: std::collections::BTreeSet<i64> =
             self.model.subnets.values().map(|s| s.segment_id).collect();
-        let mut v = names::fnv1a64(subnet_id) % (MAX_VNI - 100) + 100;
+        let mut v = osac_model::hash::fnv1a64(subnet_id.bytes()) % (MAX_VNI - 100) + 100;
         while taken.contains(&(v as i64)) {
             v = if v >= MAX_VNI { 100 } else { v + 1 };
         }
