@@ -41,11 +41,7 @@ impl Inner {
                     .values()
                     .filter(|s| s.vn == r.virtual_network_id)
                 {
-                    let overlap4 = matches!((s.ipv4_cidr, r.ipv4_cidr), (Some(a), Some(b)) if a.contains(&b) || b.contains(&a));
-                    let overlap6 = matches!((s.ipv6_cidr, r.ipv6_cidr), (Some(a), Some(b)) if a.contains(&b) || b.contains(&a));
-                    if overlap4 || overlap6 {
-                        return Err(checks::subnet_overlaps(&r, &s.id));
-                    }
+                    checks::not_overlapping(&r, &s.id, s.ipv4_cidr, s.ipv6_cidr)?;
                 }
                 let rec = SubnetRec {
                     id: r.subnet_id.clone(),
