@@ -21,6 +21,14 @@ impl Family {
         }
     }
 
+    /// The proto enum name (`IP_FAMILY_IPV4`), as requests spell an `IpFamily`.
+    pub fn enum_name(self) -> &'static str {
+        match self {
+            Family::V4 => crate::pb::IpFamily::Ipv4.as_str_name(),
+            Family::V6 => crate::pb::IpFamily::Ipv6.as_str_name(),
+        }
+    }
+
     /// Family of a network.
     pub fn of(net: &IpNet) -> Family {
         match net {
@@ -146,6 +154,13 @@ mod tests {
         assert!(e.to_string().contains("IPv6"), "{e}");
         let e = parse_cidr("spec.ipv4_cidr", "10.0.0/33", Family::V4).unwrap_err();
         assert!(e.to_string().contains("not a valid CIDR"), "{e}");
+    }
+
+    #[test]
+    fn family_names() {
+        assert_eq!(Family::V4.enum_name(), "IP_FAMILY_IPV4");
+        assert_eq!(Family::V6.enum_name(), "IP_FAMILY_IPV6");
+        assert_eq!(Family::V6.label(), "IPv6");
     }
 
     #[test]
