@@ -4,7 +4,7 @@
 //! changing it would orphan the kernel objects and records of a running deployment.
 
 const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-const PRIME: u64 = 0x100000001b3; // 2^40 + 2^8 + 0xb3
+const PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// FNV-1a 64 of `bytes`.
 pub fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
