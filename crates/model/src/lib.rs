@@ -5,7 +5,6 @@ pub mod bounds;
 pub mod defaults;
 pub mod enums;
 pub mod filter;
-pub mod hash;
 pub mod kind;
 pub mod kinds;
 pub mod labels;

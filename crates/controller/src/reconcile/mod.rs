@@ -218,7 +218,14 @@ async fn encode_and_write<T: Serialize>(
 
 /// FNV-1a over `bytes`: stable hashes of ids and specs (the same in every process and
 /// release, unlike `std`'s hasher).
-pub(crate) use osac_model::hash::fnv1a64 as fnv1a;
+pub(crate) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
 
 /// Stable hash of the object's `spec` (FNV-1a over canonical JSON: keys sorted).
 pub fn spec_hash(body: &Value) -> String {
