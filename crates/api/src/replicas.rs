@@ -6,7 +6,8 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use osac_store::{SHARDS, Store};
+use osac_controller::{Ownership, SHARDS};
+use osac_store::Store;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
@@ -21,23 +22,21 @@ pub fn process_name() -> String {
 }
 
 /// 200 when the database answers, with what this process reconciles; 503 otherwise.
-/// `replica` reads, when asked, this process's replica id and how many shards it holds (None:
-/// alone on its store).
-pub async fn readyz(
-    store: Arc<dyn Store>,
-    replica: impl FnOnce() -> Option<(String, usize)>,
-) -> (StatusCode, String) {
+pub async fn readyz(store: Arc<dyn Store>, ownership: Ownership) -> (StatusCode, String) {
     if store.ping().await.is_err() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "database unavailable".to_string(),
         );
     }
-    match replica() {
+    match ownership.replica_id() {
         None => (StatusCode::OK, "ready".to_string()),
-        Some((id, held)) => (
+        Some(id) => (
             StatusCode::OK,
-            format!("ready\nreplica {id}: holds {held} of {SHARDS} controller shards\n"),
+            format!(
+                "ready\nreplica {id}: holds {} of {SHARDS} controller shards\n",
+                ownership.held().len()
+            ),
         ),
     }
 }

@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use osac_backends::fence::Fence;
 
-pub use osac_store::SHARDS;
+/// Number of controller shards (the same in every replica of a deployment).
+pub const SHARDS: i32 = 64;
 
 /// The shard of an object id (FNV-1a of the id; stable across processes and releases).
 pub fn shard_of(id: &str) -> i32 {

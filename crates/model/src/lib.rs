@@ -1,6 +1,5 @@
 //! Pure domain logic of osac-net: no I/O, no async, no database.
 
-pub mod annotations;
 pub mod bounds;
 pub mod defaults;
 pub mod enums;

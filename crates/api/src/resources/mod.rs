@@ -11,7 +11,6 @@ pub mod external_ip_attachment;
 pub mod external_ip_pool;
 pub mod host;
 pub mod host_type;
-mod insert;
 pub mod nat_gateway;
 pub mod network_class;
 pub mod security_group;
@@ -25,9 +24,7 @@ use osac_store::{Record, Tx};
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::request::{RequestCtx, not_found};
-
-pub(crate) use insert::insert_new;
+use crate::service::{RequestCtx, not_found};
 
 /// Validates a create request and returns the body to store (references resolved to ids).
 pub async fn prepare_create(cx: &mut RequestCtx<'_>, kind: Kind, obj: &Value) -> ApiResult<Value> {

@@ -41,7 +41,13 @@ use serde_json::Value;
 use crate::dispatch::Dispatcher;
 use crate::runtime::ControllerConfig;
 
-pub use osac_model::annotations::{APPLIED_SPEC_ANNOTATION, VIRTUAL_NETWORK_ANNOTATION};
+/// Annotation holding the hash of the spec the controller last acted on with a final outcome
+/// (READY or FAILED): a resync with an unchanged spec skips the manager call.
+pub const APPLIED_SPEC_ANNOTATION: &str = "osac.openshift.io/applied-spec";
+
+/// Annotation of an ExternalIPAttachment: the VirtualNetwork its DNAT was programmed in, so the
+/// delete can undo it even after the target is gone.
+pub const VIRTUAL_NETWORK_ANNOTATION: &str = "osac.openshift.io/virtual-network";
 
 /// Why a reconcile could not finish; the runtime backs off and retries.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +101,7 @@ pub(crate) struct ReconcileCtx {
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     if rec.deleted_at.is_some() && rec.finalizers.is_empty() {
         // Deleted without finalizers: writing it back removes the row.
-        osac_store::events::apply_update(ctx.store.as_ref(), &rec, &rec).await?;
+        crate::events::apply_update(ctx.store.as_ref(), &rec, &rec).await?;
         return Ok(Action::Done);
     }
     if cleanup::pending(&rec) {
@@ -178,7 +184,7 @@ pub(crate) async fn write(
     if *read == next {
         return Ok(false);
     }
-    osac_store::events::apply_update(ctx.store.as_ref(), read, &next).await?;
+    crate::events::apply_update(ctx.store.as_ref(), read, &next).await?;
     Ok(true)
 }
 
