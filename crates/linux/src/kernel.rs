@@ -256,8 +256,8 @@ pub async fn ensure_underlay(
 }
 
 /// VXLAN device for `segment` in `ns`, enslaved to `bridge`, flooding by the segment's own
-/// multicast group ([`vxlan_group`]) on the underlay. Recreated when its group differs (a
-/// device of an earlier version flooding to a group shared by every segment).
+/// multicast group ([`vxlan_group`]) on the underlay. Recreated when its group differs (so a
+/// device flooding to any other group, such as one shared by every segment, is replaced).
 pub async fn ensure_vxlan(
     ns: &str,
     segment: i64,
