@@ -17,6 +17,7 @@ pub mod quota;
 pub mod reachability;
 mod refusals;
 pub mod replicas;
+pub mod request;
 pub mod reserved;
 pub mod resources;
 pub mod rest;

@@ -195,9 +195,5 @@ pub fn body_of(value: &Value) -> Value {
 
 /// Annotations the controllers keep for themselves: hidden from clients, kept across updates.
 pub fn is_internal_annotation(key: &str) -> bool {
-    key == osac_controller::APPLIED_SPEC_ANNOTATION
-        || key == osac_controller::VIRTUAL_NETWORK_ANNOTATION
-        || key == osac_controller::HOSTING_CLUSTER_ANNOTATION
-        || key == osac_controller::PARKED_ANNOTATION
-        || key == osac_controller::DELETE_FAILURES_ANNOTATION
+    osac_model::annotations::is_internal(key)
 }

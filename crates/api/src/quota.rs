@@ -15,7 +15,7 @@ use osac_store::{ListQuery, Page, Record, Store, Tx};
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult, Code};
-use crate::service::RequestCtx;
+use crate::request::RequestCtx;
 
 /// Where counts are read: inside a write transaction or from the store.
 enum Reader<'a> {

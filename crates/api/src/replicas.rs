@@ -6,8 +6,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use osac_controller::{Ownership, SHARDS};
-use osac_store::Store;
+use osac_store::{SHARDS, Store};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
@@ -22,21 +21,23 @@ pub fn process_name() -> String {
 }
 
 /// 200 when the database answers, with what this process reconciles; 503 otherwise.
-pub async fn readyz(store: Arc<dyn Store>, ownership: Ownership) -> (StatusCode, String) {
+/// `replica` reads, when asked, this process's replica id and how many shards it holds (None:
+/// alone on its store).
+pub async fn readyz(
+    store: Arc<dyn Store>,
+    replica: impl FnOnce() -> Option<(String, usize)>,
+) -> (StatusCode, String) {
     if store.ping().await.is_err() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "database unavailable".to_string(),
         );
     }
-    match ownership.replica_id() {
+    match replica() {
         None => (StatusCode::OK, "ready".to_string()),
-        Some(id) => (
+        Some((id, held)) => (
             StatusCode::OK,
-            format!(
-                "ready\nreplica {id}: holds {} of {SHARDS} controller shards\n",
-                ownership.held().len()
-            ),
+            format!("ready\nreplica {id}: holds {held} of {SHARDS} controller shards\n"),
         ),
     }
 }

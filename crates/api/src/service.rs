@@ -1,20 +1,21 @@
 //! The service layer shared by REST and gRPC: authorization, tenant scoping, one store
 //! transaction per write, and dispatch to the per-kind rules in `resources`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::Utc;
 use osac_backends::Registry;
 use osac_model::quota::QuotaLimits;
-use osac_model::{Access, FABRIC_FINALIZER, Kind, Scope};
-use osac_store::{ListQuery, Record, Store, StoreError, Tx};
-use serde_json::{Value, json};
+use osac_model::{Access, Kind, Scope};
+use osac_store::{ListQuery, Record, Store, Tx};
+use serde_json::Value;
 
 use crate::auth::{Authenticator, Caller, Role};
 use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, to_object, user_metadata};
+use crate::request::{RequestCtx, name_taken, not_found, set_state, validate_metadata};
 use crate::resources;
+use crate::resources::insert_new;
 
 #[cfg(test)]
 mod json_tests;
@@ -67,68 +68,6 @@ pub struct Service {
     pub(crate) watch_slots: Arc<crate::watch_slots::WatchSlots>,
     /// Which refused creates get an event (coalesced per tenant and quota).
     refusals: crate::refusals::RefusalEvents,
-}
-
-/// What a per-kind rule needs while a write transaction is open.
-pub struct RequestCtx<'a> {
-    pub tx: &'a mut dyn Tx,
-    pub caller: &'a Caller,
-    /// Tenant that owns the object being written ("" for provider objects).
-    pub tenant: String,
-    pub registry: &'a Registry,
-    /// Ids inserted earlier in this transaction (onboarding defaults, auto-provisioned
-    /// ExternalIPs): they count as present in their initial state, so the objects created
-    /// with them may reference them before they are reconciled.
-    pub created: Vec<String>,
-    /// Events (reason, message) about the object being created, recorded once it has an id.
-    pub notes: Vec<(&'static str, String)>,
-    /// Provider default quotas (see [`Service::with_quota_defaults`]).
-    pub quota_defaults: QuotaLimits,
-    /// The quota limits of a tenant whose row this transaction already read (and locked), so
-    /// the quota checks do not read it again.
-    pub tenant_limits: Option<(String, QuotaLimits)>,
-    /// The id of that tenant (quota locks are keyed by the tenant's id).
-    pub tenant_id: Option<String>,
-    /// Addresses taken from each ExternalIPPool by the ExternalIPs inserted in this
-    /// transaction: reserved in the pools' counters as the transaction's last step
-    /// ([`resources::external_ip::reserve_in_pools`]), so each pool row is locked only from
-    /// then to the commit, not for the whole request.
-    pub pool_reservations: std::collections::BTreeMap<String, i64>,
-}
-
-impl<'a> RequestCtx<'a> {
-    /// The context of a write by `caller` to objects of `tenant` ("" for provider objects).
-    pub fn new(
-        tx: &'a mut dyn Tx,
-        caller: &'a Caller,
-        tenant: String,
-        registry: &'a Registry,
-    ) -> Self {
-        RequestCtx {
-            tx,
-            caller,
-            tenant,
-            registry,
-            created: Vec::new(),
-            notes: Vec::new(),
-            quota_defaults: QuotaLimits::default(),
-            tenant_limits: None,
-            tenant_id: None,
-            pool_reservations: Default::default(),
-        }
-    }
-}
-
-fn set_state(body: &mut Value, kind: Kind, state: &str) {
-    let Some(prefix) = kind.state_prefix() else {
-        return;
-    };
-    if let Some(obj) = body.as_object_mut() {
-        let status = obj.entry("status").or_insert_with(|| json!({}));
-        if let Some(s) = status.as_object_mut() {
-            s.insert("state".into(), json!(format!("{prefix}_{state}")));
-        }
-    }
 }
 
 impl Service {
@@ -346,7 +285,7 @@ impl Service {
         else {
             return;
         };
-        let event = osac_controller::events::NewEvent::warning(
+        let event = osac_store::events::NewEvent::warning(
             tenant,
             kind,
             "",
@@ -354,7 +293,7 @@ impl Service {
             reason,
             crate::refusals::with_count(&e.message, unrecorded),
         );
-        osac_controller::events::record_now(&*self.store, event).await;
+        osac_store::events::record_now(&*self.store, event).await;
     }
 
     /// Reads one object by id or name.
@@ -582,7 +521,7 @@ impl Service {
         next.deleted_at = Some(Utc::now());
         set_state(&mut next.body, kind, "DELETING");
         // With its `Deleting` (or, when no finalizer holds it, `Deleted`) event.
-        let gone = osac_controller::events::update(tx.as_mut(), &current, &next)
+        let gone = osac_store::events::update(tx.as_mut(), &current, &next)
             .await?
             .is_none();
         if gone {
@@ -698,92 +637,6 @@ pub async fn find_in_tx(
             "name '{key}' matches objects in several tenants; use the id"
         ))),
     }
-}
-
-/// NOT_FOUND for a kind and the key the caller used.
-pub fn not_found(kind: Kind, key: &str) -> ApiError {
-    ApiError::not_found(format!("{} '{key}' does not exist", kind.display_name()))
-}
-
-/// Creates one object inside the caller's transaction: per-kind rules, initial state,
-/// finalizers, insert, then the work that needs the row (pool counters, onboarding defaults,
-/// auto-provisioned ExternalIPs). Used by every create, and by creates that make further
-/// objects in the same transaction (all of it exists or none of it does).
-pub(crate) fn insert_new<'c, 'a: 'c>(
-    cx: &'c mut RequestCtx<'a>,
-    kind: Kind,
-    obj: &'c Value,
-) -> futures::future::BoxFuture<'c, ApiResult<Record>> {
-    Box::pin(async move {
-        let meta = user_metadata(obj);
-        validate_metadata(kind, &meta)?;
-        let mut body = resources::prepare_create(cx, kind, obj).await?;
-        crate::quota::check_create(cx, kind, &body).await?;
-        if let Some(o) = body.as_object_mut() {
-            o.remove("status");
-            if let Some(status) = resources::initial_status(kind, obj) {
-                o.insert("status".into(), status);
-            }
-        }
-        set_state(&mut body, kind, kind.initial_state());
-        let mut rec = Record::new(kind, cx.tenant.clone(), body);
-        rec.name = meta.name.clone();
-        rec.creator = cx.caller.subject.clone();
-        rec.labels = meta.labels;
-        rec.annotations = meta.annotations;
-        rec.annotations
-            .retain(|k, _| !crate::object::is_internal_annotation(k));
-        if kind.needs_fabric_finalizer() {
-            rec.finalizers.push(FABRIC_FINALIZER.to_string());
-        }
-        if resources::workload::wants_auto_external_ip(kind, &rec.body) {
-            rec.finalizers
-                .push(osac_model::defaults::CLEANUP_FINALIZER.to_string());
-        }
-        let rec = cx
-            .tx
-            .insert(&rec)
-            .await
-            .map_err(|e| name_taken(e, kind, &meta.name, &cx.tenant))?;
-        cx.created.push(rec.id.clone());
-        let created = format!("{kind} '{}' created by {}", rec.label(), cx.caller.subject);
-        let event = osac_controller::events::for_record(&rec, false, "Created", created);
-        osac_controller::events::record(cx.tx, event).await?;
-        for (reason, message) in std::mem::take(&mut cx.notes) {
-            let event = osac_controller::events::for_record(&rec, false, reason, message);
-            osac_controller::events::record(cx.tx, event).await?;
-        }
-        resources::after_insert(cx, &rec).await?;
-        Ok(rec)
-    })
-}
-
-fn name_taken(e: StoreError, kind: Kind, name: &Option<String>, tenant: &str) -> ApiError {
-    match (&e, name) {
-        (StoreError::AlreadyExists(c), Some(n))
-            if c.contains("objects_name") || c.contains("UNIQUE") || c.contains("name") =>
-        {
-            let scope = if tenant.is_empty() {
-                String::new()
-            } else {
-                format!(" in tenant '{tenant}'")
-            };
-            ApiError::new(
-                Code::AlreadyExists,
-                format!("{} named '{n}' already exists{scope}", kind.display_name()),
-            )
-        }
-        _ => e.into(),
-    }
-}
-
-fn validate_metadata(kind: Kind, meta: &crate::object::UserMetadata) -> ApiResult<()> {
-    if let Some(n) = &meta.name {
-        osac_model::labels::check_name_of(kind, "metadata.name", n)?;
-    }
-    let labels: HashMap<String, String> = meta.labels.clone().into_iter().collect();
-    osac_model::labels::check_labels("metadata.labels", &labels)?;
-    Ok(())
 }
 
 /// Kinds whose rules span every object of the kind (pool CIDRs never overlap, exactly one

@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use osac_model::MacAddress;
+use osac_model::validate::DualCidrs;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -290,12 +291,29 @@ pub fn same_subnet(
     )
 }
 
-/// Refusal of a new subnet whose prefix overlaps a sibling's in the same VirtualNetwork.
-pub fn subnet_overlaps(r: &CreateSubnetRequest, sibling: &str) -> OpError {
-    OpError::permanent(format!(
-        "subnet '{}' overlaps subnet '{sibling}' in virtual network '{}'",
-        r.subnet_id, r.virtual_network_id
-    ))
+/// Refuses a new subnet whose prefixes overlap those of `sibling` (a subnet of the same
+/// VirtualNetwork), by the one sibling rule [`DualCidrs::overlap`].
+pub fn not_overlapping(
+    r: &CreateSubnetRequest,
+    sibling: &str,
+    its_ipv4: Option<Ipv4Net>,
+    its_ipv6: Option<Ipv6Net>,
+) -> Result<(), OpError> {
+    let mine = DualCidrs {
+        v4: r.ipv4_cidr,
+        v6: r.ipv6_cidr,
+    };
+    let theirs = DualCidrs {
+        v4: its_ipv4,
+        v6: its_ipv6,
+    };
+    match mine.overlap(&theirs) {
+        None => Ok(()),
+        Some(_) => Err(OpError::permanent(format!(
+            "subnet '{}' overlaps subnet '{sibling}' in virtual network '{}'",
+            r.subnet_id, r.virtual_network_id
+        ))),
+    }
 }
 
 // ---- security groups ----

@@ -1,28 +1,10 @@
-//! Small address arithmetic shared by the drivers: gateways, usable ranges, lowest free address.
+//! Small address arithmetic shared by the drivers: usable ranges, lowest free address. The
+//! gateway rule is the domain model's (re-exported here for the drivers).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-
-/// The gateway of an IPv4 subnet: its first usable address.
-pub fn ipv4_gateway(net: Ipv4Net) -> Ipv4Addr {
-    let base = u32::from(net.network());
-    if net.prefix_len() < 31 {
-        Ipv4Addr::from(base.wrapping_add(1))
-    } else {
-        net.network()
-    }
-}
-
-/// The gateway of an IPv6 subnet: `::1` of the prefix.
-pub fn ipv6_gateway(net: Ipv6Net) -> Ipv6Addr {
-    let base = u128::from(net.network());
-    if net.prefix_len() < 128 {
-        Ipv6Addr::from(base.wrapping_add(1))
-    } else {
-        net.network()
-    }
-}
+use ipnet::IpNet;
+pub use osac_model::net::{ipv4_gateway, ipv6_gateway};
 
 /// Inclusive range of addresses that may be handed out in `net`, as integers: IPv4 skips the
 /// network and broadcast addresses below /31; IPv6 skips the subnet-router anycast address
@@ -102,22 +84,6 @@ mod tests {
 
     fn n(s: &str) -> IpNet {
         s.parse().unwrap()
-    }
-
-    #[test]
-    fn gateways() {
-        assert_eq!(
-            ipv4_gateway("10.0.1.0/24".parse().unwrap()),
-            Ipv4Addr::new(10, 0, 1, 1)
-        );
-        assert_eq!(
-            ipv4_gateway("10.0.1.0/31".parse().unwrap()),
-            Ipv4Addr::new(10, 0, 1, 0)
-        );
-        assert_eq!(
-            ipv6_gateway("fd00:1::/64".parse().unwrap()),
-            "fd00:1::1".parse::<Ipv6Addr>().unwrap()
-        );
     }
 
     #[test]

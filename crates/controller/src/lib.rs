@@ -65,14 +65,16 @@
 //!
 //! # What the API layer does
 //!
-//! At create it stores the object with its initial state (`*_PENDING`, ExternalIP `PENDING`
-//! with `spec.pool` filled in and the pool recounted by [`recount_pool`]) and, for kinds with
+//! The API and the controllers do not call each other: both write through the store (with the
+//! event recording of [`osac_store::events`] and the pool accounting of [`osac_store::pool`]),
+//! and the change feed brings the API's writes here. At create the API stores the object with
+//! its initial state (`*_PENDING`, ExternalIP `PENDING` with `spec.pool` filled in and the
+//! pool's counters moved by [`osac_store::pool::adjust_pool`]) and, for kinds with
 //! fabric state ([`osac_model::Kind::needs_fabric_finalizer`]), the finalizer
 //! [`osac_model::FABRIC_FINALIZER`]. At delete it sets `deleted_at` and state `*_DELETING`; the
 //! controller undoes the fabric state and removes the finalizer, which removes the row.
 
 pub mod dispatch;
-pub mod events;
 mod fenced_provisioner;
 mod fenced_store;
 mod metrics;
@@ -84,12 +86,10 @@ mod resync;
 pub mod runtime;
 
 pub use dispatch::{Dispatcher, Managers};
-pub use events::{NewEvent, for_record, record, record_now};
 pub use ownership::{Ownership, SHARDS, shard_of};
 pub use reconcile::cluster::agent_attachment_id;
 pub use reconcile::compute_instance::{HOSTING_CLUSTER_ANNOTATION, hosting_cluster_for, vm_mac};
 pub use reconcile::external_ip_attachment::{NoWorkloads, Target, TargetResolver};
-pub use reconcile::external_ip_pool::{PoolCounts, adjust_pool, recount_pool};
 pub use reconcile::host::{PARKED_ANNOTATION, parking_attachment_id};
 pub use reconcile::targets::WorkloadTargets;
 pub use reconcile::tenant::{

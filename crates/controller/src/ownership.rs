@@ -10,8 +10,7 @@ use std::time::Instant;
 
 use osac_backends::fence::Fence;
 
-/// Number of controller shards (the same in every replica of a deployment).
-pub const SHARDS: i32 = 64;
+pub use osac_store::SHARDS;
 
 /// The shard of an object id (FNV-1a of the id; stable across processes and releases).
 pub fn shard_of(id: &str) -> i32 {

@@ -101,11 +101,7 @@ pub fn shards_for(me: &str, live: &[ReplicaRow]) -> BTreeSet<i32> {
 }
 
 fn shard_of_pair(replica: &str, shard: i32) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in replica.bytes().chain(shard.to_le_bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let mut h = osac_model::hash::fnv1a64(replica.bytes().chain(shard.to_le_bytes()));
     // FNV leaves the high bits weakly mixed with the last bytes; finish with MurmurHash3's
     // 64-bit mix so every bit depends on the shard.
     h ^= h >> 33;

@@ -53,9 +53,9 @@ impl Default for ControllerConfig {
             backoff_base: Duration::from_millis(500),
             backoff_cap: Duration::from_secs(300),
             cleanup_retry_limit: 8,
-            event_ttl: crate::events::DEFAULT_EVENT_TTL,
+            event_ttl: osac_store::events::DEFAULT_EVENT_TTL,
             event_prune_interval: Duration::from_secs(60),
-            max_events_per_tenant: crate::events::DEFAULT_MAX_EVENTS_PER_TENANT,
+            max_events_per_tenant: osac_store::events::DEFAULT_MAX_EVENTS_PER_TENANT,
         }
     }
 }
@@ -177,7 +177,7 @@ impl Controllers {
             queue.clone(),
             shutdown.clone(),
         ));
-        tasks.spawn(crate::events::prune_loop(
+        tasks.spawn(osac_store::events::prune_loop(
             ctx.store.clone(),
             ctx.config.event_ttl,
             ctx.config.max_events_per_tenant,

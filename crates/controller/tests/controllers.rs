@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use osac_backends::{FailureKind, Operation, Registry, SimFabric, SimK8s};
 use osac_controller::{
-    ControllerConfig, Controllers, Dispatcher, NoWorkloads, Target, TargetResolver, recount_pool,
+    ControllerConfig, Controllers, Dispatcher, NoWorkloads, Target, TargetResolver,
 };
 use osac_model::{FABRIC_FINALIZER, Kind, pb};
 use osac_store::{Record, Store, StoreError};
@@ -447,7 +447,10 @@ async fn pool_counters_follow_external_ips() {
     // The API's helper: a reservation recounts inside its own transaction.
     let mut tx = env.store.begin().await.unwrap();
     tx.insert(&env.eip_record(&pool, "c")).await.unwrap();
-    let c = recount_pool(&mut *tx, &pool).await.unwrap().unwrap();
+    let c = osac_store::pool::recount_pool(&mut *tx, &pool)
+        .await
+        .unwrap()
+        .unwrap();
     tx.commit().await.unwrap();
     assert_eq!((c.total, c.allocated, c.available), (6, 2, 4));
     env.stop().await;

@@ -4,6 +4,7 @@
 use std::net::Ipv6Addr;
 
 use ipnet::Ipv6Net;
+use osac_model::hash::fnv1a64;
 
 use crate::cmd::{self, CmdError};
 use crate::config::LinuxSettings;
@@ -29,7 +30,7 @@ pub fn vxlan_group(segment: i64) -> Ipv6Addr {
 /// A fixed MAC for a bridge: without one the kernel gives a bridge the lowest MAC of its ports,
 /// so plugging or unplugging a port would change the gateway's MAC under every neighbour.
 pub fn bridge_mac(ns: &str, name: &str) -> String {
-    let h = names::fnv1a64(&format!("{ns}/{name}")).to_be_bytes();
+    let h = fnv1a64(format!("{ns}/{name}").bytes()).to_be_bytes();
     format!(
         "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         h[0], h[1], h[2], h[3], h[4]
@@ -195,7 +196,7 @@ pub fn underlay_addr(prefix: Ipv6Net, ns: &str) -> Ipv6Addr {
     } else {
         (1u128 << host_bits) - 1
     };
-    let host = u128::from(names::fnv1a64(ns)) & mask;
+    let host = u128::from(fnv1a64(ns.bytes())) & mask;
     // Avoid the all-zero and ::1 host parts (subnet-router anycast, conventional gateway).
     let host = if host < 2 { host + 2 } else { host };
     Ipv6Addr::from(u128::from(prefix.network()) | host)

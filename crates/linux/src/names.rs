@@ -19,6 +19,8 @@
 //! - [`hosting_ns`]`(cluster)` — one per hosting cluster (overlay bridges);
 //! - [`machine_ns`]`(key)` — a VM, bare-metal server or agent (key from [`machine_of`]).
 
+use osac_model::hash::fnv1a64;
+
 /// Prefix of every namespace and nft table we own.
 pub const PREFIX: &str = "osac";
 /// The provider's external namespace.
@@ -53,19 +55,9 @@ pub const GUARD_TABLE: &str = "osac-guard";
 /// UDP port of the VXLAN overlays.
 pub const VXLAN_PORT: u16 = 4789;
 
-/// FNV-1a 64-bit hash of `s`: stable across builds and platforms (names must survive upgrades).
-pub fn fnv1a64(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
 /// 12 lowercase hex characters (48 bits) identifying an object id in kernel names.
 pub fn short_hash(id: &str) -> String {
-    format!("{:012x}", fnv1a64(id) >> 16)
+    format!("{:012x}", fnv1a64(id.bytes()) >> 16)
 }
 
 /// Router namespace of a VirtualNetwork.
@@ -156,7 +148,7 @@ pub fn vip_chain(addr: &std::net::IpAddr, ingress: bool) -> String {
 /// hosting-cluster namespace they share. Hash-derived, so two VNs on one hosting cluster may
 /// collide (about 1 % for 36 VNs); a collision only matters for identical 5-tuples.
 pub fn ct_zone(vn_table: &str) -> u16 {
-    (fnv1a64(vn_table) % 65_535) as u16 + 1
+    (fnv1a64(vn_table.bytes()) % 65_535) as u16 + 1
 }
 
 /// Per-port chain (SG union or anti-spoofing) keyed by the port's switch-end name.
@@ -179,7 +171,7 @@ mod tests {
         assert_eq!(short_hash("vn-1"), short_hash("vn-1"));
         assert_ne!(short_hash("vn-1"), short_hash("vn-2"));
         // Known value: renaming would orphan every kernel object of a running deployment.
-        assert_eq!(fnv1a64(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(short_hash("vn-1"), "3ae24d00e90a");
         assert_eq!(router_ns("x"), format!("osac-r-{}", short_hash("x")));
         for name in [
             subnet_bridge("00000000-0000-0000-0000-000000000000"),

@@ -1,9 +1,11 @@
 //! Pure domain logic of osac-net: no I/O, no async, no database.
 
+pub mod annotations;
 pub mod bounds;
 pub mod defaults;
 pub mod enums;
 pub mod filter;
+pub mod hash;
 pub mod kind;
 pub mod kinds;
 pub mod labels;

@@ -1,7 +1,7 @@
 //! CIDR and address arithmetic used by validation, capacity accounting and VIP blocks.
 
-use ipnet::{IpNet, Ipv4Net};
-use std::net::IpAddr;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::Invalid;
 
@@ -18,6 +18,14 @@ impl Family {
         match self {
             Family::V4 => "IPv4",
             Family::V6 => "IPv6",
+        }
+    }
+
+    /// The proto enum name (`IP_FAMILY_IPV4`), as requests spell an `IpFamily`.
+    pub fn enum_name(self) -> &'static str {
+        match self {
+            Family::V4 => crate::pb::IpFamily::Ipv4.as_str_name(),
+            Family::V6 => crate::pb::IpFamily::Ipv6.as_str_name(),
         }
     }
 
@@ -122,14 +130,25 @@ pub fn vip_block(subnet: &Ipv4Net, vip_prefix: u8) -> Option<Ipv4Net> {
     Ipv4Net::new(start.into(), vip_prefix).ok()
 }
 
-/// The gateway of a subnet: first usable IPv4 address, `::1` of an IPv6 prefix.
-pub fn gateway(net: &IpNet) -> Option<IpAddr> {
-    net.hosts().next().map(|_| match net {
-        IpNet::V4(n) => {
-            IpAddr::V4((u32::from(n.network()) + u32::from(n.prefix_len() < 31)).into())
-        }
-        IpNet::V6(n) => IpAddr::V6((u128::from(n.network()) + 1).into()),
-    })
+/// The gateway of an IPv4 subnet: its first usable address (the network address itself on a
+/// /31 or /32, which have no network address to skip).
+pub fn ipv4_gateway(net: Ipv4Net) -> Ipv4Addr {
+    let base = u32::from(net.network());
+    if net.prefix_len() < 31 {
+        Ipv4Addr::from(base.wrapping_add(1))
+    } else {
+        net.network()
+    }
+}
+
+/// The gateway of an IPv6 subnet: `::1` of the prefix (the address itself on a /128).
+pub fn ipv6_gateway(net: Ipv6Net) -> Ipv6Addr {
+    let base = u128::from(net.network());
+    if net.prefix_len() < 128 {
+        Ipv6Addr::from(base.wrapping_add(1))
+    } else {
+        net.network()
+    }
 }
 
 #[cfg(test)]
@@ -146,6 +165,13 @@ mod tests {
         assert!(e.to_string().contains("IPv6"), "{e}");
         let e = parse_cidr("spec.ipv4_cidr", "10.0.0/33", Family::V4).unwrap_err();
         assert!(e.to_string().contains("not a valid CIDR"), "{e}");
+    }
+
+    #[test]
+    fn family_names() {
+        assert_eq!(Family::V4.enum_name(), "IP_FAMILY_IPV4");
+        assert_eq!(Family::V6.enum_name(), "IP_FAMILY_IPV6");
+        assert_eq!(Family::V6.label(), "IPv6");
     }
 
     #[test]
@@ -172,16 +198,20 @@ mod tests {
     #[test]
     fn gateways() {
         assert_eq!(
-            gateway(&"10.0.1.0/24".parse().unwrap())
-                .unwrap()
-                .to_string(),
-            "10.0.1.1"
+            ipv4_gateway("10.0.1.0/24".parse().unwrap()),
+            Ipv4Addr::new(10, 0, 1, 1)
         );
         assert_eq!(
-            gateway(&"fd00:0:0:1::/64".parse().unwrap())
-                .unwrap()
-                .to_string(),
-            "fd00:0:0:1::1"
+            ipv4_gateway("10.0.1.0/31".parse().unwrap()),
+            Ipv4Addr::new(10, 0, 1, 0)
+        );
+        assert_eq!(
+            ipv6_gateway("fd00:0:0:1::/64".parse().unwrap()),
+            "fd00:0:0:1::1".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            ipv6_gateway("fd00::1/128".parse().unwrap()),
+            "fd00::1".parse::<Ipv6Addr>().unwrap()
         );
     }
 }

@@ -9,7 +9,7 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 use crate::Invalid;
 use crate::labels::{check_labels, check_name};
-use crate::net::{Family, parse_any_cidr, parse_cidr, parse_optional_cidr};
+use crate::net::{Family, overlaps, parse_any_cidr, parse_cidr, parse_optional_cidr};
 use crate::pb;
 
 // Kind rules, also under the names other crates call them by.
@@ -55,6 +55,25 @@ impl DualCidrs {
     /// Whether both families are present.
     pub fn is_dual_stack(&self) -> bool {
         self.v4.is_some() && self.v6.is_some()
+    }
+
+    /// The sibling rule of subnets: two subnets of one VirtualNetwork share no address, in
+    /// either family. Returns the first overlapping pair (IPv4 first; this object's prefix,
+    /// then `other`'s), or `None` when the two may stand side by side. The API and every fabric
+    /// driver apply this one rule, each wording its own refusal.
+    pub fn overlap(&self, other: &DualCidrs) -> Option<(IpNet, IpNet)> {
+        let v4 = self
+            .v4
+            .zip(other.v4)
+            .map(|(a, b)| (IpNet::V4(a), IpNet::V4(b)));
+        let v6 = self
+            .v6
+            .zip(other.v6)
+            .map(|(a, b)| (IpNet::V6(a), IpNet::V6(b)));
+        [v4, v6]
+            .into_iter()
+            .flatten()
+            .find(|(mine, theirs)| overlaps(mine, theirs))
     }
 }
 
@@ -253,6 +272,27 @@ mod tests {
         assert_eq!(e.message, "virtual_network is required");
         let e = required("fabric_manager", "").unwrap_err();
         assert_eq!(e.message, "fabric_manager is required");
+    }
+
+    #[test]
+    fn sibling_subnets_may_not_overlap_in_either_family() {
+        let d = |v4: &str, v6: &str| DualCidrs::parse_optional("spec", v4, v6).unwrap();
+        let a = d("10.0.1.0/24", "fd00:0:0:1::/64");
+        // Inside, around, or equal in one family is an overlap; IPv4 is reported first.
+        let (m, o) = a.overlap(&d("10.0.1.128/25", "")).unwrap();
+        assert_eq!(
+            (m.to_string(), o.to_string()),
+            ("10.0.1.0/24".into(), "10.0.1.128/25".into())
+        );
+        assert!(d("10.0.0.0/16", "").overlap(&a).is_some());
+        let (m, _) = a.overlap(&d("10.0.2.0/24", "fd00:0:0:1::/80")).unwrap();
+        assert_eq!(m.to_string(), "fd00:0:0:1::/64");
+        // Adjacent prefixes, or prefixes of different families, stand side by side.
+        assert_eq!(a.overlap(&d("10.0.2.0/24", "fd00:0:0:2::/64")), None);
+        assert_eq!(
+            d("10.0.1.0/24", "").overlap(&d("", "fd00:0:0:1::/64")),
+            None
+        );
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub struct ServerArgs {
     #[arg(long, value_enum, env = "OSAC_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
     /// Seconds events are kept before they are pruned
-    #[arg(long, default_value_t = osac_controller::events::DEFAULT_EVENT_TTL.as_secs())]
+    #[arg(long, default_value_t = osac_store::events::DEFAULT_EVENT_TTL.as_secs())]
     pub event_ttl_seconds: u64,
     /// PEM certificate chain: serve REST and gRPC over TLS (needs --tls-key). The file is
     /// re-read when it changes (rotation without restart)
@@ -147,7 +147,7 @@ pub struct ServerArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_watches_per_tenant: usize,
     /// Events kept per tenant: beyond it the oldest are removed at the next prune pass
-    #[arg(long, env = "OSAC_MAX_EVENTS_PER_TENANT", default_value_t = osac_controller::events::DEFAULT_MAX_EVENTS_PER_TENANT,
+    #[arg(long, env = "OSAC_MAX_EVENTS_PER_TENANT", default_value_t = osac_store::events::DEFAULT_MAX_EVENTS_PER_TENANT,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_events_per_tenant: usize,
 }

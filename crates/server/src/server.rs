@@ -393,7 +393,14 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     };
     let ownership = controllers.ownership();
     let ready_store = store.clone();
-    let readyz = move || osac_api::replicas::readyz(ready_store.clone(), ownership.clone());
+    let readyz = move || {
+        let ownership = ownership.clone();
+        osac_api::replicas::readyz(ready_store.clone(), move || {
+            ownership
+                .replica_id()
+                .map(|id| (id, ownership.held().len()))
+        })
+    };
     let metrics_service = service.clone();
     metrics::register_process_metrics();
     let (shutdown, rx) = watch::channel(false);

@@ -10,6 +10,10 @@ use chrono::{DateTime, Utc};
 
 use crate::Result;
 
+/// Number of controller shards (the same in every replica of a deployment): objects fall into
+/// shards by a hash of their id, and each shard has one lease.
+pub const SHARDS: i32 = 64;
+
 /// What a replica says about itself when it joins.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaInfo {

@@ -7,9 +7,11 @@
 //! transactions; committed writes are published on the change feed.
 
 mod deferred_events;
+pub mod events;
 pub mod filter_sql;
 mod group;
 mod lease;
+pub mod pool;
 mod postgres;
 mod query;
 mod record;
@@ -26,7 +28,7 @@ use osac_model::Kind;
 use tokio::sync::broadcast;
 
 pub use group::{Applied, BATCH_TIME, FenceToken, TURN_LIMIT, Write, WriteSet, apply_in};
-pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, ShardLease};
+pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, SHARDS, ShardLease};
 pub use postgres::PostgresStore;
 pub use record::{
     BodyText, Change, ListQuery, Page, PageText, Record, RecordText, Reference, enum_resolver,

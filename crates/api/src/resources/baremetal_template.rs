@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::RequestCtx;
+use crate::request::RequestCtx;
 
 const HOST_TYPE: &str = "spec.host_type";
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::workload::{self, AttachmentInput};
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::RequestCtx;
+use crate::request::RequestCtx;
 
 const FIELD: &str = "spec.network_attachment";
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::workload;
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::RequestCtx;
+use crate::request::RequestCtx;
 
 const FIELD: &str = "spec.compute_network_attachments";
 

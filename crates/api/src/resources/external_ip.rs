@@ -15,7 +15,7 @@ use super::external_ip_pool as pools;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, parse, to_json};
-use crate::service::RequestCtx;
+use crate::request::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut e: pb::ExternalIp = parse(Kind::ExternalIp, obj)?;
@@ -144,7 +144,7 @@ pub async fn reserve_in_pools(cx: &mut RequestCtx<'_>) -> ApiResult<()> {
         if allocated + taken > total {
             return Err(no_capacity(cx.caller, pool.label(), allocated, total));
         }
-        osac_controller::adjust_pool(cx.tx, &pool_id, taken).await?;
+        osac_store::pool::adjust_pool(cx.tx, &pool_id, taken).await?;
     }
     Ok(())
 }

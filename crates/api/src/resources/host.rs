@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult, Code};
 use crate::object::{body_of, parse, to_json};
-use crate::service::RequestCtx;
+use crate::request::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut h: pb::Host = parse(Kind::Host, obj)?;

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::RequestCtx;
+use crate::request::RequestCtx;
 
 pub async fn create(_cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let ht: pb::HostType = parse(Kind::HostType, obj)?;

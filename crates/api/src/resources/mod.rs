@@ -11,6 +11,7 @@ pub mod external_ip_attachment;
 pub mod external_ip_pool;
 pub mod host;
 pub mod host_type;
+mod insert;
 pub mod nat_gateway;
 pub mod network_class;
 pub mod security_group;
@@ -24,7 +25,9 @@ use osac_store::{Record, Tx};
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::service::{RequestCtx, not_found};
+use crate::request::{RequestCtx, not_found};
+
+pub(crate) use insert::insert_new;
 
 /// Validates a create request and returns the body to store (references resolved to ids).
 pub async fn prepare_create(cx: &mut RequestCtx<'_>, kind: Kind, obj: &Value) -> ApiResult<Value> {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::RequestCtx;
+use crate::request::RequestCtx;
 
 /// VIP block size used when a class does not say.
 pub const DEFAULT_VIP_PREFIX: i32 = 28;

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::RequestCtx;
+use crate::request::RequestCtx;
 
 pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let mut s: pb::Subnet = parse(Kind::Subnet, obj)?;
@@ -34,29 +34,15 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
         };
         let sib = sibling.decode::<pb::Subnet>()?.spec.unwrap_or_default();
         let theirs = DualCidrs::parse_optional("spec", &sib.ipv4_cidr, &sib.ipv6_cidr)?;
-        let pairs = [
-            (
-                cidrs.v4.map(ipnet::IpNet::V4),
-                theirs.v4.map(ipnet::IpNet::V4),
-                "IPv4",
-            ),
-            (
-                cidrs.v6.map(ipnet::IpNet::V6),
-                theirs.v6.map(ipnet::IpNet::V6),
-                "IPv6",
-            ),
-        ];
-        for (mine, other, family) in pairs {
-            if let (Some(m), Some(o)) = (mine, other)
-                && net::overlaps(&m, &o)
-            {
-                return Err(ApiError::invalid(format!(
-                    "spec.ipv{}_cidr: subnet {family} CIDR '{m}' overlaps with existing subnet '{}' (CIDR '{o}') in VirtualNetwork '{}'",
-                    if family == "IPv4" { 4 } else { 6 },
-                    sibling.label(),
-                    vn.label()
-                )));
-            }
+        if let Some((m, o)) = cidrs.overlap(&theirs) {
+            let family = net::Family::of(&m);
+            return Err(ApiError::invalid(format!(
+                "spec.ipv{}_cidr: subnet {} CIDR '{m}' overlaps with existing subnet '{}' (CIDR '{o}') in VirtualNetwork '{}'",
+                if family == net::Family::V4 { 4 } else { 6 },
+                family.label(),
+                sibling.label(),
+                vn.label()
+            )));
         }
     }
     spec.virtual_network = vn.id.clone();

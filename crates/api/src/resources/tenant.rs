@@ -9,9 +9,10 @@ use osac_model::{Kind, kinds, pb};
 use osac_store::{ListQuery, Record, Tx};
 use serde_json::Value;
 
+use super::insert_new;
 use crate::error::{ApiError, ApiResult};
 use crate::object::{body_of, parse, to_json};
-use crate::service::{RequestCtx, insert_new};
+use crate::request::RequestCtx;
 
 pub async fn create(_cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     let t: pb::Tenant = parse(Kind::Tenant, obj)?;
@@ -114,9 +115,8 @@ pub async fn onboard(cx: &mut RequestCtx<'_>, tenant: &Record) -> ApiResult<()> 
     cx.tenant = outer;
     result?;
     let message = format!("from NetworkClass '{}': {}", class.label(), made.join(", "));
-    let event =
-        osac_controller::events::for_record(tenant, false, "DefaultNetworkingCreated", message);
-    osac_controller::events::record(cx.tx, event).await?;
+    let event = osac_store::events::for_record(tenant, false, "DefaultNetworkingCreated", message);
+    osac_store::events::record(cx.tx, event).await?;
     Ok(())
 }
 

@@ -9,8 +9,9 @@ use osac_model::{Kind, defaults, pb};
 use osac_store::Record;
 use serde_json::{Value, json};
 
+use super::insert_new;
 use crate::error::{ApiError, ApiResult};
-use crate::service::{RequestCtx, insert_new};
+use crate::request::RequestCtx;
 
 /// One attachment as requested: where it sits in the body and what it references.
 pub struct AttachmentInput<'a> {
@@ -205,9 +206,8 @@ pub async fn auto_external_ips(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResu
             "ExternalIP {} and ExternalIPAttachment {} created{for_endpoint}",
             eip.id, att.id
         );
-        let event =
-            osac_controller::events::for_record(rec, false, "AutoExternalIPCreated", message);
-        osac_controller::events::record(cx.tx, event).await?;
+        let event = osac_store::events::for_record(rec, false, "AutoExternalIPCreated", message);
+        osac_store::events::record(cx.tx, event).await?;
     }
     Ok(())
 }

@@ -67,7 +67,7 @@ async fn seed(store: &dyn Store) {
                     .insert("colour".into(), ["red", "blue"][n % 2].into());
                 rec.annotations.insert("note".into(), format!("{n}"));
                 rec.annotations.insert(
-                    osac_controller::APPLIED_SPEC_ANNOTATION.into(),
+                    osac_model::annotations::APPLIED_SPEC_ANNOTATION.into(),
                     "internal".into(),
                 );
                 rec.finalizers = vec!["osac.io/test".into()];

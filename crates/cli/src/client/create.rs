@@ -333,7 +333,7 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
                 match family {
                     Some(want) if want != f => bail!(
                         "--cidr: '{c}' is not an {} CIDR: a pool holds one address family",
-                        if want == Family::V4 { "IPv4" } else { "IPv6" }
+                        want.label()
                     ),
                     _ => family = Some(f),
                 }

@@ -6,25 +6,9 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
+pub use osac_model::net::Family;
 use serde::Serialize;
 use serde_json::{Value, json};
-
-/// An IP address family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    V4,
-    V6,
-}
-
-impl Family {
-    /// The proto enum name.
-    pub fn enum_name(self) -> &'static str {
-        match self {
-            Family::V4 => "IP_FAMILY_IPV4",
-            Family::V6 => "IP_FAMILY_IPV6",
-        }
-    }
-}
 
 /// Checks a CIDR (`10.0.0.0/16`, `fd00::/48`) and returns its family. Host bits are left to
 /// the server, which names the rule.
@@ -296,6 +280,10 @@ pub fn parse_label(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// Whether `k` can be the key of a `KEY=VALUE` / `KEY-` flag value: where the key ends is all
+/// the client decides. Whether it is a valid label key (a Kubernetes qualified name,
+/// `osac_model::labels::is_qualified_key`) is the server's rule to judge and word, so `a-=b`
+/// reaches the server and comes back with its refusal.
 fn valid_label_key(k: &str) -> bool {
     !k.is_empty() && !k.chars().any(|c| c.is_whitespace() || c == '=')
 }

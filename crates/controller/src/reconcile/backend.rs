@@ -16,7 +16,7 @@ use osac_backends::{OpError, Operation};
 use osac_store::Record;
 
 use super::ReconcileCtx;
-use crate::events;
+use osac_store::events;
 
 /// Reason of the provider-only event that carries a backend failure's detail.
 pub const REASON_BACKEND_FAILURE: &str = "BackendFailure";

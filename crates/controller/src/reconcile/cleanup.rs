@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::finalizer::delete_failures;
 use super::{Action, ReconcileCtx, ReconcileError, describe, write};
-use crate::events;
+use osac_store::events;
 
 /// Whether a deleted workload still has its cleanup to do.
 pub(crate) fn pending(rec: &Record) -> bool {

@@ -1,15 +1,15 @@
 //! ExternalIP: the fabric allocates the address (capacity was reserved by the API), the
 //! controller reports it, keeps `status.attached` right, and on delete releases the address and
 //! gives the capacity back in the same transaction that removes the row (the pool's counters
-//! are in `external_ip_pool`).
+//! are in `osac_store::pool`).
 
 use std::net::IpAddr;
 
 use osac_backends::{AllocateExternalIpRequest, OpError, ReleaseExternalIpRequest};
 use osac_model::{Kind, pb};
 use osac_store::Record;
+use osac_store::pool::{adjust_pool, pool_cidrs};
 
-use super::external_ip_pool::{adjust_pool, pool_cidrs};
 use super::finalizer::{self, Cleanup};
 use super::{
     Action, Object, ReconcileCtx, ReconcileError, decode, op_failed, save, settled, succeeded,

@@ -51,9 +51,7 @@ use osac_store::{Record, StoreError, Tx};
 
 use super::{Action, Object, ReconcileCtx, ReconcileError, save, write};
 
-/// Annotation counting failed undo attempts of a deleted object; the cleanup of a deleted
-/// workload gives up on one of its auto-provisioned objects after `cleanup_retry_limit`.
-pub const DELETE_FAILURES_ANNOTATION: &str = "osac.openshift.io/delete-failures";
+pub use osac_model::annotations::DELETE_FAILURES_ANNOTATION;
 
 /// What a reconcile of an object must do, from its deletion mark and finalizers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,7 +207,7 @@ pub(crate) async fn release_in(tx: &mut dyn Tx, rec: &Record) -> Result<bool, St
     if next == *rec {
         return Ok(false);
     }
-    Ok(crate::events::update(tx, rec, &next).await?.is_none())
+    Ok(osac_store::events::update(tx, rec, &next).await?.is_none())
 }
 
 #[cfg(test)]

@@ -15,8 +15,7 @@ use osac_store::{ListQuery, Record, StoreError, Tx};
 
 use super::{Action, ReconcileCtx, ReconcileError, decode, describe, write};
 
-/// Annotation of a parked host: the interface that is on the parking network.
-pub const PARKED_ANNOTATION: &str = "osac.openshift.io/parked";
+pub use osac_model::annotations::PARKED_ANNOTATION;
 
 /// Host pools: hosts for bare-metal instances, and pre-booted cluster agents.
 pub(crate) const POOL_BAREMETAL: &str = "baremetal";

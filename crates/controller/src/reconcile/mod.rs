@@ -41,13 +41,7 @@ use serde_json::Value;
 use crate::dispatch::Dispatcher;
 use crate::runtime::ControllerConfig;
 
-/// Annotation holding the hash of the spec the controller last acted on with a final outcome
-/// (READY or FAILED): a resync with an unchanged spec skips the manager call.
-pub const APPLIED_SPEC_ANNOTATION: &str = "osac.openshift.io/applied-spec";
-
-/// Annotation of an ExternalIPAttachment: the VirtualNetwork its DNAT was programmed in, so the
-/// delete can undo it even after the target is gone.
-pub const VIRTUAL_NETWORK_ANNOTATION: &str = "osac.openshift.io/virtual-network";
+pub use osac_model::annotations::{APPLIED_SPEC_ANNOTATION, VIRTUAL_NETWORK_ANNOTATION};
 
 /// Why a reconcile could not finish; the runtime backs off and retries.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +95,7 @@ pub(crate) struct ReconcileCtx {
 pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     if rec.deleted_at.is_some() && rec.finalizers.is_empty() {
         // Deleted without finalizers: writing it back removes the row.
-        crate::events::apply_update(ctx.store.as_ref(), &rec, &rec).await?;
+        osac_store::events::apply_update(ctx.store.as_ref(), &rec, &rec).await?;
         return Ok(Action::Done);
     }
     if cleanup::pending(&rec) {
@@ -184,7 +178,7 @@ pub(crate) async fn write(
     if *read == next {
         return Ok(false);
     }
-    crate::events::apply_update(ctx.store.as_ref(), read, &next).await?;
+    osac_store::events::apply_update(ctx.store.as_ref(), read, &next).await?;
     Ok(true)
 }
 
@@ -224,14 +218,7 @@ async fn encode_and_write<T: Serialize>(
 
 /// FNV-1a over `bytes`: stable hashes of ids and specs (the same in every process and
 /// release, unlike `std`'s hasher).
-pub(crate) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+pub(crate) use osac_model::hash::fnv1a64 as fnv1a;
 
 /// Stable hash of the object's `spec` (FNV-1a over canonical JSON: keys sorted).
 pub fn spec_hash(body: &Value) -> String {

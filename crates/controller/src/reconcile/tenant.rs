@@ -18,7 +18,7 @@ use super::cleanup::request_delete;
 use super::conditions::{condition, set_status};
 use super::finalizer::{self, Cleanup, Event};
 use super::{Action, Object, ReconcileCtx, ReconcileError, decode, describe, save};
-use crate::events;
+use osac_store::events;
 
 super::object!(pb::Tenant, pb::TenantStatus,
     pending: pb::TenantState::Pending, ready: pb::TenantState::Ready,

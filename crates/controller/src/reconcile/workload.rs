@@ -183,7 +183,7 @@ impl<T: Workload> Work<T> {
         if next == self.rec {
             return Ok(None);
         }
-        Ok(crate::events::update(tx, &self.rec, &next).await?)
+        Ok(osac_store::events::update(tx, &self.rec, &next).await?)
     }
 
     /// Records a committed write.
@@ -201,7 +201,8 @@ impl<T: Workload> Work<T> {
         if next == self.rec {
             return Ok(());
         }
-        let written = crate::events::apply_update(ctx.store.as_ref(), &self.rec, &next).await?;
+        let written =
+            osac_store::events::apply_update(ctx.store.as_ref(), &self.rec, &next).await?;
         self.written(written);
         metrics::workload_phase(T::KIND.collection(), "status_write", started.elapsed());
         Ok(())

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::LinuxError;
-use crate::names::fnv1a64;
+use osac_model::hash::fnv1a64;
 
 /// Directory-backed record store.
 #[derive(Debug, Clone)]
@@ -33,7 +33,7 @@ impl RecordStore {
     fn path(&self, kind: &str, id: &str) -> PathBuf {
         self.root
             .join(kind)
-            .join(format!("{:016x}.json", fnv1a64(id)))
+            .join(format!("{:016x}.json", fnv1a64(id.bytes())))
     }
 
     /// Records `value` under `id`, on disk and in `table` (the in-memory copy), unless the

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use osac_backends::checks::{self, empty_response, encode_response};
+use osac_backends::checks::{self, MAX_VNI, empty_response, encode_response};
 use osac_backends::{CreateSubnetRequest, CreateSubnetResponse, DeleteSubnetRequest, OpError};
 
 use super::Inner;
@@ -14,9 +14,6 @@ use super::render::{self, DnsmasqConf};
 use crate::cmd;
 use crate::kernel;
 use crate::names;
-
-/// Largest VXLAN VNI.
-const MAX_VNI: u64 = (1 << 24) - 1;
 
 impl Inner {
     pub(crate) async fn create_subnet(
@@ -44,11 +41,7 @@ impl Inner {
                     .values()
                     .filter(|s| s.vn == r.virtual_network_id)
                 {
-                    let overlap4 = matches!((s.ipv4_cidr, r.ipv4_cidr), (Some(a), Some(b)) if a.contains(&b) || b.contains(&a));
-                    let overlap6 = matches!((s.ipv6_cidr, r.ipv6_cidr), (Some(a), Some(b)) if a.contains(&b) || b.contains(&a));
-                    if overlap4 || overlap6 {
-                        return Err(checks::subnet_overlaps(&r, &s.id));
-                    }
+                    checks::not_overlapping(&r, &s.id, s.ipv4_cidr, s.ipv6_cidr)?;
                 }
                 let rec = SubnetRec {
                     id: r.subnet_id.clone(),
@@ -76,11 +69,13 @@ impl Inner {
     fn pick_segment(&self, subnet_id: &str) -> i64 {
         let taken: std::collections::BTreeSet<i64> =
             self.model.subnets.values().map(|s| s.segment_id).collect();
-        let mut v = names::fnv1a64(subnet_id) % (MAX_VNI - 100) + 100;
-        while taken.contains(&(v as i64)) {
+        // The remainder is below MAX_VNI, so it always fits an i64.
+        let start = osac_model::hash::fnv1a64(subnet_id.bytes()) % (MAX_VNI - 100).unsigned_abs();
+        let mut v = i64::try_from(start).unwrap_or(0) + 100;
+        while taken.contains(&v) {
             v = if v >= MAX_VNI { 100 } else { v + 1 };
         }
-        v as i64
+        v
     }
 
     /// Builds (or repairs) a subnet's bridge, gateway addresses, VXLAN leg and dnsmasq.

@@ -9,8 +9,8 @@
 //! - Each tenant keeps at most `--max-events-per-tenant` events (`events::trim`, run by the
 //!   pruner on every pass). With `trim_tenant` returning without removing, acme kept all 60.
 
-use osac_controller::events::{NewEvent, record_now, trim};
 use osac_model::Kind;
+use osac_store::events::{NewEvent, record_now, trim};
 use serde_json::json;
 
 use crate::both_backends;

@@ -165,8 +165,9 @@ async fn events_are_pruned_after_their_ttl(backend: Backend) {
     };
     let t = s.tenant("acme").await;
     let store = s.store();
-    let old = osac_controller::NewEvent::normal("acme", Kind::Subnet, "s-old", "x", "Ready", "");
-    let fresh = osac_controller::NewEvent::normal("acme", Kind::Subnet, "s-new", "y", "Ready", "");
+    let old = osac_store::events::NewEvent::normal("acme", Kind::Subnet, "s-old", "x", "Ready", "");
+    let fresh =
+        osac_store::events::NewEvent::normal("acme", Kind::Subnet, "s-new", "y", "Ready", "");
     let mut tx = store.begin().await.expect("begin");
     for (ev, age) in [(old, Duration::from_secs(7200)), (fresh, Duration::ZERO)] {
         let mut rec = ev.to_record();
@@ -176,7 +177,7 @@ async fn events_are_pruned_after_their_ttl(backend: Backend) {
     tx.commit().await.expect("commit");
     assert_eq!(events_for(&t, "s-old").await.len(), 1);
 
-    let removed = osac_controller::events::prune(&*store, Duration::from_secs(3600), 1)
+    let removed = osac_store::events::prune(&*store, Duration::from_secs(3600), 1)
         .await
         .expect("prune");
     assert_eq!(removed, 1, "exactly the expired event is removed");

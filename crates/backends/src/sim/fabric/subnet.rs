@@ -60,9 +60,11 @@ pub(super) fn create(state: &State, r: CreateSubnetRequest) -> Plan {
             ipv4_gateway: None,
             ipv6_gateway: None,
         };
-        for (v4, lo, hi) in subnet_prefixes(&candidate) {
-            if let Some(other) = state.overlapping_sibling(&r.virtual_network_id, v4, lo, hi) {
-                return Err(checks::subnet_overlaps(&r, other));
+        for (v4, lo, _) in subnet_prefixes(&candidate) {
+            for id in state.sibling_neighbours(&r.virtual_network_id, v4, lo) {
+                if let Some(s) = state.subnet(id) {
+                    checks::not_overlapping(&r, id, s.ipv4_cidr, s.ipv6_cidr)?;
+                }
             }
         }
         let segment_id = state.next_segment_id;

@@ -383,26 +383,21 @@ impl State {
         out
     }
 
-    /// The sibling subnet whose prefix overlaps `[lo, hi]`, if any.
-    pub(super) fn overlapping_sibling(
-        &self,
-        vn: &str,
-        v4: bool,
-        lo: u128,
-        hi: u128,
-    ) -> Option<&str> {
-        let ranges = self.vn_ranges.get(&(vn.to_string(), v4))?;
-        if let Some((_, (end, id))) = ranges.range(..=lo).next_back()
-            && *end >= lo
-        {
-            return Some(id);
-        }
-        if let Some((start, (_, id))) = ranges.range(lo..).next()
-            && *start <= hi
-        {
-            return Some(id);
-        }
-        None
+    /// The sibling subnets of `vn` whose prefix (of family `v4`) could overlap a prefix
+    /// starting at `lo`: the one starting last at or before `lo` and the one starting first at
+    /// or after it. The prefixes of siblings never overlap each other, so no other sibling can
+    /// overlap; whether these two do is the sibling rule's to decide.
+    pub(super) fn sibling_neighbours(&self, vn: &str, v4: bool, lo: u128) -> Vec<&str> {
+        let Some(ranges) = self.vn_ranges.get(&(vn.to_string(), v4)) else {
+            return Vec::new();
+        };
+        let before = ranges.range(..=lo).next_back();
+        let after = ranges.range(lo..).next();
+        before
+            .into_iter()
+            .chain(after)
+            .map(|(_, (_, id))| id.as_str())
+            .collect()
     }
 }
 

@@ -13,9 +13,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::{ListQuery, Record, Store, StoreError, Tx, Write, WriteSet};
 use chrono::Utc;
 use osac_model::{Kind, Scope};
-use osac_store::{ListQuery, Record, Store, StoreError, Tx, Write, WriteSet};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
@@ -374,8 +374,8 @@ pub async fn prune(store: &dyn Store, ttl: Duration, batch: i64) -> Result<u64, 
 const PRUNE_BATCH: i64 = 1000;
 
 /// Prunes expired events, and each tenant's beyond `cap_per_tenant`, every `interval` until
-/// shutdown (the runtime spawns it).
-pub(crate) async fn prune_loop(
+/// shutdown (the controller runtime spawns it).
+pub async fn prune_loop(
     store: Arc<dyn Store>,
     ttl: Duration,
     cap_per_tenant: usize,
@@ -512,7 +512,7 @@ mod tests {
     #[tokio::test]
     async fn the_pruner_trims_each_tenant_to_its_cap() {
         let store: Arc<dyn Store> = Arc::new(
-            osac_store::SqliteStore::connect("sqlite::memory:")
+            crate::SqliteStore::connect("sqlite::memory:")
                 .await
                 .expect("in-memory store"),
         );
