@@ -6,6 +6,7 @@
 //! Before and after, `harness::sweep` removes the kernel state this suite left (also that of
 //! an aborted earlier run) and nothing else, so a rerun on the same machine starts clean.
 
+mod diagnose;
 mod differential;
 mod harness;
 #[path = "../support/osac_cli.rs"]

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use osac_linux::probe::{self, Listener, TcpSession};
 
+use crate::diagnose;
 use crate::harness::blocking;
 
 /// How long a probe that must fail waits before it counts as dropped.
@@ -24,10 +25,25 @@ pub fn any(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// A ping that must work: retried for up to 5 s.
+/// A ping that must work: retried for up to 5 s. When it does not, the fabric's state is
+/// printed (see [`diagnose::fabric_report`]) and whether one more try a moment later gets
+/// through, so a failure in CI says what went wrong.
 pub async fn ping(from: &str, to: IpAddr) -> bool {
-    let from = from.to_string();
-    blocking(move || probe::ping_until(&from, to, Duration::from_secs(5))).await
+    let f = from.to_string();
+    let ok = blocking(move || probe::ping_until(&f, to, Duration::from_secs(5))).await;
+    if !ok {
+        report_failure(from, to, "ping").await;
+    }
+    ok
+}
+
+async fn report_failure(from: &str, to: IpAddr, what: &str) {
+    let f = from.to_string();
+    let report = blocking(move || diagnose::fabric_report(&f, to)).await;
+    eprintln!("{report}");
+    let f = from.to_string();
+    let later = blocking(move || probe::ping_until(&f, to, Duration::from_secs(10))).await;
+    eprintln!("=== {what} {from} -> {to}: a ping 10 s later got through: {later} ===");
 }
 
 /// One ping attempt (for pings that must fail).
@@ -60,6 +76,7 @@ pub async fn reaches(from: &str, to: IpAddr, port: u16) -> bool {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    report_failure(from, to, &format!("tcp/{port}")).await;
     false
 }
 
