@@ -1,6 +1,6 @@
-//! What a failed must-work probe prints: the fabric state a reader needs to tell a flooding
-//! problem (no neighbour entry, a VTEP missing from the underlay's group) from a filtering one
-//! (neighbour known, packets dropped), and whether the path works a moment later.
+//! What a must-work probe prints when a path does not answer in time: the fabric state a reader
+//! needs to tell a flooding problem (no neighbour entry, a VTEP missing from the underlay's group)
+//! from a filtering one (neighbour known, packets dropped).
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
