@@ -1,0 +1,15 @@
+//! OVN for osac-net.
+//!
+//! [`sandbox`] starts a complete OVN deployment under one directory, without systemd and
+//! without the Open vSwitch kernel module: the northbound and southbound databases
+//! (`ovsdb-server`), `ovn-northd`, and hypervisors — each a network namespace with its own
+//! `ovsdb-server`, `ovs-vswitchd` on the userspace datapath (`datapath_type=netdev`) and
+//! `ovn-controller`, joined by Geneve tunnels over a shared underlay bridge. Workloads are
+//! namespaces whose veth is plugged into a hypervisor's integration bridge and bound to a
+//! logical switch port by `external_ids:iface-id`.
+
+mod cmd;
+pub mod sandbox;
+
+pub use cmd::CmdError;
+pub use sandbox::{Hypervisor, Sandbox, SandboxConfig, SandboxError};

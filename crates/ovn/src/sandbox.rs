@@ -1,0 +1,261 @@
+//! A complete OVN deployment under one directory: the central part (northbound and southbound
+//! `ovsdb-server`s, `ovn-northd`) and hypervisors ([`Hypervisor`]) joined by an underlay
+//! bridge in its own namespace.
+//!
+//! Layout of `dir`: `nb.db`, `nb.sock`, `sb.db`, `sb.sock`, `northd.*`, and one folder per
+//! hypervisor. The databases are kept across restarts (the northbound database is the state a
+//! driver programs); daemons left running by an earlier start are stopped first. Network
+//! namespaces are named `<prefix>-ul` (the underlay) and `<prefix>-hv<N>`; the prefix must not
+//! start with `osac-` (the linux fabric's garbage collection owns those names).
+
+mod hypervisor;
+
+use std::ffi::OsStr;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use osac_ovsdb::Address;
+
+use crate::cmd::{self, CmdError};
+pub use hypervisor::Hypervisor;
+
+/// The OVN northbound schema of the Debian package `ovn-central`.
+pub const NB_SCHEMA: &str = "/usr/share/ovn/ovn-nb.ovsschema";
+/// The OVN southbound schema.
+pub const SB_SCHEMA: &str = "/usr/share/ovn/ovn-sb.ovsschema";
+/// The Open vSwitch configuration schema.
+pub const VSWITCH_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+/// Where Debian installs `ovs-vswitchd` (not on `PATH`).
+pub const OVS_VSWITCHD: &str = "/usr/lib/openvswitch-switch/ovs-vswitchd";
+/// The underlay's bridge in the underlay namespace.
+const UNDERLAY_BRIDGE: &str = "ul";
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Where databases, sockets, logs and pid files go.
+    pub dir: PathBuf,
+    /// Namespace prefix (`<prefix>-ul`, `<prefix>-hv1`…); short, not `osac-…`.
+    pub prefix: String,
+    /// How many hypervisors (chassis `hv1`, `hv2`…).
+    pub hypervisors: usize,
+}
+
+/// A sandbox that could not start or stop.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// A tool failed.
+    #[error(transparent)]
+    Command(#[from] CmdError),
+    /// A file of the sandbox could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// What is needed is not installed.
+    #[error(
+        "OVN is not installed: missing {0} (Debian packages ovn-central, ovn-host, openvswitch-switch)"
+    )]
+    Missing(String),
+    /// The configuration breaks a rule.
+    #[error("invalid sandbox configuration: {0}")]
+    Invalid(String),
+}
+
+/// A running sandbox.
+#[derive(Debug)]
+pub struct Sandbox {
+    config: SandboxConfig,
+    nb: Address,
+    sb: Address,
+    hypervisors: Vec<Hypervisor>,
+}
+
+/// What is missing of the programs and schemas a sandbox needs, if anything.
+pub fn missing_tools() -> Option<String> {
+    let on_path = |bin: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+    };
+    let mut missing: Vec<String> = [
+        "ovsdb-tool",
+        "ovsdb-server",
+        "ovs-vsctl",
+        "ovn-northd",
+        "ovn-controller",
+    ]
+    .into_iter()
+    .filter(|b| !on_path(b))
+    .map(str::to_string)
+    .collect();
+    for file in [NB_SCHEMA, SB_SCHEMA, VSWITCH_SCHEMA, OVS_VSWITCHD] {
+        if !Path::new(file).exists() {
+            missing.push(file.to_string());
+        }
+    }
+    (!missing.is_empty()).then(|| missing.join(", "))
+}
+
+impl Sandbox {
+    /// Starts (or restarts) the sandbox described by `config`.
+    pub async fn start(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
+        if let Some(missing) = missing_tools() {
+            return Err(SandboxError::Missing(missing));
+        }
+        if config.prefix.is_empty()
+            || config.prefix.starts_with("osac-")
+            || config.prefix.len() > 10
+            || !config
+                .prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(SandboxError::Invalid(format!(
+                "prefix '{}' must be 1–10 letters, digits or '-', not starting with 'osac-'",
+                config.prefix
+            )));
+        }
+        if !(1..=200).contains(&config.hypervisors) {
+            return Err(SandboxError::Invalid(
+                "hypervisors must be between 1 and 200".into(),
+            ));
+        }
+        let dir = config.dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|source| SandboxError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let mut sandbox = Sandbox {
+            nb: Address::Unix(dir.join("nb.sock")),
+            sb: Address::Unix(dir.join("sb.sock")),
+            hypervisors: (1..=config.hypervisors)
+                .map(|i| Hypervisor::new(&config, i))
+                .collect(),
+            config,
+        };
+        sandbox.stop().await;
+        start_database(&dir, "nb", NB_SCHEMA).await?;
+        start_database(&dir, "sb", SB_SCHEMA).await?;
+        start_northd(&dir, &sandbox.nb, &sandbox.sb).await?;
+        let ul = sandbox.underlay_ns();
+        cmd::ip(None, &["netns", "add", &ul]).await?;
+        cmd::ip(
+            Some(&ul),
+            &["link", "add", UNDERLAY_BRIDGE, "type", "bridge"],
+        )
+        .await?;
+        cmd::ip(Some(&ul), &["link", "set", UNDERLAY_BRIDGE, "up"]).await?;
+        for hv in &mut sandbox.hypervisors {
+            hv.start(&ul, UNDERLAY_BRIDGE, &sandbox.sb).await?;
+        }
+        Ok(sandbox)
+    }
+
+    /// The northbound database's socket.
+    pub fn nb(&self) -> &Address {
+        &self.nb
+    }
+
+    /// The southbound database's socket.
+    pub fn sb(&self) -> &Address {
+        &self.sb
+    }
+
+    /// The hypervisors, `hv1` first.
+    pub fn hypervisors(&self) -> &[Hypervisor] {
+        &self.hypervisors
+    }
+
+    /// The hypervisor whose chassis is `chassis`.
+    pub fn hypervisor(&self, chassis: &str) -> Option<&Hypervisor> {
+        self.hypervisors.iter().find(|h| h.chassis() == chassis)
+    }
+
+    fn underlay_ns(&self) -> String {
+        format!("{}-ul", self.config.prefix)
+    }
+
+    /// Stops every daemon and removes the namespaces; the databases stay on disk. Best
+    /// effort: what is already gone is skipped.
+    pub async fn stop(&self) {
+        for hv in &self.hypervisors {
+            hv.stop().await;
+        }
+        let dir = &self.config.dir;
+        for name in ["northd", "nb", "sb"] {
+            kill_pidfile(&dir.join(format!("{name}.pid"))).await;
+        }
+        let _ = cmd::ip(None, &["netns", "del", &self.underlay_ns()]).await;
+    }
+}
+
+/// The tunnel address of hypervisor `index` (1-based) on the underlay.
+fn encap_ip(index: usize) -> Ipv4Addr {
+    let i = u32::try_from(index).unwrap_or(1);
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 254, 0, 0)) + i)
+}
+
+/// Creates database `name` from `schema` unless present and serves it on `<dir>/<name>.sock`.
+async fn start_database(dir: &Path, name: &str, schema: &str) -> Result<(), SandboxError> {
+    let db = dir.join(format!("{name}.db"));
+    if !db.exists() {
+        cmd::run(
+            None,
+            &[],
+            "ovsdb-tool",
+            &[OsStr::new("create"), db.as_os_str(), OsStr::new(schema)],
+        )
+        .await?;
+    }
+    let remote = format!(
+        "--remote=punix:{}",
+        dir.join(format!("{name}.sock")).display()
+    );
+    let args = daemon_args(dir, name);
+    let mut all: Vec<&OsStr> = vec![db.as_os_str(), OsStr::new(&remote)];
+    all.extend(args.iter().map(OsStr::new));
+    cmd::run(None, &[("OVS_RUNDIR", dir)], "ovsdb-server", &all).await?;
+    Ok(())
+}
+
+async fn start_northd(dir: &Path, nb: &Address, sb: &Address) -> Result<(), SandboxError> {
+    let (nb, sb) = (format!("--ovnnb-db={nb}"), format!("--ovnsb-db={sb}"));
+    let mut args = vec![nb, sb];
+    args.extend(daemon_args(dir, "northd"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    cmd::run_str(None, &[("OVN_RUNDIR", dir)], "ovn-northd", &args).await?;
+    Ok(())
+}
+
+/// The arguments every daemon of the sandbox takes: detached, its pid and log file named
+/// after it in `dir`.
+pub(crate) fn daemon_args(dir: &Path, name: &str) -> Vec<String> {
+    vec![
+        format!("--pidfile={}", dir.join(format!("{name}.pid")).display()),
+        format!("--log-file={}", dir.join(format!("{name}.log")).display()),
+        "--detach".into(),
+        "--no-chdir".into(),
+    ]
+}
+
+/// Stops the daemon whose pid file is `pidfile`, if it runs.
+pub(crate) async fn kill_pidfile(pidfile: &Path) {
+    let Ok(text) = std::fs::read_to_string(pidfile) else {
+        return;
+    };
+    let pid = text.trim();
+    if pid.is_empty() || !pid.chars().all(|c| c.is_ascii_digit()) {
+        return;
+    }
+    let _ = cmd::run_str(None, &[], "kill", &[pid]).await;
+    for _ in 0..50 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let _ = std::fs::remove_file(pidfile);
+}
