@@ -10,10 +10,10 @@ use anyhow::anyhow;
 use serde_json::Value;
 
 use super::args::DescribeOpts;
-use super::http::ListQuery;
 use super::kind::{Access, CLI_KINDS, Kind, short_state};
 use super::ops::ClientCtx;
 use super::output::{emit, object_label, to_yaml};
+use osac_client::ListQuery;
 
 /// Events shown at most.
 const EVENT_LIMIT: u64 = 20;

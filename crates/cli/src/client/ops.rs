@@ -8,7 +8,6 @@ use anyhow::{Context, anyhow, bail};
 use serde_json::{Map, Value, json};
 
 use super::args::{DeleteOpts, GetOpts, LabelOpts, UpdateOpts};
-use super::http::{Api, ClientError, ListQuery};
 use super::kind::{Access, Kind, Scope, table_refs};
 use super::output::{
     OutputFormat, RefNames, Table, add_external_ips, emit, managers_table, object_label,
@@ -17,6 +16,7 @@ use super::output::{
 use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules, rule_summary};
 use super::wait::{Goal, wait};
 use super::watch::print_events;
+use osac_client::{Api, ClientError, ListQuery};
 
 /// A connected client and the API it talks to.
 pub struct ClientCtx {
@@ -500,7 +500,7 @@ pub async fn provider_list(
     collection: &str,
 ) -> anyhow::Result<(Value, Vec<Value>)> {
     let url = ctx.api.endpoint(Scope::Provider, &[collection]);
-    let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
+    let resp = ctx.api.call(osac_client::Method::GET, url, None).await?;
     let items = match resp.get("items") {
         Some(Value::Array(a)) => a.clone(),
         _ => Vec::new(),

@@ -4,10 +4,10 @@
 
 use serde_json::Value;
 
-use super::http::ListQuery;
 use super::kind::{Kind, Scope};
 use super::ops::ClientCtx;
 use super::output::{OutputFormat, Table, to_json, to_yaml};
+use osac_client::ListQuery;
 
 /// The label the cleanup puts on its leftovers.
 pub const ORPHANED_LABEL: &str = "osac.openshift.io/orphaned";
