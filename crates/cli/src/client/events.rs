@@ -3,13 +3,13 @@
 //! event TTL (default one hour).
 
 use anyhow::anyhow;
+use osac_client::ListQuery;
 use serde_json::Value;
 
 use super::args::EventsArgs;
 use super::kind::{Access, Scope};
 use super::ops::{ClientCtx, note};
 use super::output::{OutputFormat, Table, emit, to_json, to_yaml};
-use osac_client::ListQuery;
 
 /// REST collection of events (public API; a provider token without a tenant sees all).
 const COLLECTION: &str = "events";

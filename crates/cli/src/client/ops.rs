@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
+use osac_client::{Api, ClientError, ListQuery};
 use serde_json::{Map, Value, json};
 
 use super::args::{DeleteOpts, GetOpts, LabelOpts, UpdateOpts};
@@ -16,7 +17,6 @@ use super::output::{
 use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules, rule_summary};
 use super::wait::{Goal, wait};
 use super::watch::print_events;
-use osac_client::{Api, ClientError, ListQuery};
 
 /// A connected client and the API it talks to.
 pub struct ClientCtx {

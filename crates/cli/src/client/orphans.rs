@@ -2,12 +2,12 @@
 //! labelled `osac.openshift.io/orphaned: "true"`; docs/defaults.md), across every tenant, so the
 //! provider can investigate and delete them.
 
+use osac_client::ListQuery;
 use serde_json::Value;
 
 use super::kind::{Kind, Scope};
 use super::ops::ClientCtx;
 use super::output::{OutputFormat, Table, to_json, to_yaml};
-use osac_client::ListQuery;
 
 /// The label the cleanup puts on its leftovers.
 pub const ORPHANED_LABEL: &str = "osac.openshift.io/orphaned";

@@ -9,11 +9,11 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use osac_client::Api;
 use serde_json::Value;
 
 use super::kind::{Kind, Scope, is_ready, short_state};
 use super::workload::progress_text;
-use osac_client::Api;
 
 /// How often the object is read.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
