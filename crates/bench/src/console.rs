@@ -55,7 +55,7 @@ pub async fn first_paint_line(api: &Api, contents: &str) -> Result<Line> {
     progress!("console: timing the first paint of a tenant with {contents}…");
     let mut runs = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
-        runs.push(console_first_paint(api.base(), api.token()).await?);
+        runs.push(console_first_paint(api.url(), api.token()).await?);
     }
     runs.sort();
     let median = runs[RUNS / 2].as_secs_f64();

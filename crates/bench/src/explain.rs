@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use rand::Rng;
 use serde_json::{Value, json};
 
-use crate::api::Api;
+use crate::api::{Api, Polls};
 use crate::load;
 use crate::report::{Goal, Line, Report};
 use crate::{Args, Env};
@@ -82,7 +82,7 @@ pub async fn setup_tenant(
     timeout: Duration,
 ) -> Result<ExplainTenant> {
     admin
-        .post(TENANTS, &json!({"metadata": {"name": name}}))
+        .post_path(TENANTS, &json!({"metadata": {"name": name}}))
         .await?;
     let named = |state: &str| {
         format!("this.metadata.name == \"{name}\" && this.status.state == \"TENANT_STATE_{state}\"")
@@ -91,10 +91,10 @@ pub async fn setup_tenant(
         .wait_count(TENANTS, &named("READY"), &named("FAILED"), 1, timeout)
         .await?;
     let token = admin
-        .post(TOKENS, &json!({"tenant": name, "role": "tenant-admin"}))
+        .post_path(TOKENS, &json!({"tenant": name, "role": "tenant-admin"}))
         .await?;
     let api = admin.with_token(token["token"].as_str().context("no token minted")?);
-    api.post(
+    api.post_path(
         VNS,
         &json!({"metadata": {"name": "explain"}, "spec": {"ipv4_cidr": "10.20.0.0/16"}}),
     )
@@ -108,7 +108,7 @@ pub async fn setup_tenant(
         );
     }
     for s in 0..subnets {
-        api.post(
+        api.post_path(
             SUBNETS,
             &json!({"metadata": {"name": format!("explain-{s}")}, "spec": {"virtual_network": "explain", "ipv4_cidr": format!("10.20.{}.0/22", s * 4)}}),
         )
@@ -123,7 +123,7 @@ pub async fn setup_tenant(
         let ingress: Vec<Value> = (0..5).map(|_| random_rule(&mut rng)).collect();
         let egress: Vec<Value> = (0..2).map(|_| random_rule(&mut rng)).collect();
         let body = json!({"metadata": {"name": format!("g{i}")}, "spec": {"virtual_network": "explain", "ingress": ingress, "egress": egress}});
-        async move { api.post(SGS, &body).await.map(|_| ()) }
+        async move { Ok(api.post_path(SGS, &body).await.map(drop)?) }
     })
     .await;
     if let Some(e) = run.first_error {
@@ -141,7 +141,7 @@ pub async fn setup_tenant(
         let sgs = if groups == 0 { vec![] } else { sgs };
         let body = json!({"metadata": {"name": format!("x{i}")}, "spec": {"template": "small",
             "compute_network_attachments": [{"subnet": format!("explain-{}", i / SUBNET_SIZE), "security_groups": sgs}]}});
-        async move { api.post(VMS, &body).await.map(|_| ()) }
+        async move { Ok(api.post_path(VMS, &body).await.map(drop)?) }
     })
     .await;
     if let Some(e) = run.first_error {
@@ -202,7 +202,7 @@ pub async fn explain_phase(args: &Args, env: &Env, report: &mut Report) -> Resul
         };
         let body = json!({"source": from, "destination": {"compute_instance": b}, "protocol": protocol, "port": port});
         async move {
-            let r = api.post(EXPLAIN, &body).await?;
+            let r = api.post_path(EXPLAIN, &body).await?;
             Ok(r["verdict"] == "REACHABILITY_VERDICT_REACHABLE")
         }
     })

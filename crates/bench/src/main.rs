@@ -51,7 +51,9 @@ use osac_server::{RunningServer, ServerConfig};
 use rand::Rng;
 use serde_json::json;
 
-use crate::api::Api;
+use osac_client::TlsOptions;
+
+use crate::api::{Api, Polls};
 use crate::objects::objects_phase;
 use crate::process_stats::{Mem, loadavg, mib, proc_status_kib};
 use crate::report::{Goal, Line, Report, thousands};
@@ -436,15 +438,20 @@ async fn bench(args: Args) -> Result<Report> {
     osac_server::dev::bootstrap(&server.service)
         .await
         .map_err(|e| anyhow::anyhow!("dev bootstrap: {e:?}"))?;
-    let admin = Api::new(&server.url(), &admin_token, args.clients * 2)?;
+    let admin = api::client(
+        &server.url(),
+        &admin_token,
+        args.clients * 2,
+        TlsOptions::default(),
+    )?;
     admin
-        .post(
+        .post_path(
             "/api/private/v1/tenants",
             &json!({"metadata": {"name": tenant}}),
         )
         .await?;
     let token = admin
-        .post(
+        .post_path(
             "/api/private/v1/tokens",
             &json!({"tenant": tenant, "role": "tenant-admin"}),
         )

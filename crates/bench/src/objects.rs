@@ -9,7 +9,7 @@ use osac_store::Store;
 use rand::Rng;
 use serde_json::json;
 
-use crate::api::id_of;
+use crate::api::{Polls, id_of};
 use crate::load::{self, Latencies};
 use crate::process_stats::Mem;
 use crate::report::{Goal, Line, Report, thousands};
@@ -77,7 +77,7 @@ pub(crate) async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -
     let store: Arc<dyn Store> = env.server.store.clone();
     // Templates: one VN and one subnet created through the API and READY, copied by the load.
     progress!("3/5 objects: creating the templates…");
-    let vn = id_of(&env.api.post(VNS, &json!({"metadata": {"name": "template-vn", "labels": {"bench": "template"}}, "spec": {"ipv4_cidr": "10.0.0.0/16"}})).await?)?;
+    let vn = id_of(&env.api.post_path(VNS, &json!({"metadata": {"name": "template-vn", "labels": {"bench": "template"}}, "spec": {"ipv4_cidr": "10.0.0.0/16"}})).await?)?;
     env.api
         .wait_count(
             VNS,
@@ -88,7 +88,7 @@ pub(crate) async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -
         )
         .await?;
     env.api
-        .post(SUBNETS, &json!({"metadata": {"name": "template-sn", "labels": {"bench": "template"}}, "spec": {"virtual_network": vn, "ipv4_cidr": "10.0.1.0/24"}}))
+        .post_path(SUBNETS, &json!({"metadata": {"name": "template-sn", "labels": {"bench": "template"}}, "spec": {"virtual_network": vn, "ipv4_cidr": "10.0.1.0/24"}}))
         .await?;
     env.api
         .wait_count(
@@ -100,7 +100,10 @@ pub(crate) async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -
         )
         .await?;
     let vn_template = store.get(&vn).await?.context("template VN vanished")?;
-    let sn_list = env.api.list(SUBNETS, &label_filter("template"), 1).await?;
+    let sn_list = env
+        .api
+        .list_where(SUBNETS, &label_filter("template"), 1)
+        .await?;
     let sn_id = sn_list["items"][0]["id"]
         .as_str()
         .context("template subnet not listed")?
@@ -191,7 +194,7 @@ pub(crate) async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -
             let api = api.clone();
             let id = ids[rand::rng().random_range(0..ids.len())].clone();
             async move {
-                let v = api.get(&format!("{SUBNETS}/{id}")).await?;
+                let v = api.get_path(&format!("{SUBNETS}/{id}")).await?;
                 if v["id"] != json!(id) {
                     bail!("GET {id} returned {v}");
                 }
@@ -208,7 +211,7 @@ pub(crate) async fn objects_phase(args: &Args, env: &Env, report: &mut Report) -
             let g = rand::rng().random_range(0..groups);
             let filter = format!("this.metadata.labels[\"bench-group\"] == \"g{g}\"");
             async move {
-                let v = api.list(SUBNETS, &filter, 100).await?;
+                let v = api.list_where(SUBNETS, &filter, 100).await?;
                 let size = v["items"].as_array().map_or(0, Vec::len);
                 if full_groups > 0 && size != store::GROUP_SIZE {
                     bail!(

@@ -13,7 +13,9 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-use crate::api::{Api, id_of};
+use osac_client::{Method, TlsOptions};
+
+use crate::api::{Api, Polls, client, id_of};
 use crate::load;
 use crate::report::{Goal, Line, Report, thousands};
 
@@ -173,18 +175,18 @@ async fn timed_run(s: &Settings, db: &str, kill: bool) -> Result<Duration> {
     }
     let token = admin_token(&tmp.path().join("r0"))?;
     let urls: Vec<String> = replicas.iter().flatten().map(|r| r.url.clone()).collect();
-    let admin = Api::new(&urls[0], &token, s.clients)?;
+    let admin = client(&urls[0], &token, s.clients, TlsOptions::default())?;
     // Tenant, VN, subnets, security group, pool-backed ExternalIPs (untimed).
     admin.wait_class_and_tenant_ready("").await.ok();
     admin
-        .post(
+        .post_path(
             &format!("{PRIV}/tenants"),
             &json!({"metadata": {"name": "bench"}}),
         )
         .await?;
     admin.wait_class_and_tenant_ready("bench").await?;
     let minted = admin
-        .post(
+        .post_path(
             &format!("{PRIV}/tokens"),
             &json!({"tenant": "bench", "role": "tenant-admin"}),
         )
@@ -192,15 +194,15 @@ async fn timed_run(s: &Settings, db: &str, kill: bool) -> Result<Duration> {
     let tenant_token = minted["token"].as_str().context("no token")?.to_string();
     let apis: Vec<Api> = urls
         .iter()
-        .map(|u| Api::new(u, &tenant_token, s.clients))
+        .map(|u| client(u, &tenant_token, s.clients, TlsOptions::default()))
         .collect::<Result<_>>()?;
     let t = apis[0].clone();
     let pool = crate::workloads::pool_cidr(s.workloads);
     admin
-        .post(&format!("{PRIV}/external_ip_pools"), &json!({"metadata": {"name": "bench-pool"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": [pool]}}))
+        .post_path(&format!("{PRIV}/external_ip_pools"), &json!({"metadata": {"name": "bench-pool"}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": [pool]}}))
         .await?;
     let vn = id_of(
-        &t.post(
+        &t.post_path(
             &format!("{PUB}/virtual_networks"),
             &json!({"metadata": {"name": "bench"}, "spec": {"ipv4_cidr": "10.0.0.0/16"}}),
         )
@@ -210,7 +212,9 @@ async fn timed_run(s: &Settings, db: &str, kill: bool) -> Result<Duration> {
     let mut subnets = Vec::new();
     for i in 0..k {
         let body = json!({"metadata": {"name": format!("bench-{i}")}, "spec": {"virtual_network": vn, "ipv4_cidr": format!("10.0.{}.0/21", i * 8)}});
-        subnets.push(id_of(&t.post(&format!("{PUB}/subnets"), &body).await?)?);
+        subnets.push(id_of(
+            &t.post_path(&format!("{PUB}/subnets"), &body).await?,
+        )?);
     }
     let ready = |what: &str, state: &str| {
         (
@@ -234,7 +238,7 @@ async fn timed_run(s: &Settings, db: &str, kill: bool) -> Result<Duration> {
         async move {
             let body =
                 json!({"metadata": {"name": format!("eip-{i}")}, "spec": {"pool": "bench-pool"}});
-            id_of(&api.post(&format!("{PUB}/external_ips"), &body).await?)
+            id_of(&api.post_path(&format!("{PUB}/external_ips"), &body).await?)
         }
     })
     .await;
@@ -306,15 +310,12 @@ async fn timed_run(s: &Settings, db: &str, kill: bool) -> Result<Duration> {
     let mut buckets: Vec<(f64, f64)> = Vec::new();
     for i in alive.iter() {
         // On the API port the metrics need a provider-admin token.
-        let text = reqwest::Client::new()
-            .get(format!("{}/metrics", urls[*i]))
-            .bearer_auth(&token)
-            .send()
-            .await?
-            .error_for_status()?
-            .text()
-            .await?;
-        add_buckets(&mut buckets, &text);
+        let on = Api::new(&urls[*i], &token)?;
+        let reply = on.send(Method::GET, on.url_of("/metrics")?, None).await?;
+        if !reply.status.is_success() {
+            bail!("GET {}/metrics: HTTP {}", urls[*i], reply.status);
+        }
+        add_buckets(&mut buckets, &reply.text);
     }
     if let Some((count, p99, within)) = summarise(&buckets) {
         eprintln!(
@@ -340,10 +341,13 @@ async fn workload(
     i: usize,
 ) -> Result<()> {
     let vm = json!({"metadata": {"name": format!("vm-{i}")}, "spec": {"template": "small", "compute_network_attachments": [{"subnet": subnets[i % subnets.len()]}]}});
-    let vm = id_of(&api.post(&format!("{PUB}/compute_instances"), &vm).await?)?;
+    let vm = id_of(
+        &api.post_path(&format!("{PUB}/compute_instances"), &vm)
+            .await?,
+    )?;
     let att = json!({"metadata": {"name": format!("att-{i}")}, "spec": {"external_ip": eips[i], "compute_instance": vm}});
     id_of(
-        &api.post(&format!("{PUB}/external_ip_attachments"), &att)
+        &api.post_path(&format!("{PUB}/external_ip_attachments"), &att)
             .await?,
     )?;
     Ok(())

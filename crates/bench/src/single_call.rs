@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::api::{Api, id_of};
+use crate::api::{Api, Polls, id_of};
 use crate::load;
 use crate::metrics::Histograms;
 use crate::report::{Goal, Line, Report, thousands};
@@ -72,7 +72,7 @@ fn int64(v: Option<&Value>) -> Option<i64> {
 
 /// `status.available` of the pool.
 async fn available(admin: &Api, pool: &str) -> Result<i64> {
-    let p = admin.get(&format!("{POOLS}/{pool}")).await?;
+    let p = admin.get_path(&format!("{POOLS}/{pool}")).await?;
     int64(p.pointer("/status/available"))
         .with_context(|| format!("pool {pool} has no status.available: {p}"))
 }
@@ -105,7 +105,7 @@ async fn setup(args: &Args, env: &Env, report: &mut Report) -> Result<(String, A
     let pool_name = "bench-pool";
     let pool = id_of(
         &admin
-            .post(
+            .post_path(
                 POOLS,
                 &json!({"metadata": {"name": pool_name}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": [cidr]}}),
             )
@@ -123,14 +123,14 @@ async fn setup(args: &Args, env: &Env, report: &mut Report) -> Result<(String, A
     // The default class's subnet must hold the run's VMs (tenants created from now on get it).
     let widened = match default_subnet_cidr(n) {
         Some(cidr) => {
-            let class = admin.get(&format!("{CLASSES}/default")).await?;
+            let class = admin.get_path(&format!("{CLASSES}/default")).await?;
             let mut defaults = class
                 .pointer("/spec/defaults")
                 .cloned()
                 .context("the default NetworkClass has no spec.defaults")?;
             defaults["subnet_ipv4_cidr"] = json!(cidr);
             admin
-                .patch(
+                .patch_path(
                     &format!("{CLASSES}/default"),
                     "spec.defaults",
                     &json!({"spec": {"defaults": defaults}}),
@@ -144,7 +144,7 @@ async fn setup(args: &Args, env: &Env, report: &mut Report) -> Result<(String, A
     let tenant = format!("{}-sc", env.tenant);
     let onboarding = Instant::now();
     admin
-        .post(TENANTS, &json!({"metadata": {"name": tenant}}))
+        .post_path(TENANTS, &json!({"metadata": {"name": tenant}}))
         .await?;
     let named = |state: &str| {
         format!(
@@ -157,7 +157,7 @@ async fn setup(args: &Args, env: &Env, report: &mut Report) -> Result<(String, A
         .context("waiting for the tenant's default networking (made at tenant onboarding)")?;
     let onboarded = onboarding.elapsed();
     let token = admin
-        .post(TOKENS, &json!({"tenant": tenant, "role": "tenant-admin"}))
+        .post_path(TOKENS, &json!({"tenant": tenant, "role": "tenant-admin"}))
         .await?;
     let token = token["token"].as_str().context("no token minted")?;
     report.details.push(format!(
@@ -194,7 +194,7 @@ pub async fn single_call_phase(args: &Args, env: &Env, report: &mut Report) -> R
             "metadata": {"name": format!("sc-vm-{i}"), "labels": {"bench": LABEL}},
             "spec": {"template": "small", "auto_external_ip_attachment": true}
         });
-        async move { id_of(&api.post(VMS, &body).await?) }
+        async move { id_of(&api.post_path(VMS, &body).await?) }
     })
     .await;
     let created_after = start.elapsed();
@@ -254,7 +254,7 @@ pub async fn single_call_phase(args: &Args, env: &Env, report: &mut Report) -> R
     let deletes = load::run(ids.len(), args.clients, move |i| {
         let api = del_api.clone();
         let path = format!("{VMS}/{}", del_ids[i]);
-        async move { api.delete(&path).await.map(drop) }
+        async move { Ok(api.delete_path(&path).await.map(drop)?) }
     })
     .await;
     let deleted_after = del_start.elapsed();

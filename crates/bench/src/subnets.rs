@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use serde_json::json;
 
-use crate::api::id_of;
+use crate::api::{Polls, id_of};
 use crate::load;
 use crate::report::{Goal, Line, Report, thousands};
 use crate::{Args, Env, SN_FAILED, SN_READY, SUBNETS, VN_FAILED, VN_READY, VNS, state_filter};
@@ -29,7 +29,7 @@ pub(crate) async fn create_vns(
             "metadata": {"name": format!("{label_owned}-vn-{i}"), "labels": {"bench": label_owned}},
             "spec": {"ipv4_cidr": "10.0.0.0/16"}
         });
-        async move { id_of(&api.post(VNS, &body).await?) }
+        async move { id_of(&api.post_path(VNS, &body).await?) }
     })
     .await;
     if let Some(e) = &run.first_error {
@@ -83,7 +83,7 @@ pub(crate) async fn create_phase(
             "metadata": {"name": format!("create-sn-{i}"), "labels": {"bench": "create"}},
             "spec": {"virtual_network": vns[i], "ipv4_cidr": "10.0.1.0/24"}
         });
-        async move { id_of(&api.post(SUBNETS, &body).await?) }
+        async move { id_of(&api.post_path(SUBNETS, &body).await?) }
     })
     .await;
     if let Some(e) = &run.first_error {
@@ -175,7 +175,7 @@ pub(crate) async fn ready_phase(args: &Args, env: &Env, report: &mut Report) -> 
             "metadata": {"name": format!("ready-sn-{i}"), "labels": {"bench": "ready"}},
             "spec": {"virtual_network": vns[vn], "ipv4_cidr": format!("10.0.{third}.0/24")}
         });
-        async move { id_of(&api.post(SUBNETS, &body).await?) }
+        async move { id_of(&api.post_path(SUBNETS, &body).await?) }
     }));
     let run = creating.await?;
     let created_after = start.elapsed();

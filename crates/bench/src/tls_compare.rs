@@ -5,6 +5,7 @@
 //! the same number of keep-alive clients. Printed: both results and TLS / plain (goal: TLS
 //! create throughput ≥ 0.8× plain).
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,9 @@ use osac_server::ServerConfig;
 use rand::Rng;
 use serde_json::json;
 
-use crate::api::{Api, id_of};
+use osac_client::TlsOptions;
+
+use crate::api::{Polls, client, id_of};
 use crate::load;
 use crate::report::{Goal, Line, Report, thousands};
 
@@ -42,8 +45,8 @@ struct Measured {
     get_p99: f64,
 }
 
-/// A CA and a server certificate for 127.0.0.1, written into `dir`; returns (CA PEM, config).
-fn certificates(dir: &std::path::Path) -> Result<(String, TlsConfig)> {
+/// A CA and a server certificate for 127.0.0.1, written into `dir`; returns (CA file, config).
+fn certificates(dir: &Path) -> Result<(PathBuf, TlsConfig)> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
     let mut ca = CertificateParams::default();
     ca.distinguished_name
@@ -59,8 +62,10 @@ fn certificates(dir: &std::path::Path) -> Result<(String, TlsConfig)> {
     let (cert_path, key_path) = (dir.join("server.crt"), dir.join("server.key"));
     std::fs::write(&cert_path, cert.pem())?;
     std::fs::write(&key_path, key.serialize_pem())?;
+    let ca_path = dir.join("ca.crt");
+    std::fs::write(&ca_path, ca_cert.pem())?;
     Ok((
-        ca_cert.pem(),
+        ca_path,
         TlsConfig {
             cert: cert_path,
             key: key_path,
@@ -69,13 +74,13 @@ fn certificates(dir: &std::path::Path) -> Result<(String, TlsConfig)> {
     ))
 }
 
-async fn measure(s: &Settings, tls: Option<(String, TlsConfig)>) -> Result<Measured> {
+async fn measure(s: &Settings, tls: Option<(PathBuf, TlsConfig)>) -> Result<Measured> {
     let tmp = tempfile::Builder::new()
         .prefix("osac-bench-tls-")
         .tempdir()?;
     let tokens = tmp.path().join("tokens.json");
     let admin_token = osac_api::auth::ensure_admin_token(&tokens)?;
-    let ca_pem = tls.as_ref().map(|(ca, _)| ca.clone());
+    let ca_file = tls.as_ref().map(|(ca, _)| ca.clone());
     let server = osac_server::start(ServerConfig {
         listen: "127.0.0.1:0".parse()?,
         database_url: format!("sqlite://{}", tmp.path().join("osac.db").display()),
@@ -104,24 +109,19 @@ async fn measure(s: &Settings, tls: Option<(String, TlsConfig)>) -> Result<Measu
     osac_server::dev::bootstrap(&server.service)
         .await
         .map_err(|e| anyhow::anyhow!("dev bootstrap: {e:?}"))?;
-    let mut http = reqwest::Client::builder()
-        .pool_max_idle_per_host(s.clients * 2)
-        .tcp_nodelay(true)
-        .timeout(Duration::from_secs(60));
-    if let Some(ca) = &ca_pem {
-        http = http
-            .tls_built_in_root_certs(false)
-            .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes())?);
-    }
-    let admin = Api::from_client(http.build()?, &server.url(), &admin_token);
+    let trust = TlsOptions {
+        ca_file,
+        insecure_skip_verify: false,
+    };
+    let admin = client(&server.url(), &admin_token, s.clients * 2, trust)?;
     admin
-        .post(
+        .post_path(
             "/api/private/v1/tenants",
             &json!({"metadata": {"name": "bench"}}),
         )
         .await?;
     let token = admin
-        .post(
+        .post_path(
             "/api/private/v1/tokens",
             &json!({"tenant": "bench", "role": "tenant-admin"}),
         )
@@ -137,7 +137,7 @@ async fn measure(s: &Settings, tls: Option<(String, TlsConfig)>) -> Result<Measu
             "metadata": {"name": format!("tls-vn-{i}")},
             "spec": {"ipv4_cidr": "10.0.0.0/16"}
         });
-        async move { id_of(&api.post(VNS, &body).await?) }
+        async move { id_of(&api.post_path(VNS, &body).await?) }
     })
     .await;
     if let Some(e) = &created.first_error {
@@ -154,7 +154,7 @@ async fn measure(s: &Settings, tls: Option<(String, TlsConfig)>) -> Result<Measu
         let api = getter.clone();
         let ids = ids.clone();
         let id = ids[rand::rng().random_range(0..ids.len())].clone();
-        async move { api.get(&format!("{VNS}/{id}")).await.map(drop) }
+        async move { Ok(api.get_path(&format!("{VNS}/{id}")).await.map(drop)?) }
     })
     .await;
     if let Some(e) = &got.first_error {

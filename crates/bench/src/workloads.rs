@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use serde_json::json;
 
-use crate::api::id_of;
+use crate::api::{Polls, id_of};
 use crate::load::{self, Latencies};
 use crate::metrics::Histograms;
 use crate::report::{Goal, Line, Report, thousands};
@@ -66,7 +66,7 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
     progress!("6/6 workloads: VN, {k} /21 subnets, a security group and a pool (untimed)…");
     let setup = Instant::now();
     let vn = id_of(
-        &api.post(
+        &api.post_path(
             VNS,
             &json!({"metadata": {"name": "wl-vn", "labels": {"bench": LABEL}}, "spec": {"ipv4_cidr": "10.0.0.0/16"}}),
         )
@@ -86,10 +86,10 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
             "metadata": {"name": format!("wl-sn-{j}"), "labels": {"bench": LABEL}},
             "spec": {"virtual_network": vn, "ipv4_cidr": format!("10.0.{}.0/21", 8 * j)}
         });
-        subnets.push(id_of(&api.post(SUBNETS, &body).await?)?);
+        subnets.push(id_of(&api.post_path(SUBNETS, &body).await?)?);
     }
     let sg = id_of(
-        &api.post(
+        &api.post_path(
             SGS,
             &json!({"metadata": {"name": "wl-sg", "labels": {"bench": LABEL}}, "spec": {"virtual_network": vn, "ingress": [
                 {"protocol": "PROTOCOL_TCP", "port_from": 22, "port_to": 22, "ipv4_cidr": "0.0.0.0/0"}
@@ -100,7 +100,7 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
     let cidr = pool_cidr(n);
     let pool_name = "bench-workloads";
     env.admin
-        .post(
+        .post_path(
             POOLS,
             &json!({"metadata": {"name": pool_name}, "spec": {"ip_family": "IP_FAMILY_IPV4", "cidrs": [cidr]}}),
         )
@@ -140,7 +140,7 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
             "metadata": {"name": format!("wl-eip-{i}"), "labels": {"bench": LABEL}},
             "spec": {"pool": pool_name}
         });
-        async move { id_of(&api.post(EIPS, &body).await?) }
+        async move { id_of(&api.post_path(EIPS, &body).await?) }
     })
     .await;
     if let Some(e) = &eips.first_error {
@@ -190,14 +190,14 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
         let eip = eips[i].clone();
         async move {
             let t = Instant::now();
-            let vm = id_of(&api.post(VMS, &vm).await?)?;
+            let vm = id_of(&api.post_path(VMS, &vm).await?)?;
             let vm_took = t.elapsed();
             let t = Instant::now();
             let body = json!({
                 "metadata": {"name": format!("wl-att-{i}"), "labels": {"bench": LABEL}},
                 "spec": {"external_ip": eip, "compute_instance": vm}
             });
-            id_of(&api.post(ATTACHMENTS, &body).await?)?;
+            id_of(&api.post_path(ATTACHMENTS, &body).await?)?;
             Ok(Timed {
                 vm: vm_took,
                 attachment: t.elapsed(),

@@ -156,35 +156,48 @@ impl Drop for Replica {
     }
 }
 
-struct Api {
-    http: reqwest::Client,
+/// Calls to any replica with any token, through the shared REST client (one connection pool).
+struct Rest {
+    client: osac_client::Api,
 }
 
-impl Api {
+impl Rest {
+    fn new() -> Rest {
+        let client = osac_client::Api::new("http://127.0.0.1", "").expect("client");
+        Rest { client }
+    }
+
+    /// Sends the request to `url` and asserts a 2xx answer; returns its JSON (Null if none).
     async fn call(
         &self,
-        method: reqwest::Method,
+        method: osac_client::Method,
         url: String,
         token: &str,
         body: Option<Value>,
     ) -> Value {
-        let mut req = self.http.request(method, &url).bearer_auth(token);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
-        let status = resp.status();
-        let v: Value = resp.json().await.unwrap_or(Value::Null);
-        assert!(status.is_success(), "{url}: {status} {v}");
+        let target = osac_client::Url::parse(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        let reply = self
+            .client
+            .with_token(token)
+            .send(method, target, body.map(|b| b.to_string().into_bytes()))
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let v = reply.json().unwrap_or(Value::Null);
+        assert!(reply.status.is_success(), "{url}: {} {v}", reply.status);
         v
     }
     async fn get(&self, base: &str, path: &str, token: &str) -> Value {
-        self.call(reqwest::Method::GET, format!("{base}{path}"), token, None)
-            .await
+        self.call(
+            osac_client::Method::GET,
+            format!("{base}{path}"),
+            token,
+            None,
+        )
+        .await
     }
     async fn post(&self, base: &str, path: &str, token: &str, body: Value) -> Value {
         self.call(
-            reqwest::Method::POST,
+            osac_client::Method::POST,
             format!("{base}{path}"),
             token,
             Some(body),
@@ -247,7 +260,7 @@ impl Api {
 }
 
 /// Sets up tenant `acme` with a VirtualNetwork and a subnet; returns the tenant's token.
-async fn tenant(api: &Api, base: &str, admin: &str) -> String {
+async fn tenant(api: &Rest, base: &str, admin: &str) -> String {
     api.post(
         base,
         &format!("{PRIV}/tenants"),
@@ -299,9 +312,7 @@ async fn three_replicas_share_the_work_and_survive_a_kill() {
         .collect();
     let urls: Vec<String> = replicas.iter().flatten().map(|r| r.url.clone()).collect();
     let admin = replicas[0].as_ref().expect("r0").admin_token();
-    let api = Api {
-        http: reqwest::Client::new(),
-    };
+    let api = Rest::new();
     let listing = api.settled_replicas(&urls[0], &admin, 3).await;
     assert_eq!(
         listing["items"].as_array().map(Vec::len),
@@ -428,7 +439,7 @@ fn busiest(listing: &Value, ids: &[String]) -> usize {
 }
 
 /// Ids of the subnets named in `names` that still exist.
-async fn existing(api: &Api, base: &str, token: &str, names: &[String]) -> Vec<String> {
+async fn existing(api: &Rest, base: &str, token: &str, names: &[String]) -> Vec<String> {
     let list = api
         .get(base, &format!("{PUB}/subnets?limit=1000"), token)
         .await;
@@ -451,9 +462,7 @@ async fn a_paused_replica_writes_nothing_when_it_resumes() {
     let a = Replica::start(&db, &tmp.path().join("a"), &slow);
     let b = Replica::start(&db, &tmp.path().join("b"), &slow);
     let admin = a.admin_token();
-    let api = Api {
-        http: reqwest::Client::new(),
-    };
+    let api = Rest::new();
     api.settled_replicas(&b.url, &admin, 2).await;
     let token = tenant(&api, &b.url, &admin).await;
     let mut names = Vec::new();
@@ -487,7 +496,7 @@ async fn a_paused_replica_writes_nothing_when_it_resumes() {
     // expire and undoes them.
     for id in &ids {
         api.call(
-            reqwest::Method::DELETE,
+            osac_client::Method::DELETE,
             format!("{}{PUB}/subnets/{id}", b.url),
             &token,
             None,

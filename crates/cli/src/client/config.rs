@@ -144,7 +144,7 @@ pub fn load_dev_credentials(path: &Path) -> anyhow::Result<DevCredentials> {
 /// Checks and normalises a server URL (no trailing `/`).
 pub fn normalize_url(url: &str) -> anyhow::Result<String> {
     let url = url.trim();
-    let parsed = reqwest::Url::parse(url).map_err(|e| anyhow!("invalid URL '{url}': {e}"))?;
+    let parsed = osac_client::Url::parse(url).map_err(|e| anyhow!("invalid URL '{url}': {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.cannot_be_a_base() {
         bail!("invalid URL '{url}': expected http://HOST:PORT");
     }

@@ -1,7 +1,7 @@
 //! `osac create …` and `osac admin create …`: flags → the API object, POST, optional wait.
 
 use anyhow::{anyhow, bail};
-use reqwest::Method;
+use osac_client::Method;
 use serde_json::{Map, Value, json};
 
 use super::args::{

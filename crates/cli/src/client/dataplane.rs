@@ -21,7 +21,7 @@ pub async fn run(ctx: &ClientCtx, args: &DataplaneArgs) -> anyhow::Result<()> {
             };
             let report = ctx
                 .api
-                .call(reqwest::Method::POST, url, Some(&body))
+                .call(osac_client::Method::POST, url, Some(&body))
                 .await?;
             let text = match gc.output {
                 OutputFormat::Json => to_json(&report)?,

@@ -7,10 +7,10 @@
 use std::fmt::Write as _;
 
 use anyhow::anyhow;
+use osac_client::ListQuery;
 use serde_json::Value;
 
 use super::args::DescribeOpts;
-use super::http::ListQuery;
 use super::kind::{Access, CLI_KINDS, Kind, short_state};
 use super::ops::ClientCtx;
 use super::output::{emit, object_label, to_yaml};

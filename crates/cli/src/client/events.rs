@@ -3,10 +3,10 @@
 //! event TTL (default one hour).
 
 use anyhow::anyhow;
+use osac_client::ListQuery;
 use serde_json::Value;
 
 use super::args::EventsArgs;
-use super::http::ListQuery;
 use super::kind::{Access, Scope};
 use super::ops::{ClientCtx, note};
 use super::output::{OutputFormat, Table, emit, to_json, to_yaml};

@@ -141,7 +141,7 @@ pub async fn reach(ctx: &ClientCtx, a: &ReachArgs) -> anyhow::Result<()> {
     let url = ctx.api.endpoint(scope, &["reachability:explain"]);
     let answer = ctx
         .api
-        .call(reqwest::Method::POST, url, Some(&body))
+        .call(osac_client::Method::POST, url, Some(&body))
         .await?;
     let out = match a.output {
         OutputFormat::Json => to_json(&answer)?,

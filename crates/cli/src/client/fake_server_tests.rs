@@ -72,7 +72,7 @@ fn handle(st: &mut State, req: &Request) -> (u16, Value) {
     match (req.method.as_str(), id) {
         ("GET", None) => {
             let q: HashMap<String, String> =
-                reqwest::Url::parse(&format!("http://x/?{}", req.query))
+                osac_client::Url::parse(&format!("http://x/?{}", req.query))
                     .map(|u| u.query_pairs().into_owned().collect())
                     .unwrap_or_default();
             let offset: usize = q.get("offset").and_then(|s| s.parse().ok()).unwrap_or(0);

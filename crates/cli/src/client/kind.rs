@@ -1,7 +1,8 @@
 //! Object kinds as the CLI offers them: which kinds (in help order) and how a typed kind is
-//! parsed, which states end a `--wait`, which kinds a table resolves ids of, and the REST root
-//! of each API. The kinds themselves, their names and aliases, and what each API allows on
-//! them are the model's ([`osac_model::Kind`]).
+//! parsed, which states end a `--wait`, and which kinds a table resolves ids of. The kinds
+//! themselves, their names and aliases, and what each API allows on them are the model's
+//! ([`osac_model::Kind`]); the REST root of each API is the client's
+//! ([`osac_client::api_root`]).
 
 pub use osac_model::{Access, Kind, Scope};
 
@@ -42,15 +43,6 @@ pub fn help_list() -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Path segments of the root of the API that serves `scope`: the tenants' public API or the
-/// provider's private API.
-pub fn api_root(scope: Scope) -> [&'static str; 3] {
-    match scope {
-        Scope::Tenant => ["api", "fulfillment", "v1"],
-        Scope::Provider => ["api", "private", "v1"],
-    }
 }
 
 /// Whether `state` (without the enum prefix) is the end of a successful create.

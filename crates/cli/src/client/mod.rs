@@ -41,14 +41,12 @@ mod dataplane;
 mod describe;
 mod events;
 mod explain;
-mod http;
 mod kind;
 mod login;
 mod ops;
 mod orphans;
 mod output;
 mod parse;
-pub mod tls;
 mod tokens;
 mod wait;
 mod watch;
@@ -63,8 +61,8 @@ pub use args::{
 };
 use args::{AdminDeleteKind, AdminGetTokens, DeleteOpts};
 pub use config::{ConfigFile, Endpoint};
-pub use http::{Api, ClientError};
 pub use kind::{Kind, Scope};
+pub use osac_client::{Api, ClientError, tls};
 pub use output::OutputFormat;
 
 use ops::ClientCtx;

@@ -5,10 +5,10 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
+use osac_client::{Api, ClientError, ListQuery};
 use serde_json::{Map, Value, json};
 
 use super::args::{DeleteOpts, GetOpts, LabelOpts, UpdateOpts};
-use super::http::{Api, ClientError, ListQuery};
 use super::kind::{Access, Kind, Scope, table_refs};
 use super::output::{
     OutputFormat, RefNames, Table, add_external_ips, emit, managers_table, object_label,
@@ -500,7 +500,7 @@ pub async fn provider_list(
     collection: &str,
 ) -> anyhow::Result<(Value, Vec<Value>)> {
     let url = ctx.api.endpoint(Scope::Provider, &[collection]);
-    let resp = ctx.api.call(reqwest::Method::GET, url, None).await?;
+    let resp = ctx.api.call(osac_client::Method::GET, url, None).await?;
     let items = match resp.get("items") {
         Some(Value::Array(a)) => a.clone(),
         _ => Vec::new(),

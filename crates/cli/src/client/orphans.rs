@@ -2,9 +2,9 @@
 //! labelled `osac.openshift.io/orphaned: "true"`; docs/defaults.md), across every tenant, so the
 //! provider can investigate and delete them.
 
+use osac_client::ListQuery;
 use serde_json::Value;
 
-use super::http::ListQuery;
 use super::kind::{Kind, Scope};
 use super::ops::ClientCtx;
 use super::output::{OutputFormat, Table, to_json, to_yaml};

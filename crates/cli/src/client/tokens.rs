@@ -37,7 +37,7 @@ fn table(items: &[Value]) -> Table {
 pub async fn revoke(ctx: &ClientCtx, ids: &[String]) -> anyhow::Result<()> {
     for id in ids {
         let url = ctx.api.endpoint(Scope::Provider, &["tokens", id]);
-        ctx.api.call(reqwest::Method::DELETE, url, None).await?;
+        ctx.api.call(osac_client::Method::DELETE, url, None).await?;
         emit(&format!("token/{id} revoked\n"))?;
     }
     Ok(())

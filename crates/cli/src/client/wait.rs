@@ -9,9 +9,9 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use osac_client::Api;
 use serde_json::Value;
 
-use super::http::Api;
 use super::kind::{Kind, Scope, is_ready, short_state};
 use super::workload::progress_text;
 

@@ -17,10 +17,10 @@ use osac_api::Service;
 use osac_api::auth::AuthConfig;
 use osac_backends::provision::SimProvisioner;
 use osac_backends::{DriverContext, Registry, SimFabric};
+use osac_client::Method;
 use osac_controller::{ControllerConfig, Controllers, Dispatcher};
 use osac_server::{RunningServer, ServerConfig};
 use osac_store::Store;
-use reqwest::Method;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -550,22 +550,26 @@ impl Resp {
 /// so clients follow restarts).
 pub type Base = Arc<RwLock<String>>;
 
-/// A REST client with an optional bearer token.
+/// The shared REST client ([`osac_client::Api`]) aimed at the test's current server, with an
+/// optional bearer token, answering [`Resp`]s that the tests assert on.
 #[derive(Clone)]
 pub struct Api {
-    http: reqwest::Client,
+    client: osac_client::Api,
     base: Base,
     pub token: Option<String>,
 }
 
 impl Api {
     pub fn new(base: &Base, token: Option<&str>) -> Api {
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(256)
-            .build()
+        let url = base.read().expect("base").clone();
+        let options = osac_client::Options {
+            max_idle_per_host: Some(256),
+            ..Default::default()
+        };
+        let client = osac_client::Api::with_options(&url, token.unwrap_or_default(), &options)
             .expect("client");
         Api {
-            http,
+            client,
             base: base.clone(),
             token: token.map(str::to_string),
         }
@@ -578,18 +582,19 @@ impl Api {
 
     /// Sends a raw request body.
     pub async fn send_raw(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Resp {
-        let mut req = self.http.request(method, format!("{}{path}", self.base()));
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
+        let url = osac_client::Url::parse(&format!("{}{path}", self.base()))
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        let reply = self
+            .client
+            .send(method, url, body)
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        let body = reply.json().unwrap_or(Value::Null);
+        Resp {
+            status: reply.status.as_u16(),
+            body,
+            text: reply.text,
         }
-        if let Some(b) = body {
-            req = req.header("content-type", "application/json").body(b);
-        }
-        let resp = req.send().await.unwrap_or_else(|e| panic!("{path}: {e}"));
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap_or_default();
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Resp { status, body, text }
     }
 
     /// Sends `method` to `path` with an optional JSON body.

@@ -1,67 +1,31 @@
-//! A small REST client for the osac API: JSON in and out, bearer auth, and errors that carry
-//! the server's `{"code","message"}`.
+//! The REST client: JSON in and out, bearer auth, TLS as [`TlsOptions`] says, and errors that
+//! carry the server's `{"code","message"}`.
+//!
+//! Requests name their target three ways: an object path of one API ([`Api::get`],
+//! [`Api::list`], … with a [`Scope`] and a collection), a server path with its query
+//! ([`Api::get_path`], [`Api::post_path`], …), or a whole URL ([`Api::call`], and
+//! [`Api::send`], which hands back any answer, refusals included, for callers that judge the
+//! status themselves).
 
 use std::time::Duration;
 
-use reqwest::header::ACCEPT;
+use osac_model::Scope;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::Value;
 
-use super::kind::{Scope, api_root};
-use super::tls::TlsOptions;
+use crate::error::{ClientError, api_error, chain};
+use crate::tls::TlsOptions;
 
 /// Largest page the server hands out.
 pub const MAX_PAGE: u64 = 1000;
 
-/// A failed API call. `Display` is what the user sees after `error: `.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The server answered with an error status.
-    #[error("{message} ({code})")]
-    Api {
-        status: u16,
-        code: String,
-        message: String,
-    },
-    /// Nothing listens at the URL (or the name does not resolve).
-    #[error("cannot reach osac at {url}: is `osac server --dev` running?")]
-    Unreachable { url: String },
-    /// The TLS handshake failed (e.g. the server's certificate is not trusted).
-    #[error(
-        "TLS handshake with osac at {url} failed: {detail} (an https server signed by a private CA needs --ca-file, or `osac login --ca-file`)"
-    )]
-    Handshake { url: String, detail: String },
-    /// The server did not answer in time.
-    #[error("timed out waiting for osac at {url}")]
-    Timeout { url: String },
-    /// Any other transport problem.
-    #[error("talking to osac at {url}: {detail}")]
-    Transport { url: String, detail: String },
-    /// The TLS settings (CA file) cannot be used.
-    #[error("{0}")]
-    Tls(#[from] super::tls::TlsSetupError),
-    /// The server answered something that is not the API's JSON.
-    #[error("unexpected response from osac at {url}: {detail}")]
-    BadResponse { url: String, detail: String },
-}
-
-impl ClientError {
-    /// The gRPC code name of an API error.
-    pub fn code(&self) -> Option<&str> {
-        match self {
-            ClientError::Api { code, .. } => Some(code),
-            _ => None,
-        }
-    }
-
-    /// Whether the object does not exist.
-    pub fn is_not_found(&self) -> bool {
-        self.code() == Some("NOT_FOUND")
-    }
-
-    /// Whether retrying the same call later may succeed.
-    pub fn is_transient(&self) -> bool {
-        matches!(self.code(), Some("UNAVAILABLE")) || matches!(self, ClientError::Timeout { .. })
+/// Path segments of the root of the API that serves `scope`: the tenants' public API or the
+/// provider's private API.
+pub fn api_root(scope: Scope) -> [&'static str; 3] {
+    match scope {
+        Scope::Tenant => ["api", "fulfillment", "v1"],
+        Scope::Provider => ["api", "private", "v1"],
     }
 }
 
@@ -82,7 +46,31 @@ pub struct ListQuery {
     pub offset: u64,
 }
 
-/// The REST client.
+/// How the client connects, besides the server's URL and the token.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// How the server's certificate is checked.
+    pub tls: TlsOptions,
+    /// Idle keep-alive connections kept per host (`None`: as many as were open). Clients that
+    /// run many requests at once (the benchmark, the tests) keep them for the next round.
+    pub max_idle_per_host: Option<usize>,
+}
+
+/// An answer of any status, as [`Api::send`] returns it.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub text: String,
+}
+
+impl Reply {
+    /// The body as JSON (`None` when it is not JSON).
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_str(&self.text).ok()
+    }
+}
+
+/// The REST client. Cloning it (or [`Api::with_token`]) shares the connection pool.
 #[derive(Debug, Clone)]
 pub struct Api {
     http: reqwest::Client,
@@ -94,13 +82,26 @@ pub struct Api {
 }
 
 impl Api {
-    /// A client for the server at `url` (e.g. `http://127.0.0.1:8000`) using `token`.
+    /// A client for the server at `url` (e.g. `http://127.0.0.1:8000`) using `token` (empty:
+    /// no `Authorization` header).
     pub fn new(url: &str, token: &str) -> Result<Api, ClientError> {
-        Api::with_tls(url, token, &TlsOptions::default())
+        Api::with_options(url, token, &Options::default())
     }
 
     /// A client for the server at `url` checking its certificate as `tls` says.
     pub fn with_tls(url: &str, token: &str, tls: &TlsOptions) -> Result<Api, ClientError> {
+        Api::with_options(
+            url,
+            token,
+            &Options {
+                tls: tls.clone(),
+                ..Options::default()
+            },
+        )
+    }
+
+    /// A client for the server at `url` connecting as `options` says.
+    pub fn with_options(url: &str, token: &str, options: &Options) -> Result<Api, ClientError> {
         let bad = |detail: String| ClientError::BadResponse {
             url: url.to_string(),
             detail,
@@ -113,18 +114,24 @@ impl Api {
             url: url.to_string(),
             detail: chain(&e),
         };
-        let http = tls
-            .client_builder()?
-            .connect_timeout(Duration::from_secs(5))
+        let builder = || -> Result<reqwest::ClientBuilder, ClientError> {
+            let mut b = options
+                .tls
+                .client_builder()?
+                .connect_timeout(Duration::from_secs(5))
+                // Small JSON requests: no waiting to fill a segment.
+                .tcp_nodelay(true);
+            if let Some(n) = options.max_idle_per_host {
+                b = b.pool_max_idle_per_host(n);
+            }
+            Ok(b)
+        };
+        let http = builder()?
             .timeout(Duration::from_secs(60))
             .build()
             .map_err(built)?;
         // No overall timeout: a watch lasts as long as the user wants it.
-        let streaming = tls
-            .client_builder()?
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(built)?;
+        let streaming = builder()?.build().map_err(built)?;
         Ok(Api {
             http,
             streaming,
@@ -134,9 +141,22 @@ impl Api {
         })
     }
 
-    /// The server URL as given.
+    /// The same server and connection pool with another token.
+    pub fn with_token(&self, token: &str) -> Api {
+        Api {
+            token: token.to_string(),
+            ..self.clone()
+        }
+    }
+
+    /// The server URL as given (without a trailing `/`).
     pub fn url(&self) -> &str {
         &self.display
+    }
+
+    /// The bearer token calls send.
+    pub fn token(&self) -> &str {
+        &self.token
     }
 
     /// `{base}/api/<scope>/v1/<parts…>`, each part percent-encoded as one segment.
@@ -150,7 +170,33 @@ impl Api {
         u
     }
 
-    /// Sends one request; returns the JSON body (`Null` when empty).
+    /// `{base}{path}` for a server path with an optional query, e.g.
+    /// `/api/private/v1/tenants?limit=1`.
+    pub fn url_of(&self, path: &str) -> Result<Url, ClientError> {
+        let full = format!("{}{path}", self.display);
+        Url::parse(&full).map_err(|e| ClientError::BadResponse {
+            url: self.display.clone(),
+            detail: format!("invalid URL {full}: {e}"),
+        })
+    }
+
+    /// A request to `url` carrying the token.
+    fn request(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        url: Url,
+    ) -> reqwest::RequestBuilder {
+        let req = client.request(method, url);
+        if self.token.is_empty() {
+            req
+        } else {
+            req.bearer_auth(&self.token)
+        }
+    }
+
+    /// Sends one request; returns the JSON body (`Null` when empty). A non-2xx answer is
+    /// [`ClientError::Api`].
     pub async fn call(
         &self,
         method: Method,
@@ -158,18 +204,14 @@ impl Api {
         body: Option<&Value>,
     ) -> Result<Value, ClientError> {
         let mut req = self
-            .http
-            .request(method.clone(), url.clone())
+            .request(&self.http, method.clone(), url.clone())
             .header(ACCEPT, "application/json");
-        if !self.token.is_empty() {
-            req = req.bearer_auth(&self.token);
-        }
         if let Some(b) = body {
             req = req.json(b);
         }
-        let resp = req.send().await.map_err(|e| self.transport(e))?;
+        let resp = req.send().await.map_err(|e| self.transport(&e))?;
         let status = resp.status();
-        let text = resp.text().await.map_err(|e| self.transport(e))?;
+        let text = resp.text().await.map_err(|e| self.transport(&e))?;
         if status.is_success() {
             if text.trim().is_empty() {
                 return Ok(Value::Null);
@@ -186,8 +228,26 @@ impl Api {
         ))
     }
 
-    /// The client for event streams (no overall timeout).
-    pub fn streaming_client(&self) -> &reqwest::Client {
+    /// Sends `body` (JSON text, sent as given even when it is not valid JSON) to `url` and
+    /// returns the answer whatever its status. Only a request that gets no answer is an error.
+    pub async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+    ) -> Result<Reply, ClientError> {
+        let mut req = self.request(&self.http, method, url);
+        if let Some(b) = body {
+            req = req.header(CONTENT_TYPE, "application/json").body(b);
+        }
+        let resp = req.send().await.map_err(|e| self.transport(&e))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| self.transport(&e))?;
+        Ok(Reply { status, text })
+    }
+
+    /// The client without an overall timeout, for event streams.
+    pub(crate) fn streaming_client(&self) -> &reqwest::Client {
         &self.streaming
     }
 
@@ -208,31 +268,9 @@ impl Api {
             })
     }
 
-    /// The bearer token calls send.
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
     /// The error of a request that got no answer.
-    pub fn transport_error(&self, e: reqwest::Error) -> ClientError {
-        self.transport(e)
-    }
-
-    fn transport(&self, e: reqwest::Error) -> ClientError {
-        let url = self.display.clone();
-        let detail = chain(&e);
-        let tls = ["certificate", "handshake", "tls", "alert"]
-            .iter()
-            .any(|w| detail.to_ascii_lowercase().contains(w));
-        if e.is_connect() && tls {
-            ClientError::Handshake { url, detail }
-        } else if e.is_connect() {
-            ClientError::Unreachable { url }
-        } else if e.is_timeout() {
-            ClientError::Timeout { url }
-        } else {
-            ClientError::Transport { url, detail }
-        }
+    pub(crate) fn transport(&self, e: &reqwest::Error) -> ClientError {
+        ClientError::transport(&self.display, e)
     }
 
     /// `GET /x?offset&limit&filter&order` — one page.
@@ -381,145 +419,44 @@ impl Api {
         .await
         .map(drop)
     }
+
+    /// `GET path` (a server path with an optional query).
+    pub async fn get_path(&self, path: &str) -> Result<Value, ClientError> {
+        self.call(Method::GET, self.url_of(path)?, None).await
+    }
+
+    /// `POST path` with a JSON body.
+    pub async fn post_path(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+        self.call(Method::POST, self.url_of(path)?, Some(body))
+            .await
+    }
+
+    /// `PATCH path?update_mask=mask` with a JSON body.
+    pub async fn patch_path(
+        &self,
+        path: &str,
+        update_mask: &str,
+        body: &Value,
+    ) -> Result<Value, ClientError> {
+        let mut url = self.url_of(path)?;
+        url.query_pairs_mut()
+            .append_pair("update_mask", update_mask);
+        self.call(Method::PATCH, url, Some(body)).await
+    }
+
+    /// `DELETE path`; returns the answer's body (e.g. the object marked for deletion).
+    pub async fn delete_path(&self, path: &str) -> Result<Value, ClientError> {
+        self.call(Method::DELETE, self.url_of(path)?, None).await
+    }
 }
 
 fn as_u64(v: &Value) -> Option<u64> {
     v.as_u64().or_else(|| v.as_str()?.parse().ok())
 }
 
-/// The error message with its causes: reqwest's own message is terse.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        let m = c.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        src = c.source();
-    }
-    s
-}
-
-/// Builds the error of a non-2xx answer: the `{"code","message"}` body when there is one,
-/// otherwise the HTTP status (with the request, to make a wrong route obvious).
-pub fn api_error(status: StatusCode, body: &str, request: &str) -> ClientError {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let field = |k: &str| parsed.as_ref().and_then(|v| v.get(k));
-    let code = match field("code") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(Value::Number(n)) => n.as_u64().map(grpc_name).unwrap_or("UNKNOWN").to_string(),
-        _ => http_code_name(status),
-    };
-    let message = match field("message")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty())
-    {
-        Some(m) => m.to_string(),
-        None => {
-            let reason = status.canonical_reason().unwrap_or("error").to_string();
-            let text = body.trim();
-            if text.is_empty() || parsed.is_some() || text.len() > 300 {
-                format!("{request}: HTTP {} {reason}", status.as_u16())
-            } else {
-                format!("{request}: HTTP {} {reason}: {text}", status.as_u16())
-            }
-        }
-    };
-    ClientError::Api {
-        status: status.as_u16(),
-        code,
-        message,
-    }
-}
-
-fn http_code_name(status: StatusCode) -> String {
-    match status.as_u16() {
-        400 => "INVALID_ARGUMENT",
-        401 => "UNAUTHENTICATED",
-        403 => "PERMISSION_DENIED",
-        404 => "NOT_FOUND",
-        405 => "UNIMPLEMENTED",
-        409 => "ALREADY_EXISTS",
-        412 => "FAILED_PRECONDITION",
-        429 => "RESOURCE_EXHAUSTED",
-        501 => "UNIMPLEMENTED",
-        502..=504 => "UNAVAILABLE",
-        500..=599 => "INTERNAL",
-        _ => return format!("HTTP_{}", status.as_u16()),
-    }
-    .to_string()
-}
-
-fn grpc_name(n: u64) -> &'static str {
-    const NAMES: [&str; 17] = [
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    ];
-    usize::try_from(n)
-        .ok()
-        .and_then(|i| NAMES.get(i))
-        .copied()
-        .unwrap_or("UNKNOWN")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn error_body(code: &str, message: &str) -> String {
-        json!({"code": code, "message": message, "details": []}).to_string()
-    }
-
-    #[test]
-    fn error_from_body() {
-        let e = api_error(
-            StatusCode::PRECONDITION_FAILED,
-            &error_body("FAILED_PRECONDITION", "subnet 'a' is in use"),
-            "DELETE /x",
-        );
-        assert_eq!(e.to_string(), "subnet 'a' is in use (FAILED_PRECONDITION)");
-        assert_eq!(e.code(), Some("FAILED_PRECONDITION"));
-    }
-
-    #[test]
-    fn error_without_body() {
-        let e = api_error(StatusCode::NOT_FOUND, "", "GET /api/private/v1/managers");
-        assert_eq!(
-            e.to_string(),
-            "GET /api/private/v1/managers: HTTP 404 Not Found (NOT_FOUND)"
-        );
-        assert!(e.is_not_found());
-        let e = api_error(
-            StatusCode::BAD_REQUEST,
-            r#"{"code":5,"message":"gone"}"#,
-            "GET /",
-        );
-        assert_eq!(e.to_string(), "gone (NOT_FOUND)");
-        let e = api_error(StatusCode::BAD_GATEWAY, "upstream down", "GET /");
-        assert_eq!(
-            e.to_string(),
-            "GET /: HTTP 502 Bad Gateway: upstream down (UNAVAILABLE)"
-        );
-        assert!(e.is_transient());
-    }
 
     #[test]
     fn endpoints_encode_segments() {
@@ -535,5 +472,18 @@ mod tests {
             "http://host/prefix/api/private/v1/tokens"
         );
         assert!(Api::new("not a url", "t").is_err());
+    }
+
+    #[test]
+    fn paths_extend_the_base() {
+        let api = Api::new("http://host/prefix/", "t").unwrap();
+        assert_eq!(
+            api.url_of("/api/private/v1/tenants?limit=1")
+                .unwrap()
+                .as_str(),
+            "http://host/prefix/api/private/v1/tenants?limit=1"
+        );
+        assert_eq!(api.with_token("u").token(), "u");
+        assert_eq!(api.with_token("u").url(), "http://host/prefix");
     }
 }
