@@ -5,10 +5,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use async_trait::async_trait;
 use osac_backends::sim::PortLocation;
 use osac_backends::*;
-use serde_json::json;
+
+type FabricClient = Arc<dyn FabricManager>;
 
 async fn setup() -> (MemorySimState, Arc<SimFabric>, FabricClient) {
     let store = MemorySimState::new();
@@ -18,9 +18,7 @@ async fn setup() -> (MemorySimState, Arc<SimFabric>, FabricClient) {
 }
 
 fn client(fabric: &Arc<SimFabric>) -> FabricClient {
-    FabricClient::new(Arc::new(
-        SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric.clone()).unwrap(),
-    ))
+    Arc::new(SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric.clone()).unwrap())
 }
 
 fn ip(s: &str) -> IpAddr {
@@ -700,13 +698,6 @@ async fn validates_like_a_backend() {
     })
     .await
     .unwrap();
-
-    // Garbage requests are permanent.
-    let raw = c
-        .manager()
-        .call(Operation::CreateSubnet, json!({"subnet_id": 5}))
-        .await;
-    is_permanent(raw, "invalid create_subnet request");
 }
 
 #[tokio::test]
@@ -715,7 +706,7 @@ async fn k8s_overlays() {
     let k8s = SimK8s::open(Arc::new(store.clone())).await.unwrap();
     let m =
         Arc::new(SimManager::k8s(Registration::sim("sim-k8s", Role::K8s), k8s.clone()).unwrap());
-    let client = K8sClient::new(m.clone());
+    let client: Arc<dyn K8sManager> = m.clone();
     assert_eq!(client.hosting_clusters(), ["hosting-a", "hosting-b"]);
     let req = |subnet: &str, segment: i64, cluster: &str| CreateSubnetOverlayRequest {
         subnet_id: subnet.into(),
@@ -765,10 +756,6 @@ async fn k8s_overlays() {
         .await
         .unwrap();
     assert_eq!(k8s.call_count(Operation::CreateSubnetOverlay), 6);
-    is_permanent(
-        m.call(Operation::CreateSubnet, json!({})).await,
-        "registered for role k8s",
-    );
 
     let reopened = SimK8s::open(Arc::new(store)).await.unwrap();
     assert_eq!(
@@ -780,38 +767,4 @@ async fn k8s_overlays() {
         101
     );
     assert_eq!(reopened.overlays().await.len(), 2);
-}
-
-/// A manager that breaks the contract: typed clients must turn that into permanent errors.
-struct Liar(Registration);
-
-#[async_trait]
-impl Manager for Liar {
-    fn registration(&self) -> &Registration {
-        &self.0
-    }
-    async fn call(
-        &self,
-        _op: Operation,
-        _req: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
-        Ok(json!({"address": "not an ip"}))
-    }
-}
-
-#[tokio::test]
-async fn malformed_responses_are_permanent() {
-    let c = FabricClient::new(Arc::new(Liar(Registration::sim("liar", Role::Fabric))));
-    is_permanent(
-        c.allocate_external_ip(&eip_req("e", &["192.0.2.0/24"]))
-            .await,
-        "malformed allocate_external_ip response",
-    );
-    // Operations answering {} accept anything.
-    c.delete_subnet(&DeleteSubnetRequest {
-        subnet_id: "s".into(),
-        virtual_network_id: "v".into(),
-    })
-    .await
-    .unwrap();
 }
