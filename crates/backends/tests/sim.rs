@@ -8,16 +8,16 @@ use std::time::Instant;
 use osac_backends::sim::PortLocation;
 use osac_backends::*;
 
-type FabricClient = Arc<dyn FabricManager>;
+type Fabric = Arc<dyn FabricManager>;
 
-async fn setup() -> (MemorySimState, Arc<SimFabric>, FabricClient) {
+async fn setup() -> (MemorySimState, Arc<SimFabric>, Fabric) {
     let store = MemorySimState::new();
     let fabric = SimFabric::open(Arc::new(store.clone())).await.unwrap();
     let client = client(&fabric);
     (store, fabric, client)
 }
 
-fn client(fabric: &Arc<SimFabric>) -> FabricClient {
+fn client(fabric: &Arc<SimFabric>) -> Fabric {
     Arc::new(SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric.clone()).unwrap())
 }
 
@@ -25,7 +25,7 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-async fn vn(c: &FabricClient, id: &str, v4: &str) {
+async fn vn(c: &Fabric, id: &str, v4: &str) {
     c.create_virtual_network(&CreateVirtualNetworkRequest {
         virtual_network_id: id.into(),
         tenant: "t".into(),
@@ -116,7 +116,7 @@ fn eip_req(id: &str, cidrs: &[&str]) -> AllocateExternalIpRequest {
 }
 
 /// Allocates ExternalIP `id` from the pool `pool` with `cidrs`; returns its address.
-async fn allocated_address(c: &FabricClient, id: &str, cidrs: &[&str]) -> IpAddr {
+async fn allocated_address(c: &Fabric, id: &str, cidrs: &[&str]) -> IpAddr {
     c.allocate_external_ip(&eip_req(id, cidrs))
         .await
         .unwrap()
