@@ -587,6 +587,28 @@ mod tests {
         assert_eq!(Operation::for_role(Role::Fabric).count(), 15);
     }
 
+    /// Each row of the operation tables names one operation: its method is its wire name, and
+    /// every operation of a role has its row.
+    #[test]
+    fn operation_tables_match_the_operations() {
+        macro_rules! rows {
+            ($($op:ident, $method:ident, $req:ident, $resp:ty, $id:ident;)*) => {
+                vec![$({
+                    assert_eq!(Operation::$op.as_str(), stringify!($method));
+                    assert_eq!(<$req as Request>::OPERATION, Operation::$op);
+                    Operation::$op
+                }),*]
+            };
+        }
+        let fabric: Vec<Operation> = fabric_operations!(rows);
+        assert_eq!(
+            fabric,
+            Operation::for_role(Role::Fabric).collect::<Vec<_>>()
+        );
+        let k8s: Vec<Operation> = k8s_operations!(rows);
+        assert_eq!(k8s, Operation::for_role(Role::K8s).collect::<Vec<_>>());
+    }
+
     #[test]
     fn backend_detail_is_not_for_tenants() {
         let e = OpError::backend_permanent("/usr/sbin/ip link add x: exit 2")

@@ -207,6 +207,15 @@ impl std::fmt::Debug for Registry {
 
 const PROGRAMMATIC: &str = "programmatic";
 
+/// Refusal of `name`, registered for `registered`, where a manager of role `wanted` is needed.
+fn wrong_role(name: &str, registered: Role, wanted: Role) -> RegistryError {
+    RegistryError::WrongRole {
+        name: name.to_string(),
+        registered,
+        wanted,
+    }
+}
+
 impl Registry {
     /// An empty registry.
     pub fn new() -> Self {
@@ -494,7 +503,7 @@ impl Registry {
     pub fn fabric(&self, name: &str) -> Result<Arc<dyn FabricManager>, RegistryError> {
         match self.get(name) {
             Some(RoleManager::Fabric(m)) => Ok(m),
-            Some(RoleManager::K8s(_)) => Err(self.wrong_role(name, Role::K8s, Role::Fabric)),
+            Some(RoleManager::K8s(_)) => Err(wrong_role(name, Role::K8s, Role::Fabric)),
             None => Err(RegistryError::NotRegistered(name.to_string())),
         }
     }
@@ -503,16 +512,8 @@ impl Registry {
     pub fn k8s(&self, name: &str) -> Result<Arc<dyn K8sManager>, RegistryError> {
         match self.get(name) {
             Some(RoleManager::K8s(m)) => Ok(m),
-            Some(RoleManager::Fabric(_)) => Err(self.wrong_role(name, Role::Fabric, Role::K8s)),
+            Some(RoleManager::Fabric(_)) => Err(wrong_role(name, Role::Fabric, Role::K8s)),
             None => Err(RegistryError::NotRegistered(name.to_string())),
-        }
-    }
-
-    fn wrong_role(&self, name: &str, registered: Role, wanted: Role) -> RegistryError {
-        RegistryError::WrongRole {
-            name: name.to_string(),
-            registered,
-            wanted,
         }
     }
 

@@ -237,6 +237,18 @@ impl SimFabric {
     }
 }
 
+impl SimManager<SimFabric> {
+    /// Runs one operation on the engine after the simulated latency.
+    async fn run<R, P>(&self, request: &R, plan: P) -> Result<R::Response, OpError>
+    where
+        R: Request + Clone,
+        P: Fn(&State, R, &HeldLeases) -> Plan<R::Response> + Send + 'static,
+    {
+        self.delay().await;
+        self.engine.run(request, plan).await
+    }
+}
+
 /// The sim fabric manager: each operation is planned in the file of the resource it is about.
 /// Plans only validate and compute the records to write and the response; the engine
 /// persists, then applies.
@@ -250,73 +262,51 @@ impl FabricManager for SimManager<SimFabric> {
         &self,
         req: &CreateVirtualNetworkRequest,
     ) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| virtual_network::create(s, r))
-            .await
+        self.run(req, |s, r, _| virtual_network::create(s, r)).await
     }
 
     async fn delete_virtual_network(
         &self,
         req: &DeleteVirtualNetworkRequest,
     ) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| virtual_network::delete(s, r))
-            .await
+        self.run(req, |s, r, _| virtual_network::delete(s, r)).await
     }
 
     async fn create_subnet(
         &self,
         req: &CreateSubnetRequest,
     ) -> Result<CreateSubnetResponse, OpError> {
-        self.delay().await;
-        self.engine.run(req, |s, r, _| subnet::create(s, r)).await
+        self.run(req, |s, r, _| subnet::create(s, r)).await
     }
 
     async fn delete_subnet(&self, req: &DeleteSubnetRequest) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine.run(req, |s, r, _| subnet::delete(s, r)).await
+        self.run(req, |s, r, _| subnet::delete(s, r)).await
     }
 
     async fn apply_security_group(&self, req: &ApplySecurityGroupRequest) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| security_group::apply(s, r))
-            .await
+        self.run(req, |s, r, _| security_group::apply(s, r)).await
     }
 
     async fn delete_security_group(&self, req: &DeleteSecurityGroupRequest) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| security_group::delete(s, r))
-            .await
+        self.run(req, |s, r, _| security_group::delete(s, r)).await
     }
 
     async fn allocate_external_ip(
         &self,
         req: &AllocateExternalIpRequest,
     ) -> Result<AllocateExternalIpResponse, OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| external_ip::allocate(s, r))
-            .await
+        self.run(req, |s, r, _| external_ip::allocate(s, r)).await
     }
 
     async fn release_external_ip(&self, req: &ReleaseExternalIpRequest) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| external_ip::release(s, r))
-            .await
+        self.run(req, |s, r, _| external_ip::release(s, r)).await
     }
 
     async fn create_external_ip_attachment(
         &self,
         req: &CreateExternalIpAttachmentRequest,
     ) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| external_ip_attachment::create(s, r))
+        self.run(req, |s, r, _| external_ip_attachment::create(s, r))
             .await
     }
 
@@ -324,33 +314,23 @@ impl FabricManager for SimManager<SimFabric> {
         &self,
         req: &DeleteExternalIpAttachmentRequest,
     ) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| external_ip_attachment::delete(s, r))
+        self.run(req, |s, r, _| external_ip_attachment::delete(s, r))
             .await
     }
 
     async fn create_nat_gateway(&self, req: &CreateNatGatewayRequest) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| nat_gateway::create(s, r))
-            .await
+        self.run(req, |s, r, _| nat_gateway::create(s, r)).await
     }
 
     async fn delete_nat_gateway(&self, req: &DeleteNatGatewayRequest) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| nat_gateway::delete(s, r))
-            .await
+        self.run(req, |s, r, _| nat_gateway::delete(s, r)).await
     }
 
     async fn create_network_attachment(
         &self,
         req: &CreateNetworkAttachmentRequest,
     ) -> Result<PortAddresses, OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| network_attachment::create(s, r))
+        self.run(req, |s, r, _| network_attachment::create(s, r))
             .await
     }
 
@@ -358,9 +338,7 @@ impl FabricManager for SimManager<SimFabric> {
         &self,
         req: &DeleteNetworkAttachmentRequest,
     ) -> Result<(), OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, |s, r, _| network_attachment::delete(s, r))
+        self.run(req, |s, r, _| network_attachment::delete(s, r))
             .await
     }
 
@@ -368,9 +346,6 @@ impl FabricManager for SimManager<SimFabric> {
         &self,
         req: &QueryDhcpLeaseRequest,
     ) -> Result<PortAddresses, OpError> {
-        self.delay().await;
-        self.engine
-            .run(req, network_attachment::query_dhcp_lease)
-            .await
+        self.run(req, network_attachment::query_dhcp_lease).await
     }
 }
