@@ -9,10 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use osac_model::MacAddress;
 use osac_model::validate::DualCidrs;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
-use crate::contract::{OpError, Operation};
+use crate::contract::OpError;
 use crate::net::{has_host_bits, ipv4_gateway, ipv6_gateway, lowest_free};
 use crate::types::*;
 
@@ -21,33 +19,6 @@ pub const MAX_VNI: i64 = (1 << 24) - 1;
 
 /// How many users a "still in use" refusal names before it says "…".
 const USERS_NAMED: usize = 5;
-
-// ---- requests and responses ----
-
-/// Decodes a request; a malformed one is permanent (retrying the same bytes cannot help).
-pub fn decode_request<T: DeserializeOwned>(
-    op: Operation,
-    request: serde_json::Value,
-) -> Result<T, OpError> {
-    serde_json::from_value(request)
-        .map_err(|e| OpError::permanent(format!("invalid {op} request: {e}")))
-}
-
-/// Encodes a response.
-pub fn encode_response<T: Serialize>(response: &T) -> Result<serde_json::Value, OpError> {
-    serde_json::to_value(response)
-        .map_err(|e| OpError::permanent(format!("cannot encode response: {e}")))
-}
-
-/// The response of an operation that returns nothing.
-pub fn empty_response() -> serde_json::Value {
-    serde_json::json!({})
-}
-
-/// Refusal of an operation the driver's role does not serve (`role` is "fabric" or "k8s").
-pub fn not_an_operation_of(op: Operation, role: &str) -> OpError {
-    OpError::permanent(format!("operation {op} is not a {role} operation"))
-}
 
 // ---- fields ----
 

@@ -1,13 +1,33 @@
-//! The manager contract between the controllers and the networking backends: roles, capabilities, operations, failures as values and
-//! the [`Manager`] trait every driver implements.
+//! The manager contract between the controllers and the networking backends: roles,
+//! capabilities, operations, failures as values, and the two traits drivers implement,
+//! [`FabricManager`] and [`K8sManager`].
+//!
+//! The traits are typed: one async method per operation, taking the request of
+//! [`crate::types`] by reference and answering its typed response (`()` when the wire result
+//! is `{}`). A registration's role decides which trait object the registry builds, so an
+//! operation of the other role cannot be called. JSON is the wire format of the `exec` driver
+//! only ([`crate::exec`]): in-process drivers (sim, linux) never see it.
+//!
+//! Each request type implements [`Request`] (its [`Operation`], its response type, the id of
+//! the object it is about) and [`FabricRequest`] or [`K8sRequest`] (how to call it on a
+//! manager). Code that treats every operation alike — the controllers' metering wrapper, test
+//! doubles, the exec driver — implements [`FabricLayer`] / [`K8sLayer`] with one generic
+//! `call` instead of one method per operation; a blanket implementation turns a layer into a
+//! manager. The operation table below lists every operation once and generates those
+//! implementations.
 
 use std::fmt;
 use std::str::FromStr;
 
+use std::future::Future;
+use std::pin::Pin;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::exec::WireResponse;
 use crate::registration::Registration;
+use crate::types::*;
 
 /// What a manager is registered for: the fabric does all physical networking, a k8s manager
 /// bridges hosting-cluster overlays into fabric segments.
@@ -173,28 +193,6 @@ impl Operation {
         }
     }
 
-    /// The request field naming the object the operation is about; failure injection and
-    /// logs key on it.
-    pub fn primary_id_field(self) -> &'static str {
-        match self {
-            Operation::CreateVirtualNetwork | Operation::DeleteVirtualNetwork => {
-                "virtual_network_id"
-            }
-            Operation::CreateSubnet
-            | Operation::DeleteSubnet
-            | Operation::CreateSubnetOverlay
-            | Operation::DeleteSubnetOverlay => "subnet_id",
-            Operation::ApplySecurityGroup | Operation::DeleteSecurityGroup => "security_group_id",
-            Operation::AllocateExternalIp | Operation::ReleaseExternalIp => "external_ip_id",
-            Operation::CreateExternalIpAttachment
-            | Operation::DeleteExternalIpAttachment
-            | Operation::CreateNetworkAttachment
-            | Operation::DeleteNetworkAttachment => "attachment_id",
-            Operation::CreateNatGateway | Operation::DeleteNatGateway => "nat_gateway_id",
-            Operation::QueryDhcpLease => "mac_address",
-        }
-    }
-
     /// The operations a manager of `role` implements.
     pub fn for_role(role: Role) -> impl Iterator<Item = Operation> {
         Operation::ALL
@@ -347,66 +345,231 @@ impl OpError {
     }
 }
 
-/// A named implementation of the operations of one role. Every operation is idempotent and
-/// reports failures as [`OpError`] values; calling an operation of the other role is a
-/// permanent error.
+/// The future every manager operation returns (what `#[async_trait]` methods return).
+pub type OpFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, OpError>> + Send + 'a>>;
+
+/// A request of the manager contract: the operation it is for, what that operation answers,
+/// and the object it is about. Implemented by every request type of [`crate::types`].
+pub trait Request: Serialize + fmt::Debug + Send + Sync + 'static {
+    /// What the operation answers; `()` when its wire result is `{}`.
+    type Response: WireResponse;
+    /// The operation (its wire name, metrics label and failure-injection key).
+    const OPERATION: Operation;
+    /// The id of the object the operation is about (failure injection and logs key on it).
+    fn primary_id(&self) -> &str;
+}
+
+/// The request of a fabric operation: how to call it on any [`FabricManager`].
+pub trait FabricRequest: Request {
+    /// Calls this request's operation on `manager`.
+    fn call_on<'a>(&'a self, manager: &'a dyn FabricManager) -> OpFuture<'a, Self::Response>;
+}
+
+/// The request of a k8s operation: how to call it on any [`K8sManager`].
+pub trait K8sRequest: Request {
+    /// Calls this request's operation on `manager`.
+    fn call_on<'a>(&'a self, manager: &'a dyn K8sManager) -> OpFuture<'a, Self::Response>;
+}
+
+/// A manager of role fabric: all physical networking. Every operation is idempotent and
+/// reports failures as [`OpError`] values.
 #[async_trait]
-pub trait Manager: Send + Sync {
+pub trait FabricManager: Send + Sync {
     /// The configuration this manager was registered with.
     fn registration(&self) -> &Registration;
-
-    /// Run one operation with its JSON request; returns the JSON result.
-    async fn call(
+    /// Creates the isolated router of a VirtualNetwork.
+    async fn create_virtual_network(
         &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError>;
+        req: &CreateVirtualNetworkRequest,
+    ) -> Result<(), OpError>;
+    /// Removes a VirtualNetwork's router.
+    async fn delete_virtual_network(
+        &self,
+        req: &DeleteVirtualNetworkRequest,
+    ) -> Result<(), OpError>;
+    /// Creates a subnet segment; answers its segment id and gateways.
+    async fn create_subnet(
+        &self,
+        req: &CreateSubnetRequest,
+    ) -> Result<CreateSubnetResponse, OpError>;
+    /// Removes a subnet segment.
+    async fn delete_subnet(&self, req: &DeleteSubnetRequest) -> Result<(), OpError>;
+    /// Programs the full desired rule set of a security group.
+    async fn apply_security_group(&self, req: &ApplySecurityGroupRequest) -> Result<(), OpError>;
+    /// Removes a security group.
+    async fn delete_security_group(&self, req: &DeleteSecurityGroupRequest) -> Result<(), OpError>;
+    /// Allocates an address from an external pool (the same id always gets the same one).
+    async fn allocate_external_ip(
+        &self,
+        req: &AllocateExternalIpRequest,
+    ) -> Result<AllocateExternalIpResponse, OpError>;
+    /// Releases an external address.
+    async fn release_external_ip(&self, req: &ReleaseExternalIpRequest) -> Result<(), OpError>;
+    /// Inbound DNAT external address → target IP.
+    async fn create_external_ip_attachment(
+        &self,
+        req: &CreateExternalIpAttachmentRequest,
+    ) -> Result<(), OpError>;
+    /// Removes an inbound DNAT.
+    async fn delete_external_ip_attachment(
+        &self,
+        req: &DeleteExternalIpAttachmentRequest,
+    ) -> Result<(), OpError>;
+    /// Outbound SNAT of a VirtualNetwork to one external address.
+    async fn create_nat_gateway(&self, req: &CreateNatGatewayRequest) -> Result<(), OpError>;
+    /// Removes the outbound SNAT.
+    async fn delete_nat_gateway(&self, req: &DeleteNatGatewayRequest) -> Result<(), OpError>;
+    /// Moves a host port onto a subnet (off the parking network); answers its addresses.
+    async fn create_network_attachment(
+        &self,
+        req: &CreateNetworkAttachmentRequest,
+    ) -> Result<PortAddresses, OpError>;
+    /// Detaches a host port (back to parking for agents).
+    async fn delete_network_attachment(
+        &self,
+        req: &DeleteNetworkAttachmentRequest,
+    ) -> Result<(), OpError>;
+    /// Which addresses a MAC got on a subnet (empty = no lease yet).
+    async fn query_dhcp_lease(&self, req: &QueryDhcpLeaseRequest)
+    -> Result<PortAddresses, OpError>;
 }
 
-/// A driver's side of a [`Manager`]: implementing it implements [`Manager`], whose `call`
-/// rejects an operation of the other role ([`ensure_role`]) before the driver sees it.
+/// A manager of role k8s: bridges subnets into hosting-cluster overlays. Every operation is
+/// idempotent and reports failures as [`OpError`] values.
 #[async_trait]
-pub trait Driver: Send + Sync {
-    /// The configuration this driver was registered with.
+pub trait K8sManager: Send + Sync {
+    /// The configuration this manager was registered with.
     fn registration(&self) -> &Registration;
+    /// Bridges a subnet's segment into one hosting cluster's overlay.
+    async fn create_subnet_overlay(&self, req: &CreateSubnetOverlayRequest) -> Result<(), OpError>;
+    /// Removes a subnet's overlay from one hosting cluster.
+    async fn delete_subnet_overlay(&self, req: &DeleteSubnetOverlayRequest) -> Result<(), OpError>;
 
-    /// Runs one operation of the registration's role with its JSON request.
-    async fn handle(
-        &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError>;
+    /// The hosting clusters to call `create_subnet_overlay` on (the registration's).
+    fn hosting_clusters(&self) -> &[String] {
+        &self.registration().hosting_clusters
+    }
 }
 
+/// A fabric manager that handles every operation the same way — a wrapper that meters,
+/// injects failures or fakes answers, or a driver that encodes every request alike (exec).
+/// It writes one generic [`FabricLayer::call`]; the blanket implementation makes it a
+/// [`FabricManager`] whose every method calls it. A wrapper forwards with
+/// [`FabricRequest::call_on`].
 #[async_trait]
-impl<D: Driver> Manager for D {
-    fn registration(&self) -> &Registration {
-        Driver::registration(self)
-    }
-
-    async fn call(
-        &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
-        ensure_role(Driver::registration(self), op)?;
-        self.handle(op, request).await
-    }
+pub trait FabricLayer: Send + Sync {
+    /// The configuration this manager was registered with.
+    fn registration(&self) -> &Registration;
+    /// Runs one fabric operation.
+    async fn call<R: FabricRequest>(&self, request: &R) -> Result<R::Response, OpError>;
 }
 
-/// Rejects an operation that does not belong to the manager's role (shared by all drivers).
-pub fn ensure_role(registration: &Registration, op: Operation) -> Result<(), OpError> {
-    if op.role() == registration.role {
-        Ok(())
-    } else {
-        Err(OpError::permanent(format!(
-            "operation {op} belongs to role {}, but manager '{}' is registered for role {}",
-            op.role(),
-            registration.name,
-            registration.role
-        )))
-    }
+/// [`FabricLayer`] for k8s managers.
+#[async_trait]
+pub trait K8sLayer: Send + Sync {
+    /// The configuration this manager was registered with.
+    fn registration(&self) -> &Registration;
+    /// Runs one k8s operation.
+    async fn call<R: K8sRequest>(&self, request: &R) -> Result<R::Response, OpError>;
 }
+
+/// Every operation once: `Variant, method, Request, Response, primary id field;` for each
+/// fabric operation, handed to `$then`.
+macro_rules! fabric_operations {
+    ($then:ident) => {
+        $then! {
+            CreateVirtualNetwork, create_virtual_network, CreateVirtualNetworkRequest, (),
+                virtual_network_id;
+            DeleteVirtualNetwork, delete_virtual_network, DeleteVirtualNetworkRequest, (),
+                virtual_network_id;
+            CreateSubnet, create_subnet, CreateSubnetRequest, CreateSubnetResponse, subnet_id;
+            DeleteSubnet, delete_subnet, DeleteSubnetRequest, (), subnet_id;
+            ApplySecurityGroup, apply_security_group, ApplySecurityGroupRequest, (),
+                security_group_id;
+            DeleteSecurityGroup, delete_security_group, DeleteSecurityGroupRequest, (),
+                security_group_id;
+            AllocateExternalIp, allocate_external_ip, AllocateExternalIpRequest,
+                AllocateExternalIpResponse, external_ip_id;
+            ReleaseExternalIp, release_external_ip, ReleaseExternalIpRequest, (), external_ip_id;
+            CreateExternalIpAttachment, create_external_ip_attachment,
+                CreateExternalIpAttachmentRequest, (), attachment_id;
+            DeleteExternalIpAttachment, delete_external_ip_attachment,
+                DeleteExternalIpAttachmentRequest, (), attachment_id;
+            CreateNatGateway, create_nat_gateway, CreateNatGatewayRequest, (), nat_gateway_id;
+            DeleteNatGateway, delete_nat_gateway, DeleteNatGatewayRequest, (), nat_gateway_id;
+            CreateNetworkAttachment, create_network_attachment, CreateNetworkAttachmentRequest,
+                PortAddresses, attachment_id;
+            DeleteNetworkAttachment, delete_network_attachment, DeleteNetworkAttachmentRequest,
+                (), attachment_id;
+            QueryDhcpLease, query_dhcp_lease, QueryDhcpLeaseRequest, PortAddresses, mac_address;
+        }
+    };
+}
+
+/// The same for the k8s operations.
+macro_rules! k8s_operations {
+    ($then:ident) => {
+        $then! {
+            CreateSubnetOverlay, create_subnet_overlay, CreateSubnetOverlayRequest, (), subnet_id;
+            DeleteSubnetOverlay, delete_subnet_overlay, DeleteSubnetOverlayRequest, (), subnet_id;
+        }
+    };
+}
+
+/// The [`Request`] implementations of an operation table.
+macro_rules! requests {
+    ($($op:ident, $method:ident, $req:ident, $resp:ty, $id:ident;)*) => {
+        $(
+            impl Request for $req {
+                type Response = $resp;
+                const OPERATION: Operation = Operation::$op;
+                fn primary_id(&self) -> &str {
+                    &self.$id
+                }
+            }
+        )*
+    };
+}
+
+/// The role-specific request trait, and the blanket implementation of the manager trait for
+/// every layer, of an operation table.
+macro_rules! role_dispatch {
+    ($request:ident, $manager:ident, $layer:ident;
+     $($op:ident, $method:ident, $req:ident, $resp:ty, $id:ident;)*) => {
+        $(
+            impl $request for $req {
+                fn call_on<'a>(&'a self, manager: &'a dyn $manager) -> OpFuture<'a, $resp> {
+                    manager.$method(self)
+                }
+            }
+        )*
+
+        #[async_trait]
+        impl<L: $layer> $manager for L {
+            fn registration(&self) -> &Registration {
+                $layer::registration(self)
+            }
+            $(
+                async fn $method(&self, request: &$req) -> Result<$resp, OpError> {
+                    $layer::call(self, request).await
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! fabric_dispatch {
+    ($($t:tt)*) => { role_dispatch! { FabricRequest, FabricManager, FabricLayer; $($t)* } };
+}
+
+macro_rules! k8s_dispatch {
+    ($($t:tt)*) => { role_dispatch! { K8sRequest, K8sManager, K8sLayer; $($t)* } };
+}
+
+fabric_operations!(requests);
+k8s_operations!(requests);
+fabric_operations!(fabric_dispatch);
+k8s_operations!(k8s_dispatch);
 
 #[cfg(test)]
 mod tests {
@@ -416,12 +579,34 @@ mod tests {
     fn operation_names_roundtrip() {
         for op in Operation::ALL {
             assert_eq!(op.as_str().parse::<Operation>().unwrap(), op);
-            let json = serde_json::to_value(op).unwrap();
-            assert_eq!(json, serde_json::Value::String(op.as_str().into()));
+            let json = serde_json::to_string(&op).unwrap();
+            assert_eq!(json, format!("\"{}\"", op.as_str()));
         }
         assert!("nope".parse::<Operation>().is_err());
         assert_eq!(Operation::for_role(Role::K8s).count(), 2);
         assert_eq!(Operation::for_role(Role::Fabric).count(), 15);
+    }
+
+    /// Each row of the operation tables names one operation: its method is its wire name, and
+    /// every operation of a role has its row.
+    #[test]
+    fn operation_tables_match_the_operations() {
+        macro_rules! rows {
+            ($($op:ident, $method:ident, $req:ident, $resp:ty, $id:ident;)*) => {
+                vec![$({
+                    assert_eq!(Operation::$op.as_str(), stringify!($method));
+                    assert_eq!(<$req as Request>::OPERATION, Operation::$op);
+                    Operation::$op
+                }),*]
+            };
+        }
+        let fabric: Vec<Operation> = fabric_operations!(rows);
+        assert_eq!(
+            fabric,
+            Operation::for_role(Role::Fabric).collect::<Vec<_>>()
+        );
+        let k8s: Vec<Operation> = k8s_operations!(rows);
+        assert_eq!(k8s, Operation::for_role(Role::K8s).collect::<Vec<_>>());
     }
 
     #[test]

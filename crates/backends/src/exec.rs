@@ -7,6 +7,10 @@
 //! message is the last non-empty stderr line. A call that outlives `timeout_seconds` is killed
 //! (with its process group) and is transient.
 //!
+//! The exec driver implements [`crate::FabricManager`] and [`crate::K8sManager`] through their
+//! generic layers: every request is encoded the same way, and its response read back with
+//! [`WireResponse`]. This is the only place where requests and responses are JSON.
+//!
 //! Every failure of a program is backend detail ([`OpError::Backend`]): its stderr and our
 //! messages about it (the command's path, its exit code, its malformed output) are for the
 //! provider; tenants see a plain message with a reference instead.
@@ -19,8 +23,9 @@ use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use crate::contract::{Driver, OpError, Operation};
+use crate::contract::{FabricLayer, FabricRequest, K8sLayer, K8sRequest, OpError, Request};
 use crate::registration::{DriverConfig, ExecConfig, Registration};
+use crate::types::{AllocateExternalIpResponse, CreateSubnetResponse, PortAddresses};
 
 /// Exit code meaning "try again later" (sysexits.h EX_TEMPFAIL).
 pub const EXIT_TEMPFAIL: i32 = 75;
@@ -67,24 +72,69 @@ impl ExecManager {
         })
     }
 
+    /// The configuration this manager was registered with.
+    pub fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
     /// The exec settings in use.
     pub fn config(&self) -> &ExecConfig {
         &self.config
     }
 
-    async fn run(
-        &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
+    /// Runs the program for one request: the request encoded on stdin, the result decoded
+    /// from stdout. A result that does not decode is a permanent backend failure (the program
+    /// broke the contract; retrying will not fix it).
+    async fn run<R: Request>(&self, request: &R) -> Result<R::Response, OpError> {
+        let op = R::OPERATION;
+        let body = serde_json::to_value(request)
+            .map_err(|e| OpError::permanent(format!("cannot encode {op} request: {e}")))?;
         let invocation = ExecInvocation {
             name: &self.registration.name,
             role: self.registration.role.as_str(),
             config: &self.config,
         };
-        invocation.run(op.as_str(), &request).await
+        let result = invocation.run(op.as_str(), &body).await?;
+        R::Response::from_wire(result).map_err(|e| {
+            OpError::backend_permanent(format!(
+                "manager '{}' returned a malformed {op} response: {e}",
+                self.registration.name
+            ))
+            .in_operation(op.as_str())
+        })
     }
 }
+
+/// What an operation answers, read from the JSON result a program printed.
+pub trait WireResponse: Sized + Send + 'static {
+    /// Decodes the result (`{}` when the program printed nothing).
+    fn from_wire(result: serde_json::Value) -> Result<Self, serde_json::Error>;
+}
+
+/// Operations whose result is `{}` accept any result.
+impl WireResponse for () {
+    fn from_wire(_result: serde_json::Value) -> Result<(), serde_json::Error> {
+        Ok(())
+    }
+}
+
+macro_rules! wire_responses {
+    ($($t:ty),*) => {
+        $(
+            impl WireResponse for $t {
+                fn from_wire(result: serde_json::Value) -> Result<Self, serde_json::Error> {
+                    serde_json::from_value(result)
+                }
+            }
+        )*
+    };
+}
+
+wire_responses!(
+    CreateSubnetResponse,
+    AllocateExternalIpResponse,
+    PortAddresses
+);
 
 /// One registered program and who it runs for: what the `exec` drivers (managers and the
 /// provisioner) share. The protocol is the one in the module docs.
@@ -266,17 +316,24 @@ async fn kill_tree(pid: Option<u32>) {
 }
 
 #[async_trait]
-impl Driver for ExecManager {
+impl FabricLayer for ExecManager {
     fn registration(&self) -> &Registration {
         &self.registration
     }
 
-    async fn handle(
-        &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
-        self.run(op, request).await
+    async fn call<R: FabricRequest>(&self, request: &R) -> Result<R::Response, OpError> {
+        self.run(request).await
+    }
+}
+
+#[async_trait]
+impl K8sLayer for ExecManager {
+    fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    async fn call<R: K8sRequest>(&self, request: &R) -> Result<R::Response, OpError> {
+        self.run(request).await
     }
 }
 

@@ -3,15 +3,15 @@
 //! per manager), the preconditions every driver applies ([`checks`]), and the drivers that
 //! implement the contract here: `sim` (in-process, deterministic, persisted) and `exec` (a
 //! command per operation). The `linux` driver (crate `osac-linux`) implements the same
-//! [`Manager`] trait on the local kernel.
+//! [`FabricManager`] and [`K8sManager`] traits on the local kernel.
 //!
-//! Controllers use [`Registry`] to find managers and the typed [`FabricClient`] /
-//! [`K8sClient`] to call them; failures come back as [`OpError`] values.
+//! Controllers use [`Registry`] to find managers (an `Arc<dyn FabricManager>` or
+//! `Arc<dyn K8sManager>` by name) and call their typed methods; failures come back as
+//! [`OpError`] values.
 
 #![warn(missing_docs)]
 
 pub mod checks;
-pub mod client;
 #[cfg(feature = "testing")]
 pub mod conformance;
 pub mod contract;
@@ -24,15 +24,14 @@ pub mod registry;
 pub mod sim;
 pub mod types;
 
-pub use client::{FabricClient, K8sClient};
 pub use contract::{
-    BackendFailure, Capability, Driver, Manager, OpError, Operation, Role, UnknownOperation,
-    ensure_role,
+    BackendFailure, Capability, FabricLayer, FabricManager, FabricRequest, K8sLayer, K8sManager,
+    K8sRequest, OpError, OpFuture, Operation, Request, Role, UnknownOperation,
 };
-pub use exec::{EXIT_TEMPFAIL, ExecManager};
+pub use exec::{EXIT_TEMPFAIL, ExecManager, WireResponse};
 pub use osac_model::MacAddress;
 pub use registration::{DriverConfig, ExecConfig, Registration, RegistrationError};
-pub use registry::{DriverContext, DriverFactory, Registry, RegistryError};
+pub use registry::{DriverContext, DriverFactory, Registry, RegistryError, RoleManager};
 pub use sim::{
     FailureKind, MemorySimState, MissedRecords, SharedBatch, SimError, SimFabric, SimK8s,
     SimManager, SimStateStore,

@@ -6,19 +6,46 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::client::{FabricClient, K8sClient};
-use crate::contract::{Capability, Manager, Role};
+use crate::contract::{Capability, FabricManager, K8sManager, Role};
 use crate::exec::{ExecManager, NotExecDriver};
 use crate::provision::{ProvisionerRegistration, RegistrationFile};
 use crate::registration::{DriverConfig, Registration, RegistrationError, is_dns_label};
 use crate::sim::{MemorySimState, SimError, SimFabric, SimK8s, SimManager, SimStateStore};
 
+/// A started manager as the trait object of its role: what the registry holds.
+#[derive(Clone)]
+pub enum RoleManager {
+    /// A manager of role fabric.
+    Fabric(Arc<dyn FabricManager>),
+    /// A manager of role k8s.
+    K8s(Arc<dyn K8sManager>),
+}
+
+impl RoleManager {
+    /// The configuration the manager was registered with.
+    pub fn registration(&self) -> &Registration {
+        match self {
+            RoleManager::Fabric(m) => m.registration(),
+            RoleManager::K8s(m) => m.registration(),
+        }
+    }
+
+    /// The role whose operations the manager serves.
+    pub fn role(&self) -> Role {
+        match self {
+            RoleManager::Fabric(_) => Role::Fabric,
+            RoleManager::K8s(_) => Role::K8s,
+        }
+    }
+}
+
 /// Starts managers of a driver this crate does not implement itself (`linux` lives in
 /// `osac-linux`, which depends on this crate, so it plugs in through the context).
 #[async_trait::async_trait]
 pub trait DriverFactory: Send + Sync {
-    /// Starts the manager of `registration` (its [`DriverConfig`] carries the settings).
-    async fn start(&self, registration: Registration) -> Result<Arc<dyn Manager>, String>;
+    /// Starts the manager of `registration` (its [`DriverConfig`] carries the settings), as
+    /// the trait object of the registration's role.
+    async fn start(&self, registration: Registration) -> Result<RoleManager, String>;
 }
 
 /// What drivers need from the process.
@@ -136,6 +163,18 @@ pub enum RegistryError {
     /// A NetworkClass names a manager nobody registered.
     #[error("manager '{0}' is not registered")]
     NotRegistered(String),
+    /// A manager serves another role than its registration names.
+    #[error(
+        "manager '{name}' is registered for role {registered}, but its driver serves role {serves}"
+    )]
+    DriverRole {
+        /// The name.
+        name: String,
+        /// The role of its registration.
+        registered: Role,
+        /// The role whose operations the driver implements.
+        serves: Role,
+    },
     /// A NetworkClass names a manager of the other role.
     #[error("manager '{name}' is registered for role {registered}, not {wanted}")]
     WrongRole {
@@ -151,7 +190,7 @@ pub enum RegistryError {
 /// The managers of this process, by name.
 #[derive(Default, Clone)]
 pub struct Registry {
-    managers: BTreeMap<String, Arc<dyn Manager>>,
+    managers: BTreeMap<String, RoleManager>,
     origins: BTreeMap<String, String>,
     sim_fabrics: BTreeMap<String, Arc<SimFabric>>,
     sim_k8s: BTreeMap<String, Arc<SimK8s>>,
@@ -167,6 +206,15 @@ impl std::fmt::Debug for Registry {
 }
 
 const PROGRAMMATIC: &str = "programmatic";
+
+/// Refusal of `name`, registered for `registered`, where a manager of role `wanted` is needed.
+fn wrong_role(name: &str, registered: Role, wanted: Role) -> RegistryError {
+    RegistryError::WrongRole {
+        name: name.to_string(),
+        registered,
+        wanted,
+    }
+}
 
 impl Registry {
     /// An empty registry.
@@ -268,7 +316,8 @@ impl Registry {
             origin: origin.clone(),
             message,
         };
-        let manager: Arc<dyn Manager> = match (&registration.driver, registration.role) {
+        let role = registration.role;
+        let manager = match (&registration.driver, role) {
             (DriverConfig::Sim, Role::Fabric) => {
                 let engine = match &ctx.sim_fabric {
                     Some(e) => e.clone(),
@@ -280,11 +329,11 @@ impl Registry {
                     .map_err(|e| driver_error(e.to_string()))?,
                 };
                 self.sim_fabrics.insert(name.clone(), engine.clone());
-                Arc::new(
+                RoleManager::Fabric(Arc::new(
                     SimManager::fabric(registration, engine)
                         .map_err(|e: SimError| driver_error(e.to_string()))?
                         .with_latency(ctx.sim_latency),
-                )
+                ))
             }
             (DriverConfig::Sim, Role::K8s) => {
                 let engine = match &ctx.sim_k8s {
@@ -296,11 +345,11 @@ impl Registry {
                     }
                 };
                 self.sim_k8s.insert(name.clone(), engine.clone());
-                Arc::new(
+                RoleManager::K8s(Arc::new(
                     SimManager::k8s(registration, engine)
                         .map_err(|e: SimError| driver_error(e.to_string()))?
                         .with_latency(ctx.sim_latency),
-                )
+                ))
             }
             (DriverConfig::Linux(_), _) => {
                 let kind = registration.driver.kind();
@@ -311,11 +360,24 @@ impl Registry {
                 };
                 factory.start(registration).await.map_err(driver_error)?
             }
-            (DriverConfig::Exec(_), _) => Arc::new(
-                ExecManager::new(registration)
-                    .map_err(|e: NotExecDriver| driver_error(e.to_string()))?,
-            ),
+            (DriverConfig::Exec(_), _) => {
+                let exec = Arc::new(
+                    ExecManager::new(registration)
+                        .map_err(|e: NotExecDriver| driver_error(e.to_string()))?,
+                );
+                match role {
+                    Role::Fabric => RoleManager::Fabric(exec),
+                    Role::K8s => RoleManager::K8s(exec),
+                }
+            }
         };
+        if manager.role() != role {
+            return Err(RegistryError::DriverRole {
+                name,
+                registered: role,
+                serves: manager.role(),
+            });
+        }
         self.managers.insert(name.clone(), manager);
         self.origins.insert(name, origin);
         Ok(())
@@ -356,11 +418,20 @@ impl Registry {
         self.provisioner.as_ref()
     }
 
-    /// Registers an already-built manager (dev mode, tests, custom drivers).
-    pub fn insert(&mut self, manager: Arc<dyn Manager>) -> Result<(), RegistryError> {
-        let name = manager.registration().name.clone();
+    /// Registers an already-built manager (dev mode, tests, custom drivers); it must serve
+    /// the role of its registration.
+    pub fn insert(&mut self, manager: RoleManager) -> Result<(), RegistryError> {
+        let registration = manager.registration();
+        let name = registration.name.clone();
         if !is_dns_label(&name) {
             return Err(RegistryError::InvalidName(name));
+        }
+        if registration.role != manager.role() {
+            return Err(RegistryError::DriverRole {
+                registered: registration.role,
+                serves: manager.role(),
+                name,
+            });
         }
         self.check_free(&name, PROGRAMMATIC)?;
         self.origins.insert(name.clone(), PROGRAMMATIC.to_string());
@@ -369,7 +440,7 @@ impl Registry {
     }
 
     /// The manager registered under `name`.
-    pub fn get(&self, name: &str) -> Option<Arc<dyn Manager>> {
+    pub fn get(&self, name: &str) -> Option<RoleManager> {
         self.managers.get(name).cloned()
     }
 
@@ -428,20 +499,22 @@ impl Registry {
         Ok(caps)
     }
 
-    /// Typed client for a fabric manager (role checked).
-    pub fn fabric(&self, name: &str) -> Result<FabricClient, RegistryError> {
-        self.check(name, Role::Fabric)?;
-        self.get(name)
-            .map(FabricClient::new)
-            .ok_or_else(|| RegistryError::NotRegistered(name.to_string()))
+    /// The fabric manager registered under `name` (a manager of the other role is refused).
+    pub fn fabric(&self, name: &str) -> Result<Arc<dyn FabricManager>, RegistryError> {
+        match self.get(name) {
+            Some(RoleManager::Fabric(m)) => Ok(m),
+            Some(RoleManager::K8s(_)) => Err(wrong_role(name, Role::K8s, Role::Fabric)),
+            None => Err(RegistryError::NotRegistered(name.to_string())),
+        }
     }
 
-    /// Typed client for a k8s manager (role checked).
-    pub fn k8s(&self, name: &str) -> Result<K8sClient, RegistryError> {
-        self.check(name, Role::K8s)?;
-        self.get(name)
-            .map(K8sClient::new)
-            .ok_or_else(|| RegistryError::NotRegistered(name.to_string()))
+    /// The k8s manager registered under `name` (a manager of the other role is refused).
+    pub fn k8s(&self, name: &str) -> Result<Arc<dyn K8sManager>, RegistryError> {
+        match self.get(name) {
+            Some(RoleManager::K8s(m)) => Ok(m),
+            Some(RoleManager::Fabric(_)) => Err(wrong_role(name, Role::Fabric, Role::K8s)),
+            None => Err(RegistryError::NotRegistered(name.to_string())),
+        }
     }
 
     /// The sim fabric engine behind a registration loaded or registered through this registry

@@ -1,5 +1,6 @@
 //! The contract conformance suites, run against every driver of this build.
 
+use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -8,8 +9,9 @@ use osac_backends::conformance::{
     FabricSuiteOptions, LeaseReporting, fabric_suite, fabric_suite_with, k8s_suite,
 };
 use osac_backends::{
-    DriverConfig, DriverContext, ExecManager, Manager, MemorySimState, OpError, Operation,
-    Registration, Registry, Role, SimFabric, SimK8s, SimManager,
+    DriverConfig, DriverContext, ExecManager, FabricLayer, FabricManager, FabricRequest,
+    MemorySimState, OpError, Operation, PortAddresses, Registration, Registry, Role, RoleManager,
+    SimFabric, SimK8s, SimManager,
 };
 
 fn examples() -> PathBuf {
@@ -17,7 +19,7 @@ fn examples() -> PathBuf {
 }
 
 /// The demo-exec registration from the examples, with its state in `state_dir`.
-pub async fn demo_exec(state_dir: &Path) -> Arc<dyn Manager> {
+pub async fn demo_exec(state_dir: &Path) -> Arc<dyn FabricManager> {
     let reg = Registry::load_dir(&examples(), &DriverContext::in_memory())
         .await
         .unwrap();
@@ -58,10 +60,11 @@ async fn sim_fabric_from_registry_conforms() {
     let reg = Registry::load_dir(&examples(), &DriverContext::in_memory())
         .await
         .unwrap();
-    fabric_suite(reg.get("sim-fabric").unwrap(), "reg")
+    fabric_suite(reg.fabric("sim-fabric").unwrap(), "reg")
         .await
         .unwrap();
-    k8s_suite(reg.get("sim-k8s").unwrap(), "reg").await.unwrap();
+    k8s_suite(reg.k8s("sim-k8s").unwrap(), "reg").await.unwrap();
+    assert!(matches!(reg.get("sim-k8s"), Some(RoleManager::K8s(_))));
 }
 
 #[tokio::test]
@@ -82,29 +85,28 @@ async fn demo_exec_conforms() {
     assert!(state.path().join("state.json").is_file());
 }
 
-/// A sim fabric whose `query_dhcp_lease` always answers the given lease (`{}`: none yet, as
+/// A sim fabric whose `query_dhcp_lease` always answers the given lease (empty: none yet, as
 /// with a real driver before any DHCP client ran).
-struct FixedLease(Arc<dyn Manager>, serde_json::Value);
+struct FixedLease(Arc<dyn FabricManager>, PortAddresses);
 
 #[async_trait]
-impl Manager for FixedLease {
+impl FabricLayer for FixedLease {
     fn registration(&self) -> &Registration {
         self.0.registration()
     }
 
-    async fn call(
-        &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
-        match op {
-            Operation::QueryDhcpLease => Ok(self.1.clone()),
-            _ => self.0.call(op, request).await,
+    async fn call<R: FabricRequest>(&self, request: &R) -> Result<R::Response, OpError> {
+        if R::OPERATION == Operation::QueryDhcpLease {
+            let lease: Box<dyn Any> = Box::new(self.1.clone());
+            if let Ok(lease) = lease.downcast::<R::Response>() {
+                return Ok(*lease);
+            }
         }
+        request.call_on(&*self.0).await
     }
 }
 
-async fn sim_fabric_manager() -> Arc<dyn Manager> {
+async fn sim_fabric_manager() -> Arc<dyn FabricManager> {
     let fabric = SimFabric::open(Arc::new(MemorySimState::new()))
         .await
         .unwrap();
@@ -113,8 +115,8 @@ async fn sim_fabric_manager() -> Arc<dyn Manager> {
 
 #[tokio::test]
 async fn no_lease_before_dhcp_passes_only_when_the_driver_declares_it() {
-    let none = serde_json::json!({});
-    let manager: Arc<dyn Manager> = Arc::new(FixedLease(sim_fabric_manager().await, none));
+    let none = PortAddresses::default();
+    let manager: Arc<dyn FabricManager> = Arc::new(FixedLease(sim_fabric_manager().await, none));
     let err = fabric_suite(manager.clone(), "strict").await.unwrap_err();
     assert_eq!(err.step, "lease matches the attachment");
     let after_dhcp = FabricSuiteOptions {
@@ -124,8 +126,11 @@ async fn no_lease_before_dhcp_passes_only_when_the_driver_declares_it() {
         .await
         .unwrap();
     // A lease that is there must still be the attachment's, also under the relaxed reading.
-    let wrong = serde_json::json!({"ipv4_address": "10.77.1.200"});
-    let manager: Arc<dyn Manager> = Arc::new(FixedLease(sim_fabric_manager().await, wrong));
+    let wrong = PortAddresses {
+        ipv4_address: Some("10.77.1.200".parse().unwrap()),
+        ipv6_address: None,
+    };
+    let manager: Arc<dyn FabricManager> = Arc::new(FixedLease(sim_fabric_manager().await, wrong));
     let err = fabric_suite_with(manager, "wrong", after_dhcp)
         .await
         .unwrap_err();

@@ -1,16 +1,13 @@
 //! The exec driver: exit codes, stderr messages, timeouts, stdin/stdout plumbing.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use osac_backends::{
-    DriverConfig, ExecManager, FabricClient, Manager, OpError, Operation, Registration, Role,
-};
+use osac_backends::*;
 use serde_json::json;
 
 mod support;
-use support::{examples, load};
+use support::{dir_with, examples, load};
 
 /// An exec manager running `sh <dir>/script.sh <op>` (through sh, so the freshly written file
 /// is never exec'd directly: no ETXTBSY races between parallel tests).
@@ -22,8 +19,13 @@ fn script_manager(dir: &Path, body: &str, timeout: u64) -> ExecManager {
     ExecManager::new(Registration::from_yaml(&yaml, dir).unwrap()).unwrap()
 }
 
-fn req() -> serde_json::Value {
-    json!({"virtual_network_id": "vn-1", "tenant": "t"})
+fn req() -> CreateVirtualNetworkRequest {
+    CreateVirtualNetworkRequest {
+        virtual_network_id: "vn-1".into(),
+        tenant: "t".into(),
+        ipv4_cidr: None,
+        ipv6_cidr: None,
+    }
 }
 
 /// Runs `script` (with `timeout` seconds) for a CreateVirtualNetwork of [`req`] and returns
@@ -31,9 +33,19 @@ fn req() -> serde_json::Value {
 async fn create_vn_error(script: &str, timeout: u64) -> OpError {
     let dir = tempfile::tempdir().unwrap();
     script_manager(dir.path(), script, timeout)
-        .call(Operation::CreateVirtualNetwork, req())
+        .create_virtual_network(&req())
         .await
         .unwrap_err()
+}
+
+fn subnet_req(vn: &str) -> CreateSubnetRequest {
+    CreateSubnetRequest {
+        subnet_id: "s".into(),
+        virtual_network_id: vn.into(),
+        ipv4_cidr: Some("10.0.0.0/24".parse().unwrap()),
+        ipv6_cidr: None,
+        vip_cidr: None,
+    }
 }
 
 #[tokio::test]
@@ -69,7 +81,10 @@ async fn silent_failure_mentions_the_exit_code() {
     let dir = tempfile::tempdir().unwrap();
     let m = script_manager(dir.path(), "exit 3\n", 5);
     let err = m
-        .call(Operation::DeleteSubnet, json!({}))
+        .delete_subnet(&DeleteSubnetRequest {
+            subnet_id: "s".into(),
+            virtual_network_id: "v".into(),
+        })
         .await
         .unwrap_err();
     assert!(!err.is_transient());
@@ -90,19 +105,29 @@ async fn timeout_kills_and_is_transient() {
 #[tokio::test]
 async fn request_on_stdin_operation_as_last_argument_result_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
-    // Echo back the request, wrapped with the argument and environment we got.
+    // Record the request, wrapped with the argument and environment we got, in a file; answer
+    // an allocation on stdout.
     let m = script_manager(
         dir.path(),
-        "req=$(cat)\nprintf '{\"op\": \"%s\", \"env\": \"%s\", \"op_env\": \"%s\", \"manager\": \"%s\", \"req\": %s}' \"$1\" \"$GREETING\" \"$OSAC_OPERATION\" \"$OSAC_MANAGER\" \"$req\"\n",
+        "req=$(cat)\nprintf '{\"op\": \"%s\", \"env\": \"%s\", \"op_env\": \"%s\", \"manager\": \"%s\", \"req\": %s}' \"$1\" \"$GREETING\" \"$OSAC_OPERATION\" \"$OSAC_MANAGER\" \"$req\" > got.json\necho '{\"address\": \"192.0.2.7\"}'\n",
         5,
     );
-    let out = m
-        .call(Operation::CreateVirtualNetwork, req())
-        .await
-        .unwrap();
+    let alloc = AllocateExternalIpRequest {
+        external_ip_id: "e".into(),
+        pool_id: "p".into(),
+        cidrs: vec!["192.0.2.0/24".parse().unwrap()],
+    };
+    let out = m.allocate_external_ip(&alloc).await.unwrap();
     assert_eq!(
-        out,
-        json!({"op": "create_virtual_network", "env": "hello", "op_env": "create_virtual_network", "manager": "script", "req": req()})
+        out.address,
+        "192.0.2.7".parse::<std::net::IpAddr>().unwrap()
+    );
+    let got: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("got.json")).unwrap()).unwrap();
+    assert_eq!(
+        got,
+        json!({"op": "allocate_external_ip", "env": "hello", "op_env": "allocate_external_ip", "manager": "script",
+               "req": {"external_ip_id": "e", "pool_id": "p", "cidrs": ["192.0.2.0/24"]}})
     );
 }
 
@@ -110,57 +135,67 @@ async fn request_on_stdin_operation_as_last_argument_result_on_stdout() {
 async fn empty_stdout_is_an_empty_object_and_bad_json_is_permanent() {
     let dir = tempfile::tempdir().unwrap();
     let m = script_manager(dir.path(), "exit 0\n", 5);
+    m.create_virtual_network(&req()).await.unwrap();
+    let lease = QueryDhcpLeaseRequest {
+        subnet_id: "s".into(),
+        mac_address: "02:00:00:00:00:01".into(),
+    };
     assert_eq!(
-        m.call(Operation::CreateVirtualNetwork, req())
-            .await
-            .unwrap(),
-        json!({})
+        m.query_dhcp_lease(&lease).await.unwrap(),
+        PortAddresses::default()
     );
 
     let err = create_vn_error("echo 'not json'\n", 5).await;
     assert!(!err.is_transient());
     assert!(err.message().contains("invalid JSON"), "{err}");
 
-    // A typed client rejects a well-formed but wrong-shaped response as permanent.
+    // A well-formed but wrong-shaped response is permanent.
     let dir = tempfile::tempdir().unwrap();
     let m = script_manager(dir.path(), "echo '{\"segment_id\": \"ten\"}'\n", 5);
-    let client = FabricClient::new(Arc::new(m));
-    let err = client
-        .create_subnet(&osac_backends::CreateSubnetRequest {
-            subnet_id: "s".into(),
-            virtual_network_id: "v".into(),
-            ipv4_cidr: None,
-            ipv6_cidr: None,
-            vip_cidr: None,
-        })
-        .await
-        .unwrap_err();
+    let err = m.create_subnet(&subnet_req("v")).await.unwrap_err();
     assert!(!err.is_transient());
     assert!(
         err.message().contains("malformed create_subnet response"),
         "{err}"
     );
+    let dir = tempfile::tempdir().unwrap();
+    let m = script_manager(dir.path(), "echo '{\"address\": \"not an ip\"}'\n", 5);
+    let alloc = AllocateExternalIpRequest {
+        external_ip_id: "e".into(),
+        pool_id: "p".into(),
+        cidrs: vec!["192.0.2.0/24".parse().unwrap()],
+    };
+    let err = m.allocate_external_ip(&alloc).await.unwrap_err();
+    assert!(!err.is_transient());
+    assert!(
+        err.message()
+            .contains("malformed allocate_external_ip response"),
+        "{err}"
+    );
+    // Operations answering {} accept anything.
+    m.delete_subnet(&DeleteSubnetRequest {
+        subnet_id: "s".into(),
+        virtual_network_id: "v".into(),
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
-async fn missing_command_is_permanent_and_wrong_role_never_runs() {
-    let dir = tempfile::tempdir().unwrap();
+async fn missing_command_is_permanent_and_wrong_role_is_never_handed_out() {
     let yaml = "name: gone\nrole: fabric\ndriver: exec\nexec: {command: ./does-not-exist.sh}\n";
+    let dir = dir_with(&[("gone.yaml", yaml)]);
     let m = ExecManager::new(Registration::from_yaml(yaml, dir.path()).unwrap()).unwrap();
-    let err = m
-        .call(Operation::CreateVirtualNetwork, req())
-        .await
-        .unwrap_err();
+    let err = m.create_virtual_network(&req()).await.unwrap_err();
     assert!(!err.is_transient(), "{err:?}");
     assert!(err.message().contains("cannot run"), "{err}");
 
-    let err = m
-        .call(Operation::CreateSubnetOverlay, json!({}))
-        .await
-        .unwrap_err();
-    assert!(
-        err.message().contains("registered for role fabric"),
-        "{err}"
+    // The registry hands an exec registration out as a manager of its role only.
+    let reg = load(dir.path()).await;
+    assert!(reg.fabric("gone").is_ok());
+    assert_eq!(
+        reg.k8s("gone").err().unwrap().to_string(),
+        "manager 'gone' is registered for role fabric, not k8s"
     );
     assert!(ExecManager::new(Registration::sim("s", Role::Fabric)).is_err());
 }
@@ -182,35 +217,21 @@ async fn demo_exec_failure_hooks_and_validation() {
     let m = demo_exec(state.path()).await;
 
     std::fs::write(state.path().join("FAIL_TRANSIENT"), "").unwrap();
-    let err = m
-        .call(Operation::CreateVirtualNetwork, req())
-        .await
-        .unwrap_err();
+    let err = m.create_virtual_network(&req()).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     assert!(err.message().contains("FAIL_TRANSIENT"), "{err}");
 
     // Only the listed operations fail.
     std::fs::write(state.path().join("FAIL_TRANSIENT"), "create_subnet\n").unwrap();
-    m.call(Operation::CreateVirtualNetwork, req())
-        .await
-        .unwrap();
+    m.create_virtual_network(&req()).await.unwrap();
     std::fs::remove_file(state.path().join("FAIL_TRANSIENT")).unwrap();
 
     std::fs::write(state.path().join("FAIL_PERMANENT"), "").unwrap();
-    let err = m
-        .call(Operation::CreateVirtualNetwork, req())
-        .await
-        .unwrap_err();
+    let err = m.create_virtual_network(&req()).await.unwrap_err();
     assert!(!err.is_transient(), "{err:?}");
     std::fs::remove_file(state.path().join("FAIL_PERMANENT")).unwrap();
 
-    let err = m
-        .call(
-            Operation::CreateSubnet,
-            json!({"subnet_id": "s", "virtual_network_id": "nope", "ipv4_cidr": "10.0.0.0/24"}),
-        )
-        .await
-        .unwrap_err();
+    let err = m.create_subnet(&subnet_req("nope")).await.unwrap_err();
     assert_eq!(
         err,
         OpError::backend_permanent("virtual network 'nope' does not exist")
@@ -218,23 +239,19 @@ async fn demo_exec_failure_hooks_and_validation() {
     );
 
     // Pool exhaustion: a /30 has two usable addresses.
+    let alloc = |id: &str| AllocateExternalIpRequest {
+        external_ip_id: id.into(),
+        pool_id: "p".into(),
+        cidrs: vec!["192.0.2.0/30".parse().unwrap()],
+    };
     for (i, want) in ["192.0.2.1", "192.0.2.2"].iter().enumerate() {
         let out = m
-            .call(
-                Operation::AllocateExternalIp,
-                json!({"external_ip_id": format!("e{i}"), "pool_id": "p", "cidrs": ["192.0.2.0/30"]}),
-            )
+            .allocate_external_ip(&alloc(&format!("e{i}")))
             .await
             .unwrap();
-        assert_eq!(out, json!({"address": want}));
+        assert_eq!(out.address.to_string(), *want);
     }
-    let err = m
-        .call(
-            Operation::AllocateExternalIp,
-            json!({"external_ip_id": "e3", "pool_id": "p", "cidrs": ["192.0.2.0/30"]}),
-        )
-        .await
-        .unwrap_err();
+    let err = m.allocate_external_ip(&alloc("e3")).await.unwrap_err();
     assert!(
         !err.is_transient() && err.message().contains("pool exhausted"),
         "{err:?}"

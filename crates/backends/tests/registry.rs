@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use osac_backends::{
     Capability, DriverConfig, DriverContext, MemorySimState, Operation, Registration, Registry,
-    RegistryError, Role, SimFabric, SimManager,
+    RegistryError, Role, RoleManager, SimFabric, SimManager,
 };
 
 mod support;
@@ -209,16 +209,17 @@ async fn shared_engine_and_programmatic_dev_setup() {
 
     // Programmatic insert, with duplicate and name checks.
     let mut reg = Registry::new();
-    let m =
-        Arc::new(SimManager::fabric(Registration::sim("f", Role::Fabric), fabric.clone()).unwrap());
+    let m = RoleManager::Fabric(Arc::new(
+        SimManager::fabric(Registration::sim("f", Role::Fabric), fabric.clone()).unwrap(),
+    ));
     reg.insert(m.clone()).unwrap();
     assert!(matches!(
         reg.insert(m),
         Err(RegistryError::Duplicate { .. })
     ));
-    let bad = Arc::new(
+    let bad = RoleManager::Fabric(Arc::new(
         SimManager::fabric(Registration::sim("Bad Name", Role::Fabric), fabric.clone()).unwrap(),
-    );
+    ));
     assert!(matches!(
         reg.insert(bad),
         Err(RegistryError::InvalidName(_))
@@ -231,4 +232,55 @@ async fn shared_engine_and_programmatic_dev_setup() {
     .await
     .unwrap();
     assert_eq!(reg.len(), 2);
+}
+
+/// A fabric manager whatever its registration says (it answers nothing).
+struct AnyRegistration(Registration);
+
+#[async_trait::async_trait]
+impl osac_backends::FabricLayer for AnyRegistration {
+    fn registration(&self) -> &Registration {
+        &self.0
+    }
+
+    async fn call<R: osac_backends::FabricRequest>(
+        &self,
+        _request: &R,
+    ) -> Result<R::Response, osac_backends::OpError> {
+        Err(osac_backends::OpError::permanent("not implemented"))
+    }
+}
+
+/// Starts every registration as a fabric manager.
+struct FabricOnly;
+
+#[async_trait::async_trait]
+impl osac_backends::DriverFactory for FabricOnly {
+    async fn start(&self, registration: Registration) -> Result<RoleManager, String> {
+        Ok(RoleManager::Fabric(Arc::new(AnyRegistration(registration))))
+    }
+}
+
+#[tokio::test]
+async fn a_driver_serving_another_role_is_refused() {
+    let ctx = DriverContext::in_memory().with_driver_factory("linux", Arc::new(FabricOnly));
+    let dir = dir_with(&[(
+        "l.yaml",
+        "name: l\nrole: k8s\ndriver: linux\nlinux: {uplink: eth0}\n",
+    )]);
+    let err = Registry::load_dir(dir.path(), &ctx).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "manager 'l' is registered for role k8s, but its driver serves role fabric"
+    );
+
+    let mut reg = Registry::new();
+    let k8s_registration = Registration::sim("k", Role::K8s);
+    let err = reg
+        .insert(RoleManager::Fabric(Arc::new(AnyRegistration(
+            k8s_registration,
+        ))))
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::DriverRole { .. }), "{err}");
+    assert!(reg.is_empty());
 }

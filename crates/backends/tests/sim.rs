@@ -5,29 +5,27 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use async_trait::async_trait;
 use osac_backends::sim::PortLocation;
 use osac_backends::*;
-use serde_json::json;
 
-async fn setup() -> (MemorySimState, Arc<SimFabric>, FabricClient) {
+type Fabric = Arc<dyn FabricManager>;
+
+async fn setup() -> (MemorySimState, Arc<SimFabric>, Fabric) {
     let store = MemorySimState::new();
     let fabric = SimFabric::open(Arc::new(store.clone())).await.unwrap();
     let client = client(&fabric);
     (store, fabric, client)
 }
 
-fn client(fabric: &Arc<SimFabric>) -> FabricClient {
-    FabricClient::new(Arc::new(
-        SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric.clone()).unwrap(),
-    ))
+fn client(fabric: &Arc<SimFabric>) -> Fabric {
+    Arc::new(SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric.clone()).unwrap())
 }
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-async fn vn(c: &FabricClient, id: &str, v4: &str) {
+async fn vn(c: &Fabric, id: &str, v4: &str) {
     c.create_virtual_network(&CreateVirtualNetworkRequest {
         virtual_network_id: id.into(),
         tenant: "t".into(),
@@ -118,7 +116,7 @@ fn eip_req(id: &str, cidrs: &[&str]) -> AllocateExternalIpRequest {
 }
 
 /// Allocates ExternalIP `id` from the pool `pool` with `cidrs`; returns its address.
-async fn allocated_address(c: &FabricClient, id: &str, cidrs: &[&str]) -> IpAddr {
+async fn allocated_address(c: &Fabric, id: &str, cidrs: &[&str]) -> IpAddr {
     c.allocate_external_ip(&eip_req(id, cidrs))
         .await
         .unwrap()
@@ -700,13 +698,6 @@ async fn validates_like_a_backend() {
     })
     .await
     .unwrap();
-
-    // Garbage requests are permanent.
-    let raw = c
-        .manager()
-        .call(Operation::CreateSubnet, json!({"subnet_id": 5}))
-        .await;
-    is_permanent(raw, "invalid create_subnet request");
 }
 
 #[tokio::test]
@@ -715,7 +706,7 @@ async fn k8s_overlays() {
     let k8s = SimK8s::open(Arc::new(store.clone())).await.unwrap();
     let m =
         Arc::new(SimManager::k8s(Registration::sim("sim-k8s", Role::K8s), k8s.clone()).unwrap());
-    let client = K8sClient::new(m.clone());
+    let client: Arc<dyn K8sManager> = m.clone();
     assert_eq!(client.hosting_clusters(), ["hosting-a", "hosting-b"]);
     let req = |subnet: &str, segment: i64, cluster: &str| CreateSubnetOverlayRequest {
         subnet_id: subnet.into(),
@@ -765,10 +756,6 @@ async fn k8s_overlays() {
         .await
         .unwrap();
     assert_eq!(k8s.call_count(Operation::CreateSubnetOverlay), 6);
-    is_permanent(
-        m.call(Operation::CreateSubnet, json!({})).await,
-        "registered for role k8s",
-    );
 
     let reopened = SimK8s::open(Arc::new(store)).await.unwrap();
     assert_eq!(
@@ -780,38 +767,4 @@ async fn k8s_overlays() {
         101
     );
     assert_eq!(reopened.overlays().await.len(), 2);
-}
-
-/// A manager that breaks the contract: typed clients must turn that into permanent errors.
-struct Liar(Registration);
-
-#[async_trait]
-impl Manager for Liar {
-    fn registration(&self) -> &Registration {
-        &self.0
-    }
-    async fn call(
-        &self,
-        _op: Operation,
-        _req: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
-        Ok(json!({"address": "not an ip"}))
-    }
-}
-
-#[tokio::test]
-async fn malformed_responses_are_permanent() {
-    let c = FabricClient::new(Arc::new(Liar(Registration::sim("liar", Role::Fabric))));
-    is_permanent(
-        c.allocate_external_ip(&eip_req("e", &["192.0.2.0/24"]))
-            .await,
-        "malformed allocate_external_ip response",
-    );
-    // Operations answering {} accept anything.
-    c.delete_subnet(&DeleteSubnetRequest {
-        subnet_id: "s".into(),
-        virtual_network_id: "v".into(),
-    })
-    .await
-    .unwrap();
 }

@@ -2,19 +2,22 @@
 //! fabric manager and optionally a k8s manager; objects inside the VN use the same ones.
 //! Provider objects without a VN (ExternalIPs) use the default class.
 //!
-//! Every client handed out is metered: operation outcomes and durations go to Prometheus.
+//! Every manager handed out is metered: operation outcomes and durations go to Prometheus.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use osac_backends::{FabricClient, K8sClient, Manager, OpError, Operation, Registration, Registry};
+use osac_backends::{
+    FabricLayer, FabricManager, FabricRequest, K8sLayer, K8sManager, K8sRequest, OpError,
+    Operation, Registration, Registry,
+};
 use osac_model::{Kind, pb};
 use osac_store::{Record, Store, StoreError};
 
 use crate::metrics;
 
-/// Resolves NetworkClasses to manager clients.
+/// Resolves NetworkClasses to their managers.
 #[derive(Clone)]
 pub struct Dispatcher {
     registry: Arc<Registry>,
@@ -28,9 +31,9 @@ pub struct Managers {
     /// The class as stored.
     pub class: pb::NetworkClass,
     /// Its fabric manager.
-    pub fabric: FabricClient,
+    pub fabric: Arc<dyn FabricManager>,
     /// Its k8s manager, when the class has one.
-    pub k8s: Option<K8sClient>,
+    pub k8s: Option<Arc<dyn K8sManager>>,
 }
 
 impl Managers {
@@ -146,7 +149,7 @@ impl Dispatcher {
                 "fabric manager of NetworkClass '{label}' is unusable: {e}"
             ))
         })?;
-        let fabric = FabricClient::new(Metered::wrap(fabric.manager().clone()));
+        let fabric: Arc<dyn FabricManager> = Arc::new(Metered(fabric));
         let k8s = if class.k8s_manager.is_empty() {
             None
         } else {
@@ -155,7 +158,7 @@ impl Dispatcher {
                     "k8s manager of NetworkClass '{label}' is unusable: {e}"
                 ))
             })?;
-            Some(K8sClient::new(Metered::wrap(k8s.manager().clone())))
+            Some(Arc::new(Metered(k8s)) as Arc<dyn K8sManager>)
         };
         Ok(Managers {
             class_id: record.id.clone(),
@@ -173,49 +176,64 @@ pub(crate) fn network_class_of(vn: &Record) -> String {
         .to_string()
 }
 
-/// A manager that counts the outcome and duration of every call.
-struct Metered {
-    inner: Arc<dyn Manager>,
-}
+/// A manager that counts the outcome and duration of every call (of either role).
+struct Metered<M: ?Sized>(Arc<M>);
 
-impl Metered {
-    fn wrap(inner: Arc<dyn Manager>) -> Arc<dyn Manager> {
-        Arc::new(Metered { inner })
+#[async_trait]
+impl FabricLayer for Metered<dyn FabricManager> {
+    fn registration(&self) -> &Registration {
+        self.0.registration()
+    }
+
+    async fn call<R: FabricRequest>(&self, request: &R) -> Result<R::Response, OpError> {
+        metered(
+            self.0.registration(),
+            R::OPERATION,
+            request.call_on(&*self.0),
+        )
+        .await
     }
 }
 
 #[async_trait]
-impl Manager for Metered {
+impl K8sLayer for Metered<dyn K8sManager> {
     fn registration(&self) -> &Registration {
-        self.inner.registration()
+        self.0.registration()
     }
 
-    async fn call(
-        &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
-        // A reconcile whose shard lease is lost asks nothing of managers.
-        osac_backends::fence::check()?;
-        let start = Instant::now();
-        let result = self
-            .inner
-            .call(op, request)
-            .await
-            .map_err(|e| e.in_operation(op.as_str()));
-        let outcome = match &result {
-            Ok(_) => "ok",
-            Err(e) if e.is_transient() => "transient",
-            Err(_) => "permanent",
-        };
-        let name = &self.inner.registration().name;
-        metrics::manager_op(name, op.as_str(), outcome, start.elapsed());
-        match &result {
-            Ok(_) => tracing::debug!(manager = %name, %op, "manager operation succeeded"),
-            Err(e) => {
-                tracing::info!(manager = %name, %op, outcome, error = %e, "manager operation failed")
-            }
-        }
-        result
+    async fn call<R: K8sRequest>(&self, request: &R) -> Result<R::Response, OpError> {
+        metered(
+            self.0.registration(),
+            R::OPERATION,
+            request.call_on(&*self.0),
+        )
+        .await
     }
+}
+
+/// Runs one manager call: refused when the reconcile's shard lease is lost, otherwise timed
+/// and counted by outcome.
+async fn metered<T>(
+    registration: &Registration,
+    op: Operation,
+    call: impl Future<Output = Result<T, OpError>>,
+) -> Result<T, OpError> {
+    // A reconcile whose shard lease is lost asks nothing of managers.
+    osac_backends::fence::check()?;
+    let start = Instant::now();
+    let result = call.await.map_err(|e| e.in_operation(op.as_str()));
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(e) if e.is_transient() => "transient",
+        Err(_) => "permanent",
+    };
+    let name = &registration.name;
+    metrics::manager_op(name, op.as_str(), outcome, start.elapsed());
+    match &result {
+        Ok(_) => tracing::debug!(manager = %name, %op, "manager operation succeeded"),
+        Err(e) => {
+            tracing::info!(manager = %name, %op, outcome, error = %e, "manager operation failed")
+        }
+    }
+    result
 }

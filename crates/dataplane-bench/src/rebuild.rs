@@ -133,8 +133,8 @@ impl Plan {
 }
 
 struct Managers {
-    fabric: FabricClient,
-    k8s: K8sClient,
+    fabric: Arc<dyn FabricManager>,
+    k8s: Arc<dyn K8sManager>,
 }
 
 async fn start(world: &World, clusters: &[String]) -> Result<Managers, BenchError> {
@@ -149,8 +149,8 @@ async fn start(world: &World, clusters: &[String]) -> Result<Managers, BenchErro
     )
     .await?;
     Ok(Managers {
-        fabric: FabricClient::new(Arc::new(fabric)),
-        k8s: K8sClient::new(Arc::new(k8s)),
+        fabric: Arc::new(fabric),
+        k8s: Arc::new(k8s),
     })
 }
 

@@ -52,7 +52,7 @@ struct Vn {
 
 async fn build_vn(
     world: &World,
-    c: &FabricClient,
+    c: &Arc<dyn FabricManager>,
     name: &str,
     mac: &str,
 ) -> Result<Vn, BenchError> {
@@ -191,7 +191,7 @@ async fn run_in(
         )
         .await?,
     );
-    let c = FabricClient::new(fabric.clone());
+    let c: Arc<dyn FabricManager> = fabric.clone();
     let map_vn = build_vn(world, &c, "map", "02:be:00:00:00:01").await?;
     let _acc_map = Acceptor::start(&names::machine_ns(&world.id("target-map")), PORT)?;
 
@@ -311,7 +311,7 @@ async fn run_in(
 async fn linear_latency(
     world: &World,
     fabric: &LinuxFabric,
-    c: &FabricClient,
+    c: &Arc<dyn FabricManager>,
     externals: &[IpAddr],
     ours_one: Vec<Duration>,
     samples: usize,

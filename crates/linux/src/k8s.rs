@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use osac_backends::checks;
 use osac_backends::{
-    CreateSubnetOverlayRequest, DeleteSubnetOverlayRequest, Driver, OpError, Operation,
-    Registration, Role,
+    CreateSubnetOverlayRequest, DeleteSubnetOverlayRequest, K8sManager, OpError, Registration, Role,
 };
 use tokio::sync::Mutex;
 
@@ -105,21 +104,18 @@ impl LinuxK8s {
         Ok(())
     }
 
-    async fn create_overlay(
-        &self,
-        r: CreateSubnetOverlayRequest,
-    ) -> Result<serde_json::Value, OpError> {
-        checks::subnet_overlay(&r, &self.clusters)?;
+    async fn create_overlay(&self, r: &CreateSubnetOverlayRequest) -> Result<(), OpError> {
+        checks::subnet_overlay(r, &self.clusters)?;
         let mut overlays = self.overlays.lock().await;
         let other = overlays.values().find(|o| {
             o.hosting_cluster == r.hosting_cluster
                 && o.segment_id == r.segment_id
                 && o.subnet_id != r.subnet_id
         });
-        checks::segment_free(&r, other.map(|o| o.subnet_id.as_str()))?;
+        checks::segment_free(r, other.map(|o| o.subnet_id.as_str()))?;
         let key = overlay_key(&r.hosting_cluster, &r.subnet_id);
         let old = overlays.get(&key).cloned();
-        let rec: OverlayRec = r;
+        let rec: OverlayRec = r.clone();
         let ns = names::hosting_ns(&rec.hosting_cluster);
         self.ensure_cluster(&rec.hosting_cluster).await?;
         let br = names::subnet_bridge(&rec.subnet_id);
@@ -139,13 +135,10 @@ impl LinuxK8s {
             self.store.put(OVERLAY_KIND, &key, &rec).await?;
             overlays.insert(key, rec);
         }
-        Ok(checks::empty_response())
+        Ok(())
     }
 
-    async fn delete_overlay(
-        &self,
-        r: DeleteSubnetOverlayRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    async fn delete_overlay(&self, r: &DeleteSubnetOverlayRequest) -> Result<(), OpError> {
         checks::hosting_cluster(&r.hosting_cluster, &self.clusters)?;
         let mut overlays = self.overlays.lock().await;
         let key = overlay_key(&r.hosting_cluster, &r.subnet_id);
@@ -167,31 +160,21 @@ impl LinuxK8s {
         if overlays.remove(&key).is_some() {
             self.store.delete(OVERLAY_KIND, &key).await?;
         }
-        Ok(checks::empty_response())
+        Ok(())
     }
 }
 
 #[async_trait]
-impl Driver for LinuxK8s {
+impl K8sManager for LinuxK8s {
     fn registration(&self) -> &Registration {
         &self.registration
     }
 
-    async fn handle(
-        &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
-        match op {
-            Operation::CreateSubnetOverlay => {
-                self.create_overlay(checks::decode_request(op, request)?)
-                    .await
-            }
-            Operation::DeleteSubnetOverlay => {
-                self.delete_overlay(checks::decode_request(op, request)?)
-                    .await
-            }
-            _ => Err(checks::not_an_operation_of(op, "k8s")),
-        }
+    async fn create_subnet_overlay(&self, req: &CreateSubnetOverlayRequest) -> Result<(), OpError> {
+        self.create_overlay(req).await
+    }
+
+    async fn delete_subnet_overlay(&self, req: &DeleteSubnetOverlayRequest) -> Result<(), OpError> {
+        self.delete_overlay(req).await
     }
 }

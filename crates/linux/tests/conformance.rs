@@ -7,10 +7,10 @@ mod common;
 use std::sync::Arc;
 
 use common::Env;
-use osac_backends::Manager;
 use osac_backends::conformance::{
     FabricSuiteOptions, LeaseReporting, fabric_suite_with, k8s_suite,
 };
+use osac_backends::{FabricManager, K8sManager};
 use osac_linux::{cmd, names};
 
 #[tokio::test]
@@ -27,7 +27,7 @@ async fn linux_fabric_and_k8s_pass_the_conformance_suites() {
     let options = FabricSuiteOptions {
         leases: LeaseReporting::AfterDhcp,
     };
-    let fabric: Arc<dyn Manager> = env.fabric.clone();
+    let fabric: Arc<dyn FabricManager> = env.fabric.clone();
     fabric_suite_with(fabric, &prefix, options).await.unwrap();
     assert!(
         !cmd::netns_exists(&names::router_ns(&vn)).await.unwrap(),
@@ -49,7 +49,7 @@ async fn linux_fabric_and_k8s_pass_the_conformance_suites() {
             .is_none()
     );
 
-    let k8s: Arc<dyn Manager> = Arc::new(env.k8s().await);
+    let k8s: Arc<dyn K8sManager> = Arc::new(env.k8s().await);
     k8s_suite(k8s, &prefix).await.unwrap();
     for cluster in [env.id("hc-a"), env.id("hc-b")] {
         let bridge = names::subnet_bridge(&format!("{prefix}-subnet"));

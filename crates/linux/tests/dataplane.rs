@@ -549,7 +549,7 @@ async fn dnat_snat_and_masquerade() {
     )
     .await
     .unwrap();
-    let again = FabricClient::new(std::sync::Arc::new(again));
+    let again: std::sync::Arc<dyn FabricManager> = std::sync::Arc::new(again);
     assert_eq!(
         again
             .allocate_external_ip(&alloc("e1"))
@@ -585,7 +585,7 @@ async fn hosting_cluster_overlays_join_vms_to_the_subnet() {
     }
     let mut env = Env::new(6).await;
     let k8s = std::sync::Arc::new(env.k8s().await);
-    let kc = K8sClient::new(k8s.clone());
+    let kc: std::sync::Arc<dyn K8sManager> = k8s.clone();
     let c = &env.client;
     c.create_virtual_network(&vn_req(&env, "vn")).await.unwrap();
     let s = c

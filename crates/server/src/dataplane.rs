@@ -15,8 +15,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use osac_backends::{
-    Capability, DriverConfig, DriverContext, DriverFactory, Manager, Registration, Registry,
-    RegistryError, Role,
+    Capability, DriverConfig, DriverContext, DriverFactory, Registration, Registry, RegistryError,
+    Role, RoleManager,
 };
 use osac_linux::provision::MachineScope;
 use osac_linux::{LinuxFabric, LinuxK8s, LinuxSettings, OwnedSet};
@@ -46,7 +46,7 @@ pub struct LinuxFactory;
 
 #[async_trait]
 impl DriverFactory for LinuxFactory {
-    async fn start(&self, registration: Registration) -> Result<Arc<dyn Manager>, String> {
+    async fn start(&self, registration: Registration) -> Result<RoleManager, String> {
         let DriverConfig::Linux(value) = &registration.driver else {
             return Err(format!(
                 "driver '{}' is not linux",
@@ -55,16 +55,16 @@ impl DriverFactory for LinuxFactory {
         };
         let settings = LinuxSettings::from_yaml_value(Some(value)).map_err(|e| e.to_string())?;
         Ok(match registration.role {
-            Role::Fabric => Arc::new(
+            Role::Fabric => RoleManager::Fabric(Arc::new(
                 LinuxFabric::new(registration, settings)
                     .await
                     .map_err(|e| e.to_string())?,
-            ),
-            Role::K8s => Arc::new(
+            )),
+            Role::K8s => RoleManager::K8s(Arc::new(
                 LinuxK8s::new(registration, settings)
                     .await
                     .map_err(|e| e.to_string())?,
-            ),
+            )),
         })
     }
 }

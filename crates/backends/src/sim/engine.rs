@@ -77,15 +77,54 @@ where
 }
 
 /// A plan's outcome: the records to put (`Some`) or delete (`None`) by key, and the response.
-pub(crate) type Planned<R> = (Vec<(String, Option<R>)>, serde_json::Value);
+pub(crate) type Planned<R, A> = (Vec<(String, Option<R>)>, A);
 
-type Plan<T> = Box<dyn Fn(&T) -> Result<Planned<<T as Tables>::Record>, OpError> + Send>;
+/// The records a plan puts (`Some`) or deletes (`None`), by key.
+type Changes<R> = Vec<(String, Option<R>)>;
+
+/// One queued operation, whatever its response type: its plan, and the caller waiting for
+/// the response of the plan's last run.
+trait Pending<T: Tables>: Send {
+    /// Plans against `tables`, keeping the response for [`Pending::answer`].
+    fn plan(&mut self, tables: &T) -> Result<Changes<T::Record>, OpError>;
+    /// Answers the caller: the kept response, or the failure.
+    fn answer(self: Box<Self>, outcome: Result<(), OpError>);
+}
+
+struct Typed<F, A> {
+    plan: F,
+    response: Option<A>,
+    reply: oneshot::Sender<Result<A, OpError>>,
+}
+
+impl<T, F, A> Pending<T> for Typed<F, A>
+where
+    T: Tables,
+    F: Fn(&T) -> Result<Planned<T::Record, A>, OpError> + Send,
+    A: Send,
+{
+    fn plan(&mut self, tables: &T) -> Result<Changes<T::Record>, OpError> {
+        let (changes, response) = (self.plan)(tables)?;
+        self.response = Some(response);
+        Ok(changes)
+    }
+
+    fn answer(self: Box<Self>, outcome: Result<(), OpError>) {
+        let Typed {
+            response, reply, ..
+        } = *self;
+        let answer = outcome.and_then(|()| {
+            response.ok_or_else(|| OpError::transient("sim operation was not planned"))
+        });
+        // The caller may have given up waiting; the operation stands regardless.
+        let _ = reply.send(answer);
+    }
+}
 
 struct Job<T: Tables> {
-    plan: Plan<T>,
+    pending: Box<dyn Pending<T>>,
     /// The lease of the reconcile that asked (checked by shared writers).
     fence: Option<Fence>,
-    reply: oneshot::Sender<Result<serde_json::Value, OpError>>,
 }
 
 /// Committed tables plus the writer task that changes them.
@@ -127,9 +166,10 @@ impl<T: Tables> Engine<T> {
 
     /// Runs one operation given as its plan (called once or twice; it must have no side
     /// effect unless it changes no record). Returns once its changes are persisted.
-    pub(crate) async fn run<F>(&self, plan: F) -> Result<serde_json::Value, OpError>
+    pub(crate) async fn run<F, A>(&self, plan: F) -> Result<A, OpError>
     where
-        F: Fn(&T) -> Result<Planned<T::Record>, OpError> + Send + 'static,
+        F: Fn(&T) -> Result<Planned<T::Record, A>, OpError> + Send + 'static,
+        A: Send + 'static,
     {
         if !self.shared {
             let tables = self.read();
@@ -143,9 +183,12 @@ impl<T: Tables> Engine<T> {
         }
         let (reply, answer) = oneshot::channel();
         let job = Job {
-            plan: Box::new(plan),
+            pending: Box::new(Typed {
+                plan,
+                response: None,
+                reply,
+            }),
             fence: crate::fence::current(),
-            reply,
         };
         if self.jobs.send(job).is_err() {
             return Err(self.stopped());
@@ -179,8 +222,8 @@ async fn writer<T: Tables>(
                 seen: &mut seen,
             };
             if let Some(answers) = run.write_current(&*store, &mut working, &mut jobs).await {
-                for (reply, outcome) in answers {
-                    let _ = reply.send(outcome);
+                for (pending, outcome) in answers {
+                    pending.answer(outcome);
                 }
                 continue;
             }
@@ -189,7 +232,7 @@ async fn writer<T: Tables>(
                 Err(message) => {
                     let err = store_error(&namespace, message);
                     for job in jobs.drain(..) {
-                        let _ = job.reply.send(Err(err.clone()));
+                        job.pending.answer(Err(err.clone()));
                     }
                     continue;
                 }
@@ -218,17 +261,14 @@ async fn writer<T: Tables>(
                 .await
             }
         };
-        for (reply, outcome) in answers {
-            // The caller may have given up waiting; the operation stands regardless.
-            let _ = reply.send(outcome);
+        for (pending, outcome) in answers {
+            pending.answer(outcome);
         }
     }
 }
 
-type Answers = Vec<(
-    oneshot::Sender<Result<serde_json::Value, OpError>>,
-    Result<serde_json::Value, OpError>,
-)>;
+/// The operations of a batch with their outcomes, to answer once the batch is persisted.
+type Answers<T> = Vec<(Box<dyn Pending<T>>, Result<(), OpError>)>;
 
 /// The JSON texts of a batch's writes, for the store.
 fn rows<R>(writes: &Writes<R>) -> Vec<(String, Option<String>)> {
@@ -251,7 +291,7 @@ fn fail_batch<T: Tables>(
     namespace: &str,
     committed: &RwLock<T>,
     working: &mut T,
-    answers: &mut Answers,
+    answers: &mut Answers<T>,
     message: String,
 ) {
     let err = store_error(namespace, message);
@@ -268,12 +308,12 @@ async fn write_local<T: Tables>(
     committed: &RwLock<T>,
     working: &mut T,
     jobs: impl Iterator<Item = Job<T>>,
-) -> Answers {
+) -> Answers<T> {
     let mut writes: Writes<T::Record> = BTreeMap::new();
-    let mut answers: Answers = jobs
-        .map(|job| {
-            let outcome = plan_into(working, &job.plan, &mut writes);
-            (job.reply, outcome)
+    let mut answers: Answers<T> = jobs
+        .map(|mut job| {
+            let outcome = plan_into(working, &mut *job.pending, &mut writes);
+            (job.pending, outcome)
         })
         .collect();
     tracing::debug!(
@@ -308,7 +348,7 @@ impl<T: Tables> SharedRun<'_, T> {
         store: &dyn SimStateStore,
         working: &mut T,
         jobs: &mut Vec<Job<T>>,
-    ) -> Option<Answers> {
+    ) -> Option<Answers<T>> {
         let mut fences: Vec<Fence> = Vec::new();
         for fence in jobs.iter().filter_map(|job| job.fence.as_ref()) {
             let known = fences.iter().any(|f| {
@@ -320,8 +360,8 @@ impl<T: Tables> SharedRun<'_, T> {
         }
         let mut writes: Writes<T::Record> = BTreeMap::new();
         let outcomes: Vec<_> = jobs
-            .iter()
-            .map(|job| plan_into(working, &job.plan, &mut writes))
+            .iter_mut()
+            .map(|job| plan_into(working, &mut *job.pending, &mut writes))
             .collect();
         match store
             .write_current(self.namespace, *self.seen, &fences, &rows(&writes))
@@ -330,7 +370,7 @@ impl<T: Tables> SharedRun<'_, T> {
             Ok(Some(generation)) => {
                 *self.seen = generation;
                 publish(self.committed, writes);
-                let replies = jobs.drain(..).map(|job| job.reply);
+                let replies = jobs.drain(..).map(|job| job.pending);
                 Some(replies.zip(outcomes).collect())
             }
             refused => {
@@ -358,30 +398,30 @@ impl<T: Tables> SharedRun<'_, T> {
         mut batch: Box<dyn SharedBatch>,
         working: &mut T,
         jobs: Vec<Job<T>>,
-    ) -> Answers {
-        let mut answers: Answers = Vec::with_capacity(jobs.len());
+    ) -> Answers<T> {
+        let mut answers: Answers<T> = Vec::with_capacity(jobs.len());
         if let Err(message) = catch_up(self.committed, working, batch.take_missed()) {
             fail_jobs(self.namespace, jobs, &mut answers, message);
             return answers;
         }
         *self.seen = batch.generation();
         let mut writes: Writes<T::Record> = BTreeMap::new();
-        for job in jobs {
+        for mut job in jobs {
             if let Some(fence) = &job.fence {
                 match batch.fence_holds(fence).await {
                     Ok(true) => {}
                     Ok(false) => {
-                        answers.push((job.reply, Err(fence.lost())));
+                        answers.push((job.pending, Err(fence.lost())));
                         continue;
                     }
                     Err(message) => {
-                        answers.push((job.reply, Err(store_error(self.namespace, message))));
+                        answers.push((job.pending, Err(store_error(self.namespace, message))));
                         continue;
                     }
                 }
             }
-            let outcome = plan_into(working, &job.plan, &mut writes);
-            answers.push((job.reply, outcome));
+            let outcome = plan_into(working, &mut *job.pending, &mut writes);
+            answers.push((job.pending, outcome));
         }
         match batch.commit(&rows(&writes)).await {
             Ok(generation) => {
@@ -403,12 +443,12 @@ impl<T: Tables> SharedRun<'_, T> {
 fn fail_jobs<T: Tables>(
     namespace: &str,
     jobs: Vec<Job<T>>,
-    answers: &mut Answers,
+    answers: &mut Answers<T>,
     message: String,
 ) {
     let err = store_error(namespace, message);
     for job in jobs {
-        answers.push((job.reply, Err(err.clone())));
+        answers.push((job.pending, Err(err.clone())));
     }
 }
 
@@ -454,10 +494,10 @@ fn catch_up<T: Tables>(
 /// applied when the plan or the encoding of a record fails.
 fn plan_into<T: Tables>(
     working: &mut T,
-    plan: &Plan<T>,
+    pending: &mut dyn Pending<T>,
     writes: &mut Writes<T::Record>,
-) -> Result<serde_json::Value, OpError> {
-    let (changes, response) = plan(working)?;
+) -> Result<(), OpError> {
+    let changes = pending.plan(working)?;
     let mut encoded = Vec::with_capacity(changes.len());
     for (key, record) in changes {
         let text = record
@@ -474,7 +514,7 @@ fn plan_into<T: Tables>(
         working.apply(key.clone(), record.clone());
         writes.insert(key, (record, text));
     }
-    Ok(response)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -487,10 +527,10 @@ mod tests {
     type Counters = BTreeMap<String, i64>;
 
     /// Adds one to `key` and answers the new value.
-    fn increment(key: &'static str) -> impl Fn(&Counters) -> Result<Planned<i64>, OpError> {
+    fn increment(key: &'static str) -> impl Fn(&Counters) -> Result<Planned<i64, i64>, OpError> {
         move |t: &Counters| {
             let next = t.record(key).copied().unwrap_or(0) + 1;
-            Ok((vec![(key.to_string(), Some(next))], serde_json::json!(next)))
+            Ok((vec![(key.to_string(), Some(next))], next))
         }
     }
 
@@ -539,7 +579,7 @@ mod tests {
         }
         let mut answers = Vec::new();
         for t in tasks {
-            answers.push(t.await.unwrap().unwrap().as_i64().unwrap());
+            answers.push(t.await.unwrap().unwrap());
         }
         answers.sort();
         assert_eq!(
@@ -577,12 +617,12 @@ mod tests {
         engine.run(increment("n")).await.unwrap();
         *store.failing.lock().unwrap() = true;
         let read = engine
-            .run(|t: &Counters| Ok((vec![], serde_json::json!(t.record("n").copied()))))
+            .run(|t: &Counters| Ok((vec![], t.record("n").copied())))
             .await
             .unwrap();
-        assert_eq!(read, 1, "a query is served while the store is down");
+        assert_eq!(read, Some(1), "a query is served while the store is down");
         let same = engine
-            .run(|_: &Counters| Ok((vec![("n".to_string(), Some(1))], serde_json::json!("ok"))))
+            .run(|_: &Counters| Ok((vec![("n".to_string(), Some(1))], "ok")))
             .await;
         assert_eq!(
             same.unwrap(),
@@ -702,10 +742,7 @@ mod tests {
             answers.push(b.run(increment("n")).await.unwrap());
         }
         // Each engine caught up on the other's increments before adding its own.
-        assert_eq!(
-            answers,
-            (1..=6).map(|n| serde_json::json!(n)).collect::<Vec<_>>()
-        );
+        assert_eq!(answers, (1..=6).collect::<Vec<_>>());
         assert_eq!(b.read().record("n"), Some(&6));
     }
 
@@ -723,10 +760,10 @@ mod tests {
         assert_eq!(*store.locked.lock().unwrap(), 1);
         // a is behind now, reads included: nothing is answered from its stale tables.
         let read = a
-            .run(|t: &Counters| Ok((vec![], serde_json::json!(t.record("n").copied()))))
+            .run(|t: &Counters| Ok((vec![], t.record("n").copied())))
             .await
             .unwrap();
-        assert_eq!(read, 4);
+        assert_eq!(read, Some(4));
         assert_eq!(a.run(increment("n")).await.unwrap(), 5);
         assert_eq!(store.journal.lock().await.len(), 5, "each increment once");
     }

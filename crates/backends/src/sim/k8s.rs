@@ -3,10 +3,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::engine::{Engine, Planned, Tables};
-use super::{FailureKind, Faults, SimError, SimStateStore, load_records};
-use crate::checks::{self, decode_request};
-use crate::contract::{OpError, Operation};
+use async_trait::async_trait;
+
+use super::engine::{Engine, Tables};
+use super::{FailureKind, Faults, SimError, SimManager, SimStateStore, load_records};
+use crate::checks;
+use crate::contract::{K8sManager, OpError, Operation};
+use crate::registration::Registration;
 use crate::types::{CreateSubnetOverlayRequest, DeleteSubnetOverlayRequest};
 
 /// Namespace [`SimK8s::open`] uses.
@@ -116,45 +119,58 @@ impl SimK8s {
         self.engine.read().overlays.values().cloned().collect()
     }
 
-    /// Runs one k8s operation; `hosting_clusters` are the clusters the calling registration
-    /// serves (others are rejected).
-    pub async fn call(
+    /// Creates (or re-creates) an overlay; `hosting_clusters` are the clusters the calling
+    /// registration serves (others are refused).
+    async fn create_overlay(
         &self,
-        op: Operation,
-        request: serde_json::Value,
+        req: &CreateSubnetOverlayRequest,
         hosting_clusters: &[String],
-    ) -> Result<serde_json::Value, OpError> {
-        self.faults.enter(op, &request)?;
-        let hosting_clusters = hosting_clusters.to_vec();
+    ) -> Result<(), OpError> {
+        self.faults.enter(req)?;
+        checks::subnet_overlay(req, hosting_clusters)?;
+        let r = req.clone();
         self.engine
-            .run(move |state: &State| plan(state, op, request.clone(), &hosting_clusters))
+            .run(move |state: &State| {
+                let other = state
+                    .segments
+                    .get(&(r.hosting_cluster.clone(), r.segment_id));
+                checks::segment_free(&r, other.map(String::as_str))?;
+                let key = overlay_key(&r.hosting_cluster, &r.subnet_id);
+                Ok((vec![(key, Some(r.clone()))], ()))
+            })
+            .await
+    }
+
+    /// Removes an overlay (removing what is gone succeeds).
+    async fn delete_overlay(
+        &self,
+        req: &DeleteSubnetOverlayRequest,
+        hosting_clusters: &[String],
+    ) -> Result<(), OpError> {
+        self.faults.enter(req)?;
+        checks::hosting_cluster(&req.hosting_cluster, hosting_clusters)?;
+        let key = overlay_key(&req.hosting_cluster, &req.subnet_id);
+        self.engine
+            .run(move |_: &State| Ok((vec![(key.clone(), None)], ())))
             .await
     }
 }
 
-/// Validates a k8s request against the overlays and computes the record to write.
-fn plan(
-    state: &State,
-    op: Operation,
-    request: serde_json::Value,
-    hosting_clusters: &[String],
-) -> Result<Planned<SimOverlay>, OpError> {
-    let (key, record) = match op {
-        Operation::CreateSubnetOverlay => {
-            let r: CreateSubnetOverlayRequest = decode_request(op, request)?;
-            checks::subnet_overlay(&r, hosting_clusters)?;
-            let other = state
-                .segments
-                .get(&(r.hosting_cluster.clone(), r.segment_id));
-            checks::segment_free(&r, other.map(String::as_str))?;
-            (overlay_key(&r.hosting_cluster, &r.subnet_id), Some(r))
-        }
-        Operation::DeleteSubnetOverlay => {
-            let r: DeleteSubnetOverlayRequest = decode_request(op, request)?;
-            checks::hosting_cluster(&r.hosting_cluster, hosting_clusters)?;
-            (overlay_key(&r.hosting_cluster, &r.subnet_id), None)
-        }
-        _ => return Err(checks::not_an_operation_of(op, "k8s")),
-    };
-    Ok((vec![(key, record)], checks::empty_response()))
+#[async_trait]
+impl K8sManager for SimManager<SimK8s> {
+    fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    async fn create_subnet_overlay(&self, req: &CreateSubnetOverlayRequest) -> Result<(), OpError> {
+        self.delay().await;
+        let clusters = &self.registration.hosting_clusters;
+        self.engine.create_overlay(req, clusters).await
+    }
+
+    async fn delete_subnet_overlay(&self, req: &DeleteSubnetOverlayRequest) -> Result<(), OpError> {
+        self.delay().await;
+        let clusters = &self.registration.hosting_clusters;
+        self.engine.delete_overlay(req, clusters).await
+    }
 }

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 
-use crate::contract::{Driver, OpError, Operation, Role};
+use crate::contract::{OpError, Operation, Request, Role};
 use crate::registration::Registration;
 
 pub use fabric::{
@@ -252,16 +252,15 @@ impl Faults {
     }
 
     /// Counts the call and fails it when a rule matches the request's primary id.
-    fn enter(&self, op: Operation, request: &serde_json::Value) -> Result<(), OpError> {
+    fn enter<R: Request>(&self, request: &R) -> Result<(), OpError> {
+        let op = R::OPERATION;
         *self
             .counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(op)
             .or_insert(0) += 1;
-        let Some(id) = request.get(op.primary_id_field()).and_then(|v| v.as_str()) else {
-            return Ok(());
-        };
+        let id = request.primary_id();
         let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
         let key = (op, id.to_string());
         let Some((remaining, kind)) = rules.get_mut(&key) else {
@@ -320,37 +319,36 @@ fn store_error(namespace: &str, message: String) -> OpError {
     OpError::transient(format!("sim state store ({namespace}): {message}"))
 }
 
-#[derive(Clone)]
-enum Backend {
-    Fabric(Arc<SimFabric>),
-    K8s(Arc<SimK8s>),
-}
-
-/// A registered `sim` manager: a registration bound to a (possibly shared) sim engine.
-pub struct SimManager {
+/// A registered `sim` manager: a registration bound to a (possibly shared) sim engine,
+/// [`SimFabric`] for role fabric (a [`crate::FabricManager`]) or [`SimK8s`] for role k8s (a
+/// [`crate::K8sManager`]).
+pub struct SimManager<E> {
     registration: Registration,
-    backend: Backend,
+    engine: Arc<E>,
     latency: std::time::Duration,
 }
 
-impl SimManager {
+impl SimManager<SimFabric> {
     /// A fabric manager over `engine`; the registration must have role fabric.
     pub fn fabric(registration: Registration, engine: Arc<SimFabric>) -> Result<Self, SimError> {
-        check_role(&registration, Role::Fabric)?;
-        Ok(SimManager {
-            registration,
-            backend: Backend::Fabric(engine),
-            latency: std::time::Duration::ZERO,
-        })
+        SimManager::bind(registration, Role::Fabric, engine)
     }
+}
 
+impl SimManager<SimK8s> {
     /// A k8s manager over `engine`; the registration must have role k8s. Overlays are only
     /// accepted for the registration's `hosting_clusters`.
     pub fn k8s(registration: Registration, engine: Arc<SimK8s>) -> Result<Self, SimError> {
-        check_role(&registration, Role::K8s)?;
+        SimManager::bind(registration, Role::K8s, engine)
+    }
+}
+
+impl<E> SimManager<E> {
+    fn bind(registration: Registration, role: Role, engine: Arc<E>) -> Result<Self, SimError> {
+        check_role(&registration, role)?;
         Ok(SimManager {
             registration,
-            backend: Backend::K8s(engine),
+            engine,
             latency: std::time::Duration::ZERO,
         })
     }
@@ -361,19 +359,15 @@ impl SimManager {
         self
     }
 
-    /// The fabric engine, for inspection (None for a k8s manager).
-    pub fn fabric_engine(&self) -> Option<&Arc<SimFabric>> {
-        match &self.backend {
-            Backend::Fabric(f) => Some(f),
-            Backend::K8s(_) => None,
-        }
+    /// The engine, for inspection and failure injection.
+    pub fn engine(&self) -> &Arc<E> {
+        &self.engine
     }
 
-    /// The k8s engine, for inspection (None for a fabric manager).
-    pub fn k8s_engine(&self) -> Option<&Arc<SimK8s>> {
-        match &self.backend {
-            Backend::K8s(k) => Some(k),
-            Backend::Fabric(_) => None,
+    /// Waits the simulated latency.
+    async fn delay(&self) {
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
         }
     }
 }
@@ -387,29 +381,5 @@ fn check_role(registration: &Registration, engine: Role) -> Result<(), SimError>
             role: registration.role,
             engine,
         })
-    }
-}
-
-#[async_trait]
-impl Driver for SimManager {
-    fn registration(&self) -> &Registration {
-        &self.registration
-    }
-
-    async fn handle(
-        &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
-        if !self.latency.is_zero() {
-            tokio::time::sleep(self.latency).await;
-        }
-        match &self.backend {
-            Backend::Fabric(f) => f.call(op, request).await,
-            Backend::K8s(k) => {
-                k.call(op, request, &self.registration.hosting_clusters)
-                    .await
-            }
-        }
     }
 }

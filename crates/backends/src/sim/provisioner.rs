@@ -164,10 +164,7 @@ impl SimProvisioner {
                         "workload '{id}' is already provisioned with a different shape"
                     )));
                 }
-                Ok((
-                    vec![(id.clone(), Some(machine.clone()))],
-                    serde_json::Value::Null,
-                ))
+                Ok((vec![(id.clone(), Some(machine.clone()))], ()))
             })
             .await?;
         // Provisioning boots the machine.
@@ -177,7 +174,7 @@ impl SimProvisioner {
     async fn forget(&self, id: &str) -> Result<(), OpError> {
         let key = id.to_string();
         self.engine
-            .run(move |_: &Machines| Ok((vec![(key.clone(), None)], serde_json::Value::Null)))
+            .run(move |_: &Machines| Ok((vec![(key.clone(), None)], ())))
             .await?;
         self.set_power(id, PowerState::On).await
     }
@@ -187,9 +184,8 @@ impl SimProvisioner {
         let id = id.to_string();
         let record = (state == PowerState::Off).then_some(PowerState::Off);
         self.power
-            .run(move |_: &PoweredOff| Ok((vec![(id.clone(), record)], serde_json::Value::Null)))
+            .run(move |_: &PoweredOff| Ok((vec![(id.clone(), record)], ())))
             .await
-            .map(drop)
     }
 
     /// The recorded machine of a power or discovery call, checked against its kind.

@@ -14,10 +14,11 @@
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use osac_backends::{
-    CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, FabricClient, OpError,
+    CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, FabricManager, OpError,
     PortAddresses, QueryDhcpLeaseRequest,
 };
 use osac_model::kinds::workload::MachineAttachment;
@@ -397,7 +398,7 @@ pub(crate) struct Port {
 /// VIPs, which its agents answer for; VMs and bare-metal servers use no extra addresses).
 /// The list replaces the one the fabric had, so callers always pass the complete set.
 pub(crate) async fn attach_ports(
-    fabric: &FabricClient,
+    fabric: &Arc<dyn FabricManager>,
     vn_id: &str,
     ports: &[Port],
     allowed: &[IpAddr],
@@ -423,7 +424,7 @@ pub(crate) async fn attach_ports(
 
 /// `delete_network_attachment` for every port; `park` moves them to the parking network.
 pub(crate) async fn detach_ports(
-    fabric: &FabricClient,
+    fabric: &Arc<dyn FabricManager>,
     ports: &[Port],
     park: bool,
 ) -> Result<(), OpError> {
@@ -445,7 +446,7 @@ pub(crate) async fn detach_ports(
 
 /// `query_dhcp_lease` for every port, in order (empty = no lease yet).
 pub(crate) async fn query_leases(
-    fabric: &FabricClient,
+    fabric: &Arc<dyn FabricManager>,
     ports: &[Port],
 ) -> Result<Vec<PortAddresses>, OpError> {
     let mut out = Vec::with_capacity(ports.len());

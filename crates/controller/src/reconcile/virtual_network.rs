@@ -1,9 +1,10 @@
 //! VirtualNetwork: the fabric creates the isolated router; delete removes it.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use osac_backends::{
-    CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, FabricClient, OpError,
+    CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, FabricManager, OpError,
 };
 use osac_model::pb;
 use osac_store::Record;
@@ -104,7 +105,7 @@ pub(crate) async fn undo_in_network<T, F, Fut>(
 ) -> Result<Cleanup, ReconcileError>
 where
     T: Object,
-    F: FnOnce(FabricClient, String) -> Fut,
+    F: FnOnce(Arc<dyn FabricManager>, String) -> Fut,
     Fut: Future<Output = Result<(), OpError>>,
 {
     let obj: T = decode(&rec)?;

@@ -19,8 +19,8 @@ mod vips;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use osac_backends::checks::{self, decode_request as parse};
-use osac_backends::{Driver, OpError, Operation, Registration, Role};
+use osac_backends::types::*;
+use osac_backends::{FabricManager, OpError, Registration, Request, Role};
 use tokio::sync::Mutex;
 
 use crate::config::LinuxSettings;
@@ -135,47 +135,160 @@ impl LinuxFabric {
     }
 }
 
+/// Logs a failed operation and passes its outcome on.
+fn logged<R: Request, T>(_request: &R, result: Result<T, OpError>) -> Result<T, OpError> {
+    if let Err(e) = &result {
+        tracing::warn!(op = %R::OPERATION, error = %e, "linux fabric operation failed");
+    }
+    result
+}
+
+/// Every operation runs under the manager's lock.
 #[async_trait]
-impl Driver for LinuxFabric {
+impl FabricManager for LinuxFabric {
     fn registration(&self) -> &Registration {
         &self.registration
     }
 
-    async fn handle(
+    async fn create_virtual_network(
         &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
-        let mut inner = self.inner.lock().await;
-        let result = match op {
-            Operation::CreateVirtualNetwork => {
-                inner.create_virtual_network(parse(op, request)?).await
-            }
-            Operation::DeleteVirtualNetwork => {
-                inner.delete_virtual_network(parse(op, request)?).await
-            }
-            Operation::CreateSubnet => inner.create_subnet(parse(op, request)?).await,
-            Operation::DeleteSubnet => inner.delete_subnet(parse(op, request)?).await,
-            Operation::ApplySecurityGroup => inner.apply_security_group(parse(op, request)?).await,
-            Operation::DeleteSecurityGroup => {
-                inner.delete_security_group(parse(op, request)?).await
-            }
-            Operation::AllocateExternalIp => inner.allocate_external_ip(parse(op, request)?).await,
-            Operation::ReleaseExternalIp => inner.release_external_ip(parse(op, request)?).await,
-            Operation::CreateExternalIpAttachment => inner.create_dnat(parse(op, request)?).await,
-            Operation::DeleteExternalIpAttachment => inner.delete_dnat(parse(op, request)?).await,
-            Operation::CreateNatGateway => inner.create_nat_gateway(parse(op, request)?).await,
-            Operation::DeleteNatGateway => inner.delete_nat_gateway(parse(op, request)?).await,
-            Operation::CreateNetworkAttachment => inner.create_port(parse(op, request)?).await,
-            Operation::DeleteNetworkAttachment => inner.delete_port(parse(op, request)?).await,
-            Operation::QueryDhcpLease => inner.query_lease(parse(op, request)?).await,
-            Operation::CreateSubnetOverlay | Operation::DeleteSubnetOverlay => {
-                Err(checks::not_an_operation_of(op, "fabric"))
-            }
-        };
-        if let Err(e) = &result {
-            tracing::warn!(%op, error = %e, "linux fabric operation failed");
-        }
-        result
+        req: &CreateVirtualNetworkRequest,
+    ) -> Result<(), OpError> {
+        let result = self
+            .inner
+            .lock()
+            .await
+            .create_virtual_network(req.clone())
+            .await;
+        logged(req, result)
+    }
+
+    async fn delete_virtual_network(
+        &self,
+        req: &DeleteVirtualNetworkRequest,
+    ) -> Result<(), OpError> {
+        let result = self
+            .inner
+            .lock()
+            .await
+            .delete_virtual_network(req.clone())
+            .await;
+        logged(req, result)
+    }
+
+    async fn create_subnet(
+        &self,
+        req: &CreateSubnetRequest,
+    ) -> Result<CreateSubnetResponse, OpError> {
+        let result = self.inner.lock().await.create_subnet(req.clone()).await;
+        logged(req, result)
+    }
+
+    async fn delete_subnet(&self, req: &DeleteSubnetRequest) -> Result<(), OpError> {
+        let result = self.inner.lock().await.delete_subnet(req.clone()).await;
+        logged(req, result)
+    }
+
+    async fn apply_security_group(&self, req: &ApplySecurityGroupRequest) -> Result<(), OpError> {
+        let result = self
+            .inner
+            .lock()
+            .await
+            .apply_security_group(req.clone())
+            .await;
+        logged(req, result)
+    }
+
+    async fn delete_security_group(&self, req: &DeleteSecurityGroupRequest) -> Result<(), OpError> {
+        let result = self
+            .inner
+            .lock()
+            .await
+            .delete_security_group(req.clone())
+            .await;
+        logged(req, result)
+    }
+
+    async fn allocate_external_ip(
+        &self,
+        req: &AllocateExternalIpRequest,
+    ) -> Result<AllocateExternalIpResponse, OpError> {
+        let result = self
+            .inner
+            .lock()
+            .await
+            .allocate_external_ip(req.clone())
+            .await;
+        logged(req, result)
+    }
+
+    async fn release_external_ip(&self, req: &ReleaseExternalIpRequest) -> Result<(), OpError> {
+        let result = self
+            .inner
+            .lock()
+            .await
+            .release_external_ip(req.clone())
+            .await;
+        logged(req, result)
+    }
+
+    async fn create_external_ip_attachment(
+        &self,
+        req: &CreateExternalIpAttachmentRequest,
+    ) -> Result<(), OpError> {
+        let result = self.inner.lock().await.create_dnat(req.clone()).await;
+        logged(req, result)
+    }
+
+    async fn delete_external_ip_attachment(
+        &self,
+        req: &DeleteExternalIpAttachmentRequest,
+    ) -> Result<(), OpError> {
+        let result = self.inner.lock().await.delete_dnat(req.clone()).await;
+        logged(req, result)
+    }
+
+    async fn create_nat_gateway(&self, req: &CreateNatGatewayRequest) -> Result<(), OpError> {
+        let result = self
+            .inner
+            .lock()
+            .await
+            .create_nat_gateway(req.clone())
+            .await;
+        logged(req, result)
+    }
+
+    async fn delete_nat_gateway(&self, req: &DeleteNatGatewayRequest) -> Result<(), OpError> {
+        let result = self
+            .inner
+            .lock()
+            .await
+            .delete_nat_gateway(req.clone())
+            .await;
+        logged(req, result)
+    }
+
+    async fn create_network_attachment(
+        &self,
+        req: &CreateNetworkAttachmentRequest,
+    ) -> Result<PortAddresses, OpError> {
+        let result = self.inner.lock().await.create_port(req.clone()).await;
+        logged(req, result)
+    }
+
+    async fn delete_network_attachment(
+        &self,
+        req: &DeleteNetworkAttachmentRequest,
+    ) -> Result<(), OpError> {
+        let result = self.inner.lock().await.delete_port(req.clone()).await;
+        logged(req, result)
+    }
+
+    async fn query_dhcp_lease(
+        &self,
+        req: &QueryDhcpLeaseRequest,
+    ) -> Result<PortAddresses, OpError> {
+        let result = self.inner.lock().await.query_lease(req.clone()).await;
+        logged(req, result)
     }
 }

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osac_backends::checks::{self, empty_response, encode_response};
+use osac_backends::checks;
 use osac_backends::{
     AllocateExternalIpRequest, AllocateExternalIpResponse, CreateExternalIpAttachmentRequest,
     CreateNatGatewayRequest, DeleteExternalIpAttachmentRequest, DeleteNatGatewayRequest, OpError,
@@ -60,11 +60,11 @@ impl Inner {
     pub(crate) async fn allocate_external_ip(
         &mut self,
         r: AllocateExternalIpRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<AllocateExternalIpResponse, OpError> {
         checks::require_non_empty("external_ip_id", &r.external_ip_id)?;
         if let Some(e) = self.model.eips.get(&r.external_ip_id) {
             checks::same_pool(&r.external_ip_id, &e.pool, &r.pool_id)?;
-            return encode_response(&AllocateExternalIpResponse { address: e.address });
+            return Ok(AllocateExternalIpResponse { address: e.address });
         }
         let used: std::collections::BTreeSet<IpAddr> =
             self.model.eips.values().map(|e| e.address).collect();
@@ -76,27 +76,27 @@ impl Inner {
         };
         self.store.put(kind::EIP, &rec.id, &rec).await?;
         self.model.eips.insert(rec.id.clone(), rec);
-        encode_response(&AllocateExternalIpResponse { address })
+        Ok(AllocateExternalIpResponse { address })
     }
 
     pub(crate) async fn release_external_ip(
         &mut self,
         r: ReleaseExternalIpRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<(), OpError> {
         let Some(e) = self.model.eips.get(&r.external_ip_id).cloned() else {
-            return Ok(empty_response());
+            return Ok(());
         };
         let used_by = self.model.external_consumer(e.address);
         checks::releasable(&r, &e.pool, e.address, used_by.as_deref())?;
         self.model.eips.remove(&e.id);
         self.store.delete(kind::EIP, &e.id).await?;
-        Ok(empty_response())
+        Ok(())
     }
 
     pub(crate) async fn create_dnat(
         &mut self,
         r: CreateExternalIpAttachmentRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<(), OpError> {
         checks::require_non_empty("attachment_id", &r.attachment_id)?;
         let vn = self.model.vn(&r.virtual_network_id)?.clone();
         let me = checks::external_ip_attachment_user(&r.attachment_id);
@@ -123,15 +123,15 @@ impl Inner {
             .await?;
         cmd::nft_converge(&names::router_ns(&vn.id), &script).await?;
         route_external(rec.external, &vn).await?;
-        Ok(empty_response())
+        Ok(())
     }
 
     pub(crate) async fn delete_dnat(
         &mut self,
         r: DeleteExternalIpAttachmentRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<(), OpError> {
         let Some(rec) = self.model.dnats.get(&r.attachment_id).cloned() else {
-            return Ok(empty_response());
+            return Ok(());
         };
         let ns = names::router_ns(&rec.vn);
         if cmd::netns_exists(&ns).await? {
@@ -150,13 +150,13 @@ impl Inner {
         }
         self.model.dnats.remove(&rec.id);
         self.store.delete(kind::DNAT, &rec.id).await?;
-        Ok(empty_response())
+        Ok(())
     }
 
     pub(crate) async fn create_nat_gateway(
         &mut self,
         r: CreateNatGatewayRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<(), OpError> {
         checks::require_non_empty("nat_gateway_id", &r.nat_gateway_id)?;
         let vn = self.model.vn(&r.virtual_network_id)?.clone();
         let me = checks::nat_gateway_user(&r.nat_gateway_id);
@@ -194,15 +194,15 @@ impl Inner {
             .await?;
         cmd::nft(&names::router_ns(&vn.id), &script).await?;
         route_external(rec.external, &vn).await?;
-        Ok(empty_response())
+        Ok(())
     }
 
     pub(crate) async fn delete_nat_gateway(
         &mut self,
         r: DeleteNatGatewayRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<(), OpError> {
         let Some(rec) = self.model.snats.get(&r.nat_gateway_id).cloned() else {
-            return Ok(empty_response());
+            return Ok(());
         };
         let ns = names::router_ns(&rec.vn);
         if cmd::netns_exists(&ns).await? {
@@ -215,7 +215,7 @@ impl Inner {
         unroute_external(rec.external).await?;
         self.model.snats.remove(&rec.id);
         self.store.delete(kind::SNAT, &rec.id).await?;
-        Ok(empty_response())
+        Ok(())
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osac_backends::checks::{self, empty_response, encode_response};
+use osac_backends::checks;
 use osac_backends::{
     CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, OpError, PortAddresses,
     QueryDhcpLeaseRequest,
@@ -124,7 +124,7 @@ impl Inner {
     pub(crate) async fn create_port(
         &mut self,
         r: CreateNetworkAttachmentRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<PortAddresses, OpError> {
         checks::attachment_port(&r.attachment_id, &r.host, &r.interface)?;
         let (key, ifname, _) = names::machine_of(&r.host, &r.interface);
         if key.is_empty() || ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ']) {
@@ -219,7 +219,7 @@ impl Inner {
             .save(kind::PORT, &mut self.model.ports, &rec.id, &rec)
             .await?;
         self.build_port(&rec).await?;
-        encode_response(&PortAddresses {
+        Ok(PortAddresses {
             ipv4_address: rec.v4.map(IpAddr::V4),
             ipv6_address: rec.v6.map(IpAddr::V6),
         })
@@ -328,7 +328,7 @@ impl Inner {
     pub(crate) async fn delete_port(
         &mut self,
         r: DeleteNetworkAttachmentRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<(), OpError> {
         checks::require_non_empty("host", &r.host)?;
         checks::require_non_empty("interface", &r.interface)?;
         let (key, ifname, is_vm) = names::machine_of(&r.host, &r.interface);
@@ -394,7 +394,7 @@ impl Inner {
                 self.write_dnsmasq(&s, false).await?;
             }
         }
-        Ok(empty_response())
+        Ok(())
     }
 
     /// Tells dnsmasq to forget a port's IPv4 lease (best effort: `dhcp_release` is optional;
@@ -411,7 +411,7 @@ impl Inner {
     pub(crate) async fn query_lease(
         &self,
         r: QueryDhcpLeaseRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<PortAddresses, OpError> {
         if !self.model.subnets.contains_key(&r.subnet_id) {
             return Err(checks::missing_subnet(&r.subnet_id));
         }
@@ -425,7 +425,7 @@ impl Inner {
             .find(|p| p.mac == mac)
             .cloned()
         else {
-            return encode_response(&PortAddresses::default());
+            return Ok(PortAddresses::default());
         };
         let text = tokio::fs::read_to_string(&files.leases)
             .await
@@ -438,7 +438,7 @@ impl Inner {
         });
         let v6 =
             p.v6.filter(|a| leases.iter().any(|l| l.address == IpAddr::V6(*a)));
-        encode_response(&PortAddresses {
+        Ok(PortAddresses {
             ipv4_address: v4.map(IpAddr::V4),
             ipv6_address: v6.map(IpAddr::V6),
         })

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osac_backends::checks::{self, empty_response};
+use osac_backends::checks;
 use osac_backends::net::{ipv4_gateway, ipv6_gateway, lowest_free};
 use osac_backends::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, OpError};
 
@@ -31,7 +31,7 @@ impl Inner {
     pub(crate) async fn create_virtual_network(
         &mut self,
         r: CreateVirtualNetworkRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<(), OpError> {
         checks::virtual_network(&r)?;
         let rec = match self.model.vns.get(&r.virtual_network_id) {
             Some(old) => {
@@ -70,7 +70,7 @@ impl Inner {
             }
         };
         self.build_router(&rec).await?;
-        Ok(empty_response())
+        Ok(())
     }
 
     /// Builds (or repairs) a router namespace: everything `create_virtual_network` owns.
@@ -159,7 +159,7 @@ impl Inner {
     pub(crate) async fn delete_virtual_network(
         &mut self,
         r: DeleteVirtualNetworkRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<(), OpError> {
         let id = &r.virtual_network_id;
         checks::still_in_use(
             &format!("virtual network '{id}'"),
@@ -182,6 +182,6 @@ impl Inner {
         if self.model.vns.remove(id).is_some() {
             self.store.delete(kind::VN, id).await?;
         }
-        Ok(empty_response())
+        Ok(())
     }
 }

@@ -3,7 +3,7 @@
 //! stays flat in the number of groups: `cmd::nft` sends its rules in block form, for which
 //! nft does not load every chain of the namespace first (see `cmd::compact`).
 
-use osac_backends::checks::{self, empty_response};
+use osac_backends::checks;
 use osac_backends::{ApplySecurityGroupRequest, DeleteSecurityGroupRequest, OpError};
 
 use super::Inner;
@@ -27,7 +27,7 @@ impl Inner {
     pub(crate) async fn apply_security_group(
         &mut self,
         r: ApplySecurityGroupRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<(), OpError> {
         checks::require_non_empty("security_group_id", &r.security_group_id)?;
         self.model.vn(&r.virtual_network_id)?;
         let its_vn = self
@@ -58,15 +58,15 @@ impl Inner {
             ));
             cmd::nft(&ns, &script).await?;
         }
-        Ok(empty_response())
+        Ok(())
     }
 
     pub(crate) async fn delete_security_group(
         &mut self,
         r: DeleteSecurityGroupRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<(), OpError> {
         let Some(g) = self.model.sgs.get(&r.security_group_id).cloned() else {
-            return Ok(empty_response());
+            return Ok(());
         };
         checks::security_group_in(&g.id, &g.vn, &r.virtual_network_id)?;
         let users: Vec<&str> = self
@@ -86,6 +86,6 @@ impl Inner {
         }
         self.model.sgs.remove(&g.id);
         self.store.delete(kind::SG, &g.id).await?;
-        Ok(empty_response())
+        Ok(())
     }
 }

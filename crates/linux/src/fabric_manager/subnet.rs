@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use osac_backends::checks::{self, MAX_VNI, empty_response, encode_response};
+use osac_backends::checks::{self, MAX_VNI};
 use osac_backends::{CreateSubnetRequest, CreateSubnetResponse, DeleteSubnetRequest, OpError};
 
 use super::Inner;
@@ -19,7 +19,7 @@ impl Inner {
     pub(crate) async fn create_subnet(
         &mut self,
         r: CreateSubnetRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    ) -> Result<CreateSubnetResponse, OpError> {
         checks::require_non_empty("subnet_id", &r.subnet_id)?;
         let vn = self.model.vn(&r.virtual_network_id)?;
         checks::subnet(&r, vn.ipv4_cidr, vn.ipv6_cidr)?;
@@ -57,7 +57,7 @@ impl Inner {
             }
         };
         self.build_subnet(&rec).await?;
-        encode_response(&CreateSubnetResponse {
+        Ok(CreateSubnetResponse {
             segment_id: rec.segment_id,
             ipv4_gateway: rec.gw4().map(IpAddr::V4),
             ipv6_gateway: rec.gw6().map(IpAddr::V6),
@@ -159,12 +159,9 @@ impl Inner {
         Ok(())
     }
 
-    pub(crate) async fn delete_subnet(
-        &mut self,
-        r: DeleteSubnetRequest,
-    ) -> Result<serde_json::Value, OpError> {
+    pub(crate) async fn delete_subnet(&mut self, r: DeleteSubnetRequest) -> Result<(), OpError> {
         let Some(s) = self.model.subnets.get(&r.subnet_id).cloned() else {
-            return Ok(empty_response());
+            return Ok(());
         };
         checks::subnet_in(&r.subnet_id, &s.vn, &r.virtual_network_id)?;
         let attachments: Vec<&str> = self
@@ -194,6 +191,6 @@ impl Inner {
         }
         self.model.subnets.remove(&s.id);
         self.store.delete(kind::SUBNET, &s.id).await?;
-        Ok(empty_response())
+        Ok(())
     }
 }

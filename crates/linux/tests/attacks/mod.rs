@@ -103,7 +103,7 @@ impl World {
     pub async fn new(n: u8) -> World {
         let mut env = Env::new(n).await;
         let k8s = Arc::new(env.k8s().await);
-        let kc = K8sClient::new(k8s.clone());
+        let kc: Arc<dyn K8sManager> = k8s.clone();
         let hc = k8s.hosting_clusters()[0].clone();
         let mut segments = Vec::new();
         for vn in ["va", "vb"] {

@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use osac_backends::{Capability, DriverConfig, FabricClient, Registration, Role};
+use osac_backends::{Capability, DriverConfig, FabricManager, Registration, Role};
 use osac_linux::{LinuxFabric, LinuxK8s, LinuxSettings};
 use tokio::process::{Child, Command};
 
@@ -49,8 +49,8 @@ pub struct Env {
     pub settings: LinuxSettings,
     /// The fabric.
     pub fabric: Arc<LinuxFabric>,
-    /// Typed client over it.
-    pub client: FabricClient,
+    /// The same fabric as the controllers call it.
+    pub client: Arc<dyn FabricManager>,
     /// Pool prefix for external IPs.
     pub pool: ipnet::IpNet,
     /// Port of TCP probes in shared namespaces.
@@ -83,7 +83,7 @@ impl Env {
             .await
             .unwrap(),
         );
-        let client = FabricClient::new(fabric.clone());
+        let client: Arc<dyn FabricManager> = fabric.clone();
         Env {
             tag: format!("t{n}-{pid}"),
             // 198.18.0.0/15 (benchmarking range): 16 pools of /28 per third octet.

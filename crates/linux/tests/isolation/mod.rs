@@ -266,7 +266,7 @@ async fn vns_with_identical_cidrs_on_one_hosting_cluster_keep_their_flows_apart(
     }
     let mut env = Env::new(11).await;
     let k8s = Arc::new(env.k8s().await);
-    let kc = K8sClient::new(k8s.clone());
+    let kc: Arc<dyn K8sManager> = k8s.clone();
     let hc = k8s.hosting_clusters()[0].clone();
     let c = &env.client;
     // Per VN: a client VM (egress anything, no ingress) and a server VM (ingress 2222 only, no

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::tables::{Record, State, eip_key};
-use super::{Plan, empty, put};
+use super::{Plan, put};
 use crate::checks;
 use crate::types::{
     AllocateExternalIpRequest, AllocateExternalIpResponse, ReleaseExternalIpRequest,
@@ -25,12 +25,15 @@ pub struct SimExternalIp {
 
 /// `allocate_external_ip`: the lowest free address of the pool; allocating again answers the
 /// address it already has.
-pub(super) fn allocate(state: &State, r: AllocateExternalIpRequest) -> Plan {
+pub(super) fn allocate(
+    state: &State,
+    r: AllocateExternalIpRequest,
+) -> Plan<AllocateExternalIpResponse> {
     checks::require_non_empty("external_ip_id", &r.external_ip_id)?;
     if let Some(e) = state.eip(&r.external_ip_id) {
         checks::same_pool(&r.external_ip_id, &e.pool_id, &r.pool_id)?;
         let response = AllocateExternalIpResponse { address: e.address };
-        return Ok((vec![], checks::encode_response(&response)?));
+        return Ok((vec![], response));
     }
     let address =
         checks::pick_external_address(&r, &|a: &IpAddr| state.external_used.contains_key(a))?;
@@ -40,15 +43,15 @@ pub(super) fn allocate(state: &State, r: AllocateExternalIpRequest) -> Plan {
         address,
     });
     let response = AllocateExternalIpResponse { address };
-    Ok((vec![put(rec)], checks::encode_response(&response)?))
+    Ok((vec![put(rec)], response))
 }
 
 /// `release_external_ip`: refused while a DNAT or SNAT rule uses the address.
 pub(super) fn release(state: &State, r: ReleaseExternalIpRequest) -> Plan {
     let Some(e) = state.eip(&r.external_ip_id) else {
-        return Ok((vec![], empty()));
+        return Ok((vec![], ()));
     };
     let used_by = state.address_consumer.get(&e.address).map(String::as_str);
     checks::releasable(&r, &e.pool_id, e.address, used_by)?;
-    Ok((vec![(eip_key(&r.external_ip_id), None)], empty()))
+    Ok((vec![(eip_key(&r.external_ip_id), None)], ()))
 }

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::tables::{Record, State, dnat_key, ref_dnat};
-use super::{Plan, empty, put, remove};
+use super::{Plan, put, remove};
 use crate::checks;
 use crate::types::{CreateExternalIpAttachmentRequest, DeleteExternalIpAttachmentRequest};
 
@@ -38,7 +38,7 @@ pub(super) fn create(state: &State, r: CreateExternalIpAttachmentRequest) -> Pla
         external_address: r.external_address,
         target_ip: r.target_ip,
     });
-    Ok((vec![put(rec)], empty()))
+    Ok((vec![put(rec)], ()))
 }
 
 /// `delete_external_ip_attachment`: removes the DNAT rule.

@@ -5,7 +5,8 @@
 //! its record type and the plans of its operations ([`virtual_network`], [`subnet`],
 //! [`security_group`], [`external_ip`], [`external_ip_attachment`], [`nat_gateway`],
 //! [`network_attachment`]), the persisted tables and their indexes in [`tables`], and here the
-//! engine handle ([`SimFabric`]) whose `plan` dispatches each operation to its resource.
+//! engine handle ([`SimFabric`]) with the [`FabricManager`] implementation of
+//! [`SimManager<SimFabric>`](SimManager), which hands each operation to its resource's plan.
 
 mod external_ip;
 mod external_ip_attachment;
@@ -18,11 +19,14 @@ mod virtual_network;
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
+
 use super::engine::{Engine, Planned};
-use super::{FailureKind, Faults, SimError, SimStateStore, load_records};
-use crate::checks::{self, decode_request};
-use crate::contract::{OpError, Operation};
-use crate::types::PortAddresses;
+use super::{FailureKind, Faults, SimError, SimManager, SimStateStore, load_records};
+use crate::checks;
+use crate::contract::{FabricManager, OpError, Operation, Request};
+use crate::registration::Registration;
+use crate::types::*;
 use network_attachment::{HeldLeases, held_lease_key};
 use tables::{Change, Record, State};
 
@@ -35,11 +39,7 @@ pub use subnet::SimSubnet;
 pub use virtual_network::SimVirtualNetwork;
 
 /// What planning an operation gives: the records to write and the response, or the refusal.
-type Plan = Result<Planned<Record>, OpError>;
-
-fn empty() -> serde_json::Value {
-    checks::empty_response()
-}
+type Plan<A = ()> = Result<Planned<Record, A>, OpError>;
 
 fn put(r: Record) -> Change {
     (r.key(), Some(r))
@@ -52,7 +52,7 @@ fn remove(state: &State, key: String) -> Plan {
     } else {
         vec![]
     };
-    Ok((changes, empty()))
+    Ok((changes, ()))
 }
 
 /// The simulated fabric engine. Share it (`Arc`) between registrations and tests; bind it to a
@@ -107,8 +107,8 @@ impl SimFabric {
         &self.namespace
     }
 
-    /// Makes the next `times` calls of `op` whose primary id (see
-    /// [`Operation::primary_id_field`]) is `object_id` fail with `kind`; `u32::MAX` = forever,
+    /// Makes the next `times` calls of `op` whose primary id (see [`Request::primary_id`]) is
+    /// `object_id` fail with `kind`; `u32::MAX` = forever,
     /// `0` removes the rule.
     pub fn inject_failure(&self, op: Operation, object_id: &str, times: u32, kind: FailureKind) {
         self.faults.inject(op, object_id, times, kind);
@@ -136,16 +136,19 @@ impl SimFabric {
         }
     }
 
-    /// Runs one fabric operation (role checks are the manager's job).
-    pub async fn call(
-        &self,
-        op: Operation,
-        request: serde_json::Value,
-    ) -> Result<serde_json::Value, OpError> {
-        self.faults.enter(op, &request)?;
+    /// Runs one operation: counts it, fails it if a failure is injected for its primary id,
+    /// then plans it with `plan` (in the file of the resource it is about) and persists what
+    /// the plan changes.
+    async fn run<R, P>(&self, request: &R, plan: P) -> Result<R::Response, OpError>
+    where
+        R: Request + Clone,
+        P: Fn(&State, R, &HeldLeases) -> Plan<R::Response> + Send + 'static,
+    {
+        self.faults.enter(request)?;
         let held = self.held_leases.clone();
+        let request = request.clone();
         self.engine
-            .run(move |state: &State| plan(state, op, request.clone(), &held))
+            .run(move |state: &State| plan(state, request.clone(), &held))
             .await
     }
 
@@ -234,39 +237,115 @@ impl SimFabric {
     }
 }
 
-/// Validates a request against the current tables and computes the records to write and the
-/// response, in the file of the resource it is about. Nothing is changed here: the caller
+impl SimManager<SimFabric> {
+    /// Runs one operation on the engine after the simulated latency.
+    async fn run<R, P>(&self, request: &R, plan: P) -> Result<R::Response, OpError>
+    where
+        R: Request + Clone,
+        P: Fn(&State, R, &HeldLeases) -> Plan<R::Response> + Send + 'static,
+    {
+        self.delay().await;
+        self.engine.run(request, plan).await
+    }
+}
+
+/// The sim fabric manager: each operation is planned in the file of the resource it is about.
+/// Plans only validate and compute the records to write and the response; the engine
 /// persists, then applies.
-fn plan(state: &State, op: Operation, request: serde_json::Value, held: &HeldLeases) -> Plan {
-    let r = request;
-    match op {
-        Operation::CreateVirtualNetwork => virtual_network::create(state, decode_request(op, r)?),
-        Operation::DeleteVirtualNetwork => virtual_network::delete(state, decode_request(op, r)?),
-        Operation::CreateSubnet => subnet::create(state, decode_request(op, r)?),
-        Operation::DeleteSubnet => subnet::delete(state, decode_request(op, r)?),
-        Operation::ApplySecurityGroup => security_group::apply(state, decode_request(op, r)?),
-        Operation::DeleteSecurityGroup => security_group::delete(state, decode_request(op, r)?),
-        Operation::AllocateExternalIp => external_ip::allocate(state, decode_request(op, r)?),
-        Operation::ReleaseExternalIp => external_ip::release(state, decode_request(op, r)?),
-        Operation::CreateExternalIpAttachment => {
-            external_ip_attachment::create(state, decode_request(op, r)?)
-        }
-        Operation::DeleteExternalIpAttachment => {
-            external_ip_attachment::delete(state, decode_request(op, r)?)
-        }
-        Operation::CreateNatGateway => nat_gateway::create(state, decode_request(op, r)?),
-        Operation::DeleteNatGateway => nat_gateway::delete(state, decode_request(op, r)?),
-        Operation::CreateNetworkAttachment => {
-            network_attachment::create(state, decode_request(op, r)?)
-        }
-        Operation::DeleteNetworkAttachment => {
-            network_attachment::delete(state, decode_request(op, r)?)
-        }
-        Operation::QueryDhcpLease => {
-            network_attachment::query_dhcp_lease(state, decode_request(op, r)?, held)
-        }
-        Operation::CreateSubnetOverlay | Operation::DeleteSubnetOverlay => {
-            Err(checks::not_an_operation_of(op, "fabric"))
-        }
+#[async_trait]
+impl FabricManager for SimManager<SimFabric> {
+    fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    async fn create_virtual_network(
+        &self,
+        req: &CreateVirtualNetworkRequest,
+    ) -> Result<(), OpError> {
+        self.run(req, |s, r, _| virtual_network::create(s, r)).await
+    }
+
+    async fn delete_virtual_network(
+        &self,
+        req: &DeleteVirtualNetworkRequest,
+    ) -> Result<(), OpError> {
+        self.run(req, |s, r, _| virtual_network::delete(s, r)).await
+    }
+
+    async fn create_subnet(
+        &self,
+        req: &CreateSubnetRequest,
+    ) -> Result<CreateSubnetResponse, OpError> {
+        self.run(req, |s, r, _| subnet::create(s, r)).await
+    }
+
+    async fn delete_subnet(&self, req: &DeleteSubnetRequest) -> Result<(), OpError> {
+        self.run(req, |s, r, _| subnet::delete(s, r)).await
+    }
+
+    async fn apply_security_group(&self, req: &ApplySecurityGroupRequest) -> Result<(), OpError> {
+        self.run(req, |s, r, _| security_group::apply(s, r)).await
+    }
+
+    async fn delete_security_group(&self, req: &DeleteSecurityGroupRequest) -> Result<(), OpError> {
+        self.run(req, |s, r, _| security_group::delete(s, r)).await
+    }
+
+    async fn allocate_external_ip(
+        &self,
+        req: &AllocateExternalIpRequest,
+    ) -> Result<AllocateExternalIpResponse, OpError> {
+        self.run(req, |s, r, _| external_ip::allocate(s, r)).await
+    }
+
+    async fn release_external_ip(&self, req: &ReleaseExternalIpRequest) -> Result<(), OpError> {
+        self.run(req, |s, r, _| external_ip::release(s, r)).await
+    }
+
+    async fn create_external_ip_attachment(
+        &self,
+        req: &CreateExternalIpAttachmentRequest,
+    ) -> Result<(), OpError> {
+        self.run(req, |s, r, _| external_ip_attachment::create(s, r))
+            .await
+    }
+
+    async fn delete_external_ip_attachment(
+        &self,
+        req: &DeleteExternalIpAttachmentRequest,
+    ) -> Result<(), OpError> {
+        self.run(req, |s, r, _| external_ip_attachment::delete(s, r))
+            .await
+    }
+
+    async fn create_nat_gateway(&self, req: &CreateNatGatewayRequest) -> Result<(), OpError> {
+        self.run(req, |s, r, _| nat_gateway::create(s, r)).await
+    }
+
+    async fn delete_nat_gateway(&self, req: &DeleteNatGatewayRequest) -> Result<(), OpError> {
+        self.run(req, |s, r, _| nat_gateway::delete(s, r)).await
+    }
+
+    async fn create_network_attachment(
+        &self,
+        req: &CreateNetworkAttachmentRequest,
+    ) -> Result<PortAddresses, OpError> {
+        self.run(req, |s, r, _| network_attachment::create(s, r))
+            .await
+    }
+
+    async fn delete_network_attachment(
+        &self,
+        req: &DeleteNetworkAttachmentRequest,
+    ) -> Result<(), OpError> {
+        self.run(req, |s, r, _| network_attachment::delete(s, r))
+            .await
+    }
+
+    async fn query_dhcp_lease(
+        &self,
+        req: &QueryDhcpLeaseRequest,
+    ) -> Result<PortAddresses, OpError> {
+        self.run(req, network_attachment::query_dhcp_lease).await
     }
 }

@@ -7,7 +7,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use super::tables::{Record, State, ref_snat, snat_key};
-use super::{Plan, empty, put, remove};
+use super::{Plan, put, remove};
 use crate::checks;
 use crate::types::{CreateNatGatewayRequest, DeleteNatGatewayRequest};
 
@@ -44,7 +44,7 @@ pub(super) fn create(state: &State, r: CreateNatGatewayRequest) -> Plan {
         external_address: r.external_address,
         source_cidrs: r.source_cidrs,
     });
-    Ok((vec![put(rec)], empty()))
+    Ok((vec![put(rec)], ()))
 }
 
 /// `delete_nat_gateway`: removes the SNAT rule.

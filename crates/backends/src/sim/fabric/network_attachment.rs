@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::tables::{Change, Record, State, att_key};
-use super::{Plan, empty, put};
+use super::{Plan, put};
 use crate::checks;
 use crate::types::{
     CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, PortAddresses,
@@ -107,7 +107,7 @@ fn attached_port(r: &CreateNetworkAttachmentRequest) -> Change {
 /// `create_network_attachment`: reserves the lowest free address of each of the subnet's
 /// families (never the gateway or the VIP range) for the port's MAC and plugs the port in;
 /// creating it again keeps the addresses and updates groups, primary and allowed addresses.
-pub(super) fn create(state: &State, r: CreateNetworkAttachmentRequest) -> Plan {
+pub(super) fn create(state: &State, r: CreateNetworkAttachmentRequest) -> Plan<PortAddresses> {
     checks::attachment_port(&r.attachment_id, &r.host, &r.interface)?;
     let mac = checks::mac_address(&r.mac_address)?;
     let subnet = state
@@ -138,7 +138,7 @@ pub(super) fn create(state: &State, r: CreateNetworkAttachmentRequest) -> Plan {
             allowed_addresses,
             ..old.clone()
         };
-        let response = checks::encode_response(&updated.addresses())?;
+        let response = updated.addresses();
         let port = attached_port(&r);
         return Ok((vec![put(Record::Attachment(updated)), port], response));
     }
@@ -179,7 +179,7 @@ pub(super) fn create(state: &State, r: CreateNetworkAttachmentRequest) -> Plan {
         ipv6_address,
         allowed_addresses,
     };
-    let response = checks::encode_response(&attachment.addresses())?;
+    let response = attachment.addresses();
     Ok((vec![put(Record::Attachment(attachment)), port], response))
 }
 
@@ -207,7 +207,7 @@ pub(super) fn delete(state: &State, r: DeleteNetworkAttachmentRequest) -> Plan {
             },
         })));
     }
-    Ok((changes, empty()))
+    Ok((changes, ()))
 }
 
 /// `query_dhcp_lease`: the reservation of the MAC on the subnet, or none while the MAC is held
@@ -216,7 +216,7 @@ pub(super) fn query_dhcp_lease(
     state: &State,
     r: QueryDhcpLeaseRequest,
     held_leases: &HeldLeases,
-) -> Plan {
+) -> Plan<PortAddresses> {
     if state.subnet(&r.subnet_id).is_none() {
         return Err(checks::missing_subnet(&r.subnet_id));
     }
@@ -230,7 +230,7 @@ pub(super) fn query_dhcp_lease(
                     held.remove(&mac);
                 }
             }
-            return Ok((vec![], checks::encode_response(&PortAddresses::default())?));
+            return Ok((vec![], PortAddresses::default()));
         }
     }
     let lease = state
@@ -239,5 +239,5 @@ pub(super) fn query_dhcp_lease(
         .and_then(|id| state.attachment(id))
         .map(SimNetworkAttachment::addresses)
         .unwrap_or_default();
-    Ok((vec![], checks::encode_response(&lease)?))
+    Ok((vec![], lease))
 }

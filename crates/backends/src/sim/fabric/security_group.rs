@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::tables::{Record, State, sg_key};
-use super::{Plan, empty, put};
+use super::{Plan, put};
 use crate::checks;
 use crate::types::{ApplySecurityGroupRequest, DeleteSecurityGroupRequest, SecurityRule};
 
@@ -35,13 +35,13 @@ pub(super) fn apply(state: &State, r: ApplySecurityGroupRequest) -> Plan {
         ingress: r.ingress,
         egress: r.egress,
     });
-    Ok((vec![put(rec)], empty()))
+    Ok((vec![put(rec)], ()))
 }
 
 /// `delete_security_group`: refused while network attachments still use it.
 pub(super) fn delete(state: &State, r: DeleteSecurityGroupRequest) -> Plan {
     let Some(g) = state.sg(&r.security_group_id) else {
-        return Ok((vec![], empty()));
+        return Ok((vec![], ()));
     };
     checks::security_group_in(
         &r.security_group_id,
@@ -55,5 +55,5 @@ pub(super) fn delete(state: &State, r: DeleteSecurityGroupRequest) -> Plan {
             users.iter().next().map_or("", String::as_str),
         )?;
     }
-    Ok((vec![(sg_key(&r.security_group_id), None)], empty()))
+    Ok((vec![(sg_key(&r.security_group_id), None)], ()))
 }

@@ -7,7 +7,7 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
 use super::tables::{Meta, Record, State, subnet_key, subnet_prefixes};
-use super::{Plan, empty, put};
+use super::{Plan, put};
 use crate::checks;
 use crate::net::{ipv4_gateway, ipv6_gateway};
 use crate::types::{CreateSubnetRequest, CreateSubnetResponse, DeleteSubnetRequest};
@@ -38,7 +38,7 @@ pub struct SimSubnet {
 
 /// `create_subnet`: a new subnet gets the next segment id and may not overlap a sibling;
 /// creating it again keeps its segment (only the VIP range may change).
-pub(super) fn create(state: &State, r: CreateSubnetRequest) -> Plan {
+pub(super) fn create(state: &State, r: CreateSubnetRequest) -> Plan<CreateSubnetResponse> {
     checks::require_non_empty("subnet_id", &r.subnet_id)?;
     let vn = state.required_vn(&r.virtual_network_id)?;
     checks::subnet(&r, vn.ipv4_cidr, vn.ipv6_cidr)?;
@@ -88,13 +88,13 @@ pub(super) fn create(state: &State, r: CreateSubnetRequest) -> Plan {
         ipv4_gateway: ipv4_gateway.map(IpAddr::V4),
         ipv6_gateway: ipv6_gateway.map(IpAddr::V6),
     };
-    Ok((changes, checks::encode_response(&response)?))
+    Ok((changes, response))
 }
 
 /// `delete_subnet`: refused while network attachments remain.
 pub(super) fn delete(state: &State, r: DeleteSubnetRequest) -> Plan {
     let Some(s) = state.subnet(&r.subnet_id) else {
-        return Ok((vec![], empty()));
+        return Ok((vec![], ()));
     };
     checks::subnet_in(&r.subnet_id, &s.virtual_network_id, &r.virtual_network_id)?;
     if let Some(ports) = state.subnet_ports.get(&r.subnet_id) {
@@ -104,5 +104,5 @@ pub(super) fn delete(state: &State, r: DeleteSubnetRequest) -> Plan {
             ports.iter().next().map_or("", String::as_str),
         )?;
     }
-    Ok((vec![(subnet_key(&r.subnet_id), None)], empty()))
+    Ok((vec![(subnet_key(&r.subnet_id), None)], ()))
 }

@@ -5,7 +5,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
 use super::tables::{Change, Record, State, vn_key};
-use super::{Plan, empty, put};
+use super::{Plan, put};
 use crate::checks;
 use crate::types::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest};
 
@@ -35,13 +35,13 @@ pub(super) fn create(state: &State, r: CreateVirtualNetworkRequest) -> Plan {
         ipv4_cidr: r.ipv4_cidr,
         ipv6_cidr: r.ipv6_cidr,
     });
-    Ok((vec![put(rec)], empty()))
+    Ok((vec![put(rec)], ()))
 }
 
 /// `delete_virtual_network`: refused while anything still lives in it.
 pub(super) fn delete(state: &State, r: DeleteVirtualNetworkRequest) -> Plan {
     if state.vn(&r.virtual_network_id).is_none() {
-        return Ok((vec![], empty()));
+        return Ok((vec![], ()));
     }
     if let Some(refs) = state.vn_refs.get(&r.virtual_network_id) {
         checks::still_in_use(
@@ -50,5 +50,5 @@ pub(super) fn delete(state: &State, r: DeleteVirtualNetworkRequest) -> Plan {
         )?;
     }
     let change: Change = (vn_key(&r.virtual_network_id), None);
-    Ok((vec![change], empty()))
+    Ok((vec![change], ()))
 }
