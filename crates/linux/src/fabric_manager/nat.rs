@@ -88,8 +88,9 @@ impl Inner {
         };
         let used_by = self.model.external_consumer(e.address);
         checks::releasable(&r, &e.pool, e.address, used_by.as_deref())?;
-        self.model.eips.remove(&e.id);
-        self.store.delete(kind::EIP, &e.id).await?;
+        self.store
+            .forget(kind::EIP, &mut self.model.eips, &e.id)
+            .await?;
         Ok(empty_response())
     }
 
@@ -148,8 +149,9 @@ impl Inner {
         {
             unroute_external(rec.external).await?;
         }
-        self.model.dnats.remove(&rec.id);
-        self.store.delete(kind::DNAT, &rec.id).await?;
+        self.store
+            .forget(kind::DNAT, &mut self.model.dnats, &rec.id)
+            .await?;
         Ok(empty_response())
     }
 
@@ -213,8 +215,9 @@ impl Inner {
             flush_conntrack(&ns, rec.external, "--reply-dst").await;
         }
         unroute_external(rec.external).await?;
-        self.model.snats.remove(&rec.id);
-        self.store.delete(kind::SNAT, &rec.id).await?;
+        self.store
+            .forget(kind::SNAT, &mut self.model.snats, &rec.id)
+            .await?;
         Ok(empty_response())
     }
 }
