@@ -57,6 +57,36 @@ impl Inner {
         Ok(script)
     }
 
+    /// VN `vn_id`, where `me` (the user name `checks` gives an attachment or a gateway) is to
+    /// take the external `address`: an error when the VN is unknown or the address is not
+    /// free for `me`.
+    fn vn_taking(&self, vn_id: &str, address: IpAddr, me: &str) -> Result<VnRec, OpError> {
+        let vn = self.model.vn(vn_id)?.clone();
+        self.model.external_address_free(address, me)?;
+        Ok(vn)
+    }
+
+    /// Writes `rule` into the router of `vn` (see [`Self::router_script`]) and routes the
+    /// `external` address to that router. `converge`: the rule adds map elements that may
+    /// exist with other data, so it is applied with [`cmd::nft_converge`] (else atomically).
+    async fn expose_through_router(
+        &self,
+        vn: &VnRec,
+        external: IpAddr,
+        converge: bool,
+        rule: impl FnOnce(&str) -> String,
+    ) -> Result<serde_json::Value, OpError> {
+        let script = self.router_script(&vn.id, rule).await?;
+        let ns = names::router_ns(&vn.id);
+        if converge {
+            cmd::nft_converge(&ns, &script).await?;
+        } else {
+            cmd::nft(&ns, &script).await?;
+        }
+        route_external(external, vn).await?;
+        Ok(empty_response())
+    }
+
     pub(crate) async fn allocate_external_ip(
         &mut self,
         r: AllocateExternalIpRequest,
@@ -99,9 +129,8 @@ impl Inner {
         r: CreateExternalIpAttachmentRequest,
     ) -> Result<serde_json::Value, OpError> {
         checks::require_non_empty("attachment_id", &r.attachment_id)?;
-        let vn = self.model.vn(&r.virtual_network_id)?.clone();
         let me = checks::external_ip_attachment_user(&r.attachment_id);
-        self.model.external_address_free(r.external_address, &me)?;
+        let vn = self.vn_taking(&r.virtual_network_id, r.external_address, &me)?;
         let its_vn = self
             .model
             .dnats
@@ -117,14 +146,10 @@ impl Inner {
         self.store
             .save(kind::DNAT, &mut self.model.dnats, &rec.id, &rec)
             .await?;
-        let script = self
-            .router_script(&vn.id, |table| {
-                render::dnat(table, rec.external, Some(rec.target))
-            })
-            .await?;
-        cmd::nft_converge(&names::router_ns(&vn.id), &script).await?;
-        route_external(rec.external, &vn).await?;
-        Ok(empty_response())
+        self.expose_through_router(&vn, rec.external, true, |table| {
+            render::dnat(table, rec.external, Some(rec.target))
+        })
+        .await
     }
 
     pub(crate) async fn delete_dnat(
@@ -160,9 +185,8 @@ impl Inner {
         r: CreateNatGatewayRequest,
     ) -> Result<serde_json::Value, OpError> {
         checks::require_non_empty("nat_gateway_id", &r.nat_gateway_id)?;
-        let vn = self.model.vn(&r.virtual_network_id)?.clone();
         let me = checks::nat_gateway_user(&r.nat_gateway_id);
-        self.model.external_address_free(r.external_address, &me)?;
+        let vn = self.vn_taking(&r.virtual_network_id, r.external_address, &me)?;
         let other = self
             .model
             .snats
@@ -189,14 +213,10 @@ impl Inner {
         self.store
             .save(kind::SNAT, &mut self.model.snats, &rec.id, &rec)
             .await?;
-        let script = self
-            .router_script(&vn.id, |table| {
-                render::snat(table, Some((rec.external, &rec.sources)))
-            })
-            .await?;
-        cmd::nft(&names::router_ns(&vn.id), &script).await?;
-        route_external(rec.external, &vn).await?;
-        Ok(empty_response())
+        self.expose_through_router(&vn, rec.external, false, |table| {
+            render::snat(table, Some((rec.external, &rec.sources)))
+        })
+        .await
     }
 
     pub(crate) async fn delete_nat_gateway(
