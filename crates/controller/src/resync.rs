@@ -129,20 +129,31 @@ mod tests {
         assert_eq!(chunk_size(500, Duration::from_millis(100)), 500);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_paced_pass_queues_a_chunk_per_step() {
+    /// A paced pass over 100 subnets spread over `span`, started in the background: its
+    /// queue, the sender that stops it, and what it returns.
+    fn start_pass(
+        span: Duration,
+    ) -> (
+        Arc<Queue>,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<bool>,
+    ) {
         let queue = Arc::new(Queue::new(
             Duration::from_millis(10),
             Duration::from_secs(1),
         ));
-        let (_stop, mut shutdown) = watch::channel(false);
+        let (stop, mut shutdown) = watch::channel(false);
         let objects: Vec<(String, Kind)> = (0..100)
             .map(|i| (format!("sn-{i}"), Kind::Subnet))
             .collect();
         let q = queue.clone();
-        let pass = tokio::spawn(async move {
-            paced_pass(objects, Duration::from_secs(1), &q, &mut shutdown).await
-        });
+        let pass = tokio::spawn(async move { paced_pass(objects, span, &q, &mut shutdown).await });
+        (queue, stop, pass)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_pass_queues_a_chunk_per_step() {
+        let (queue, _stop, pass) = start_pass(Duration::from_secs(1));
         // Ten steps of ten: the first chunk at once, one more per 100 ms.
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert_eq!(queue.ready_len(), 10, "only the first chunk at the start");
@@ -154,18 +165,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_paced_pass_stops_on_shutdown() {
-        let queue = Arc::new(Queue::new(
-            Duration::from_millis(10),
-            Duration::from_secs(1),
-        ));
-        let (stop, mut shutdown) = watch::channel(false);
-        let objects: Vec<(String, Kind)> = (0..100)
-            .map(|i| (format!("sn-{i}"), Kind::Subnet))
-            .collect();
-        let q = queue.clone();
-        let pass = tokio::spawn(async move {
-            paced_pass(objects, Duration::from_secs(10), &q, &mut shutdown).await
-        });
+        let (queue, stop, pass) = start_pass(Duration::from_secs(10));
         tokio::time::sleep(Duration::from_millis(250)).await;
         let _ = stop.send(true);
         assert!(!pass.await.unwrap_or(true), "the pass stopped");

@@ -20,8 +20,8 @@ use osac_linux::cmd;
 use osac_linux::names;
 
 use fixture::{
-    detaching_cuts_open_connections, env_with_subnet, plug, plug_req, port_req, rule, subnet_req,
-    vn_req, wide_open,
+    detaching_cuts_open_connections, env_with_subnet, plug, plug_open, plug_req, port_req, rule,
+    subnet_req, vn_req, wide_open,
 };
 
 #[tokio::test]
@@ -66,36 +66,9 @@ async fn subnets_ports_routing_and_rebuild() {
     );
 
     let (h1, h2, h3) = (env.id("bm1"), env.id("bm2"), env.id("bm3"));
-    let (m1, a1) = plug(
-        &env,
-        "p1",
-        &h1,
-        "data-0",
-        "02:01:00:00:00:01",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
-    let (m2, a2) = plug(
-        &env,
-        "p2",
-        &h2,
-        "data-0",
-        "02:01:00:00:00:02",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
-    let (m3, a3) = plug(
-        &env,
-        "p3",
-        &h3,
-        "data-0",
-        "02:01:00:00:00:03",
-        "s2",
-        &wide_open(&env).await,
-    )
-    .await;
+    let (m1, a1) = plug_open(&env, "p1", &h1, "data-0", "02:01:00:00:00:01", "s1").await;
+    let (m2, a2) = plug_open(&env, "p2", &h2, "data-0", "02:01:00:00:00:02", "s1").await;
+    let (m3, a3) = plug_open(&env, "p3", &h3, "data-0", "02:01:00:00:00:03", "s2").await;
     assert_eq!(a1, "10.0.1.2");
     assert_ne!(a1, a2);
     // Reservations reach dnsmasq, router option only for primary ports.
@@ -217,16 +190,7 @@ async fn agent_ports_move_between_parking_and_subnet() {
     let parked = cmd::link(names::PARK_NS, &sw).await.unwrap().unwrap();
     assert_eq!(parked.master.as_deref(), Some(names::PARK_BRIDGE));
 
-    let (m, _) = plug(
-        &env,
-        "p1",
-        &agent,
-        "data-0",
-        mac,
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
+    let (m, _) = plug_open(&env, "p1", &agent, "data-0", mac, "s1").await;
     assert!(
         cmd::link(names::PARK_NS, &sw).await.unwrap().is_none(),
         "moved off parking"
@@ -264,26 +228,8 @@ async fn anti_spoofing_drops_forged_addresses() {
         return;
     };
     let (h1, h2) = (env.id("bm1"), env.id("bm2"));
-    let (m1, _a1) = plug(
-        &env,
-        "p1",
-        &h1,
-        "data-0",
-        "02:03:00:00:00:01",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
-    let (m2, a2) = plug(
-        &env,
-        "p2",
-        &h2,
-        "data-0",
-        "02:03:00:00:00:02",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
+    let (m1, _a1) = plug_open(&env, "p1", &h1, "data-0", "02:03:00:00:00:01", "s1").await;
+    let (m2, a2) = plug_open(&env, "p2", &h2, "data-0", "02:03:00:00:00:02", "s1").await;
     assert!(ping(&m1, &a2).await);
     // Forged source IP: the machine adds an address it was not given.
     configure(&m1, "data-0", "10.0.1.99/24", None).await;
@@ -347,16 +293,7 @@ async fn security_groups_are_stateful_unions_and_update_atomically() {
         std::slice::from_ref(&ssh),
     )
     .await;
-    let (mb, ab) = plug(
-        &env,
-        "pb",
-        &hb,
-        "data-0",
-        "02:04:00:00:00:02",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
+    let (mb, ab) = plug_open(&env, "pb", &hb, "data-0", "02:04:00:00:00:02", "s1").await;
     let _s22 = tcp_server(&ma, "0.0.0.0", 22).await;
     let _s80 = tcp_server(&ma, "0.0.0.0", 80).await;
     assert!(tcp_ok(&mb, &aa, 22).await, "allowed port");
@@ -450,26 +387,8 @@ async fn dnat_snat_and_masquerade() {
     };
     let c = &env.client;
     let (ha, hb) = (env.id("a"), env.id("b"));
-    let (ma, aa) = plug(
-        &env,
-        "pa",
-        &ha,
-        "data-0",
-        "02:05:00:00:00:01",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
-    let (mb, _ab) = plug(
-        &env,
-        "pb",
-        &hb,
-        "data-0",
-        "02:05:00:00:00:02",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
+    let (ma, aa) = plug_open(&env, "pa", &ha, "data-0", "02:05:00:00:00:01", "s1").await;
+    let (mb, _ab) = plug_open(&env, "pb", &hb, "data-0", "02:05:00:00:00:02", "s1").await;
     let alloc = |id: &str| AllocateExternalIpRequest {
         external_ip_id: env.id(id),
         pool_id: env.id("pool"),
@@ -613,34 +532,31 @@ async fn hosting_cluster_overlays_join_vms_to_the_subnet() {
         );
     }
     let (vm1, vm2) = (env.id("vm1"), env.id("vm2"));
-    let (m1, a1) = plug(
+    let (m1, a1) = plug_open(
         &env,
         "p1",
         &clusters[0],
         &format!("{vm1}/eth0"),
         "02:06:00:00:00:01",
         "s1",
-        &wide_open(&env).await,
     )
     .await;
-    let (m2, a2) = plug(
+    let (m2, a2) = plug_open(
         &env,
         "p2",
         &clusters[1],
         &format!("{vm2}/eth0"),
         "02:06:00:00:00:02",
         "s1",
-        &wide_open(&env).await,
     )
     .await;
-    let (m3, a3) = plug(
+    let (m3, a3) = plug_open(
         &env,
         "p3",
         &env.id("bm"),
         "data-0",
         "02:06:00:00:00:03",
         "s1",
-        &wide_open(&env).await,
     )
     .await;
     assert!(
@@ -679,14 +595,13 @@ async fn hosting_cluster_overlays_join_vms_to_the_subnet() {
     // Hairpin through the router's overlay port: vm1 at its ExternalIP from a VM of another
     // hosting cluster, from one of its own hosting cluster, and from itself.
     let vm3 = env.id("vm3");
-    let (m4, _a4) = plug(
+    let (m4, _a4) = plug_open(
         &env,
         "p4",
         &clusters[0],
         &format!("{vm3}/eth0"),
         "02:06:00:00:00:04",
         "s1",
-        &wide_open(&env).await,
     )
     .await;
     let e1 = env.external_ip("e1").await;

@@ -9,9 +9,18 @@ use serde_json::{Value, json};
 use crate::Kind;
 use crate::pb;
 
+/// `name` under [`RESERVED_PREFIX`], as a string literal (usable in `const`s): every key the
+/// server keeps for itself is written through it, so none misses the prefix.
+macro_rules! reserved_key {
+    ($name:literal) => {
+        concat!("osac.openshift.io/", $name)
+    };
+}
+pub(crate) use reserved_key;
+
 /// Prefix of the labels and annotations the server keeps for itself: clients may not set,
 /// change or remove them (the cleanup and the tenant controller trust them).
-pub const RESERVED_PREFIX: &str = "osac.openshift.io/";
+pub const RESERVED_PREFIX: &str = reserved_key!("");
 
 /// Whether a label or annotation key is reserved for the server.
 pub fn is_reserved_key(key: &str) -> bool {
@@ -19,16 +28,16 @@ pub fn is_reserved_key(key: &str) -> bool {
 }
 
 /// Label on every object created at tenant onboarding.
-pub const DEFAULT_LABEL: &str = "osac.openshift.io/default";
+pub const DEFAULT_LABEL: &str = reserved_key!("default");
 /// Label on ExternalIPs and ExternalIPAttachments created by `auto_external_ip_attachment`.
-pub const AUTO_PROVISIONED_LABEL: &str = "osac.openshift.io/auto-provisioned";
+pub const AUTO_PROVISIONED_LABEL: &str = reserved_key!("auto-provisioned");
 /// Label naming the workload (id) an auto-provisioned object was created for.
-pub const AUTO_PROVISIONED_FOR_LABEL: &str = "osac.openshift.io/auto-provisioned-for";
+pub const AUTO_PROVISIONED_FOR_LABEL: &str = reserved_key!("auto-provisioned-for");
 /// Label on leftovers of a cleanup that gave up (listed by `osac admin orphans`).
-pub const ORPHANED_LABEL: &str = "osac.openshift.io/orphaned";
+pub const ORPHANED_LABEL: &str = reserved_key!("orphaned");
 /// Finalizer of a workload with auto-provisioned resources: held until they are gone (or
 /// orphaned after the retry limit).
-pub const CLEANUP_FINALIZER: &str = "osac.openshift.io/cleanup";
+pub const CLEANUP_FINALIZER: &str = reserved_key!("cleanup");
 
 /// Names of the default objects.
 pub const DEFAULT_VIRTUAL_NETWORK: &str = "default";

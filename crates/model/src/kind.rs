@@ -219,7 +219,7 @@ impl FromStr for Kind {
 }
 
 /// Finalizer that keeps an object until its fabric state is undone.
-pub const FABRIC_FINALIZER: &str = "osac.openshift.io/fabric";
+pub const FABRIC_FINALIZER: &str = crate::defaults::reserved_key!("fabric");
 
 #[cfg(test)]
 mod tests {

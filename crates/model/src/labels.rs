@@ -6,7 +6,7 @@ use crate::Invalid;
 
 /// Annotation on a ComputeInstance naming the hosting cluster it runs on (written by its
 /// controller when it first places the VM; the placement never changes afterwards).
-pub const HOSTING_CLUSTER_ANNOTATION: &str = "osac.openshift.io/hosting-cluster";
+pub const HOSTING_CLUSTER_ANNOTATION: &str = crate::defaults::reserved_key!("hosting-cluster");
 
 /// Validates an object name: a DNS label of at most 63 characters.
 pub fn check_name(field: &str, name: &str) -> Result<(), Invalid> {

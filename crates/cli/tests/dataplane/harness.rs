@@ -468,6 +468,26 @@ impl Dp {
         self.ok(token, &args).await;
     }
 
+    /// Creates VirtualNetwork `vn` (`cidr`) with subnet `{vn}-s` (`subnet_cidr`) and the
+    /// open group `open-{vn}`, then VM `vm` attached to that subnet with that group; waits
+    /// for each to be ready.
+    pub async fn vm_in_new_network(
+        &self,
+        token: &str,
+        vn: &str,
+        cidr: &str,
+        subnet_cidr: &str,
+        vm: &str,
+    ) -> Machine {
+        let (subnet, group) = (format!("{vn}-s"), format!("open-{vn}"));
+        self.virtual_network(token, vn, cidr).await;
+        self.subnet(token, vn, &subnet, &[subnet_cidr]).await;
+        self.open_group(token, vn, &group).await;
+        let attachment = format!("subnet={subnet},security-groups={group}");
+        self.vm(token, vm, &["--network-attachment", &attachment])
+            .await
+    }
+
     /// Creates a VM (single call) and waits until it runs.
     pub async fn vm(&self, token: &str, name: &str, extra: &[&str]) -> Machine {
         let mut args = vec![

@@ -206,18 +206,8 @@ async fn isolation(dp: Arc<Dp>) {
         "tenant one opened TCP to tenant two"
     );
     // A second VN of tenant one.
-    dp.virtual_network(&t1, "other", "10.9.0.0/16").await;
-    dp.subnet(&t1, "other", "other-s", &["10.9.1.0/24"]).await;
-    dp.open_group(&t1, "other", "open-other").await;
     let z = dp
-        .vm(
-            &t1,
-            "z",
-            &[
-                "--network-attachment",
-                "subnet=other-s,security-groups=open-other",
-            ],
-        )
+        .vm_in_new_network(&t1, "other", "10.9.0.0/16", "10.9.1.0/24", "z")
         .await;
     assert!(!ping_once(&x.ns, z.ip).await, "VN default reached VN other");
     assert!(!ping_once(&z.ns, x.ip).await, "VN other reached VN default");
@@ -576,18 +566,8 @@ async fn nat_gateway(dp: Arc<Dp>) {
     let seen = blocking(move || accepted_peers(&l)).await;
     assert_eq!(seen, vec![nat_ip], "source seen by the external host");
     // A VN without a NAT gateway.
-    dp.virtual_network(&t, "plain", "10.8.0.0/16").await;
-    dp.subnet(&t, "plain", "plain-s", &["10.8.1.0/24"]).await;
-    dp.open_group(&t, "plain", "open-plain").await;
     let w = dp
-        .vm(
-            &t,
-            "plain-vm",
-            &[
-                "--network-attachment",
-                "subnet=plain-s,security-groups=open-plain",
-            ],
-        )
+        .vm_in_new_network(&t, "plain", "10.8.0.0/16", "10.8.1.0/24", "plain-vm")
         .await;
     let l = listen_tcp(EXT_NS, gw, port + 1).await;
     assert!(

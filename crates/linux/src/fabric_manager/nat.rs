@@ -57,6 +57,36 @@ impl Inner {
         Ok(script)
     }
 
+    /// VN `vn_id`, where `me` (the user name `checks` gives an attachment or a gateway) is to
+    /// take the external `address`: an error when the VN is unknown or the address is not
+    /// free for `me`.
+    fn vn_taking(&self, vn_id: &str, address: IpAddr, me: &str) -> Result<VnRec, OpError> {
+        let vn = self.model.vn(vn_id)?.clone();
+        self.model.external_address_free(address, me)?;
+        Ok(vn)
+    }
+
+    /// Writes `rule` into the router of `vn` (see [`Self::router_script`]) and routes the
+    /// `external` address to that router. `converge`: the rule adds map elements that may
+    /// exist with other data, so it is applied with [`cmd::nft_converge`] (else atomically).
+    async fn expose_through_router(
+        &self,
+        vn: &VnRec,
+        external: IpAddr,
+        converge: bool,
+        rule: impl FnOnce(&str) -> String,
+    ) -> Result<(), OpError> {
+        let script = self.router_script(&vn.id, rule).await?;
+        let ns = names::router_ns(&vn.id);
+        if converge {
+            cmd::nft_converge(&ns, &script).await?;
+        } else {
+            cmd::nft(&ns, &script).await?;
+        }
+        route_external(external, vn).await?;
+        Ok(())
+    }
+
     pub(crate) async fn allocate_external_ip(
         &mut self,
         r: AllocateExternalIpRequest,
@@ -88,8 +118,9 @@ impl Inner {
         };
         let used_by = self.model.external_consumer(e.address);
         checks::releasable(&r, &e.pool, e.address, used_by.as_deref())?;
-        self.model.eips.remove(&e.id);
-        self.store.delete(kind::EIP, &e.id).await?;
+        self.store
+            .forget(kind::EIP, &mut self.model.eips, &e.id)
+            .await?;
         Ok(())
     }
 
@@ -98,9 +129,8 @@ impl Inner {
         r: CreateExternalIpAttachmentRequest,
     ) -> Result<(), OpError> {
         checks::require_non_empty("attachment_id", &r.attachment_id)?;
-        let vn = self.model.vn(&r.virtual_network_id)?.clone();
         let me = checks::external_ip_attachment_user(&r.attachment_id);
-        self.model.external_address_free(r.external_address, &me)?;
+        let vn = self.vn_taking(&r.virtual_network_id, r.external_address, &me)?;
         let its_vn = self
             .model
             .dnats
@@ -116,14 +146,10 @@ impl Inner {
         self.store
             .save(kind::DNAT, &mut self.model.dnats, &rec.id, &rec)
             .await?;
-        let script = self
-            .router_script(&vn.id, |table| {
-                render::dnat(table, rec.external, Some(rec.target))
-            })
-            .await?;
-        cmd::nft_converge(&names::router_ns(&vn.id), &script).await?;
-        route_external(rec.external, &vn).await?;
-        Ok(())
+        self.expose_through_router(&vn, rec.external, true, |table| {
+            render::dnat(table, rec.external, Some(rec.target))
+        })
+        .await
     }
 
     pub(crate) async fn delete_dnat(
@@ -148,8 +174,9 @@ impl Inner {
         {
             unroute_external(rec.external).await?;
         }
-        self.model.dnats.remove(&rec.id);
-        self.store.delete(kind::DNAT, &rec.id).await?;
+        self.store
+            .forget(kind::DNAT, &mut self.model.dnats, &rec.id)
+            .await?;
         Ok(())
     }
 
@@ -158,9 +185,8 @@ impl Inner {
         r: CreateNatGatewayRequest,
     ) -> Result<(), OpError> {
         checks::require_non_empty("nat_gateway_id", &r.nat_gateway_id)?;
-        let vn = self.model.vn(&r.virtual_network_id)?.clone();
         let me = checks::nat_gateway_user(&r.nat_gateway_id);
-        self.model.external_address_free(r.external_address, &me)?;
+        let vn = self.vn_taking(&r.virtual_network_id, r.external_address, &me)?;
         let other = self
             .model
             .snats
@@ -187,14 +213,10 @@ impl Inner {
         self.store
             .save(kind::SNAT, &mut self.model.snats, &rec.id, &rec)
             .await?;
-        let script = self
-            .router_script(&vn.id, |table| {
-                render::snat(table, Some((rec.external, &rec.sources)))
-            })
-            .await?;
-        cmd::nft(&names::router_ns(&vn.id), &script).await?;
-        route_external(rec.external, &vn).await?;
-        Ok(())
+        self.expose_through_router(&vn, rec.external, false, |table| {
+            render::snat(table, Some((rec.external, &rec.sources)))
+        })
+        .await
     }
 
     pub(crate) async fn delete_nat_gateway(
@@ -213,8 +235,9 @@ impl Inner {
             flush_conntrack(&ns, rec.external, "--reply-dst").await;
         }
         unroute_external(rec.external).await?;
-        self.model.snats.remove(&rec.id);
-        self.store.delete(kind::SNAT, &rec.id).await?;
+        self.store
+            .forget(kind::SNAT, &mut self.model.snats, &rec.id)
+            .await?;
         Ok(())
     }
 }

@@ -388,8 +388,9 @@ impl Inner {
             }
         }
         if let Some(p) = rec {
-            self.model.ports.remove(&p.id);
-            self.store.delete(kind::PORT, &p.id).await?;
+            self.store
+                .forget(kind::PORT, &mut self.model.ports, &p.id)
+                .await?;
             if let Some(s) = self.model.subnets.get(&p.subnet).cloned() {
                 self.write_dnsmasq(&s, false).await?;
             }

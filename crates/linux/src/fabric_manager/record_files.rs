@@ -94,6 +94,20 @@ impl RecordStore {
         }
     }
 
+    /// Removes the record `id`, on disk and from `table` (the in-memory copy); a missing
+    /// record is success. The disk goes first, so a failed removal leaves the record in both
+    /// and a retry removes it.
+    pub async fn forget<T>(
+        &self,
+        kind: &str,
+        table: &mut BTreeMap<String, T>,
+        id: &str,
+    ) -> Result<(), LinuxError> {
+        self.delete(kind, id).await?;
+        table.remove(id);
+        Ok(())
+    }
+
     /// Every record of a kind, keyed by `key_of`.
     pub async fn load<T: DeserializeOwned>(
         &self,
@@ -149,5 +163,19 @@ mod tests {
             .await
             .unwrap();
         assert!(none.is_empty());
+    }
+
+    #[tokio::test]
+    async fn forget_removes_from_disk_and_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::new(dir.path().to_path_buf());
+        let mut table = BTreeMap::new();
+        store.save("k", &mut table, "a", &1).await.unwrap();
+        store.save("k", &mut table, "b", &2).await.unwrap();
+        store.forget("k", &mut table, "a").await.unwrap();
+        store.forget("k", &mut table, "a").await.unwrap();
+        assert_eq!(table.keys().collect::<Vec<_>>(), vec!["b"]);
+        let loaded: BTreeMap<String, i32> = store.load("k", |_| "b".to_string()).await.unwrap();
+        assert_eq!(loaded.len(), 1);
     }
 }

@@ -179,9 +179,7 @@ impl Inner {
                 cmd::nft(&ns, &script).await?;
             }
         }
-        if self.model.vns.remove(id).is_some() {
-            self.store.delete(kind::VN, id).await?;
-        }
+        self.store.forget(kind::VN, &mut self.model.vns, id).await?;
         Ok(())
     }
 }

@@ -84,8 +84,9 @@ impl Inner {
             script.push_str(&render::delete_sg_chains(&table, &g.id));
             cmd::nft(&router, &script).await?;
         }
-        self.model.sgs.remove(&g.id);
-        self.store.delete(kind::SG, &g.id).await?;
+        self.store
+            .forget(kind::SG, &mut self.model.sgs, &g.id)
+            .await?;
         Ok(())
     }
 }

@@ -189,8 +189,9 @@ impl Inner {
             // The table may be gone with a hand-deleted namespace; nothing else to clean then.
             let _ = cmd::nft_converge(&ns, &script).await;
         }
-        self.model.subnets.remove(&s.id);
-        self.store.delete(kind::SUBNET, &s.id).await?;
+        self.store
+            .forget(kind::SUBNET, &mut self.model.subnets, &s.id)
+            .await?;
         Ok(())
     }
 }

@@ -17,7 +17,7 @@ use osac_linux::dhcp::{ClientConfig, DhcpClient, Status};
 use osac_linux::names;
 use osac_linux::probe::{self, Capture};
 
-use super::{Kind, Machine, World, leaked, marker, tcp_answered};
+use super::{Machine, World, leaked, marker, tcp_answered};
 
 /// Whether `m` resolves `ip` (ARP or ND) after sending it a datagram that may itself be
 /// dropped (resolution comes first).
@@ -39,10 +39,8 @@ async fn a_port_without_groups_passes_nothing_but_the_control_plane() {
     }
     let w = World::new(29).await;
     let open = w.open("a1").await;
-    let closed = w.machine("closed", Kind::Vm, "a1", &[]).await;
-    let closed_bm = w.machine("closedbm", Kind::BareMetal, "a1", &[]).await;
-    let peer = w.machine("peer", Kind::Vm, "a1", &open).await;
-    let peer_bm = w.machine("peerbm", Kind::BareMetal, "a1", &open).await;
+    let (closed, closed_bm) = w.vm_and_bm("closed", "closedbm", "a1", &[]).await;
+    let (peer, peer_bm) = w.vm_and_bm("peer", "peerbm", "a1", &open).await;
     let ext_gw = IpAddr::V4(osac_backends::net::ipv4_gateway(
         w.env.settings.transit_ipv4_cidr,
     ));

@@ -51,14 +51,7 @@ use osac_linux::probe::spoof::{
 };
 use osac_linux::probe::{Listener, send_udp_from};
 
-use super::{Kind, Machine, World, leaked, marker, rule};
-
-fn everything() -> Vec<SecurityRule> {
-    vec![
-        rule(Protocol::All, None, "0.0.0.0/0"),
-        rule(Protocol::All, None, "::/0"),
-    ]
-}
+use super::{Kind, Machine, World, assert_controls_only, marker, rule};
 
 /// Rogue server messages from `a` to `v`, from ports other than the server ports.
 fn rogue_replies(tag: &str, a: &Machine, v: &Machine) -> Vec<(String, Vec<u8>)> {
@@ -241,14 +234,9 @@ async fn rogue_dhcp_servers_and_forged_client_messages_never_take_effect() {
         return;
     }
     let w = World::new(24).await;
-    let open = w
-        .security_group("open", "va", everything(), everything())
-        .await;
-    let g = std::slice::from_ref(&open);
-    let evil = w.machine("evil", Kind::Vm, "a1", g).await;
-    let evil_bm = w.machine("evilbm", Kind::BareMetal, "a1", g).await;
-    let vm = w.machine("vict", Kind::Vm, "a1", g).await;
-    let bm = w.machine("victbm", Kind::BareMetal, "a1", g).await;
+    let g = &w.open("a1").await;
+    let (evil, evil_bm) = w.vm_and_bm("evil", "evilbm", "a1", g).await;
+    let (vm, bm) = w.vm_and_bm("vict", "victbm", "a1", g).await;
     let caps = [
         ("the VM neighbour", vm.capture()),
         ("the bare-metal neighbour", bm.capture()),
@@ -291,19 +279,13 @@ async fn rogue_dhcp_servers_and_forged_client_messages_never_take_effect() {
         ));
         controls.push(n);
     }
-    let refs: Vec<(&str, &osac_linux::probe::Capture)> =
-        caps.iter().map(|(n, c)| (*n, c)).collect();
-    let seen = leaked(&refs, &controls);
-    let missing: Vec<&String> = controls
-        .iter()
-        .filter(|c| !seen.iter().any(|s| s.starts_with(&format!("{c} "))))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "ordinary datagrams must arrive: {missing:?}"
+    assert_controls_only(
+        &caps,
+        &controls,
+        &attacks,
+        "ordinary datagrams",
+        "forged DHCP messages arrived",
     );
-    let seen = leaked(&refs, &attacks);
-    assert!(seen.is_empty(), "forged DHCP messages arrived: {seen:?}");
     for (who, v) in [("the VM", &vm), ("the bare-metal server", &bm)] {
         assert!(
             gets_its_lease(v, Duration::from_secs(8)),
@@ -341,17 +323,7 @@ async fn dhcp_ports_are_no_channel_past_security_groups() {
             vec![rule(Protocol::Udp, Some((67, 67)), "0.0.0.0/0")],
         )
         .await;
-    let evil = w
-        .machine("evil", Kind::Vm, "a1", std::slice::from_ref(&narrow))
-        .await;
-    let evil_bm = w
-        .machine(
-            "evilbm",
-            Kind::BareMetal,
-            "a1",
-            std::slice::from_ref(&narrow),
-        )
-        .await;
+    let (evil, evil_bm) = w.vm_and_bm("evil", "evilbm", "a1", &[narrow]).await;
     let ok = w
         .machine("ok", Kind::Vm, "a1", std::slice::from_ref(&dhcp_open))
         .await;
@@ -506,10 +478,7 @@ async fn a_workloads_words_in_the_dhcp_log_are_no_signal() {
         return;
     }
     let w = World::new(28).await;
-    let open = w
-        .security_group("open", "va", everything(), everything())
-        .await;
-    let g = std::slice::from_ref(&open);
+    let g = &w.open("a1").await;
     let evil = w.machine("evil", Kind::BareMetal, "a1", g).await;
     let vm = w.machine("vict", Kind::Vm, "a1", g).await;
     let files = osac_linux::fabric_manager::dnsmasq::DnsmasqFiles::of(&w.env.settings, &w.id("a1"));

@@ -23,7 +23,7 @@ use osac_linux::probe::raw::BROADCAST_MAC;
 use osac_linux::probe::{self, send_udp_from};
 use osac_linux::{kernel, names};
 
-use super::{Kind, Machine, World, leaked, marker};
+use super::{Machine, World, leaked, marker};
 
 /// The inner frame every attack tries to deliver: a broadcast datagram from a made-up host.
 pub(super) fn inner(attack: &str) -> Vec<u8> {
@@ -71,18 +71,11 @@ async fn encapsulated_frames_from_a_workload_never_reach_another_segment() {
         return;
     }
     let w = World::new(16).await;
-    let evil = w.machine("evil", Kind::Vm, "a1", &w.open("a1").await).await;
-    let evil_bm = w
-        .machine("evilbm", Kind::BareMetal, "a1", &w.open("a1").await)
+    let (evil, evil_bm) = w
+        .vm_and_bm("evil", "evilbm", "a1", &w.open("a1").await)
         .await;
-    let vb = w.machine("vb", Kind::Vm, "b1", &w.open("b1").await).await;
-    let vb_bm = w
-        .machine("vbbm", Kind::BareMetal, "b1", &w.open("b1").await)
-        .await;
-    let va2 = w.machine("va2", Kind::Vm, "a2", &w.open("a2").await).await;
-    let va2_bm = w
-        .machine("va2bm", Kind::BareMetal, "a2", &w.open("a2").await)
-        .await;
+    let (vb, vb_bm) = w.vm_and_bm("vb", "vbbm", "b1", &w.open("b1").await).await;
+    let (va2, va2_bm) = w.vm_and_bm("va2", "va2bm", "a2", &w.open("a2").await).await;
     let victims = [
         ("tenant B's VM", &vb),
         ("tenant B's bare metal", &vb_bm),

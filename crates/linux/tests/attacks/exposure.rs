@@ -140,9 +140,8 @@ async fn workloads_reach_no_infrastructure_address_or_socket_and_no_other_tenant
     for n in ["vb1", "vb2", "vb3"] {
         other.push(w.machine(n, Kind::Vm, "b1", &w.open("b1").await).await);
     }
-    let evil = w.machine("evil", Kind::Vm, "a1", &w.open("a1").await).await;
-    let evil_bm = w
-        .machine("evilbm", Kind::BareMetal, "a1", &w.open("a1").await)
+    let (evil, evil_bm) = w
+        .vm_and_bm("evil", "evilbm", "a1", &w.open("a1").await)
         .await;
     let only_b = other.pop().unwrap();
     assert!(![evil.v4, evil_bm.v4].contains(&only_b.v4));

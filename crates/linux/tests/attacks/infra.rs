@@ -68,9 +68,8 @@ async fn infrastructure_interfaces_hold_no_tenant_facing_address_and_take_no_rou
     }
     let w = World::new(21).await;
     kernel::ensure_park().await.unwrap();
-    let evil = w.machine("evil", Kind::Vm, "a1", &w.open("a1").await).await;
-    let evil_bm = w
-        .machine("evilbm", Kind::BareMetal, "a1", &w.open("a1").await)
+    let (evil, evil_bm) = w
+        .vm_and_bm("evil", "evilbm", "a1", &w.open("a1").await)
         .await;
     let vb = w.machine("vb", Kind::Vm, "b1", &w.open("b1").await).await;
     let hosting = names::hosting_ns(&w.hc);

@@ -169,12 +169,7 @@ impl World {
     /// and controls that must send and receive freely carry this one.
     pub async fn open(&self, subnet: &str) -> Vec<String> {
         let vn = vn_of(subnet);
-        let all = || {
-            vec![
-                rule(Protocol::All, None, "0.0.0.0/0"),
-                rule(Protocol::All, None, "::/0"),
-            ]
-        };
+        let all = super::fixture::wide_open_rules;
         vec![
             self.security_group(&format!("open-{vn}"), vn, all(), all())
                 .await,
@@ -254,6 +249,20 @@ impl World {
         }
     }
 
+    /// A VM named `vm` and a bare-metal server named `bm`, both plugged into `subnet` with
+    /// `sgs` (the VM first).
+    pub async fn vm_and_bm(
+        &self,
+        vm: &str,
+        bm: &str,
+        subnet: &str,
+        sgs: &[String],
+    ) -> (Machine, Machine) {
+        let v = self.machine(vm, Kind::Vm, subnet, sgs).await;
+        let b = self.machine(bm, Kind::BareMetal, subnet, sgs).await;
+        (v, b)
+    }
+
     /// The segment (VNI) of a subnet short name.
     pub fn segment(&self, subnet: &str) -> i64 {
         self.segments
@@ -281,6 +290,29 @@ pub fn leaked(captures: &[(&str, &Capture)], attacks: &[String]) -> Vec<String> 
         }
     }
     out
+}
+
+/// Asserts that every control reached one of `captures` and no attack did: what is missing
+/// fails as "`controls_are` must arrive", what leaked as "`attacks_leaked`".
+pub fn assert_controls_only(
+    captures: &[(&str, Capture)],
+    controls: &[String],
+    attacks: &[String],
+    controls_are: &str,
+    attacks_leaked: &str,
+) {
+    let refs: Vec<(&str, &Capture)> = captures.iter().map(|(n, c)| (*n, c)).collect();
+    let seen = leaked(&refs, controls);
+    let missing: Vec<&String> = controls
+        .iter()
+        .filter(|c| !seen.iter().any(|s| s.starts_with(&format!("{c} "))))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{controls_are} must arrive: {missing:?}"
+    );
+    let seen = leaked(&refs, attacks);
+    assert!(seen.is_empty(), "{attacks_leaked}: {seen:?}");
 }
 
 /// A default-like group: TCP 22 and ICMP in from anywhere (both families), everything out.

@@ -85,8 +85,7 @@ async fn neighbour_discovery_and_link_local_traffic_never_leave_and_arp_answers_
     }
     let w = World::new(30).await;
     let open = w.open("a1").await;
-    let evil = w.machine("evil", Kind::Vm, "a1", &open).await;
-    let evil_bm = w.machine("evilbm", Kind::BareMetal, "a1", &open).await;
+    let (evil, evil_bm) = w.vm_and_bm("evil", "evilbm", "a1", &open).await;
     let far = w.machine("far", Kind::BareMetal, "a2", &open).await;
     let gw_mac = gateway_mac(&w, "va", "a1");
     let ext4 = osac_backends::net::ipv4_gateway(w.env.settings.transit_ipv4_cidr);
@@ -97,30 +96,23 @@ async fn neighbour_discovery_and_link_local_traffic_never_leave_and_arp_answers_
     let mut attacks = Vec::new();
     let mut controls = Vec::new();
     for (who, m) in [("vm", &evil), ("bm", &evil_bm)] {
+        // Sends `m` a routed ICMPv6 message of type `ty` to `to`, marked with `name`.
+        let send = |name: String, to: Ipv6Addr, ty: u8, hop: u8| {
+            m.send(routed_icmpv6(m, gw_mac, to, ty, hop, &marker(&name)));
+            name
+        };
         for (name, ty) in [
             ("ns", ND_NEIGHBOUR_SOLICIT),
             ("na", ND_NEIGHBOUR_ADVERT),
             ("rs", ND_ROUTER_SOLICIT),
         ] {
             for hop in [255u8, 64] {
-                let attack = format!("{who}-{name}-hop{hop}");
-                m.send(routed_icmpv6(m, gw_mac, ext6, ty, hop, &marker(&attack)));
-                attacks.push(attack);
-                let attack = format!("{who}-{name}-hop{hop}-to-a2");
-                m.send(routed_icmpv6(m, gw_mac, far.v6, ty, hop, &marker(&attack)));
-                attacks.push(attack);
+                attacks.push(send(format!("{who}-{name}-hop{hop}"), ext6, ty, hop));
+                let to_a2 = format!("{who}-{name}-hop{hop}-to-a2");
+                attacks.push(send(to_a2, far.v6, ty, hop));
             }
         }
-        let attack = format!("{who}-mld-report");
-        m.send(routed_icmpv6(
-            m,
-            gw_mac,
-            ext6,
-            MLD_REPORT,
-            64,
-            &marker(&attack),
-        ));
-        attacks.push(attack);
+        attacks.push(send(format!("{who}-mld-report"), ext6, MLD_REPORT, 64));
         let attack = format!("{who}-udp-169.254.169.254");
         let _ = probe::udp_send(
             &m.ns,
@@ -128,27 +120,9 @@ async fn neighbour_discovery_and_link_local_traffic_never_leave_and_arp_answers_
             &marker(&attack),
         );
         attacks.push(attack);
-        let control = format!("{who}-echo");
-        m.send(routed_icmpv6(
-            m,
-            gw_mac,
-            ext6,
-            ICMPV6_ECHO_REQUEST,
-            64,
-            &marker(&control),
-        ));
-        controls.push(control);
-        let control = format!("{who}-echo-to-a2");
-        let echo = routed_icmpv6(
-            m,
-            gw_mac,
-            far.v6,
-            ICMPV6_ECHO_REQUEST,
-            64,
-            &marker(&control),
-        );
-        m.send(echo);
-        controls.push(control);
+        controls.push(send(format!("{who}-echo"), ext6, ICMPV6_ECHO_REQUEST, 64));
+        let to_a2 = format!("{who}-echo-to-a2");
+        controls.push(send(to_a2, far.v6, ICMPV6_ECHO_REQUEST, 64));
         let control = format!("{who}-udp");
         probe::udp_send(
             &m.ns,

@@ -29,16 +29,10 @@ async fn security_groups_filter_link_local_broadcast_and_multicast_traffic() {
     let w = World::new(18).await;
     let (ingress, egress) = ssh_only();
     let web = w.security_group("web", "va", ingress, egress).await;
-    let evil = w.machine("evil", Kind::Vm, "a1", &w.open("a1").await).await;
-    let evil_bm = w
-        .machine("evilbm", Kind::BareMetal, "a1", &w.open("a1").await)
+    let (evil, evil_bm) = w
+        .vm_and_bm("evil", "evilbm", "a1", &w.open("a1").await)
         .await;
-    let vm = w
-        .machine("webvm", Kind::Vm, "a1", std::slice::from_ref(&web))
-        .await;
-    let bm = w
-        .machine("webbm", Kind::BareMetal, "a1", std::slice::from_ref(&web))
-        .await;
+    let (vm, bm) = w.vm_and_bm("webvm", "webbm", "a1", &[web]).await;
     let open = w.machine("open", Kind::Vm, "a1", &w.open("a1").await).await;
     let mut problems = Vec::new();
     for (who, a) in [("vm", &evil), ("bm", &evil_bm)] {
@@ -107,17 +101,7 @@ async fn security_groups_filter_link_local_broadcast_and_multicast_traffic() {
         rule(Protocol::Tcp, Some((22, 22)), "::/0"),
     ];
     let quiet = w.security_group("quiet", "va", vec![], ssh_out).await;
-    let quiet_vm = w
-        .machine("quietvm", Kind::Vm, "a1", std::slice::from_ref(&quiet))
-        .await;
-    let quiet_bm = w
-        .machine(
-            "quietbm",
-            Kind::BareMetal,
-            "a1",
-            std::slice::from_ref(&quiet),
-        )
-        .await;
+    let (quiet_vm, quiet_bm) = w.vm_and_bm("quietvm", "quietbm", "a1", &[quiet]).await;
     let mut sent = Vec::new();
     for (who, a) in [("vm", &quiet_vm), ("bm", &quiet_bm)] {
         let targets: Vec<(&str, SocketAddr)> = vec![

@@ -19,7 +19,7 @@ use osac_linux::probe::spoof::{
     DHCPOFFER, DHCPV6_REPLY, Dhcp4Reply, NeighbourAdvert, RouterAdvert, dhcpv6_server_frame,
 };
 
-use super::{Kind, Machine, World, leaked, marker};
+use super::{Machine, World, assert_controls_only, marker};
 
 fn with_marker(mut frame: Vec<u8>, attack: &str) -> Vec<u8> {
     frame.extend_from_slice(&marker(attack));
@@ -187,15 +187,11 @@ async fn forged_control_plane_and_source_addresses_never_reach_a_neighbour() {
         return;
     }
     let w = World::new(17).await;
-    let evil = w.machine("evil", Kind::Vm, "a1", &w.open("a1").await).await;
-    let evil_bm = w
-        .machine("evilbm", Kind::BareMetal, "a1", &w.open("a1").await)
+    let (evil, evil_bm) = w
+        .vm_and_bm("evil", "evilbm", "a1", &w.open("a1").await)
         .await;
-    let plain = w
-        .machine("plain", Kind::Vm, "a1", &w.open("a1").await)
-        .await;
-    let plain_bm = w
-        .machine("plainbm", Kind::BareMetal, "a1", &w.open("a1").await)
+    let (plain, plain_bm) = w
+        .vm_and_bm("plain", "plainbm", "a1", &w.open("a1").await)
         .await;
     let gw_ll = kernel::gateway_link_local(&w.id("va"), &w.id("a1")).unwrap();
     let caps = [
@@ -217,22 +213,13 @@ async fn forged_control_plane_and_source_addresses_never_reach_a_neighbour() {
             }
         }
     }
-    let refs: Vec<(&str, &osac_linux::probe::Capture)> =
-        caps.iter().map(|(n, c)| (*n, c)).collect();
-    let seen = leaked(&refs, &controls);
     // Unicast controls reach their own victim; broadcast/multicast ones (the NA) both.
-    let missing: Vec<&String> = controls
-        .iter()
-        .filter(|c| !seen.iter().any(|s| s.starts_with(&format!("{c} "))))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "legitimate frames must arrive: {missing:?}"
-    );
-    let seen = leaked(&refs, &attacks);
-    assert!(
-        seen.is_empty(),
-        "forged frames reached a neighbour: {seen:?}"
+    assert_controls_only(
+        &caps,
+        &controls,
+        &attacks,
+        "legitimate frames",
+        "forged frames reached a neighbour",
     );
     w.env.teardown().await;
 }

@@ -18,7 +18,7 @@ use osac_linux::kernel;
 use osac_linux::names;
 use osac_linux::probe::forge::{Ipv4Frame, Ipv6Frame};
 
-use super::{Kind, Machine, World, leaked, marker, rule};
+use super::{Kind, Machine, World, assert_controls_only, marker, rule};
 
 /// Tag stacks a frame is sent with: (name, [(TPID, VLAN id)], outermost first).
 const TAGS: [(&str, &[(u16, u16)]); 5] = [
@@ -123,17 +123,7 @@ async fn tagged_frames_from_a_workload_never_pass() {
             everything(Protocol::All),
         )
         .await;
-    let evil = w
-        .machine("evil", Kind::Vm, "a1", std::slice::from_ref(&narrow))
-        .await;
-    let evil_bm = w
-        .machine(
-            "evilbm",
-            Kind::BareMetal,
-            "a1",
-            std::slice::from_ref(&narrow),
-        )
-        .await;
+    let (evil, evil_bm) = w.vm_and_bm("evil", "evilbm", "a1", &[narrow]).await;
     let v = w
         .machine("vict", Kind::Vm, "a1", std::slice::from_ref(&open))
         .await;
@@ -167,18 +157,12 @@ async fn tagged_frames_from_a_workload_never_pass() {
             controls.push(n);
         }
     }
-    let refs: Vec<(&str, &osac_linux::probe::Capture)> =
-        caps.iter().map(|(n, c)| (*n, c)).collect();
-    let seen = leaked(&refs, &controls);
-    let missing: Vec<&String> = controls
-        .iter()
-        .filter(|c| !seen.iter().any(|s| s.starts_with(&format!("{c} "))))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "allowed frames must arrive: {missing:?}"
+    assert_controls_only(
+        &caps,
+        &controls,
+        &attacks,
+        "allowed frames",
+        "frames outside the group passed",
     );
-    let seen = leaked(&refs, &attacks);
-    assert!(seen.is_empty(), "frames outside the group passed: {seen:?}");
     w.env.teardown().await;
 }

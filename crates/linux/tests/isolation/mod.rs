@@ -13,7 +13,7 @@ use super::common::{
     self, Env, Session, configure, echo_server, na_targets_seen, ping, send_na, sh, sh_out, tcp_ok,
     tcp_server,
 };
-use super::{env_with_subnet, plug, plug_req, port_req, rule, subnet_req, vn_req, wide_open};
+use super::{env_with_subnet, plug_open, plug_req, port_req, rule, subnet_req, vn_req};
 
 /// ICMP echo from a given source address (3 tries).
 async fn ping_from(ns: &str, src: &str, dst: &str) -> bool {
@@ -78,16 +78,7 @@ async fn only_agents_allowed_a_vip_send_from_it_and_its_traffic_is_filtered() {
     );
     let (m1, _) = plug_req(&env, &agent("a1", &h1, mac1)).await;
     let (m2, _) = plug_req(&env, &agent("a2", &h2, mac2)).await;
-    let (mb, _) = plug(
-        &env,
-        "pb",
-        &hb,
-        "data-0",
-        "02:09:00:00:00:03",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
+    let (mb, _) = plug_open(&env, "pb", &hb, "data-0", "02:09:00:00:00:03", "s1").await;
     assert!(ping(&mb, "10.0.1.1").await);
 
     // A port without allowed addresses cannot use a VIP, neither the agents' one nor another
@@ -199,26 +190,8 @@ async fn neighbour_advertisements_only_announce_the_ports_own_addresses() {
         return;
     };
     let (h1, h2) = (env.id("bm1"), env.id("bm2"));
-    let (m1, _) = plug(
-        &env,
-        "p1",
-        &h1,
-        "data-0",
-        "02:0a:00:00:00:01",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
-    plug(
-        &env,
-        "p2",
-        &h2,
-        "data-0",
-        "02:0a:00:00:00:02",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
+    let (m1, _) = plug_open(&env, "p1", &h1, "data-0", "02:0a:00:00:00:01", "s1").await;
+    plug_open(&env, "p2", &h2, "data-0", "02:0a:00:00:00:02", "s1").await;
     let own = env.fabric.port(&env.id("p1")).await.unwrap().v6.unwrap();
     let other = env.fabric.port(&env.id("p2")).await.unwrap().v6.unwrap();
     configure(&m1, "data-0", &format!("{own}/64"), None).await;

@@ -10,7 +10,7 @@ use osac_backends::*;
 use osac_linux::names;
 
 use super::common::{self, Env, echo_server, next_peer, ping, ping_once, tcp_ok, tcp_server};
-use super::{detaching_cuts_open_connections, plug, subnet_req, vn_req, wide_open};
+use super::{detaching_cuts_open_connections, plug_open, subnet_req, vn_req};
 
 /// Removes this test's IPv6 routes from the external namespace when the test ends, also when
 /// it fails (the shared harness only sweeps IPv4 ones).
@@ -77,26 +77,8 @@ async fn ipv6_dnat_nat_gateway_and_masquerade() {
         .await
         .unwrap();
     let (ha, hb) = (env.id("a"), env.id("b"));
-    let (ma, _) = plug(
-        &env,
-        "pa",
-        &ha,
-        "data-0",
-        "02:0d:00:00:00:01",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
-    let (mb, _) = plug(
-        &env,
-        "pb",
-        &hb,
-        "data-0",
-        "02:0d:00:00:00:02",
-        "s1",
-        &wide_open(&env).await,
-    )
-    .await;
+    let (ma, _) = plug_open(&env, "pa", &ha, "data-0", "02:0d:00:00:00:01", "s1").await;
+    let (mb, _) = plug_open(&env, "pb", &hb, "data-0", "02:0d:00:00:00:02", "s1").await;
     let a6 = plug6(&env, "pa", &ma).await;
     let _b6 = plug6(&env, "pb", &mb).await;
     assert!(ping(&mb, &a6).await, "control: IPv6 inside the subnet");

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::{ClusterEndpoint, ObjectRef};
+use crate::kinds::workload::MachineAttachment;
 use crate::{Kind, pb};
 
 /// A tenant's network as stored: the objects the explainer reads.
@@ -171,11 +172,7 @@ impl Index {
                 ),
                 status.map(|s| s.message.clone()).unwrap_or_default(),
                 status.map_or(&[][..], |s| &s.compute_network_attachment_statuses[..]),
-                &|n| {
-                    spec.and_then(|s| s.compute_network_attachments.get(n))
-                        .map(|a| a.security_groups.clone())
-                        .unwrap_or_default()
-                },
+                spec.map_or(&[][..], |s| &s.compute_network_attachments[..]),
                 true,
             );
         }
@@ -197,11 +194,7 @@ impl Index {
                 ),
                 status.map(|s| s.message.clone()).unwrap_or_default(),
                 status.map_or(&[][..], |s| &s.network_attachment_statuses[..]),
-                &|n| {
-                    spec.and_then(|s| s.network_attachments.get(n))
-                        .map(|a| a.security_groups.clone())
-                        .unwrap_or_default()
-                },
+                spec.map_or(&[][..], |s| &s.network_attachments[..]),
                 false,
             );
         }
@@ -241,20 +234,24 @@ impl Index {
     }
 
     /// A VM (`hosted`: filtered in its hosting cluster) or bare-metal server: the workload and
-    /// a port per attachment status; `groups(n)` = the security groups of the `n`th
-    /// attachment of its spec.
+    /// a port per attachment status, with the security groups of the spec's attachment of the
+    /// same position (`attachments`).
     fn machine(
         &mut self,
         object: ObjectRef,
         not_running: Option<String>,
         message: String,
         statuses: &[pb::AttachmentStatus],
-        groups: &dyn Fn(usize) -> Vec<String>,
+        attachments: &[impl MachineAttachment],
         hosted: bool,
     ) {
         let w = self.workload(object, not_running, message);
         for (n, a) in statuses.iter().enumerate() {
-            self.attachment(w, a, groups(n), hosted);
+            let groups = attachments
+                .get(n)
+                .map(|s| s.subnet_and_groups().1.to_vec())
+                .unwrap_or_default();
+            self.attachment(w, a, groups, hosted);
         }
     }
 

@@ -31,6 +31,16 @@ pub fn wide_open(id: &str, vn: &str) -> pb::SecurityGroup {
     )
 }
 
+/// A group of VN `net` that lets `rule` in and nothing out.
+pub fn ingress_only(id: &str, rule: pb::SecurityRule) -> pb::SecurityGroup {
+    sg(id, "net", vec![rule], vec![])
+}
+
+/// A group of VN `net` that lets `rule` out and nothing in.
+pub fn egress_only(id: &str, rule: pb::SecurityRule) -> pb::SecurityGroup {
+    sg(id, "net", vec![], vec![rule])
+}
+
 pub fn sg(
     id: &str,
     vn: &str,
@@ -173,12 +183,7 @@ fn web_db() -> Network {
             ],
             vec![rule(pb::Protocol::All, 0, 0, "0.0.0.0/0")],
         ),
-        sg(
-            "db",
-            "net",
-            vec![rule(pb::Protocol::Tcp, 5432, 5433, "10.0.1.0/24")],
-            vec![],
-        ),
+        ingress_only("db", rule(pb::Protocol::Tcp, 5432, 5433, "10.0.1.0/24")),
         wide_open("any", "net"),
     ];
     n.compute_instances = vec![
@@ -244,11 +249,9 @@ fn port_ranges_and_peers_are_matched() {
 #[test]
 fn egress_of_the_source_applies_too() {
     let mut n = web_db();
-    n.security_groups.push(sg(
+    n.security_groups.push(egress_only(
         "mute",
-        "net",
-        vec![],
-        vec![rule(pb::Protocol::Udp, 0, 0, "0.0.0.0/0")],
+        rule(pb::Protocol::Udp, 0, 0, "0.0.0.0/0"),
     ));
     n.compute_instances
         .push(vm("quiet", "a", "10.0.1.10", &["mute"]));
@@ -398,18 +401,8 @@ fn a_vms_egress_groups_apply_to_the_gateway_but_not_a_bare_metal_ones() {
 fn icmp_rules_match_icmp_and_all_rules_match_everything() {
     let mut n = base();
     n.security_groups = vec![
-        sg(
-            "icmp",
-            "net",
-            vec![rule(pb::Protocol::Icmp, 0, 0, "10.0.0.0/8")],
-            vec![],
-        ),
-        sg(
-            "all",
-            "net",
-            vec![rule(pb::Protocol::All, 0, 0, "10.0.1.5/32")],
-            vec![],
-        ),
+        ingress_only("icmp", rule(pb::Protocol::Icmp, 0, 0, "10.0.0.0/8")),
+        ingress_only("all", rule(pb::Protocol::All, 0, 0, "10.0.1.5/32")),
         wide_open("any", "net"),
     ];
     n.compute_instances = vec![
@@ -443,7 +436,7 @@ fn ipv6_rules_never_match_ipv4() {
     let mut n = base();
     let mut v6 = rule(pb::Protocol::All, 0, 0, "");
     v6.ipv6_cidr = "::/0".into();
-    n.security_groups = vec![sg("six", "net", vec![v6], vec![])];
+    n.security_groups = vec![ingress_only("six", v6)];
     n.compute_instances = vec![
         vm("src", "a", "10.0.1.5", &[]),
         vm("dst", "a", "10.0.1.6", &["six"]),

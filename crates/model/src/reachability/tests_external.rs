@@ -78,12 +78,7 @@ fn exposed() -> Network {
             ],
             vec![rule(pb::Protocol::Tcp, 443, 0, "0.0.0.0/0")],
         ),
-        sg(
-            "front",
-            "net",
-            vec![rule(pb::Protocol::Tcp, 80, 0, "10.0.1.0/24")],
-            vec![],
-        ),
+        ingress_only("front", rule(pb::Protocol::Tcp, 80, 0, "10.0.1.0/24")),
         wide_open("any", "net"),
         wide_open("any-other", "other"),
     ];
@@ -271,11 +266,9 @@ fn hairpin_returns_through_an_overlay_link_never_through_a_switch_port() {
 #[test]
 fn a_vms_egress_sees_the_external_ip_a_bare_metals_the_dnat_target() {
     let mut n = exposed();
-    n.security_groups.push(sg(
+    n.security_groups.push(egress_only(
         "to-eip",
-        "net",
-        vec![],
-        vec![rule(pb::Protocol::All, 0, 0, "203.0.113.0/24")],
+        rule(pb::Protocol::All, 0, 0, "203.0.113.0/24"),
     ));
     n.compute_instances
         .push(vm("v", "a", "10.0.1.40", &["to-eip"]));

@@ -70,7 +70,8 @@ const UPDATE: &str = "WITH input AS ( \
          RETURNING i.pos)";
 
 /// The events of the rows written, with their label and reference rows: `$16`–`$28` the
-/// event rows (position of their write first), `$29`–`$32` their labels, `$33`–`$36` their
+/// event rows (the columns of the input rows, then kind, tenant and creation time),
+/// `$29`–`$32` their labels, `$33`–`$36` their
 /// references (each row led by its write's position and the event's id); then `$37` the
 /// channel and `$38`/`$39` the notifications (position, payload), sent only for the rows
 /// written. The answer is the positions written.
@@ -80,11 +81,11 @@ const EVENTS_AND_ANSWER: &str = ", \
              deleted_at, labels, annotations, finalizers, body) \
          SELECT e.id, e.kind, e.tenant, e.name, e.creator, e.version, e.created_at, \
              e.deleted_at, e.labels, e.annotations, e.finalizers, e.body \
-         FROM unnest($16::int[], $17::text[], $18::text[], $19::text[], $20::text[], \
-             $21::text[], $22::bigint[], $23::timestamptz[], $24::timestamptz[], $25::text[], \
-             $26::jsonb[], $27::text[], $28::jsonb[]) \
-         AS e(pos, id, kind, tenant, name, creator, version, created_at, deleted_at, labels, \
-              annotations, finalizers, body) \
+         FROM unnest($16::int[], $17::text[], $18::text[], $19::text[], $20::bigint[], \
+             $21::timestamptz[], $22::text[], $23::jsonb[], $24::text[], $25::jsonb[], \
+             $26::text[], $27::text[], $28::timestamptz[]) \
+         AS e(pos, id, name, creator, version, deleted_at, labels, annotations, finalizers, \
+              body, kind, tenant, created_at) \
          WHERE e.pos IN (SELECT pos FROM updated)), \
      event_labels AS ( \
          INSERT INTO object_labels (object_id, key, value) \
@@ -209,6 +210,9 @@ async fn write_jobs(pool: &PgPool, channel: &str, mut jobs: Vec<Job>) -> Vec<Job
     rest
 }
 
+/// A statement of this module with its parameters bound so far.
+type Statement<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
 /// The columns of the batch statement's input rows, one vector per column.
 #[derive(Default)]
 struct Rows<'a> {
@@ -237,6 +241,20 @@ impl<'a> Rows<'a> {
         self.finalizers.push(crate::record::to_json(&r.finalizers));
         self.body.push(Json(&r.body));
     }
+
+    /// Binds the columns, in their order here, as the next ten parameters.
+    fn bind<'q>(&'q self, q: Statement<'q>) -> Statement<'q> {
+        q.bind(&self.pos)
+            .bind(&self.id)
+            .bind(&self.name)
+            .bind(&self.creator)
+            .bind(&self.version)
+            .bind(&self.deleted_at)
+            .bind(&self.labels)
+            .bind(&self.annotations)
+            .bind(&self.finalizers)
+            .bind(&self.body)
+    }
 }
 
 /// Pairs of an event (label or reference rows): position, event id, the two values.
@@ -254,6 +272,11 @@ impl<'a> Pairs<'a> {
         self.id.push(id);
         self.a.push(a);
         self.b.push(b);
+    }
+
+    /// Binds the columns, in their order here, as the next four parameters.
+    fn bind<'q>(&'q self, q: Statement<'q>) -> Statement<'q> {
+        q.bind(&self.pos).bind(&self.id).bind(&self.a).bind(&self.b)
     }
 }
 
@@ -308,43 +331,20 @@ async fn write_batch(pool: &PgPool, channel: &str, batch: &[Job]) -> Result<Vec<
         }
     }
     let sql = format!("{UPDATE}{EVENTS_AND_ANSWER}");
-    let row = sqlx::query(&sql)
-        .bind(&rows.pos)
-        .bind(&rows.id)
-        .bind(&rows.name)
-        .bind(&rows.creator)
-        .bind(&rows.version)
-        .bind(&rows.deleted_at)
-        .bind(&rows.labels)
-        .bind(&rows.annotations)
-        .bind(&rows.finalizers)
-        .bind(&rows.body)
+    let query = rows
+        .bind(sqlx::query(&sql))
         .bind(&expected)
         .bind(&refs)
         .bind(&shard)
         .bind(&owner)
-        .bind(&fence)
-        .bind(&events.pos)
-        .bind(&events.id)
+        .bind(&fence);
+    let query = events
+        .bind(query)
         .bind(&event_kind)
         .bind(&event_tenant)
-        .bind(&events.name)
-        .bind(&events.creator)
-        .bind(&events.version)
-        .bind(&event_created)
-        .bind(&events.deleted_at)
-        .bind(&events.labels)
-        .bind(&events.annotations)
-        .bind(&events.finalizers)
-        .bind(&events.body)
-        .bind(&labels.pos)
-        .bind(&labels.id)
-        .bind(&labels.a)
-        .bind(&labels.b)
-        .bind(&event_refs.pos)
-        .bind(&event_refs.id)
-        .bind(&event_refs.a)
-        .bind(&event_refs.b)
+        .bind(&event_created);
+    let row = event_refs
+        .bind(labels.bind(query))
         .bind(channel)
         .bind(&notice_pos)
         .bind(&notices)
