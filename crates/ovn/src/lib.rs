@@ -1,5 +1,8 @@
 //! OVN for osac-net.
 //!
+//! [`nb`] holds the rows osac-net owns in a northbound database and converges them to what
+//! they should be, changing only the difference.
+//!
 //! [`sandbox`] starts a complete OVN deployment under one directory, without systemd and
 //! without the Open vSwitch kernel module: the northbound and southbound databases
 //! (`ovsdb-server`), `ovn-northd`, and hypervisors — each a network namespace with its own
@@ -9,6 +12,7 @@
 //! logical switch port by `external_ids:iface-id`.
 
 mod cmd;
+pub mod nb;
 pub mod sandbox;
 
 pub use cmd::CmdError;

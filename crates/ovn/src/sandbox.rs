@@ -198,7 +198,18 @@ fn encap_ip(index: usize) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 254, 0, 0)) + i)
 }
 
-/// Creates database `name` from `schema` unless present and serves it on `<dir>/<name>.sock`.
+/// Creates database `name` from `schema` unless present and serves it on `<dir>/<name>.sock`
+/// (an `ovsdb-server` of its own, stopped by [`stop_database`]); returns the socket's address.
+pub async fn serve_database(dir: &Path, name: &str, schema: &str) -> Result<Address, SandboxError> {
+    start_database(dir, name, schema).await?;
+    Ok(Address::Unix(dir.join(format!("{name}.sock"))))
+}
+
+/// Stops the `ovsdb-server` of database `name` started by [`serve_database`].
+pub async fn stop_database(dir: &Path, name: &str) {
+    kill_pidfile(&dir.join(format!("{name}.pid"))).await;
+}
+
 async fn start_database(dir: &Path, name: &str, schema: &str) -> Result<(), SandboxError> {
     let db = dir.join(format!("{name}.db"));
     if !db.exists() {

@@ -1,0 +1,387 @@
+//! The rows osac-net owns in an OVN northbound database, and how they are brought to what they
+//! should be: the database is the state, with no records of our own beside it.
+//!
+//! Every row we write carries `external_ids` [`MANAGED_KEY`]`=true` and [`ID_KEY`] (a key
+//! unique in its table naming the osac object and the row's role, e.g. `subnet:<id>`). Rows
+//! without them belong to someone else and are never read for a decision, changed or deleted.
+//!
+//! [`converge`] compares the wanted rows ([`Row`]: a root row and the rows it references, such
+//! as a logical switch and its ports) with what the database holds and changes only the
+//! difference, in one transaction: missing rows are inserted, changed columns are set back,
+//! rows no longer wanted are deleted. Run with nothing to change it writes nothing; run after a
+//! row was deleted or edited behind our back it puts the row back.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use osac_ovsdb::{Client, datum, op};
+use serde_json::{Map, Value};
+
+/// The northbound database's name.
+pub const DATABASE: &str = "OVN_Northbound";
+/// `external_ids` key marking a row as ours.
+pub const MANAGED_KEY: &str = "osac-managed";
+/// `external_ids` key naming the row: unique in its table.
+pub const ID_KEY: &str = "osac-id";
+
+/// A row as it should be: its table, its key ([`ID_KEY`]), the columns we set, and the rows it
+/// references by column (children of a root table are garbage collected by the database when
+/// no row references them any more).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The table.
+    pub table: &'static str,
+    /// The row's key, unique in its table.
+    pub key: String,
+    /// The columns we own (not `external_ids`, which [`Row::new`] fills in).
+    pub columns: Map<String, Value>,
+    /// Extra `external_ids` (e.g. the tenant).
+    pub external_ids: BTreeMap<String, String>,
+    /// Referenced rows by the referencing column, e.g. `("ports", port)`.
+    pub children: Vec<(&'static str, Row)>,
+}
+
+impl Row {
+    /// A row of `table` keyed `key` with `columns`.
+    pub fn new(table: &'static str, key: impl Into<String>, columns: Map<String, Value>) -> Self {
+        Row {
+            table,
+            key: key.into(),
+            columns,
+            external_ids: BTreeMap::new(),
+            children: Vec::new(),
+        }
+    }
+
+    /// The same row with `external_ids` `k`=`v` added.
+    pub fn with_external_id(mut self, k: &str, v: &str) -> Self {
+        self.external_ids.insert(k.to_string(), v.to_string());
+        self
+    }
+
+    /// The same row referencing `child` through `column`.
+    pub fn with_child(mut self, column: &'static str, child: Row) -> Self {
+        self.children.push((column, child));
+        self
+    }
+
+    /// The full `external_ids` we write: ours plus the markers.
+    fn all_external_ids(&self) -> BTreeMap<String, String> {
+        let mut ids = self.external_ids.clone();
+        ids.insert(MANAGED_KEY.into(), "true".into());
+        ids.insert(ID_KEY.into(), self.key.clone());
+        ids
+    }
+
+    /// The columns to write, `external_ids` included (references excluded).
+    fn written(&self) -> Map<String, Value> {
+        let mut cols = self.columns.clone();
+        cols.insert(
+            "external_ids".into(),
+            datum::string_map(self.all_external_ids()),
+        );
+        cols
+    }
+
+    /// The tables of this row and its children.
+    fn tables(&self, into: &mut BTreeSet<&'static str>) {
+        into.insert(self.table);
+        for (_, c) in &self.children {
+            c.tables(into);
+        }
+    }
+}
+
+/// A row of ours as the database holds it.
+#[derive(Debug, Clone)]
+struct Actual {
+    uuid: String,
+    row: Map<String, Value>,
+}
+
+/// Which root rows a [`converge`] is about.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// Every root row of ours in the tables involved (a full resync: rows of ours not wanted
+    /// are deleted).
+    All(BTreeSet<&'static str>),
+    /// Only the root rows with these `(table, key)`: those not in the wanted list are deleted,
+    /// others are not looked at.
+    Keys(BTreeSet<(&'static str, String)>),
+}
+
+/// What a [`converge`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Rows inserted, as `table:key`.
+    pub inserted: Vec<String>,
+    /// Rows whose columns were set back, as `table:key`.
+    pub updated: Vec<String>,
+    /// Rows deleted (or unreferenced), as `table:key`.
+    pub deleted: Vec<String>,
+}
+
+impl Changes {
+    /// Whether nothing was changed.
+    pub fn is_empty(&self) -> bool {
+        self.inserted.is_empty() && self.updated.is_empty() && self.deleted.is_empty()
+    }
+}
+
+/// A value in a form that compares equal however the server spells it: a one-element set as
+/// its atom, sets and maps sorted.
+fn normalize(v: &Value) -> Value {
+    if let Some([tag, Value::Array(items)]) = v.as_array().map(Vec::as_slice) {
+        if tag == "set" {
+            if items.len() == 1 {
+                return normalize(&items[0]);
+            }
+            let mut items: Vec<Value> = items.iter().map(normalize).collect();
+            items.sort_by_key(Value::to_string);
+            return Value::Array(vec![tag.clone(), Value::Array(items)]);
+        }
+        if tag == "map" {
+            let mut pairs = items.clone();
+            pairs.sort_by_key(Value::to_string);
+            return Value::Array(vec![tag.clone(), Value::Array(pairs)]);
+        }
+    }
+    v.clone()
+}
+
+/// The columns of `want` whose value in `have` differs.
+fn differing(want: &Map<String, Value>, have: &Map<String, Value>) -> Map<String, Value> {
+    want.iter()
+        .filter(|(k, v)| have.get(*k).map(normalize) != Some(normalize(v)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Reads every row of ours in `tables`, indexed by `(table, key)`.
+async fn read_ours(
+    nb: &Client,
+    tables: &BTreeSet<&'static str>,
+) -> Result<BTreeMap<(&'static str, String), Actual>, osac_ovsdb::Error> {
+    let tables: Vec<&'static str> = tables.iter().copied().collect();
+    let ops = tables
+        .iter()
+        .map(|t| {
+            op::select(
+                t,
+                vec![op::map_has("external_ids", MANAGED_KEY, "true")],
+                None,
+            )
+        })
+        .collect();
+    let results = nb.transact(DATABASE, ops).await?;
+    let mut out = BTreeMap::new();
+    for (table, result) in tables.iter().zip(results) {
+        for row in result["rows"].as_array().into_iter().flatten() {
+            let Some(row) = row.as_object() else { continue };
+            let ids = row.get("external_ids").map(datum::string_map_items);
+            let (Some(key), Some(uuid)) = (
+                ids.as_ref().and_then(|m| m.get(ID_KEY)).cloned(),
+                row.get("_uuid")
+                    .and_then(datum::as_uuid)
+                    .map(str::to_string),
+            ) else {
+                continue;
+            };
+            out.insert(
+                (*table, key),
+                Actual {
+                    uuid,
+                    row: row.clone(),
+                },
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Builds the operations that make the database hold `wanted` within `scope`.
+struct Plan<'a> {
+    have: &'a BTreeMap<(&'static str, String), Actual>,
+    /// UUID → `table:key` of the rows of ours.
+    by_uuid: BTreeMap<String, String>,
+    ops: Vec<Value>,
+    changes: Changes,
+    names: usize,
+}
+
+impl Plan<'_> {
+    fn fresh_name(&mut self) -> String {
+        self.names += 1;
+        format!("row{}", self.names)
+    }
+
+    /// Makes `row` exist as wanted; returns what refers to it (its UUID or a named UUID).
+    fn ensure(&mut self, row: &Row) -> Value {
+        let id = format!("{}:{}", row.table, row.key);
+        // Children first: the parent's reference columns name them.
+        let mut refs: BTreeMap<&'static str, Vec<Value>> = BTreeMap::new();
+        for (column, child) in &row.children {
+            let r = self.ensure(child);
+            refs.entry(column).or_default().push(r);
+        }
+        let Some(actual) = self.have.get(&(row.table, row.key.clone())) else {
+            let mut columns = row.written();
+            for (column, list) in &refs {
+                columns.insert((*column).to_string(), datum::set(list.iter().cloned()));
+            }
+            let name = self.fresh_name();
+            self.ops.push(op::insert(row.table, columns, Some(&name)));
+            self.changes.inserted.push(id);
+            return datum::named_uuid(&name);
+        };
+        let diff = differing(&row.written(), &actual.row);
+        let mut mutations = Vec::new();
+        for (column, list) in &refs {
+            let held: BTreeSet<String> = actual
+                .row
+                .get(*column)
+                .map(datum::uuid_set_items)
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            let wanted: BTreeSet<String> = list
+                .iter()
+                .filter_map(datum::as_uuid)
+                .map(str::to_string)
+                .collect();
+            // References to rows inserted now, or to existing rows not referenced yet.
+            let add: Vec<Value> = list
+                .iter()
+                .filter(|r| datum::as_uuid(r).is_none_or(|u| !held.contains(u)))
+                .cloned()
+                .collect();
+            // References to rows of ours that are no longer wanted (foreign rows stay).
+            let drop: Vec<(String, String)> = held
+                .iter()
+                .filter(|u| !wanted.contains(*u))
+                .filter_map(|u| self.ours_by_uuid(u))
+                .collect();
+            if !add.is_empty() {
+                mutations.push(op::mutation(column, "insert", datum::set(add)));
+            }
+            if !drop.is_empty() {
+                let uuids: Vec<Value> = drop.iter().map(|(u, _)| datum::uuid(u)).collect();
+                mutations.push(op::mutation(column, "delete", datum::set(uuids)));
+                self.changes
+                    .deleted
+                    .extend(drop.into_iter().map(|(_, name)| name));
+            }
+        }
+        if !diff.is_empty() || !mutations.is_empty() {
+            if !diff.is_empty() {
+                self.ops
+                    .push(op::update(row.table, op::by_uuid(&actual.uuid), diff));
+            }
+            if !mutations.is_empty() {
+                self.ops
+                    .push(op::mutate(row.table, op::by_uuid(&actual.uuid), mutations));
+            }
+            self.changes.updated.push(id);
+        }
+        datum::uuid(&actual.uuid)
+    }
+
+    /// The UUID and `table:key` of the row of ours with UUID `uuid`, if it is ours.
+    fn ours_by_uuid(&self, uuid: &str) -> Option<(String, String)> {
+        self.by_uuid
+            .get(uuid)
+            .map(|name| (uuid.to_string(), name.clone()))
+    }
+}
+
+/// Makes the rows of ours within `scope` be `wanted` (see the module docs). Children that are
+/// no longer wanted disappear with their parent's reference; root rows of ours in the scope
+/// that are not wanted are deleted.
+pub async fn converge(
+    nb: &Client,
+    wanted: &[Row],
+    scope: &Scope,
+) -> Result<Changes, osac_ovsdb::Error> {
+    let mut tables = BTreeSet::new();
+    for r in wanted {
+        r.tables(&mut tables);
+    }
+    match scope {
+        Scope::All(t) => tables.extend(t.iter().copied()),
+        Scope::Keys(keys) => tables.extend(keys.iter().map(|(t, _)| *t)),
+    }
+    let have = read_ours(nb, &tables).await?;
+    let mut plan = Plan {
+        by_uuid: have
+            .iter()
+            .map(|((t, k), a)| (a.uuid.clone(), format!("{t}:{k}")))
+            .collect(),
+        have: &have,
+        ops: Vec::new(),
+        changes: Changes::default(),
+        names: 0,
+    };
+    for r in wanted {
+        plan.ensure(r);
+    }
+    let wanted_roots: BTreeSet<(&'static str, String)> =
+        wanted.iter().map(|r| (r.table, r.key.clone())).collect();
+    let roots: Vec<(&'static str, String)> = match scope {
+        Scope::All(t) => have
+            .keys()
+            .filter(|(table, _)| t.contains(table))
+            .cloned()
+            .collect(),
+        Scope::Keys(keys) => keys.iter().cloned().collect(),
+    };
+    for key in roots {
+        if wanted_roots.contains(&key) {
+            continue;
+        }
+        if let Some(actual) = have.get(&key) {
+            plan.ops.push(op::delete(key.0, op::by_uuid(&actual.uuid)));
+            plan.changes.deleted.push(format!("{}:{}", key.0, key.1));
+        }
+    }
+    if !plan.ops.is_empty() {
+        nb.transact(DATABASE, plan.ops).await?;
+    }
+    Ok(plan.changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_compare_however_the_server_spells_them() {
+        assert_eq!(normalize(&json!(["set", ["a"]])), json!("a"));
+        assert_eq!(
+            normalize(&json!(["set", ["b", "a"]])),
+            normalize(&json!(["set", ["a", "b"]]))
+        );
+        assert_eq!(
+            normalize(&json!(["map", [["k2", "v"], ["k1", "v"]]])),
+            normalize(&json!(["map", [["k1", "v"], ["k2", "v"]]]))
+        );
+        let want = op::row([("name", json!("x")), ("addresses", json!(["set", ["m i"]]))]);
+        let have = op::row([("name", json!("x")), ("addresses", json!("m i"))]);
+        assert!(differing(&want, &have).is_empty());
+        let changed = op::row([("name", json!("y")), ("addresses", json!("m i"))]);
+        assert_eq!(differing(&want, &changed).len(), 1);
+    }
+
+    #[test]
+    fn rows_carry_the_markers_in_external_ids() {
+        let r = Row::new(
+            "Logical_Switch",
+            "subnet:1",
+            op::row([("name", json!("s"))]),
+        )
+        .with_external_id("osac-tenant", "t-1");
+        let ids = datum::string_map_items(&r.written()["external_ids"]);
+        assert_eq!(ids[MANAGED_KEY], "true");
+        assert_eq!(ids[ID_KEY], "subnet:1");
+        assert_eq!(ids["osac-tenant"], "t-1");
+    }
+}
