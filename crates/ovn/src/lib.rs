@@ -13,6 +13,7 @@
 
 mod cmd;
 pub mod nb;
+pub mod render;
 pub mod sandbox;
 
 pub use cmd::CmdError;

@@ -38,6 +38,9 @@ pub struct Row {
     pub external_ids: BTreeMap<String, String>,
     /// Referenced rows by the referencing column, e.g. `("ports", port)`.
     pub children: Vec<(&'static str, Row)>,
+    /// Whether children of ours not listed stay referenced (a row several objects add
+    /// children to, such as a router and the ports of its subnets); otherwise they are dropped.
+    pub keeps_other_children: bool,
 }
 
 impl Row {
@@ -49,7 +52,15 @@ impl Row {
             columns,
             external_ids: BTreeMap::new(),
             children: Vec::new(),
+            keeps_other_children: false,
         }
+    }
+
+    /// The same row, keeping children of ours it does not list (see
+    /// [`Row::keeps_other_children`]).
+    pub fn keeping_other_children(mut self) -> Self {
+        self.keeps_other_children = true;
+        self
     }
 
     /// The same row with `external_ids` `k`=`v` added.
@@ -257,7 +268,7 @@ impl Plan<'_> {
             // References to rows of ours that are no longer wanted (foreign rows stay).
             let drop: Vec<(String, String)> = held
                 .iter()
-                .filter(|u| !wanted.contains(*u))
+                .filter(|u| !row.keeps_other_children && !wanted.contains(*u))
                 .filter_map(|u| self.ours_by_uuid(u))
                 .collect();
             if !add.is_empty() {
@@ -346,6 +357,39 @@ pub async fn converge(
         nb.transact(DATABASE, plan.ops).await?;
     }
     Ok(plan.changes)
+}
+
+/// Removes the reference from the row of ours `parent` (`(table, key)`) through `column` to the
+/// row of ours `child`; the database then removes the child when nothing else references it.
+/// Either row already gone is success.
+pub async fn detach(
+    nb: &Client,
+    parent: (&'static str, &str),
+    column: &str,
+    child: (&'static str, &str),
+) -> Result<bool, osac_ovsdb::Error> {
+    let tables = BTreeSet::from([parent.0, child.0]);
+    let have = read_ours(nb, &tables).await?;
+    let (Some(p), Some(c)) = (
+        have.get(&(parent.0, parent.1.to_string())),
+        have.get(&(child.0, child.1.to_string())),
+    ) else {
+        return Ok(false);
+    };
+    nb.transact(
+        DATABASE,
+        vec![op::mutate(
+            parent.0,
+            op::by_uuid(&p.uuid),
+            vec![op::mutation(
+                column,
+                "delete",
+                datum::set([datum::uuid(&c.uuid)]),
+            )],
+        )],
+    )
+    .await?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -207,3 +207,78 @@ async fn a_scoped_converge_looks_only_at_its_keys() {
     );
     db.stop().await;
 }
+
+#[tokio::test]
+async fn subnets_add_their_gateways_to_the_router_and_one_removed_leaves_the_others() {
+    use osac_backends::types::{CreateSubnetRequest, CreateVirtualNetworkRequest};
+    use osac_ovn::render;
+
+    let Some(db) = db().await else { return };
+    let c = &db.client;
+    let vn = CreateVirtualNetworkRequest {
+        virtual_network_id: "v1".into(),
+        tenant: "t1".into(),
+        ipv4_cidr: Some("10.0.0.0/16".parse().unwrap()),
+        ipv6_cidr: None,
+    };
+    nb::converge(
+        c,
+        &[render::virtual_network(&vn)],
+        &Scope::Keys(BTreeSet::new()),
+    )
+    .await
+    .unwrap();
+    for (i, id) in ["s1", "s2"].into_iter().enumerate() {
+        let rows = render::subnet(
+            &CreateSubnetRequest {
+                subnet_id: id.into(),
+                virtual_network_id: "v1".into(),
+                ipv4_cidr: Some(format!("10.0.{}.0/24", i + 1).parse().unwrap()),
+                ipv6_cidr: None,
+                vip_cidr: None,
+            },
+            "t1",
+            100 + i64::try_from(i).unwrap(),
+        );
+        let mut wanted = vec![rows.router, rows.switch];
+        wanted.extend(rows.dhcp4);
+        nb::converge(c, &wanted, &Scope::Keys(BTreeSet::new()))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        db.names("Logical_Router_Port").await,
+        BTreeSet::from(["osac-lrp-s1".into(), "osac-lrp-s2".into()])
+    );
+    assert_eq!(db.rows("DHCP_Options").await.len(), 2);
+
+    // Subnet s1 goes: its gateway port leaves the router, its switch and DHCP options go.
+    let detached = nb::detach(
+        c,
+        ("Logical_Router", &render::router_key("v1")),
+        "ports",
+        ("Logical_Router_Port", &render::gateway_key("s1")),
+    )
+    .await
+    .unwrap();
+    assert!(detached);
+    let s1 = Scope::Keys(BTreeSet::from([
+        ("Logical_Switch", render::switch_key("s1")),
+        ("DHCP_Options", render::dhcp4_key("s1")),
+    ]));
+    let gone = nb::converge(c, &[], &s1).await.unwrap();
+    assert_eq!(gone.deleted.len(), 2, "{gone:?}");
+    assert_eq!(
+        db.names("Logical_Router_Port").await,
+        BTreeSet::from(["osac-lrp-s2".into()])
+    );
+    assert_eq!(
+        db.names("Logical_Switch").await,
+        BTreeSet::from([render::switch_name("s2")])
+    );
+    assert_eq!(
+        db.names("Logical_Switch_Port").await,
+        BTreeSet::from([render::switch_router_port_name("s2")])
+    );
+    db.stop().await;
+}
