@@ -2,8 +2,8 @@
 //! server's echo requests answered, monitor updates handed to the caller.
 //!
 //! Two tasks own the socket: the writer sends what the calls (and the reader's echo replies)
-//! queue; the reader parses the byte stream — JSON texts back to back, as OVSDB sends them —
-//! and completes calls. When the connection ends, every pending call and every later one fails
+//! queue; the reader cuts the byte stream into JSON texts (sent back to back, as OVSDB does:
+//! see `framing.rs`), parses each once and completes calls. When the connection ends, every pending call and every later one fails
 //! with [`Error::Disconnected`]; the update channel closes.
 
 use std::collections::HashMap;
@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 use crate::address::Address;
 use crate::error::Error;
+use crate::framing::{Framer, NotJson};
 
 /// The largest message accepted from a server (a monitor's first reply carries whole tables).
 const MAX_MESSAGE: usize = 256 << 20;
@@ -244,6 +245,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
 ) {
     let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
     let mut chunk = vec![0u8; 64 << 10];
+    let mut framer = Framer::default();
     let reason = loop {
         let n = match r.read(&mut chunk).await {
             Ok(0) => break "the server closed the connection".to_string(),
@@ -251,24 +253,29 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Err(e) => break format!("read failed: {e}"),
         };
         buf.extend_from_slice(&chunk[..n]);
-        let mut messages = serde_json::Deserializer::from_slice(&buf).into_iter::<Value>();
-        let failure = loop {
-            match messages.next() {
-                Some(Ok(msg)) => {
-                    if let Err(e) = dispatch(msg, &writer, &updates, &shared) {
-                        break Some(e);
-                    }
-                }
-                Some(Err(e)) if e.is_eof() => break None,
-                Some(Err(e)) => break Some(format!("unparsable message: {e}")),
-                None => break None,
-            }
+        let ends = match framer.scan(&buf) {
+            Ok(ends) => ends,
+            Err(NotJson(b)) => break format!("unparsable message: unexpected byte {b:#04x}"),
         };
-        let used = messages.byte_offset();
+        let mut used = 0;
+        let mut failure = None;
+        for end in ends {
+            let parsed = serde_json::from_slice::<Value>(&buf[used..end]);
+            used = end;
+            let handled = match parsed {
+                Ok(msg) => dispatch(msg, &writer, &updates, &shared),
+                Err(e) => Err(format!("unparsable message: {e}")),
+            };
+            if let Err(e) = handled {
+                failure = Some(e);
+                break;
+            }
+        }
         if let Some(reason) = failure {
             break reason;
         }
         buf.drain(..used);
+        framer.consumed(used);
         if buf.len() > MAX_MESSAGE {
             break format!("a message larger than {MAX_MESSAGE} bytes");
         }

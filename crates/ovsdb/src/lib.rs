@@ -19,6 +19,7 @@ mod address;
 mod client;
 pub mod datum;
 mod error;
+mod framing;
 pub mod op;
 
 pub use address::{Address, AddressError};
