@@ -16,6 +16,7 @@ pub mod checks;
 pub mod conformance;
 pub mod contract;
 pub mod exec;
+pub mod fabric_model;
 pub mod fence;
 pub mod net;
 pub mod provision;

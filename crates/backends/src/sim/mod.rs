@@ -4,8 +4,8 @@
 //! concurrent operations — changes in one store transaction, see [`engine`]), and supports
 //! failure injection for tests.
 //!
-//! Layout: `fabric` is the driver of the fabric manager role ([`SimFabric`], one file per
-//! resource), `k8s` the driver of the k8s manager role ([`SimK8s`]), [`provisioner`] the sim
+//! Layout: `fabric` is the driver of the fabric manager role ([`SimFabric`] over the
+//! [fabric model](crate::fabric_model)), `k8s` the driver of the k8s manager role ([`SimK8s`]), [`provisioner`] the sim
 //! provisioner, and `engine` how all three run and persist operations. "Fabric" names only
 //! the manager role here.
 
@@ -23,10 +23,8 @@ use serde::de::DeserializeOwned;
 use crate::contract::{OpError, Operation, Request, Role};
 use crate::registration::Registration;
 
-pub use fabric::{
-    DEFAULT_FABRIC_NAMESPACE, DnatRule, PortLocation, SimExternalIp, SimFabric,
-    SimNetworkAttachment, SimPort, SimSecurityGroup, SimSubnet, SimVirtualNetwork, SnatRule,
-};
+pub use crate::fabric_model::PortLocation;
+pub use fabric::{DEFAULT_FABRIC_NAMESPACE, SimFabric};
 pub use k8s::{DEFAULT_K8S_NAMESPACE, SimK8s, SimOverlay};
 
 /// Where the sim keeps its tables so a restart does not lose them. Records are small JSON

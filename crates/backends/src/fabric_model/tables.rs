@@ -1,73 +1,83 @@
-//! The sim fabric's tables: every record it persists (one per object, keyed by kind and id)
-//! and the indexes derived from them, kept in step on every change.
+//! The fabric model's tables: every record (one per object, keyed by kind and id) and the
+//! indexes derived from them, kept in step on every change.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::external_ip::SimExternalIp;
-use super::external_ip_attachment::DnatRule;
-use super::nat_gateway::SnatRule;
-use super::network_attachment::{SimNetworkAttachment, SimPort};
-use super::security_group::SimSecurityGroup;
-use super::subnet::SimSubnet;
-use super::virtual_network::SimVirtualNetwork;
+use super::external_ip::ExternalIpRecord;
+use super::external_ip_attachment::ExternalIpAttachmentRecord;
+use super::nat_gateway::NatGatewayRecord;
+use super::network_attachment::{NetworkAttachmentRecord, PortRecord};
+use super::security_group::SecurityGroupRecord;
+use super::subnet::SubnetRecord;
+use super::virtual_network::VirtualNetworkRecord;
 use crate::checks;
 use crate::contract::OpError;
 use crate::net::to_u128;
-use crate::sim::engine::Tables;
 
-/// The segment allocator's state.
+/// A record earlier sim stores kept for a sequential segment allocator; loaded and ignored
+/// (segment ids are derived from subnet ids, see [`super::subnet`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct Meta {
-    /// Segment id the next new subnet gets.
-    pub(super) next_segment_id: i64,
+pub struct Meta {
+    /// The next sequential segment id it would have handed out.
+    pub next_segment_id: i64,
 }
 
 /// One persisted record; the key is derived from the record (kind prefix and id).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub(super) enum Record {
-    VirtualNetwork(SimVirtualNetwork),
-    Subnet(SimSubnet),
-    SecurityGroup(SimSecurityGroup),
-    ExternalIp(SimExternalIp),
-    Dnat(DnatRule),
-    Snat(SnatRule),
-    Attachment(SimNetworkAttachment),
-    Port(SimPort),
+pub enum Record {
+    /// A VirtualNetwork.
+    VirtualNetwork(VirtualNetworkRecord),
+    /// A subnet segment.
+    Subnet(SubnetRecord),
+    /// A security group's rules.
+    SecurityGroup(SecurityGroupRecord),
+    /// An allocated external address.
+    ExternalIp(ExternalIpRecord),
+    /// The DNAT entry of an ExternalIPAttachment.
+    Dnat(ExternalIpAttachmentRecord),
+    /// The SNAT entry of a NATGateway.
+    Snat(NatGatewayRecord),
+    /// A network attachment with its DHCP reservation.
+    Attachment(NetworkAttachmentRecord),
+    /// Where a host port is plugged.
+    Port(PortRecord),
+    /// Kept by earlier sim stores; ignored.
     Meta(Meta),
 }
 
-pub(super) fn vn_key(id: &str) -> String {
+pub(crate) fn vn_key(id: &str) -> String {
     format!("vn/{id}")
 }
-pub(super) fn subnet_key(id: &str) -> String {
+pub(crate) fn subnet_key(id: &str) -> String {
     format!("subnet/{id}")
 }
-pub(super) fn sg_key(id: &str) -> String {
+pub(crate) fn sg_key(id: &str) -> String {
     format!("sg/{id}")
 }
-pub(super) fn eip_key(id: &str) -> String {
+pub(crate) fn eip_key(id: &str) -> String {
     format!("eip/{id}")
 }
-pub(super) fn dnat_key(id: &str) -> String {
+pub(crate) fn dnat_key(id: &str) -> String {
     format!("dnat/{id}")
 }
-pub(super) fn snat_key(id: &str) -> String {
+pub(crate) fn snat_key(id: &str) -> String {
     format!("snat/{id}")
 }
-pub(super) fn att_key(id: &str) -> String {
+pub(crate) fn att_key(id: &str) -> String {
     format!("att/{id}")
 }
-pub(super) fn port_key(host: &str, interface: &str) -> String {
+pub(crate) fn port_key(host: &str, interface: &str) -> String {
     format!("port/{host}/{interface}")
 }
-pub(super) const META_KEY: &str = "meta";
+pub(crate) const META_KEY: &str = "meta";
 
 impl Record {
-    pub(super) fn key(&self) -> String {
+    /// The key the record is stored under (kind prefix and id).
+    pub fn key(&self) -> String {
         match self {
             Record::VirtualNetwork(r) => vn_key(&r.virtual_network_id),
             Record::Subnet(r) => subnet_key(&r.subnet_id),
@@ -83,51 +93,52 @@ impl Record {
 }
 
 /// A pending change: put the record under the key, or delete the key.
-pub(super) type Change = (String, Option<Record>);
+pub type Change = (String, Option<Record>);
 
 /// Sorted, non-overlapping prefixes of one family of one VN: start → (end, subnet id).
 type RangeIndex = BTreeMap<u128, (u128, String)>;
 
 /// The tables with their indexes.
-#[derive(Default, Clone)]
-pub(super) struct State {
+#[derive(Debug, Default, Clone)]
+pub struct FabricState {
     /// Every record by key.
-    pub(super) records: HashMap<String, Record>,
-    pub(super) next_segment_id: i64,
+    pub(crate) records: HashMap<String, Record>,
+    /// Segment ids in use.
+    pub(crate) segments: BTreeSet<i64>,
     /// VN → what still lives in it ("subnet 'x'", …), for delete validation.
-    pub(super) vn_refs: HashMap<String, BTreeSet<String>>,
+    pub(crate) vn_refs: HashMap<String, BTreeSet<String>>,
     /// (VN, is_ipv4) → subnet prefixes, for O(log n) overlap checks.
-    pub(super) vn_ranges: HashMap<(String, bool), RangeIndex>,
+    pub(crate) vn_ranges: HashMap<(String, bool), RangeIndex>,
     /// VN → its NAT gateway.
-    pub(super) vn_nat: HashMap<String, String>,
+    pub(crate) vn_nat: HashMap<String, String>,
     /// Subnet → its network attachments.
-    pub(super) subnet_ports: HashMap<String, BTreeSet<String>>,
+    pub(crate) subnet_ports: HashMap<String, BTreeSet<String>>,
     /// Subnet → the addresses its attachments hold.
-    pub(super) subnet_addrs: HashMap<String, BTreeSet<IpAddr>>,
+    pub(crate) subnet_addrs: HashMap<String, BTreeSet<IpAddr>>,
     /// Security group → the network attachments it is applied to.
-    pub(super) sg_refs: HashMap<String, BTreeSet<String>>,
+    pub(crate) sg_refs: HashMap<String, BTreeSet<String>>,
     /// (subnet, normalised MAC) → the network attachment holding the DHCP reservation.
-    pub(super) leases: HashMap<(String, String), String>,
+    pub(crate) leases: HashMap<(String, String), String>,
     /// Allocated external address → its external IP.
-    pub(super) external_used: HashMap<IpAddr, String>,
+    pub(crate) external_used: HashMap<IpAddr, String>,
     /// External address → the DNAT or SNAT rule using it.
-    pub(super) address_consumer: HashMap<IpAddr, String>,
+    pub(crate) address_consumer: HashMap<IpAddr, String>,
 }
 
-pub(super) fn ref_subnet(id: &str) -> String {
+pub(crate) fn ref_subnet(id: &str) -> String {
     format!("subnet '{id}'")
 }
-pub(super) fn ref_sg(id: &str) -> String {
+pub(crate) fn ref_sg(id: &str) -> String {
     format!("security group '{id}'")
 }
-pub(super) fn ref_dnat(id: &str) -> String {
+pub(crate) fn ref_dnat(id: &str) -> String {
     checks::external_ip_attachment_user(id)
 }
-pub(super) fn ref_snat(id: &str) -> String {
+pub(crate) fn ref_snat(id: &str) -> String {
     checks::nat_gateway_user(id)
 }
 
-pub(super) fn subnet_prefixes(s: &SimSubnet) -> Vec<(bool, u128, u128)> {
+pub(crate) fn subnet_prefixes(s: &SubnetRecord) -> Vec<(bool, u128, u128)> {
     let mut out = Vec::new();
     if let Some(n) = s.ipv4_cidr {
         out.push((
@@ -146,58 +157,67 @@ pub(super) fn subnet_prefixes(s: &SimSubnet) -> Vec<(bool, u128, u128)> {
     out
 }
 
-pub(super) fn port_addrs(a: &SimNetworkAttachment) -> impl Iterator<Item = IpAddr> {
+pub(crate) fn port_addrs(a: &NetworkAttachmentRecord) -> impl Iterator<Item = IpAddr> {
     a.ipv4_address.into_iter().chain(a.ipv6_address)
 }
 
-impl State {
-    pub(super) fn get(&self, key: &str) -> Option<&Record> {
+impl FabricState {
+    /// The record under `key`.
+    pub fn get(&self, key: &str) -> Option<&Record> {
         self.records.get(key)
     }
 
-    pub(super) fn vn(&self, id: &str) -> Option<&SimVirtualNetwork> {
+    /// A VirtualNetwork.
+    pub fn vn(&self, id: &str) -> Option<&VirtualNetworkRecord> {
         match self.get(&vn_key(id)) {
             Some(Record::VirtualNetwork(r)) => Some(r),
             _ => None,
         }
     }
-    pub(super) fn subnet(&self, id: &str) -> Option<&SimSubnet> {
+    /// A subnet.
+    pub fn subnet(&self, id: &str) -> Option<&SubnetRecord> {
         match self.get(&subnet_key(id)) {
             Some(Record::Subnet(r)) => Some(r),
             _ => None,
         }
     }
-    pub(super) fn sg(&self, id: &str) -> Option<&SimSecurityGroup> {
+    /// A security group.
+    pub fn sg(&self, id: &str) -> Option<&SecurityGroupRecord> {
         match self.get(&sg_key(id)) {
             Some(Record::SecurityGroup(r)) => Some(r),
             _ => None,
         }
     }
-    pub(super) fn eip(&self, id: &str) -> Option<&SimExternalIp> {
+    /// An external address allocation.
+    pub fn eip(&self, id: &str) -> Option<&ExternalIpRecord> {
         match self.get(&eip_key(id)) {
             Some(Record::ExternalIp(r)) => Some(r),
             _ => None,
         }
     }
-    pub(super) fn dnat(&self, id: &str) -> Option<&DnatRule> {
+    /// The DNAT entry of an ExternalIPAttachment.
+    pub fn dnat(&self, id: &str) -> Option<&ExternalIpAttachmentRecord> {
         match self.get(&dnat_key(id)) {
             Some(Record::Dnat(r)) => Some(r),
             _ => None,
         }
     }
-    pub(super) fn snat(&self, id: &str) -> Option<&SnatRule> {
+    /// The SNAT entry of a NATGateway.
+    pub fn snat(&self, id: &str) -> Option<&NatGatewayRecord> {
         match self.get(&snat_key(id)) {
             Some(Record::Snat(r)) => Some(r),
             _ => None,
         }
     }
-    pub(super) fn attachment(&self, id: &str) -> Option<&SimNetworkAttachment> {
+    /// A network attachment.
+    pub fn attachment(&self, id: &str) -> Option<&NetworkAttachmentRecord> {
         match self.get(&att_key(id)) {
             Some(Record::Attachment(r)) => Some(r),
             _ => None,
         }
     }
-    pub(super) fn port(&self, host: &str, interface: &str) -> Option<&SimPort> {
+    /// Where host port `interface` of `host` is plugged.
+    pub fn port(&self, host: &str, interface: &str) -> Option<&PortRecord> {
         match self.get(&port_key(host, interface)) {
             Some(Record::Port(r)) => Some(r),
             _ => None,
@@ -205,7 +225,7 @@ impl State {
     }
 
     /// Replaces (or removes) one record and keeps every index in step.
-    pub(super) fn apply(&mut self, key: String, record: Option<Record>) {
+    pub fn apply(&mut self, key: String, record: Option<Record>) {
         if let Some(old) = self.records.remove(&key) {
             self.unindex(&old);
         }
@@ -218,9 +238,9 @@ impl State {
     fn index(&mut self, r: &Record) {
         match r {
             Record::VirtualNetwork(_) | Record::Port(_) => {}
-            Record::Meta(m) => self.next_segment_id = self.next_segment_id.max(m.next_segment_id),
+            Record::Meta(_) => {}
             Record::Subnet(s) => {
-                self.next_segment_id = self.next_segment_id.max(s.segment_id + 1);
+                self.segments.insert(s.segment_id);
                 self.vn_refs
                     .entry(s.virtual_network_id.clone())
                     .or_default()
@@ -297,6 +317,7 @@ impl State {
         match r {
             Record::VirtualNetwork(_) | Record::Port(_) | Record::Meta(_) => {}
             Record::Subnet(s) => {
+                self.segments.remove(&s.segment_id);
                 remove_from(
                     &mut self.vn_refs,
                     &s.virtual_network_id,
@@ -357,13 +378,13 @@ impl State {
     }
 
     /// The VirtualNetwork a request names, or the refusal.
-    pub(super) fn required_vn(&self, id: &str) -> Result<&SimVirtualNetwork, OpError> {
+    pub fn required_vn(&self, id: &str) -> Result<&VirtualNetworkRecord, OpError> {
         self.vn(id)
             .ok_or_else(|| checks::missing_virtual_network(id))
     }
 
     /// The external address is allocated and used by nobody but `me`.
-    pub(super) fn external_address_free(&self, address: IpAddr, me: &str) -> Result<(), OpError> {
+    pub fn external_address_free(&self, address: IpAddr, me: &str) -> Result<(), OpError> {
         checks::external_address_free(
             address,
             self.external_used.contains_key(&address),
@@ -373,7 +394,7 @@ impl State {
     }
 
     /// Every record `pick` selects, sorted by `order`.
-    pub(super) fn all<T: Clone, K: Ord>(
+    pub fn all<T: Clone, K: Ord>(
         &self,
         pick: impl Fn(&Record) -> Option<&T>,
         order: impl Fn(&T) -> K,
@@ -387,7 +408,7 @@ impl State {
     /// starting at `lo`: the one starting last at or before `lo` and the one starting first at
     /// or after it. The prefixes of siblings never overlap each other, so no other sibling can
     /// overlap; whether these two do is the sibling rule's to decide.
-    pub(super) fn sibling_neighbours(&self, vn: &str, v4: bool, lo: u128) -> Vec<&str> {
+    pub fn sibling_neighbours(&self, vn: &str, v4: bool, lo: u128) -> Vec<&str> {
         let Some(ranges) = self.vn_ranges.get(&(vn.to_string(), v4)) else {
             return Vec::new();
         };
@@ -398,21 +419,5 @@ impl State {
             .chain(after)
             .map(|(_, (_, id))| id.as_str())
             .collect()
-    }
-}
-
-impl Tables for State {
-    type Record = Record;
-
-    fn record(&self, key: &str) -> Option<&Record> {
-        self.get(key)
-    }
-
-    fn keys(&self) -> Vec<String> {
-        self.records.keys().cloned().collect()
-    }
-
-    fn apply(&mut self, key: String, record: Option<Record>) {
-        State::apply(self, key, record);
     }
 }

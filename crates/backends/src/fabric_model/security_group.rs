@@ -1,16 +1,16 @@
-//! Security groups in the sim fabric: stateful allow rules of a VirtualNetwork, applied to
+//! Security groups: stateful allow rules of a VirtualNetwork, applied to
 //! network attachments.
 
 use serde::{Deserialize, Serialize};
 
-use super::tables::{Record, State, sg_key};
+use super::tables::{FabricState, Record, sg_key};
 use super::{Plan, put};
 use crate::checks;
 use crate::types::{ApplySecurityGroupRequest, DeleteSecurityGroupRequest, SecurityRule};
 
 /// A programmed security group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SimSecurityGroup {
+pub struct SecurityGroupRecord {
     /// Our SecurityGroup id.
     pub security_group_id: String,
     /// Its VirtualNetwork.
@@ -22,14 +22,14 @@ pub struct SimSecurityGroup {
 }
 
 /// `apply_security_group`: replaces the group's rules.
-pub(super) fn apply(state: &State, r: ApplySecurityGroupRequest) -> Plan {
+pub fn apply(state: &FabricState, r: ApplySecurityGroupRequest) -> Plan {
     checks::require_non_empty("security_group_id", &r.security_group_id)?;
     state.required_vn(&r.virtual_network_id)?;
     let its_vn = state
         .sg(&r.security_group_id)
         .map(|g| g.virtual_network_id.as_str());
     checks::security_group(&r, its_vn)?;
-    let rec = Record::SecurityGroup(SimSecurityGroup {
+    let rec = Record::SecurityGroup(SecurityGroupRecord {
         security_group_id: r.security_group_id,
         virtual_network_id: r.virtual_network_id,
         ingress: r.ingress,
@@ -39,7 +39,7 @@ pub(super) fn apply(state: &State, r: ApplySecurityGroupRequest) -> Plan {
 }
 
 /// `delete_security_group`: refused while network attachments still use it.
-pub(super) fn delete(state: &State, r: DeleteSecurityGroupRequest) -> Plan {
+pub fn delete(state: &FabricState, r: DeleteSecurityGroupRequest) -> Plan {
     let Some(g) = state.sg(&r.security_group_id) else {
         return Ok((vec![], ()));
     };

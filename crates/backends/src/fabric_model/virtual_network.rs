@@ -1,17 +1,17 @@
-//! VirtualNetworks in the sim fabric: a tenant's address space, which its subnets, security
+//! VirtualNetworks: a tenant's address space, which its subnets, security
 //! groups, DNAT and SNAT rules live in.
 
 use ipnet::{Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
-use super::tables::{Change, Record, State, vn_key};
+use super::tables::{Change, FabricState, Record, vn_key};
 use super::{Plan, put};
 use crate::checks;
 use crate::types::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest};
 
 /// A VirtualNetwork as the sim fabric knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SimVirtualNetwork {
+pub struct VirtualNetworkRecord {
     /// Our VirtualNetwork id.
     pub virtual_network_id: String,
     /// Owning tenant.
@@ -24,12 +24,12 @@ pub struct SimVirtualNetwork {
 
 /// `create_virtual_network`: records the VirtualNetwork; creating it again with the same
 /// tenant and prefixes changes nothing.
-pub(super) fn create(state: &State, r: CreateVirtualNetworkRequest) -> Plan {
+pub fn create(state: &FabricState, r: CreateVirtualNetworkRequest) -> Plan {
     checks::virtual_network(&r)?;
     if let Some(old) = state.vn(&r.virtual_network_id) {
         checks::same_virtual_network(&r, &old.tenant, old.ipv4_cidr, old.ipv6_cidr)?;
     }
-    let rec = Record::VirtualNetwork(SimVirtualNetwork {
+    let rec = Record::VirtualNetwork(VirtualNetworkRecord {
         virtual_network_id: r.virtual_network_id,
         tenant: r.tenant,
         ipv4_cidr: r.ipv4_cidr,
@@ -39,7 +39,7 @@ pub(super) fn create(state: &State, r: CreateVirtualNetworkRequest) -> Plan {
 }
 
 /// `delete_virtual_network`: refused while anything still lives in it.
-pub(super) fn delete(state: &State, r: DeleteVirtualNetworkRequest) -> Plan {
+pub fn delete(state: &FabricState, r: DeleteVirtualNetworkRequest) -> Plan {
     if state.vn(&r.virtual_network_id).is_none() {
         return Ok((vec![], ()));
     }

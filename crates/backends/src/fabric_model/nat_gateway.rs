@@ -1,4 +1,4 @@
-//! NAT gateways in the sim fabric: outbound SNAT of a VirtualNetwork (one per VirtualNetwork)
+//! NAT gateways: outbound SNAT of a VirtualNetwork (one per VirtualNetwork)
 //! to an allocated external address.
 
 use std::net::IpAddr;
@@ -6,14 +6,14 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::tables::{Record, State, ref_snat, snat_key};
+use super::tables::{FabricState, Record, ref_snat, snat_key};
 use super::{Plan, put, remove};
 use crate::checks;
 use crate::types::{CreateNatGatewayRequest, DeleteNatGatewayRequest};
 
 /// An outbound SNAT entry (NATGateway).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnatRule {
+pub struct NatGatewayRecord {
     /// Our NATGateway id.
     pub nat_gateway_id: String,
     /// Translated VirtualNetwork.
@@ -25,7 +25,7 @@ pub struct SnatRule {
 }
 
 /// `create_nat_gateway`: records the SNAT rule.
-pub(super) fn create(state: &State, r: CreateNatGatewayRequest) -> Plan {
+pub fn create(state: &FabricState, r: CreateNatGatewayRequest) -> Plan {
     checks::require_non_empty("nat_gateway_id", &r.nat_gateway_id)?;
     state.required_vn(&r.virtual_network_id)?;
     state.external_address_free(r.external_address, &ref_snat(&r.nat_gateway_id))?;
@@ -38,7 +38,7 @@ pub(super) fn create(state: &State, r: CreateNatGatewayRequest) -> Plan {
         .snat(&r.nat_gateway_id)
         .map(|s| s.virtual_network_id.as_str());
     checks::nat_gateway(&r, other, its_vn)?;
-    let rec = Record::Snat(SnatRule {
+    let rec = Record::Snat(NatGatewayRecord {
         nat_gateway_id: r.nat_gateway_id,
         virtual_network_id: r.virtual_network_id,
         external_address: r.external_address,
@@ -48,6 +48,6 @@ pub(super) fn create(state: &State, r: CreateNatGatewayRequest) -> Plan {
 }
 
 /// `delete_nat_gateway`: removes the SNAT rule.
-pub(super) fn delete(state: &State, r: DeleteNatGatewayRequest) -> Plan {
+pub fn delete(state: &FabricState, r: DeleteNatGatewayRequest) -> Plan {
     remove(state, snat_key(&r.nat_gateway_id))
 }

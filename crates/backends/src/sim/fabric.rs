@@ -1,58 +1,73 @@
-//! The sim driver of the fabric manager role: the tables of a real fabric backend, validated
-//! like one (the preconditions shared with the linux driver live in [`crate::checks`]).
-//!
-//! Laid out like the linux driver (`osac_linux::fabric_manager`): one file per resource with
-//! its record type and the plans of its operations ([`virtual_network`], [`subnet`],
-//! [`security_group`], [`external_ip`], [`external_ip_attachment`], [`nat_gateway`],
-//! [`network_attachment`]), the persisted tables and their indexes in [`tables`], and here the
-//! engine handle ([`SimFabric`]) with the [`FabricManager`] implementation of
-//! [`SimManager<SimFabric>`](SimManager), which hands each operation to its resource's plan.
+//! The sim driver of the fabric manager role: the [fabric model](crate::fabric_model) kept in
+//! memory and persisted, with nothing to render — what a real backend would program is the
+//! records themselves. Here: the engine handle ([`SimFabric`]) with failure injection and
+//! held leases for tests, and the [`FabricManager`] implementation of
+//! [`SimManager<SimFabric>`](SimManager), which hands each operation to its plan in the model.
 
-mod external_ip;
-mod external_ip_attachment;
-mod nat_gateway;
-mod network_attachment;
-mod security_group;
-mod subnet;
-mod tables;
-mod virtual_network;
-
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::engine::{Engine, Planned};
+use super::engine::{Engine, Tables};
 use super::{FailureKind, Faults, SimError, SimManager, SimStateStore, load_records};
 use crate::checks;
 use crate::contract::{FabricManager, OpError, Operation, Request};
+use crate::fabric_model::{
+    ExternalIpAttachmentRecord, ExternalIpRecord, FabricState, NatGatewayRecord,
+    NetworkAttachmentRecord, Plan, PortLocation, Record, SecurityGroupRecord, SubnetRecord,
+    VirtualNetworkRecord, external_ip, external_ip_attachment, nat_gateway, network_attachment,
+    security_group, subnet, virtual_network,
+};
 use crate::registration::Registration;
 use crate::types::*;
-use network_attachment::{HeldLeases, held_lease_key};
-use tables::{Change, Record, State};
 
-pub use external_ip::SimExternalIp;
-pub use external_ip_attachment::DnatRule;
-pub use nat_gateway::SnatRule;
-pub use network_attachment::{PortLocation, SimNetworkAttachment, SimPort};
-pub use security_group::SimSecurityGroup;
-pub use subnet::SimSubnet;
-pub use virtual_network::SimVirtualNetwork;
+/// MACs (normalised) whose `query_dhcp_lease` answers "not yet" for a number of calls.
+type HeldLeases = Mutex<HashMap<String, u32>>;
 
-/// What planning an operation gives: the records to write and the response, or the refusal.
-type Plan<A = ()> = Result<Planned<Record, A>, OpError>;
-
-fn put(r: Record) -> Change {
-    (r.key(), Some(r))
+/// The key of a MAC in [`HeldLeases`]: normalised when it is a MAC, else lowercased.
+fn held_lease_key(mac_address: &str) -> String {
+    checks::mac_address(mac_address)
+        .map(|m| m.to_string())
+        .unwrap_or_else(|_| mac_address.to_lowercase())
 }
 
-/// Deletes the record under `key`; deleting what is gone changes nothing.
-fn remove(state: &State, key: String) -> Plan {
-    let changes = if state.get(&key).is_some() {
-        vec![(key, None)]
-    } else {
-        vec![]
-    };
-    Ok((changes, ()))
+/// `query_dhcp_lease` of the model, answering "not yet" while the MAC is held (see
+/// [`SimFabric::hold_lease`]).
+fn query_dhcp_lease(
+    state: &FabricState,
+    r: QueryDhcpLeaseRequest,
+    held_leases: &HeldLeases,
+) -> Plan<PortAddresses> {
+    let mac = held_lease_key(&r.mac_address);
+    let answer = network_attachment::query_dhcp_lease(state, r)?;
+    let mut held = held_leases.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = held.get_mut(&mac) {
+        if *n != u32::MAX {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&mac);
+            }
+        }
+        return Ok((vec![], PortAddresses::default()));
+    }
+    Ok(answer)
+}
+
+impl Tables for FabricState {
+    type Record = Record;
+
+    fn record(&self, key: &str) -> Option<&Record> {
+        self.get(key)
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.records.keys().cloned().collect()
+    }
+
+    fn apply(&mut self, key: String, record: Option<Record>) {
+        FabricState::apply(self, key, record);
+    }
 }
 
 /// The simulated fabric engine. Share it (`Arc`) between registrations and tests; bind it to a
@@ -61,7 +76,7 @@ fn remove(state: &State, key: String) -> Plan {
 /// concurrent calls are persisted together in one store transaction.
 pub struct SimFabric {
     namespace: String,
-    engine: Engine<State>,
+    engine: Engine<FabricState>,
     faults: Faults,
     held_leases: Arc<HeldLeases>,
 }
@@ -80,10 +95,7 @@ impl SimFabric {
         store: Arc<dyn SimStateStore>,
         namespace: &str,
     ) -> Result<Arc<SimFabric>, SimError> {
-        let mut state = State {
-            next_segment_id: subnet::FIRST_SEGMENT_ID,
-            ..State::default()
-        };
+        let mut state = FabricState::default();
         for (key, record) in load_records::<Record>(&store, namespace).await? {
             if record.key() != key {
                 return Err(SimError::Corrupt {
@@ -142,25 +154,25 @@ impl SimFabric {
     async fn run<R, P>(&self, request: &R, plan: P) -> Result<R::Response, OpError>
     where
         R: Request + Clone,
-        P: Fn(&State, R, &HeldLeases) -> Plan<R::Response> + Send + 'static,
+        P: Fn(&FabricState, R, &HeldLeases) -> Plan<R::Response> + Send + 'static,
     {
         self.faults.enter(request)?;
         let held = self.held_leases.clone();
         let request = request.clone();
         self.engine
-            .run(move |state: &State| plan(state, request.clone(), &held))
+            .run(move |state: &FabricState| plan(state, request.clone(), &held))
             .await
     }
 
     // ---- inspection (tests, dev tooling) ----
 
     /// A virtual network.
-    pub async fn virtual_network(&self, id: &str) -> Option<SimVirtualNetwork> {
+    pub async fn virtual_network(&self, id: &str) -> Option<VirtualNetworkRecord> {
         self.engine.read().vn(id).cloned()
     }
 
     /// A subnet with its segment, gateways and VIP range.
-    pub async fn subnet(&self, subnet_id: &str) -> Option<SimSubnet> {
+    pub async fn subnet(&self, subnet_id: &str) -> Option<SubnetRecord> {
         self.engine.read().subnet(subnet_id).cloned()
     }
 
@@ -180,12 +192,12 @@ impl SimFabric {
     }
 
     /// A security group's programmed rules.
-    pub async fn security_group(&self, id: &str) -> Option<SimSecurityGroup> {
+    pub async fn security_group(&self, id: &str) -> Option<SecurityGroupRecord> {
         self.engine.read().sg(id).cloned()
     }
 
     /// Every external address allocation, sorted by address.
-    pub async fn external_addresses(&self) -> Vec<SimExternalIp> {
+    pub async fn external_addresses(&self) -> Vec<ExternalIpRecord> {
         self.engine.read().all(
             |r| match r {
                 Record::ExternalIp(e) => Some(e),
@@ -196,7 +208,7 @@ impl SimFabric {
     }
 
     /// The DNAT table, sorted by external address.
-    pub async fn dnat_rules(&self) -> Vec<DnatRule> {
+    pub async fn dnat_rules(&self) -> Vec<ExternalIpAttachmentRecord> {
         self.engine.read().all(
             |r| match r {
                 Record::Dnat(d) => Some(d),
@@ -207,7 +219,7 @@ impl SimFabric {
     }
 
     /// The SNAT table, sorted by external address.
-    pub async fn snat_rules(&self) -> Vec<SnatRule> {
+    pub async fn snat_rules(&self) -> Vec<NatGatewayRecord> {
         self.engine.read().all(
             |r| match r {
                 Record::Snat(s) => Some(s),
@@ -218,7 +230,7 @@ impl SimFabric {
     }
 
     /// A network attachment.
-    pub async fn network_attachment(&self, attachment_id: &str) -> Option<SimNetworkAttachment> {
+    pub async fn network_attachment(&self, attachment_id: &str) -> Option<NetworkAttachmentRecord> {
         self.engine.read().attachment(attachment_id).cloned()
     }
 
@@ -227,7 +239,7 @@ impl SimFabric {
         let mac = checks::mac_address(mac_address).ok()?.to_string();
         let state = self.engine.read();
         let id = state.leases.get(&(subnet_id.to_string(), mac))?;
-        state.attachment(id).map(SimNetworkAttachment::addresses)
+        state.attachment(id).map(NetworkAttachmentRecord::addresses)
     }
 
     /// Where a host port is plugged (None = never touched by the fabric).
@@ -242,7 +254,7 @@ impl SimManager<SimFabric> {
     async fn run<R, P>(&self, request: &R, plan: P) -> Result<R::Response, OpError>
     where
         R: Request + Clone,
-        P: Fn(&State, R, &HeldLeases) -> Plan<R::Response> + Send + 'static,
+        P: Fn(&FabricState, R, &HeldLeases) -> Plan<R::Response> + Send + 'static,
     {
         self.delay().await;
         self.engine.run(request, plan).await
@@ -346,6 +358,6 @@ impl FabricManager for SimManager<SimFabric> {
         &self,
         req: &QueryDhcpLeaseRequest,
     ) -> Result<PortAddresses, OpError> {
-        self.run(req, network_attachment::query_dhcp_lease).await
+        self.run(req, query_dhcp_lease).await
     }
 }

@@ -1,11 +1,11 @@
-//! External IPs in the sim fabric: addresses allocated from the provider's pools, used by
+//! External IPs: addresses allocated from the provider's pools, used by
 //! at most one DNAT or SNAT rule at a time.
 
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::tables::{Record, State, eip_key};
+use super::tables::{FabricState, Record, eip_key};
 use super::{Plan, put};
 use crate::checks;
 use crate::types::{
@@ -14,7 +14,7 @@ use crate::types::{
 
 /// An allocated external address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SimExternalIp {
+pub struct ExternalIpRecord {
     /// Our ExternalIP id.
     pub external_ip_id: String,
     /// Pool it came from.
@@ -25,8 +25,8 @@ pub struct SimExternalIp {
 
 /// `allocate_external_ip`: the lowest free address of the pool; allocating again answers the
 /// address it already has.
-pub(super) fn allocate(
-    state: &State,
+pub fn allocate(
+    state: &FabricState,
     r: AllocateExternalIpRequest,
 ) -> Plan<AllocateExternalIpResponse> {
     checks::require_non_empty("external_ip_id", &r.external_ip_id)?;
@@ -37,7 +37,7 @@ pub(super) fn allocate(
     }
     let address =
         checks::pick_external_address(&r, &|a: &IpAddr| state.external_used.contains_key(a))?;
-    let rec = Record::ExternalIp(SimExternalIp {
+    let rec = Record::ExternalIp(ExternalIpRecord {
         external_ip_id: r.external_ip_id,
         pool_id: r.pool_id,
         address,
@@ -47,7 +47,7 @@ pub(super) fn allocate(
 }
 
 /// `release_external_ip`: refused while a DNAT or SNAT rule uses the address.
-pub(super) fn release(state: &State, r: ReleaseExternalIpRequest) -> Plan {
+pub fn release(state: &FabricState, r: ReleaseExternalIpRequest) -> Plan {
     let Some(e) = state.eip(&r.external_ip_id) else {
         return Ok((vec![], ()));
     };

@@ -1,15 +1,14 @@
-//! Network attachments in the sim fabric: a host port placed on a subnet with its DHCP
+//! Network attachments: a host port placed on a subnet with its DHCP
 //! reservation (the lowest free address of each family), its security groups and the VIPs it
 //! may answer for; and where each host port is plugged (a subnet, the parking network, or
 //! nothing).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::net::IpAddr;
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::tables::{Change, Record, State, att_key};
+use super::tables::{Change, FabricState, Record, att_key};
 use super::{Plan, put};
 use crate::checks;
 use crate::types::{
@@ -19,7 +18,7 @@ use crate::types::{
 
 /// A host port placed on a subnet, with its DHCP reservation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SimNetworkAttachment {
+pub struct NetworkAttachmentRecord {
     /// Attachment id.
     pub attachment_id: String,
     /// Host of the port.
@@ -45,9 +44,9 @@ pub struct SimNetworkAttachment {
     pub allowed_addresses: Vec<IpAddr>,
 }
 
-impl SimNetworkAttachment {
+impl NetworkAttachmentRecord {
     /// The addresses reserved for the port.
-    pub(super) fn addresses(&self) -> PortAddresses {
+    pub fn addresses(&self) -> PortAddresses {
         PortAddresses {
             ipv4_address: self.ipv4_address,
             ipv6_address: self.ipv6_address,
@@ -74,7 +73,7 @@ pub enum PortLocation {
 
 /// A host port the fabric has touched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SimPort {
+pub struct PortRecord {
     /// Host.
     pub host: String,
     /// Interface.
@@ -83,18 +82,8 @@ pub struct SimPort {
     pub location: PortLocation,
 }
 
-/// MACs (normalised) whose `query_dhcp_lease` answers "not yet" for a number of calls.
-pub(super) type HeldLeases = Mutex<HashMap<String, u32>>;
-
-/// The key of a MAC in [`HeldLeases`]: normalised when it is a MAC, else lowercased.
-pub(super) fn held_lease_key(mac_address: &str) -> String {
-    checks::mac_address(mac_address)
-        .map(|m| m.to_string())
-        .unwrap_or_else(|_| mac_address.to_lowercase())
-}
-
 fn attached_port(r: &CreateNetworkAttachmentRequest) -> Change {
-    put(Record::Port(SimPort {
+    put(Record::Port(PortRecord {
         host: r.host.clone(),
         interface: r.interface.clone(),
         location: PortLocation::Attached {
@@ -107,7 +96,7 @@ fn attached_port(r: &CreateNetworkAttachmentRequest) -> Change {
 /// `create_network_attachment`: reserves the lowest free address of each of the subnet's
 /// families (never the gateway or the VIP range) for the port's MAC and plugs the port in;
 /// creating it again keeps the addresses and updates groups, primary and allowed addresses.
-pub(super) fn create(state: &State, r: CreateNetworkAttachmentRequest) -> Plan<PortAddresses> {
+pub fn create(state: &FabricState, r: CreateNetworkAttachmentRequest) -> Plan<PortAddresses> {
     checks::attachment_port(&r.attachment_id, &r.host, &r.interface)?;
     let mac = checks::mac_address(&r.mac_address)?;
     let subnet = state
@@ -132,7 +121,7 @@ pub(super) fn create(state: &State, r: CreateNetworkAttachmentRequest) -> Plan<P
             &old.mac_address,
             &old.subnet_id,
         )?;
-        let updated = SimNetworkAttachment {
+        let updated = NetworkAttachmentRecord {
             security_groups,
             primary: r.primary,
             allowed_addresses,
@@ -166,7 +155,7 @@ pub(super) fn create(state: &State, r: CreateNetworkAttachmentRequest) -> Plan<P
     let ipv6_address = ipv6.map(IpAddr::V6);
 
     let port = attached_port(&r);
-    let attachment = SimNetworkAttachment {
+    let attachment = NetworkAttachmentRecord {
         attachment_id: r.attachment_id,
         host: r.host,
         interface: r.interface,
@@ -185,7 +174,7 @@ pub(super) fn create(state: &State, r: CreateNetworkAttachmentRequest) -> Plan<P
 
 /// `delete_network_attachment`: frees the reservation and parks or detaches the port,
 /// unless another attachment holds the port by now.
-pub(super) fn delete(state: &State, r: DeleteNetworkAttachmentRequest) -> Plan {
+pub fn delete(state: &FabricState, r: DeleteNetworkAttachmentRequest) -> Plan {
     checks::require_non_empty("host", &r.host)?;
     checks::require_non_empty("interface", &r.interface)?;
     let mut changes = Vec::new();
@@ -197,7 +186,7 @@ pub(super) fn delete(state: &State, r: DeleteNetworkAttachmentRequest) -> Plan {
         Some(PortLocation::Attached { attachment_id, .. }) if *attachment_id != r.attachment_id
     );
     if !occupied_by_other {
-        changes.push(put(Record::Port(SimPort {
+        changes.push(put(Record::Port(PortRecord {
             host: r.host,
             interface: r.interface,
             location: if r.park {
@@ -210,34 +199,17 @@ pub(super) fn delete(state: &State, r: DeleteNetworkAttachmentRequest) -> Plan {
     Ok((changes, ()))
 }
 
-/// `query_dhcp_lease`: the reservation of the MAC on the subnet, or none while the MAC is held
-/// (see [`super::SimFabric::hold_lease`]).
-pub(super) fn query_dhcp_lease(
-    state: &State,
-    r: QueryDhcpLeaseRequest,
-    held_leases: &HeldLeases,
-) -> Plan<PortAddresses> {
+/// `query_dhcp_lease`: the reservation of the MAC on the subnet (none when it has none).
+pub fn query_dhcp_lease(state: &FabricState, r: QueryDhcpLeaseRequest) -> Plan<PortAddresses> {
     if state.subnet(&r.subnet_id).is_none() {
         return Err(checks::missing_subnet(&r.subnet_id));
     }
     let mac = checks::mac_address(&r.mac_address)?.to_string();
-    {
-        let mut held = held_leases.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = held.get_mut(&mac) {
-            if *n != u32::MAX {
-                *n -= 1;
-                if *n == 0 {
-                    held.remove(&mac);
-                }
-            }
-            return Ok((vec![], PortAddresses::default()));
-        }
-    }
     let lease = state
         .leases
         .get(&(r.subnet_id, mac))
         .and_then(|id| state.attachment(id))
-        .map(SimNetworkAttachment::addresses)
+        .map(NetworkAttachmentRecord::addresses)
         .unwrap_or_default();
     Ok((vec![], lease))
 }
