@@ -305,7 +305,7 @@ async fn concurrent_attachments_get_distinct_addresses_and_persist() {
     let reopened = SimFabric::open(Arc::new(store.clone())).await.unwrap();
     for i in 0..100u32 {
         let a = reopened.network_attachment(&format!("a{i}")).await.unwrap();
-        assert!(seen.contains(&a.ipv4_address.unwrap()));
+        assert!(seen.contains(&IpAddr::V4(a.ipv4_address.unwrap())));
     }
 }
 

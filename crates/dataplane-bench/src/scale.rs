@@ -322,10 +322,10 @@ async fn linear_latency(
     let _acc = Acceptor::start(&names::machine_ns(&world.id("target-ipt")), PORT)?;
     let pool_b = pool(Ipv4Addr::new(198, 18, 128, 0), n)?;
     let via = fabric
-        .virtual_network(&ipt_vn.id)
+        .transit(&ipt_vn.id)
         .await
-        .ok_or("the VN has no record")?
-        .transit_v4;
+        .ok_or("the VN has no transit addresses")?
+        .v4;
     let mut rules = String::from("*nat\n:PREROUTING ACCEPT [0:0]\n");
     let mut routes = String::new();
     let mut last = None;

@@ -95,13 +95,19 @@ async fn subnets_ports_routing_and_rebuild() {
     configure(
         &m1,
         "data-0",
-        &format!("{}/64", p1.v6.unwrap()),
+        &format!("{}/64", p1.ipv6_address.unwrap()),
         Some("fd10:0:0:1::1"),
     )
     .await;
-    configure(&m2, "data-0", &format!("{}/64", p2.v6.unwrap()), None).await;
+    configure(
+        &m2,
+        "data-0",
+        &format!("{}/64", p2.ipv6_address.unwrap()),
+        None,
+    )
+    .await;
     assert!(
-        ping(&m1, &p2.v6.unwrap().to_string()).await,
+        ping(&m1, &p2.ipv6_address.unwrap().to_string()).await,
         "IPv6 on the same subnet"
     );
     assert!(ping(&m1, "fd10:0:0:1::1").await, "IPv6 gateway");
@@ -404,10 +410,10 @@ async fn dnat_snat_and_masquerade() {
     let ext_gw = osac_backends::net::ipv4_gateway(env.settings.transit_ipv4_cidr).to_string();
     let transit = env
         .fabric
-        .virtual_network(&env.id("vn"))
+        .transit(&env.id("vn"))
         .await
         .unwrap()
-        .transit_v4
+        .v4
         .to_string();
 
     // Without a NAT gateway, egress is masqueraded to the router's transit address.

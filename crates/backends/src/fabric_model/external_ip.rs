@@ -16,8 +16,10 @@ use crate::types::{
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExternalIpRecord {
     /// Our ExternalIP id.
+    #[serde(alias = "id")]
     pub external_ip_id: String,
     /// Pool it came from.
+    #[serde(alias = "pool")]
     pub pool_id: String,
     /// The address.
     pub address: IpAddr,

@@ -14,12 +14,16 @@ use crate::types::{CreateExternalIpAttachmentRequest, DeleteExternalIpAttachment
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExternalIpAttachmentRecord {
     /// Our ExternalIPAttachment id.
+    #[serde(alias = "id")]
     pub attachment_id: String,
     /// VirtualNetwork of the target.
+    #[serde(alias = "vn")]
     pub virtual_network_id: String,
     /// Destination rewritten from…
+    #[serde(alias = "external")]
     pub external_address: IpAddr,
     /// …to this address.
+    #[serde(alias = "target")]
     pub target_ip: IpAddr,
 }
 

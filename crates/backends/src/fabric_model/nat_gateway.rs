@@ -15,12 +15,16 @@ use crate::types::{CreateNatGatewayRequest, DeleteNatGatewayRequest};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NatGatewayRecord {
     /// Our NATGateway id.
+    #[serde(alias = "id")]
     pub nat_gateway_id: String,
     /// Translated VirtualNetwork.
+    #[serde(alias = "vn")]
     pub virtual_network_id: String,
     /// Source address after translation.
+    #[serde(alias = "external")]
     pub external_address: IpAddr,
-    /// Translated sources.
+    /// Translated sources (empty: the VirtualNetwork's prefixes).
+    #[serde(alias = "sources")]
     pub source_cidrs: Vec<IpNet>,
 }
 

@@ -4,7 +4,7 @@
 //! nothing).
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
@@ -20,27 +20,34 @@ use crate::types::{
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetworkAttachmentRecord {
     /// Attachment id.
+    #[serde(alias = "id")]
     pub attachment_id: String,
     /// Host of the port.
     pub host: String,
     /// Interface on the host.
     pub interface: String,
     /// Normalised (lowercase, colon-separated) MAC.
+    #[serde(alias = "mac")]
     pub mac_address: String,
     /// Subnet.
+    #[serde(alias = "subnet")]
     pub subnet_id: String,
     /// VirtualNetwork of the subnet.
+    #[serde(alias = "vn")]
     pub virtual_network_id: String,
-    /// Applied security groups.
+    /// Applied security groups (sorted, unique).
+    #[serde(alias = "sgs")]
     pub security_groups: Vec<String>,
     /// Gets default route and DNS.
     pub primary: bool,
     /// Reserved IPv4 address.
-    pub ipv4_address: Option<IpAddr>,
+    #[serde(alias = "v4")]
+    pub ipv4_address: Option<Ipv4Addr>,
     /// Reserved IPv6 address.
-    pub ipv6_address: Option<IpAddr>,
+    #[serde(alias = "v6")]
+    pub ipv6_address: Option<Ipv6Addr>,
     /// Extra source addresses (VIPs) the port may use (sorted, unique).
-    #[serde(default)]
+    #[serde(default, alias = "allowed")]
     pub allowed_addresses: Vec<IpAddr>,
 }
 
@@ -48,9 +55,17 @@ impl NetworkAttachmentRecord {
     /// The addresses reserved for the port.
     pub fn addresses(&self) -> PortAddresses {
         PortAddresses {
-            ipv4_address: self.ipv4_address,
-            ipv6_address: self.ipv6_address,
+            ipv4_address: self.ipv4_address.map(IpAddr::V4),
+            ipv6_address: self.ipv6_address.map(IpAddr::V6),
         }
+    }
+
+    /// The addresses reserved for the port, IPv4 first.
+    pub fn addrs(&self) -> impl Iterator<Item = IpAddr> + use<> {
+        self.ipv4_address
+            .map(IpAddr::V4)
+            .into_iter()
+            .chain(self.ipv6_address.map(IpAddr::V6))
     }
 }
 
@@ -151,8 +166,6 @@ pub fn create(state: &FabricState, r: CreateNetworkAttachmentRequest) -> Plan<Po
         subnet.vip_cidr,
         &|a: &IpAddr| used_set.contains(a),
     )?;
-    let ipv4_address = ipv4.map(IpAddr::V4);
-    let ipv6_address = ipv6.map(IpAddr::V6);
 
     let port = attached_port(&r);
     let attachment = NetworkAttachmentRecord {
@@ -164,8 +177,8 @@ pub fn create(state: &FabricState, r: CreateNetworkAttachmentRequest) -> Plan<Po
         virtual_network_id: r.virtual_network_id,
         security_groups,
         primary: r.primary,
-        ipv4_address,
-        ipv6_address,
+        ipv4_address: ipv4,
+        ipv6_address: ipv6,
         allowed_addresses,
     };
     let response = attachment.addresses();

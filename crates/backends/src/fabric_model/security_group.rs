@@ -12,8 +12,10 @@ use crate::types::{ApplySecurityGroupRequest, DeleteSecurityGroupRequest, Securi
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SecurityGroupRecord {
     /// Our SecurityGroup id.
+    #[serde(alias = "id")]
     pub security_group_id: String,
     /// Its VirtualNetwork.
+    #[serde(alias = "vn")]
     pub virtual_network_id: String,
     /// Inbound allow rules.
     pub ingress: Vec<SecurityRule>,

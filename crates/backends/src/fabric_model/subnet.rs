@@ -55,8 +55,10 @@ fn first_free(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubnetRecord {
     /// Our Subnet id.
+    #[serde(alias = "id")]
     pub subnet_id: String,
     /// Its VirtualNetwork.
+    #[serde(alias = "vn")]
     pub virtual_network_id: String,
     /// Segment id (VNI).
     pub segment_id: i64,
@@ -67,9 +69,23 @@ pub struct SubnetRecord {
     /// Reserved VIP range.
     pub vip_cidr: Option<IpNet>,
     /// IPv4 gateway (first usable address).
+    #[serde(default)]
     pub ipv4_gateway: Option<Ipv4Addr>,
     /// IPv6 gateway (`::1`).
+    #[serde(default)]
     pub ipv6_gateway: Option<Ipv6Addr>,
+}
+
+impl SubnetRecord {
+    /// The IPv4 gateway: the first usable address of the IPv4 prefix.
+    pub fn gw4(&self) -> Option<Ipv4Addr> {
+        self.ipv4_cidr.map(ipv4_gateway)
+    }
+
+    /// The IPv6 gateway: `::1` of the IPv6 prefix.
+    pub fn gw6(&self) -> Option<Ipv6Addr> {
+        self.ipv6_cidr.map(ipv6_gateway)
+    }
 }
 
 /// `create_subnet`: a new subnet gets the next segment id and may not overlap a sibling;

@@ -157,8 +157,8 @@ pub(crate) fn subnet_prefixes(s: &SubnetRecord) -> Vec<(bool, u128, u128)> {
     out
 }
 
-pub(crate) fn port_addrs(a: &NetworkAttachmentRecord) -> impl Iterator<Item = IpAddr> {
-    a.ipv4_address.into_iter().chain(a.ipv6_address)
+pub(crate) fn port_addrs(a: &NetworkAttachmentRecord) -> impl Iterator<Item = IpAddr> + use<> {
+    a.addrs()
 }
 
 impl FabricState {
@@ -222,6 +222,53 @@ impl FabricState {
             Some(Record::Port(r)) => Some(r),
             _ => None,
         }
+    }
+
+    /// Every record.
+    pub fn records(&self) -> impl Iterator<Item = &Record> {
+        self.records.values()
+    }
+
+    /// Every VirtualNetwork.
+    pub fn vns(&self) -> impl Iterator<Item = &VirtualNetworkRecord> {
+        self.records.values().filter_map(|r| match r {
+            Record::VirtualNetwork(v) => Some(v),
+            _ => None,
+        })
+    }
+
+    /// Every subnet.
+    pub fn subnets(&self) -> impl Iterator<Item = &SubnetRecord> {
+        self.records.values().filter_map(|r| match r {
+            Record::Subnet(s) => Some(s),
+            _ => None,
+        })
+    }
+
+    /// Every network attachment.
+    pub fn attachments(&self) -> impl Iterator<Item = &NetworkAttachmentRecord> {
+        self.records.values().filter_map(|r| match r {
+            Record::Attachment(a) => Some(a),
+            _ => None,
+        })
+    }
+
+    /// The network attachments of subnet `subnet`.
+    pub fn attachments_of_subnet<'a>(
+        &'a self,
+        subnet: &str,
+    ) -> impl Iterator<Item = &'a NetworkAttachmentRecord> {
+        self.subnet_ports
+            .get(subnet)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.attachment(id))
+    }
+
+    /// Who uses external address `address` (an ExternalIPAttachment's DNAT or a NATGateway's
+    /// SNAT), as a human reference.
+    pub fn external_consumer(&self, address: IpAddr) -> Option<&str> {
+        self.address_consumer.get(&address).map(String::as_str)
     }
 
     /// Replaces (or removes) one record and keeps every index in step.

@@ -13,6 +13,7 @@ use crate::types::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VirtualNetworkRecord {
     /// Our VirtualNetwork id.
+    #[serde(alias = "id")]
     pub virtual_network_id: String,
     /// Owning tenant.
     pub tenant: String,

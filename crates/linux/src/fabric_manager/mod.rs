@@ -1,8 +1,9 @@
 //! The `linux` driver of the fabric manager role: a router namespace per VirtualNetwork, a bridge and a
 //! dnsmasq per subnet, veth ports with anti-spoofing, stateful security groups, NAT, and the
-//! external namespace. Every operation is idempotent and re-creates missing kernel state when
-//! called again, which is how a start-up resync rebuilds the dataplane. The preconditions it
-//! shares with the sim driver are in [`osac_backends::checks`].
+//! external namespace. Every operation is planned on the shared fabric model
+//! ([`osac_backends::fabric_model`]: validation, allocation, the records to write); this driver
+//! renders kernel state from the records. Every operation is idempotent and re-creates missing
+//! kernel state when called again, which is how a start-up resync rebuilds the dataplane.
 
 pub mod dnsmasq;
 pub mod gc;
@@ -19,18 +20,20 @@ mod vips;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use osac_backends::fabric_model::{NetworkAttachmentRecord, Record, SubnetRecord};
 use osac_backends::types::*;
 use osac_backends::{FabricManager, OpError, Registration, Request, Role};
 use tokio::sync::Mutex;
 
 use crate::config::LinuxSettings;
 use crate::error::LinuxError;
+use osac_backends::fabric_model::Change;
 use record_files::RecordStore;
-use records::{Model, kind};
+use records::{Model, Placement, kind};
 
 pub use gc::{GcReport, OwnedSet, gc, gc_among};
 pub use record_files::RecordStore as RecordStoreHandle;
-pub use records::{DnatRec, EipRec, PortRec, SgRec, SnatRec, SubnetRec, VnRec};
+pub use records::Transit;
 
 /// A registered `linux` fabric manager. Operations are serialised (one kernel writer).
 pub struct LinuxFabric {
@@ -56,17 +59,15 @@ impl LinuxFabric {
         crate::error::ready_to_start(&registration, Role::Fabric, &settings).await?;
         dnsmasq::ensure_hosts_root(&settings)?;
         let store = RecordStore::new(settings.state_dir.join("fabric"));
-        let model = Model {
-            vns: store.load(kind::VN, |r: &VnRec| r.id.clone()).await?,
-            subnets: store
-                .load(kind::SUBNET, |r: &SubnetRec| r.id.clone())
-                .await?,
-            sgs: store.load(kind::SG, |r: &SgRec| r.id.clone()).await?,
-            eips: store.load(kind::EIP, |r: &EipRec| r.id.clone()).await?,
-            dnats: store.load(kind::DNAT, |r: &DnatRec| r.id.clone()).await?,
-            snats: store.load(kind::SNAT, |r: &SnatRec| r.id.clone()).await?,
-            ports: store.load(kind::PORT, |r: &PortRec| r.id.clone()).await?,
-        };
+        let mut model = Model::default();
+        for k in kind::ALL {
+            for (path, text) in store.load_texts(k).await? {
+                model.load(k, &text).map_err(|e| LinuxError::State {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+            }
+        }
         crate::kernel::ensure_external(&settings).await?;
         crate::kernel::ensure_park().await?;
         let inner = Arc::new(Mutex::new(Inner {
@@ -90,48 +91,82 @@ impl LinuxFabric {
         self.inner.lock().await.settings.clone()
     }
 
-    /// A port record (tests, dev tooling).
-    pub async fn port(&self, attachment_id: &str) -> Option<PortRec> {
-        self.inner
-            .lock()
-            .await
-            .model
-            .ports
-            .get(attachment_id)
-            .cloned()
+    /// A network attachment's record (tests, dev tooling).
+    pub async fn port(&self, attachment_id: &str) -> Option<NetworkAttachmentRecord> {
+        let inner = self.inner.lock().await;
+        inner.model.state.attachment(attachment_id).cloned()
     }
 
     /// A subnet record (tests, dev tooling).
-    pub async fn subnet(&self, subnet_id: &str) -> Option<SubnetRec> {
-        self.inner
-            .lock()
-            .await
-            .model
-            .subnets
-            .get(subnet_id)
-            .cloned()
+    pub async fn subnet(&self, subnet_id: &str) -> Option<SubnetRecord> {
+        let inner = self.inner.lock().await;
+        inner.model.state.subnet(subnet_id).cloned()
     }
 
-    /// A VirtualNetwork record with its transit addresses (tests, dev tooling).
-    pub async fn virtual_network(&self, vn_id: &str) -> Option<VnRec> {
-        self.inner.lock().await.model.vns.get(vn_id).cloned()
+    /// A VirtualNetwork's router transit addresses (tests, dev tooling).
+    pub async fn transit(&self, vn_id: &str) -> Option<Transit> {
+        let inner = self.inner.lock().await;
+        inner.model.transit.get(vn_id).copied()
     }
 
     /// Ids this fabric still holds, for [`gc`] in processes that have no store at hand.
     pub async fn owned(&self) -> OwnedSet {
         let inner = self.inner.lock().await;
-        let m = &inner.model;
+        let m = &inner.model.state;
         OwnedSet {
-            virtual_networks: m.vns.keys().cloned().collect(),
-            subnets: m.subnets.keys().cloned().collect(),
-            machines: m.ports.values().map(|p| p.machine().0).collect(),
+            virtual_networks: m.vns().map(|v| v.virtual_network_id.clone()).collect(),
+            subnets: m.subnets().map(|s| s.subnet_id.clone()).collect(),
+            machines: m.attachments().map(|p| p.machine().0).collect(),
             hosting_clusters: m
-                .ports
-                .values()
+                .attachments()
                 .filter(|p| p.machine().2)
                 .map(|p| p.host.clone())
                 .collect(),
         }
+    }
+}
+
+impl Inner {
+    /// Persists what a plan of the fabric model changes, then applies it to the model. A record
+    /// that is already as planned is not written again.
+    pub(crate) async fn commit(&mut self, changes: Vec<Change>) -> Result<(), OpError> {
+        for (key, record) in changes {
+            match &record {
+                Some(r) if self.model.state.get(&key) == Some(r) => continue,
+                Some(r) => {
+                    let (kind, id, text) = self.model.file(r)?;
+                    self.store.put_text(kind, &id, text).await?;
+                }
+                None => {
+                    if let Some((kind, id)) = self.model.file_of_key(&key) {
+                        self.store.delete(kind, &id).await?;
+                    }
+                }
+            }
+            if record.is_none()
+                && let Some(Record::VirtualNetwork(v)) = self.model.state.get(&key)
+            {
+                let id = v.virtual_network_id.clone();
+                self.model.transit.remove(&id);
+            }
+            if record.is_none()
+                && let Some(Record::Attachment(a)) = self.model.state.get(&key)
+            {
+                let id = a.attachment_id.clone();
+                self.model.marks.remove(&id);
+            }
+            self.model.state.apply(key, record);
+        }
+        Ok(())
+    }
+
+    /// Writes a port's record again (its mark changed; the model's fields did not).
+    pub(crate) async fn persist_attachment(&self, attachment_id: &str) -> Result<(), OpError> {
+        if let Some(a) = self.model.state.attachment(attachment_id) {
+            let (kind, id, text) = self.model.file(&Record::Attachment(a.clone()))?;
+            self.store.put_text(kind, &id, text).await?;
+        }
+        Ok(())
     }
 }
 

@@ -2,11 +2,11 @@
 //! hosting-cluster overlay bridge, or the parking bridge), its DHCP reservation, anti-spoofing
 //! and security-group membership.
 
-use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 use osac_backends::checks;
+use osac_backends::fabric_model::{NetworkAttachmentRecord, Record, network_attachment};
 use osac_backends::{
     CreateNetworkAttachmentRequest, DeleteNetworkAttachmentRequest, OpError, PortAddresses,
     QueryDhcpLeaseRequest,
@@ -14,7 +14,7 @@ use osac_backends::{
 
 use super::Inner;
 use super::dnsmasq::{self, DnsmasqFiles};
-use super::records::{PortRec, kind};
+use super::records::Placement;
 use super::render::{self, PortIdentity, TableSite};
 use crate::cmd::{self, CmdError};
 use crate::kernel;
@@ -133,106 +133,71 @@ impl Inner {
                 r.interface
             )));
         }
-        let mac = checks::mac_address(&r.mac_address)?;
-        let subnet = self
-            .model
-            .subnets
-            .get(&r.subnet_id)
-            .cloned()
-            .ok_or_else(|| checks::missing_subnet(&r.subnet_id))?;
-        checks::subnet_in(&r.subnet_id, &subnet.vn, &r.virtual_network_id)?;
-        let sgs = checks::attachment_security_groups(&r, |sg| {
-            self.model.sgs.get(sg).map(|g| g.vn.as_str())
-        })?;
-        let allowed = r.checked_allowed_addresses(subnet.vip_cidr)?;
-        if let Some(old) = self.model.ports.get(&r.attachment_id) {
-            // Addresses the port stops claiming are re-steered without it before the record
-            // changes, so a failure here is simply retried.
+        let old = self.model.state.attachment(&r.attachment_id).cloned();
+        if old.is_none() {
+            // One machine interface, one attachment: two hosts' names may map to the same
+            // machine here (a VM seen through two hosting clusters).
+            if let Some(other) = self
+                .model
+                .state
+                .attachments()
+                .find(|p| p.machine().0 == key && p.machine().1 == ifname)
+            {
+                return Err(checks::port_taken(
+                    &r.host,
+                    &r.interface,
+                    &other.attachment_id,
+                ));
+            }
+        }
+        let id = r.attachment_id.clone();
+        let (changes, addresses) = network_attachment::create(&self.model.state, r)?;
+        let Some(planned) = changes.iter().find_map(|(_, r)| match r {
+            Some(Record::Attachment(a)) => Some(a.clone()),
+            _ => None,
+        }) else {
+            return Err(OpError::permanent(format!(
+                "network attachment '{id}' was not planned"
+            )));
+        };
+        let unmarked = self.model.mark(&id) == 0;
+        if let Some(old) = &old {
+            // Addresses the port stops claiming are re-steered without it, and a port recorded
+            // without a mark leaves the address-keyed maps, before the record changes: a
+            // failure here is simply retried.
             let withdrawn: Vec<IpAddr> = old
-                .allowed
+                .allowed_addresses
                 .iter()
-                .filter(|a| !allowed.contains(a))
+                .filter(|a| !planned.allowed_addresses.contains(a))
                 .copied()
                 .collect();
             self.withdraw_vips(old, &withdrawn).await?;
+            if unmarked {
+                self.retire_address_egress_maps(old).await?;
+            }
         }
-
-        let rec = if let Some(old) = self.model.ports.get(&r.attachment_id) {
-            checks::same_attachment(&r, mac, &old.host, &old.interface, &old.mac, &old.subnet)?;
-            let mut rec = PortRec {
-                sgs,
-                primary: r.primary,
-                allowed,
-                ..old.clone()
-            };
-            if rec.mark == 0 {
-                rec.mark = self.model.free_mark(&rec.switch_ns());
-            }
-            rec
-        } else {
-            let mac = mac.to_string();
-            if let Some(other) = self
-                .model
-                .ports
-                .values()
-                .find(|p| p.machine().0 == key && p.machine().1 == ifname)
-            {
-                return Err(checks::port_taken(&r.host, &r.interface, &other.id));
-            }
-            if let Some(other) = self.model.subnet_ports(&r.subnet_id).find(|p| p.mac == mac) {
-                return Err(checks::mac_taken(&mac, &other.id, &r.subnet_id));
-            }
-            let used: BTreeSet<IpAddr> = self.model.used_in_subnet(&r.subnet_id);
-            let (v4, v6) = checks::pick_port_addresses(
-                &r.subnet_id,
-                subnet.ipv4_cidr,
-                subnet.ipv6_cidr,
-                subnet.vip_cidr,
-                &|a: &IpAddr| used.contains(a),
-            )?;
-            let mut rec = PortRec {
-                id: r.attachment_id.clone(),
-                host: r.host.clone(),
-                interface: r.interface.clone(),
-                mac,
-                subnet: r.subnet_id.clone(),
-                vn: r.virtual_network_id.clone(),
-                sgs,
-                primary: r.primary,
-                v4,
-                v6,
-                allowed,
-                mark: 0,
-            };
-            rec.mark = self.model.free_mark(&rec.switch_ns());
-            rec
-        };
-        if self
-            .model
-            .ports
-            .get(&rec.id)
-            .is_some_and(|old| old.mark == 0)
-        {
-            self.retire_address_egress_maps(&rec).await?;
+        if unmarked {
+            let mark = self.model.free_mark(&planned.switch_ns());
+            self.model.marks.insert(id.clone(), mark);
         }
-        self.store
-            .save(kind::PORT, &mut self.model.ports, &rec.id, &rec)
-            .await?;
+        self.commit(changes).await?;
+        if unmarked && old.as_ref() == Some(&planned) {
+            // The record did not change, its mark did.
+            self.persist_attachment(&id).await?;
+        }
+        let rec = planned;
         self.build_port(&rec).await?;
-        Ok(PortAddresses {
-            ipv4_address: rec.v4.map(IpAddr::V4),
-            ipv6_address: rec.v6.map(IpAddr::V6),
-        })
+        Ok(addresses)
     }
 
     /// A port recorded by an earlier version (no mark) sits in a VN table whose address-keyed
     /// egress maps still reference port chains: rewrite the base chains and remove the maps.
-    async fn retire_address_egress_maps(&self, p: &PortRec) -> Result<(), OpError> {
+    async fn retire_address_egress_maps(&self, p: &NetworkAttachmentRecord) -> Result<(), OpError> {
         let ns = p.switch_ns();
         if !cmd::netns_exists(&ns).await? {
             return Ok(());
         }
-        let table = names::vn_table(&p.vn);
+        let table = names::vn_table(&p.virtual_network_id);
         let mut script = render::vn_table(&table, p.table_site());
         script.push_str(&render::retire_address_egress_maps(&table));
         cmd::nft_converge(&ns, &script).await?;
@@ -241,23 +206,19 @@ impl Inner {
 
     /// Programs everything of one port (idempotent): cable, anti-spoofing, security groups
     /// (of its addresses and of the allowed addresses it claims), DHCP reservation.
-    async fn build_port(&self, p: &PortRec) -> Result<(), OpError> {
-        let subnet = self
-            .model
-            .subnets
-            .get(&p.subnet)
-            .cloned()
-            .ok_or_else(|| checks::missing_subnet(&p.subnet))?;
+    async fn build_port(&self, p: &NetworkAttachmentRecord) -> Result<(), OpError> {
+        let subnet = self.model.subnet(&p.subnet_id)?.clone();
         let (key, ifname, is_vm) = p.machine();
         let ns = p.switch_ns();
-        let br = names::subnet_bridge(&p.subnet);
-        let table = names::vn_table(&p.vn);
+        let (vn, subnet_id) = (&p.virtual_network_id, &p.subnet_id);
+        let br = names::subnet_bridge(subnet_id);
+        let table = names::vn_table(vn);
         let mut prelude = String::new();
         if is_vm {
             if !cmd::netns_exists(&ns).await? || cmd::link(&ns, &br).await?.is_none() {
                 return Err(OpError::transient(format!(
                     "the overlay of subnet '{}' on hosting cluster '{}' is not ready (create_subnet_overlay first)",
-                    p.subnet, p.host
+                    subnet_id, p.host
                 )));
             }
             kernel::enable_br_netfilter(&ns).await?;
@@ -269,10 +230,10 @@ impl Inner {
                 subnet.gw4(),
                 subnet
                     .ipv6_cidr
-                    .and_then(|_| kernel::gateway_link_local(&p.vn, &p.subnet)),
+                    .and_then(|_| kernel::gateway_link_local(vn, subnet_id)),
             ));
         } else {
-            self.router_ready(&p.vn).await?;
+            self.router_ready(vn).await?;
             if cmd::link(&ns, &br).await?.is_none() {
                 self.build_subnet(&subnet).await?;
             }
@@ -280,7 +241,7 @@ impl Inner {
         ensure_cable(
             &key,
             &ifname,
-            &p.mac,
+            &p.mac_address,
             self.settings.mtu,
             &Switch {
                 ns: &ns,
@@ -294,11 +255,11 @@ impl Inner {
         // Its own addresses and its allowed ones (never the subnet's whole VIP block).
         let sources: Vec<IpNet> = p
             .addrs()
-            .chain(p.allowed.iter().copied())
+            .chain(p.allowed_addresses.iter().copied())
             .map(IpNet::from)
             .collect();
         let identity = PortIdentity {
-            mac: p.mac.clone(),
+            mac: p.mac_address.clone(),
             ipv4: sources
                 .iter()
                 .filter(|n| n.addr().is_ipv4())
@@ -309,18 +270,23 @@ impl Inner {
                 .filter(|n| n.addr().is_ipv6())
                 .copied()
                 .collect(),
-            gateway_link_local: kernel::gateway_link_local(&p.vn, &p.subnet),
+            gateway_link_local: kernel::gateway_link_local(vn, subnet_id),
         };
         let mut script = prelude;
         script.push_str(&render::bridge_table());
         script.push_str(&render::anti_spoof(&sw, &identity));
-        for sg in &p.sgs {
-            if let Some(g) = self.model.sgs.get(sg) {
+        for sg in &p.security_groups {
+            if let Some(g) = self.model.state.sg(sg) {
                 script.push_str(&render::sg_chains(&table, sg, &g.ingress, &g.egress));
             }
         }
-        script.push_str(&render::port_sg(&table, &sw, &p.sgs, &p.sg_keys()));
-        script.push_str(&self.vip_script(&table, &p.vn, &ns, &p.allowed, ""));
+        script.push_str(&render::port_sg(
+            &table,
+            &sw,
+            &p.security_groups,
+            &self.model.sg_keys(p),
+        ));
+        script.push_str(&self.vip_script(&table, vn, &ns, &p.allowed_addresses, ""));
         cmd::nft_converge(&ns, &script).await?;
         self.write_dnsmasq(&subnet, false).await
     }
@@ -329,11 +295,10 @@ impl Inner {
         &mut self,
         r: DeleteNetworkAttachmentRequest,
     ) -> Result<(), OpError> {
-        checks::require_non_empty("host", &r.host)?;
-        checks::require_non_empty("interface", &r.interface)?;
+        let (changes, ()) = network_attachment::delete(&self.model.state, r.clone())?;
         let (key, ifname, is_vm) = names::machine_of(&r.host, &r.interface);
         let sw = names::port_switch_end(&key, &ifname);
-        let rec = self.model.ports.get(&r.attachment_id).cloned();
+        let rec = self.model.state.attachment(&r.attachment_id).cloned();
         // Where the switch end may be: the attachment's switch namespace, else derived from the
         // request (second call after a crash).
         let switch_ns = match (&rec, is_vm) {
@@ -341,25 +306,26 @@ impl Inner {
             (None, true) => Some(names::hosting_ns(&r.host)),
             (None, false) => self
                 .model
-                .subnets
-                .get(&r.subnet_id)
-                .map(|s| names::router_ns(&s.vn)),
+                .state
+                .subnet(&r.subnet_id)
+                .map(|s| names::router_ns(&s.virtual_network_id)),
         };
         // Another attachment now owns the port: leave the cable alone.
-        let taken_by_other =
-            self.model.ports.values().any(|p| {
-                p.id != r.attachment_id && p.machine().0 == key && p.machine().1 == ifname
-            });
+        let taken_by_other = self.model.state.attachments().any(|p| {
+            p.attachment_id != r.attachment_id && p.machine().0 == key && p.machine().1 == ifname
+        });
         if let Some(p) = &rec {
             let ns = p.switch_ns();
             if cmd::netns_exists(&ns).await? {
-                let table = names::vn_table(&p.vn);
+                let vn = &p.virtual_network_id;
+                let table = names::vn_table(vn);
                 let mut script = render::bridge_table();
                 script.push_str(&render::delete_anti_spoof(&sw));
                 script.push_str(&render::vn_table(&table, p.table_site()));
-                script.push_str(&render::delete_port_sg(&table, &sw, &p.sg_keys()));
+                script.push_str(&render::delete_port_sg(&table, &sw, &self.model.sg_keys(p)));
                 // VIPs it claimed: steered by the remaining claimants, or unsteered.
-                script.push_str(&self.vip_script(&table, &p.vn, &ns, &p.allowed, &p.id));
+                let vips = &p.allowed_addresses;
+                script.push_str(&self.vip_script(&table, vn, &ns, vips, &p.attachment_id));
                 cmd::nft_converge(&ns, &script).await?;
             }
             self.release_lease(p).await;
@@ -387,61 +353,55 @@ impl Inner {
                 cmd::ip_ignore_missing(Some(ns), &["link", "del", &sw]).await?;
             }
         }
-        if let Some(p) = rec {
-            self.store
-                .forget(kind::PORT, &mut self.model.ports, &p.id)
-                .await?;
-            if let Some(s) = self.model.subnets.get(&p.subnet).cloned() {
-                self.write_dnsmasq(&s, false).await?;
-            }
+        self.commit(changes).await?;
+        if let Some(p) = rec
+            && let Some(s) = self.model.state.subnet(&p.subnet_id).cloned()
+        {
+            self.write_dnsmasq(&s, false).await?;
         }
         Ok(())
     }
 
     /// Tells dnsmasq to forget a port's IPv4 lease (best effort: `dhcp_release` is optional;
     /// without it the lease simply expires and is no longer reported).
-    async fn release_lease(&self, p: &PortRec) {
-        let (Some(v4), true) = (p.v4, cmd::on_path("dhcp_release")) else {
+    async fn release_lease(&self, p: &NetworkAttachmentRecord) {
+        let (Some(v4), true) = (p.ipv4_address, cmd::on_path("dhcp_release")) else {
             return;
         };
-        let ns = names::router_ns(&p.vn);
-        let br = names::subnet_bridge(&p.subnet);
-        let _ = cmd::in_ns(&ns, "dhcp_release", &[&br, &v4.to_string(), &p.mac], None).await;
+        let ns = names::router_ns(&p.virtual_network_id);
+        let br = names::subnet_bridge(&p.subnet_id);
+        let args = [br.as_str(), &v4.to_string(), &p.mac_address];
+        let _ = cmd::in_ns(&ns, "dhcp_release", &args, None).await;
     }
 
     pub(crate) async fn query_lease(
         &self,
         r: QueryDhcpLeaseRequest,
     ) -> Result<PortAddresses, OpError> {
-        if !self.model.subnets.contains_key(&r.subnet_id) {
-            return Err(checks::missing_subnet(&r.subnet_id));
-        }
-        // A workload waiting for its lease learns why none comes.
         let files = DnsmasqFiles::of(&self.settings, &r.subnet_id);
+        let mac = checks::mac_address(&r.mac_address).map(|m| m.to_string());
+        let (_, reserved) = network_attachment::query_dhcp_lease(&self.model.state, r)?;
+        // A workload waiting for its lease learns why none comes.
         dnsmasq::health(&files, false).await?;
-        let mac = checks::mac_address(&r.mac_address)?.to_string();
-        let Some(p) = self
-            .model
-            .subnet_ports(&r.subnet_id)
-            .find(|p| p.mac == mac)
-            .cloned()
-        else {
-            return Ok(PortAddresses::default());
-        };
+        if reserved == PortAddresses::default() {
+            return Ok(reserved);
+        }
+        let mac = mac?;
         let text = tokio::fs::read_to_string(&files.leases)
             .await
             .unwrap_or_default();
         let leases = render::parse_leases(&text);
-        let v4 = p.v4.filter(|a| {
+        let v4 = reserved.ipv4_address.filter(|a| {
             leases
                 .iter()
-                .any(|l| l.address == IpAddr::V4(*a) && l.mac.as_deref() == Some(mac.as_str()))
+                .any(|l| l.address == *a && l.mac.as_deref() == Some(mac.as_str()))
         });
-        let v6 =
-            p.v6.filter(|a| leases.iter().any(|l| l.address == IpAddr::V6(*a)));
+        let v6 = reserved
+            .ipv6_address
+            .filter(|a| leases.iter().any(|l| l.address == *a));
         Ok(PortAddresses {
-            ipv4_address: v4.map(IpAddr::V4),
-            ipv6_address: v6.map(IpAddr::V6),
+            ipv4_address: v4,
+            ipv6_address: v6,
         })
     }
 }

@@ -36,22 +36,6 @@ impl RecordStore {
             .join(format!("{:016x}.json", fnv1a64(id.bytes())))
     }
 
-    /// Records `value` under `id`, on disk and in `table` (the in-memory copy), unless the
-    /// table already holds it unchanged.
-    pub async fn save<T: Serialize + PartialEq + Clone>(
-        &self,
-        kind: &str,
-        table: &mut std::collections::BTreeMap<String, T>,
-        id: &str,
-        value: &T,
-    ) -> Result<(), LinuxError> {
-        if table.get(id) != Some(value) {
-            self.put(kind, id, value).await?;
-            table.insert(id.to_string(), value.clone());
-        }
-        Ok(())
-    }
-
     /// Writes one record atomically and durably: temp file, fsync, rename, fsync of the
     /// directory. Without the two syncs a power loss after the rename may leave the old
     /// content (or none) while the kernel already used the new one — e.g. an external address
@@ -63,11 +47,17 @@ impl RecordStore {
         value: &T,
     ) -> Result<(), LinuxError> {
         let path = self.path(kind, id);
+        let text = serde_json::to_vec_pretty(value).map_err(|e| state_err(&path, e))?;
+        self.put_text(kind, id, text).await
+    }
+
+    /// Writes one record's text, as [`RecordStore::put`] does.
+    pub async fn put_text(&self, kind: &str, id: &str, text: Vec<u8>) -> Result<(), LinuxError> {
+        let path = self.path(kind, id);
         let dir = self.root.join(kind);
         tokio::fs::create_dir_all(&dir)
             .await
             .map_err(|e| state_err(&dir, e))?;
-        let text = serde_json::to_vec_pretty(value).map_err(|e| state_err(&path, e))?;
         let tmp = path.with_extension("tmp");
         let (tmp2, path2, dir2) = (tmp.clone(), path.clone(), dir.clone());
         tokio::task::spawn_blocking(move || -> Result<(), LinuxError> {
@@ -94,28 +84,10 @@ impl RecordStore {
         }
     }
 
-    /// Removes the record `id`, on disk and from `table` (the in-memory copy); a missing
-    /// record is success. The disk goes first, so a failed removal leaves the record in both
-    /// and a retry removes it.
-    pub async fn forget<T>(
-        &self,
-        kind: &str,
-        table: &mut BTreeMap<String, T>,
-        id: &str,
-    ) -> Result<(), LinuxError> {
-        self.delete(kind, id).await?;
-        table.remove(id);
-        Ok(())
-    }
-
-    /// Every record of a kind, keyed by `key_of`.
-    pub async fn load<T: DeserializeOwned>(
-        &self,
-        kind: &str,
-        key_of: impl Fn(&T) -> String,
-    ) -> Result<BTreeMap<String, T>, LinuxError> {
+    /// The text of every record of `kind` (none when the kind has no directory).
+    pub async fn load_texts(&self, kind: &str) -> Result<Vec<(PathBuf, Vec<u8>)>, LinuxError> {
         let dir = self.root.join(kind);
-        let mut out = BTreeMap::new();
+        let mut out = Vec::new();
         let mut entries = match tokio::fs::read_dir(&dir).await {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
@@ -129,6 +101,19 @@ impl RecordStore {
             let text = tokio::fs::read(&path)
                 .await
                 .map_err(|e| state_err(&path, e))?;
+            out.push((path, text));
+        }
+        Ok(out)
+    }
+
+    /// Every record of `kind`, by `key_of`.
+    pub async fn load<T: DeserializeOwned>(
+        &self,
+        kind: &str,
+        key_of: impl Fn(&T) -> String,
+    ) -> Result<BTreeMap<String, T>, LinuxError> {
+        let mut out = BTreeMap::new();
+        for (path, text) in self.load_texts(kind).await? {
             let value: T = serde_json::from_slice(&text).map_err(|e| state_err(&path, e))?;
             out.insert(key_of(&value), value);
         }
@@ -163,19 +148,5 @@ mod tests {
             .await
             .unwrap();
         assert!(none.is_empty());
-    }
-
-    #[tokio::test]
-    async fn forget_removes_from_disk_and_table() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = RecordStore::new(dir.path().to_path_buf());
-        let mut table = BTreeMap::new();
-        store.save("k", &mut table, "a", &1).await.unwrap();
-        store.save("k", &mut table, "b", &2).await.unwrap();
-        store.forget("k", &mut table, "a").await.unwrap();
-        store.forget("k", &mut table, "a").await.unwrap();
-        assert_eq!(table.keys().collect::<Vec<_>>(), vec!["b"]);
-        let loaded: BTreeMap<String, i32> = store.load("k", |_| "b".to_string()).await.unwrap();
-        assert_eq!(loaded.len(), 1);
     }
 }

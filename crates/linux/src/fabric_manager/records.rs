@@ -1,15 +1,20 @@
-//! What the fabric has programmed, as records (persisted by [`super::record_files::RecordStore`]) and
-//! the in-memory tables the operations consult.
+//! What the linux fabric has programmed: the records of the shared fabric model
+//! ([`osac_backends::fabric_model`], whose plans validate and allocate every operation), plus
+//! what only this driver allocates — each router's transit addresses and each port's packet
+//! mark — and where a port's kernel objects live. Each record is persisted as one file under its
+//! kind with this driver's allocations beside its fields ([`super::record_files::RecordStore`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use osac_backends::OpError;
 use osac_backends::checks;
-use osac_backends::{OpError, SecurityRule};
+use osac_backends::fabric_model::{
+    FabricState, NetworkAttachmentRecord, Record, SubnetRecord, VirtualNetworkRecord,
+};
 use serde::{Deserialize, Serialize};
 
-use crate::fabric_manager::render::PortKeys;
+use crate::fabric_manager::render::{PortKeys, TableSite};
 use crate::names;
 
 /// Record kinds (directory names in the state dir).
@@ -28,222 +33,207 @@ pub mod kind {
     pub const SNAT: &str = "snat";
     /// Network attachments (ports).
     pub const PORT: &str = "port";
+    /// Where each host port is plugged.
+    pub const HOST_PORT: &str = "hostport";
+    /// Every kind, in the order records are loaded.
+    pub const ALL: [&str; 8] = [VN, SUBNET, SG, EIP, DNAT, SNAT, PORT, HOST_PORT];
 }
 
-/// A VirtualNetwork's router.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VnRec {
-    /// VirtualNetwork id.
-    pub id: String,
-    /// Tenant.
-    pub tenant: String,
-    /// IPv4 range.
-    pub ipv4_cidr: Option<Ipv4Net>,
-    /// IPv6 range.
-    pub ipv6_cidr: Option<Ipv6Net>,
-    /// Router uplink IPv4 transit address.
-    pub transit_v4: Ipv4Addr,
-    /// Router uplink IPv6 transit address.
-    pub transit_v6: Ipv6Addr,
+/// A router's addresses on the provider transit network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transit {
+    /// IPv4 transit address.
+    #[serde(rename = "transit_v4")]
+    pub v4: Ipv4Addr,
+    /// IPv6 transit address.
+    #[serde(rename = "transit_v6")]
+    pub v6: Ipv6Addr,
 }
 
-/// A subnet segment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubnetRec {
-    /// Subnet id.
-    pub id: String,
-    /// VirtualNetwork id.
-    pub vn: String,
-    /// Segment id = VXLAN VNI.
-    pub segment_id: i64,
-    /// IPv4 prefix.
-    pub ipv4_cidr: Option<Ipv4Net>,
-    /// IPv6 prefix.
-    pub ipv6_cidr: Option<Ipv6Net>,
-    /// Reserved VIP block.
-    pub vip_cidr: Option<IpNet>,
+/// A VirtualNetwork's file: the record and its router's transit addresses.
+#[derive(Debug, Serialize, Deserialize)]
+struct VnFile {
+    #[serde(flatten)]
+    record: VirtualNetworkRecord,
+    #[serde(flatten)]
+    transit: Transit,
 }
 
-impl SubnetRec {
-    /// First usable IPv4 address.
-    pub fn gw4(&self) -> Option<Ipv4Addr> {
-        self.ipv4_cidr.map(osac_backends::net::ipv4_gateway)
-    }
-    /// `::1` of the IPv6 prefix.
-    pub fn gw6(&self) -> Option<Ipv6Addr> {
-        self.ipv6_cidr.map(osac_backends::net::ipv6_gateway)
-    }
-}
-
-/// A security group's rules.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SgRec {
-    /// SecurityGroup id.
-    pub id: String,
-    /// VirtualNetwork id.
-    pub vn: String,
-    /// Inbound allow rules.
-    pub ingress: Vec<SecurityRule>,
-    /// Outbound allow rules.
-    pub egress: Vec<SecurityRule>,
-}
-
-/// An allocated external address.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EipRec {
-    /// ExternalIP id.
-    pub id: String,
-    /// Pool id.
-    pub pool: String,
-    /// The address.
-    pub address: IpAddr,
-}
-
-/// An inbound DNAT (ExternalIPAttachment).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DnatRec {
-    /// Attachment id.
-    pub id: String,
-    /// VirtualNetwork id.
-    pub vn: String,
-    /// External address.
-    pub external: IpAddr,
-    /// Target inside the VN.
-    pub target: IpAddr,
-}
-
-/// An outbound SNAT (NATGateway).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnatRec {
-    /// NATGateway id.
-    pub id: String,
-    /// VirtualNetwork id.
-    pub vn: String,
-    /// External address.
-    pub external: IpAddr,
-    /// Translated sources.
-    pub sources: Vec<IpNet>,
-}
-
-/// A workload port on a subnet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PortRec {
-    /// Attachment id.
-    pub id: String,
-    /// Host as given (hosting cluster for VMs).
-    pub host: String,
-    /// Interface as given (`vm/eth0` for VMs).
-    pub interface: String,
-    /// Normalised MAC.
-    pub mac: String,
-    /// Subnet id.
-    pub subnet: String,
-    /// VirtualNetwork id.
-    pub vn: String,
-    /// Security groups (sorted, unique).
-    pub sgs: Vec<String>,
-    /// Gets router and DNS options.
-    pub primary: bool,
-    /// Reserved IPv4.
-    pub v4: Option<Ipv4Addr>,
-    /// Reserved IPv6.
-    pub v6: Option<Ipv6Addr>,
-    /// Extra source addresses (cluster VIPs, inside the subnet's VIP block; sorted, unique).
-    /// Persisted so a restarted fabric still knows who claims a VIP.
+/// A network attachment's file: the record and its port's packet mark.
+#[derive(Debug, Serialize, Deserialize)]
+struct PortFile {
+    #[serde(flatten)]
+    record: NetworkAttachmentRecord,
+    /// 0 = not allocated yet (records of older versions).
     #[serde(default)]
-    pub allowed: Vec<IpAddr>,
-    /// Packet mark of frames bridged to this port (security-group ingress key), unique among
-    /// the ports of its switch namespace; 0 = not allocated yet (records of older versions).
-    #[serde(default)]
-    pub mark: u32,
+    mark: u32,
 }
 
-impl PortRec {
-    /// Its keys in the security-group maps.
-    pub fn sg_keys(&self) -> PortKeys {
-        PortKeys {
-            mac: self.mac.clone(),
-            mark: self.mark,
-            v4: self.v4,
-            v6: self.v6,
-        }
+/// The kind (directory) and id (file) a record is stored under.
+fn file_of(r: &Record) -> (&'static str, String) {
+    match r {
+        Record::VirtualNetwork(v) => (kind::VN, v.virtual_network_id.clone()),
+        Record::Subnet(s) => (kind::SUBNET, s.subnet_id.clone()),
+        Record::SecurityGroup(g) => (kind::SG, g.security_group_id.clone()),
+        Record::ExternalIp(e) => (kind::EIP, e.external_ip_id.clone()),
+        Record::Dnat(d) => (kind::DNAT, d.attachment_id.clone()),
+        Record::Snat(s) => (kind::SNAT, s.nat_gateway_id.clone()),
+        Record::Attachment(a) => (kind::PORT, a.attachment_id.clone()),
+        Record::Port(_) | Record::Meta(_) => (kind::HOST_PORT, r.key()),
     }
-    /// Where the port's VN table lives: its hosting cluster (VMs) or its router.
-    pub fn table_site(&self) -> crate::fabric_manager::render::TableSite {
-        if self.machine().2 {
-            crate::fabric_manager::render::TableSite::Hosting
-        } else {
-            crate::fabric_manager::render::TableSite::Router
-        }
-    }
+}
 
+/// Where a network attachment's kernel objects live: which machine namespace has its
+/// interface, and which switch namespace its veth peer.
+pub trait Placement {
     /// (machine key, interface name in the machine, is_vm).
-    pub fn machine(&self) -> (String, String, bool) {
+    fn machine(&self) -> (String, String, bool);
+    /// Switch-end interface name.
+    fn switch_end(&self) -> String;
+    /// Namespace holding the switch end: the router's, or the hosting cluster's for a VM.
+    fn switch_ns(&self) -> String;
+    /// Where the port's VN table lives: its hosting cluster (VMs) or its router.
+    fn table_site(&self) -> TableSite;
+}
+
+impl Placement for NetworkAttachmentRecord {
+    fn machine(&self) -> (String, String, bool) {
         names::machine_of(&self.host, &self.interface)
     }
-    /// Switch-end interface name.
-    pub fn switch_end(&self) -> String {
+
+    fn switch_end(&self) -> String {
         let (key, ifname, _) = self.machine();
         names::port_switch_end(&key, &ifname)
     }
-    /// Namespace holding the switch end: the router's, or the hosting cluster's for a VM.
-    pub fn switch_ns(&self) -> String {
-        let (_, _, vm) = self.machine();
-        if vm {
+
+    fn switch_ns(&self) -> String {
+        if self.machine().2 {
             names::hosting_ns(&self.host)
         } else {
-            names::router_ns(&self.vn)
+            names::router_ns(&self.virtual_network_id)
         }
     }
-    /// The port's addresses.
-    pub fn addrs(&self) -> impl Iterator<Item = IpAddr> {
-        self.v4
-            .map(IpAddr::V4)
-            .into_iter()
-            .chain(self.v6.map(IpAddr::V6))
+
+    fn table_site(&self) -> TableSite {
+        if self.machine().2 {
+            TableSite::Hosting
+        } else {
+            TableSite::Router
+        }
     }
 }
 
 /// Everything the fabric knows, loaded at start and kept in step with the record store.
 #[derive(Debug, Default)]
 pub struct Model {
-    /// VirtualNetworks by id.
-    pub vns: BTreeMap<String, VnRec>,
-    /// Subnets by id.
-    pub subnets: BTreeMap<String, SubnetRec>,
-    /// Security groups by id.
-    pub sgs: BTreeMap<String, SgRec>,
-    /// External IPs by id.
-    pub eips: BTreeMap<String, EipRec>,
-    /// DNATs by attachment id.
-    pub dnats: BTreeMap<String, DnatRec>,
-    /// SNATs by NAT gateway id.
-    pub snats: BTreeMap<String, SnatRec>,
-    /// Ports by attachment id.
-    pub ports: BTreeMap<String, PortRec>,
+    /// The shared fabric model's records and indexes.
+    pub state: FabricState,
+    /// Routers' transit addresses by VirtualNetwork id.
+    pub transit: BTreeMap<String, Transit>,
+    /// Ports' packet marks by attachment id.
+    pub marks: BTreeMap<String, u32>,
 }
 
 impl Model {
+    /// Adds one record read from the state directory (`text` is its file).
+    pub fn load(&mut self, kind: &str, text: &[u8]) -> Result<(), serde_json::Error> {
+        let record = match kind {
+            kind::VN => {
+                let f: VnFile = serde_json::from_slice(text)?;
+                self.transit
+                    .insert(f.record.virtual_network_id.clone(), f.transit);
+                Record::VirtualNetwork(f.record)
+            }
+            kind::PORT => {
+                let f: PortFile = serde_json::from_slice(text)?;
+                self.marks.insert(f.record.attachment_id.clone(), f.mark);
+                Record::Attachment(f.record)
+            }
+            kind::SUBNET => Record::Subnet(serde_json::from_slice(text)?),
+            kind::SG => Record::SecurityGroup(serde_json::from_slice(text)?),
+            kind::EIP => Record::ExternalIp(serde_json::from_slice(text)?),
+            kind::DNAT => Record::Dnat(serde_json::from_slice(text)?),
+            kind::SNAT => Record::Snat(serde_json::from_slice(text)?),
+            _ => serde_json::from_slice(text)?,
+        };
+        self.state.apply(record.key(), Some(record));
+        Ok(())
+    }
+
+    /// The file of `record`: its kind, its id and its text (with this driver's allocations).
+    pub fn file(&self, record: &Record) -> Result<(&'static str, String, Vec<u8>), OpError> {
+        let (kind, id) = file_of(record);
+        let text = match record {
+            Record::VirtualNetwork(v) => serde_json::to_vec_pretty(&VnFile {
+                record: v.clone(),
+                transit: *self.transit(&v.virtual_network_id)?,
+            }),
+            Record::Attachment(a) => serde_json::to_vec_pretty(&PortFile {
+                record: a.clone(),
+                mark: self.mark(&a.attachment_id),
+            }),
+            Record::Subnet(s) => serde_json::to_vec_pretty(s),
+            Record::SecurityGroup(g) => serde_json::to_vec_pretty(g),
+            Record::ExternalIp(e) => serde_json::to_vec_pretty(e),
+            Record::Dnat(d) => serde_json::to_vec_pretty(d),
+            Record::Snat(s) => serde_json::to_vec_pretty(s),
+            Record::Port(_) | Record::Meta(_) => serde_json::to_vec_pretty(record),
+        }
+        .map_err(|e| OpError::permanent(format!("cannot encode record {id}: {e}")))?;
+        Ok((kind, id, text))
+    }
+
+    /// The kind and id of the file of the record under `key`, if there is one.
+    pub fn file_of_key(&self, key: &str) -> Option<(&'static str, String)> {
+        self.state.get(key).map(file_of)
+    }
+
     /// The VirtualNetwork a request names, or the refusal.
-    pub fn vn(&self, id: &str) -> Result<&VnRec, OpError> {
-        self.vns
-            .get(id)
+    pub fn vn(&self, id: &str) -> Result<&VirtualNetworkRecord, OpError> {
+        self.state
+            .vn(id)
             .ok_or_else(|| checks::missing_virtual_network(id))
     }
 
-    /// Ports of a subnet.
-    pub fn subnet_ports<'a>(&'a self, subnet: &'a str) -> impl Iterator<Item = &'a PortRec> {
-        self.ports.values().filter(move |p| p.subnet == subnet)
+    /// The transit addresses of VirtualNetwork `id`'s router.
+    pub fn transit(&self, id: &str) -> Result<&Transit, OpError> {
+        self.transit.get(id).ok_or_else(|| {
+            OpError::permanent(format!(
+                "virtual network '{id}' has no transit addresses recorded"
+            ))
+        })
+    }
+
+    /// A subnet, or the refusal.
+    pub fn subnet(&self, id: &str) -> Result<&SubnetRecord, OpError> {
+        self.state
+            .subnet(id)
+            .ok_or_else(|| checks::missing_subnet(id))
+    }
+
+    /// A port's packet mark (0 = none yet).
+    pub fn mark(&self, attachment_id: &str) -> u32 {
+        self.marks.get(attachment_id).copied().unwrap_or(0)
+    }
+
+    /// A port's keys in the security-group maps.
+    pub fn sg_keys(&self, p: &NetworkAttachmentRecord) -> PortKeys {
+        PortKeys {
+            mac: p.mac_address.clone(),
+            mark: self.mark(&p.attachment_id),
+            v4: p.ipv4_address,
+            v6: p.ipv6_address,
+        }
     }
 
     /// The lowest packet mark no port of switch namespace `ns` uses (ports' bridged-ingress
     /// keys; 0 means "no port" to the bridge table, so marks start at 1).
     pub fn free_mark(&self, ns: &str) -> u32 {
-        let used: std::collections::BTreeSet<u32> = self
-            .ports
-            .values()
+        let used: BTreeSet<u32> = self
+            .state
+            .attachments()
             .filter(|p| p.switch_ns() == ns)
-            .map(|p| p.mark)
+            .map(|p| self.mark(&p.attachment_id))
             .collect();
         // Below the router's hairpin bit, which must never look like a port's mark.
         (1..super::render::HAIRPIN_MARK)
@@ -251,57 +241,8 @@ impl Model {
             .unwrap_or(super::render::HAIRPIN_MARK - 1)
     }
 
-    /// Addresses in use on a subnet.
-    pub fn used_in_subnet(&self, subnet: &str) -> std::collections::BTreeSet<IpAddr> {
-        self.subnet_ports(subnet).flat_map(|p| p.addrs()).collect()
-    }
-
-    /// Whether an external address is allocated.
-    pub fn external_allocated(&self, addr: IpAddr) -> bool {
-        self.eips.values().any(|e| e.address == addr)
-    }
-
-    /// Who consumes an external address (DNAT or SNAT), as a human reference.
-    pub fn external_consumer(&self, addr: IpAddr) -> Option<String> {
-        self.dnats
-            .values()
-            .find(|d| d.external == addr)
-            .map(|d| checks::external_ip_attachment_user(&d.id))
-            .or_else(|| {
-                self.snats
-                    .values()
-                    .find(|s| s.external == addr)
-                    .map(|s| checks::nat_gateway_user(&s.id))
-            })
-    }
-
-    /// What still lives in VirtualNetwork `vn` (its subnets, security groups, DNAT and SNAT
-    /// rules), as human references.
-    pub fn users_of_vn(&self, vn: &str) -> Vec<String> {
-        let subnets = self.subnets.values().filter(|s| s.vn == vn);
-        let sgs = self.sgs.values().filter(|g| g.vn == vn);
-        let dnats = self.dnats.values().filter(|d| d.vn == vn);
-        let snats = self.snats.values().filter(|s| s.vn == vn);
-        subnets
-            .map(|s| format!("subnet '{}'", s.id))
-            .chain(sgs.map(|g| format!("security group '{}'", g.id)))
-            .chain(dnats.map(|d| checks::external_ip_attachment_user(&d.id)))
-            .chain(snats.map(|s| checks::nat_gateway_user(&s.id)))
-            .collect()
-    }
-
-    /// The external address is allocated and used by nobody but `me`.
-    pub fn external_address_free(&self, addr: IpAddr, me: &str) -> Result<(), OpError> {
-        checks::external_address_free(
-            addr,
-            self.external_allocated(addr),
-            self.external_consumer(addr).as_deref(),
-            me,
-        )
-    }
-
     /// The union of the security groups (sorted, unique) of the ports of `vn` in namespace `ns`
-    /// that may use `addr` (see [`PortRec::allowed`]), leaving out attachment `except`: what
+    /// that may use `addr` (their allowed addresses), leaving out attachment `except`: what
     /// filters traffic of that address there. `None` when no port claims it there.
     pub fn claimant_groups(
         &self,
@@ -310,45 +251,83 @@ impl Model {
         addr: IpAddr,
         except: &str,
     ) -> Option<Vec<String>> {
-        let claimants: Vec<&PortRec> = self
-            .ports
-            .values()
-            .filter(|p| p.id != except && p.vn == vn && p.allowed.contains(&addr))
+        let claimants: Vec<&NetworkAttachmentRecord> = self
+            .state
+            .attachments()
+            .filter(|p| {
+                p.attachment_id != except
+                    && p.virtual_network_id == vn
+                    && p.allowed_addresses.contains(&addr)
+            })
             .filter(|p| p.switch_ns() == ns)
             .collect();
         if claimants.is_empty() {
             return None;
         }
-        let set: std::collections::BTreeSet<String> = claimants
+        let set: BTreeSet<String> = claimants
             .iter()
-            .flat_map(|p| p.sgs.iter().cloned())
+            .flat_map(|p| p.security_groups.iter().cloned())
             .collect();
         Some(set.into_iter().collect())
     }
 
     /// Security-group ids used by ports whose switch end lives in `ns`, for VN `vn`.
-    pub fn sgs_in_ns(&self, vn: &str, ns: &str) -> std::collections::BTreeSet<String> {
-        self.ports
-            .values()
-            .filter(|p| p.vn == vn && p.switch_ns() == ns)
-            .flat_map(|p| p.sgs.iter().cloned())
+    pub fn sgs_in_ns(&self, vn: &str, ns: &str) -> BTreeSet<String> {
+        self.state
+            .attachments()
+            .filter(|p| p.virtual_network_id == vn && p.switch_ns() == ns)
+            .flat_map(|p| p.security_groups.iter().cloned())
             .collect()
     }
 
     /// Hosting-cluster namespaces holding ports of `vn`.
-    pub fn hosting_namespaces_of(&self, vn: &str) -> std::collections::BTreeSet<String> {
-        self.ports
-            .values()
-            .filter(|p| p.vn == vn && p.machine().2)
+    pub fn hosting_namespaces_of(&self, vn: &str) -> BTreeSet<String> {
+        self.state
+            .attachments()
+            .filter(|p| p.virtual_network_id == vn && p.machine().2)
             .map(|p| p.switch_ns())
             .collect()
     }
 
     /// Transit addresses in use.
-    pub fn transit_used(&self) -> std::collections::BTreeSet<IpAddr> {
-        self.vns
+    pub fn transit_used(&self) -> BTreeSet<IpAddr> {
+        self.transit
             .values()
-            .flat_map(|v| [IpAddr::V4(v.transit_v4), IpAddr::V6(v.transit_v6)])
+            .flat_map(|t| [IpAddr::V4(t.v4), IpAddr::V6(t.v6)])
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_written_by_the_driver_before_the_shared_model_still_load() {
+        let mut model = Model::default();
+        let vn = br#"{"id":"vn1","tenant":"t","ipv4_cidr":"10.0.0.0/16","ipv6_cidr":null,
+            "transit_v4":"100.64.0.2","transit_v6":"fd00:64::2"}"#;
+        let port = br#"{"id":"a1","host":"h","interface":"data-0","mac":"02:00:00:00:00:01",
+            "subnet":"s1","vn":"vn1","sgs":["g"],"primary":true,"v4":"10.0.1.2","v6":null,
+            "allowed":[],"mark":3}"#;
+        model.load(kind::VN, vn).unwrap();
+        model.load(kind::PORT, port).unwrap();
+        assert_eq!(model.vn("vn1").unwrap().tenant, "t");
+        assert_eq!(
+            model.transit("vn1").unwrap().v4,
+            Ipv4Addr::new(100, 64, 0, 2)
+        );
+        let a = model.state.attachment("a1").unwrap();
+        assert_eq!(a.mac_address, "02:00:00:00:00:01");
+        assert_eq!(a.security_groups, vec!["g".to_string()]);
+        assert_eq!(a.ipv4_address, Some(Ipv4Addr::new(10, 0, 1, 2)));
+        assert_eq!(model.mark("a1"), 3);
+
+        // Written back in the model's own field names, then read again unchanged.
+        let (_, _, text) = model.file(&Record::Attachment(a.clone())).unwrap();
+        let mut again = Model::default();
+        again.load(kind::PORT, &text).unwrap();
+        assert_eq!(again.state.attachment("a1"), Some(a));
+        assert_eq!(again.mark("a1"), 3);
     }
 }

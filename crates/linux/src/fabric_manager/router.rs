@@ -4,12 +4,12 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use osac_backends::checks;
+use osac_backends::fabric_model::virtual_network;
 use osac_backends::net::{ipv4_gateway, ipv6_gateway, lowest_free};
 use osac_backends::{CreateVirtualNetworkRequest, DeleteVirtualNetworkRequest, OpError};
 
 use super::Inner;
-use super::records::{VnRec, kind};
+use super::records::Transit;
 use super::render::{self, TableSite};
 use crate::cmd;
 use crate::kernel;
@@ -32,54 +32,43 @@ impl Inner {
         &mut self,
         r: CreateVirtualNetworkRequest,
     ) -> Result<(), OpError> {
-        checks::virtual_network(&r)?;
-        let rec = match self.model.vns.get(&r.virtual_network_id) {
-            Some(old) => {
-                checks::same_virtual_network(&r, &old.tenant, old.ipv4_cidr, old.ipv6_cidr)?;
-                old.clone()
-            }
-            None => {
-                let used = self.model.transit_used();
-                let t4 = self.settings.transit_ipv4_cidr;
-                let t6 = self.settings.transit_ipv6_cidr;
-                let gw4 = IpNet::V4(ipnet::Ipv4Net::from(ipv4_gateway(t4)));
-                let gw6 = IpNet::V6(ipnet::Ipv6Net::from(ipv6_gateway(t6)));
-                let pick = |net: IpNet, gw: IpNet| {
-                    lowest_free(net, &|a| used.contains(a), &[gw]).ok_or_else(|| {
-                        OpError::permanent(format!("transit range {net} is exhausted"))
-                    })
-                };
-                let (IpAddr::V4(transit_v4), IpAddr::V6(transit_v6)) =
-                    (pick(IpNet::V4(t4), gw4)?, pick(IpNet::V6(t6), gw6)?)
-                else {
-                    return Err(OpError::permanent(
-                        "transit allocation returned the wrong family",
-                    ));
-                };
-                let rec = VnRec {
-                    id: r.virtual_network_id.clone(),
-                    tenant: r.tenant.clone(),
-                    ipv4_cidr: r.ipv4_cidr,
-                    ipv6_cidr: r.ipv6_cidr,
-                    transit_v4,
-                    transit_v6,
-                };
-                self.store.put(kind::VN, &rec.id, &rec).await?;
-                self.model.vns.insert(rec.id.clone(), rec.clone());
-                rec
-            }
+        let id = r.virtual_network_id.clone();
+        let (changes, ()) = virtual_network::create(&self.model.state, r)?;
+        if !self.model.transit.contains_key(&id) {
+            let transit = self.pick_transit()?;
+            self.model.transit.insert(id.clone(), transit);
+        }
+        self.commit(changes).await?;
+        self.build_router(&id).await
+    }
+
+    /// The lowest free transit address of each family (never the transit gateway).
+    fn pick_transit(&self) -> Result<Transit, OpError> {
+        let used = self.model.transit_used();
+        let t4 = self.settings.transit_ipv4_cidr;
+        let t6 = self.settings.transit_ipv6_cidr;
+        let gw4 = IpNet::V4(ipnet::Ipv4Net::from(ipv4_gateway(t4)));
+        let gw6 = IpNet::V6(ipnet::Ipv6Net::from(ipv6_gateway(t6)));
+        let pick = |net: IpNet, gw: IpNet| {
+            lowest_free(net, &|a| used.contains(a), &[gw])
+                .ok_or_else(|| OpError::permanent(format!("transit range {net} is exhausted")))
         };
-        self.build_router(&rec).await?;
-        Ok(())
+        match (pick(IpNet::V4(t4), gw4)?, pick(IpNet::V6(t6), gw6)?) {
+            (IpAddr::V4(v4), IpAddr::V6(v6)) => Ok(Transit { v4, v6 }),
+            _ => Err(OpError::permanent(
+                "transit allocation returned the wrong family",
+            )),
+        }
     }
 
     /// Builds (or repairs) a router namespace: everything `create_virtual_network` owns.
-    pub(crate) async fn build_router(&self, vn: &VnRec) -> Result<(), OpError> {
-        let ns = names::router_ns(&vn.id);
+    pub(crate) async fn build_router(&self, vn_id: &str) -> Result<(), OpError> {
+        let transit = *self.model.transit(vn_id)?;
+        let ns = names::router_ns(vn_id);
         kernel::ensure_external(&self.settings).await?;
         cmd::ensure_netns(&ns).await?;
         kernel::prepare_bridging_ns(&ns, &ROUTER_SYSCTLS).await?;
-        let ext_end = names::uplink_ext_end(&vn.id);
+        let ext_end = names::uplink_ext_end(vn_id);
         if cmd::link(&ns, UPLINK_IF).await?.is_none()
             || cmd::link(EXT_NS, &ext_end).await?.is_none()
         {
@@ -96,7 +85,7 @@ impl Inner {
             // A new uplink has a new MAC: forget what the external network cached for our
             // transit addresses (a re-created router, or an earlier owner of the address),
             // else its traffic goes to a dead MAC until the stale entry is probed away.
-            for addr in [vn.transit_v4.to_string(), vn.transit_v6.to_string()] {
+            for addr in [transit.v4.to_string(), transit.v6.to_string()] {
                 let _ = cmd::ip(Some(EXT_NS), &["neigh", "del", &addr, "dev", EXT_BRIDGE]).await;
             }
         }
@@ -112,13 +101,13 @@ impl Inner {
         kernel::ensure_addr(
             &ns,
             UPLINK_IF,
-            &format!("{}/{}", vn.transit_v4, t4.prefix_len()),
+            &format!("{}/{}", transit.v4, t4.prefix_len()),
         )
         .await?;
         kernel::ensure_addr(
             &ns,
             UPLINK_IF,
-            &format!("{}/{}", vn.transit_v6, t6.prefix_len()),
+            &format!("{}/{}", transit.v6, t6.prefix_len()),
         )
         .await?;
         let gw4 = ipv4_gateway(t4).to_string();
@@ -135,9 +124,9 @@ impl Inner {
             ],
         )
         .await?;
-        kernel::ensure_underlay(&self.settings, &ns, &names::router_underlay_ext_end(&vn.id))
+        kernel::ensure_underlay(&self.settings, &ns, &names::router_underlay_ext_end(vn_id))
             .await?;
-        let table = names::vn_table(&vn.id);
+        let table = names::vn_table(vn_id);
         let mut script = render::vn_table(&table, TableSite::Router);
         script.push_str(&render::bridge_table());
         script.push_str(&render::router_hairpin());
@@ -145,26 +134,22 @@ impl Inner {
         Ok(())
     }
 
-    /// Makes sure the router of `vn` exists (rebuilding it when someone removed it); returns
-    /// its record.
-    pub(crate) async fn router_ready(&self, vn_id: &str) -> Result<VnRec, OpError> {
-        let vn = self.model.vn(vn_id)?.clone();
+    /// Makes sure the router of `vn` exists (rebuilding it when someone removed it).
+    pub(crate) async fn router_ready(&self, vn_id: &str) -> Result<(), OpError> {
+        self.model.vn(vn_id)?;
         let ns = names::router_ns(vn_id);
         if !cmd::netns_exists(&ns).await? || cmd::link(&ns, UPLINK_IF).await?.is_none() {
-            self.build_router(&vn).await?;
+            self.build_router(vn_id).await?;
         }
-        Ok(vn)
+        Ok(())
     }
 
     pub(crate) async fn delete_virtual_network(
         &mut self,
         r: DeleteVirtualNetworkRequest,
     ) -> Result<(), OpError> {
-        let id = &r.virtual_network_id;
-        checks::still_in_use(
-            &format!("virtual network '{id}'"),
-            self.model.users_of_vn(id).iter().map(String::as_str),
-        )?;
+        let id = &r.virtual_network_id.clone();
+        let (changes, ()) = virtual_network::delete(&self.model.state, r)?;
         cmd::delete_netns(&names::router_ns(id)).await?;
         for end in [
             names::uplink_ext_end(id),
@@ -179,7 +164,6 @@ impl Inner {
                 cmd::nft(&ns, &script).await?;
             }
         }
-        self.store.forget(kind::VN, &mut self.model.vns, id).await?;
-        Ok(())
+        self.commit(changes).await
     }
 }

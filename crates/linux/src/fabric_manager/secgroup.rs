@@ -3,11 +3,10 @@
 //! stays flat in the number of groups: `cmd::nft` sends its rules in block form, for which
 //! nft does not load every chain of the namespace first (see `cmd::compact`).
 
-use osac_backends::checks;
+use osac_backends::fabric_model::security_group;
 use osac_backends::{ApplySecurityGroupRequest, DeleteSecurityGroupRequest, OpError};
 
 use super::Inner;
-use super::records::{SgRec, kind};
 use super::render::{self, TableSite};
 use crate::cmd;
 use crate::names;
@@ -28,34 +27,18 @@ impl Inner {
         &mut self,
         r: ApplySecurityGroupRequest,
     ) -> Result<(), OpError> {
-        checks::require_non_empty("security_group_id", &r.security_group_id)?;
-        self.model.vn(&r.virtual_network_id)?;
-        let its_vn = self
-            .model
-            .sgs
-            .get(&r.security_group_id)
-            .map(|g| g.vn.as_str());
-        checks::security_group(&r, its_vn)?;
-        let rec = SgRec {
-            id: r.security_group_id,
-            vn: r.virtual_network_id,
-            ingress: r.ingress,
-            egress: r.egress,
+        let (vn, id) = (r.virtual_network_id.clone(), r.security_group_id.clone());
+        let (changes, ()) = security_group::apply(&self.model.state, r)?;
+        self.commit(changes).await?;
+        self.router_ready(&vn).await?;
+        let Some(rec) = self.model.state.sg(&id) else {
+            return Ok(());
         };
-        self.store
-            .save(kind::SG, &mut self.model.sgs, &rec.id, &rec)
-            .await?;
-        self.router_ready(&rec.vn).await?;
-        let table = names::vn_table(&rec.vn);
-        for (ns, site) in self.sg_namespaces(&rec.vn, &rec.id) {
+        let table = names::vn_table(&vn);
+        for (ns, site) in self.sg_namespaces(&vn, &id) {
             let mut script = String::new();
             script.push_str(&render::vn_table(&table, site));
-            script.push_str(&render::sg_chains(
-                &table,
-                &rec.id,
-                &rec.ingress,
-                &rec.egress,
-            ));
+            script.push_str(&render::sg_chains(&table, &id, &rec.ingress, &rec.egress));
             cmd::nft(&ns, &script).await?;
         }
         Ok(())
@@ -65,28 +48,17 @@ impl Inner {
         &mut self,
         r: DeleteSecurityGroupRequest,
     ) -> Result<(), OpError> {
-        let Some(g) = self.model.sgs.get(&r.security_group_id).cloned() else {
+        let Some(g) = self.model.state.sg(&r.security_group_id).cloned() else {
             return Ok(());
         };
-        checks::security_group_in(&g.id, &g.vn, &r.virtual_network_id)?;
-        let users: Vec<&str> = self
-            .model
-            .ports
-            .values()
-            .filter(|p| p.sgs.contains(&g.id))
-            .map(|p| p.id.as_str())
-            .collect();
-        checks::security_group_unused(&g.id, users.len(), users.first().copied().unwrap_or(""))?;
-        let table = names::vn_table(&g.vn);
-        let router = names::router_ns(&g.vn);
+        let (changes, ()) = security_group::delete(&self.model.state, r)?;
+        let table = names::vn_table(&g.virtual_network_id);
+        let router = names::router_ns(&g.virtual_network_id);
         if cmd::netns_exists(&router).await? {
             let mut script = render::vn_table(&table, TableSite::Router);
-            script.push_str(&render::delete_sg_chains(&table, &g.id));
+            script.push_str(&render::delete_sg_chains(&table, &g.security_group_id));
             cmd::nft(&router, &script).await?;
         }
-        self.store
-            .forget(kind::SG, &mut self.model.sgs, &g.id)
-            .await?;
-        Ok(())
+        self.commit(changes).await
     }
 }

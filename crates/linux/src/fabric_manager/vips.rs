@@ -8,7 +8,9 @@ use std::net::IpAddr;
 use osac_backends::OpError;
 
 use super::Inner;
-use super::records::PortRec;
+use osac_backends::fabric_model::NetworkAttachmentRecord;
+
+use super::records::Placement;
 use super::render;
 use crate::{cmd, names};
 
@@ -33,8 +35,13 @@ impl Inner {
         }
         let mut script = String::new();
         for g in &groups {
-            if let Some(g) = self.model.sgs.get(g) {
-                script.push_str(&render::sg_chains(table, &g.id, &g.ingress, &g.egress));
+            if let Some(g) = self.model.state.sg(g) {
+                script.push_str(&render::sg_chains(
+                    table,
+                    &g.security_group_id,
+                    &g.ingress,
+                    &g.egress,
+                ));
             }
         }
         script.push_str(&steering);
@@ -44,14 +51,19 @@ impl Inner {
     /// Re-steers allowed addresses `vips` that port `p` no longer claims, from the remaining
     /// claimants in its namespace (nothing to do when the namespace is gone: a rebuild starts
     /// from the records).
-    pub(crate) async fn withdraw_vips(&self, p: &PortRec, vips: &[IpAddr]) -> Result<(), OpError> {
+    pub(crate) async fn withdraw_vips(
+        &self,
+        p: &NetworkAttachmentRecord,
+        vips: &[IpAddr],
+    ) -> Result<(), OpError> {
         let ns = p.switch_ns();
         if vips.is_empty() || !cmd::netns_exists(&ns).await? {
             return Ok(());
         }
-        let table = names::vn_table(&p.vn);
+        let vn = &p.virtual_network_id;
+        let table = names::vn_table(vn);
         let mut script = render::vn_table(&table, p.table_site());
-        script.push_str(&self.vip_script(&table, &p.vn, &ns, vips, &p.id));
+        script.push_str(&self.vip_script(&table, vn, &ns, vips, &p.attachment_id));
         cmd::nft_converge(&ns, &script).await?;
         Ok(())
     }

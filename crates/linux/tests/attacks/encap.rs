@@ -121,8 +121,8 @@ async fn encapsulated_frames_from_a_workload_never_reach_another_segment() {
         c.clear();
     }
 
-    let vn_a = w.env.fabric.virtual_network(&w.id("va")).await.unwrap();
-    let vn_b = w.env.fabric.virtual_network(&w.id("vb")).await.unwrap();
+    let vn_a = w.env.fabric.transit(&w.id("va")).await.unwrap();
+    let vn_b = w.env.fabric.transit(&w.id("vb")).await.unwrap();
     let mut attacks = Vec::new();
     let mut answers = Vec::new();
     for (who, m) in [("vm", &evil), ("bm", &evil_bm)] {
@@ -139,10 +139,10 @@ async fn encapsulated_frames_from_a_workload_never_reach_another_segment() {
             "10.0.1.255".parse().unwrap(),
             IpAddr::V4(Ipv4Addr::BROADCAST),
             "fd10:0:0:1::1".parse().unwrap(),
-            IpAddr::V4(vn_a.transit_v4),
-            IpAddr::V6(vn_a.transit_v6),
-            IpAddr::V4(vn_b.transit_v4),
-            IpAddr::V6(vn_b.transit_v6),
+            IpAddr::V4(vn_a.v4),
+            IpAddr::V6(vn_a.v6),
+            IpAddr::V4(vn_b.v4),
+            IpAddr::V6(vn_b.v6),
             IpAddr::V6(ul(&router_a)),
             IpAddr::V6(ul(&router_b)),
             IpAddr::V6(ul(&hosting_ns)),

@@ -58,13 +58,7 @@ async fn deleting_a_nat_gateway_stops_its_flows_using_the_released_address() {
     })
     .await
     .unwrap();
-    let transit = w
-        .env
-        .fabric
-        .virtual_network(&w.id("va"))
-        .await
-        .unwrap()
-        .transit_v4;
+    let transit = w.env.fabric.transit(&w.id("va")).await.unwrap().v4;
     assert_eq!(
         send(2),
         IpAddr::V4(transit),

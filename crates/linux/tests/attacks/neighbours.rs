@@ -148,13 +148,7 @@ async fn neighbour_discovery_and_link_local_traffic_never_leave_and_arp_answers_
     }
 
     // ARP: the transit address and another subnet's gateway are not this subnet's to learn.
-    let transit = w
-        .env
-        .fabric
-        .virtual_network(&w.id("va"))
-        .await
-        .unwrap()
-        .transit_v4;
+    let transit = w.env.fabric.transit(&w.id("va")).await.unwrap().v4;
     let other_gateway = Ipv4Addr::new(10, 0, 2, 1);
     let own_gateway = Ipv4Addr::new(10, 0, 1, 1);
     for (who, m) in [("vm", &evil), ("bm", &evil_bm)] {

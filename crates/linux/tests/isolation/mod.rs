@@ -156,7 +156,7 @@ async fn only_agents_allowed_a_vip_send_from_it_and_its_traffic_is_filtered() {
     .unwrap();
     let vip_addr: IpAddr = vip.parse().unwrap();
     assert_eq!(
-        again.port(&env.id("a2")).await.unwrap().allowed,
+        again.port(&env.id("a2")).await.unwrap().allowed_addresses,
         vec![vip_addr]
     );
 
@@ -192,8 +192,20 @@ async fn neighbour_advertisements_only_announce_the_ports_own_addresses() {
     let (h1, h2) = (env.id("bm1"), env.id("bm2"));
     let (m1, _) = plug_open(&env, "p1", &h1, "data-0", "02:0a:00:00:00:01", "s1").await;
     plug_open(&env, "p2", &h2, "data-0", "02:0a:00:00:00:02", "s1").await;
-    let own = env.fabric.port(&env.id("p1")).await.unwrap().v6.unwrap();
-    let other = env.fabric.port(&env.id("p2")).await.unwrap().v6.unwrap();
+    let own = env
+        .fabric
+        .port(&env.id("p1"))
+        .await
+        .unwrap()
+        .ipv6_address
+        .unwrap();
+    let other = env
+        .fabric
+        .port(&env.id("p2"))
+        .await
+        .unwrap()
+        .ipv6_address
+        .unwrap();
     configure(&m1, "data-0", &format!("{own}/64"), None).await;
     assert!(ping(&m1, "fd10:0:0:1::1").await, "IPv6 and ND work");
     let (own, other, ll) = (own.to_string(), other.to_string(), "fe80::1234".to_string());

@@ -46,10 +46,12 @@ impl Drop for V6Routes {
 /// subnet's IPv6 gateway, as the DHCPv6 client and RAs do in the product.
 async fn plug6(env: &Env, att: &str, ns: &str) -> String {
     let p = env.fabric.port(&env.id(att)).await.expect("port");
-    let v6 = p.v6.expect("an IPv6 reservation on a dual-stack subnet");
+    let v6 = p
+        .ipv6_address
+        .expect("an IPv6 reservation on a dual-stack subnet");
     let gw = env
         .fabric
-        .subnet(&p.subnet)
+        .subnet(&p.subnet_id)
         .await
         .expect("subnet")
         .gw6()
@@ -95,13 +97,7 @@ async fn ipv6_dnat_nat_gateway_and_masquerade() {
     let e2 = c.allocate_external_ip(&alloc("e2")).await.unwrap().address;
     assert!(e1.is_ipv6() && e2.is_ipv6() && e1 != e2, "{e1} {e2}");
     let ext_gw = osac_backends::net::ipv6_gateway(env.settings.transit_ipv6_cidr).to_string();
-    let transit: IpAddr = env
-        .fabric
-        .virtual_network(&env.id("vn"))
-        .await
-        .unwrap()
-        .transit_v6
-        .into();
+    let transit: IpAddr = env.fabric.transit(&env.id("vn")).await.unwrap().v6.into();
 
     // Without a NAT gateway, IPv6 egress is masqueraded to the router's transit address.
     let port = env.tcp_port;
