@@ -1,6 +1,7 @@
 //! `osac-backends`: the networking manager contract of osac-net (roles, operations, failures
 //! as values), the registry of managers loaded from a config directory (one registration file
-//! per manager), the preconditions every driver applies ([`checks`]), and the drivers that
+//! per manager), the preconditions every driver applies ([`checks`]), the fabric model every
+//! fabric driver plans its operations on ([`fabric_model`]), and the drivers that
 //! implement the contract here: `sim` (in-process, deterministic, persisted) and `exec` (a
 //! command per operation). The `linux` driver (crate `osac-linux`) implements the same
 //! [`FabricManager`] and [`K8sManager`] traits on the local kernel.

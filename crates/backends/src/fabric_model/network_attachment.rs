@@ -60,6 +60,14 @@ impl NetworkAttachmentRecord {
         }
     }
 
+    /// Every source address the port may send from (its anti-spoofing set): its reserved
+    /// addresses and its allowed ones (cluster VIPs), never its subnet's whole VIP block.
+    pub fn source_addresses(&self) -> Vec<IpAddr> {
+        self.addrs()
+            .chain(self.allowed_addresses.iter().copied())
+            .collect()
+    }
+
     /// The addresses reserved for the port, IPv4 first.
     pub fn addrs(&self) -> impl Iterator<Item = IpAddr> + use<> {
         self.ipv4_address

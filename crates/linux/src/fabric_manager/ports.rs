@@ -252,12 +252,7 @@ impl Inner {
         .await?;
 
         let sw = p.switch_end();
-        // Its own addresses and its allowed ones (never the subnet's whole VIP block).
-        let sources: Vec<IpNet> = p
-            .addrs()
-            .chain(p.allowed_addresses.iter().copied())
-            .map(IpNet::from)
-            .collect();
+        let sources: Vec<IpNet> = p.source_addresses().into_iter().map(IpNet::from).collect();
         let identity = PortIdentity {
             mac: p.mac_address.clone(),
             ipv4: sources
