@@ -223,7 +223,7 @@ async fn subnets_add_their_gateways_to_the_router_and_one_removed_leaves_the_oth
     };
     nb::converge(
         c,
-        &[render::virtual_network(&vn)],
+        &[render::virtual_network(&vn).router],
         &Scope::Keys(BTreeSet::new()),
     )
     .await
@@ -240,9 +240,7 @@ async fn subnets_add_their_gateways_to_the_router_and_one_removed_leaves_the_oth
             "t1",
             100 + i64::try_from(i).unwrap(),
         );
-        let mut wanted = vec![rows.router, rows.switch];
-        wanted.extend(rows.dhcp4);
-        nb::converge(c, &wanted, &Scope::Keys(BTreeSet::new()))
+        nb::converge(c, &rows.all(), &Scope::Keys(BTreeSet::new()))
             .await
             .unwrap();
     }
@@ -250,7 +248,11 @@ async fn subnets_add_their_gateways_to_the_router_and_one_removed_leaves_the_oth
         db.names("Logical_Router_Port").await,
         BTreeSet::from(["osac-lrp-s1".into(), "osac-lrp-s2".into()])
     );
-    assert_eq!(db.rows("DHCP_Options").await.len(), 2);
+    assert_eq!(
+        db.rows("DHCP_Options").await.len(),
+        4,
+        "primary and secondary IPv4 options per subnet"
+    );
 
     // Subnet s1 goes: its gateway port leaves the router, its switch and DHCP options go.
     let detached = nb::detach(
@@ -265,9 +267,10 @@ async fn subnets_add_their_gateways_to_the_router_and_one_removed_leaves_the_oth
     let s1 = Scope::Keys(BTreeSet::from([
         ("Logical_Switch", render::switch_key("s1")),
         ("DHCP_Options", render::dhcp4_key("s1")),
+        ("DHCP_Options", render::dhcp4_secondary_key("s1")),
     ]));
     let gone = nb::converge(c, &[], &s1).await.unwrap();
-    assert_eq!(gone.deleted.len(), 2, "{gone:?}");
+    assert_eq!(gone.deleted.len(), 3, "{gone:?}");
     assert_eq!(
         db.names("Logical_Router_Port").await,
         BTreeSet::from(["osac-lrp-s2".into()])
