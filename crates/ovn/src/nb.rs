@@ -458,6 +458,28 @@ impl Plan<'_> {
     }
 }
 
+/// `wanted` with the root rows of the same table and key merged into the first: their
+/// children, references and memberships together (e.g. a router listed once with a NAT rule
+/// and once with another).
+fn merged(wanted: &[Row]) -> Vec<Row> {
+    let mut out: Vec<Row> = Vec::with_capacity(wanted.len());
+    for r in wanted {
+        match out
+            .iter_mut()
+            .find(|o| o.table == r.table && o.key == r.key)
+        {
+            Some(first) => {
+                first.children.extend(r.children.iter().cloned());
+                first.references.extend(r.references.iter().cloned());
+                first.memberships.extend(r.memberships.iter().cloned());
+                first.keeps_other_children |= r.keeps_other_children;
+            }
+            None => out.push(r.clone()),
+        }
+    }
+    out
+}
+
 /// Makes the rows of ours within `scope` be `wanted` (see the module docs). Children that are
 /// no longer wanted disappear with their parent's reference; root rows of ours in the scope
 /// that are not wanted are deleted.
@@ -486,7 +508,8 @@ pub async fn converge(
         names: 0,
         ensured: BTreeMap::new(),
     };
-    for r in wanted {
+    let wanted = merged(wanted);
+    for r in &wanted {
         plan.ensure(r)?;
     }
     let wanted_roots: BTreeSet<(&'static str, String)> =

@@ -447,6 +447,10 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         });
         assert_eq!(outbound, "203.0.113.10");
     }));
+    if result.is_err() && std::env::var_os("OVNT_KEEP").is_some() {
+        eprintln!("KEEP {}", dir.path().display());
+        std::thread::sleep(Duration::from_secs(400));
+    }
     drop(listeners);
     for v in &vms {
         remove_ns(&v.ns);
