@@ -5,64 +5,12 @@
 
 use std::collections::BTreeSet;
 
+mod common;
+
+use common::{NB, db};
 use osac_ovn::nb::{self, Row, Scope};
-use osac_ovn::sandbox::{self, NB_SCHEMA};
-use osac_ovsdb::{Client, datum, op};
-use serde_json::{Value, json};
-
-const NB: &str = nb::DATABASE;
-
-struct Db {
-    dir: tempfile::TempDir,
-    client: Client,
-}
-
-async fn db() -> Option<Db> {
-    if let Some(missing) = sandbox::missing_tools() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the OVN tests must run under CI but cannot: missing {missing}"
-        );
-        eprintln!("skipped: missing {missing}");
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let address = sandbox::serve_database(dir.path(), "nb", NB_SCHEMA)
-        .await
-        .expect("ovsdb-server");
-    let (client, _) = Client::connect(&address).await.expect("connect");
-    Some(Db { dir, client })
-}
-
-impl Db {
-    async fn stop(self) {
-        drop(self.client);
-        sandbox::stop_database(self.dir.path(), "nb").await;
-    }
-
-    async fn rows(&self, table: &str) -> Vec<Value> {
-        let r = self
-            .client
-            .transact(NB, vec![op::select(table, vec![], None)])
-            .await
-            .unwrap();
-        r[0]["rows"].as_array().cloned().unwrap_or_default()
-    }
-
-    async fn names(&self, table: &str) -> BTreeSet<String> {
-        self.rows(table)
-            .await
-            .iter()
-            .filter_map(|r| r["name"].as_str().map(str::to_string))
-            .collect()
-    }
-
-    async fn uuid_of(&self, table: &str, name: &str) -> String {
-        let rows = self.rows(table).await;
-        let row = rows.iter().find(|r| r["name"] == name).expect(name);
-        datum::as_uuid(&row["_uuid"]).unwrap().to_string()
-    }
-}
+use osac_ovsdb::{datum, op};
+use serde_json::json;
 
 fn port(name: &str, mac_ip: &str) -> Row {
     Row::new(
