@@ -111,6 +111,81 @@ impl Listeners {
     }
 }
 
+impl Listeners {
+    fn start_echo(&mut self, ns: &str, port: u16) {
+        let listen = format!("TCP-LISTEN:{port},reuseaddr,fork");
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "socat", &listen, "EXEC:cat"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("socat");
+        self.0.push(child);
+    }
+}
+
+/// Whether a TCP connection from `from` to `to:port` is accepted.
+fn connects(from: &str, to: &str, port: u16) -> bool {
+    let target = format!("TCP:{to}:{port},connect-timeout=2");
+    in_ns(from, &["socat", "-T1", "-u", "/dev/null", &target])
+        .status
+        .success()
+}
+
+/// An open TCP connection to an echo listener; closed when dropped.
+struct Connection {
+    child: Child,
+    input: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Connection {
+    fn open(from: &str, to: &str, port: u16) -> Option<Connection> {
+        use std::io::BufRead;
+        let target = format!("TCP:{to}:{port},connect-timeout=2");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", from, "socat", "STDIO", &target])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("socat");
+        let (input, output) = (child.stdin.take()?, child.stdout.take()?);
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(output)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut c = Connection {
+            child,
+            input,
+            lines,
+        };
+        c.echo("hello").map(|_| c)
+    }
+
+    /// Sends `text` and returns what comes back within 5 s.
+    fn echo(&mut self, text: &str) -> Option<String> {
+        use std::io::Write;
+        writeln!(self.input, "{text}").ok()?;
+        self.input.flush().ok()?;
+        self.lines.recv_timeout(Duration::from_secs(5)).ok()
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Listeners {
     fn drop(&mut self) {
         for c in &mut self.0 {
@@ -247,6 +322,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             vec![
                 rule(Protocol::Tcp, Some(8080), "0.0.0.0/0"),
                 rule(Protocol::Icmp, None, "10.0.0.0/16"),
+                rule(Protocol::Tcp, Some(8081), "10.0.0.0/16"),
             ],
         ),
         ("client", "v1", "ta", vec![]),
@@ -346,6 +422,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     let (server, client, closed, other) = (&vms[0].ns, &vms[1].ns, &vms[2].ns, &vms[3].ns);
     listeners.start(server, 8080);
     listeners.start(server, 9090);
+    listeners.start_echo(server, 8081);
     listeners.start(closed, 8080);
     listeners.start(&provider_ns, 7070);
 
@@ -446,7 +523,46 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             tcp(client, "172.31.0.1", 7070)
         });
         assert_eq!(outbound, "203.0.113.10");
+        // A connection to a port a rule allows, kept open while the rule is removed.
+        let mut open = eventually("vm12 opens a connection to vm11:8081", || {
+            Connection::open(client, "10.0.1.11", 8081)
+        });
+        assert_eq!(open.echo("one").as_deref(), Some("one"));
+        open
     }));
+    // The web group loses its 8081 rule.
+    let removed = match &result {
+        Ok(_) => Some(
+            nb::converge(
+                &nb,
+                &[security::security_group(
+                    &ApplySecurityGroupRequest {
+                        security_group_id: "web".into(),
+                        virtual_network_id: "v1".into(),
+                        ingress: vec![rule(Protocol::Tcp, Some(8080), "0.0.0.0/0")],
+                        egress: vec![rule(Protocol::All, None, "0.0.0.0/0")],
+                    },
+                    "ta",
+                )],
+                &Scope::Keys(BTreeSet::new()),
+            )
+            .await,
+        ),
+        Err(_) => None,
+    };
+    let result = result.and_then(|mut open| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            removed.expect("phase").expect("rule removed");
+            eventually("new connections to vm11:8081 are refused", || {
+                (!connects(client, "10.0.1.11", 8081)).then_some(())
+            });
+            assert_eq!(
+                open.echo("two").as_deref(),
+                Some("two"),
+                "the established connection was cut when its rule was removed"
+            );
+        }))
+    });
     if result.is_err() && std::env::var_os("OVNT_KEEP").is_some() {
         eprintln!("KEEP {}", dir.path().display());
         std::thread::sleep(Duration::from_secs(400));

@@ -10,6 +10,11 @@
 //! `allow-related` ACL per rule at [`PRIORITY_ALLOW`], between the two: a port in several
 //! groups passes the union. `allow-related` commits the connection, and OVN passes the replies
 //! of committed connections before any ACL.
+//!
+//! OVN evaluates every request-direction packet of a connection against the ACLs of the
+//! moment and blocks the connection when none allows it any more (Neutron's semantics). The
+//! network group passes those packets at [`PRIORITY_CONTROL`] instead ([`ESTABLISHED`]), so
+//! removing a rule stops new connections only, as the linux driver does (AWS's semantics).
 
 use ipnet::IpNet;
 use osac_backends::types::{ApplySecurityGroupRequest, Protocol, SecurityRule};
@@ -25,6 +30,10 @@ pub const PRIORITY_CONTROL: i64 = 2000;
 pub const PRIORITY_ALLOW: i64 = 1500;
 /// Priority of the network port group's drop ACLs (above OVN's defaults, which allow).
 pub const PRIORITY_DROP: i64 = 1000;
+
+/// Packets in the request direction of a connection committed by an `allow-related` ACL and
+/// not blocked since: only an ACL that allowed the connection's first packet commits it.
+pub const ESTABLISHED: &str = "ct.est && !ct.rel && !ct.rpl && ct_mark.blocked == 0";
 
 /// The port group of every port of VirtualNetwork `vn` (letters, digits and `_` only: OVN
 /// names address sets after it).
@@ -98,6 +107,20 @@ pub fn network_port_group(vn: &str, tenant: &str) -> Row {
             "from-lport",
             format!("inport == @{pg} && ip6 && udp.src == 546 && udp.dst == 547"),
             "allow",
+        ),
+        // Connections the rules allowed when they started keep passing after a rule is
+        // removed (as in the linux driver; OVN alone would cut them).
+        (
+            PRIORITY_CONTROL,
+            "from-lport",
+            format!("inport == @{pg} && {ESTABLISHED}"),
+            "allow-related",
+        ),
+        (
+            PRIORITY_CONTROL,
+            "to-lport",
+            format!("outport == @{pg} && {ESTABLISHED}"),
+            "allow-related",
         ),
         (
             PRIORITY_DROP,
