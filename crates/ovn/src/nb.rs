@@ -594,6 +594,26 @@ mod tests {
     }
 
     #[test]
+    fn root_rows_listed_twice_are_merged_into_the_first() {
+        let nat = |k: &str| Row::new("NAT", k, Map::new());
+        let router = || Row::new("Logical_Router", "vn:1", op::row([("name", json!("r"))]));
+        let wanted = [
+            router().with_child("nat", nat("a")),
+            Row::new("Logical_Switch", "s", Map::new()),
+            router()
+                .with_child("nat", nat("b"))
+                .with_reference("options", "X", "y")
+                .keeping_other_children(),
+        ];
+        let m = merged(&wanted);
+        assert_eq!(m.len(), 2);
+        let keys: Vec<&str> = m[0].children.iter().map(|(_, c)| c.key.as_str()).collect();
+        assert_eq!(keys, ["a", "b"]);
+        assert_eq!(m[0].references.len(), 1);
+        assert!(m[0].keeps_other_children);
+    }
+
+    #[test]
     fn rows_carry_the_markers_in_external_ids() {
         let r = Row::new(
             "Logical_Switch",

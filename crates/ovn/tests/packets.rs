@@ -150,7 +150,11 @@ impl Connection {
             .stderr(Stdio::null())
             .spawn()
             .expect("socat");
-        let (input, output) = (child.stdin.take()?, child.stdout.take()?);
+        let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        };
         let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(output)

@@ -137,10 +137,10 @@ async fn ports_reference_their_dhcp_options_and_are_in_exactly_their_groups() {
     let switch = row(&db, "Logical_Switch", &render::switch_key("s1")).await;
     assert!(datum::uuid_set_items(&switch["ports"]).contains(&a1));
     let vn_group = security::network_port_group_key("v1");
-    assert_eq!(members(&db, &vn_group).await, [a1.clone()]);
+    assert_eq!(members(&db, &vn_group).await, std::slice::from_ref(&a1));
     assert_eq!(
         members(&db, &security::security_group_key("web")).await,
-        [a1.clone()]
+        std::slice::from_ref(&a1)
     );
     assert!(
         members(&db, &security::security_group_key("sql"))
@@ -163,15 +163,15 @@ async fn ports_reference_their_dhcp_options_and_are_in_exactly_their_groups() {
     );
     assert_eq!(
         members(&db, &security::security_group_key("sql")).await,
-        [a1.clone()]
+        std::slice::from_ref(&a1)
     );
-    assert_eq!(members(&db, &vn_group).await, [a1.clone()]);
+    assert_eq!(members(&db, &vn_group).await, std::slice::from_ref(&a1));
 
     // A group's rules change: its ACLs are replaced, its members stay.
     converge(&db, vec![group("sql", 3306)]).await;
     assert_eq!(
         members(&db, &security::security_group_key("sql")).await,
-        [a1.clone()]
+        std::slice::from_ref(&a1)
     );
     let acls: Vec<String> = db
         .rows("ACL")

@@ -288,6 +288,6 @@ mod tests {
             .map(|(_, a)| a.columns["priority"].as_i64().unwrap())
             .collect();
         assert_eq!(drops, [PRIORITY_DROP, PRIORITY_DROP]);
-        assert!(PRIORITY_DROP < PRIORITY_ALLOW && PRIORITY_ALLOW < PRIORITY_CONTROL);
+        const { assert!(PRIORITY_DROP < PRIORITY_ALLOW && PRIORITY_ALLOW < PRIORITY_CONTROL) };
     }
 }

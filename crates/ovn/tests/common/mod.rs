@@ -13,11 +13,13 @@ use serde_json::Value;
 /// The northbound database's name.
 pub const NB: &str = nb::DATABASE;
 
+/// A northbound `ovsdb-server` in a temporary directory and a client of it.
 pub struct Db {
     pub dir: tempfile::TempDir,
     pub client: Client,
 }
 
+/// Starts a database, or None (the test passes) when the OVN packages are missing outside CI.
 pub async fn db() -> Option<Db> {
     if let Some(missing) = sandbox::missing_tools() {
         assert!(
