@@ -1,6 +1,6 @@
 //! The rendered northbound rows carry real packets the way every osac driver must: a sandbox of
 //! two hypervisors and a provider network, two tenants' networks, ports with and without
-//! security groups, NAT. Needs root (network namespaces), the OVN packages and `socat`; without
+//! security groups, native DHCP (with the DHCP client of `osac-linux`), NAT. Needs root (network namespaces), the OVN packages and `socat`; without
 //! them it says so and passes, except under CI, where it must run.
 
 use std::collections::BTreeSet;
@@ -12,6 +12,9 @@ use osac_backends::types::{
     CreateNetworkAttachmentRequest, CreateSubnetRequest, CreateVirtualNetworkRequest,
     PortAddresses, Protocol, SecurityRule,
 };
+use osac_linux::dhcp::apply::Applied;
+use osac_linux::dhcp::packet::parse_mac;
+use osac_linux::dhcp::{ClientConfig, DhcpClient, Status, Timing};
 use osac_ovn::nb::{self, Row, Scope};
 use osac_ovn::render::{self, external, port, security};
 use osac_ovn::sandbox::{self, PROVIDER_BRIDGE, Sandbox, SandboxConfig};
@@ -394,6 +397,44 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             "ip", "-n", &v.ns, "route", "add", "default", "via", v.gateway,
         ]);
     }
+    // Ports without groups that take their addresses from OVN's DHCP server: a primary one
+    // gets the router, a secondary one does not.
+    let dhcp_vms = [
+        vm("vm15", 1, ("v1", "s1", "10.0.1.15", "10.0.1.1"), &[]),
+        vm("vm16", 0, ("v1", "s1", "10.0.1.16", "10.0.1.1"), &[]),
+    ];
+    let mut dhcp_clients = Vec::new();
+    for (v, primary) in dhcp_vms.iter().zip([true, false]) {
+        let mut attachment = v.attachment.clone();
+        attachment.primary = primary;
+        let addresses = PortAddresses {
+            ipv4_address: Some(v.ip.parse().unwrap()),
+            ipv6_address: None,
+        };
+        converge(&nb, vec![port::port(&attachment, &addresses, &[], "ta")]).await;
+        remove_ns(&v.ns);
+        sh(&["ip", "netns", "add", &v.ns]);
+        sbx.hypervisors()[v.hv]
+            .plug(
+                &port::port_name(&attachment.attachment_id),
+                &v.ns,
+                "eth0",
+                &attachment.mac_address,
+            )
+            .await
+            .expect("plug");
+        sh(&["ip", "-n", &v.ns, "link", "set", "lo", "up"]);
+        dhcp_clients.push(
+            DhcpClient::start(ClientConfig {
+                netns: v.ns.clone(),
+                ifname: "eth0".into(),
+                mac: parse_mac(&attachment.mac_address).expect("mac"),
+                hostname: None,
+                timing: Timing::default(),
+            })
+            .expect("dhcp client"),
+        );
+    }
     let uplink = external::uplink(
         "v1",
         "ta",
@@ -457,6 +498,28 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         );
         assert_eq!(tcp(client, "10.0.1.13", 8080), None);
         assert!(!ping(closed, "10.0.1.11"), "a port without groups sent");
+        // Native DHCP through the network group's control-plane ACLs.
+        let leases: Vec<_> = dhcp_clients
+            .iter()
+            .map(|c| {
+                eventually("a DHCP lease", || match c.status() {
+                    Status::Bound(applied) => Some(applied),
+                    _ => None,
+                })
+            })
+            .collect();
+        let default_route = |a: &Applied| a.routes.iter().any(|r| r.prefix_len == 0);
+        assert_eq!(
+            (leases[0].address.to_string(), leases[0].prefix_len),
+            ("10.0.1.15".to_string(), 24)
+        );
+        assert!(default_route(&leases[0]), "{:?}", leases[0]);
+        assert_eq!(leases[1].address.to_string(), "10.0.1.16");
+        assert!(
+            !default_route(&leases[1]),
+            "a secondary port got a router: {:?}",
+            leases[1]
+        );
         // Anti-spoofing: another source address, then another MAC, are dropped.
         sh(&[
             "ip",
@@ -572,7 +635,8 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         std::thread::sleep(Duration::from_secs(400));
     }
     drop(listeners);
-    for v in &vms {
+    drop(dhcp_clients);
+    for v in vms.iter().chain(&dhcp_vms) {
         remove_ns(&v.ns);
     }
     sbx.stop().await;
