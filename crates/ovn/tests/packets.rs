@@ -442,7 +442,28 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         "172.31.0.2".parse().unwrap(),
         &["hv1"],
     );
-    converge(&nb, vec![uplink.router, uplink.provider_port]).await;
+    let vn_cidr = ["10.0.0.0/16".parse().unwrap()];
+    let default_egress = external::source_nat("v1", "ta", &vn_cidr, "172.31.0.2".parse().unwrap());
+    converge(
+        &nb,
+        vec![uplink.router, uplink.provider_port, default_egress],
+    )
+    .await;
+    // VN v2 has no NAT gateway: its egress leaves with its uplink's transit address, through
+    // a gateway chassis other than the VM's hypervisor.
+    let uplink2 = external::uplink(
+        "v2",
+        "tb",
+        &provider,
+        "172.31.0.3".parse().unwrap(),
+        &["hv2"],
+    );
+    let default_egress2 = external::source_nat("v2", "tb", &vn_cidr, "172.31.0.3".parse().unwrap());
+    converge(
+        &nb,
+        vec![uplink2.router, uplink2.provider_port, default_egress2],
+    )
+    .await;
     let nat = external::nat_gateway(
         &CreateNatGatewayRequest {
             nat_gateway_id: "n1".into(),
@@ -590,6 +611,13 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             tcp(client, "172.31.0.1", 7070)
         });
         assert_eq!(outbound, "203.0.113.10");
+        let default_out = eventually("vm24 reaches the provider", || {
+            tcp(other, "172.31.0.1", 7070)
+        });
+        assert_eq!(
+            default_out, "172.31.0.3",
+            "a VN without a NAT gateway leaves with its transit address"
+        );
         // A connection to a port a rule allows, kept open while the rule is removed.
         let mut open = eventually("vm12 opens a connection to vm11:8081", || {
             Connection::open(client, "10.0.1.11", 8081)

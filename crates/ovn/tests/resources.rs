@@ -267,9 +267,33 @@ async fn the_uplink_and_nat_rules_join_the_router_and_leave_it_one_by_one() {
         },
         "t1",
     );
+    let sources = ["10.0.0.0/16".parse().unwrap()];
+    let default_egress = external::source_nat("v1", "t1", &sources, "172.31.0.2".parse().unwrap());
+    converge(
+        &db,
+        vec![
+            up.router.clone(),
+            up.provider_port.clone(),
+            default_egress.clone(),
+        ],
+    )
+    .await;
+    let snat = || async {
+        db.rows("NAT")
+            .await
+            .into_iter()
+            .find(|n| n["type"] == "snat")
+            .expect("snat")
+    };
+    assert_eq!(snat().await["external_ip"], "172.31.0.2");
     let all = vec![up.router, up.provider_port, nat, dnat];
     converge(&db, all.clone()).await;
     assert!(converge(&db, all).await.is_empty());
+    assert_eq!(
+        snat().await["external_ip"],
+        "203.0.113.10",
+        "the NAT gateway took the prefix's row"
+    );
     let router = row(&db, "Logical_Router", &render::router_key("v1")).await;
     assert_eq!(datum::uuid_set_items(&router["nat"]).len(), 2);
     assert_eq!(
@@ -298,5 +322,9 @@ async fn the_uplink_and_nat_rules_join_the_router_and_leave_it_one_by_one() {
     let nats = db.rows("NAT").await;
     assert_eq!(nats.len(), 1);
     assert_eq!(nats[0]["type"], "snat");
+    // The NAT gateway deleted: the transit address again.
+    converge(&db, vec![default_egress]).await;
+    assert_eq!(snat().await["external_ip"], "172.31.0.2");
+    assert_eq!(db.rows("NAT").await.len(), 1);
     db.stop().await;
 }

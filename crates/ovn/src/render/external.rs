@@ -6,7 +6,8 @@
 //! - A VN's router gets a gateway `Logical_Router_Port` on it (its transit address) bound to
 //!   gateway chassis (`Gateway_Chassis`, first = highest priority): NAT and the uplink run
 //!   there. A default route points at the provider's gateway.
-//! - NATGateway: a `snat` NAT row per source prefix of the external address's family;
+//! - Egress: a `snat` NAT row per source prefix of the VN ([`source_nat`]) to the uplink's
+//!   transit address, or to the NATGateway's address while there is one;
 //!   ExternalIPAttachment: a `dnat_and_snat` NAT row (external → target), whose replies leave
 //!   with the external address.
 
@@ -51,9 +52,10 @@ pub fn uplink_key(vn: &str) -> String {
     format!("uplink:{vn}")
 }
 
-/// The NAT row key of NATGateway `id` for source prefix `cidr`.
-pub fn nat_gateway_key(id: &str, cidr: &IpNet) -> String {
-    format!("natgw:{id}:{cidr}")
+/// The `snat` row key of VN `vn`'s source prefix `cidr`: one row per prefix, whose external
+/// address is the NAT gateway's or, without one, the uplink's transit address.
+pub fn source_nat_key(vn: &str, cidr: &IpNet) -> String {
+    format!("snat:{vn}:{}", cidr.trunc())
 }
 
 /// The NAT row key of ExternalIPAttachment `id`.
@@ -187,27 +189,39 @@ fn nat(key: String, tenant: &str, kind: &str, external: IpAddr, logical: String)
     .with_external_id(TENANT_KEY, tenant)
 }
 
-/// NATGateway `r`: the VN's router translating the sources of `r.source_cidrs` of the external
-/// address's family to it (other NAT rows of the router kept). Removed with
-/// [`crate::nb::detach`] of each [`nat_gateway_key`] from the router's `nat`.
-pub fn nat_gateway(r: &CreateNatGatewayRequest, tenant: &str) -> Row {
-    let mut row = router(&r.virtual_network_id, tenant);
-    for cidr in &r.source_cidrs {
-        if cidr.addr().is_ipv4() != r.external_address.is_ipv4() {
+/// VN `vn`'s router translating its source prefixes `sources` of `address`'s family to
+/// `address` on the way out (other NAT rows of the router kept; a prefix's row is updated in
+/// place, never doubled). With the uplink's transit address it is the default egress of a VN
+/// without a NAT gateway; a NAT gateway sets its own address, and its deletion sets the transit
+/// address back.
+pub fn source_nat(vn: &str, tenant: &str, sources: &[IpNet], address: IpAddr) -> Row {
+    let mut row = router(vn, tenant);
+    for cidr in sources {
+        if cidr.addr().is_ipv4() != address.is_ipv4() {
             continue;
         }
         row = row.with_child(
             "nat",
             nat(
-                nat_gateway_key(&r.nat_gateway_id, cidr),
+                source_nat_key(vn, cidr),
                 tenant,
                 "snat",
-                r.external_address,
+                address,
                 cidr.trunc().to_string(),
             ),
         );
     }
     row
+}
+
+/// NATGateway `r`: [`source_nat`] of `r.source_cidrs` to its external address.
+pub fn nat_gateway(r: &CreateNatGatewayRequest, tenant: &str) -> Row {
+    source_nat(
+        &r.virtual_network_id,
+        tenant,
+        &r.source_cidrs,
+        r.external_address,
+    )
 }
 
 /// ExternalIPAttachment `r`: the VN's router translating the external address to the target
