@@ -3,6 +3,10 @@
 //! [`nb`] holds the rows osac-net owns in a northbound database and converges them to what
 //! they should be, changing only the difference.
 //!
+//! [`render`] says what each osac object is in OVN: VirtualNetworks and subnets (routers,
+//! switches, DHCP), network attachments (logical switch ports), security groups (port groups
+//! and ACLs) and external access (a provider network, uplinks, NAT), as pure rows.
+//!
 //! [`sandbox`] starts a complete OVN deployment under one directory, without systemd and
 //! without the Open vSwitch kernel module: the northbound and southbound databases
 //! (`ovsdb-server`), `ovn-northd`, and hypervisors — each a network namespace with its own

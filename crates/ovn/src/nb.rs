@@ -10,6 +10,12 @@
 //! difference, in one transaction: missing rows are inserted, changed columns are set back,
 //! rows no longer wanted are deleted. Run with nothing to change it writes nothing; run after a
 //! row was deleted or edited behind our back it puts the row back.
+//!
+//! Besides its children, a row may name other rows of ours by key: a column holding a
+//! reference ([`Row::with_reference`], e.g. a port's DHCP options) is resolved to the row's
+//! UUID, or to the name of its insert when the same transaction creates it; a membership
+//! ([`Row::member_of`], e.g. a port in port groups) makes exactly the named rows of ours in a
+//! table reference this row through a column, and removes it from the others of ours.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -41,6 +47,41 @@ pub struct Row {
     /// Whether children of ours not listed stay referenced (a row several objects add
     /// children to, such as a router and the ports of its subnets); otherwise they are dropped.
     pub keeps_other_children: bool,
+    /// Columns holding a reference to another row of ours: `(column, table, key)`.
+    pub references: Vec<(&'static str, &'static str, String)>,
+    /// The rows of ours that reference this one, by table: see [`Membership`].
+    pub memberships: Vec<Membership>,
+}
+
+/// The rows of ours in `table` whose set column `column` references a row: exactly those keyed
+/// `keys` (which must exist); every other row of ours in `table` loses its reference to it.
+/// Rows of others are never changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    /// The referencing table (e.g. `Port_Group`).
+    pub table: &'static str,
+    /// Its set column of references (e.g. `ports`).
+    pub column: &'static str,
+    /// The keys of the rows that must reference this row.
+    pub keys: BTreeSet<String>,
+}
+
+/// A [`converge`] that could not be done; nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvergeError {
+    /// The database refused or could not be reached.
+    #[error(transparent)]
+    Ovsdb(#[from] osac_ovsdb::Error),
+    /// A wanted row names a row of ours that neither exists nor is created before it.
+    #[error("{from} refers to {table}:{key}, which does not exist")]
+    MissingReference {
+        /// The referring row, as `table:key`.
+        from: String,
+        /// The table of the missing row.
+        table: &'static str,
+        /// Its key.
+        key: String,
+    },
 }
 
 impl Row {
@@ -53,7 +94,32 @@ impl Row {
             external_ids: BTreeMap::new(),
             children: Vec::new(),
             keeps_other_children: false,
+            references: Vec::new(),
+            memberships: Vec::new(),
         }
+    }
+
+    /// The same row with `column` referencing the row of ours `table:key` — existing, or
+    /// created by the same converge before this row (listed earlier, or as a child).
+    pub fn with_reference(mut self, column: &'static str, table: &'static str, key: &str) -> Self {
+        self.references.push((column, table, key.to_string()));
+        self
+    }
+
+    /// The same row referenced through `column` by exactly the rows of ours in `table` keyed
+    /// `keys` (see [`Membership`]); they must exist.
+    pub fn member_of<K: AsRef<str>>(
+        mut self,
+        table: &'static str,
+        column: &'static str,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Self {
+        self.memberships.push(Membership {
+            table,
+            column,
+            keys: keys.into_iter().map(|k| k.as_ref().to_string()).collect(),
+        });
+        self
     }
 
     /// The same row, keeping children of ours it does not list (see
@@ -96,6 +162,8 @@ impl Row {
     /// The tables of this row and its children.
     fn tables(&self, into: &mut BTreeSet<&'static str>) {
         into.insert(self.table);
+        into.extend(self.references.iter().map(|(_, t, _)| *t));
+        into.extend(self.memberships.iter().map(|m| m.table));
         for (_, c) in &self.children {
             c.tables(into);
         }
@@ -217,6 +285,9 @@ struct Plan<'a> {
     ops: Vec<Value>,
     changes: Changes,
     names: usize,
+    /// What refers to each row already ensured by this plan (a row listed twice, e.g. a port
+    /// under its switch and elsewhere, is written once, as first listed).
+    ensured: BTreeMap<(&'static str, String), Value>,
 }
 
 impl Plan<'_> {
@@ -225,28 +296,111 @@ impl Plan<'_> {
         format!("row{}", self.names)
     }
 
+    /// What refers to the row of ours `table:key`: its insert in this plan, or its UUID.
+    fn resolve(&self, from: &str, table: &'static str, key: &str) -> Result<Value, ConvergeError> {
+        let k = (table, key.to_string());
+        if let Some(r) = self.ensured.get(&k) {
+            return Ok(r.clone());
+        }
+        match self.have.get(&k) {
+            Some(a) => Ok(datum::uuid(&a.uuid)),
+            None => Err(ConvergeError::MissingReference {
+                from: from.to_string(),
+                table,
+                key: key.to_string(),
+            }),
+        }
+    }
+
     /// Makes `row` exist as wanted; returns what refers to it (its UUID or a named UUID).
-    fn ensure(&mut self, row: &Row) -> Value {
+    fn ensure(&mut self, row: &Row) -> Result<Value, ConvergeError> {
+        if let Some(r) = self.ensured.get(&(row.table, row.key.clone())) {
+            return Ok(r.clone());
+        }
         let id = format!("{}:{}", row.table, row.key);
         // Children first: the parent's reference columns name them.
         let mut refs: BTreeMap<&'static str, Vec<Value>> = BTreeMap::new();
         for (column, child) in &row.children {
-            let r = self.ensure(child);
+            let r = self.ensure(child)?;
             refs.entry(column).or_default().push(r);
         }
-        let Some(actual) = self.have.get(&(row.table, row.key.clone())) else {
-            let mut columns = row.written();
-            for (column, list) in &refs {
-                columns.insert((*column).to_string(), datum::set(list.iter().cloned()));
+        let mut written = row.written();
+        for (column, table, key) in &row.references {
+            written.insert((*column).to_string(), self.resolve(&id, table, key)?);
+        }
+        let this = match self.have.get(&(row.table, row.key.clone())) {
+            None => {
+                let mut columns = written;
+                for (column, list) in &refs {
+                    columns.insert((*column).to_string(), datum::set(list.iter().cloned()));
+                }
+                let name = self.fresh_name();
+                self.ops.push(op::insert(row.table, columns, Some(&name)));
+                self.changes.inserted.push(id.clone());
+                datum::named_uuid(&name)
             }
-            let name = self.fresh_name();
-            self.ops.push(op::insert(row.table, columns, Some(&name)));
-            self.changes.inserted.push(id);
-            return datum::named_uuid(&name);
+            Some(actual) => self.update(row, &id, actual, &written, &refs),
         };
-        let diff = differing(&row.written(), &actual.row);
+        self.ensured
+            .insert((row.table, row.key.clone()), this.clone());
+        self.join(row, &id, &this)?;
+        Ok(this)
+    }
+
+    /// Makes exactly the rows named by `row`'s memberships reference it (`this`).
+    fn join(&mut self, row: &Row, id: &str, this: &Value) -> Result<(), ConvergeError> {
+        let this_uuid = datum::as_uuid(this).map(str::to_string);
+        for m in &row.memberships {
+            for key in &m.keys {
+                if !self.have.contains_key(&(m.table, key.clone())) {
+                    return Err(ConvergeError::MissingReference {
+                        from: id.to_string(),
+                        table: m.table,
+                        key: key.clone(),
+                    });
+                }
+            }
+            for ((table, key), actual) in self.have {
+                if *table != m.table {
+                    continue;
+                }
+                let holds = this_uuid.as_ref().is_some_and(|u| {
+                    actual
+                        .row
+                        .get(m.column)
+                        .map(datum::uuid_set_items)
+                        .unwrap_or_default()
+                        .contains(u)
+                });
+                let wanted = m.keys.contains(key);
+                let mutator = match (wanted, holds) {
+                    (true, false) => "insert",
+                    (false, true) => "delete",
+                    _ => continue,
+                };
+                self.ops.push(op::mutate(
+                    table,
+                    op::by_uuid(&actual.uuid),
+                    vec![op::mutation(m.column, mutator, datum::set([this.clone()]))],
+                ));
+                self.changes.updated.push(format!("{table}:{key}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets back what differs in the existing row `actual` of `row`; returns its UUID.
+    fn update(
+        &mut self,
+        row: &Row,
+        id: &str,
+        actual: &Actual,
+        written: &Map<String, Value>,
+        refs: &BTreeMap<&'static str, Vec<Value>>,
+    ) -> Value {
+        let diff = differing(written, &actual.row);
         let mut mutations = Vec::new();
-        for (column, list) in &refs {
+        for (column, list) in refs {
             let held: BTreeSet<String> = actual
                 .row
                 .get(*column)
@@ -291,7 +445,7 @@ impl Plan<'_> {
                 self.ops
                     .push(op::mutate(row.table, op::by_uuid(&actual.uuid), mutations));
             }
-            self.changes.updated.push(id);
+            self.changes.updated.push(id.to_string());
         }
         datum::uuid(&actual.uuid)
     }
@@ -304,6 +458,28 @@ impl Plan<'_> {
     }
 }
 
+/// `wanted` with the root rows of the same table and key merged into the first: their
+/// children, references and memberships together (e.g. a router listed once with a NAT rule
+/// and once with another).
+fn merged(wanted: &[Row]) -> Vec<Row> {
+    let mut out: Vec<Row> = Vec::with_capacity(wanted.len());
+    for r in wanted {
+        match out
+            .iter_mut()
+            .find(|o| o.table == r.table && o.key == r.key)
+        {
+            Some(first) => {
+                first.children.extend(r.children.iter().cloned());
+                first.references.extend(r.references.iter().cloned());
+                first.memberships.extend(r.memberships.iter().cloned());
+                first.keeps_other_children |= r.keeps_other_children;
+            }
+            None => out.push(r.clone()),
+        }
+    }
+    out
+}
+
 /// Makes the rows of ours within `scope` be `wanted` (see the module docs). Children that are
 /// no longer wanted disappear with their parent's reference; root rows of ours in the scope
 /// that are not wanted are deleted.
@@ -311,7 +487,7 @@ pub async fn converge(
     nb: &Client,
     wanted: &[Row],
     scope: &Scope,
-) -> Result<Changes, osac_ovsdb::Error> {
+) -> Result<Changes, ConvergeError> {
     let mut tables = BTreeSet::new();
     for r in wanted {
         r.tables(&mut tables);
@@ -330,9 +506,11 @@ pub async fn converge(
         ops: Vec::new(),
         changes: Changes::default(),
         names: 0,
+        ensured: BTreeMap::new(),
     };
-    for r in wanted {
-        plan.ensure(r);
+    let wanted = merged(wanted);
+    for r in &wanted {
+        plan.ensure(r)?;
     }
     let wanted_roots: BTreeSet<(&'static str, String)> =
         wanted.iter().map(|r| (r.table, r.key.clone())).collect();
@@ -413,6 +591,26 @@ mod tests {
         assert!(differing(&want, &have).is_empty());
         let changed = op::row([("name", json!("y")), ("addresses", json!("m i"))]);
         assert_eq!(differing(&want, &changed).len(), 1);
+    }
+
+    #[test]
+    fn root_rows_listed_twice_are_merged_into_the_first() {
+        let nat = |k: &str| Row::new("NAT", k, Map::new());
+        let router = || Row::new("Logical_Router", "vn:1", op::row([("name", json!("r"))]));
+        let wanted = [
+            router().with_child("nat", nat("a")),
+            Row::new("Logical_Switch", "s", Map::new()),
+            router()
+                .with_child("nat", nat("b"))
+                .with_reference("options", "X", "y")
+                .keeping_other_children(),
+        ];
+        let m = merged(&wanted);
+        assert_eq!(m.len(), 2);
+        let keys: Vec<&str> = m[0].children.iter().map(|(_, c)| c.key.as_str()).collect();
+        assert_eq!(keys, ["a", "b"]);
+        assert_eq!(m[0].references.len(), 1);
+        assert!(m[0].keeps_other_children);
     }
 
     #[test]

@@ -5,8 +5,11 @@
 //! Layout of `dir`: `nb.db`, `nb.sock`, `sb.db`, `sb.sock`, `northd.*`, and one folder per
 //! hypervisor. The databases are kept across restarts (the northbound database is the state a
 //! driver programs); daemons left running by an earlier start are stopped first. Network
-//! namespaces are named `<prefix>-ul` (the underlay) and `<prefix>-hv<N>`; the prefix must not
-//! start with `osac-` (the linux fabric's garbage collection owns those names).
+//! namespaces are named `<prefix>-ul` (the underlay), `<prefix>-hv<N>` and, with a provider
+//! network, `<prefix>-pr` (the provider network: a Linux bridge [`PROVIDER_BRIDGE`] every
+//! hypervisor's `br-provider` is joined to, where a test puts the outside world's addresses);
+//! the prefix must not start with `osac-` (the linux fabric's garbage collection owns those
+//! names).
 
 mod hypervisor;
 
@@ -29,6 +32,8 @@ pub const VSWITCH_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 pub const OVS_VSWITCHD: &str = "/usr/lib/openvswitch-switch/ovs-vswitchd";
 /// The underlay's bridge in the underlay namespace.
 const UNDERLAY_BRIDGE: &str = "ul";
+/// The provider network's bridge in the provider namespace.
+pub const PROVIDER_BRIDGE: &str = "pr";
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -39,6 +44,9 @@ pub struct SandboxConfig {
     pub prefix: String,
     /// How many hypervisors (chassis `hv1`, `hv2`…).
     pub hypervisors: usize,
+    /// The name of a provider network (a `localnet` port's `network_name`) to map on every
+    /// hypervisor to its bridge `br-provider`, joined to the provider namespace; none if None.
+    pub provider_network: Option<String>,
 }
 
 /// A sandbox that could not start or stop.
@@ -57,7 +65,7 @@ pub enum SandboxError {
     },
     /// What is needed is not installed.
     #[error(
-        "OVN is not installed: missing {0} (Debian packages ovn-central, ovn-host, openvswitch-switch)"
+        "OVN is not installed: missing {0} (Debian packages ovn-central, ovn-host, openvswitch-switch, ethtool)"
     )]
     Missing(String),
     /// The configuration breaks a rule.
@@ -86,6 +94,7 @@ pub fn missing_tools() -> Option<String> {
         "ovs-vsctl",
         "ovn-northd",
         "ovn-controller",
+        "ethtool",
     ]
     .into_iter()
     .filter(|b| !on_path(b))
@@ -148,10 +157,36 @@ impl Sandbox {
         )
         .await?;
         cmd::ip(Some(&ul), &["link", "set", UNDERLAY_BRIDGE, "up"]).await?;
+        let provider = sandbox.provider_namespace();
+        if let Some(pr) = &provider {
+            cmd::ip(None, &["netns", "add", pr]).await?;
+            cmd::ip(Some(pr), &["link", "set", "lo", "up"]).await?;
+            cmd::ip(
+                Some(pr),
+                &["link", "add", PROVIDER_BRIDGE, "type", "bridge"],
+            )
+            .await?;
+            cmd::ip(Some(pr), &["link", "set", PROVIDER_BRIDGE, "up"]).await?;
+            hypervisor::disable_checksum_offload(pr, PROVIDER_BRIDGE).await?;
+        }
+        let mapping = provider
+            .as_deref()
+            .zip(sandbox.config.provider_network.as_deref());
         for hv in &mut sandbox.hypervisors {
             hv.start(&ul, UNDERLAY_BRIDGE, &sandbox.sb).await?;
+            if let Some((pr, network)) = mapping {
+                hv.connect_provider(pr, PROVIDER_BRIDGE, network).await?;
+            }
         }
         Ok(sandbox)
+    }
+
+    /// The provider network's namespace (its bridge is [`PROVIDER_BRIDGE`]), if configured.
+    pub fn provider_namespace(&self) -> Option<String> {
+        self.config
+            .provider_network
+            .as_ref()
+            .map(|_| format!("{}-pr", self.config.prefix))
     }
 
     /// The northbound database's socket.
@@ -189,6 +224,9 @@ impl Sandbox {
             kill_pidfile(&dir.join(format!("{name}.pid"))).await;
         }
         let _ = cmd::ip(None, &["netns", "del", &self.underlay_ns()]).await;
+        if let Some(pr) = self.provider_namespace() {
+            let _ = cmd::ip(None, &["netns", "del", &pr]).await;
+        }
     }
 }
 

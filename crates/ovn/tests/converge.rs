@@ -5,64 +5,12 @@
 
 use std::collections::BTreeSet;
 
+mod common;
+
+use common::{NB, db};
 use osac_ovn::nb::{self, Row, Scope};
-use osac_ovn::sandbox::{self, NB_SCHEMA};
-use osac_ovsdb::{Client, datum, op};
-use serde_json::{Value, json};
-
-const NB: &str = nb::DATABASE;
-
-struct Db {
-    dir: tempfile::TempDir,
-    client: Client,
-}
-
-async fn db() -> Option<Db> {
-    if let Some(missing) = sandbox::missing_tools() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the OVN tests must run under CI but cannot: missing {missing}"
-        );
-        eprintln!("skipped: missing {missing}");
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let address = sandbox::serve_database(dir.path(), "nb", NB_SCHEMA)
-        .await
-        .expect("ovsdb-server");
-    let (client, _) = Client::connect(&address).await.expect("connect");
-    Some(Db { dir, client })
-}
-
-impl Db {
-    async fn stop(self) {
-        drop(self.client);
-        sandbox::stop_database(self.dir.path(), "nb").await;
-    }
-
-    async fn rows(&self, table: &str) -> Vec<Value> {
-        let r = self
-            .client
-            .transact(NB, vec![op::select(table, vec![], None)])
-            .await
-            .unwrap();
-        r[0]["rows"].as_array().cloned().unwrap_or_default()
-    }
-
-    async fn names(&self, table: &str) -> BTreeSet<String> {
-        self.rows(table)
-            .await
-            .iter()
-            .filter_map(|r| r["name"].as_str().map(str::to_string))
-            .collect()
-    }
-
-    async fn uuid_of(&self, table: &str, name: &str) -> String {
-        let rows = self.rows(table).await;
-        let row = rows.iter().find(|r| r["name"] == name).expect(name);
-        datum::as_uuid(&row["_uuid"]).unwrap().to_string()
-    }
-}
+use osac_ovsdb::{datum, op};
+use serde_json::json;
 
 fn port(name: &str, mac_ip: &str) -> Row {
     Row::new(
@@ -223,7 +171,7 @@ async fn subnets_add_their_gateways_to_the_router_and_one_removed_leaves_the_oth
     };
     nb::converge(
         c,
-        &[render::virtual_network(&vn)],
+        &[render::virtual_network(&vn).router],
         &Scope::Keys(BTreeSet::new()),
     )
     .await
@@ -240,9 +188,7 @@ async fn subnets_add_their_gateways_to_the_router_and_one_removed_leaves_the_oth
             "t1",
             100 + i64::try_from(i).unwrap(),
         );
-        let mut wanted = vec![rows.router, rows.switch];
-        wanted.extend(rows.dhcp4);
-        nb::converge(c, &wanted, &Scope::Keys(BTreeSet::new()))
+        nb::converge(c, &rows.all(), &Scope::Keys(BTreeSet::new()))
             .await
             .unwrap();
     }
@@ -250,7 +196,11 @@ async fn subnets_add_their_gateways_to_the_router_and_one_removed_leaves_the_oth
         db.names("Logical_Router_Port").await,
         BTreeSet::from(["osac-lrp-s1".into(), "osac-lrp-s2".into()])
     );
-    assert_eq!(db.rows("DHCP_Options").await.len(), 2);
+    assert_eq!(
+        db.rows("DHCP_Options").await.len(),
+        4,
+        "primary and secondary IPv4 options per subnet"
+    );
 
     // Subnet s1 goes: its gateway port leaves the router, its switch and DHCP options go.
     let detached = nb::detach(
@@ -265,9 +215,10 @@ async fn subnets_add_their_gateways_to_the_router_and_one_removed_leaves_the_oth
     let s1 = Scope::Keys(BTreeSet::from([
         ("Logical_Switch", render::switch_key("s1")),
         ("DHCP_Options", render::dhcp4_key("s1")),
+        ("DHCP_Options", render::dhcp4_secondary_key("s1")),
     ]));
     let gone = nb::converge(c, &[], &s1).await.unwrap();
-    assert_eq!(gone.deleted.len(), 2, "{gone:?}");
+    assert_eq!(gone.deleted.len(), 3, "{gone:?}");
     assert_eq!(
         db.names("Logical_Router_Port").await,
         BTreeSet::from(["osac-lrp-s2".into()])

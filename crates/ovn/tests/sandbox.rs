@@ -99,6 +99,7 @@ async fn workloads_on_two_hypervisors_talk_over_geneve_and_other_switches_stay_a
         dir: dir.path().to_path_buf(),
         prefix: PREFIX.into(),
         hypervisors: 2,
+        provider_network: None,
     })
     .await
     .expect("sandbox");

@@ -185,6 +185,53 @@ impl Hypervisor {
         Ok(())
     }
 
+    /// Joins the provider network: a netdev bridge `br-provider` holding a veth (`pv` here,
+    /// `<chassis>` on bridge `bridge` of namespace `provider_ns`), mapped to physical network
+    /// `network` (`ovn-bridge-mappings`), so `localnet` ports of that name reach it.
+    pub(super) async fn connect_provider(
+        &self,
+        provider_ns: &str,
+        bridge: &str,
+        network: &str,
+    ) -> Result<(), SandboxError> {
+        let peer = self.chassis.clone();
+        cmd::ip(
+            Some(provider_ns),
+            &[
+                "link", "add", &peer, "type", "veth", "peer", "name", "pv", "netns", &self.ns,
+            ],
+        )
+        .await?;
+        cmd::ip(
+            Some(provider_ns),
+            &["link", "set", &peer, "master", bridge, "up"],
+        )
+        .await?;
+        cmd::ip(Some(&self.ns), &["link", "set", "pv", "up"]).await?;
+        self.vsctl(&[
+            "--may-exist",
+            "add-br",
+            "br-provider",
+            "--",
+            "set",
+            "bridge",
+            "br-provider",
+            "datapath_type=netdev",
+            "--",
+            "--may-exist",
+            "add-port",
+            "br-provider",
+            "pv",
+            "--",
+            "set",
+            "open",
+            ".",
+            &format!("external-ids:ovn-bridge-mappings={network}:br-provider"),
+        ])
+        .await?;
+        Ok(())
+    }
+
     /// The name of the veth end on `br-int` for logical port `port` (at most 15 characters,
     /// stable for a port name).
     pub fn port_device(port: &str) -> String {
@@ -225,6 +272,7 @@ impl Hypervisor {
             &["link", "set", ifname, "address", mac, "up"],
         )
         .await?;
+        disable_checksum_offload(workload_ns, ifname).await?;
         cmd::ip(Some(&self.ns), &["link", "set", &dev, "up"]).await?;
         self.vsctl(&[
             "--may-exist",
@@ -256,4 +304,19 @@ impl Hypervisor {
         }
         let _ = cmd::ip(None, &["netns", "del", &self.ns]).await;
     }
+}
+
+/// Makes the kernel fill in the checksums of what `ifname` in `ns` sends: the userspace
+/// datapath reads frames from a veth as they are, and one whose TCP or UDP checksum was left
+/// to an offload that never happens is dropped by the receiver (ICMP is not offloaded, so
+/// pings pass either way).
+pub(super) async fn disable_checksum_offload(ns: &str, ifname: &str) -> Result<(), SandboxError> {
+    cmd::run_str(
+        Some(ns),
+        &[],
+        "ethtool",
+        &["--offload", ifname, "tx", "off"],
+    )
+    .await?;
+    Ok(())
 }

@@ -1,12 +1,20 @@
-//! The northbound rows of osac objects: what a VirtualNetwork and a Subnet are in OVN.
+//! The northbound rows of osac objects: what each is in OVN (the full table is in
+//! `docs/ovn.md`).
 //!
 //! | osac | OVN northbound |
 //! |---|---|
-//! | VirtualNetwork `V` | `Logical_Router` `osac-vn-V` (key `vn:V`) |
-//! | Subnet `S` of `V` | `Logical_Switch` `osac-sn-S` (key `subnet:S`, `other_config:requested-tnl-key` = its segment id) with a port of type `router` (`osac-rp-S`) peered with the `Logical_Router_Port` `osac-lrp-S` of `V`'s router (key `gateway:S`: the gateway addresses, a MAC stable for `S`) |
-//! | Subnet `S`'s IPv4 DHCP | `DHCP_Options` (key `dhcp4:S`): the CIDR, the gateway as router and server, the lease time; ports of `S` point to it |
+//! | VirtualNetwork `V` | `Logical_Router` `osac-vn-V` (key `vn:V`) and the `Port_Group` of all its ports with the default drop and the control plane ([`security`]) |
+//! | Subnet `S` of `V` | `Logical_Switch` `osac-sn-S` (key `subnet:S`, `other_config:requested-tnl-key` = its segment id) with a port of type `router` (`osac-rp-S`) peered with the `Logical_Router_Port` `osac-lrp-S` of `V`'s router (key `gateway:S`: the gateway addresses, a MAC stable for `S`, router advertisements for IPv6) |
+//! | Subnet `S`'s DHCP | `DHCP_Options` `dhcp4:S` (with the router: primary ports), `dhcp4-secondary:S` (without), `dhcp6:S` |
+//! | network attachment | [`port`] |
+//! | SecurityGroup | [`security`] |
+//! | provider network, NATGateway, ExternalIPAttachment | [`external`] |
 //!
 //! Rows are pure values ([`Row`]); [`crate::nb::converge`] writes them.
+
+pub mod external;
+pub mod port;
+pub mod security;
 
 use std::net::IpAddr;
 
@@ -58,9 +66,24 @@ pub fn gateway_key(subnet: &str) -> String {
     format!("gateway:{subnet}")
 }
 
-/// The IPv4 DHCP options row's key.
+/// The IPv4 DHCP options row's key (primary ports: with the router).
 pub fn dhcp4_key(subnet: &str) -> String {
     format!("dhcp4:{subnet}")
+}
+
+/// The IPv4 DHCP options of secondary ports (no router) row's key.
+pub fn dhcp4_secondary_key(subnet: &str) -> String {
+    format!("dhcp4-secondary:{subnet}")
+}
+
+/// The DHCPv6 options row's key.
+pub fn dhcp6_key(subnet: &str) -> String {
+    format!("dhcp6:{subnet}")
+}
+
+/// A short stable hexadecimal digest of `id`, for names that only allow some characters.
+pub(crate) fn digest(id: &str) -> String {
+    format!("{:016x}", osac_model::hash::fnv1a64(id.bytes()))
 }
 
 /// The gateway's MAC on subnet `subnet`: locally administered, stable for the subnet id.
@@ -72,12 +95,24 @@ pub fn gateway_mac(subnet: &str) -> String {
     )
 }
 
-/// VirtualNetwork `r`'s router, without its ports (subnets add theirs).
-pub fn virtual_network(r: &CreateVirtualNetworkRequest) -> Row {
-    router(&r.virtual_network_id, &r.tenant)
+/// The rows of a VirtualNetwork.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VirtualNetworkRows {
+    /// Its router, without ports (subnets and the external gateway add theirs).
+    pub router: Row,
+    /// The port group of all its ports: the default drop and the control plane.
+    pub ports: Row,
 }
 
-fn router(vn: &str, tenant: &str) -> Row {
+/// VirtualNetwork `r`'s router and port group.
+pub fn virtual_network(r: &CreateVirtualNetworkRequest) -> VirtualNetworkRows {
+    VirtualNetworkRows {
+        router: router(&r.virtual_network_id, &r.tenant),
+        ports: security::network_port_group(&r.virtual_network_id, &r.tenant),
+    }
+}
+
+pub(crate) fn router(vn: &str, tenant: &str) -> Row {
     Row::new(
         "Logical_Router",
         router_key(vn),
@@ -94,8 +129,23 @@ pub struct SubnetRows {
     pub router: Row,
     /// The subnet's switch with its router-type port.
     pub switch: Row,
-    /// The IPv4 DHCP options, for a subnet with IPv4.
+    /// The IPv4 DHCP options of primary ports (with the router), for a subnet with IPv4.
     pub dhcp4: Option<Row>,
+    /// The IPv4 DHCP options of secondary ports (without the router).
+    pub dhcp4_secondary: Option<Row>,
+    /// The DHCPv6 options, for a subnet with IPv6.
+    pub dhcp6: Option<Row>,
+}
+
+impl SubnetRows {
+    /// Every row, in an order [`crate::nb::converge`] accepts.
+    pub fn all(self) -> Vec<Row> {
+        let mut rows = vec![self.router, self.switch];
+        rows.extend(self.dhcp4);
+        rows.extend(self.dhcp4_secondary);
+        rows.extend(self.dhcp6);
+        rows
+    }
 }
 
 /// Subnet `r` of a VN owned by `tenant`, as segment `segment` (the switch's tunnel key).
@@ -113,16 +163,23 @@ pub fn subnet(r: &CreateSubnetRequest, tenant: &str, segment: i64) -> SubnetRows
         .flatten()
         .map(|(gw, net)| format!("{gw}/{}", net.prefix_len()))
         .collect();
-    let gateway = Row::new(
-        "Logical_Router_Port",
-        gateway_key(s),
-        op::row([
-            ("name", json!(gateway_port_name(s))),
-            ("mac", json!(mac)),
-            ("networks", datum::string_set(&networks)),
-        ]),
-    )
-    .with_external_id(TENANT_KEY, tenant);
+    let mut gateway_columns = op::row([
+        ("name", json!(gateway_port_name(s))),
+        ("mac", json!(mac)),
+        ("networks", datum::string_set(&networks)),
+    ]);
+    if gw6.is_some() {
+        // Router advertisements: addresses and everything else by stateful DHCPv6.
+        gateway_columns.insert(
+            "ipv6_ra_configs".into(),
+            datum::string_map([
+                ("address_mode", "dhcpv6_stateful"),
+                ("send_periodic", "true"),
+            ]),
+        );
+    }
+    let gateway = Row::new("Logical_Router_Port", gateway_key(s), gateway_columns)
+        .with_external_id(TENANT_KEY, tenant);
     let peer = Row::new(
         "Logical_Switch_Port",
         format!("router-port:{s}"),
@@ -149,22 +206,36 @@ pub fn subnet(r: &CreateSubnetRequest, tenant: &str, segment: i64) -> SubnetRows
         ]),
     )
     .with_external_id(TENANT_KEY, tenant)
-    .with_child("ports", peer);
-    let dhcp4 = gw4.map(|(gw, net)| {
+    .with_child("ports", peer)
+    .keeping_other_children();
+    let dhcp4_row = |key: String, with_router: bool| {
+        gw4.map(|(gw, net)| {
+            let mut options = vec![
+                ("server_id", gw.to_string()),
+                ("server_mac", mac.clone()),
+                ("lease_time", LEASE_SECONDS.to_string()),
+            ];
+            if with_router {
+                options.push(("router", gw.to_string()));
+            }
+            Row::new(
+                "DHCP_Options",
+                key,
+                op::row([
+                    ("cidr", json!(net.to_string())),
+                    ("options", datum::string_map(options)),
+                ]),
+            )
+            .with_external_id(TENANT_KEY, tenant)
+        })
+    };
+    let dhcp6 = gw6.map(|(_, net)| {
         Row::new(
             "DHCP_Options",
-            dhcp4_key(s),
+            dhcp6_key(s),
             op::row([
                 ("cidr", json!(net.to_string())),
-                (
-                    "options",
-                    datum::string_map([
-                        ("server_id", gw.to_string()),
-                        ("server_mac", mac.clone()),
-                        ("router", gw.to_string()),
-                        ("lease_time", LEASE_SECONDS.to_string()),
-                    ]),
-                ),
+                ("options", datum::string_map([("server_id", mac.clone())])),
             ]),
         )
         .with_external_id(TENANT_KEY, tenant)
@@ -172,7 +243,9 @@ pub fn subnet(r: &CreateSubnetRequest, tenant: &str, segment: i64) -> SubnetRows
     SubnetRows {
         router: router(&r.virtual_network_id, tenant).with_child("ports", gateway),
         switch,
-        dhcp4,
+        dhcp4: dhcp4_row(dhcp4_key(s), true),
+        dhcp4_secondary: dhcp4_row(dhcp4_secondary_key(s), false),
+        dhcp6,
     }
 }
 
@@ -218,12 +291,19 @@ mod tests {
             ("10.0.1.1", "10.0.1.1")
         );
         assert_eq!(dhcp.external_ids[TENANT_KEY], "t1");
+        let secondary = rows.dhcp4_secondary.expect("secondary dhcp");
+        let o = datum::string_map_items(&secondary.columns["options"]);
+        assert!(!o.contains_key("router"), "{o:?}");
+        assert_eq!(o["server_id"], "10.0.1.1");
+        let ra = datum::string_map_items(&gw.columns["ipv6_ra_configs"]);
+        assert_eq!(ra["address_mode"], "dhcpv6_stateful");
+        assert_eq!(rows.dhcp6.expect("dhcpv6").columns["cidr"], "fd00:1::/64");
     }
 
     #[test]
     fn an_ipv6_only_subnet_has_no_ipv4_dhcp_and_macs_are_stable_and_local() {
         let rows = subnet(&req(None, Some("fd00:1::/64")), "t1", 1);
-        assert!(rows.dhcp4.is_none());
+        assert!(rows.dhcp4.is_none() && rows.dhcp4_secondary.is_none());
         assert_eq!(gateway_mac("s1"), gateway_mac("s1"));
         assert_ne!(gateway_mac("s1"), gateway_mac("s2"));
         assert!(gateway_mac("s1").starts_with("0a:"));

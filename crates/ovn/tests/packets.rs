@@ -1,0 +1,674 @@
+//! The rendered northbound rows carry real packets the way every osac driver must: a sandbox of
+//! two hypervisors and a provider network, two tenants' networks, ports with and without
+//! security groups, native DHCP (with the DHCP client of `osac-linux`), NAT. Needs root (network namespaces), the OVN packages and `socat`; without
+//! them it says so and passes, except under CI, where it must run.
+
+use std::collections::BTreeSet;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use osac_backends::types::{
+    ApplySecurityGroupRequest, CreateExternalIpAttachmentRequest, CreateNatGatewayRequest,
+    CreateNetworkAttachmentRequest, CreateSubnetRequest, CreateVirtualNetworkRequest,
+    PortAddresses, Protocol, SecurityRule,
+};
+use osac_linux::dhcp::apply::Applied;
+use osac_linux::dhcp::packet::parse_mac;
+use osac_linux::dhcp::{ClientConfig, DhcpClient, Status, Timing};
+use osac_ovn::nb::{self, Row, Scope};
+use osac_ovn::render::{self, external, port, security};
+use osac_ovn::sandbox::{self, PROVIDER_BRIDGE, Sandbox, SandboxConfig};
+use osac_ovsdb::Client;
+
+const PREFIX: &str = "ovntp";
+const PROVIDER_NETWORK: &str = "physnet";
+const WAIT: Duration = Duration::from_secs(60);
+
+fn can_run() -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let socat = Command::new("socat").arg("-V").output().is_ok();
+    let why = match (root, sandbox::missing_tools(), socat) {
+        (true, None, true) => return true,
+        (false, ..) => "not root".to_string(),
+        (true, Some(missing), _) => format!("missing {missing}"),
+        (true, None, false) => "missing socat".to_string(),
+    };
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "the OVN packet test must run under CI but cannot: {why}"
+    );
+    eprintln!("skipped: {why}");
+    false
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn sh(args: &[&str]) {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn in_ns(ns: &str, args: &[&str]) -> Output {
+    let mut all = vec!["ip", "netns", "exec", ns];
+    all.extend_from_slice(args);
+    run(&all)
+}
+
+fn remove_ns(ns: &str) {
+    let _ = Command::new("ip")
+        .args(["netns", "del", ns])
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn ping(from: &str, to: &str) -> bool {
+    in_ns(from, &["ping", "-c1", "-W1", to]).status.success()
+}
+
+/// What a TCP listener at `to:port` answers to a connection from namespace `from` (its view of
+/// the peer's address), or None when no connection is made.
+fn tcp(from: &str, to: &str, port: u16) -> Option<String> {
+    let target = format!("TCP:{to}:{port},connect-timeout=2");
+    let out = in_ns(from, &["socat", "-T3", "-u", &target, "STDOUT"]);
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let until = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < until, "{what}: not within {WAIT:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// TCP listeners answering each connection with the peer's address; stopped when dropped.
+struct Listeners(Vec<Child>);
+
+impl Listeners {
+    fn start(&mut self, ns: &str, port: u16) {
+        let listen = format!("TCP-LISTEN:{port},reuseaddr,fork");
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "socat", &listen])
+            .arg("SYSTEM:echo $SOCAT_PEERADDR")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("socat");
+        self.0.push(child);
+    }
+}
+
+impl Listeners {
+    fn start_echo(&mut self, ns: &str, port: u16) {
+        let listen = format!("TCP-LISTEN:{port},reuseaddr,fork");
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "socat", &listen, "EXEC:cat"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("socat");
+        self.0.push(child);
+    }
+}
+
+/// Whether a TCP connection from `from` to `to:port` is accepted.
+fn connects(from: &str, to: &str, port: u16) -> bool {
+    let target = format!("TCP:{to}:{port},connect-timeout=2");
+    in_ns(from, &["socat", "-T1", "-u", "/dev/null", &target])
+        .status
+        .success()
+}
+
+/// An open TCP connection to an echo listener; closed when dropped.
+struct Connection {
+    child: Child,
+    input: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Connection {
+    fn open(from: &str, to: &str, port: u16) -> Option<Connection> {
+        use std::io::BufRead;
+        let target = format!("TCP:{to}:{port},connect-timeout=2");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", from, "socat", "STDIO", &target])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("socat");
+        let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        };
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(output)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut c = Connection {
+            child,
+            input,
+            lines,
+        };
+        c.echo("hello").map(|_| c)
+    }
+
+    /// Sends `text` and returns what comes back within 5 s.
+    fn echo(&mut self, text: &str) -> Option<String> {
+        use std::io::Write;
+        writeln!(self.input, "{text}").ok()?;
+        self.input.flush().ok()?;
+        self.lines.recv_timeout(Duration::from_secs(5)).ok()
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Listeners {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+async fn converge(nb: &Client, rows: Vec<Row>) {
+    nb::converge(nb, &rows, &Scope::Keys(BTreeSet::new()))
+        .await
+        .expect("converge");
+}
+
+fn rule(protocol: Protocol, port: Option<u16>, cidr: &str) -> SecurityRule {
+    SecurityRule {
+        protocol,
+        port_from: port,
+        port_to: port,
+        cidr: cidr.parse().unwrap(),
+    }
+}
+
+/// A workload: its attachment, namespace, hypervisor index and address.
+struct Vm {
+    attachment: CreateNetworkAttachmentRequest,
+    ns: String,
+    hv: usize,
+    ip: &'static str,
+    gateway: &'static str,
+}
+
+fn vm(
+    name: &str,
+    hv: usize,
+    (vn, subnet, ip, gateway): (&str, &str, &'static str, &'static str),
+    groups: &[&str],
+) -> Vm {
+    let n = name.trim_start_matches("vm");
+    Vm {
+        attachment: CreateNetworkAttachmentRequest {
+            attachment_id: name.into(),
+            host: format!("hv{}", hv + 1),
+            interface: "eth0".into(),
+            mac_address: format!("0a:00:00:00:00:{n:0>2}"),
+            subnet_id: subnet.into(),
+            virtual_network_id: vn.into(),
+            security_groups: groups.iter().map(|g| g.to_string()).collect(),
+            primary: true,
+            allowed_addresses: vec![],
+        },
+        ns: format!("{PREFIX}-{name}"),
+        hv,
+        ip,
+        gateway,
+    }
+}
+
+#[tokio::test]
+async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sbx = Sandbox::start(SandboxConfig {
+        dir: dir.path().to_path_buf(),
+        prefix: PREFIX.into(),
+        hypervisors: 2,
+        provider_network: Some(PROVIDER_NETWORK.into()),
+    })
+    .await
+    .expect("sandbox");
+    let (nb, _) = Client::connect(sbx.nb()).await.expect("northbound");
+    let provider_ns = sbx.provider_namespace().expect("provider namespace");
+    // The outside world: 172.31.0.1 on the provider network, the pool 203.0.113.0/24 routed
+    // to VN v1's uplink.
+    sh(&[
+        "ip",
+        "-n",
+        &provider_ns,
+        "addr",
+        "add",
+        "172.31.0.1/24",
+        "dev",
+        PROVIDER_BRIDGE,
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        &provider_ns,
+        "route",
+        "add",
+        "203.0.113.0/24",
+        "via",
+        "172.31.0.2",
+    ]);
+
+    let provider = external::ProviderNetwork {
+        network_name: PROVIDER_NETWORK.into(),
+        transit_cidr: "172.31.0.0/24".parse().unwrap(),
+        gateway: "172.31.0.1".parse().unwrap(),
+    };
+    converge(&nb, vec![external::provider_switch(&provider)]).await;
+    for (vn, tenant, subnet, cidr, segment) in [
+        ("v1", "ta", "s1", "10.0.1.0/24", 101),
+        ("v2", "tb", "s2", "10.0.2.0/24", 102),
+    ] {
+        let rows = render::virtual_network(&CreateVirtualNetworkRequest {
+            virtual_network_id: vn.into(),
+            tenant: tenant.into(),
+            ipv4_cidr: Some("10.0.0.0/16".parse().unwrap()),
+            ipv6_cidr: None,
+        });
+        converge(&nb, vec![rows.router, rows.ports]).await;
+        let subnet = render::subnet(
+            &CreateSubnetRequest {
+                subnet_id: subnet.into(),
+                virtual_network_id: vn.into(),
+                ipv4_cidr: Some(cidr.parse().unwrap()),
+                ipv6_cidr: None,
+                vip_cidr: None,
+            },
+            tenant,
+            segment,
+        );
+        converge(&nb, subnet.all()).await;
+    }
+    let groups = [
+        (
+            "web",
+            "v1",
+            "ta",
+            vec![
+                rule(Protocol::Tcp, Some(8080), "0.0.0.0/0"),
+                rule(Protocol::Icmp, None, "10.0.0.0/16"),
+                rule(Protocol::Tcp, Some(8081), "10.0.0.0/16"),
+            ],
+        ),
+        ("client", "v1", "ta", vec![]),
+        (
+            "open",
+            "v2",
+            "tb",
+            vec![rule(Protocol::All, None, "0.0.0.0/0")],
+        ),
+    ];
+    for (sg, vn, tenant, ingress) in groups {
+        let row = security::security_group(
+            &ApplySecurityGroupRequest {
+                security_group_id: sg.into(),
+                virtual_network_id: vn.into(),
+                ingress,
+                egress: vec![rule(Protocol::All, None, "0.0.0.0/0")],
+            },
+            tenant,
+        );
+        converge(&nb, vec![row]).await;
+    }
+    let vms = [
+        vm("vm11", 0, ("v1", "s1", "10.0.1.11", "10.0.1.1"), &["web"]),
+        vm(
+            "vm12",
+            1,
+            ("v1", "s1", "10.0.1.12", "10.0.1.1"),
+            &["client"],
+        ),
+        vm("vm13", 1, ("v1", "s1", "10.0.1.13", "10.0.1.1"), &[]),
+        vm("vm24", 0, ("v2", "s2", "10.0.2.24", "10.0.2.1"), &["open"]),
+    ];
+    for v in &vms {
+        let tenant = if v.attachment.virtual_network_id == "v1" {
+            "ta"
+        } else {
+            "tb"
+        };
+        let addresses = PortAddresses {
+            ipv4_address: Some(v.ip.parse().unwrap()),
+            ipv6_address: None,
+        };
+        converge(
+            &nb,
+            vec![port::port(&v.attachment, &addresses, &[], tenant)],
+        )
+        .await;
+        remove_ns(&v.ns);
+        sh(&["ip", "netns", "add", &v.ns]);
+        sbx.hypervisors()[v.hv]
+            .plug(
+                &port::port_name(&v.attachment.attachment_id),
+                &v.ns,
+                "eth0",
+                &v.attachment.mac_address,
+            )
+            .await
+            .expect("plug");
+        let cidr = format!("{}/24", v.ip);
+        sh(&["ip", "-n", &v.ns, "link", "set", "lo", "up"]);
+        sh(&["ip", "-n", &v.ns, "link", "set", "eth0", "mtu", "1400"]);
+        sh(&["ip", "-n", &v.ns, "addr", "add", &cidr, "dev", "eth0"]);
+        sh(&[
+            "ip", "-n", &v.ns, "route", "add", "default", "via", v.gateway,
+        ]);
+    }
+    // Ports without groups that take their addresses from OVN's DHCP server: a primary one
+    // gets the router, a secondary one does not.
+    let dhcp_vms = [
+        vm("vm15", 1, ("v1", "s1", "10.0.1.15", "10.0.1.1"), &[]),
+        vm("vm16", 0, ("v1", "s1", "10.0.1.16", "10.0.1.1"), &[]),
+    ];
+    let mut dhcp_clients = Vec::new();
+    for (v, primary) in dhcp_vms.iter().zip([true, false]) {
+        let mut attachment = v.attachment.clone();
+        attachment.primary = primary;
+        let addresses = PortAddresses {
+            ipv4_address: Some(v.ip.parse().unwrap()),
+            ipv6_address: None,
+        };
+        converge(&nb, vec![port::port(&attachment, &addresses, &[], "ta")]).await;
+        remove_ns(&v.ns);
+        sh(&["ip", "netns", "add", &v.ns]);
+        sbx.hypervisors()[v.hv]
+            .plug(
+                &port::port_name(&attachment.attachment_id),
+                &v.ns,
+                "eth0",
+                &attachment.mac_address,
+            )
+            .await
+            .expect("plug");
+        sh(&["ip", "-n", &v.ns, "link", "set", "lo", "up"]);
+        dhcp_clients.push(
+            DhcpClient::start(ClientConfig {
+                netns: v.ns.clone(),
+                ifname: "eth0".into(),
+                mac: parse_mac(&attachment.mac_address).expect("mac"),
+                hostname: None,
+                timing: Timing::default(),
+            })
+            .expect("dhcp client"),
+        );
+    }
+    let uplink = external::uplink(
+        "v1",
+        "ta",
+        &provider,
+        "172.31.0.2".parse().unwrap(),
+        &["hv1"],
+    );
+    let vn_cidr = ["10.0.0.0/16".parse().unwrap()];
+    let default_egress = external::source_nat("v1", "ta", &vn_cidr, "172.31.0.2".parse().unwrap());
+    converge(
+        &nb,
+        vec![uplink.router, uplink.provider_port, default_egress],
+    )
+    .await;
+    // VN v2 has no NAT gateway: its egress leaves with its uplink's transit address, through
+    // a gateway chassis other than the VM's hypervisor.
+    let uplink2 = external::uplink(
+        "v2",
+        "tb",
+        &provider,
+        "172.31.0.3".parse().unwrap(),
+        &["hv2"],
+    );
+    let default_egress2 = external::source_nat("v2", "tb", &vn_cidr, "172.31.0.3".parse().unwrap());
+    converge(
+        &nb,
+        vec![uplink2.router, uplink2.provider_port, default_egress2],
+    )
+    .await;
+    let nat = external::nat_gateway(
+        &CreateNatGatewayRequest {
+            nat_gateway_id: "n1".into(),
+            virtual_network_id: "v1".into(),
+            external_address: "203.0.113.10".parse().unwrap(),
+            source_cidrs: vec!["10.0.0.0/16".parse().unwrap()],
+        },
+        "ta",
+    );
+    let dnat = external::external_ip_attachment(
+        &CreateExternalIpAttachmentRequest {
+            attachment_id: "e1".into(),
+            virtual_network_id: "v1".into(),
+            external_address: "203.0.113.11".parse().unwrap(),
+            target_ip: "10.0.1.11".parse().unwrap(),
+        },
+        "ta",
+    );
+    converge(&nb, vec![nat, dnat]).await;
+
+    let mut listeners = Listeners(Vec::new());
+    let (server, client, closed, other) = (&vms[0].ns, &vms[1].ns, &vms[2].ns, &vms[3].ns);
+    listeners.start(server, 8080);
+    listeners.start(server, 9090);
+    listeners.start_echo(server, 8081);
+    listeners.start(closed, 8080);
+    listeners.start(&provider_ns, 7070);
+
+    // The probes are synchronous; a failure is caught so the sandbox is stopped first.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // One subnet across hypervisors; the web group lets ICMP in from the VN, and the
+        // client's echo replies come back although its group lets nothing in.
+        eventually("vm12 pings vm11 on the other hypervisor", || {
+            ping(client, "10.0.1.11").then_some(())
+        });
+        let peer = eventually("vm12 connects to vm11:8080", || {
+            tcp(client, "10.0.1.11", 8080)
+        });
+        assert_eq!(peer, "10.0.1.12", "the server saw the client's own address");
+        assert_eq!(
+            tcp(client, "10.0.1.11", 9090),
+            None,
+            "9090 is not allowed in"
+        );
+        assert!(
+            !ping(server, "10.0.1.12"),
+            "the client's group lets nothing in"
+        );
+        // A port without groups: its control plane only.
+        assert!(
+            !ping(client, "10.0.1.13"),
+            "a port without groups was reached"
+        );
+        assert_eq!(tcp(client, "10.0.1.13", 8080), None);
+        assert!(!ping(closed, "10.0.1.11"), "a port without groups sent");
+        // Native DHCP through the network group's control-plane ACLs.
+        let leases: Vec<_> = dhcp_clients
+            .iter()
+            .map(|c| {
+                eventually("a DHCP lease", || match c.status() {
+                    Status::Bound(applied) => Some(applied),
+                    _ => None,
+                })
+            })
+            .collect();
+        let default_route = |a: &Applied| a.routes.iter().any(|r| r.prefix_len == 0);
+        assert_eq!(
+            (leases[0].address.to_string(), leases[0].prefix_len),
+            ("10.0.1.15".to_string(), 24)
+        );
+        assert!(default_route(&leases[0]), "{:?}", leases[0]);
+        assert_eq!(leases[1].address.to_string(), "10.0.1.16");
+        assert!(
+            !default_route(&leases[1]),
+            "a secondary port got a router: {:?}",
+            leases[1]
+        );
+        // Anti-spoofing: another source address, then another MAC, are dropped.
+        sh(&[
+            "ip",
+            "-n",
+            client,
+            "addr",
+            "add",
+            "10.0.1.99/24",
+            "dev",
+            "eth0",
+        ]);
+        let forged_ip = in_ns(
+            client,
+            &["ping", "-c1", "-W1", "-I", "10.0.1.99", "10.0.1.11"],
+        );
+        assert!(
+            !forged_ip.status.success(),
+            "a forged source address passed"
+        );
+        sh(&[
+            "ip",
+            "-n",
+            client,
+            "addr",
+            "del",
+            "10.0.1.99/24",
+            "dev",
+            "eth0",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            client,
+            "link",
+            "set",
+            "eth0",
+            "address",
+            "0a:00:00:00:00:99",
+        ]);
+        sh(&["ip", "-n", client, "neigh", "flush", "all"]);
+        assert!(!ping(client, "10.0.1.11"), "a forged source MAC passed");
+        sh(&[
+            "ip",
+            "-n",
+            client,
+            "link",
+            "set",
+            "eth0",
+            "address",
+            "0a:00:00:00:00:12",
+        ]);
+        eventually("vm12 pings again with its own MAC", || {
+            ping(client, "10.0.1.11").then_some(())
+        });
+        // Another tenant's network: its VM is alive (it pings its gateway), yet unreachable.
+        eventually("vm24 pings its gateway", || {
+            ping(other, "10.0.2.1").then_some(())
+        });
+        assert!(!ping(client, "10.0.2.24"), "another VN's VM was reached");
+        assert!(!ping(other, "10.0.1.11"), "another VN reached this one");
+        // Inbound through the ExternalIP: the server sees the outside client's address.
+        let inbound = eventually("the provider reaches 203.0.113.11:8080", || {
+            tcp(&provider_ns, "203.0.113.11", 8080)
+        });
+        assert_eq!(inbound, "172.31.0.1");
+        // Outbound through the NAT gateway: the outside sees the gateway's address.
+        let outbound = eventually("vm12 reaches the provider", || {
+            tcp(client, "172.31.0.1", 7070)
+        });
+        assert_eq!(outbound, "203.0.113.10");
+        let default_out = eventually("vm24 reaches the provider", || {
+            tcp(other, "172.31.0.1", 7070)
+        });
+        assert_eq!(
+            default_out, "172.31.0.3",
+            "a VN without a NAT gateway leaves with its transit address"
+        );
+        // A connection to a port a rule allows, kept open while the rule is removed.
+        let mut open = eventually("vm12 opens a connection to vm11:8081", || {
+            Connection::open(client, "10.0.1.11", 8081)
+        });
+        assert_eq!(open.echo("one").as_deref(), Some("one"));
+        open
+    }));
+    // The web group loses its 8081 rule.
+    let removed = match &result {
+        Ok(_) => Some(
+            nb::converge(
+                &nb,
+                &[security::security_group(
+                    &ApplySecurityGroupRequest {
+                        security_group_id: "web".into(),
+                        virtual_network_id: "v1".into(),
+                        ingress: vec![rule(Protocol::Tcp, Some(8080), "0.0.0.0/0")],
+                        egress: vec![rule(Protocol::All, None, "0.0.0.0/0")],
+                    },
+                    "ta",
+                )],
+                &Scope::Keys(BTreeSet::new()),
+            )
+            .await,
+        ),
+        Err(_) => None,
+    };
+    let result = result.and_then(|mut open| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            removed.expect("phase").expect("rule removed");
+            eventually("new connections to vm11:8081 are refused", || {
+                (!connects(client, "10.0.1.11", 8081)).then_some(())
+            });
+            assert_eq!(
+                open.echo("two").as_deref(),
+                Some("two"),
+                "the established connection was cut when its rule was removed"
+            );
+        }))
+    });
+    if result.is_err() && std::env::var_os("OVNT_KEEP").is_some() {
+        eprintln!("KEEP {}", dir.path().display());
+        std::thread::sleep(Duration::from_secs(400));
+    }
+    drop(listeners);
+    drop(dhcp_clients);
+    for v in vms.iter().chain(&dhcp_vms) {
+        remove_ns(&v.ns);
+    }
+    sbx.stop().await;
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
