@@ -48,6 +48,9 @@ pub enum DriverConfig {
     /// The real dataplane on the local kernel; the value is the file's `linux:` block (Null
     /// when absent), interpreted by the driver factory that starts it (`osac-linux`).
     Linux(serde_yaml_ng::Value),
+    /// An OVN deployment programmed through its northbound database; the value is the file's
+    /// `ovn:` block, interpreted by the driver factory that starts it (`osac-ovn`).
+    Ovn(serde_yaml_ng::Value),
 }
 
 impl DriverConfig {
@@ -57,6 +60,7 @@ impl DriverConfig {
             DriverConfig::Sim => "sim",
             DriverConfig::Exec(_) => "exec",
             DriverConfig::Linux(_) => "linux",
+            DriverConfig::Ovn(_) => "ovn",
         }
     }
 }
@@ -72,6 +76,8 @@ impl Serialize for DriverConfig {
             DriverConfig::Exec(e) => map.serialize_entry("exec", e)?,
             DriverConfig::Linux(v) if v.is_null() => {}
             DriverConfig::Linux(v) => map.serialize_entry("linux", v)?,
+            DriverConfig::Ovn(v) if v.is_null() => {}
+            DriverConfig::Ovn(v) => map.serialize_entry("ovn", v)?,
         }
         map.end()
     }
@@ -164,6 +170,9 @@ struct RawRegistration {
     /// Settings of the `linux` driver (checked by its factory).
     #[serde(default)]
     linux: Option<serde_yaml_ng::Value>,
+    /// Settings of the `ovn` driver (checked by its factory).
+    #[serde(default)]
+    ovn: Option<serde_yaml_ng::Value>,
 }
 
 /// The `exec:` section of a registration file (managers and the provisioner).
@@ -245,12 +254,27 @@ impl Registration {
                 }
                 DriverConfig::Linux(raw.linux.take().unwrap_or(serde_yaml_ng::Value::Null))
             }
+            "ovn" => {
+                if raw.exec.is_some() {
+                    return Err(RegistrationError::UnexpectedSettings {
+                        driver: raw.driver,
+                        key: "exec",
+                    });
+                }
+                DriverConfig::Ovn(raw.ovn.take().unwrap_or(serde_yaml_ng::Value::Null))
+            }
             _ => return Err(RegistrationError::UnknownDriver(raw.driver)),
         };
         if raw.linux.is_some() {
             return Err(RegistrationError::UnexpectedSettings {
                 driver: driver.kind().to_string(),
                 key: "linux",
+            });
+        }
+        if raw.ovn.is_some() {
+            return Err(RegistrationError::UnexpectedSettings {
+                driver: driver.kind().to_string(),
+                key: "ovn",
             });
         }
         let hosting_clusters = match (raw.role, raw.hosting_clusters) {

@@ -351,7 +351,7 @@ impl Registry {
                         .with_latency(ctx.sim_latency),
                 ))
             }
-            (DriverConfig::Linux(_), _) => {
+            (DriverConfig::Linux(_) | DriverConfig::Ovn(_), _) => {
                 let kind = registration.driver.kind();
                 let Some(factory) = ctx.factories.get(kind) else {
                     return Err(driver_error(

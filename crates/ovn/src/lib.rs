@@ -7,6 +7,10 @@
 //! switches, DHCP), network attachments (logical switch ports), security groups (port groups
 //! and ACLs) and external access (a provider network, uplinks, NAT), as pure rows.
 //!
+//! [`driver`] is the `ovn` fabric manager: it plans every operation on the shared fabric
+//! model and writes the model's records and the rows they render to the northbound database,
+//! its only state.
+//!
 //! [`sandbox`] starts a complete OVN deployment under one directory, without systemd and
 //! without the Open vSwitch kernel module: the northbound and southbound databases
 //! (`ovsdb-server`), `ovn-northd`, and hypervisors — each a network namespace with its own
@@ -16,9 +20,11 @@
 //! logical switch port by `external_ids:iface-id`.
 
 mod cmd;
+pub mod driver;
 pub mod nb;
 pub mod render;
 pub mod sandbox;
 
 pub use cmd::CmdError;
+pub use driver::{OvnError, OvnFabric, OvnSettings};
 pub use sandbox::{Hypervisor, Sandbox, SandboxConfig, SandboxError};

@@ -265,6 +265,11 @@ impl FabricState {
             .filter_map(|id| self.attachment(id))
     }
 
+    /// The NAT gateway of VirtualNetwork `vn`, if it has one.
+    pub fn nat_gateway_of(&self, vn: &str) -> Option<&NatGatewayRecord> {
+        self.vn_nat.get(vn).and_then(|id| self.snat(id))
+    }
+
     /// Who uses external address `address` (an ExternalIPAttachment's DNAT or a NATGateway's
     /// SNAT), as a human reference.
     pub fn external_consumer(&self, address: IpAddr) -> Option<&str> {

@@ -1,0 +1,605 @@
+//! The `ovn` driver of the fabric manager role: every operation is planned on the shared fabric
+//! model ([`osac_backends::fabric_model`]: validation, allocation, the records to write), then
+//! the records and the northbound rows they render ([`rows`]) are written to the northbound
+//! database, which is the driver's only state ([`records`]).
+//!
+//! An operation's writes are: references dropped first ([`nb::detach`]: a port from its switch,
+//! a gateway or NAT row from its router), then one [`nb::converge`] of the rows it renders and
+//! the record rows it puts, deleting the root rows and record rows of what it removed. Every
+//! step is idempotent, so an operation that failed half-way converges when called again; the
+//! model in memory changes only when the writes succeeded.
+
+pub mod records;
+mod rows;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use async_trait::async_trait;
+use ipnet::IpNet;
+use osac_backends::fabric_model::{
+    Change, FabricState, Plan, Record, external_ip, external_ip_attachment, nat_gateway,
+    network_attachment, security_group, subnet, virtual_network,
+};
+use osac_backends::net::lowest_free;
+use osac_backends::types::*;
+use osac_backends::{FabricManager, OpError, Registration};
+use osac_ovsdb::{Address, Client};
+use serde::Deserialize;
+use tokio::sync::Mutex;
+
+use crate::nb::{self, Row, Scope};
+use crate::render::external::{self, ProviderNetwork};
+use crate::render::{dhcp4_key, dhcp4_secondary_key, dhcp6_key, gateway_key, port, router_key};
+use crate::render::{security, switch_key};
+
+/// What an `ovn` registration says (its `ovn:` block).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OvnSettings {
+    /// The northbound database: `unix:PATH` or `tcp:HOST:PORT`, a comma-separated list for
+    /// the members of a clustered database.
+    pub northbound: String,
+    /// The provider network the ExternalIP pools' addresses live on.
+    #[serde(flatten)]
+    pub provider: ProviderSettings,
+    /// The chassis that run the routers' uplinks (gateway and NAT), most preferred first.
+    pub gateway_chassis: Vec<String>,
+}
+
+/// The provider network, as the registration names it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSettings {
+    /// The physical network's name, which hypervisors map to a bridge
+    /// (`ovn-bridge-mappings`).
+    pub provider_network: String,
+    /// The prefix the routers' uplink (transit) addresses come from.
+    pub transit_cidr: IpNet,
+    /// The next hop toward the outside on the provider network.
+    pub provider_gateway: IpAddr,
+}
+
+impl OvnSettings {
+    /// The provider network in render form.
+    pub fn provider(&self) -> ProviderNetwork {
+        ProviderNetwork {
+            network_name: self.provider.provider_network.clone(),
+            transit_cidr: self.provider.transit_cidr,
+            gateway: self.provider.provider_gateway,
+        }
+    }
+
+    /// The gateway chassis names, most preferred first.
+    pub fn gateway_chassis_names(&self) -> Vec<&str> {
+        self.gateway_chassis.iter().map(String::as_str).collect()
+    }
+}
+
+/// Why an `ovn` manager cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum OvnError {
+    /// A setting is wrong.
+    #[error("ovn settings: {0}")]
+    Settings(String),
+    /// The northbound database could not be reached or refused our rows.
+    #[error("ovn northbound database: {0}")]
+    Northbound(String),
+    /// The records in the northbound database cannot be read.
+    #[error(transparent)]
+    Records(#[from] records::LoadError),
+}
+
+/// A registered `ovn` fabric manager. Operations are serialised (one northbound writer).
+pub struct OvnFabric {
+    registration: Registration,
+    settings: OvnSettings,
+    provider: ProviderNetwork,
+    addresses: Vec<Address>,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    client: Option<Client>,
+    state: FabricState,
+    transit: BTreeMap<String, IpAddr>,
+}
+
+/// What an operation writes besides its records.
+#[derive(Default)]
+struct Writes {
+    /// References dropped first: (parent table, parent key, column, child table, child key).
+    detach: Vec<(&'static str, String, &'static str, &'static str, String)>,
+    /// Rows to make exist as rendered.
+    rows: Vec<Row>,
+    /// Root rows to delete.
+    delete: BTreeSet<(&'static str, String)>,
+}
+
+fn northbound_failure(e: impl std::fmt::Display) -> OpError {
+    OpError::transient(format!("the OVN northbound database failed: {e}"))
+}
+
+impl OvnFabric {
+    /// Connects to the northbound database, makes sure the provider network's switch exists
+    /// and loads the records of the fabric model from the database.
+    pub async fn open(registration: Registration, settings: OvnSettings) -> Result<Self, OvnError> {
+        let addresses = Address::parse_list(&settings.northbound)
+            .map_err(|e| OvnError::Settings(e.to_string()))?;
+        if settings.gateway_chassis.is_empty() {
+            return Err(OvnError::Settings(
+                "gateway_chassis needs at least one chassis".into(),
+            ));
+        }
+        let provider = settings.provider();
+        let client = connect(&addresses)
+            .await
+            .map_err(|e| OvnError::Northbound(e.to_string()))?;
+        nb::converge(
+            &client,
+            &[external::provider_switch(&provider)],
+            &Scope::Keys(BTreeSet::new()),
+        )
+        .await
+        .map_err(|e| OvnError::Northbound(e.to_string()))?;
+        let loaded = records::load(&client).await?;
+        Ok(OvnFabric {
+            registration,
+            settings,
+            provider,
+            addresses,
+            inner: Mutex::new(Inner {
+                client: Some(client),
+                state: loaded.state,
+                transit: loaded.transit,
+            }),
+        })
+    }
+
+    /// The settings the manager runs with.
+    pub fn settings(&self) -> &OvnSettings {
+        &self.settings
+    }
+
+    /// A copy of the fabric model's records (tests, dev tooling).
+    pub async fn state(&self) -> FabricState {
+        self.inner.lock().await.state.clone()
+    }
+
+    /// Plans an operation on the model, writes what it changes and what `render` renders from
+    /// the model with the changes applied, then keeps the changes. `render` is also given the
+    /// records the changes replace.
+    async fn run<A>(
+        &self,
+        plan: impl FnOnce(&FabricState) -> Plan<A>,
+        render: impl FnOnce(&Self, &Inner, &[Option<Record>]) -> Result<Writes, OpError>,
+    ) -> Result<A, OpError> {
+        let mut inner = self.inner.lock().await;
+        let (changes, response) = plan(&inner.state)?;
+        let before: Vec<Option<Record>> = changes
+            .iter()
+            .map(|(key, _)| inner.state.get(key).cloned())
+            .collect();
+        for (key, record) in &changes {
+            inner.state.apply(key.clone(), record.clone());
+        }
+        let written = match render(self, &inner, &before) {
+            Ok(writes) => self.write(&mut inner, &changes, writes).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            for ((key, _), old) in changes.into_iter().zip(before) {
+                inner.state.apply(key, old);
+            }
+            return Err(e);
+        }
+        for ((_, record), old) in changes.iter().zip(&before) {
+            if record.is_none()
+                && let Some(Record::VirtualNetwork(v)) = old
+            {
+                inner.transit.remove(&v.virtual_network_id);
+            }
+        }
+        Ok(response)
+    }
+
+    /// Writes an operation: its detaches, then one converge of its rendered rows and record
+    /// rows.
+    async fn write(
+        &self,
+        inner: &mut Inner,
+        changes: &[Change],
+        mut writes: Writes,
+    ) -> Result<(), OpError> {
+        for (key, record) in changes {
+            match record {
+                Some(r) => {
+                    let transit = match r {
+                        Record::VirtualNetwork(v) => {
+                            inner.transit.get(&v.virtual_network_id).copied()
+                        }
+                        _ => None,
+                    };
+                    let row = records::row(r, transit).map_err(|e| {
+                        OpError::permanent(format!("record '{key}' cannot be encoded: {e}"))
+                    })?;
+                    writes.rows.push(row);
+                }
+                None => {
+                    writes
+                        .delete
+                        .insert((records::TABLE, records::row_key(key)));
+                }
+            }
+        }
+        let client = self.client(inner).await?;
+        let result = async {
+            for (table, key, column, child_table, child_key) in &writes.detach {
+                nb::detach(client, (table, key), column, (child_table, child_key)).await?;
+            }
+            nb::converge(client, &writes.rows, &Scope::Keys(writes.delete))
+                .await
+                .map_err(|e| match e {
+                    nb::ConvergeError::Ovsdb(e) => e,
+                    other => osac_ovsdb::Error::Disconnected(other.to_string()),
+                })?;
+            Ok::<(), osac_ovsdb::Error>(())
+        }
+        .await;
+        if let Err(e) = result {
+            if matches!(e, osac_ovsdb::Error::Disconnected(_)) {
+                inner.client = None;
+            }
+            return Err(northbound_failure(e));
+        }
+        Ok(())
+    }
+
+    /// The connection, reconnecting (to any member of a clustered database) when it is gone.
+    async fn client<'a>(&self, inner: &'a mut Inner) -> Result<&'a Client, OpError> {
+        if inner.client.is_none() {
+            inner.client = Some(connect(&self.addresses).await.map_err(northbound_failure)?);
+        }
+        inner
+            .client
+            .as_ref()
+            .ok_or_else(|| northbound_failure("no connection"))
+    }
+
+    /// The lowest free transit address on the provider network (never its gateway).
+    fn pick_transit(&self, inner: &Inner) -> Result<IpAddr, OpError> {
+        let used: BTreeSet<IpAddr> = inner.transit.values().copied().collect();
+        let net = self.provider.transit_cidr;
+        let gateway = IpNet::from(self.provider.gateway);
+        lowest_free(net, &|a| used.contains(a), &[gateway])
+            .ok_or_else(|| OpError::permanent(format!("transit range {net} is exhausted")))
+    }
+
+    /// The rows of VirtualNetwork `vn` as the model holds it.
+    fn vn_rows(&self, inner: &Inner, vn: &str) -> Result<Vec<Row>, OpError> {
+        let v = inner.state.required_vn(vn)?;
+        let transit = *inner.transit.get(vn).ok_or_else(|| {
+            OpError::permanent(format!("virtual network '{vn}' has no transit address"))
+        })?;
+        let egress = inner
+            .state
+            .nat_gateway_of(vn)
+            .map_or(transit, |n| n.external_address);
+        let chassis = self.settings.gateway_chassis_names();
+        Ok(rows::virtual_network(
+            v,
+            &self.provider,
+            &chassis,
+            transit,
+            egress,
+        ))
+    }
+}
+
+/// Connects to the first member of `addresses` that answers.
+async fn connect(addresses: &[Address]) -> Result<Client, osac_ovsdb::Error> {
+    let mut last = None;
+    for a in addresses {
+        match Client::connect(a).await {
+            Ok((client, _updates)) => return Ok(client),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| osac_ovsdb::Error::Disconnected("no address".into())))
+}
+
+/// The record an operation's first change replaces (the object a delete removes), if any.
+fn replaced_record(before: &[Option<Record>]) -> Option<&Record> {
+    before.first().and_then(Option::as_ref)
+}
+
+#[async_trait]
+impl FabricManager for OvnFabric {
+    fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    async fn create_virtual_network(
+        &self,
+        req: &CreateVirtualNetworkRequest,
+    ) -> Result<(), OpError> {
+        let id = req.virtual_network_id.clone();
+        {
+            let mut inner = self.inner.lock().await;
+            if inner.state.vn(&id).is_none() && !inner.transit.contains_key(&id) {
+                let transit = self.pick_transit(&inner)?;
+                inner.transit.insert(id.clone(), transit);
+            }
+        }
+        self.run(
+            |s| virtual_network::create(s, req.clone()),
+            |me, inner, _| {
+                Ok(Writes {
+                    rows: me.vn_rows(inner, &id)?,
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn delete_virtual_network(
+        &self,
+        req: &DeleteVirtualNetworkRequest,
+    ) -> Result<(), OpError> {
+        let id = &req.virtual_network_id;
+        let provider = external::provider_switch_key(&self.provider.network_name);
+        self.run(
+            |s| virtual_network::delete(s, req.clone()),
+            |_, _, _| {
+                Ok(Writes {
+                    detach: vec![(
+                        "Logical_Switch",
+                        provider,
+                        "ports",
+                        "Logical_Switch_Port",
+                        format!("uplink-port:{id}"),
+                    )],
+                    delete: BTreeSet::from([
+                        ("Logical_Router", router_key(id)),
+                        ("Port_Group", security::network_port_group_key(id)),
+                    ]),
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn create_subnet(
+        &self,
+        req: &CreateSubnetRequest,
+    ) -> Result<CreateSubnetResponse, OpError> {
+        self.run(
+            |s| subnet::create(s, req.clone()),
+            |_, inner, _| {
+                let s = inner
+                    .state
+                    .subnet(&req.subnet_id)
+                    .ok_or_else(|| OpError::permanent("the subnet was not recorded"))?;
+                let tenant = rows::tenant_of(&inner.state, &s.virtual_network_id);
+                Ok(Writes {
+                    rows: rows::subnet(s, tenant),
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn delete_subnet(&self, req: &DeleteSubnetRequest) -> Result<(), OpError> {
+        let (s, vn) = (&req.subnet_id, &req.virtual_network_id);
+        self.run(
+            |state| subnet::delete(state, req.clone()),
+            |_, _, _| {
+                Ok(Writes {
+                    detach: vec![(
+                        "Logical_Router",
+                        router_key(vn),
+                        "ports",
+                        "Logical_Router_Port",
+                        gateway_key(s),
+                    )],
+                    delete: BTreeSet::from([
+                        ("Logical_Switch", switch_key(s)),
+                        ("DHCP_Options", dhcp4_key(s)),
+                        ("DHCP_Options", dhcp4_secondary_key(s)),
+                        ("DHCP_Options", dhcp6_key(s)),
+                    ]),
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn apply_security_group(&self, req: &ApplySecurityGroupRequest) -> Result<(), OpError> {
+        self.run(
+            |s| security_group::apply(s, req.clone()),
+            |_, inner, _| {
+                let g = inner
+                    .state
+                    .sg(&req.security_group_id)
+                    .ok_or_else(|| OpError::permanent("the security group was not recorded"))?;
+                let tenant = rows::tenant_of(&inner.state, &g.virtual_network_id);
+                Ok(Writes {
+                    rows: vec![rows::security_group(g, tenant)],
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn delete_security_group(&self, req: &DeleteSecurityGroupRequest) -> Result<(), OpError> {
+        let g = &req.security_group_id;
+        self.run(
+            |s| security_group::delete(s, req.clone()),
+            |_, _, _| {
+                Ok(Writes {
+                    delete: BTreeSet::from([("Port_Group", security::security_group_key(g))]),
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn allocate_external_ip(
+        &self,
+        req: &AllocateExternalIpRequest,
+    ) -> Result<AllocateExternalIpResponse, OpError> {
+        self.run(
+            |s| external_ip::allocate(s, req.clone()),
+            |_, _, _| Ok(Writes::default()),
+        )
+        .await
+    }
+
+    async fn release_external_ip(&self, req: &ReleaseExternalIpRequest) -> Result<(), OpError> {
+        self.run(
+            |s| external_ip::release(s, req.clone()),
+            |_, _, _| Ok(Writes::default()),
+        )
+        .await
+    }
+
+    async fn create_external_ip_attachment(
+        &self,
+        req: &CreateExternalIpAttachmentRequest,
+    ) -> Result<(), OpError> {
+        self.run(
+            |s| external_ip_attachment::create(s, req.clone()),
+            |_, inner, _| {
+                let d = inner
+                    .state
+                    .dnat(&req.attachment_id)
+                    .ok_or_else(|| OpError::permanent("the attachment was not recorded"))?;
+                let tenant = rows::tenant_of(&inner.state, &d.virtual_network_id);
+                Ok(Writes {
+                    rows: vec![rows::external_ip_attachment(d, tenant)],
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn delete_external_ip_attachment(
+        &self,
+        req: &DeleteExternalIpAttachmentRequest,
+    ) -> Result<(), OpError> {
+        let id = &req.attachment_id;
+        self.run(
+            |s| external_ip_attachment::delete(s, req.clone()),
+            |_, _, before| {
+                let Some(Record::Dnat(d)) = replaced_record(before) else {
+                    return Ok(Writes::default());
+                };
+                Ok(Writes {
+                    detach: vec![(
+                        "Logical_Router",
+                        router_key(&d.virtual_network_id),
+                        "nat",
+                        "NAT",
+                        external::external_ip_attachment_key(id),
+                    )],
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn create_nat_gateway(&self, req: &CreateNatGatewayRequest) -> Result<(), OpError> {
+        self.run(
+            |s| nat_gateway::create(s, req.clone()),
+            |me, inner, _| {
+                Ok(Writes {
+                    rows: me.vn_rows(inner, &req.virtual_network_id)?,
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn delete_nat_gateway(&self, req: &DeleteNatGatewayRequest) -> Result<(), OpError> {
+        self.run(
+            |s| nat_gateway::delete(s, req.clone()),
+            |me, inner, before| {
+                let Some(Record::Snat(n)) = replaced_record(before) else {
+                    return Ok(Writes::default());
+                };
+                // Egress goes back to the uplink's transit address.
+                Ok(Writes {
+                    rows: me.vn_rows(inner, &n.virtual_network_id)?,
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn create_network_attachment(
+        &self,
+        req: &CreateNetworkAttachmentRequest,
+    ) -> Result<PortAddresses, OpError> {
+        self.run(
+            |s| network_attachment::create(s, req.clone()),
+            |_, inner, _| {
+                let a = inner
+                    .state
+                    .attachment(&req.attachment_id)
+                    .ok_or_else(|| OpError::permanent("the attachment was not recorded"))?;
+                let tenant = rows::tenant_of(&inner.state, &a.virtual_network_id);
+                Ok(Writes {
+                    rows: vec![rows::network_attachment(a, tenant)],
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn delete_network_attachment(
+        &self,
+        req: &DeleteNetworkAttachmentRequest,
+    ) -> Result<(), OpError> {
+        let id = &req.attachment_id;
+        self.run(
+            |s| network_attachment::delete(s, req.clone()),
+            |_, _, before| {
+                let Some(Record::Attachment(a)) = replaced_record(before) else {
+                    return Ok(Writes::default());
+                };
+                Ok(Writes {
+                    detach: vec![(
+                        "Logical_Switch",
+                        switch_key(&a.subnet_id),
+                        "ports",
+                        "Logical_Switch_Port",
+                        port::port_key(id),
+                    )],
+                    ..Writes::default()
+                })
+            },
+        )
+        .await
+    }
+
+    /// OVN's own DHCP server hands out exactly the port's reserved addresses (its `addresses`
+    /// column), so the reservation is the lease.
+    async fn query_dhcp_lease(
+        &self,
+        req: &QueryDhcpLeaseRequest,
+    ) -> Result<PortAddresses, OpError> {
+        let inner = self.inner.lock().await;
+        network_attachment::query_dhcp_lease(&inner.state, req.clone()).map(|(_, lease)| lease)
+    }
+}

@@ -1,0 +1,107 @@
+//! The fabric contract's conformance suite (the one sim, exec and linux pass) against the `ovn`
+//! driver on a northbound database of its own (no root needed), and what the driver adds: the
+//! database is its state (a new driver on the same database knows everything), and the rows
+//! it wrote are gone with the objects.
+
+mod common;
+
+use std::sync::Arc;
+
+use osac_backends::conformance::fabric_suite;
+use osac_backends::{Capability, DriverConfig, FabricManager, Registration, Role};
+use osac_ovn::{OvnFabric, OvnSettings};
+
+fn registration() -> Registration {
+    Registration {
+        name: "ovn-fabric".into(),
+        role: Role::Fabric,
+        description: "test".into(),
+        capabilities: [Capability::Ipv4, Capability::Ipv6, Capability::DualStack]
+            .into_iter()
+            .collect(),
+        driver: DriverConfig::Ovn(serde_yaml_ng::Value::Null),
+        hosting_clusters: Vec::new(),
+    }
+}
+
+fn settings(db: &common::Db) -> OvnSettings {
+    let yaml = format!(
+        "northbound: unix:{}\nprovider_network: osac-provider\ntransit_cidr: 100.64.0.0/24\nprovider_gateway: 100.64.0.1\ngateway_chassis: [hv1]\n",
+        db.dir.path().join("nb.sock").display()
+    );
+    serde_yaml_ng::from_str(&yaml).unwrap()
+}
+
+#[tokio::test]
+async fn the_ovn_fabric_passes_the_conformance_suite_and_keeps_its_state_in_the_database() {
+    let Some(db) = common::db().await else {
+        return;
+    };
+    let fabric = Arc::new(
+        OvnFabric::open(registration(), settings(&db))
+            .await
+            .expect("open"),
+    );
+    let manager: Arc<dyn FabricManager> = fabric.clone();
+    fabric_suite(manager, "c1").await.unwrap();
+
+    // Everything the suite created was deleted: no row of ours is left but the provider
+    // network's switch, and the records of where the host ports are now (parked, detached).
+    for table in [
+        "Logical_Router",
+        "Logical_Switch",
+        "Port_Group",
+        "NAT",
+        "Address_Set",
+    ] {
+        let rows = db.rows(table).await;
+        let ours: Vec<_> = rows
+            .iter()
+            .filter(|r| r["name"].as_str() != Some("osac-pn-osac-provider"))
+            .filter(|r| {
+                let ids = osac_ovsdb::datum::string_map_items(&r["external_ids"]);
+                !ids.get("osac-id")
+                    .is_some_and(|k| k.starts_with("record:port/"))
+            })
+            .collect();
+        assert!(ours.is_empty(), "{table} still holds {ours:?}");
+    }
+
+    // A second run while a first driver's objects exist, read back by a new driver.
+    let manager: Arc<dyn FabricManager> = fabric.clone();
+    let vn = osac_backends::CreateVirtualNetworkRequest {
+        virtual_network_id: "kept".into(),
+        tenant: "t".into(),
+        ipv4_cidr: Some("10.9.0.0/16".parse().unwrap()),
+        ipv6_cidr: None,
+    };
+    manager.create_virtual_network(&vn).await.unwrap();
+    let subnet = osac_backends::CreateSubnetRequest {
+        subnet_id: "kept-s".into(),
+        virtual_network_id: "kept".into(),
+        ipv4_cidr: Some("10.9.1.0/24".parse().unwrap()),
+        ipv6_cidr: None,
+        vip_cidr: None,
+    };
+    let made = manager.create_subnet(&subnet).await.unwrap();
+    drop(manager);
+    drop(fabric);
+    let again = OvnFabric::open(registration(), settings(&db))
+        .await
+        .expect("reopen");
+    let state = again.state().await;
+    assert_eq!(state.vn("kept").map(|v| v.tenant.as_str()), Some("t"));
+    assert_eq!(
+        state.subnet("kept-s").map(|s| s.segment_id),
+        Some(made.segment_id)
+    );
+    // The reopened driver refuses what the first one would: an overlapping sibling.
+    let overlapping = osac_backends::CreateSubnetRequest {
+        subnet_id: "other".into(),
+        ipv4_cidr: Some("10.9.1.128/25".parse().unwrap()),
+        ..subnet
+    };
+    let err = again.create_subnet(&overlapping).await.unwrap_err();
+    assert!(err.to_string().contains("overlaps"), "{err}");
+    db.stop().await;
+}
