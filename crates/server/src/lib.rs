@@ -7,6 +7,8 @@
 //! - [`serve`]: the `osac server` command line ([`ServerArgs`]) turned into a [`ServerConfig`].
 //! - [`dataplane`]: the real Linux dataplane (`osac-linux`) plugged in as driver factory,
 //!   provisioner and garbage collector — the only place the API side meets the kernel.
+//! - [`ovn`]: the `ovn` driver (`osac-ovn`) plugged in as driver factory of `driver: ovn`
+//!   registrations.
 //! - [`dev`]: the `--dev` environment (a default NetworkClass, pools, host inventory, an admin
 //!   token).
 //!
@@ -15,6 +17,7 @@
 
 pub mod dataplane;
 pub mod dev;
+pub mod ovn;
 pub mod serve;
 pub mod server;
 

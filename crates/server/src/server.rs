@@ -297,10 +297,10 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         .transpose()?;
     let store = osac_store::open(&config.database_url).await?;
     let sim_state = sim_state_in(store.clone());
-    let ctx = dataplane::with_linux(DriverContext {
+    let ctx = crate::ovn::with_ovn(dataplane::with_linux(DriverContext {
         sim_latency: config.sim_latency,
         ..DriverContext::new(sim_state.clone())
-    });
+    }));
     let provisioner = SimProvisioner::open(sim_state).await?;
     if let (None, FabricChoice::Linux(_)) = (&config.managers_dir, &config.fabric) {
         dataplane::preflight()

@@ -20,6 +20,7 @@ mod locks;
 mod observability;
 mod openapi;
 mod ops;
+mod ovn_manager;
 mod provider;
 mod provisioner_exec;
 mod quotas;

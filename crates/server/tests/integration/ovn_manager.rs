@@ -1,0 +1,137 @@
+//! A provider registers an OVN deployment by configuration (a `driver: ovn` file naming its
+//! northbound database), and a tenant's VirtualNetwork, subnet and security group become
+//! northbound rows through the API: no code change, no manager-specific API.
+
+use std::path::{Path, PathBuf};
+
+use osac_ovn::nb;
+use osac_ovn::sandbox::{self, NB_SCHEMA};
+use osac_ovsdb::{Client, op};
+use serde_json::json;
+
+use crate::common::*;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/managers")
+}
+
+/// The names of the rows of `table`.
+async fn names(nb: &Client, table: &str) -> Vec<String> {
+    let r = nb
+        .transact(
+            nb::DATABASE,
+            vec![op::select(table, vec![], Some(&["name"]))],
+        )
+        .await
+        .unwrap();
+    r[0]["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|row| row["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ovn_manager_registered_by_a_file_programs_the_northbound_database() {
+    if let Some(missing) = sandbox::missing_tools() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the OVN test must run under CI but cannot: missing {missing}"
+        );
+        eprintln!("skipped: missing {missing}");
+        return;
+    }
+    let db_dir = tempfile::tempdir().unwrap();
+    let address = sandbox::serve_database(db_dir.path(), "nb", NB_SCHEMA)
+        .await
+        .unwrap();
+    let managers = tempfile::tempdir().unwrap();
+    for file in ["sim-fabric.yaml", "sim-k8s.yaml"] {
+        std::fs::copy(examples().join(file), managers.path().join(file)).unwrap();
+    }
+    std::fs::write(
+        managers.path().join("ovn-fabric.yaml"),
+        format!(
+            "name: ovn-fabric\nrole: fabric\ndescription: OVN\ncapabilities: [ipv4, ipv6, dual_stack]\ndriver: ovn\novn:\n  northbound: {address}\n  provider_network: physnet\n  transit_cidr: 100.64.0.0/24\n  provider_gateway: 100.64.0.1\n  gateway_chassis: [hv1]\n"
+        ),
+    )
+    .unwrap();
+    let s = TestServer::start_bare(Backend::Sqlite, Some(managers.path().to_path_buf()))
+        .await
+        .unwrap();
+    s.bootstrap().await;
+    s.admin
+        .post(
+            &format!("{PRIV}/network_classes"),
+            json!({
+                "metadata": {"name": "ovn-class"}, "title": "ovn", "fabric_manager": "ovn-fabric",
+                "spec": {"defaults": {"virtual_network_ipv4_cidr": "10.9.0.0/16", "subnet_ipv4_cidr": "10.9.1.0/24", "enable_nat_gateway": false}}
+            }),
+        )
+        .await
+        .ok();
+    s.admin
+        .wait_for_state(
+            PRIV,
+            "network_classes",
+            "ovn-class",
+            "NETWORK_CLASS_STATE_READY",
+        )
+        .await;
+
+    let t = s.tenant("acme").await;
+    let vn = t
+        .create(
+            "virtual_networks",
+            json!({"metadata": {"name": "net"}, "spec": {"network_class": "ovn-class", "ipv4_cidr": "10.5.0.0/16"}}),
+        )
+        .await;
+    t.wait("virtual_networks", "net", "VIRTUAL_NETWORK_STATE_READY")
+        .await;
+    let subnet = t
+        .create(
+            "subnets",
+            json!({"metadata": {"name": "s1"}, "spec": {"virtual_network": "net", "ipv4_cidr": "10.5.1.0/24"}}),
+        )
+        .await;
+    let ready = t.wait("subnets", "s1", "SUBNET_STATE_READY").await;
+    assert!(!ready["status"]["segment_id"].is_null(), "{ready}");
+    let sg = t
+        .create(
+            "security_groups",
+            json!({"metadata": {"name": "web"}, "spec": {"virtual_network": "net",
+                "ingress": [{"protocol": "PROTOCOL_TCP", "port_from": 443, "port_to": 443, "ipv4_cidr": "0.0.0.0/0"}]}}),
+        )
+        .await;
+    t.wait("security_groups", "web", "SECURITY_GROUP_STATE_READY")
+        .await;
+
+    let (client, _) = Client::connect(&address).await.unwrap();
+    let routers = names(&client, "Logical_Router").await;
+    assert!(
+        routers.contains(&format!("osac-vn-{}", id(&vn))),
+        "{routers:?}"
+    );
+    let switches = names(&client, "Logical_Switch").await;
+    assert!(
+        switches.contains(&format!("osac-sn-{}", id(&subnet))),
+        "{switches:?}"
+    );
+    let groups = names(&client, "Port_Group").await;
+    assert!(
+        groups.contains(&osac_ovn::render::security::security_group_name(&id(&sg))),
+        "{groups:?}"
+    );
+
+    // Deleting the subnet removes its switch.
+    t.delete(&format!("{PUB}/subnets/{}", id(&subnet))).await;
+    t.wait_gone(PUB, "subnets", &id(&subnet)).await;
+    let switches = names(&client, "Logical_Switch").await;
+    assert!(
+        !switches.contains(&format!("osac-sn-{}", id(&subnet))),
+        "{switches:?}"
+    );
+    drop(client);
+    sandbox::stop_database(db_dir.path(), "nb").await;
+}
