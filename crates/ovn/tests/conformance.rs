@@ -105,3 +105,122 @@ async fn the_ovn_fabric_passes_the_conformance_suite_and_keeps_its_state_in_the_
     assert!(err.to_string().contains("overlaps"), "{err}");
     db.stop().await;
 }
+
+#[tokio::test]
+async fn rows_changed_or_deleted_behind_the_drivers_back_are_put_back_by_a_resync() {
+    use osac_backends::{
+        ApplySecurityGroupRequest, CreateNetworkAttachmentRequest, CreateSubnetRequest,
+        CreateVirtualNetworkRequest, Protocol, SecurityRule,
+    };
+    use osac_ovsdb::{datum, op};
+    use serde_json::json;
+
+    let Some(db) = common::db().await else {
+        return;
+    };
+    let fabric = OvnFabric::open(registration(), settings(&db))
+        .await
+        .expect("open");
+    fabric
+        .create_virtual_network(&CreateVirtualNetworkRequest {
+            virtual_network_id: "v".into(),
+            tenant: "t".into(),
+            ipv4_cidr: Some("10.1.0.0/16".parse().unwrap()),
+            ipv6_cidr: None,
+        })
+        .await
+        .unwrap();
+    fabric
+        .create_subnet(&CreateSubnetRequest {
+            subnet_id: "s".into(),
+            virtual_network_id: "v".into(),
+            ipv4_cidr: Some("10.1.1.0/24".parse().unwrap()),
+            ipv6_cidr: None,
+            vip_cidr: None,
+        })
+        .await
+        .unwrap();
+    let rule = SecurityRule {
+        protocol: Protocol::Tcp,
+        port_from: Some(22),
+        port_to: Some(22),
+        cidr: "0.0.0.0/0".parse().unwrap(),
+    };
+    fabric
+        .apply_security_group(&ApplySecurityGroupRequest {
+            security_group_id: "g".into(),
+            virtual_network_id: "v".into(),
+            ingress: vec![rule],
+            egress: vec![],
+        })
+        .await
+        .unwrap();
+    fabric
+        .create_network_attachment(&CreateNetworkAttachmentRequest {
+            attachment_id: "a".into(),
+            host: "hv1".into(),
+            interface: "eth0".into(),
+            mac_address: "02:00:00:00:00:0a".into(),
+            subnet_id: "s".into(),
+            virtual_network_id: "v".into(),
+            security_groups: vec!["g".into()],
+            primary: true,
+            allowed_addresses: vec![],
+        })
+        .await
+        .unwrap();
+    assert!(
+        fabric.resync().await.unwrap().is_empty(),
+        "nothing drifted yet"
+    );
+
+    // By hand: the group's ACL removed, the switch renamed, the port deleted.
+    let group = osac_ovn::render::security::security_group_name("g");
+    let pg = db.uuid_of("Port_Group", &group).await;
+    let sw = db.uuid_of("Logical_Switch", "osac-sn-s").await;
+    let lsp = db.uuid_of("Logical_Switch_Port", "osac-p-a").await;
+    db.client
+        .transact(
+            common::NB,
+            vec![
+                op::update(
+                    "Port_Group",
+                    op::by_uuid(&pg),
+                    op::row([("acls", datum::set([]))]),
+                ),
+                op::mutate(
+                    "Logical_Switch",
+                    op::by_uuid(&sw),
+                    vec![op::mutation(
+                        "ports",
+                        "delete",
+                        datum::set([datum::uuid(&lsp)]),
+                    )],
+                ),
+                op::update(
+                    "Logical_Switch",
+                    op::by_uuid(&sw),
+                    op::row([("name", json!("renamed"))]),
+                ),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(!db.names("Logical_Switch_Port").await.contains("osac-p-a"));
+
+    let repaired = fabric.resync().await.unwrap();
+    assert!(!repaired.is_empty());
+    assert!(db.names("Logical_Switch").await.contains("osac-sn-s"));
+    assert!(db.names("Logical_Switch_Port").await.contains("osac-p-a"));
+    let acls = db.rows("ACL").await;
+    assert!(
+        acls.iter()
+            .any(|a| a["match"].as_str().is_some_and(|m| m.contains("22"))),
+        "the group's rule is back: {acls:?}"
+    );
+    assert!(
+        fabric.resync().await.unwrap().is_empty(),
+        "a second resync changes nothing"
+    );
+    db.stop().await;
+}

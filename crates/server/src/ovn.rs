@@ -28,10 +28,14 @@ impl DriverFactory for OvnFactory {
         }
         let settings: OvnSettings = serde_yaml_ng::from_value(value.clone())
             .map_err(|e| format!("the ovn: block of the registration: {e}"))?;
-        let fabric = OvnFabric::open(registration, settings)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(RoleManager::Fabric(Arc::new(fabric)))
+        let fabric = Arc::new(
+            OvnFabric::open(registration, settings)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+        // Rows changed behind the driver's back are put back while it lives.
+        osac_ovn::driver::spawn_resync(&fabric);
+        Ok(RoleManager::Fabric(fabric))
     }
 }
 

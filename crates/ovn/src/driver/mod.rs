@@ -45,6 +45,14 @@ pub struct OvnSettings {
     pub provider: ProviderSettings,
     /// The chassis that run the routers' uplinks (gateway and NAT), most preferred first.
     pub gateway_chassis: Vec<String>,
+    /// Seconds between two checks that put back rows changed behind the driver's back
+    /// ([`OvnFabric::resync`]); 0 turns the check off.
+    #[serde(default = "default_resync_seconds")]
+    pub resync_seconds: u64,
+}
+
+fn default_resync_seconds() -> u64 {
+    30
 }
 
 /// The provider network, as the registration names it.
@@ -164,6 +172,73 @@ impl OvnFabric {
     /// A copy of the fabric model's records (tests, dev tooling).
     pub async fn state(&self) -> FabricState {
         self.inner.lock().await.state.clone()
+    }
+
+    /// Makes the northbound database hold exactly what the model renders: every row of ours
+    /// changed or deleted behind the driver's back is put back, every root row of ours the
+    /// model does not render is deleted. Returns what it changed (nothing when nothing
+    /// drifted).
+    pub async fn resync(&self) -> Result<nb::Changes, OpError> {
+        let mut inner = self.inner.lock().await;
+        let mut wanted = vec![external::provider_switch(&self.provider)];
+        let state = &inner.state;
+        for v in state.vns() {
+            wanted.extend(self.vn_rows(&inner, &v.virtual_network_id)?);
+        }
+        for s in state.subnets() {
+            wanted.extend(rows::subnet(
+                s,
+                rows::tenant_of(state, &s.virtual_network_id),
+            ));
+        }
+        for r in state.records() {
+            let transit = match r {
+                Record::VirtualNetwork(v) => inner.transit.get(&v.virtual_network_id).copied(),
+                _ => None,
+            };
+            wanted.push(records::row(r, transit).map_err(|e| {
+                OpError::permanent(format!("record '{}' cannot be encoded: {e}", r.key()))
+            })?);
+            match r {
+                Record::SecurityGroup(g) => wanted.push(rows::security_group(
+                    g,
+                    rows::tenant_of(state, &g.virtual_network_id),
+                )),
+                Record::Dnat(d) => wanted.push(rows::external_ip_attachment(
+                    d,
+                    rows::tenant_of(state, &d.virtual_network_id),
+                )),
+                _ => {}
+            }
+        }
+        // Ports last: they reference their switches, DHCP options and groups.
+        for a in state.attachments() {
+            wanted.push(rows::network_attachment(
+                a,
+                rows::tenant_of(state, &a.virtual_network_id),
+            ));
+        }
+        let scope = Scope::All(BTreeSet::from([
+            "Logical_Router",
+            "Logical_Switch",
+            "Port_Group",
+            "DHCP_Options",
+            records::TABLE,
+        ]));
+        let client = self.client(&mut inner).await?;
+        let changes = nb::converge(client, &wanted, &scope)
+            .await
+            .map_err(northbound_failure)?;
+        if !changes.is_empty() {
+            tracing::warn!(
+                manager = %self.registration.name,
+                inserted = ?changes.inserted,
+                updated = ?changes.updated,
+                deleted = ?changes.deleted,
+                "ovn: northbound rows changed behind the driver's back were put back"
+            );
+        }
+        Ok(changes)
     }
 
     /// Plans an operation on the model, writes what it changes and what `render` renders from
@@ -294,6 +369,27 @@ impl OvnFabric {
             egress,
         ))
     }
+}
+
+/// Runs [`OvnFabric::resync`] every `settings.resync_seconds` while `fabric` lives.
+pub fn spawn_resync(fabric: &std::sync::Arc<OvnFabric>) {
+    let seconds = fabric.settings.resync_seconds;
+    if seconds == 0 {
+        return;
+    }
+    let weak = std::sync::Arc::downgrade(fabric);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(seconds));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let Some(fabric) = weak.upgrade() else { return };
+            if let Err(e) = fabric.resync().await {
+                tracing::warn!(manager = %fabric.registration.name, error = %e, "ovn: resync failed");
+            }
+        }
+    });
 }
 
 /// Connects to the first member of `addresses` that answers.
