@@ -226,9 +226,21 @@ impl OvnFabric {
             records::TABLE,
         ]));
         let client = self.client(&mut inner).await?;
-        let changes = nb::converge(client, &wanted, &scope)
-            .await
-            .map_err(northbound_failure)?;
+        let converged = within_deadline(async {
+            nb::converge(client, &wanted, &scope)
+                .await
+                .map_err(converge_failure)
+        })
+        .await;
+        let changes = match converged {
+            Ok(changes) => changes,
+            Err(e) => {
+                if matches!(e, osac_ovsdb::Error::Disconnected(_)) {
+                    inner.client = None;
+                }
+                return Err(northbound_failure(e));
+            }
+        };
         if !changes.is_empty() {
             tracing::warn!(
                 manager = %self.registration.name,
@@ -308,18 +320,15 @@ impl OvnFabric {
             }
         }
         let client = self.client(inner).await?;
-        let result = async {
+        let result = within_deadline(async {
             for (table, key, column, child_table, child_key) in &writes.detach {
                 nb::detach(client, (table, key), column, (child_table, child_key)).await?;
             }
             nb::converge(client, &writes.rows, &Scope::Keys(writes.delete))
                 .await
-                .map_err(|e| match e {
-                    nb::ConvergeError::Ovsdb(e) => e,
-                    other => osac_ovsdb::Error::Disconnected(other.to_string()),
-                })?;
+                .map_err(converge_failure)?;
             Ok::<(), osac_ovsdb::Error>(())
-        }
+        })
         .await;
         if let Err(e) = result {
             if matches!(e, osac_ovsdb::Error::Disconnected(_)) {
@@ -369,6 +378,38 @@ impl OvnFabric {
             egress,
         ))
     }
+}
+
+/// A converge's failure as the client's error: a row it could not write names what it misses
+/// (the connection stays).
+fn converge_failure(e: nb::ConvergeError) -> osac_ovsdb::Error {
+    match e {
+        nb::ConvergeError::Ovsdb(e) => e,
+        other => osac_ovsdb::Error::Rpc {
+            method: "transact".into(),
+            error: other.to_string(),
+            details: None,
+        },
+    }
+}
+
+/// How long one operation's writes may take: a member that lost its leader may hold a
+/// transaction until an election ends, and a driver must not wait on it forever.
+const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// `work`, or a disconnect (the connection is dropped and re-opened next time) when it takes
+/// longer than [`WRITE_DEADLINE`].
+async fn within_deadline<T>(
+    work: impl std::future::Future<Output = Result<T, osac_ovsdb::Error>>,
+) -> Result<T, osac_ovsdb::Error> {
+    tokio::time::timeout(WRITE_DEADLINE, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(osac_ovsdb::Error::Disconnected(format!(
+                "no answer within {} s",
+                WRITE_DEADLINE.as_secs()
+            )))
+        })
 }
 
 /// Runs [`OvnFabric::resync`] every `settings.resync_seconds` while `fabric` lives.
