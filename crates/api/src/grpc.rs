@@ -1,18 +1,18 @@
-//! gRPC transport: each generated service trait is a thin adapter that converts the proto
-//! message to its JSON form and calls the same [`Service`] the REST API uses.
+//! gRPC transport: each generated service trait is a thin adapter that hands the proto message
+//! it received ([`Object`]) to the same [`Service`] the REST API uses.
 
 use std::sync::Arc;
 
 use osac_model::{Kind, Scope};
 use osac_proto::admin::v1 as admin;
 use osac_proto::v1 as pb;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
 use crate::auth::{Authenticated, Caller};
 use crate::error::{ApiError, Code};
 use crate::service::{ListParams, Service, UpdateOptions};
+use crate::typed::Object;
 use crate::watch::{WatchEvent, WatchReceiver};
 
 /// Shared state of every gRPC service.
@@ -42,10 +42,6 @@ impl Grpc {
         crate::access::note_subject(&who.caller.subject);
         Ok(who)
     }
-}
-
-fn to_value<T: Serialize>(msg: &T) -> Result<serde_json::Value, Status> {
-    serde_json::to_value(msg).map_err(|e| ApiError::invalid(e.to_string()).into())
 }
 
 fn from_value<T: DeserializeOwned>(v: serde_json::Value) -> Result<T, Status> {
@@ -183,17 +179,17 @@ macro_rules! grpc_service {
             $(
             async fn create(&self, req: Request<$msg>) -> Result<Response<$msg>, Status> {
                 let caller = self.0.caller(&req).await?;
-                let obj = to_value(req.get_ref())?;
-                Ok(Response::new(from_value(self.0.service.create(&caller, $surface, $kind, obj).await?)?))
+                let obj = Object::from(req.into_inner());
+                Ok(Response::new(from_value(self.0.service.create(&caller, $surface, obj).await?)?))
             }
 
             async fn update(&self, req: Request<$upd>) -> Result<Response<$msg>, Status> {
                 let caller = self.0.caller(&req).await?;
                 let r = req.into_inner();
                 let object = r.object.ok_or_else(|| Status::invalid_argument("object is required"))?;
-                let body = to_value(&object)?;
+                let key = object.id.clone();
                 let mask = (!r.update_mask.is_empty()).then_some(r.update_mask.as_str());
-                let out = self.0.service.update(&caller, $surface, $kind, &object.id, body, UpdateOptions { mask, lock: r.lock }).await?;
+                let out = self.0.service.update(&caller, $surface, &key, Object::from(object), UpdateOptions { mask, lock: r.lock }).await?;
                 Ok(Response::new(from_value(out)?))
             }
 

@@ -12,14 +12,16 @@ use serde_json::Value;
 
 use crate::auth::{Authenticator, Caller, Role};
 use crate::error::{ApiError, ApiResult, Code};
-use crate::object::{body_of, to_object, user_metadata};
+use crate::object::{UserMetadata, body_of, to_object, user_metadata};
 use crate::request::{RequestCtx, name_taken, not_found, set_state, validate_metadata};
 use crate::resources;
 use crate::resources::insert_new;
+use crate::typed::Object;
 
 #[cfg(test)]
 mod json_tests;
 mod read_json;
+mod write_json;
 
 /// List parameters as received.
 #[derive(Debug, Clone, Default)]
@@ -183,29 +185,28 @@ impl Service {
         self.closing.subscribe()
     }
 
-    /// Creates an object.
-    pub async fn create(
+    /// Creates an object from its proto message (as gRPC receives it; REST parses its body
+    /// into one with [`Service::create_json`]).
+    pub async fn create(&self, caller: &Caller, surface: Scope, obj: Object) -> ApiResult<Value> {
+        let kind = obj.kind();
+        self.authorize(caller, surface, kind, true)?;
+        let meta = obj.user_metadata();
+        let tenant = owning_tenant(caller, kind, &meta)?;
+        obj.check_bounds()?;
+        self.insert(caller, surface, obj, meta, tenant).await
+    }
+
+    /// The create of an authorized object within the size limits, owned by `tenant`: the
+    /// metadata rules, then the insert in one transaction.
+    async fn insert(
         &self,
         caller: &Caller,
         surface: Scope,
-        kind: Kind,
-        obj: Value,
+        obj: Object,
+        meta: UserMetadata,
+        tenant: String,
     ) -> ApiResult<Value> {
-        self.authorize(caller, surface, kind, true)?;
-        let meta = user_metadata(&obj);
-        let tenant = match kind.scope() {
-            Scope::Provider => String::new(),
-            Scope::Tenant => match (&caller.tenant, &meta.tenant) {
-                (Some(t), _) => t.clone(),
-                (None, Some(t)) if caller.is_provider() => t.clone(),
-                _ => {
-                    return Err(ApiError::invalid(
-                        "metadata.tenant is required when a provider admin creates a tenant object",
-                    ));
-                }
-            },
-        };
-        osac_model::bounds::check_object(&obj)?;
+        let kind = obj.kind();
         crate::reserved::check_create(&meta.labels, &meta.annotations)?;
         validate_metadata(kind, &meta)?;
         let mut tx = self.store.begin_shared().await?;
@@ -240,7 +241,7 @@ impl Service {
             ));
             cx.tenant_id = Some(t.id.clone());
         }
-        let inserted = match insert_new(&mut cx, kind, &obj).await {
+        let inserted = match insert_new(&mut cx, obj).await {
             Ok(rec) => resources::external_ip::reserve_in_pools(&mut cx)
                 .await
                 .map(|()| rec),
@@ -269,7 +270,7 @@ impl Service {
         tenant: &str,
         tenant_key: &str,
         kind: Kind,
-        meta: &crate::object::UserMetadata,
+        meta: &UserMetadata,
         e: &ApiError,
     ) {
         let (reason, what) = if crate::quota::is_quota_error(e) {
@@ -398,8 +399,26 @@ impl Service {
         Ok(filter)
     }
 
-    /// Updates the mutable fields of an object.
+    /// Updates the mutable fields of an object from its proto message (as gRPC receives it;
+    /// REST's partial bodies go through [`Service::update_json`]). The message is applied to
+    /// the stored object in its JSON form, field by field, so it is written as JSON once here.
     pub async fn update(
+        &self,
+        caller: &Caller,
+        surface: Scope,
+        key: &str,
+        body: Object,
+        how: UpdateOptions<'_>,
+    ) -> ApiResult<Value> {
+        let kind = body.kind();
+        self.authorize(caller, surface, kind, true)?;
+        self.apply_update(caller, surface, kind, key, body.to_json()?, how)
+            .await
+    }
+
+    /// The update of an authorized caller: `body` (the JSON form of the changes, its
+    /// `metadata` well-typed) applied to the stored object under the mask, checked, stored.
+    async fn apply_update(
         &self,
         caller: &Caller,
         surface: Scope,
@@ -409,9 +428,7 @@ impl Service {
         how: UpdateOptions<'_>,
     ) -> ApiResult<Value> {
         let UpdateOptions { mask, lock } = how;
-        self.authorize(caller, surface, kind, true)?;
         let scope = Self::scope(caller, kind);
-        crate::object::check_metadata(kind, &body)?;
         let meta = user_metadata(&body);
         validate_metadata(kind, &meta)?;
         let mut tx = self.store.begin_shared().await?;
@@ -636,6 +653,21 @@ pub async fn find_in_tx(
         _ => Err(ApiError::invalid(format!(
             "name '{key}' matches objects in several tenants; use the id"
         ))),
+    }
+}
+
+/// The tenant that owns an object `caller` creates: the caller's own, or for a provider admin
+/// the one the object names ("" for provider objects).
+fn owning_tenant(caller: &Caller, kind: Kind, meta: &UserMetadata) -> ApiResult<String> {
+    match kind.scope() {
+        Scope::Provider => Ok(String::new()),
+        Scope::Tenant => match (&caller.tenant, &meta.tenant) {
+            (Some(t), _) => Ok(t.clone()),
+            (None, Some(t)) if caller.is_provider() => Ok(t.clone()),
+            _ => Err(ApiError::invalid(
+                "metadata.tenant is required when a provider admin creates a tenant object",
+            )),
+        },
     }
 }
 

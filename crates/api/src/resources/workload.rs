@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::insert_new;
 use crate::error::{ApiError, ApiResult};
 use crate::request::RequestCtx;
+use crate::typed::Object;
 
 /// One attachment as requested: where it sits in the body and what it references.
 pub struct AttachmentInput<'a> {
@@ -187,13 +188,14 @@ pub async fn auto_external_ips(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResu
     for endpoint in endpoints {
         let pool = super::external_ip::choose_pool(cx.tx, family, &class, &default_class).await?;
         let eip_body = json!({"metadata": {"labels": labels}, "spec": {"ip_family": family_name, "pool": pool.id}});
-        let eip = insert_new(cx, Kind::ExternalIp, &eip_body).await?;
+        let eip = insert_new(cx, Object::from_json(Kind::ExternalIp, eip_body)?).await?;
         let mut spec = json!({"external_ip": eip.id, target: rec.id});
         if rec.kind == Kind::Cluster {
             spec["target_endpoint"] = json!(endpoint);
         }
         let att_body = json!({"metadata": {"labels": labels}, "spec": spec});
-        let att = insert_new(cx, Kind::ExternalIpAttachment, &att_body).await?;
+        let att_object = Object::from_json(Kind::ExternalIpAttachment, att_body)?;
+        let att = insert_new(cx, att_object).await?;
         let for_endpoint = if rec.kind == Kind::Cluster {
             format!(
                 " for the {} endpoint",
