@@ -22,6 +22,8 @@ use crate::typed::Object;
 mod json_tests;
 mod read_json;
 mod write_json;
+#[cfg(test)]
+mod write_tests;
 
 /// List parameters as received.
 #[derive(Debug, Clone, Default)]
@@ -412,7 +414,7 @@ impl Service {
     ) -> ApiResult<Value> {
         let kind = body.kind();
         self.authorize(caller, surface, kind, true)?;
-        self.apply_update(caller, surface, kind, key, body.to_json()?, how)
+        self.apply_update(caller, surface, kind, key, body.request_json()?, how)
             .await
     }
 

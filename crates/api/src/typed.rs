@@ -6,8 +6,8 @@
 use osac_model::{Kind, pb};
 use serde_json::Value;
 
-use crate::error::ApiResult;
-use crate::object::{UserMetadata, parse, to_json};
+use crate::error::{ApiError, ApiResult, Code};
+use crate::object::{UserMetadata, parse};
 
 macro_rules! objects {
     ($($kind:ident => $msg:ty),* $(,)?) => {
@@ -34,9 +34,9 @@ macro_rules! objects {
             }
 
             /// The object's JSON form (`{"id","metadata",…}`): proto-JSON, defaults omitted.
-            pub fn to_json(&self) -> ApiResult<Value> {
+            fn serialize(&self) -> serde_json::Result<Value> {
                 match self {
-                    $(Object::$kind(m) => to_json(m),)*
+                    $(Object::$kind(m) => serde_json::to_value(m),)*
                 }
             }
 
@@ -106,9 +106,22 @@ impl Object {
         }
     }
 
-    /// Checks the size limits of [`osac_model::bounds`] on the object.
+    /// The object's JSON form (`{"id","metadata",…}`): proto-JSON, defaults omitted.
+    pub fn to_json(&self) -> ApiResult<Value> {
+        self.serialize()
+            .map_err(|e| ApiError::new(Code::Internal, e.to_string()))
+    }
+
+    /// The JSON form of an object as a client sent it: a message without one (an enum field
+    /// holding a number that names no value) is INVALID_ARGUMENT.
+    pub fn request_json(&self) -> ApiResult<Value> {
+        self.serialize()
+            .map_err(|e| ApiError::invalid(e.to_string()))
+    }
+
+    /// Checks the size limits of [`osac_model::bounds`] on an object a client sent.
     pub fn check_bounds(&self) -> ApiResult<()> {
-        osac_model::bounds::check_object(&self.to_json()?)?;
+        osac_model::bounds::check_object(&self.request_json()?)?;
         Ok(())
     }
 }
@@ -116,7 +129,6 @@ impl Object {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Code;
     use serde_json::json;
 
     #[test]
@@ -153,6 +165,25 @@ mod tests {
         assert!(
             e.message.starts_with("metadata.labels.a: invalid type"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn an_enum_number_naming_no_value_is_invalid_argument() {
+        let vn = pb::VirtualNetwork {
+            status: Some(pb::VirtualNetworkStatus {
+                state: 99,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let obj = Object::from(vn);
+        let e = obj.check_bounds().expect_err("no JSON form");
+        assert_eq!(e.code, Code::InvalidArgument);
+        assert!(e.message.contains("Invalid variant 99"), "{e}");
+        assert_eq!(
+            obj.request_json().map_err(|e| e.code),
+            Err(Code::InvalidArgument)
         );
     }
 

@@ -38,7 +38,7 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, h: &mut pb::Host)
         ))
     })?;
     let ht: pb::HostType = ht_rec.decode()?;
-    let spec = kinds::host::validate(&h, &ht, ht_rec.label(), &ht_rec.id)?;
+    let spec = kinds::host::validate(h, &ht, ht_rec.label(), &ht_rec.id)?;
     if spec.interfaces != old.interfaces || spec.pool != old.pool {
         if super::state_of(current) != "HOST_STATE_FREE" {
             return Err(ApiError::precondition(format!(
