@@ -1,8 +1,11 @@
 //! API objects as their proto messages: [`Object`] holds the message of one kind, and is what a
 //! create enters the service with (gRPC hands over the decoded message; REST parses its JSON
 //! body once with [`Object::from_json`]). The per-kind rules in `resources` take the message of
-//! their kind; JSON is produced only where the store needs it ([`Object::to_json`]).
+//! their kind; JSON is produced only where the store needs it ([`Object::to_json`]), and where
+//! an update applies the message to the stored object ([`Object::request_json`]). The size
+//! limits are checked on the message itself ([`Object::check_bounds`]).
 
+use osac_model::bounds::{MessageError, check_message};
 use osac_model::{Kind, pb};
 use serde_json::Value;
 
@@ -45,6 +48,19 @@ macro_rules! objects {
                 match self {
                     $(Object::$kind(m) => m.metadata.as_ref(),)*
                 }
+            }
+
+            /// Checks the size limits of [`osac_model::bounds`] on an object a client sent, as its
+            /// JSON form would be checked but without writing it; a message without a JSON form is
+            /// INVALID_ARGUMENT.
+            pub fn check_bounds(&self) -> ApiResult<()> {
+                let checked = match self {
+                    $(Object::$kind(m) => check_message(m),)*
+                };
+                checked.map_err(|e| match e {
+                    MessageError::Invalid(invalid) => invalid.into(),
+                    MessageError::Unserializable(message) => ApiError::invalid(message),
+                })
             }
 
             /// The object's `id` as sent ("" when none).
@@ -117,12 +133,6 @@ impl Object {
     pub fn request_json(&self) -> ApiResult<Value> {
         self.serialize()
             .map_err(|e| ApiError::invalid(e.to_string()))
-    }
-
-    /// Checks the size limits of [`osac_model::bounds`] on an object a client sent.
-    pub fn check_bounds(&self) -> ApiResult<()> {
-        osac_model::bounds::check_object(&self.request_json()?)?;
-        Ok(())
     }
 }
 
