@@ -1,5 +1,7 @@
 //! gRPC transport: each generated service trait is a thin adapter that hands the proto message
-//! it received ([`Object`]) to the same [`Service`] the REST API uses.
+//! it received ([`Object`]) to the same [`Service`] the REST API uses. GET and LIST replies are
+//! decoded as messages by the service ([`Service::get_message`]); create, update and watch
+//! replies from the rendered object.
 
 use std::sync::Arc;
 
@@ -156,9 +158,8 @@ macro_rules! grpc_service {
         impl $module::$trait for $name {
             async fn list(&self, req: Request<pb::ListRequest>) -> Result<Response<$list>, Status> {
                 let caller = self.0.caller(&req).await?;
-                let res = self.0.service.list(&caller, $surface, $kind, params(req.into_inner())).await?;
-                let items = res.items.into_iter().map(from_value::<$msg>).collect::<Result<Vec<_>, _>>()?;
-                Ok(Response::new(<$list>::from_parts(items, res.total)))
+                let page = self.0.service.list_messages::<$msg>(&caller, $surface, $kind, params(req.into_inner())).await?;
+                Ok(Response::new(<$list>::from_parts(page.items, page.total)))
             }
 
             type WatchStream = WatchStream<$watch>;
@@ -174,7 +175,7 @@ macro_rules! grpc_service {
             async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<$msg>, Status> {
                 let caller = self.0.caller(&req).await?;
                 let id = req.into_inner().id;
-                Ok(Response::new(from_value(self.0.service.get(&caller, $surface, $kind, &id).await?)?))
+                Ok(Response::new(self.0.service.get_message(&caller, $surface, $kind, &id).await?))
             }
             $(
             async fn create(&self, req: Request<$msg>) -> Result<Response<$msg>, Status> {

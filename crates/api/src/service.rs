@@ -17,10 +17,14 @@ use crate::request::{RequestCtx, name_taken, not_found, set_state, validate_meta
 use crate::resources;
 use crate::resources::insert_new;
 use crate::typed::Object;
+pub use read_message::MessagePage;
 
 #[cfg(test)]
 mod json_tests;
+#[cfg(test)]
+mod message_tests;
 mod read_json;
+mod read_message;
 mod write_json;
 #[cfg(test)]
 mod write_tests;
