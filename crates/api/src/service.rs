@@ -1,5 +1,9 @@
 //! The service layer shared by REST and gRPC: authorization, tenant scoping, one store
-//! transaction per write, and dispatch to the per-kind rules in `resources`.
+//! transaction per write, and dispatch to the per-kind rules in `resources`. A create enters as
+//! the proto message of its kind ([`Object`]); REST's JSON bodies are parsed into it, or kept as
+//! the changes of an update, at this layer's JSON edge (`write_json`). Replies are the rendered
+//! objects; GET and LIST also answer with JSON text (`read_json`, REST) and with messages
+//! (`read_message`, gRPC).
 
 use std::sync::Arc;
 

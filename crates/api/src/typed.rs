@@ -62,13 +62,6 @@ macro_rules! objects {
                     MessageError::Unserializable(message) => ApiError::invalid(message),
                 })
             }
-
-            /// The object's `id` as sent ("" when none).
-            pub fn id(&self) -> &str {
-                match self {
-                    $(Object::$kind(m) => &m.id,)*
-                }
-            }
         }
 
         $(impl From<$msg> for Object {

@@ -1,12 +1,14 @@
-//! The insert path of every create, from the object's proto message: per-kind rules, quota, initial state, finalizers, the row,
-//! its events, then the work that needs the row. Creates that make further objects in the same
-//! transaction (tenant onboarding, auto-provisioned ExternalIPs) call it again for each.
+//! The insert path of every create, from the object's proto message: per-kind rules, quota,
+//! initial state, finalizers, the row, its events, then the work that needs the row. Creates
+//! that make further objects in the same transaction (tenant onboarding, auto-provisioned
+//! ExternalIPs) call it again for each.
+
+use osac_model::FABRIC_FINALIZER;
+use osac_store::Record;
 
 use crate::error::ApiResult;
 use crate::request::{RequestCtx, name_taken, set_state, validate_metadata};
 use crate::typed::Object;
-use osac_model::FABRIC_FINALIZER;
-use osac_store::Record;
 
 /// Creates one object inside the caller's transaction: per-kind rules, initial state,
 /// finalizers, insert, then the work that needs the row (pool counters, onboarding defaults,

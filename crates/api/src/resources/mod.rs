@@ -1,5 +1,6 @@
 //! Per-kind API rules (one file per resource): what a create needs, what an update may change,
-//! what blocks a delete, and what tenants may see of provider objects.
+//! what blocks a delete, and what tenants may see of provider objects. Create and update rules
+//! take the proto message of their kind ([`Object`]); a create rule returns the body to store.
 
 pub mod baremetal_instance;
 pub mod baremetal_template;
