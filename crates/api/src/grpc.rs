@@ -1,7 +1,7 @@
 //! gRPC transport: each generated service trait is a thin adapter that hands the proto message
-//! it received ([`Object`]) to the same [`Service`] the REST API uses. GET and LIST replies are
-//! decoded as messages by the service ([`Service::get_message`]); create, update and watch
-//! replies from the rendered object.
+//! it received ([`Object`]) to the same [`Service`] the REST API uses. Replies come as messages
+//! from the service (`get_message`, `list_messages`, `create_message`, `update_message`); watch
+//! events are decoded from the rendered object.
 
 use std::sync::Arc;
 
@@ -181,7 +181,7 @@ macro_rules! grpc_service {
             async fn create(&self, req: Request<$msg>) -> Result<Response<$msg>, Status> {
                 let caller = self.0.caller(&req).await?;
                 let obj = Object::from(req.into_inner());
-                Ok(Response::new(from_value(self.0.service.create(&caller, $surface, obj).await?)?))
+                Ok(Response::new(self.0.service.create_message(&caller, $surface, obj).await?))
             }
 
             async fn update(&self, req: Request<$upd>) -> Result<Response<$msg>, Status> {
@@ -190,8 +190,8 @@ macro_rules! grpc_service {
                 let object = r.object.ok_or_else(|| Status::invalid_argument("object is required"))?;
                 let key = object.id.clone();
                 let mask = (!r.update_mask.is_empty()).then_some(r.update_mask.as_str());
-                let out = self.0.service.update(&caller, $surface, &key, Object::from(object), UpdateOptions { mask, lock: r.lock }).await?;
-                Ok(Response::new(from_value(out)?))
+                let how = UpdateOptions { mask, lock: r.lock };
+                Ok(Response::new(self.0.service.update_message(&caller, $surface, &key, Object::from(object), how).await?))
             }
 
             async fn delete(&self, req: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {

@@ -12,6 +12,7 @@ use osac_backends::Registry;
 use osac_model::quota::QuotaLimits;
 use osac_model::{Access, Kind, Scope};
 use osac_store::{ListQuery, Record, Store, Tx};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::auth::{Authenticator, Caller, Role};
@@ -196,26 +197,47 @@ impl Service {
     }
 
     /// Creates an object from its proto message (as gRPC receives it; REST parses its body
-    /// into one with [`Service::create_json`]).
+    /// into one with [`Service::create_json`]); the reply is the rendered object.
     pub async fn create(&self, caller: &Caller, surface: Scope, obj: Object) -> ApiResult<Value> {
+        let rec = self.create_record(caller, surface, obj).await?;
+        self.render_full(surface, &rec).await
+    }
+
+    /// [`Service::create`] with the reply as the proto message `M` of the kind (gRPC).
+    pub async fn create_message<M: DeserializeOwned>(
+        &self,
+        caller: &Caller,
+        surface: Scope,
+        obj: Object,
+    ) -> ApiResult<M> {
+        let rec = self.create_record(caller, surface, obj).await?;
+        self.message_of(surface, &rec).await
+    }
+
+    /// The record [`Service::create`] stored.
+    async fn create_record(
+        &self,
+        caller: &Caller,
+        surface: Scope,
+        obj: Object,
+    ) -> ApiResult<Record> {
         let kind = obj.kind();
         self.authorize(caller, surface, kind, true)?;
         let meta = obj.user_metadata();
         let tenant = owning_tenant(caller, kind, &meta)?;
         obj.check_bounds()?;
-        self.insert(caller, surface, obj, meta, tenant).await
+        self.insert(caller, obj, meta, tenant).await
     }
 
     /// The create of an authorized object within the size limits, owned by `tenant`: the
-    /// metadata rules, then the insert in one transaction.
+    /// metadata rules, then the insert in one transaction; the committed record.
     async fn insert(
         &self,
         caller: &Caller,
-        surface: Scope,
         obj: Object,
         meta: UserMetadata,
         tenant: String,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<Record> {
         let kind = obj.kind();
         crate::reserved::check_create(&meta.labels, &meta.annotations)?;
         validate_metadata(kind, &meta)?;
@@ -270,7 +292,7 @@ impl Service {
             }
         };
         tx.commit().await?;
-        self.render_full(surface, &rec).await
+        Ok(rec)
     }
 
     /// Records the event of a create refused for lack of capacity (a quota, an address pool),
@@ -412,6 +434,7 @@ impl Service {
     /// Updates the mutable fields of an object from its proto message (as gRPC receives it;
     /// REST's partial bodies go through [`Service::update_json`]). The message is applied to
     /// the stored object in its JSON form, field by field, so it is written as JSON once here.
+    /// The reply is the rendered object.
     pub async fn update(
         &self,
         caller: &Caller,
@@ -420,23 +443,49 @@ impl Service {
         body: Object,
         how: UpdateOptions<'_>,
     ) -> ApiResult<Value> {
+        let rec = self.update_record(caller, surface, key, body, how).await?;
+        self.render_full(surface, &rec).await
+    }
+
+    /// [`Service::update`] with the reply as the proto message `M` of the kind (gRPC).
+    pub async fn update_message<M: DeserializeOwned>(
+        &self,
+        caller: &Caller,
+        surface: Scope,
+        key: &str,
+        body: Object,
+        how: UpdateOptions<'_>,
+    ) -> ApiResult<M> {
+        let rec = self.update_record(caller, surface, key, body, how).await?;
+        self.message_of(surface, &rec).await
+    }
+
+    /// The record [`Service::update`] stored.
+    async fn update_record(
+        &self,
+        caller: &Caller,
+        surface: Scope,
+        key: &str,
+        body: Object,
+        how: UpdateOptions<'_>,
+    ) -> ApiResult<Record> {
         let kind = body.kind();
         self.authorize(caller, surface, kind, true)?;
-        self.apply_update(caller, surface, kind, key, body.request_json()?, how)
+        self.apply_update(caller, kind, key, body.request_json()?, how)
             .await
     }
 
     /// The update of an authorized caller: `body` (the JSON form of the changes, its
-    /// `metadata` well-typed) applied to the stored object under the mask, checked, stored.
+    /// `metadata` well-typed) applied to the stored object under the mask, checked, stored;
+    /// the committed record.
     async fn apply_update(
         &self,
         caller: &Caller,
-        surface: Scope,
         kind: Kind,
         key: &str,
         body: Value,
         how: UpdateOptions<'_>,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<Record> {
         let UpdateOptions { mask, lock } = how;
         let scope = Self::scope(caller, kind);
         let meta = user_metadata(&body);
@@ -520,7 +569,7 @@ impl Service {
             .map_err(|e| name_taken(e, kind, &new_meta.name, &current.tenant))?
             .ok_or_else(|| not_found(kind, key))?;
         tx.commit().await?;
-        self.render_full(surface, &updated).await
+        Ok(updated)
     }
 
     /// Starts the two-phase deletion of an object (idempotent).

@@ -1,6 +1,6 @@
-//! The proto-message read path (gRPC GET and LIST) replies exactly the messages the value
-//! read path decodes to, for every kind, surface and caller: objects with every part of the
-//! envelope, not-found and refusals, list pages and list errors.
+//! The proto-message replies (gRPC GET, LIST and the reply to a write) are exactly the messages
+//! the value path decodes to, for every kind, surface and caller: objects with every part of
+//! the envelope, not-found and refusals, list pages and list errors.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -117,6 +117,20 @@ async fn same_replies<M: DeserializeOwned + PartialEq + Debug>(s: &Service, kind
         .list(&osac_store::ListQuery::all(kind))
         .await
         .expect("every object");
+    // The reply to a write, from the record: what the rendered object decodes to.
+    for rec in &everything.items {
+        for surface in [Scope::Provider, Scope::Tenant] {
+            let old = from_value::<M>(s.render_full(surface, rec).await.expect("renders"))
+                .expect("decodes");
+            let new = s.message_of::<M>(surface, rec).await.expect("a message");
+            assert_eq!(
+                new, old,
+                "reply to a write of {kind:?} {} on {surface:?}",
+                rec.id
+            );
+            compared += 1;
+        }
+    }
     let mut keys: Vec<String> = everything.items.into_iter().map(|r| r.id).collect();
     keys.extend(["t1-x".into(), format!("shared-{}", kind.collection())]);
     keys.push(format!("t1-{}-0", kind.collection()));

@@ -28,7 +28,8 @@ impl Service {
         osac_model::bounds::check_object(&body)?;
         let obj = Object::from_json(kind, body)?;
         let meta = obj.user_metadata();
-        self.insert(caller, surface, obj, meta, tenant).await
+        let rec = self.insert(caller, obj, meta, tenant).await?;
+        self.render_full(surface, &rec).await
     }
 
     /// [`Service::update`] from a REST body: the fields present in it (or those of the mask).
@@ -43,7 +44,7 @@ impl Service {
     ) -> ApiResult<Value> {
         self.authorize(caller, surface, kind, true)?;
         crate::object::check_metadata(kind, &body)?;
-        self.apply_update(caller, surface, kind, key, body, how)
-            .await
+        let rec = self.apply_update(caller, kind, key, body, how).await?;
+        self.render_full(surface, &rec).await
     }
 }
