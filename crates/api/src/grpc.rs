@@ -1,18 +1,20 @@
-//! gRPC transport: each generated service trait is a thin adapter that converts the proto
-//! message to its JSON form and calls the same [`Service`] the REST API uses.
+//! gRPC transport: each generated service trait is a thin adapter that hands the proto message
+//! it received ([`Object`]) to the same [`Service`] the REST API uses. Replies come as messages
+//! from the service (`get_message`, `list_messages`, `create_message`, `update_message`); watch
+//! events are decoded from the rendered object.
 
 use std::sync::Arc;
 
 use osac_model::{Kind, Scope};
 use osac_proto::admin::v1 as admin;
 use osac_proto::v1 as pb;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
 use crate::auth::{Authenticated, Caller};
 use crate::error::{ApiError, Code};
 use crate::service::{ListParams, Service, UpdateOptions};
+use crate::typed::Object;
 use crate::watch::{WatchEvent, WatchReceiver};
 
 /// Shared state of every gRPC service.
@@ -42,10 +44,6 @@ impl Grpc {
         crate::access::note_subject(&who.caller.subject);
         Ok(who)
     }
-}
-
-fn to_value<T: Serialize>(msg: &T) -> Result<serde_json::Value, Status> {
-    serde_json::to_value(msg).map_err(|e| ApiError::invalid(e.to_string()).into())
 }
 
 fn from_value<T: DeserializeOwned>(v: serde_json::Value) -> Result<T, Status> {
@@ -160,9 +158,8 @@ macro_rules! grpc_service {
         impl $module::$trait for $name {
             async fn list(&self, req: Request<pb::ListRequest>) -> Result<Response<$list>, Status> {
                 let caller = self.0.caller(&req).await?;
-                let res = self.0.service.list(&caller, $surface, $kind, params(req.into_inner())).await?;
-                let items = res.items.into_iter().map(from_value::<$msg>).collect::<Result<Vec<_>, _>>()?;
-                Ok(Response::new(<$list>::from_parts(items, res.total)))
+                let page = self.0.service.list_messages::<$msg>(&caller, $surface, $kind, params(req.into_inner())).await?;
+                Ok(Response::new(<$list>::from_parts(page.items, page.total)))
             }
 
             type WatchStream = WatchStream<$watch>;
@@ -178,23 +175,23 @@ macro_rules! grpc_service {
             async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<$msg>, Status> {
                 let caller = self.0.caller(&req).await?;
                 let id = req.into_inner().id;
-                Ok(Response::new(from_value(self.0.service.get(&caller, $surface, $kind, &id).await?)?))
+                Ok(Response::new(self.0.service.get_message(&caller, $surface, $kind, &id).await?))
             }
             $(
             async fn create(&self, req: Request<$msg>) -> Result<Response<$msg>, Status> {
                 let caller = self.0.caller(&req).await?;
-                let obj = to_value(req.get_ref())?;
-                Ok(Response::new(from_value(self.0.service.create(&caller, $surface, $kind, obj).await?)?))
+                let obj = Object::from(req.into_inner());
+                Ok(Response::new(self.0.service.create_message(&caller, $surface, obj).await?))
             }
 
             async fn update(&self, req: Request<$upd>) -> Result<Response<$msg>, Status> {
                 let caller = self.0.caller(&req).await?;
                 let r = req.into_inner();
                 let object = r.object.ok_or_else(|| Status::invalid_argument("object is required"))?;
-                let body = to_value(&object)?;
+                let key = object.id.clone();
                 let mask = (!r.update_mask.is_empty()).then_some(r.update_mask.as_str());
-                let out = self.0.service.update(&caller, $surface, $kind, &object.id, body, UpdateOptions { mask, lock: r.lock }).await?;
-                Ok(Response::new(from_value(out)?))
+                let how = UpdateOptions { mask, lock: r.lock };
+                Ok(Response::new(self.0.service.update_message(&caller, $surface, &key, Object::from(object), how).await?))
             }
 
             async fn delete(&self, req: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {

@@ -24,6 +24,7 @@ pub mod rest;
 pub mod service;
 pub mod tls;
 pub mod token_service;
+pub mod typed;
 pub mod watch;
 pub mod watch_slots;
 

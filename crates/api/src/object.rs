@@ -87,8 +87,8 @@ fn show_zero_counters(kind: Kind, obj: &mut Map<String, Value>) {
 
 /// Parses a JSON object into its proto type: unknown fields and wrong types are INVALID_ARGUMENT
 /// naming the offending field (e.g. `spec.ingress[0].protocol: unknown variant …`).
-pub fn parse<T: DeserializeOwned>(kind: Kind, value: &Value) -> ApiResult<T> {
-    serde_path_to_error::deserialize(value.clone()).map_err(|e| {
+pub fn parse<T: DeserializeOwned>(kind: Kind, value: Value) -> ApiResult<T> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
         // pbjson's "expecting" text already starts with "expected".
         let inner = e
             .inner()

@@ -233,7 +233,8 @@ async fn create(
         async {
             let caller = caller(&s, &headers).await?;
             let kind = kind_of(&collection)?;
-            s.create(&caller, surface, kind, json_body(&body)?).await
+            s.create_json(&caller, surface, kind, json_body(&body)?)
+                .await
         }
         .await,
     )
@@ -288,7 +289,7 @@ async fn update(
                 mask: mask.as_deref(),
                 lock,
             };
-            s.update(&caller, surface, kind, &id, body, how).await
+            s.update_json(&caller, surface, kind, &id, body, how).await
         }
         .await,
     )

@@ -1,5 +1,9 @@
 //! The service layer shared by REST and gRPC: authorization, tenant scoping, one store
-//! transaction per write, and dispatch to the per-kind rules in `resources`.
+//! transaction per write, and dispatch to the per-kind rules in `resources`. A create enters as
+//! the proto message of its kind ([`Object`]); REST's JSON bodies are parsed into it, or kept as
+//! the changes of an update, at this layer's JSON edge (`write_json`). Replies are the rendered
+//! objects; GET and LIST also answer with JSON text (`read_json`, REST) and with messages
+//! (`read_message`, gRPC).
 
 use std::sync::Arc;
 
@@ -8,18 +12,27 @@ use osac_backends::Registry;
 use osac_model::quota::QuotaLimits;
 use osac_model::{Access, Kind, Scope};
 use osac_store::{ListQuery, Record, Store, Tx};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::auth::{Authenticator, Caller, Role};
 use crate::error::{ApiError, ApiResult, Code};
-use crate::object::{body_of, to_object, user_metadata};
+use crate::object::{UserMetadata, body_of, to_object, user_metadata};
 use crate::request::{RequestCtx, name_taken, not_found, set_state, validate_metadata};
 use crate::resources;
 use crate::resources::insert_new;
+use crate::typed::Object;
+pub use read_message::MessagePage;
 
 #[cfg(test)]
 mod json_tests;
+#[cfg(test)]
+mod message_tests;
 mod read_json;
+mod read_message;
+mod write_json;
+#[cfg(test)]
+mod write_tests;
 
 /// List parameters as received.
 #[derive(Debug, Clone, Default)]
@@ -183,29 +196,49 @@ impl Service {
         self.closing.subscribe()
     }
 
-    /// Creates an object.
-    pub async fn create(
+    /// Creates an object from its proto message (as gRPC receives it; REST parses its body
+    /// into one with [`Service::create_json`]); the reply is the rendered object.
+    pub async fn create(&self, caller: &Caller, surface: Scope, obj: Object) -> ApiResult<Value> {
+        let rec = self.create_record(caller, surface, obj).await?;
+        self.render_full(surface, &rec).await
+    }
+
+    /// [`Service::create`] with the reply as the proto message `M` of the kind (gRPC).
+    pub async fn create_message<M: DeserializeOwned>(
         &self,
         caller: &Caller,
         surface: Scope,
-        kind: Kind,
-        obj: Value,
-    ) -> ApiResult<Value> {
+        obj: Object,
+    ) -> ApiResult<M> {
+        let rec = self.create_record(caller, surface, obj).await?;
+        self.message_of(surface, &rec).await
+    }
+
+    /// The record [`Service::create`] stored.
+    async fn create_record(
+        &self,
+        caller: &Caller,
+        surface: Scope,
+        obj: Object,
+    ) -> ApiResult<Record> {
+        let kind = obj.kind();
         self.authorize(caller, surface, kind, true)?;
-        let meta = user_metadata(&obj);
-        let tenant = match kind.scope() {
-            Scope::Provider => String::new(),
-            Scope::Tenant => match (&caller.tenant, &meta.tenant) {
-                (Some(t), _) => t.clone(),
-                (None, Some(t)) if caller.is_provider() => t.clone(),
-                _ => {
-                    return Err(ApiError::invalid(
-                        "metadata.tenant is required when a provider admin creates a tenant object",
-                    ));
-                }
-            },
-        };
-        osac_model::bounds::check_object(&obj)?;
+        let meta = obj.user_metadata();
+        let tenant = owning_tenant(caller, kind, &meta)?;
+        obj.check_bounds()?;
+        self.insert(caller, obj, meta, tenant).await
+    }
+
+    /// The create of an authorized object within the size limits, owned by `tenant`: the
+    /// metadata rules, then the insert in one transaction; the committed record.
+    async fn insert(
+        &self,
+        caller: &Caller,
+        obj: Object,
+        meta: UserMetadata,
+        tenant: String,
+    ) -> ApiResult<Record> {
+        let kind = obj.kind();
         crate::reserved::check_create(&meta.labels, &meta.annotations)?;
         validate_metadata(kind, &meta)?;
         let mut tx = self.store.begin_shared().await?;
@@ -240,7 +273,7 @@ impl Service {
             ));
             cx.tenant_id = Some(t.id.clone());
         }
-        let inserted = match insert_new(&mut cx, kind, &obj).await {
+        let inserted = match insert_new(&mut cx, obj).await {
             Ok(rec) => resources::external_ip::reserve_in_pools(&mut cx)
                 .await
                 .map(|()| rec),
@@ -259,7 +292,7 @@ impl Service {
             }
         };
         tx.commit().await?;
-        self.render_full(surface, &rec).await
+        Ok(rec)
     }
 
     /// Records the event of a create refused for lack of capacity (a quota, an address pool),
@@ -269,7 +302,7 @@ impl Service {
         tenant: &str,
         tenant_key: &str,
         kind: Kind,
-        meta: &crate::object::UserMetadata,
+        meta: &UserMetadata,
         e: &ApiError,
     ) {
         let (reason, what) = if crate::quota::is_quota_error(e) {
@@ -398,20 +431,63 @@ impl Service {
         Ok(filter)
     }
 
-    /// Updates the mutable fields of an object.
+    /// Updates the mutable fields of an object from its proto message (as gRPC receives it;
+    /// REST's partial bodies go through [`Service::update_json`]). The message is applied to
+    /// the stored object in its JSON form, field by field, so it is written as JSON once here.
+    /// The reply is the rendered object.
     pub async fn update(
         &self,
         caller: &Caller,
         surface: Scope,
+        key: &str,
+        body: Object,
+        how: UpdateOptions<'_>,
+    ) -> ApiResult<Value> {
+        let rec = self.update_record(caller, surface, key, body, how).await?;
+        self.render_full(surface, &rec).await
+    }
+
+    /// [`Service::update`] with the reply as the proto message `M` of the kind (gRPC).
+    pub async fn update_message<M: DeserializeOwned>(
+        &self,
+        caller: &Caller,
+        surface: Scope,
+        key: &str,
+        body: Object,
+        how: UpdateOptions<'_>,
+    ) -> ApiResult<M> {
+        let rec = self.update_record(caller, surface, key, body, how).await?;
+        self.message_of(surface, &rec).await
+    }
+
+    /// The record [`Service::update`] stored.
+    async fn update_record(
+        &self,
+        caller: &Caller,
+        surface: Scope,
+        key: &str,
+        body: Object,
+        how: UpdateOptions<'_>,
+    ) -> ApiResult<Record> {
+        let kind = body.kind();
+        self.authorize(caller, surface, kind, true)?;
+        self.apply_update(caller, kind, key, body.request_json()?, how)
+            .await
+    }
+
+    /// The update of an authorized caller: `body` (the JSON form of the changes, its
+    /// `metadata` well-typed) applied to the stored object under the mask, checked, stored;
+    /// the committed record.
+    async fn apply_update(
+        &self,
+        caller: &Caller,
         kind: Kind,
         key: &str,
         body: Value,
         how: UpdateOptions<'_>,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<Record> {
         let UpdateOptions { mask, lock } = how;
-        self.authorize(caller, surface, kind, true)?;
         let scope = Self::scope(caller, kind);
-        crate::object::check_metadata(kind, &body)?;
         let meta = user_metadata(&body);
         validate_metadata(kind, &meta)?;
         let mut tx = self.store.begin_shared().await?;
@@ -493,7 +569,7 @@ impl Service {
             .map_err(|e| name_taken(e, kind, &new_meta.name, &current.tenant))?
             .ok_or_else(|| not_found(kind, key))?;
         tx.commit().await?;
-        self.render_full(surface, &updated).await
+        Ok(updated)
     }
 
     /// Starts the two-phase deletion of an object (idempotent).
@@ -636,6 +712,21 @@ pub async fn find_in_tx(
         _ => Err(ApiError::invalid(format!(
             "name '{key}' matches objects in several tenants; use the id"
         ))),
+    }
+}
+
+/// The tenant that owns an object `caller` creates: the caller's own, or for a provider admin
+/// the one the object names ("" for provider objects).
+fn owning_tenant(caller: &Caller, kind: Kind, meta: &UserMetadata) -> ApiResult<String> {
+    match kind.scope() {
+        Scope::Provider => Ok(String::new()),
+        Scope::Tenant => match (&caller.tenant, &meta.tenant) {
+            (Some(t), _) => Ok(t.clone()),
+            (None, Some(t)) if caller.is_provider() => Ok(t.clone()),
+            _ => Err(ApiError::invalid(
+                "metadata.tenant is required when a provider admin creates a tenant object",
+            )),
+        },
     }
 }
 

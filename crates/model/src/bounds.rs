@@ -1,12 +1,17 @@
 //! Size limits of what a client sends: how many labels, annotations, rules, attachments, node
 //! sets, parameters and domains an object may have, and how long any string and how long any
-//! other list may be. Checked on the JSON object of a create or of an update's result, before
-//! anything else, so an oversized request is refused with the field, the limit and its size.
+//! other list may be. Checked on the JSON object of a create or of an update's result, or on
+//! the proto message of a create as it serialises ([`check_message`]), before anything else, so
+//! an oversized request is refused with the field, the limit and its size.
 
 use serde_json::Value;
 
 use crate::Invalid;
 use crate::labels::is_qualified_key;
+
+mod message;
+
+pub use message::{MessageError, check_message};
 
 /// Labels per object (keys and values follow the Kubernetes label syntax).
 pub const MAX_LABELS: usize = 64;

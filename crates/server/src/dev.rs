@@ -149,7 +149,10 @@ pub async fn bootstrap(service: &Service) -> ApiResult<()> {
         {
             continue;
         }
-        match service.create(&admin, Scope::Provider, kind, obj).await {
+        match service
+            .create_json(&admin, Scope::Provider, kind, obj)
+            .await
+        {
             Ok(_) => {}
             Err(e) if e.code == Code::AlreadyExists => {}
             Err(e) => return Err(e),

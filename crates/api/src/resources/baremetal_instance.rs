@@ -10,13 +10,12 @@ use serde_json::Value;
 
 use super::workload;
 use crate::error::{ApiError, ApiResult};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
 const FIELD: &str = "spec.network_attachments";
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut bm: pb::BareMetalInstance = parse(Kind::BareMetalInstance, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut bm: pb::BareMetalInstance) -> ApiResult<Value> {
     validate::metadata(bm.metadata.as_ref())?;
     let spec = bm.spec.get_or_insert_with(Default::default);
     let mut refs = Vec::new();
@@ -81,15 +80,17 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
 }
 
 /// Only the security groups of the attachments (re-validated) and metadata may change.
-pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
-    let mut bm: pb::BareMetalInstance = parse(Kind::BareMetalInstance, body)?;
+pub async fn update(
+    cx: &mut RequestCtx<'_>,
+    current: &Record,
+    bm: &mut pb::BareMetalInstance,
+) -> ApiResult<()> {
     validate::metadata(bm.metadata.as_ref())?;
     let spec = bm.spec.get_or_insert_with(Default::default);
     let old: pb::BareMetalInstance = current.decode()?;
     let stored = old.spec.unwrap_or_default().network_attachments;
     workload::update_machine_security_groups(cx, FIELD, &stored, &mut spec.network_attachments)
         .await?;
-    *body = body_of(&to_json(&bm)?);
     Ok(())
 }
 

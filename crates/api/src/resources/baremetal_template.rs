@@ -6,13 +6,12 @@ use osac_model::{Kind, pb};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
 const HOST_TYPE: &str = "spec.host_type";
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut t: pb::BareMetalTemplate = parse(Kind::BareMetalTemplate, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut t: pb::BareMetalTemplate) -> ApiResult<Value> {
     let spec = t.spec.get_or_insert_with(Default::default);
     if spec.host_type.is_empty() {
         return Err(ApiError::invalid(format!(
@@ -34,7 +33,6 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
 
 /// Title, description and the default parameters may change (they apply to new instances);
 /// the HostType is checked immutable by the update rules (metadata by the service).
-pub fn update(body: &Value) -> ApiResult<()> {
-    let _: pb::BareMetalTemplate = parse(Kind::BareMetalTemplate, body)?;
+pub fn update(_: &pb::BareMetalTemplate) -> ApiResult<()> {
     Ok(())
 }

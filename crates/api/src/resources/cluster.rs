@@ -9,13 +9,12 @@ use serde_json::Value;
 
 use super::workload::{self, AttachmentInput};
 use crate::error::{ApiError, ApiResult};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
 const FIELD: &str = "spec.network_attachment";
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut c: pb::Cluster = parse(Kind::Cluster, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut c: pb::Cluster) -> ApiResult<Value> {
     kinds::cluster::validate(&c)?;
     let spec = c.spec.get_or_insert_with(Default::default);
     let mut names: Vec<String> = spec.node_sets.keys().cloned().collect();
@@ -70,8 +69,11 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
 }
 
 /// Only the attachment's security groups (re-validated) and metadata may change.
-pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
-    let mut c: pb::Cluster = parse(Kind::Cluster, body)?;
+pub async fn update(
+    cx: &mut RequestCtx<'_>,
+    current: &Record,
+    c: &mut pb::Cluster,
+) -> ApiResult<()> {
     validate::metadata(c.metadata.as_ref())?;
     let old: pb::Cluster = current.decode()?;
     let subnet = old
@@ -92,6 +94,5 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value)
             .collect();
         workload::lock_refs(cx, refs).await?;
     }
-    *body = body_of(&to_json(&c)?);
     Ok(())
 }

@@ -2,19 +2,18 @@
 //! the deprecated `network_attachments` input is converted. Only the security groups of an
 //! attachment (and metadata) change afterwards. VMs need a k8s manager (hosting clusters).
 
-use osac_model::{Kind, kinds, pb, validate};
+use osac_model::{kinds, pb, validate};
 use osac_store::Record;
 use serde_json::Value;
 
 use super::workload;
 use crate::error::{ApiError, ApiResult};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
 const FIELD: &str = "spec.compute_network_attachments";
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut ci: pb::ComputeInstance = parse(Kind::ComputeInstance, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut ci: pb::ComputeInstance) -> ApiResult<Value> {
     validate::metadata(ci.metadata.as_ref())?;
     let spec = ci.spec.get_or_insert_with(Default::default);
     let mut atts = kinds::compute_instance::network_attachments(spec)?;
@@ -34,8 +33,11 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
 }
 
 /// Only the security groups of the attachments (re-validated) and metadata may change.
-pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
-    let mut ci: pb::ComputeInstance = parse(Kind::ComputeInstance, body)?;
+pub async fn update(
+    cx: &mut RequestCtx<'_>,
+    current: &Record,
+    ci: &mut pb::ComputeInstance,
+) -> ApiResult<()> {
     validate::metadata(ci.metadata.as_ref())?;
     let spec = ci.spec.get_or_insert_with(Default::default);
     if !spec.network_attachments.is_empty() {
@@ -52,6 +54,5 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value)
         &mut spec.compute_network_attachments,
     )
     .await?;
-    *body = body_of(&to_json(&ci)?);
     Ok(())
 }

@@ -13,12 +13,12 @@ fn read_only(verb: &str) -> ApiError {
 }
 
 /// Refuses creation (PERMISSION_DENIED): only the server records events.
-pub fn create(_obj: &Value) -> ApiResult<Value> {
+pub fn create() -> ApiResult<Value> {
     Err(read_only("created"))
 }
 
 /// Refuses updates (PERMISSION_DENIED): events are immutable.
-pub fn update(_body: &Value) -> ApiResult<()> {
+pub fn update() -> ApiResult<()> {
     Err(read_only("updated"))
 }
 

@@ -14,11 +14,10 @@ use serde_json::Value;
 use super::external_ip_pool as pools;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, Code};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut e: pb::ExternalIp = parse(Kind::ExternalIp, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut e: pb::ExternalIp) -> ApiResult<Value> {
     let family = kinds::external_ip::validate(&e)?;
     let spec = e.spec.get_or_insert_with(Default::default);
     let pool = if spec.pool.is_empty() {
@@ -164,8 +163,7 @@ fn no_capacity(caller: &Caller, pool: &str, allocated: i64, total: i64) -> ApiEr
     )
 }
 
-pub fn update(body: &mut Value) -> ApiResult<()> {
-    let e: pb::ExternalIp = parse(Kind::ExternalIp, body)?;
+pub fn update(e: &pb::ExternalIp) -> ApiResult<()> {
     validate::metadata(e.metadata.as_ref())?;
     Ok(())
 }

@@ -8,11 +8,10 @@ use osac_model::{Kind, kinds, pb, validate};
 use serde_json::Value;
 
 use crate::error::ApiResult;
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut a: pb::ExternalIpAttachment = parse(Kind::ExternalIpAttachment, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut a: pb::ExternalIpAttachment) -> ApiResult<Value> {
     let target = kinds::external_ip_attachment::validate(&a)?;
     let spec = a.spec.get_or_insert_with(Default::default);
     let eip = super::external_ip::require_free(cx, &spec.external_ip).await?;
@@ -33,8 +32,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     Ok(body_of(&to_json(&a)?))
 }
 
-pub fn update(body: &mut Value) -> ApiResult<()> {
-    let a: pb::ExternalIpAttachment = parse(Kind::ExternalIpAttachment, body)?;
+pub fn update(a: &pb::ExternalIpAttachment) -> ApiResult<()> {
     validate::metadata(a.metadata.as_ref())?;
     Ok(())
 }

@@ -8,11 +8,10 @@ use osac_store::{ListQuery, Record};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut pool: pb::ExternalIpPool = parse(Kind::ExternalIpPool, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut pool: pb::ExternalIpPool) -> ApiResult<Value> {
     let nets = kinds::external_ip_pool::validate(&pool)?;
     let spec = pool.spec.get_or_insert_with(Default::default);
     // A class still being provisioned is fine (the provider creates both at once).
@@ -45,10 +44,10 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
 }
 
 /// Capacity of a new pool: everything available.
-pub fn initial_status(obj: &Value) -> Option<Value> {
-    let pool: pb::ExternalIpPool = serde_json::from_value(obj.clone()).ok()?;
+pub fn initial_status(pool: &pb::ExternalIpPool) -> Option<Value> {
     let nets: Vec<ipnet::IpNet> = pool
-        .spec?
+        .spec
+        .as_ref()?
         .cidrs
         .iter()
         .filter_map(|c| c.parse().ok())
@@ -57,8 +56,7 @@ pub fn initial_status(obj: &Value) -> Option<Value> {
     Some(json!({"total": total.to_string(), "allocated": "0", "available": total.to_string()}))
 }
 
-pub fn update(body: &mut Value) -> ApiResult<()> {
-    let pool: pb::ExternalIpPool = parse(Kind::ExternalIpPool, body)?;
+pub fn update(pool: &pb::ExternalIpPool) -> ApiResult<()> {
     validate::metadata(pool.metadata.as_ref())?;
     Ok(())
 }

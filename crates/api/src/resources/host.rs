@@ -8,11 +8,10 @@ use osac_store::{ListQuery, Record, Tx};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult, Code};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut h: pb::Host = parse(Kind::Host, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut h: pb::Host) -> ApiResult<Value> {
     validate::metadata(h.metadata.as_ref())?;
     let key = h
         .spec
@@ -28,8 +27,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     Ok(body_of(&to_json(&h)?))
 }
 
-pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
-    let mut h: pb::Host = parse(Kind::Host, body)?;
+pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, h: &mut pb::Host) -> ApiResult<()> {
     validate::metadata(h.metadata.as_ref())?;
     let old = current.decode::<pb::Host>()?.spec.unwrap_or_default();
     let ht_rec = cx.tx.get(&old.host_type).await?.ok_or_else(|| {
@@ -40,7 +38,7 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value)
         ))
     })?;
     let ht: pb::HostType = ht_rec.decode()?;
-    let spec = kinds::host::validate(&h, &ht, ht_rec.label(), &ht_rec.id)?;
+    let spec = kinds::host::validate(h, &ht, ht_rec.label(), &ht_rec.id)?;
     if spec.interfaces != old.interfaces || spec.pool != old.pool {
         if super::state_of(current) != "HOST_STATE_FREE" {
             return Err(ApiError::precondition(format!(
@@ -53,7 +51,6 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value)
         check_unique_macs(cx.tx, &spec, Some(&current.id)).await?;
     }
     h.spec = Some(spec);
-    *body = body_of(&to_json(&h)?);
     Ok(())
 }
 

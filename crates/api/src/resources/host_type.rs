@@ -7,18 +7,16 @@ use osac_store::Record;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
-pub async fn create(_cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let ht: pb::HostType = parse(Kind::HostType, obj)?;
+pub async fn create(_cx: &mut RequestCtx<'_>, ht: pb::HostType) -> ApiResult<Value> {
     kinds::host_type::validate(&ht)?;
     Ok(body_of(&to_json(&ht)?))
 }
 
-pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value) -> ApiResult<()> {
-    let ht: pb::HostType = parse(Kind::HostType, body)?;
-    kinds::host_type::validate(&ht)?;
+pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, ht: &pb::HostType) -> ApiResult<()> {
+    kinds::host_type::validate(ht)?;
     let old: pb::HostType = current.decode()?;
     if old.interfaces == ht.interfaces {
         return Ok(());
@@ -30,7 +28,7 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, body: &mut Value)
             .map(|i| (i.name.clone(), i.role.clone()))
             .collect::<Vec<_>>()
     };
-    if shape(&old) == shape(&ht) {
+    if shape(&old) == shape(ht) {
         return Ok(());
     }
     for r in cx.tx.referrers(&current.id).await? {

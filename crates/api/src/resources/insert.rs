@@ -1,14 +1,14 @@
-//! The insert path of every create: per-kind rules, quota, initial state, finalizers, the row,
-//! its events, then the work that needs the row. Creates that make further objects in the same
-//! transaction (tenant onboarding, auto-provisioned ExternalIPs) call it again for each.
+//! The insert path of every create, from the object's proto message: per-kind rules, quota,
+//! initial state, finalizers, the row, its events, then the work that needs the row. Creates
+//! that make further objects in the same transaction (tenant onboarding, auto-provisioned
+//! ExternalIPs) call it again for each.
 
-use osac_model::{FABRIC_FINALIZER, Kind};
+use osac_model::FABRIC_FINALIZER;
 use osac_store::Record;
-use serde_json::Value;
 
 use crate::error::ApiResult;
-use crate::object::user_metadata;
 use crate::request::{RequestCtx, name_taken, set_state, validate_metadata};
+use crate::typed::Object;
 
 /// Creates one object inside the caller's transaction: per-kind rules, initial state,
 /// finalizers, insert, then the work that needs the row (pool counters, onboarding defaults,
@@ -16,17 +16,18 @@ use crate::request::{RequestCtx, name_taken, set_state, validate_metadata};
 /// objects in the same transaction (all of it exists or none of it does).
 pub(crate) fn insert_new<'c, 'a: 'c>(
     cx: &'c mut RequestCtx<'a>,
-    kind: Kind,
-    obj: &'c Value,
+    obj: Object,
 ) -> futures::future::BoxFuture<'c, ApiResult<Record>> {
     Box::pin(async move {
-        let meta = user_metadata(obj);
+        let kind = obj.kind();
+        let meta = obj.user_metadata();
         validate_metadata(kind, &meta)?;
-        let mut body = super::prepare_create(cx, kind, obj).await?;
+        let initial_status = super::initial_status(&obj);
+        let mut body = super::prepare_create(cx, obj).await?;
         crate::quota::check_create(cx, kind, &body).await?;
         if let Some(o) = body.as_object_mut() {
             o.remove("status");
-            if let Some(status) = super::initial_status(kind, obj) {
+            if let Some(status) = initial_status {
                 o.insert("status".into(), status);
             }
         }

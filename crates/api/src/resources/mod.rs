@@ -1,5 +1,6 @@
 //! Per-kind API rules (one file per resource): what a create needs, what an update may change,
-//! what blocks a delete, and what tenants may see of provider objects.
+//! what blocks a delete, and what tenants may see of provider objects. Create and update rules
+//! take the proto message of their kind ([`Object`]); a create rule returns the body to store.
 
 pub mod baremetal_instance;
 pub mod baremetal_template;
@@ -26,35 +27,36 @@ use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::request::{RequestCtx, not_found};
+use crate::typed::Object;
 
 pub(crate) use insert::insert_new;
 
 /// Validates a create request and returns the body to store (references resolved to ids).
-pub async fn prepare_create(cx: &mut RequestCtx<'_>, kind: Kind, obj: &Value) -> ApiResult<Value> {
-    match kind {
-        Kind::NetworkClass => network_class::create(cx, obj).await,
-        Kind::ExternalIpPool => external_ip_pool::create(cx, obj).await,
-        Kind::HostType => host_type::create(cx, obj).await,
-        Kind::BareMetalTemplate => baremetal_template::create(cx, obj).await,
-        Kind::Tenant => tenant::create(cx, obj).await,
-        Kind::VirtualNetwork => virtual_network::create(cx, obj).await,
-        Kind::Subnet => subnet::create(cx, obj).await,
-        Kind::SecurityGroup => security_group::create(cx, obj).await,
-        Kind::ExternalIp => external_ip::create(cx, obj).await,
-        Kind::ExternalIpAttachment => external_ip_attachment::create(cx, obj).await,
-        Kind::NatGateway => nat_gateway::create(cx, obj).await,
-        Kind::Host => host::create(cx, obj).await,
-        Kind::ComputeInstance => compute_instance::create(cx, obj).await,
-        Kind::BareMetalInstance => baremetal_instance::create(cx, obj).await,
-        Kind::Cluster => cluster::create(cx, obj).await,
-        Kind::Event => event::create(obj),
+pub async fn prepare_create(cx: &mut RequestCtx<'_>, obj: Object) -> ApiResult<Value> {
+    match obj {
+        Object::NetworkClass(m) => network_class::create(cx, m).await,
+        Object::ExternalIpPool(m) => external_ip_pool::create(cx, m).await,
+        Object::HostType(m) => host_type::create(cx, m).await,
+        Object::BareMetalTemplate(m) => baremetal_template::create(cx, m).await,
+        Object::Tenant(m) => tenant::create(cx, m).await,
+        Object::VirtualNetwork(m) => virtual_network::create(cx, m).await,
+        Object::Subnet(m) => subnet::create(cx, m).await,
+        Object::SecurityGroup(m) => security_group::create(cx, m).await,
+        Object::ExternalIp(m) => external_ip::create(cx, m).await,
+        Object::ExternalIpAttachment(m) => external_ip_attachment::create(cx, m).await,
+        Object::NatGateway(m) => nat_gateway::create(cx, m).await,
+        Object::Host(m) => host::create(cx, m).await,
+        Object::ComputeInstance(m) => compute_instance::create(cx, m).await,
+        Object::BareMetalInstance(m) => baremetal_instance::create(cx, m).await,
+        Object::Cluster(m) => cluster::create(cx, m).await,
+        Object::Event(_) => event::create(),
     }
 }
 
 /// Status a kind starts with besides its PENDING state (e.g. pool capacity).
-pub fn initial_status(kind: Kind, obj: &Value) -> Option<Value> {
-    match kind {
-        Kind::ExternalIpPool => external_ip_pool::initial_status(obj),
+pub fn initial_status(obj: &Object) -> Option<Value> {
+    match obj {
+        Object::ExternalIpPool(pool) => external_ip_pool::initial_status(pool),
         _ => None,
     }
 }
@@ -76,31 +78,54 @@ pub async fn after_remove(_cx: &mut RequestCtx<'_>, _rec: &Record) -> ApiResult<
     Ok(())
 }
 
-/// Re-validates an updated body; `body` already has the requested changes applied.
+/// Re-validates an updated body; `body` already has the requested changes applied. The body
+/// is parsed once into the message of its kind for the kind's rule; a rule that completes or
+/// rewrites the message (resolved references, computed fields) has its result stored.
 pub async fn prepare_update(
     cx: &mut RequestCtx<'_>,
     kind: Kind,
     current: &Record,
     body: &mut Value,
 ) -> ApiResult<()> {
-    match kind {
-        Kind::NetworkClass => network_class::update(cx, current, body).await,
-        Kind::ExternalIpPool => external_ip_pool::update(body),
-        Kind::HostType => host_type::update(cx, current, body).await,
-        Kind::BareMetalTemplate => baremetal_template::update(body),
-        Kind::Tenant => tenant::update(current, body),
-        Kind::VirtualNetwork => virtual_network::update(body),
-        Kind::Subnet => subnet::update(body),
-        Kind::SecurityGroup => security_group::update(body),
-        Kind::ExternalIp => external_ip::update(body),
-        Kind::ExternalIpAttachment => external_ip_attachment::update(body),
-        Kind::NatGateway => nat_gateway::update(body),
-        Kind::Host => host::update(cx, current, body).await,
-        Kind::ComputeInstance => compute_instance::update(cx, current, body).await,
-        Kind::BareMetalInstance => baremetal_instance::update(cx, current, body).await,
-        Kind::Cluster => cluster::update(cx, current, body).await,
-        Kind::Event => event::update(body),
+    if kind == Kind::Event {
+        return event::update();
     }
+    let rewritten = match Object::from_json(kind, body.clone())? {
+        Object::NetworkClass(mut m) => {
+            network_class::update(cx, current, &mut m).await?;
+            Object::NetworkClass(m)
+        }
+        Object::Host(mut m) => {
+            host::update(cx, current, &mut m).await?;
+            Object::Host(m)
+        }
+        Object::ComputeInstance(mut m) => {
+            compute_instance::update(cx, current, &mut m).await?;
+            Object::ComputeInstance(m)
+        }
+        Object::BareMetalInstance(mut m) => {
+            baremetal_instance::update(cx, current, &mut m).await?;
+            Object::BareMetalInstance(m)
+        }
+        Object::Cluster(mut m) => {
+            cluster::update(cx, current, &mut m).await?;
+            Object::Cluster(m)
+        }
+        // The rules below only check: the body is stored as it is.
+        Object::ExternalIpPool(m) => return external_ip_pool::update(&m),
+        Object::HostType(m) => return host_type::update(cx, current, &m).await,
+        Object::BareMetalTemplate(m) => return baremetal_template::update(&m),
+        Object::Tenant(m) => return tenant::update(current, m),
+        Object::VirtualNetwork(m) => return virtual_network::update(&m),
+        Object::Subnet(m) => return subnet::update(&m),
+        Object::SecurityGroup(m) => return security_group::update(&m),
+        Object::ExternalIp(m) => return external_ip::update(&m),
+        Object::ExternalIpAttachment(m) => return external_ip_attachment::update(&m),
+        Object::NatGateway(m) => return nat_gateway::update(&m),
+        Object::Event(_) => return event::update(),
+    };
+    *body = crate::object::body_of(&rewritten.to_json()?);
+    Ok(())
 }
 
 /// Before the immutability check of an update: names written where ids are stored, and

@@ -5,11 +5,10 @@ use osac_model::{Kind, kinds, pb, validate};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult, Code};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut n: pb::NatGateway = parse(Kind::NatGateway, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut n: pb::NatGateway) -> ApiResult<Value> {
     kinds::nat_gateway::validate(&n)?;
     let spec = n.spec.get_or_insert_with(Default::default);
     let vn = super::parent_network(cx, &spec.virtual_network).await?;
@@ -34,8 +33,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     Ok(body_of(&to_json(&n)?))
 }
 
-pub fn update(body: &mut Value) -> ApiResult<()> {
-    let n: pb::NatGateway = parse(Kind::NatGateway, body)?;
+pub fn update(n: &pb::NatGateway) -> ApiResult<()> {
     validate::metadata(n.metadata.as_ref())?;
     Ok(())
 }

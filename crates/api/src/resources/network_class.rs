@@ -8,14 +8,13 @@ use osac_store::ListQuery;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
 /// VIP block size used when a class does not say.
 pub const DEFAULT_VIP_PREFIX: i32 = 28;
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut nc: pb::NetworkClass = parse(Kind::NetworkClass, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut nc: pb::NetworkClass) -> ApiResult<Value> {
     complete(cx, &mut nc)?;
     let existing = cx.tx.list(&ListQuery::all(Kind::NetworkClass)).await?;
     if existing.items.is_empty() {
@@ -30,15 +29,14 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
 pub async fn update(
     cx: &mut RequestCtx<'_>,
     current: &osac_store::Record,
-    body: &mut Value,
+    nc: &mut pb::NetworkClass,
 ) -> ApiResult<()> {
-    let mut nc: pb::NetworkClass = parse(Kind::NetworkClass, body)?;
     let was_default = current
         .body
         .get("is_default")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    complete(cx, &mut nc)?;
+    complete(cx, nc)?;
     if was_default && !nc.is_default {
         return Err(ApiError::precondition(
             "is_default: exactly one NetworkClass is the default; set is_default on another class instead",
@@ -48,7 +46,6 @@ pub async fn update(
         unset_other_defaults(cx, Some(&current.id)).await?;
     }
     nc.status = current.decode::<pb::NetworkClass>()?.status;
-    *body = body_of(&to_json(&nc)?);
     Ok(())
 }
 

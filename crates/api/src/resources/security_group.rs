@@ -3,15 +3,14 @@
 //! row is locked while the group is created, so a concurrent delete of the network either sees
 //! the group (and is refused) or makes this create fail: never a group on a deleted network.
 
-use osac_model::{Kind, kinds, pb};
+use osac_model::{kinds, pb};
 use serde_json::Value;
 
 use crate::error::ApiResult;
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut sg: pb::SecurityGroup = parse(Kind::SecurityGroup, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut sg: pb::SecurityGroup) -> ApiResult<Value> {
     kinds::security_group::validate(&sg)?;
     let spec = sg.spec.get_or_insert_with(Default::default);
     let vn = super::parent_network(cx, &spec.virtual_network).await?;
@@ -19,8 +18,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     Ok(body_of(&to_json(&sg)?))
 }
 
-pub fn update(body: &mut Value) -> ApiResult<()> {
-    let sg: pb::SecurityGroup = parse(Kind::SecurityGroup, body)?;
-    kinds::security_group::validate(&sg)?;
+pub fn update(sg: &pb::SecurityGroup) -> ApiResult<()> {
+    kinds::security_group::validate(sg)?;
     Ok(())
 }

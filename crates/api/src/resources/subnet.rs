@@ -7,11 +7,10 @@ use osac_model::{Kind, kinds, net, pb, validate};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut s: pb::Subnet = parse(Kind::Subnet, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut s: pb::Subnet) -> ApiResult<Value> {
     let cidrs = kinds::subnet::validate(&s)?;
     let spec = s.spec.get_or_insert_with(Default::default);
     let vn = super::parent_network(cx, &spec.virtual_network).await?;
@@ -49,8 +48,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     Ok(body_of(&to_json(&s)?))
 }
 
-pub fn update(body: &mut Value) -> ApiResult<()> {
-    let s: pb::Subnet = parse(Kind::Subnet, body)?;
+pub fn update(s: &pb::Subnet) -> ApiResult<()> {
     validate::metadata(s.metadata.as_ref())?;
     Ok(())
 }

@@ -11,17 +11,16 @@ use serde_json::Value;
 
 use super::insert_new;
 use crate::error::{ApiError, ApiResult};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
+use crate::typed::Object;
 
-pub async fn create(_cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let t: pb::Tenant = parse(Kind::Tenant, obj)?;
+pub async fn create(_cx: &mut RequestCtx<'_>, t: pb::Tenant) -> ApiResult<Value> {
     kinds::tenant::validate(&t)?;
     Ok(body_of(&to_json(&t)?))
 }
 
-pub fn update(current: &Record, body: &mut Value) -> ApiResult<()> {
-    let mut t: pb::Tenant = parse(Kind::Tenant, body)?;
+pub fn update(current: &Record, mut t: pb::Tenant) -> ApiResult<()> {
     // The body carries no metadata here; the (unchangeable) name is the stored one.
     t.metadata = Some(pb::Metadata {
         name: current.name.clone().unwrap_or_default(),
@@ -103,7 +102,11 @@ pub async fn onboard(cx: &mut RequestCtx<'_>, tenant: &Record) -> ApiResult<()> 
     let mut result = Ok(());
     let mut made = Vec::new();
     for obj in onboarding_objects(&class.id, &defaults) {
-        if let Err(e) = insert_new(cx, obj.kind, &obj.body).await {
+        let inserted = match Object::from_json(obj.kind, obj.body) {
+            Ok(object) => insert_new(cx, object).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = inserted {
             result = Err(e.context(format!(
                 "tenant default networking: {} '{}'",
                 obj.kind, obj.name

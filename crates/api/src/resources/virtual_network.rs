@@ -1,15 +1,14 @@
 //! VirtualNetwork: CIDRs valid and allowed by its class's capabilities; the class (default when
 //! omitted) is stored resolved, so later class changes never move an existing network.
 
-use osac_model::{Kind, kinds, pb, validate};
+use osac_model::{kinds, pb, validate};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
-use crate::object::{body_of, parse, to_json};
+use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
-pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
-    let mut vn: pb::VirtualNetwork = parse(Kind::VirtualNetwork, obj)?;
+pub async fn create(cx: &mut RequestCtx<'_>, mut vn: pb::VirtualNetwork) -> ApiResult<Value> {
     let cidrs = kinds::virtual_network::validate(&vn)?;
     let spec = vn.spec.get_or_insert_with(Default::default);
     let class = super::network_class::resolve_for_vn(cx, &spec.network_class).await?;
@@ -50,8 +49,7 @@ pub async fn create(cx: &mut RequestCtx<'_>, obj: &Value) -> ApiResult<Value> {
     Ok(body_of(&to_json(&vn)?))
 }
 
-pub fn update(body: &mut Value) -> ApiResult<()> {
-    let vn: pb::VirtualNetwork = parse(Kind::VirtualNetwork, body)?;
+pub fn update(vn: &pb::VirtualNetwork) -> ApiResult<()> {
     validate::metadata(vn.metadata.as_ref())?;
     Ok(())
 }

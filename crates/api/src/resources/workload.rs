@@ -146,10 +146,10 @@ pub async fn auto_external_ips(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResu
             .and_then(Value::as_str)
             .is_none_or(str::is_empty)
     });
-    let (family, family_name) = if ipv6_only {
-        (Family::V6, "IP_FAMILY_IPV6")
+    let (family, ip_family) = if ipv6_only {
+        (Family::V6, pb::IpFamily::Ipv6)
     } else {
-        (Family::V4, "IP_FAMILY_IPV4")
+        (Family::V4, pb::IpFamily::Ipv4)
     };
     // Pools of the class of the workload's VirtualNetwork only.
     let default_class = super::network_class::resolve_class(cx, "").await?.id;
@@ -163,41 +163,61 @@ pub async fn auto_external_ips(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResu
             super::network_class::class_of(v, &default_class)
         })
         .to_string();
-    let (target, endpoints): (&str, &[&str]) = match rec.kind {
-        Kind::ComputeInstance => (
-            "compute_instance",
-            &["EXTERNAL_IP_ATTACHMENT_ENDPOINT_UNSPECIFIED"],
-        ),
-        Kind::BareMetalInstance => (
-            "baremetal_instance",
-            &["EXTERNAL_IP_ATTACHMENT_ENDPOINT_UNSPECIFIED"],
-        ),
-        _ => (
-            "cluster",
-            &[
-                "EXTERNAL_IP_ATTACHMENT_ENDPOINT_API",
-                "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS",
-            ],
-        ),
+    let endpoints: &[pb::ExternalIpAttachmentEndpoint] = match rec.kind {
+        Kind::Cluster => &[
+            pb::ExternalIpAttachmentEndpoint::Api,
+            pb::ExternalIpAttachmentEndpoint::Ingress,
+        ],
+        _ => &[pb::ExternalIpAttachmentEndpoint::Unspecified],
     };
-    let labels = json!({
-        defaults::AUTO_PROVISIONED_LABEL: "true",
-        defaults::AUTO_PROVISIONED_FOR_LABEL: rec.id,
-    });
+    let metadata = || {
+        Some(pb::Metadata {
+            labels: [
+                (
+                    defaults::AUTO_PROVISIONED_LABEL.to_string(),
+                    "true".to_string(),
+                ),
+                (
+                    defaults::AUTO_PROVISIONED_FOR_LABEL.to_string(),
+                    rec.id.clone(),
+                ),
+            ]
+            .into(),
+            ..Default::default()
+        })
+    };
     for endpoint in endpoints {
         let pool = super::external_ip::choose_pool(cx.tx, family, &class, &default_class).await?;
-        let eip_body = json!({"metadata": {"labels": labels}, "spec": {"ip_family": family_name, "pool": pool.id}});
-        let eip = insert_new(cx, Kind::ExternalIp, &eip_body).await?;
-        let mut spec = json!({"external_ip": eip.id, target: rec.id});
-        if rec.kind == Kind::Cluster {
-            spec["target_endpoint"] = json!(endpoint);
+        let eip = pb::ExternalIp {
+            metadata: metadata(),
+            spec: Some(pb::ExternalIpSpec {
+                pool: pool.id,
+                ip_family: ip_family as i32,
+            }),
+            ..Default::default()
+        };
+        let eip = insert_new(cx, eip.into()).await?;
+        let mut spec = pb::ExternalIpAttachmentSpec {
+            external_ip: eip.id.clone(),
+            target_endpoint: *endpoint as i32,
+            ..Default::default()
+        };
+        match rec.kind {
+            Kind::ComputeInstance => spec.compute_instance = rec.id.clone(),
+            Kind::BareMetalInstance => spec.baremetal_instance = rec.id.clone(),
+            _ => spec.cluster = rec.id.clone(),
         }
-        let att_body = json!({"metadata": {"labels": labels}, "spec": spec});
-        let att = insert_new(cx, Kind::ExternalIpAttachment, &att_body).await?;
+        let att = pb::ExternalIpAttachment {
+            metadata: metadata(),
+            spec: Some(spec),
+            ..Default::default()
+        };
+        let att = insert_new(cx, att.into()).await?;
         let for_endpoint = if rec.kind == Kind::Cluster {
+            let name = endpoint.as_str_name();
             format!(
                 " for the {} endpoint",
-                endpoint.rsplit('_').next().unwrap_or(endpoint)
+                name.rsplit('_').next().unwrap_or(name)
             )
         } else {
             String::new()

@@ -286,7 +286,7 @@ async fn bootstrap(server: &RunningServer) {
     for (kind, obj) in objects {
         let created = server
             .service
-            .create(&admin, Scope::Provider, kind, obj)
+            .create_json(&admin, Scope::Provider, kind, obj)
             .await
             .unwrap_or_else(|e| panic!("bootstrap {kind:?}: {e}"));
         // Hosts get machine namespaces (their ports parked) as soon as they exist.
