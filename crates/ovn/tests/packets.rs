@@ -224,6 +224,7 @@ struct Vm {
     hv: usize,
     ip: &'static str,
     gateway: &'static str,
+    ip6: Option<&'static str>,
 }
 
 fn vm(
@@ -249,6 +250,7 @@ fn vm(
         hv,
         ip,
         gateway,
+        ip6: None,
     }
 }
 
@@ -297,15 +299,16 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         gateway: "172.31.0.1".parse().unwrap(),
     };
     converge(&nb, vec![external::provider_switch(&provider)]).await;
-    for (vn, tenant, subnet, cidr, segment) in [
-        ("v1", "ta", "s1", "10.0.1.0/24", 101),
-        ("v2", "tb", "s2", "10.0.2.0/24", 102),
+    // v1 is dual-stack, v2 IPv4 only.
+    for (vn, tenant, subnet, cidr, cidr6, segment) in [
+        ("v1", "ta", "s1", "10.0.1.0/24", Some("fd00:1::/64"), 101),
+        ("v2", "tb", "s2", "10.0.2.0/24", None, 102),
     ] {
         let rows = render::virtual_network(&CreateVirtualNetworkRequest {
             virtual_network_id: vn.into(),
             tenant: tenant.into(),
             ipv4_cidr: Some("10.0.0.0/16".parse().unwrap()),
-            ipv6_cidr: None,
+            ipv6_cidr: cidr6.map(|_| "fd00::/16".parse().unwrap()),
         });
         converge(&nb, vec![rows.router, rows.ports]).await;
         let subnet = render::subnet(
@@ -313,7 +316,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 subnet_id: subnet.into(),
                 virtual_network_id: vn.into(),
                 ipv4_cidr: Some(cidr.parse().unwrap()),
-                ipv6_cidr: None,
+                ipv6_cidr: cidr6.map(|c| c.parse().unwrap()),
                 vip_cidr: None,
             },
             tenant,
@@ -330,6 +333,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 rule(Protocol::Tcp, Some(8080), "0.0.0.0/0"),
                 rule(Protocol::Icmp, None, "10.0.0.0/16"),
                 rule(Protocol::Tcp, Some(8081), "10.0.0.0/16"),
+                rule(Protocol::Icmp, None, "fd00::/16"),
             ],
         ),
         ("client", "v1", "ta", vec![]),
@@ -346,13 +350,16 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 security_group_id: sg.into(),
                 virtual_network_id: vn.into(),
                 ingress,
-                egress: vec![rule(Protocol::All, None, "0.0.0.0/0")],
+                egress: vec![
+                    rule(Protocol::All, None, "0.0.0.0/0"),
+                    rule(Protocol::All, None, "::/0"),
+                ],
             },
             tenant,
         );
         converge(&nb, vec![row]).await;
     }
-    let vms = [
+    let mut vms = [
         vm("vm11", 0, ("v1", "s1", "10.0.1.11", "10.0.1.1"), &["web"]),
         vm(
             "vm12",
@@ -363,6 +370,8 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         vm("vm13", 1, ("v1", "s1", "10.0.1.13", "10.0.1.1"), &[]),
         vm("vm24", 0, ("v2", "s2", "10.0.2.24", "10.0.2.1"), &["open"]),
     ];
+    vms[0].ip6 = Some("fd00:1::11");
+    vms[1].ip6 = Some("fd00:1::12");
     for v in &vms {
         let tenant = if v.attachment.virtual_network_id == "v1" {
             "ta"
@@ -371,7 +380,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         };
         let addresses = PortAddresses {
             ipv4_address: Some(v.ip.parse().unwrap()),
-            ipv6_address: None,
+            ipv6_address: v.ip6.map(|a| a.parse().unwrap()),
         };
         converge(
             &nb,
@@ -396,6 +405,12 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         sh(&[
             "ip", "-n", &v.ns, "route", "add", "default", "via", v.gateway,
         ]);
+        if let Some(ip6) = v.ip6 {
+            let cidr6 = format!("{ip6}/64");
+            sh(&[
+                "ip", "-n", &v.ns, "addr", "add", &cidr6, "dev", "eth0", "nodad",
+            ]);
+        }
     }
     // Ports without groups that take their addresses from OVN's DHCP server: a primary one
     // gets the router, a secondary one does not.
@@ -519,6 +534,54 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         );
         assert_eq!(tcp(client, "10.0.1.13", 8080), None);
         assert!(!ping(closed, "10.0.1.11"), "a port without groups sent");
+        // IPv6: across hypervisors, the gateway advertised, a forged source dropped.
+        eventually("vm12 pings vm11 over IPv6", || {
+            in_ns(client, &["ping", "-6", "-c1", "-W1", "fd00:1::11"])
+                .status
+                .success()
+                .then_some(())
+        });
+        let route6 = eventually(
+            "vm12 learns its IPv6 default route from an advertisement",
+            || {
+                let out = in_ns(client, &["ip", "-6", "route", "show", "default"]);
+                let text = String::from_utf8_lossy(&out.stdout).to_string();
+                text.contains("via fe80::").then_some(text)
+            },
+        );
+        assert!(route6.contains("dev eth0"), "{route6}");
+        assert!(
+            !in_ns(server, &["ping", "-6", "-c1", "-W1", "fd00:1::12"])
+                .status
+                .success(),
+            "the client's group lets no IPv6 in"
+        );
+        sh(&[
+            "ip",
+            "-n",
+            client,
+            "addr",
+            "add",
+            "fd00:1::99/64",
+            "dev",
+            "eth0",
+            "nodad",
+        ]);
+        let forged6 = in_ns(
+            client,
+            &["ping", "-6", "-c1", "-W1", "-I", "fd00:1::99", "fd00:1::11"],
+        );
+        assert!(!forged6.status.success(), "a forged IPv6 source passed");
+        sh(&[
+            "ip",
+            "-n",
+            client,
+            "addr",
+            "del",
+            "fd00:1::99/64",
+            "dev",
+            "eth0",
+        ]);
         // Native DHCP through the network group's control-plane ACLs.
         let leases: Vec<_> = dhcp_clients
             .iter()
