@@ -115,6 +115,19 @@ impl Listeners {
 }
 
 impl Listeners {
+    /// A UDP listener on `port` printing what it receives into `into` (a file).
+    fn start_udp(&mut self, ns: &str, port: u16, into: &std::path::Path) {
+        let listen = format!("UDP-RECV:{port},reuseaddr");
+        let out = std::fs::File::create(into).expect("udp output");
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "socat", "-u", &listen, "STDOUT"])
+            .stdout(out)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("socat");
+        self.0.push(child);
+    }
+
     fn start_echo(&mut self, ns: &str, port: u16) {
         let listen = format!("TCP-LISTEN:{port},reuseaddr,fork");
         let child = Command::new("ip")
@@ -125,6 +138,21 @@ impl Listeners {
             .expect("socat");
         self.0.push(child);
     }
+}
+
+/// Sends one UDP datagram `text` from `from`'s port `source_port` to `to:port`.
+fn udp_send(from: &str, source_port: u16, to: &str, port: u16, text: &str) {
+    let target = format!("UDP-SENDTO:{to}:{port},sourceport={source_port},reuseaddr");
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", from, "socat", "-u", "STDIN", &target])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("socat");
+    if let Some(mut input) = child.stdin.take() {
+        use std::io::Write;
+        let _ = writeln!(input, "{text}");
+    }
+    let _ = child.wait();
 }
 
 /// Whether a TCP connection from `from` to `to:port` is accepted.
@@ -334,6 +362,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 rule(Protocol::Icmp, None, "10.0.0.0/16"),
                 rule(Protocol::Tcp, Some(8081), "10.0.0.0/16"),
                 rule(Protocol::Icmp, None, "fd00::/16"),
+                rule(Protocol::Udp, Some(68), "10.0.0.0/16"),
             ],
         ),
         ("client", "v1", "ta", vec![]),
@@ -506,6 +535,8 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     listeners.start_echo(server, 8081);
     listeners.start(closed, 8080);
     listeners.start(&provider_ns, 7070);
+    let udp_log = dir.path().join("udp68.log");
+    listeners.start_udp(server, 68, &udp_log);
 
     // The probes are synchronous; a failure is caught so the sandbox is stopped first.
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -582,6 +613,25 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             "dev",
             "eth0",
         ]);
+        // No port acts as a DHCP server, whatever its groups allow: vm11's group
+        // lets UDP in to port 68 and vm12's lets everything out, yet a datagram from port 67
+        // (a DHCP server's) is dropped while one from another port arrives.
+        udp_send(client, 6767, "10.0.1.11", 68, "ordinary");
+        eventually("an ordinary datagram to vm11:68 arrives", || {
+            let got = std::fs::read_to_string(&udp_log).unwrap_or_default();
+            if got.contains("ordinary") {
+                return Some(());
+            }
+            udp_send(client, 6767, "10.0.1.11", 68, "ordinary");
+            None
+        });
+        udp_send(client, 67, "10.0.1.11", 68, "rogue-offer");
+        std::thread::sleep(Duration::from_secs(1));
+        let got = std::fs::read_to_string(&udp_log).unwrap_or_default();
+        assert!(
+            !got.contains("rogue-offer"),
+            "DHCP server traffic from a port passed"
+        );
         // Native DHCP through the network group's control-plane ACLs.
         let leases: Vec<_> = dhcp_clients
             .iter()

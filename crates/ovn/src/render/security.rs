@@ -3,8 +3,9 @@
 //! a port without groups passes only its control plane.
 //!
 //! Every port of a VirtualNetwork is in the network's port group ([`network_port_group`]),
-//! whose ACLs drop everything at [`PRIORITY_DROP`] and let the control plane through at
-//! [`PRIORITY_CONTROL`]: ARP (not IP; anti-spoofing governs it), DHCP and DHCPv6 requests.
+//! whose ACLs drop everything at [`PRIORITY_DROP`], let the control plane through at
+//! [`PRIORITY_CONTROL`] — ARP (not IP; anti-spoofing governs it), DHCP and DHCPv6 requests —
+//! and drop DHCP server traffic from ports at [`PRIORITY_GUARD`], above what any group allows.
 //! OVN itself passes neighbour discovery, and the replies of its native DHCP server, above
 //! every ACL. A SecurityGroup is a port group of its own ([`security_group`]) with one
 //! `allow-related` ACL per rule at [`PRIORITY_ALLOW`], between the two: a port in several
@@ -24,12 +25,20 @@ use serde_json::json;
 use super::{TENANT_KEY, digest};
 use crate::nb::Row;
 
+/// Priority of the network port group's guards: what no port may send whatever its groups
+/// allow (DHCP server traffic).
+pub const PRIORITY_GUARD: i64 = 2100;
 /// Priority of the control-plane ACLs of a network's port group.
 pub const PRIORITY_CONTROL: i64 = 2000;
 /// Priority of the ACLs of security-group rules.
 pub const PRIORITY_ALLOW: i64 = 1500;
 /// Priority of the network port group's drop ACLs (above OVN's defaults, which allow).
 pub const PRIORITY_DROP: i64 = 1000;
+
+/// Packets a DHCP or DHCPv6 server sends (OVN's own replies do not cross the ACL stage of the
+/// port they leave through as `from-lport`).
+pub const DHCP_SERVER: &str =
+    "udp && ((ip4 && udp.src == 67 && udp.dst == 68) || (ip6 && udp.src == 547 && udp.dst == 546))";
 
 /// Packets in the request direction of a connection committed by an `allow-related` ACL and
 /// not blocked since: only an ACL that allowed the connection's first packet commits it.
@@ -84,6 +93,12 @@ pub fn network_port_group(vn: &str, tenant: &str) -> Row {
     let pg = network_port_group_name(vn);
     let key = network_port_group_key(vn);
     let acls = [
+        (
+            PRIORITY_GUARD,
+            "from-lport",
+            format!("inport == @{pg} && {DHCP_SERVER}"),
+            "drop",
+        ),
         (
             PRIORITY_CONTROL,
             "from-lport",
@@ -287,7 +302,13 @@ mod tests {
             .filter(|(_, a)| a.columns["action"] == "drop")
             .map(|(_, a)| a.columns["priority"].as_i64().unwrap())
             .collect();
-        assert_eq!(drops, [PRIORITY_DROP, PRIORITY_DROP]);
-        const { assert!(PRIORITY_DROP < PRIORITY_ALLOW && PRIORITY_ALLOW < PRIORITY_CONTROL) };
+        assert_eq!(drops, [PRIORITY_GUARD, PRIORITY_DROP, PRIORITY_DROP]);
+        const {
+            assert!(
+                PRIORITY_DROP < PRIORITY_ALLOW
+                    && PRIORITY_ALLOW < PRIORITY_CONTROL
+                    && PRIORITY_CONTROL < PRIORITY_GUARD
+            )
+        };
     }
 }
