@@ -719,6 +719,12 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             tcp(&provider_ns, "203.0.113.11", 8080)
         });
         assert_eq!(inbound, "172.31.0.1");
+        // Hairpin: a VM of the VN reaches the VN's own external address; the server sees the
+        // VN's egress address, so its reply returns through the router.
+        let hairpin = eventually("vm12 reaches vm11 through 203.0.113.11", || {
+            tcp(client, "203.0.113.11", 8080)
+        });
+        assert_eq!(hairpin, "203.0.113.10");
         // Outbound through the NAT gateway: the outside sees the gateway's address.
         let outbound = eventually("vm12 reaches the provider", || {
             tcp(client, "172.31.0.1", 7070)
