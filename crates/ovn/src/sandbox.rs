@@ -94,6 +94,7 @@ pub fn missing_tools() -> Option<String> {
         "ovs-vsctl",
         "ovn-northd",
         "ovn-controller",
+        "ovn-trace",
         "ethtool",
     ]
     .into_iter()
@@ -207,6 +208,26 @@ impl Sandbox {
     /// The hypervisor whose chassis is `chassis`.
     pub fn hypervisor(&self, chassis: &str) -> Option<&Hypervisor> {
         self.hypervisors.iter().find(|h| h.chassis() == chassis)
+    }
+
+    /// What `ovn-trace` says the logical flows do with `microflow` (an OVN expression such as
+    /// `inport == "p1" && eth.src == … && ip4.src == … && tcp.dst == 22`) entering logical
+    /// datapath `datapath`, with the connection-tracking states `ct` (e.g. `["new"]`; without
+    /// them OVN assumes `est|trk`): an oracle independent of the packets. A packet delivered to
+    /// port `P` shows `output("P")` / `/* output to "P" */` in the text.
+    pub async fn trace(
+        &self,
+        datapath: &str,
+        microflow: &str,
+        ct: &[&str],
+    ) -> Result<String, SandboxError> {
+        let db = format!("--db={}", self.sb);
+        let mut args: Vec<String> = vec![db, "--minimal".into()];
+        args.extend(ct.iter().map(|c| format!("--ct={c}")));
+        args.push(datapath.into());
+        args.push(microflow.into());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Ok(cmd::run_str(None, &[], "ovn-trace", &args).await?)
     }
 
     fn underlay_ns(&self) -> String {

@@ -744,6 +744,26 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         assert_eq!(open.echo("one").as_deref(), Some("one"));
         open
     }));
+    // ovn-trace, an oracle independent of the packets, agrees on what the web group allows.
+    let microflow = |port: u16| {
+        format!(
+            "inport == \"{}\" && eth.src == 0a:00:00:00:00:12 && eth.dst == 0a:00:00:00:00:11 && \
+             ip4.src == 10.0.1.12 && ip4.dst == 10.0.1.11 && ip.ttl == 64 && tcp && tcp.dst == {port}",
+            port::port_name("vm12")
+        )
+    };
+    let delivered = format!("output(\"{}\")", port::port_name("vm11"));
+    let mut traces = Vec::new();
+    for tcp_port in [8080, 9090] {
+        let trace = sbx
+            .trace(
+                &render::switch_name("s1"),
+                &microflow(tcp_port),
+                &["new", "new"],
+            )
+            .await;
+        traces.push(trace.map(|t| t.contains(&delivered)));
+    }
     // The web group loses its 8081 rule.
     let removed = match &result {
         Ok(_) => Some(
@@ -790,4 +810,6 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+    let traces: Vec<bool> = traces.into_iter().map(|t| t.expect("ovn-trace")).collect();
+    assert_eq!(traces, [true, false], "ovn-trace: 8080 delivered, 9090 not");
 }
