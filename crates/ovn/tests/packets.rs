@@ -14,7 +14,7 @@ use osac_backends::types::{
 };
 use osac_linux::dhcp::apply::Applied;
 use osac_linux::dhcp::packet::parse_mac;
-use osac_linux::dhcp::{ClientConfig, DhcpClient, Status, Timing};
+use osac_linux::dhcp::{Client6Config, ClientConfig, Dhcp6Client, DhcpClient, Status, Timing};
 use osac_ovn::nb::{self, Row, Scope};
 use osac_ovn::render::{self, external, port, security};
 use osac_ovn::sandbox::{self, PROVIDER_BRIDGE, Sandbox, SandboxConfig};
@@ -443,17 +443,19 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     }
     // Ports without groups that take their addresses from OVN's DHCP server: a primary one
     // gets the router, a secondary one does not.
-    let dhcp_vms = [
+    let mut dhcp_vms = [
         vm("vm15", 1, ("v1", "s1", "10.0.1.15", "10.0.1.1"), &[]),
         vm("vm16", 0, ("v1", "s1", "10.0.1.16", "10.0.1.1"), &[]),
     ];
+    dhcp_vms[0].ip6 = Some("fd00:1::15");
     let mut dhcp_clients = Vec::new();
+    let mut dhcp6_clients = Vec::new();
     for (v, primary) in dhcp_vms.iter().zip([true, false]) {
         let mut attachment = v.attachment.clone();
         attachment.primary = primary;
         let addresses = PortAddresses {
             ipv4_address: Some(v.ip.parse().unwrap()),
-            ipv6_address: None,
+            ipv6_address: v.ip6.map(|a| a.parse().unwrap()),
         };
         converge(&nb, vec![port::port(&attachment, &addresses, &[], "ta")]).await;
         remove_ns(&v.ns);
@@ -478,6 +480,17 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             })
             .expect("dhcp client"),
         );
+        if v.ip6.is_some() {
+            dhcp6_clients.push(
+                Dhcp6Client::start(Client6Config {
+                    netns: v.ns.clone(),
+                    ifname: "eth0".into(),
+                    mac: parse_mac(&attachment.mac_address).expect("mac"),
+                    timing: Timing::default(),
+                })
+                .expect("dhcpv6 client"),
+            );
+        }
     }
     let uplink = external::uplink(
         "v1",
@@ -654,6 +667,11 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             "a secondary port got a router: {:?}",
             leases[1]
         );
+        let lease6 = eventually("a DHCPv6 lease", || match dhcp6_clients[0].status() {
+            Status::Bound(applied) => Some(applied),
+            _ => None,
+        });
+        assert_eq!(lease6.address.to_string(), "fd00:1::15");
         // Anti-spoofing: another source address, then another MAC, are dropped.
         sh(&[
             "ip",
@@ -803,6 +821,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     }
     drop(listeners);
     drop(dhcp_clients);
+    drop(dhcp6_clients);
     for v in vms.iter().chain(&dhcp_vms) {
         remove_ns(&v.ns);
     }
