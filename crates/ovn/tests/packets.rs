@@ -363,6 +363,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 rule(Protocol::Tcp, Some(8081), "10.0.0.0/16"),
                 rule(Protocol::Icmp, None, "fd00::/16"),
                 rule(Protocol::Udp, Some(68), "10.0.0.0/16"),
+                rule(Protocol::Tcp, Some(8082), "0.0.0.0/0"),
             ],
         ),
         ("client", "v1", "ta", vec![]),
@@ -546,6 +547,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     listeners.start(server, 8080);
     listeners.start(server, 9090);
     listeners.start_echo(server, 8081);
+    listeners.start_echo(server, 8082);
     listeners.start(closed, 8080);
     listeners.start(&provider_ns, 7070);
     let udp_log = dir.path().join("udp68.log");
@@ -760,7 +762,13 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             Connection::open(client, "10.0.1.11", 8081)
         });
         assert_eq!(open.echo("one").as_deref(), Some("one"));
-        open
+        // A connection through the ExternalIP, kept open while the attachment is removed.
+        let mut inbound = eventually(
+            "the provider opens a connection to 203.0.113.11:8082",
+            || Connection::open(&provider_ns, "203.0.113.11", 8082),
+        );
+        assert_eq!(inbound.echo("one").as_deref(), Some("one"));
+        (open, inbound)
     }));
     // ovn-trace, an oracle independent of the packets, agrees on what the web group allows.
     let microflow = |port: u16| {
@@ -791,7 +799,10 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                     &ApplySecurityGroupRequest {
                         security_group_id: "web".into(),
                         virtual_network_id: "v1".into(),
-                        ingress: vec![rule(Protocol::Tcp, Some(8080), "0.0.0.0/0")],
+                        ingress: vec![
+                            rule(Protocol::Tcp, Some(8080), "0.0.0.0/0"),
+                            rule(Protocol::Tcp, Some(8082), "0.0.0.0/0"),
+                        ],
                         egress: vec![rule(Protocol::All, None, "0.0.0.0/0")],
                     },
                     "ta",
@@ -802,7 +813,15 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         ),
         Err(_) => None,
     };
-    let result = result.and_then(|mut open| {
+    // The ExternalIP attachment is removed.
+    let detached = nb::detach(
+        &nb,
+        ("Logical_Router", &render::router_key("v1")),
+        "nat",
+        ("NAT", &external::external_ip_attachment_key("e1")),
+    )
+    .await;
+    let result = result.and_then(|(mut open, mut inbound)| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             removed.expect("phase").expect("rule removed");
             eventually("new connections to vm11:8081 are refused", || {
@@ -812,6 +831,18 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 open.echo("two").as_deref(),
                 Some("two"),
                 "the established connection was cut when its rule was removed"
+            );
+            assert!(
+                detached.expect("detach"),
+                "the attachment's NAT row was there"
+            );
+            eventually("new connections to 203.0.113.11:8082 are refused", || {
+                (!connects(&provider_ns, "203.0.113.11", 8082)).then_some(())
+            });
+            assert_eq!(
+                inbound.echo("two"),
+                None,
+                "an open session through a removed ExternalIP attachment kept passing"
             );
         }))
     });
