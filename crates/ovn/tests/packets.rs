@@ -371,6 +371,8 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     listeners.start(&provider_ns, 7070);
     let udp_log = dir.path().join("udp68.log");
     listeners.start_udp(server, 68, &udp_log);
+    let outside_log = dir.path().join("udp67.log");
+    listeners.start_udp(&provider_ns, 67, &outside_log);
 
     // The probes are synchronous; a failure is caught so the sandbox is stopped first.
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -465,6 +467,26 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         assert!(
             !got.contains("rogue-offer"),
             "DHCP server traffic from a port passed"
+        );
+        // The control plane a port without groups may send is DHCP toward its own subnet's
+        // server only: a "DHCP request" to an outside address does not leave.
+        eventually(
+            "a datagram from vm12 to the provider's port 67 arrives",
+            || {
+                let got = std::fs::read_to_string(&outside_log).unwrap_or_default();
+                if got.contains("ordinary") {
+                    return Some(());
+                }
+                udp_send(client, 6868, "172.31.0.1", 67, "ordinary");
+                None
+            },
+        );
+        udp_send(closed, 68, "172.31.0.1", 67, "escape");
+        std::thread::sleep(Duration::from_secs(1));
+        let got = std::fs::read_to_string(&outside_log).unwrap_or_default();
+        assert!(
+            !got.contains("escape"),
+            "a port without groups sent to the outside as a DHCP client"
         );
         // Native DHCP through the network group's control-plane ACLs.
         let leases: Vec<_> = dhcp_clients
@@ -609,6 +631,18 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             .await;
         traces.push(trace.map(|t| t.contains(&delivered)));
     }
+    // A DHCPv4 renewal by unicast to the gateway, from a port without groups, is answered.
+    let renewal = format!(
+        "inport == \"{}\" && eth.src == 0a:00:00:00:00:13 && eth.dst == {} && \
+         ip4.src == 10.0.1.13 && ip4.dst == 10.0.1.1 && ip.ttl == 64 && udp.src == 68 && \
+         udp.dst == 67",
+        port::port_name("vm13"),
+        render::gateway_mac("s1")
+    );
+    let renewal_trace = sbx
+        .trace(&render::switch_name("s1"), &renewal, &["new"])
+        .await;
+
     // The web group loses its 8081 rule.
     let removed = match &result {
         Ok(_) => Some(
@@ -681,4 +715,9 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     }
     let traces: Vec<bool> = traces.into_iter().map(|t| t.expect("ovn-trace")).collect();
     assert_eq!(traces, [true, false], "ovn-trace: 8080 delivered, 9090 not");
+    let renewal_trace = renewal_trace.expect("ovn-trace");
+    assert!(
+        renewal_trace.contains("put_dhcp_opts"),
+        "a unicast DHCPv4 renewal was not answered: {renewal_trace}"
+    );
 }

@@ -208,6 +208,13 @@ pub fn subnet(r: &CreateSubnetRequest, tenant: &str, segment: i64) -> SubnetRows
     .with_external_id(TENANT_KEY, tenant)
     .with_child("ports", peer)
     .keeping_other_children();
+    let switch = match gw4 {
+        Some((gw, _)) => switch.with_child(
+            "acls",
+            security::dhcp4_unicast(&r.virtual_network_id, s, tenant, gw),
+        ),
+        None => switch,
+    };
     let dhcp4_row = |key: String, with_router: bool| {
         gw4.map(|(gw, net)| {
             let mut options = vec![

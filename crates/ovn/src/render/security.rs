@@ -40,6 +40,26 @@ pub const PRIORITY_DROP: i64 = 1000;
 pub const DHCP_SERVER: &str =
     "udp && ((ip4 && udp.src == 67 && udp.dst == 68) || (ip6 && udp.src == 547 && udp.dst == 546))";
 
+/// A DHCPv4 client's request (to a broadcast address here; to its subnet's server, the
+/// gateway, by an ACL of the subnet's switch: [`dhcp4_unicast`]).
+pub const DHCP4_REQUEST: &str = "udp && udp.src == 68 && udp.dst == 67";
+
+/// The ACL of subnet `subnet`'s switch letting the ports of network `vn` renew their DHCPv4
+/// leases by unicast to the subnet's server `server` (the gateway), and nowhere else.
+pub fn dhcp4_unicast(vn: &str, subnet: &str, tenant: &str, server: std::net::IpAddr) -> Row {
+    acl(
+        format!("dhcp4-unicast:{subnet}"),
+        tenant,
+        PRIORITY_CONTROL,
+        "from-lport",
+        &format!(
+            "inport == @{} && ip4.dst == {server} && {DHCP4_REQUEST}",
+            network_port_group_name(vn)
+        ),
+        "allow",
+    )
+}
+
 /// Packets in the request direction of a connection committed by an `allow-related` ACL and
 /// not blocked since: only an ACL that allowed the connection's first packet commits it.
 pub const ESTABLISHED: &str = "ct.est && !ct.rel && !ct.rpl && ct_mark.blocked == 0";
@@ -66,7 +86,7 @@ pub fn security_group_key(sg: &str) -> String {
 }
 
 /// One ACL row keyed `key`.
-fn acl(
+pub(crate) fn acl(
     key: String,
     tenant: &str,
     priority: i64,
@@ -114,13 +134,13 @@ pub fn network_port_group(vn: &str, tenant: &str) -> Row {
         (
             PRIORITY_CONTROL,
             "from-lport",
-            format!("inport == @{pg} && ip4 && udp.src == 68 && udp.dst == 67"),
+            format!("inport == @{pg} && ip4.dst == 255.255.255.255 && {DHCP4_REQUEST}"),
             "allow",
         ),
         (
             PRIORITY_CONTROL,
             "from-lport",
-            format!("inport == @{pg} && ip6 && udp.src == 546 && udp.dst == 547"),
+            format!("inport == @{pg} && ip6.dst == ff02::1:2 && udp.src == 546 && udp.dst == 547"),
             "allow",
         ),
         // Connections the rules allowed when they started keep passing after a rule is
