@@ -468,6 +468,24 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             !got.contains("rogue-offer"),
             "DHCP server traffic from a port passed"
         );
+        // Broadcasts meet the groups like unicast: vm12's reaches vm11, whose group lets UDP
+        // 68 in; vm13's (no groups) does not leave.
+        let received = |text: &str| {
+            std::fs::read_to_string(&udp_log)
+                .unwrap_or_default()
+                .contains(text)
+        };
+        eventually("vm12's broadcast reaches vm11", || {
+            udp_send(client, 6767, "10.0.1.255", 68, "broadcast-allowed");
+            std::thread::sleep(Duration::from_millis(200));
+            received("broadcast-allowed").then_some(())
+        });
+        udp_send(closed, 6767, "10.0.1.255", 68, "broadcast-closed");
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(
+            !received("broadcast-closed"),
+            "a port without groups broadcast"
+        );
         // The control plane a port without groups may send is DHCP toward its own subnet's
         // server only: a "DHCP request" to an outside address does not leave.
         eventually(

@@ -111,7 +111,8 @@ impl Listeners {
 
 /// Sends one UDP datagram `text` from `from`'s port `source_port` to `to:port`.
 pub fn udp_send(from: &str, source_port: u16, to: &str, port: u16, text: &str) {
-    let target = format!("UDP-SENDTO:{to}:{port},sourceport={source_port},reuseaddr");
+    // `broadcast` lets the same call send to a broadcast address.
+    let target = format!("UDP-SENDTO:{to}:{port},sourceport={source_port},reuseaddr,broadcast");
     let mut child = Command::new("ip")
         .args(["netns", "exec", from, "socat", "-u", "STDIN", &target])
         .stdin(Stdio::piped())
