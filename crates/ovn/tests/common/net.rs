@@ -66,46 +66,56 @@ pub fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-/// TCP listeners answering each connection with the peer's address; stopped when dropped.
+/// Listeners in namespaces, each in a process group of its own so that stopping it (when
+/// dropped) also stops the processes it forked for connections — one whose peer can no longer
+/// reach it would otherwise wait forever.
 pub struct Listeners(pub Vec<Child>);
 
 impl Listeners {
-    pub fn start(&mut self, ns: &str, port: u16) {
-        let listen = format!("TCP-LISTEN:{port},reuseaddr,fork");
+    fn spawn(&mut self, ns: &str, args: &[&str], stdout: Stdio) {
+        use std::os::unix::process::CommandExt;
         let child = Command::new("ip")
-            .args(["netns", "exec", ns, "socat", &listen])
-            .arg("SYSTEM:echo $SOCAT_PEERADDR")
-            .stdout(Stdio::null())
+            .args(["netns", "exec", ns, "socat"])
+            .args(args)
+            .stdout(stdout)
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .expect("socat");
         self.0.push(child);
     }
-}
 
-impl Listeners {
+    /// A TCP listener on `port` answering each connection with the peer's address.
+    pub fn start(&mut self, ns: &str, port: u16) {
+        let listen = format!("TCP-LISTEN:{port},reuseaddr,fork");
+        self.spawn(ns, &[&listen, "SYSTEM:echo $SOCAT_PEERADDR"], Stdio::null());
+    }
+
     /// A UDP listener on `port` printing what it receives into `into` (a file).
     pub fn start_udp(&mut self, ns: &str, port: u16, into: &std::path::Path) {
         let listen = format!("UDP-RECV:{port},reuseaddr");
         let out = std::fs::File::create(into).expect("udp output");
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, "socat", "-u", &listen, "STDOUT"])
-            .stdout(out)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("socat");
-        self.0.push(child);
+        self.spawn(ns, &["-u", &listen, "STDOUT"], out.into());
     }
 
+    /// A TCP listener on `port` echoing what each connection sends.
     pub fn start_echo(&mut self, ns: &str, port: u16) {
         let listen = format!("TCP-LISTEN:{port},reuseaddr,fork");
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, "socat", &listen, "EXEC:cat"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("socat");
-        self.0.push(child);
+        self.spawn(ns, &[&listen, "EXEC:cat"], Stdio::null());
+    }
+}
+
+impl Drop for Listeners {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            // The whole group: the listener and what it forked.
+            let group = format!("-{}", c.id());
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &group])
+                .stderr(Stdio::null())
+                .status();
+            let _ = c.wait();
+        }
     }
 }
 
@@ -188,14 +198,5 @@ impl Drop for Connection {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-impl Drop for Listeners {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
