@@ -82,12 +82,15 @@ pub struct Sandbox {
     hypervisors: Vec<Hypervisor>,
 }
 
-/// What is missing of the programs and schemas a sandbox needs, if anything.
+/// Whether program `bin` is on `PATH`.
+fn on_path(bin: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+}
+
+/// What is missing of the OVN and Open vSwitch programs and schemas (enough for a database of
+/// our own, [`serve_database`]), if anything.
 pub fn missing_tools() -> Option<String> {
-    let on_path = |bin: &str| {
-        std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
-    };
     let mut missing: Vec<String> = [
         "ovsdb-tool",
         "ovsdb-server",
@@ -95,7 +98,6 @@ pub fn missing_tools() -> Option<String> {
         "ovn-northd",
         "ovn-controller",
         "ovn-trace",
-        "ethtool",
     ]
     .into_iter()
     .filter(|b| !on_path(b))
@@ -109,10 +111,20 @@ pub fn missing_tools() -> Option<String> {
     (!missing.is_empty()).then(|| missing.join(", "))
 }
 
+/// What is missing of what a [`Sandbox`] needs — [`missing_tools`] and `ethtool`, which turns
+/// checksum offload off on the veths the userspace datapath reads — if anything.
+pub fn missing_sandbox_tools() -> Option<String> {
+    let missing: Vec<String> = missing_tools()
+        .into_iter()
+        .chain((!on_path("ethtool")).then(|| "ethtool".to_string()))
+        .collect();
+    (!missing.is_empty()).then(|| missing.join(", "))
+}
+
 impl Sandbox {
     /// Starts (or restarts) the sandbox described by `config`.
     pub async fn start(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
-        if let Some(missing) = missing_tools() {
+        if let Some(missing) = missing_sandbox_tools() {
             return Err(SandboxError::Missing(missing));
         }
         if config.prefix.is_empty()

@@ -35,7 +35,7 @@ fn can_run() -> bool {
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     let socat = Command::new("socat").arg("-V").output().is_ok();
-    let why = match (root, sandbox::missing_tools(), socat) {
+    let why = match (root, sandbox::missing_sandbox_tools(), socat) {
         (true, None, true) => return true,
         (false, ..) => "not root".to_string(),
         (true, Some(missing), _) => format!("missing {missing}"),
