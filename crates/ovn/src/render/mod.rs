@@ -281,6 +281,15 @@ mod tests {
         );
         assert_eq!(gw.columns["mac"], json!(gateway_mac("s1")));
         assert!(rows.router.keeps_other_children);
+        let (column, renewals) = &rows.switch.children[1];
+        assert_eq!(*column, "acls");
+        assert!(
+            renewals.columns["match"]
+                .as_str()
+                .is_some_and(|m| m.contains("ip4.dst == 10.0.1.1 && udp")),
+            "{:?}",
+            renewals.columns
+        );
         let peer = &rows.switch.children[0].1;
         assert_eq!(peer.columns["type"], "router");
         assert_eq!(
