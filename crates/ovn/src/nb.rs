@@ -55,7 +55,8 @@ pub struct Row {
 
 /// The rows of ours in `table` whose set column `column` references a row: exactly those keyed
 /// `keys` (which must exist); every other row of ours in `table` loses its reference to it.
-/// Rows of others are never changed.
+/// Rows of others are never changed. Finding the rows to leave reads every row of ours in
+/// `table`, so a membership costs a read of that table per converge.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Membership {
     /// The referencing table (e.g. `Port_Group`).

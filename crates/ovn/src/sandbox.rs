@@ -82,19 +82,22 @@ pub struct Sandbox {
     hypervisors: Vec<Hypervisor>,
 }
 
-/// What is missing of the programs and schemas a sandbox needs, if anything.
+/// Whether program `bin` is on `PATH`.
+fn on_path(bin: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+}
+
+/// What is missing of the OVN and Open vSwitch programs and schemas (enough for a database of
+/// our own, [`serve_database`]), if anything.
 pub fn missing_tools() -> Option<String> {
-    let on_path = |bin: &str| {
-        std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
-    };
     let mut missing: Vec<String> = [
         "ovsdb-tool",
         "ovsdb-server",
         "ovs-vsctl",
         "ovn-northd",
         "ovn-controller",
-        "ethtool",
+        "ovn-trace",
     ]
     .into_iter()
     .filter(|b| !on_path(b))
@@ -108,10 +111,20 @@ pub fn missing_tools() -> Option<String> {
     (!missing.is_empty()).then(|| missing.join(", "))
 }
 
+/// What is missing of what a [`Sandbox`] needs — [`missing_tools`] and `ethtool`, which turns
+/// checksum offload off on the veths the userspace datapath reads — if anything.
+pub fn missing_sandbox_tools() -> Option<String> {
+    let missing: Vec<String> = missing_tools()
+        .into_iter()
+        .chain((!on_path("ethtool")).then(|| "ethtool".to_string()))
+        .collect();
+    (!missing.is_empty()).then(|| missing.join(", "))
+}
+
 impl Sandbox {
     /// Starts (or restarts) the sandbox described by `config`.
     pub async fn start(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
-        if let Some(missing) = missing_tools() {
+        if let Some(missing) = missing_sandbox_tools() {
             return Err(SandboxError::Missing(missing));
         }
         if config.prefix.is_empty()
@@ -207,6 +220,26 @@ impl Sandbox {
     /// The hypervisor whose chassis is `chassis`.
     pub fn hypervisor(&self, chassis: &str) -> Option<&Hypervisor> {
         self.hypervisors.iter().find(|h| h.chassis() == chassis)
+    }
+
+    /// What `ovn-trace` says the logical flows do with `microflow` (an OVN expression such as
+    /// `inport == "p1" && eth.src == … && ip4.src == … && tcp.dst == 22`) entering logical
+    /// datapath `datapath`, with the connection-tracking states `ct` (e.g. `["new"]`; without
+    /// them OVN assumes `est|trk`): an oracle independent of the packets. A packet delivered to
+    /// port `P` shows `output("P")` / `/* output to "P" */` in the text.
+    pub async fn trace(
+        &self,
+        datapath: &str,
+        microflow: &str,
+        ct: &[&str],
+    ) -> Result<String, SandboxError> {
+        let db = format!("--db={}", self.sb);
+        let mut args: Vec<String> = vec![db, "--minimal".into()];
+        args.extend(ct.iter().map(|c| format!("--ct={c}")));
+        args.push(datapath.into());
+        args.push(microflow.into());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Ok(cmd::run_str(None, &[], "ovn-trace", &args).await?)
     }
 
     fn underlay_ns(&self) -> String {

@@ -3,9 +3,15 @@
 //! security groups, native DHCP (with the DHCP client of `osac-linux`), NAT. Needs root (network namespaces), the OVN packages and `socat`; without
 //! them it says so and passes, except under CI, where it must run.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use common::net::{
+    Connection, Listeners, connects, eventually, in_ns, ping, remove_ns, sh, tcp, udp_send,
+};
 
 use osac_backends::types::{
     ApplySecurityGroupRequest, CreateExternalIpAttachmentRequest, CreateNatGatewayRequest,
@@ -14,7 +20,7 @@ use osac_backends::types::{
 };
 use osac_linux::dhcp::apply::Applied;
 use osac_linux::dhcp::packet::parse_mac;
-use osac_linux::dhcp::{ClientConfig, DhcpClient, Status, Timing};
+use osac_linux::dhcp::{Client6Config, ClientConfig, Dhcp6Client, DhcpClient, Status, Timing};
 use osac_ovn::nb::{self, Row, Scope};
 use osac_ovn::render::{self, external, port, security};
 use osac_ovn::sandbox::{self, PROVIDER_BRIDGE, Sandbox, SandboxConfig};
@@ -22,7 +28,6 @@ use osac_ovsdb::Client;
 
 const PREFIX: &str = "ovntp";
 const PROVIDER_NETWORK: &str = "physnet";
-const WAIT: Duration = Duration::from_secs(60);
 
 fn can_run() -> bool {
     let root = Command::new("id")
@@ -30,7 +35,7 @@ fn can_run() -> bool {
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     let socat = Command::new("socat").arg("-V").output().is_ok();
-    let why = match (root, sandbox::missing_tools(), socat) {
+    let why = match (root, sandbox::missing_sandbox_tools(), socat) {
         (true, None, true) => return true,
         (false, ..) => "not root".to_string(),
         (true, Some(missing), _) => format!("missing {missing}"),
@@ -42,164 +47,6 @@ fn can_run() -> bool {
     );
     eprintln!("skipped: {why}");
     false
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
-fn sh(args: &[&str]) {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn in_ns(ns: &str, args: &[&str]) -> Output {
-    let mut all = vec!["ip", "netns", "exec", ns];
-    all.extend_from_slice(args);
-    run(&all)
-}
-
-fn remove_ns(ns: &str) {
-    let _ = Command::new("ip")
-        .args(["netns", "del", ns])
-        .stderr(Stdio::null())
-        .status();
-}
-
-fn ping(from: &str, to: &str) -> bool {
-    in_ns(from, &["ping", "-c1", "-W1", to]).status.success()
-}
-
-/// What a TCP listener at `to:port` answers to a connection from namespace `from` (its view of
-/// the peer's address), or None when no connection is made.
-fn tcp(from: &str, to: &str, port: u16) -> Option<String> {
-    let target = format!("TCP:{to}:{port},connect-timeout=2");
-    let out = in_ns(from, &["socat", "-T3", "-u", &target, "STDOUT"]);
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !text.is_empty()).then_some(text)
-}
-
-fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let until = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(Instant::now() < until, "{what}: not within {WAIT:?}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-/// TCP listeners answering each connection with the peer's address; stopped when dropped.
-struct Listeners(Vec<Child>);
-
-impl Listeners {
-    fn start(&mut self, ns: &str, port: u16) {
-        let listen = format!("TCP-LISTEN:{port},reuseaddr,fork");
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, "socat", &listen])
-            .arg("SYSTEM:echo $SOCAT_PEERADDR")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("socat");
-        self.0.push(child);
-    }
-}
-
-impl Listeners {
-    fn start_echo(&mut self, ns: &str, port: u16) {
-        let listen = format!("TCP-LISTEN:{port},reuseaddr,fork");
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, "socat", &listen, "EXEC:cat"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("socat");
-        self.0.push(child);
-    }
-}
-
-/// Whether a TCP connection from `from` to `to:port` is accepted.
-fn connects(from: &str, to: &str, port: u16) -> bool {
-    let target = format!("TCP:{to}:{port},connect-timeout=2");
-    in_ns(from, &["socat", "-T1", "-u", "/dev/null", &target])
-        .status
-        .success()
-}
-
-/// An open TCP connection to an echo listener; closed when dropped.
-struct Connection {
-    child: Child,
-    input: std::process::ChildStdin,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Connection {
-    fn open(from: &str, to: &str, port: u16) -> Option<Connection> {
-        use std::io::BufRead;
-        let target = format!("TCP:{to}:{port},connect-timeout=2");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", from, "socat", "STDIO", &target])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("socat");
-        let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        };
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(output)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut c = Connection {
-            child,
-            input,
-            lines,
-        };
-        c.echo("hello").map(|_| c)
-    }
-
-    /// Sends `text` and returns what comes back within 5 s.
-    fn echo(&mut self, text: &str) -> Option<String> {
-        use std::io::Write;
-        writeln!(self.input, "{text}").ok()?;
-        self.input.flush().ok()?;
-        self.lines.recv_timeout(Duration::from_secs(5)).ok()
-    }
-}
-
-impl Drop for Connection {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Listeners {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 async fn converge(nb: &Client, rows: Vec<Row>) {
@@ -224,6 +71,7 @@ struct Vm {
     hv: usize,
     ip: &'static str,
     gateway: &'static str,
+    ip6: Option<&'static str>,
 }
 
 fn vm(
@@ -249,6 +97,7 @@ fn vm(
         hv,
         ip,
         gateway,
+        ip6: None,
     }
 }
 
@@ -297,15 +146,16 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         gateway: "172.31.0.1".parse().unwrap(),
     };
     converge(&nb, vec![external::provider_switch(&provider)]).await;
-    for (vn, tenant, subnet, cidr, segment) in [
-        ("v1", "ta", "s1", "10.0.1.0/24", 101),
-        ("v2", "tb", "s2", "10.0.2.0/24", 102),
+    // v1 is dual-stack, v2 IPv4 only.
+    for (vn, tenant, subnet, cidr, cidr6, segment) in [
+        ("v1", "ta", "s1", "10.0.1.0/24", Some("fd00:1::/64"), 101),
+        ("v2", "tb", "s2", "10.0.2.0/24", None, 102),
     ] {
         let rows = render::virtual_network(&CreateVirtualNetworkRequest {
             virtual_network_id: vn.into(),
             tenant: tenant.into(),
             ipv4_cidr: Some("10.0.0.0/16".parse().unwrap()),
-            ipv6_cidr: None,
+            ipv6_cidr: cidr6.map(|_| "fd00::/16".parse().unwrap()),
         });
         converge(&nb, vec![rows.router, rows.ports]).await;
         let subnet = render::subnet(
@@ -313,7 +163,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 subnet_id: subnet.into(),
                 virtual_network_id: vn.into(),
                 ipv4_cidr: Some(cidr.parse().unwrap()),
-                ipv6_cidr: None,
+                ipv6_cidr: cidr6.map(|c| c.parse().unwrap()),
                 vip_cidr: None,
             },
             tenant,
@@ -330,6 +180,9 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 rule(Protocol::Tcp, Some(8080), "0.0.0.0/0"),
                 rule(Protocol::Icmp, None, "10.0.0.0/16"),
                 rule(Protocol::Tcp, Some(8081), "10.0.0.0/16"),
+                rule(Protocol::Icmp, None, "fd00::/16"),
+                rule(Protocol::Udp, Some(68), "10.0.0.0/16"),
+                rule(Protocol::Tcp, Some(8082), "0.0.0.0/0"),
             ],
         ),
         ("client", "v1", "ta", vec![]),
@@ -346,13 +199,16 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 security_group_id: sg.into(),
                 virtual_network_id: vn.into(),
                 ingress,
-                egress: vec![rule(Protocol::All, None, "0.0.0.0/0")],
+                egress: vec![
+                    rule(Protocol::All, None, "0.0.0.0/0"),
+                    rule(Protocol::All, None, "::/0"),
+                ],
             },
             tenant,
         );
         converge(&nb, vec![row]).await;
     }
-    let vms = [
+    let mut vms = [
         vm("vm11", 0, ("v1", "s1", "10.0.1.11", "10.0.1.1"), &["web"]),
         vm(
             "vm12",
@@ -363,6 +219,8 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         vm("vm13", 1, ("v1", "s1", "10.0.1.13", "10.0.1.1"), &[]),
         vm("vm24", 0, ("v2", "s2", "10.0.2.24", "10.0.2.1"), &["open"]),
     ];
+    vms[0].ip6 = Some("fd00:1::11");
+    vms[1].ip6 = Some("fd00:1::12");
     for v in &vms {
         let tenant = if v.attachment.virtual_network_id == "v1" {
             "ta"
@@ -371,7 +229,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         };
         let addresses = PortAddresses {
             ipv4_address: Some(v.ip.parse().unwrap()),
-            ipv6_address: None,
+            ipv6_address: v.ip6.map(|a| a.parse().unwrap()),
         };
         converge(
             &nb,
@@ -396,20 +254,28 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         sh(&[
             "ip", "-n", &v.ns, "route", "add", "default", "via", v.gateway,
         ]);
+        if let Some(ip6) = v.ip6 {
+            let cidr6 = format!("{ip6}/64");
+            sh(&[
+                "ip", "-n", &v.ns, "addr", "add", &cidr6, "dev", "eth0", "nodad",
+            ]);
+        }
     }
     // Ports without groups that take their addresses from OVN's DHCP server: a primary one
     // gets the router, a secondary one does not.
-    let dhcp_vms = [
+    let mut dhcp_vms = [
         vm("vm15", 1, ("v1", "s1", "10.0.1.15", "10.0.1.1"), &[]),
         vm("vm16", 0, ("v1", "s1", "10.0.1.16", "10.0.1.1"), &[]),
     ];
+    dhcp_vms[0].ip6 = Some("fd00:1::15");
     let mut dhcp_clients = Vec::new();
+    let mut dhcp6_clients = Vec::new();
     for (v, primary) in dhcp_vms.iter().zip([true, false]) {
         let mut attachment = v.attachment.clone();
         attachment.primary = primary;
         let addresses = PortAddresses {
             ipv4_address: Some(v.ip.parse().unwrap()),
-            ipv6_address: None,
+            ipv6_address: v.ip6.map(|a| a.parse().unwrap()),
         };
         converge(&nb, vec![port::port(&attachment, &addresses, &[], "ta")]).await;
         remove_ns(&v.ns);
@@ -434,6 +300,17 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             })
             .expect("dhcp client"),
         );
+        if v.ip6.is_some() {
+            dhcp6_clients.push(
+                Dhcp6Client::start(Client6Config {
+                    netns: v.ns.clone(),
+                    ifname: "eth0".into(),
+                    mac: parse_mac(&attachment.mac_address).expect("mac"),
+                    timing: Timing::default(),
+                })
+                .expect("dhcpv6 client"),
+            );
+        }
     }
     let uplink = external::uplink(
         "v1",
@@ -489,8 +366,13 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     listeners.start(server, 8080);
     listeners.start(server, 9090);
     listeners.start_echo(server, 8081);
+    listeners.start_echo(server, 8082);
     listeners.start(closed, 8080);
     listeners.start(&provider_ns, 7070);
+    let udp_log = dir.path().join("udp68.log");
+    listeners.start_udp(server, 68, &udp_log);
+    let outside_log = dir.path().join("udp67.log");
+    listeners.start_udp(&provider_ns, 67, &outside_log);
 
     // The probes are synchronous; a failure is caught so the sandbox is stopped first.
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -519,6 +401,111 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         );
         assert_eq!(tcp(client, "10.0.1.13", 8080), None);
         assert!(!ping(closed, "10.0.1.11"), "a port without groups sent");
+        // IPv6: across hypervisors, the gateway advertised, a forged source dropped.
+        eventually("vm12 pings vm11 over IPv6", || {
+            in_ns(client, &["ping", "-6", "-c1", "-W1", "fd00:1::11"])
+                .status
+                .success()
+                .then_some(())
+        });
+        let route6 = eventually(
+            "vm12 learns its IPv6 default route from an advertisement",
+            || {
+                let out = in_ns(client, &["ip", "-6", "route", "show", "default"]);
+                let text = String::from_utf8_lossy(&out.stdout).to_string();
+                text.contains("via fe80::").then_some(text)
+            },
+        );
+        assert!(route6.contains("dev eth0"), "{route6}");
+        assert!(
+            !in_ns(server, &["ping", "-6", "-c1", "-W1", "fd00:1::12"])
+                .status
+                .success(),
+            "the client's group lets no IPv6 in"
+        );
+        sh(&[
+            "ip",
+            "-n",
+            client,
+            "addr",
+            "add",
+            "fd00:1::99/64",
+            "dev",
+            "eth0",
+            "nodad",
+        ]);
+        let forged6 = in_ns(
+            client,
+            &["ping", "-6", "-c1", "-W1", "-I", "fd00:1::99", "fd00:1::11"],
+        );
+        assert!(!forged6.status.success(), "a forged IPv6 source passed");
+        sh(&[
+            "ip",
+            "-n",
+            client,
+            "addr",
+            "del",
+            "fd00:1::99/64",
+            "dev",
+            "eth0",
+        ]);
+        // No port acts as a DHCP server, whatever its groups allow: vm11's group
+        // lets UDP in to port 68 and vm12's lets everything out, yet a datagram from port 67
+        // (a DHCP server's) is dropped while one from another port arrives.
+        udp_send(client, 6767, "10.0.1.11", 68, "ordinary");
+        eventually("an ordinary datagram to vm11:68 arrives", || {
+            let got = std::fs::read_to_string(&udp_log).unwrap_or_default();
+            if got.contains("ordinary") {
+                return Some(());
+            }
+            udp_send(client, 6767, "10.0.1.11", 68, "ordinary");
+            None
+        });
+        udp_send(client, 67, "10.0.1.11", 68, "rogue-offer");
+        std::thread::sleep(Duration::from_secs(1));
+        let got = std::fs::read_to_string(&udp_log).unwrap_or_default();
+        assert!(
+            !got.contains("rogue-offer"),
+            "DHCP server traffic from a port passed"
+        );
+        // Broadcasts meet the groups like unicast: vm12's reaches vm11, whose group lets UDP
+        // 68 in; vm13's (no groups) does not leave.
+        let received = |text: &str| {
+            std::fs::read_to_string(&udp_log)
+                .unwrap_or_default()
+                .contains(text)
+        };
+        eventually("vm12's broadcast reaches vm11", || {
+            udp_send(client, 6767, "10.0.1.255", 68, "broadcast-allowed");
+            std::thread::sleep(Duration::from_millis(200));
+            received("broadcast-allowed").then_some(())
+        });
+        udp_send(closed, 6767, "10.0.1.255", 68, "broadcast-closed");
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(
+            !received("broadcast-closed"),
+            "a port without groups broadcast"
+        );
+        // The control plane a port without groups may send is DHCP toward its own subnet's
+        // server only: a "DHCP request" to an outside address does not leave.
+        eventually(
+            "a datagram from vm12 to the provider's port 67 arrives",
+            || {
+                let got = std::fs::read_to_string(&outside_log).unwrap_or_default();
+                if got.contains("ordinary") {
+                    return Some(());
+                }
+                udp_send(client, 6868, "172.31.0.1", 67, "ordinary");
+                None
+            },
+        );
+        udp_send(closed, 68, "172.31.0.1", 67, "escape");
+        std::thread::sleep(Duration::from_secs(1));
+        let got = std::fs::read_to_string(&outside_log).unwrap_or_default();
+        assert!(
+            !got.contains("escape"),
+            "a port without groups sent to the outside as a DHCP client"
+        );
         // Native DHCP through the network group's control-plane ACLs.
         let leases: Vec<_> = dhcp_clients
             .iter()
@@ -541,6 +528,11 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             "a secondary port got a router: {:?}",
             leases[1]
         );
+        let lease6 = eventually("a DHCPv6 lease", || match dhcp6_clients[0].status() {
+            Status::Bound(applied) => Some(applied),
+            _ => None,
+        });
+        assert_eq!(lease6.address.to_string(), "fd00:1::15");
         // Anti-spoofing: another source address, then another MAC, are dropped.
         sh(&[
             "ip",
@@ -606,6 +598,12 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             tcp(&provider_ns, "203.0.113.11", 8080)
         });
         assert_eq!(inbound, "172.31.0.1");
+        // Hairpin: a VM of the VN reaches the VN's own external address; the server sees the
+        // VN's egress address, so its reply returns through the router.
+        let hairpin = eventually("vm12 reaches vm11 through 203.0.113.11", || {
+            tcp(client, "203.0.113.11", 8080)
+        });
+        assert_eq!(hairpin, "203.0.113.10");
         // Outbound through the NAT gateway: the outside sees the gateway's address.
         let outbound = eventually("vm12 reaches the provider", || {
             tcp(client, "172.31.0.1", 7070)
@@ -623,8 +621,46 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             Connection::open(client, "10.0.1.11", 8081)
         });
         assert_eq!(open.echo("one").as_deref(), Some("one"));
-        open
+        // A connection through the ExternalIP, kept open while the attachment is removed.
+        let mut inbound = eventually(
+            "the provider opens a connection to 203.0.113.11:8082",
+            || Connection::open(&provider_ns, "203.0.113.11", 8082),
+        );
+        assert_eq!(inbound.echo("one").as_deref(), Some("one"));
+        (open, inbound)
     }));
+    // ovn-trace, an oracle independent of the packets, agrees on what the web group allows.
+    let microflow = |port: u16| {
+        format!(
+            "inport == \"{}\" && eth.src == 0a:00:00:00:00:12 && eth.dst == 0a:00:00:00:00:11 && \
+             ip4.src == 10.0.1.12 && ip4.dst == 10.0.1.11 && ip.ttl == 64 && tcp && tcp.dst == {port}",
+            port::port_name("vm12")
+        )
+    };
+    let delivered = format!("output(\"{}\")", port::port_name("vm11"));
+    let mut traces = Vec::new();
+    for tcp_port in [8080, 9090] {
+        let trace = sbx
+            .trace(
+                &render::switch_name("s1"),
+                &microflow(tcp_port),
+                &["new", "new"],
+            )
+            .await;
+        traces.push(trace.map(|t| t.contains(&delivered)));
+    }
+    // A DHCPv4 renewal by unicast to the gateway, from a port without groups, is answered.
+    let renewal = format!(
+        "inport == \"{}\" && eth.src == 0a:00:00:00:00:13 && eth.dst == {} && \
+         ip4.src == 10.0.1.13 && ip4.dst == 10.0.1.1 && ip.ttl == 64 && udp.src == 68 && \
+         udp.dst == 67",
+        port::port_name("vm13"),
+        render::gateway_mac("s1")
+    );
+    let renewal_trace = sbx
+        .trace(&render::switch_name("s1"), &renewal, &["new"])
+        .await;
+
     // The web group loses its 8081 rule.
     let removed = match &result {
         Ok(_) => Some(
@@ -634,7 +670,10 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                     &ApplySecurityGroupRequest {
                         security_group_id: "web".into(),
                         virtual_network_id: "v1".into(),
-                        ingress: vec![rule(Protocol::Tcp, Some(8080), "0.0.0.0/0")],
+                        ingress: vec![
+                            rule(Protocol::Tcp, Some(8080), "0.0.0.0/0"),
+                            rule(Protocol::Tcp, Some(8082), "0.0.0.0/0"),
+                        ],
                         egress: vec![rule(Protocol::All, None, "0.0.0.0/0")],
                     },
                     "ta",
@@ -645,7 +684,15 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         ),
         Err(_) => None,
     };
-    let result = result.and_then(|mut open| {
+    // The ExternalIP attachment is removed.
+    let detached = nb::detach(
+        &nb,
+        ("Logical_Router", &render::router_key("v1")),
+        "nat",
+        ("NAT", &external::external_ip_attachment_key("e1")),
+    )
+    .await;
+    let result = result.and_then(|(mut open, mut inbound)| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             removed.expect("phase").expect("rule removed");
             eventually("new connections to vm11:8081 are refused", || {
@@ -656,6 +703,18 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 Some("two"),
                 "the established connection was cut when its rule was removed"
             );
+            assert!(
+                detached.expect("detach"),
+                "the attachment's NAT row was there"
+            );
+            eventually("new connections to 203.0.113.11:8082 are refused", || {
+                (!connects(&provider_ns, "203.0.113.11", 8082)).then_some(())
+            });
+            assert_eq!(
+                inbound.echo("two"),
+                None,
+                "an open session through a removed ExternalIP attachment kept passing"
+            );
         }))
     });
     if result.is_err() && std::env::var_os("OVNT_KEEP").is_some() {
@@ -664,6 +723,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     }
     drop(listeners);
     drop(dhcp_clients);
+    drop(dhcp6_clients);
     for v in vms.iter().chain(&dhcp_vms) {
         remove_ns(&v.ns);
     }
@@ -671,4 +731,11 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+    let traces: Vec<bool> = traces.into_iter().map(|t| t.expect("ovn-trace")).collect();
+    assert_eq!(traces, [true, false], "ovn-trace: 8080 delivered, 9090 not");
+    let renewal_trace = renewal_trace.expect("ovn-trace");
+    assert!(
+        renewal_trace.contains("put_dhcp_opts"),
+        "a unicast DHCPv4 renewal was not answered: {renewal_trace}"
+    );
 }

@@ -17,7 +17,7 @@ fn can_run() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    let why = match (root, sandbox::missing_tools()) {
+    let why = match (root, sandbox::missing_sandbox_tools()) {
         (true, None) => return true,
         (false, _) => "not root".to_string(),
         (true, Some(missing)) => format!("missing {missing}"),

@@ -208,6 +208,13 @@ pub fn subnet(r: &CreateSubnetRequest, tenant: &str, segment: i64) -> SubnetRows
     .with_external_id(TENANT_KEY, tenant)
     .with_child("ports", peer)
     .keeping_other_children();
+    let switch = match gw4 {
+        Some((gw, _)) => switch.with_child(
+            "acls",
+            security::dhcp4_unicast(&r.virtual_network_id, s, tenant, gw),
+        ),
+        None => switch,
+    };
     let dhcp4_row = |key: String, with_router: bool| {
         gw4.map(|(gw, net)| {
             let mut options = vec![
@@ -274,6 +281,15 @@ mod tests {
         );
         assert_eq!(gw.columns["mac"], json!(gateway_mac("s1")));
         assert!(rows.router.keeps_other_children);
+        let (column, renewals) = &rows.switch.children[1];
+        assert_eq!(*column, "acls");
+        assert!(
+            renewals.columns["match"]
+                .as_str()
+                .is_some_and(|m| m.contains("ip4.dst == 10.0.1.1 && udp")),
+            "{:?}",
+            renewals.columns
+        );
         let peer = &rows.switch.children[0].1;
         assert_eq!(peer.columns["type"], "router");
         assert_eq!(

@@ -3,8 +3,9 @@
 //! a port without groups passes only its control plane.
 //!
 //! Every port of a VirtualNetwork is in the network's port group ([`network_port_group`]),
-//! whose ACLs drop everything at [`PRIORITY_DROP`] and let the control plane through at
-//! [`PRIORITY_CONTROL`]: ARP (not IP; anti-spoofing governs it), DHCP and DHCPv6 requests.
+//! whose ACLs drop everything at [`PRIORITY_DROP`], let the control plane through at
+//! [`PRIORITY_CONTROL`] — ARP (not IP; anti-spoofing governs it), DHCP and DHCPv6 requests —
+//! and drop DHCP server traffic from ports at [`PRIORITY_GUARD`], above what any group allows.
 //! OVN itself passes neighbour discovery, and the replies of its native DHCP server, above
 //! every ACL. A SecurityGroup is a port group of its own ([`security_group`]) with one
 //! `allow-related` ACL per rule at [`PRIORITY_ALLOW`], between the two: a port in several
@@ -24,12 +25,40 @@ use serde_json::json;
 use super::{TENANT_KEY, digest};
 use crate::nb::Row;
 
+/// Priority of the network port group's guards: what no port may send whatever its groups
+/// allow (DHCP server traffic).
+pub const PRIORITY_GUARD: i64 = 2100;
 /// Priority of the control-plane ACLs of a network's port group.
 pub const PRIORITY_CONTROL: i64 = 2000;
 /// Priority of the ACLs of security-group rules.
 pub const PRIORITY_ALLOW: i64 = 1500;
 /// Priority of the network port group's drop ACLs (above OVN's defaults, which allow).
 pub const PRIORITY_DROP: i64 = 1000;
+
+/// Packets a DHCP or DHCPv6 server sends (OVN's own replies do not cross the ACL stage of the
+/// port they leave through as `from-lport`).
+pub const DHCP_SERVER: &str =
+    "udp && ((ip4 && udp.src == 67 && udp.dst == 68) || (ip6 && udp.src == 547 && udp.dst == 546))";
+
+/// A DHCPv4 client's request (to a broadcast address here; to its subnet's server, the
+/// gateway, by an ACL of the subnet's switch: [`dhcp4_unicast`]).
+pub const DHCP4_REQUEST: &str = "udp && udp.src == 68 && udp.dst == 67";
+
+/// The ACL of subnet `subnet`'s switch letting the ports of network `vn` renew their DHCPv4
+/// leases by unicast to the subnet's server `server` (the gateway), and nowhere else.
+pub fn dhcp4_unicast(vn: &str, subnet: &str, tenant: &str, server: std::net::IpAddr) -> Row {
+    acl(
+        format!("dhcp4-unicast:{subnet}"),
+        tenant,
+        PRIORITY_CONTROL,
+        "from-lport",
+        &format!(
+            "inport == @{} && ip4.dst == {server} && {DHCP4_REQUEST}",
+            network_port_group_name(vn)
+        ),
+        "allow",
+    )
+}
 
 /// Packets in the request direction of a connection committed by an `allow-related` ACL and
 /// not blocked since: only an ACL that allowed the connection's first packet commits it.
@@ -57,7 +86,7 @@ pub fn security_group_key(sg: &str) -> String {
 }
 
 /// One ACL row keyed `key`.
-fn acl(
+pub(crate) fn acl(
     key: String,
     tenant: &str,
     priority: i64,
@@ -85,6 +114,12 @@ pub fn network_port_group(vn: &str, tenant: &str) -> Row {
     let key = network_port_group_key(vn);
     let acls = [
         (
+            PRIORITY_GUARD,
+            "from-lport",
+            format!("inport == @{pg} && {DHCP_SERVER}"),
+            "drop",
+        ),
+        (
             PRIORITY_CONTROL,
             "from-lport",
             format!("inport == @{pg} && arp"),
@@ -99,13 +134,13 @@ pub fn network_port_group(vn: &str, tenant: &str) -> Row {
         (
             PRIORITY_CONTROL,
             "from-lport",
-            format!("inport == @{pg} && ip4 && udp.src == 68 && udp.dst == 67"),
+            format!("inport == @{pg} && ip4.dst == 255.255.255.255 && {DHCP4_REQUEST}"),
             "allow",
         ),
         (
             PRIORITY_CONTROL,
             "from-lport",
-            format!("inport == @{pg} && ip6 && udp.src == 546 && udp.dst == 547"),
+            format!("inport == @{pg} && ip6.dst == ff02::1:2 && udp.src == 546 && udp.dst == 547"),
             "allow",
         ),
         // Connections the rules allowed when they started keep passing after a rule is
@@ -287,7 +322,13 @@ mod tests {
             .filter(|(_, a)| a.columns["action"] == "drop")
             .map(|(_, a)| a.columns["priority"].as_i64().unwrap())
             .collect();
-        assert_eq!(drops, [PRIORITY_DROP, PRIORITY_DROP]);
-        const { assert!(PRIORITY_DROP < PRIORITY_ALLOW && PRIORITY_ALLOW < PRIORITY_CONTROL) };
+        assert_eq!(drops, [PRIORITY_GUARD, PRIORITY_DROP, PRIORITY_DROP]);
+        const {
+            assert!(
+                PRIORITY_DROP < PRIORITY_ALLOW
+                    && PRIORITY_ALLOW < PRIORITY_CONTROL
+                    && PRIORITY_CONTROL < PRIORITY_GUARD
+            )
+        };
     }
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod net;
+
 use std::collections::BTreeSet;
 
 use osac_ovn::nb;
