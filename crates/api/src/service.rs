@@ -30,6 +30,8 @@ mod json_tests;
 mod message_tests;
 mod read_json;
 mod read_message;
+#[cfg(test)]
+mod test_support;
 mod write_json;
 #[cfg(test)]
 mod write_tests;

@@ -2,31 +2,13 @@
 //! for every kind, surface and caller: objects, not-found and refusals, list pages (filters,
 //! orders, paging, totals, empty pages) and list errors.
 
-use std::sync::Arc;
-
-use chrono::Utc;
 use osac_model::{Kind, Scope};
-use osac_store::{Record, Store};
 use serde_json::{Value, json};
 
+use super::test_support::{callers, seed, service};
 use super::{ListParams, Service};
-use crate::auth::{AuthConfig, Authenticator, Caller, Role};
+use crate::auth::Caller;
 use crate::error::ApiResult;
-
-async fn service() -> Service {
-    let store = osac_store::open("sqlite::memory:").await.expect("store");
-    let auth = Authenticator::new(
-        &AuthConfig::TokenFile("/nonexistent/osac-json-tests-tokens.json".into()),
-        store.clone(),
-    )
-    .await
-    .expect("authenticator");
-    Service::new(
-        store,
-        Arc::new(osac_backends::Registry::new()),
-        Arc::new(auth),
-    )
-}
 
 /// A body with nested values, fields tenants must not see of provider objects, and (for a
 /// pool) counters left out as proto-JSON leaves out zeros.
@@ -46,68 +28,6 @@ fn body(kind: Kind, n: usize) -> Value {
         }
     }
     body
-}
-
-/// Stores objects of every kind: provider objects, and objects of tenants `t1` and `t2`;
-/// with labels, finalizers, an internal annotation, one being deleted.
-async fn seed(store: &dyn Store) {
-    let mut tx = store.begin().await.expect("begin");
-    for kind in Kind::ALL {
-        let tenants: &[&str] = match kind.scope() {
-            Scope::Provider => &[""],
-            Scope::Tenant => &["t1", "t2"],
-        };
-        for tenant in tenants {
-            for n in 0..3 {
-                let mut rec = Record::new(kind, *tenant, body(kind, n));
-                let owner = if tenant.is_empty() { "p" } else { tenant };
-                rec.name = Some(format!("{owner}-{}-{n}", kind.collection()));
-                rec.creator = "someone".into();
-                rec.labels
-                    .insert("colour".into(), ["red", "blue"][n % 2].into());
-                rec.annotations.insert("note".into(), format!("{n}"));
-                rec.annotations.insert(
-                    osac_model::annotations::APPLIED_SPEC_ANNOTATION.into(),
-                    "internal".into(),
-                );
-                rec.finalizers = vec!["osac.io/test".into()];
-                if n == 2 {
-                    rec.deleted_at = Some(Utc::now());
-                }
-                tx.insert(&rec).await.expect("insert");
-            }
-        }
-        // Same name in two tenants: an ambiguous name for the provider.
-        if kind.scope() == Scope::Tenant {
-            for tenant in ["t1", "t2"] {
-                let mut rec = Record::new(kind, tenant, body(kind, 7));
-                rec.name = Some(format!("shared-{}", kind.collection()));
-                tx.insert(&rec).await.expect("insert");
-            }
-        }
-    }
-    tx.commit().await.expect("commit");
-}
-
-fn callers() -> Vec<(Caller, Scope)> {
-    let tenant = |t: &str, role| Caller {
-        subject: format!("{t}-user"),
-        tenant: Some(t.into()),
-        role,
-    };
-    let provider = Caller {
-        subject: "admin".into(),
-        tenant: None,
-        role: Role::ProviderAdmin,
-    };
-    vec![
-        (provider.clone(), Scope::Provider),
-        (provider, Scope::Tenant),
-        (tenant("t1", Role::TenantAdmin), Scope::Tenant),
-        (tenant("t1", Role::TenantUser), Scope::Tenant),
-        (tenant("t1", Role::TenantAdmin), Scope::Provider),
-        (tenant("t3", Role::TenantAdmin), Scope::Tenant),
-    ]
 }
 
 /// A reply or refusal, comparable between the two paths: parsed JSON, or (code, message).
@@ -170,7 +90,7 @@ fn params(offset: i64, limit: i64, filter: &str, order: &str) -> ListParams {
 #[tokio::test]
 async fn gets_reply_as_the_value_path_for_every_kind_and_caller() {
     let s = service().await;
-    seed(s.store.as_ref()).await;
+    seed(s.store.as_ref(), body).await;
     let mut compared_objects = 0;
     for kind in Kind::ALL {
         let all = s
@@ -199,7 +119,7 @@ async fn gets_reply_as_the_value_path_for_every_kind_and_caller() {
 #[tokio::test]
 async fn lists_reply_as_the_value_path_for_every_kind_and_caller() {
     let s = service().await;
-    seed(s.store.as_ref()).await;
+    seed(s.store.as_ref(), body).await;
     let pages = || {
         [
             params(0, 0, "", ""),

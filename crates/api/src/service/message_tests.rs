@@ -3,32 +3,14 @@
 //! the envelope, not-found and refusals, list pages and list errors.
 
 use std::fmt::Debug;
-use std::sync::Arc;
 
-use chrono::Utc;
 use osac_model::{Kind, Scope, pb};
-use osac_store::{Record, Store};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::read_message::from_value;
+use super::test_support::{callers, seed, service};
 use super::{ListParams, Service};
-use crate::auth::{AuthConfig, Authenticator, Caller, Role};
-
-async fn service() -> Service {
-    let store = osac_store::open("sqlite::memory:").await.expect("store");
-    let auth = Authenticator::new(
-        &AuthConfig::TokenFile("/nonexistent/osac-message-tests-tokens.json".into()),
-        store.clone(),
-    )
-    .await
-    .expect("authenticator");
-    Service::new(
-        store,
-        Arc::new(osac_backends::Registry::new()),
-        Arc::new(auth),
-    )
-}
 
 /// A body every kind's message accepts: its state, and for a pool a family and (for some)
 /// a counter, as proto-JSON leaves zeros out.
@@ -45,67 +27,6 @@ fn body(kind: Kind, n: usize) -> Value {
         }
     }
     body
-}
-
-/// Objects of every kind: provider objects and objects of tenants `t1` and `t2`, with labels,
-/// annotations (one internal), finalizers, one being deleted; a name two tenants share.
-async fn seed(store: &dyn Store) {
-    let mut tx = store.begin().await.expect("begin");
-    for kind in Kind::ALL {
-        let tenants: &[&str] = match kind.scope() {
-            Scope::Provider => &[""],
-            Scope::Tenant => &["t1", "t2"],
-        };
-        for tenant in tenants {
-            for n in 0..3 {
-                let mut rec = Record::new(kind, *tenant, body(kind, n));
-                let owner = if tenant.is_empty() { "p" } else { tenant };
-                rec.name = Some(format!("{owner}-{}-{n}", kind.collection()));
-                rec.creator = "someone".into();
-                rec.labels
-                    .insert("colour".into(), ["red", "blue"][n % 2].into());
-                rec.annotations.insert("note".into(), format!("{n}"));
-                rec.annotations.insert(
-                    osac_model::annotations::APPLIED_SPEC_ANNOTATION.into(),
-                    "internal".into(),
-                );
-                rec.finalizers = vec!["osac.io/test".into()];
-                if n == 2 {
-                    rec.deleted_at = Some(Utc::now());
-                }
-                tx.insert(&rec).await.expect("insert");
-            }
-        }
-        if kind.scope() == Scope::Tenant {
-            for tenant in ["t1", "t2"] {
-                let mut rec = Record::new(kind, tenant, body(kind, 7));
-                rec.name = Some(format!("shared-{}", kind.collection()));
-                tx.insert(&rec).await.expect("insert");
-            }
-        }
-    }
-    tx.commit().await.expect("commit");
-}
-
-fn callers() -> Vec<(Caller, Scope)> {
-    let tenant = |t: &str, role| Caller {
-        subject: format!("{t}-user"),
-        tenant: Some(t.into()),
-        role,
-    };
-    let provider = Caller {
-        subject: "admin".into(),
-        tenant: None,
-        role: Role::ProviderAdmin,
-    };
-    vec![
-        (provider.clone(), Scope::Provider),
-        (provider, Scope::Tenant),
-        (tenant("t1", Role::TenantAdmin), Scope::Tenant),
-        (tenant("t1", Role::TenantUser), Scope::Tenant),
-        (tenant("t1", Role::TenantAdmin), Scope::Provider),
-        (tenant("t3", Role::TenantAdmin), Scope::Tenant),
-    ]
 }
 
 /// Every GET and LIST of `kind` by every caller: the message path equals the value path
@@ -192,7 +113,7 @@ async fn same_replies<M: DeserializeOwned + PartialEq + Debug>(s: &Service, kind
 #[tokio::test]
 async fn messages_are_those_of_the_value_path_for_every_kind_and_caller() {
     let s = service().await;
-    seed(&*s.store).await;
+    seed(&*s.store, body).await;
     let mut compared = 0;
     compared += same_replies::<pb::NetworkClass>(&s, Kind::NetworkClass).await;
     compared += same_replies::<pb::ExternalIpPool>(&s, Kind::ExternalIpPool).await;

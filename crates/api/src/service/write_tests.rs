@@ -2,30 +2,14 @@
 //! the REST edge: both store the same object and refuse with the same codes and messages, and
 //! a caller who may not write a kind learns nothing about how its body would parse.
 
-use std::sync::Arc;
-
 use osac_model::{Kind, Scope, pb};
 use serde_json::{Value, json};
 
-use super::{Service, UpdateOptions};
-use crate::auth::{AuthConfig, Authenticator, Caller, Role};
+use super::UpdateOptions;
+use super::test_support::service;
+use crate::auth::{Caller, Role};
 use crate::error::{ApiError, Code};
 use crate::typed::Object;
-
-async fn service() -> Service {
-    let store = osac_store::open("sqlite::memory:").await.expect("store");
-    let auth = Authenticator::new(
-        &AuthConfig::TokenFile("/nonexistent/osac-write-tests-tokens.json".into()),
-        store.clone(),
-    )
-    .await
-    .expect("authenticator");
-    Service::new(
-        store,
-        Arc::new(osac_backends::Registry::new()),
-        Arc::new(auth),
-    )
-}
 
 fn admin() -> Caller {
     Caller {

@@ -98,6 +98,32 @@ pub type Change = (String, Option<Record>);
 /// Sorted, non-overlapping prefixes of one family of one VN: start → (end, subnet id).
 type RangeIndex = BTreeMap<u128, (u128, String)>;
 
+/// A typed accessor: the record of one kind under its id (its key function and variant).
+macro_rules! typed_get {
+    ($(#[$doc:meta])* $name:ident, $key:ident, $variant:ident, $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(&self, id: &str) -> Option<&$ty> {
+            match self.get(&$key(id)) {
+                Some(Record::$variant(r)) => Some(r),
+                _ => None,
+            }
+        }
+    };
+}
+
+/// A typed iterator: every record of one kind.
+macro_rules! typed_all {
+    ($(#[$doc:meta])* $name:ident, $variant:ident, $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(&self) -> impl Iterator<Item = &$ty> {
+            self.records.values().filter_map(|r| match r {
+                Record::$variant(v) => Some(v),
+                _ => None,
+            })
+        }
+    };
+}
+
 /// The tables with their indexes.
 #[derive(Debug, Default, Clone)]
 pub struct FabricState {
@@ -167,55 +193,34 @@ impl FabricState {
         self.records.get(key)
     }
 
-    /// A VirtualNetwork.
-    pub fn vn(&self, id: &str) -> Option<&VirtualNetworkRecord> {
-        match self.get(&vn_key(id)) {
-            Some(Record::VirtualNetwork(r)) => Some(r),
-            _ => None,
-        }
-    }
-    /// A subnet.
-    pub fn subnet(&self, id: &str) -> Option<&SubnetRecord> {
-        match self.get(&subnet_key(id)) {
-            Some(Record::Subnet(r)) => Some(r),
-            _ => None,
-        }
-    }
-    /// A security group.
-    pub fn sg(&self, id: &str) -> Option<&SecurityGroupRecord> {
-        match self.get(&sg_key(id)) {
-            Some(Record::SecurityGroup(r)) => Some(r),
-            _ => None,
-        }
-    }
-    /// An external address allocation.
-    pub fn eip(&self, id: &str) -> Option<&ExternalIpRecord> {
-        match self.get(&eip_key(id)) {
-            Some(Record::ExternalIp(r)) => Some(r),
-            _ => None,
-        }
-    }
-    /// The DNAT entry of an ExternalIPAttachment.
-    pub fn dnat(&self, id: &str) -> Option<&ExternalIpAttachmentRecord> {
-        match self.get(&dnat_key(id)) {
-            Some(Record::Dnat(r)) => Some(r),
-            _ => None,
-        }
-    }
-    /// The SNAT entry of a NATGateway.
-    pub fn snat(&self, id: &str) -> Option<&NatGatewayRecord> {
-        match self.get(&snat_key(id)) {
-            Some(Record::Snat(r)) => Some(r),
-            _ => None,
-        }
-    }
-    /// A network attachment.
-    pub fn attachment(&self, id: &str) -> Option<&NetworkAttachmentRecord> {
-        match self.get(&att_key(id)) {
-            Some(Record::Attachment(r)) => Some(r),
-            _ => None,
-        }
-    }
+    typed_get!(
+        /// A VirtualNetwork.
+        vn, vn_key, VirtualNetwork, VirtualNetworkRecord
+    );
+    typed_get!(
+        /// A subnet.
+        subnet, subnet_key, Subnet, SubnetRecord
+    );
+    typed_get!(
+        /// A security group.
+        sg, sg_key, SecurityGroup, SecurityGroupRecord
+    );
+    typed_get!(
+        /// An external address allocation.
+        eip, eip_key, ExternalIp, ExternalIpRecord
+    );
+    typed_get!(
+        /// The DNAT entry of an ExternalIPAttachment.
+        dnat, dnat_key, Dnat, ExternalIpAttachmentRecord
+    );
+    typed_get!(
+        /// The SNAT entry of a NATGateway.
+        snat, snat_key, Snat, NatGatewayRecord
+    );
+    typed_get!(
+        /// A network attachment.
+        attachment, att_key, Attachment, NetworkAttachmentRecord
+    );
     /// Where host port `interface` of `host` is plugged.
     pub fn port(&self, host: &str, interface: &str) -> Option<&PortRecord> {
         match self.get(&port_key(host, interface)) {
@@ -229,29 +234,18 @@ impl FabricState {
         self.records.values()
     }
 
-    /// Every VirtualNetwork.
-    pub fn vns(&self) -> impl Iterator<Item = &VirtualNetworkRecord> {
-        self.records.values().filter_map(|r| match r {
-            Record::VirtualNetwork(v) => Some(v),
-            _ => None,
-        })
-    }
-
-    /// Every subnet.
-    pub fn subnets(&self) -> impl Iterator<Item = &SubnetRecord> {
-        self.records.values().filter_map(|r| match r {
-            Record::Subnet(s) => Some(s),
-            _ => None,
-        })
-    }
-
-    /// Every network attachment.
-    pub fn attachments(&self) -> impl Iterator<Item = &NetworkAttachmentRecord> {
-        self.records.values().filter_map(|r| match r {
-            Record::Attachment(a) => Some(a),
-            _ => None,
-        })
-    }
+    typed_all!(
+        /// Every VirtualNetwork.
+        vns, VirtualNetwork, VirtualNetworkRecord
+    );
+    typed_all!(
+        /// Every subnet.
+        subnets, Subnet, SubnetRecord
+    );
+    typed_all!(
+        /// Every network attachment.
+        attachments, Attachment, NetworkAttachmentRecord
+    );
 
     /// The network attachments of subnet `subnet`.
     pub fn attachments_of_subnet<'a>(

@@ -124,6 +124,34 @@ struct Writes {
     delete: BTreeSet<(&'static str, String)>,
 }
 
+impl Writes {
+    /// Writes of rendered rows only.
+    fn rows(rows: Vec<Row>) -> Self {
+        Writes {
+            rows,
+            ..Writes::default()
+        }
+    }
+
+    /// Writes that drop one reference: `parent` (table, key) no longer refers through
+    /// `column` to `child` (table, key).
+    fn detach(
+        parent: (&'static str, String),
+        column: &'static str,
+        child: (&'static str, String),
+    ) -> Self {
+        Writes {
+            detach: vec![(parent.0, parent.1, column, child.0, child.1)],
+            ..Writes::default()
+        }
+    }
+}
+
+/// The record a plan just wrote, or the failure that says it is missing.
+fn recorded<'a, T>(record: Option<&'a T>, what: &str) -> Result<&'a T, OpError> {
+    record.ok_or_else(|| OpError::permanent(format!("the {what} was not recorded")))
+}
+
 fn northbound_failure(e: impl std::fmt::Display) -> OpError {
     OpError::transient(format!("the OVN northbound database failed: {e}"))
 }
@@ -470,12 +498,7 @@ impl FabricManager for OvnFabric {
         }
         self.run(
             |s| virtual_network::create(s, req.clone()),
-            |me, inner, _| {
-                Ok(Writes {
-                    rows: me.vn_rows(inner, &id)?,
-                    ..Writes::default()
-                })
-            },
+            |me, inner, _| Ok(Writes::rows(me.vn_rows(inner, &id)?)),
         )
         .await
     }
@@ -515,15 +538,9 @@ impl FabricManager for OvnFabric {
         self.run(
             |s| subnet::create(s, req.clone()),
             |_, inner, _| {
-                let s = inner
-                    .state
-                    .subnet(&req.subnet_id)
-                    .ok_or_else(|| OpError::permanent("the subnet was not recorded"))?;
+                let s = recorded(inner.state.subnet(&req.subnet_id), "subnet")?;
                 let tenant = rows::tenant_of(&inner.state, &s.virtual_network_id);
-                Ok(Writes {
-                    rows: rows::subnet(s, tenant),
-                    ..Writes::default()
-                })
+                Ok(Writes::rows(rows::subnet(s, tenant)))
             },
         )
         .await
@@ -559,15 +576,9 @@ impl FabricManager for OvnFabric {
         self.run(
             |s| security_group::apply(s, req.clone()),
             |_, inner, _| {
-                let g = inner
-                    .state
-                    .sg(&req.security_group_id)
-                    .ok_or_else(|| OpError::permanent("the security group was not recorded"))?;
+                let g = recorded(inner.state.sg(&req.security_group_id), "security group")?;
                 let tenant = rows::tenant_of(&inner.state, &g.virtual_network_id);
-                Ok(Writes {
-                    rows: vec![rows::security_group(g, tenant)],
-                    ..Writes::default()
-                })
+                Ok(Writes::rows(vec![rows::security_group(g, tenant)]))
             },
         )
         .await
@@ -613,15 +624,9 @@ impl FabricManager for OvnFabric {
         self.run(
             |s| external_ip_attachment::create(s, req.clone()),
             |_, inner, _| {
-                let d = inner
-                    .state
-                    .dnat(&req.attachment_id)
-                    .ok_or_else(|| OpError::permanent("the attachment was not recorded"))?;
+                let d = recorded(inner.state.dnat(&req.attachment_id), "attachment")?;
                 let tenant = rows::tenant_of(&inner.state, &d.virtual_network_id);
-                Ok(Writes {
-                    rows: vec![rows::external_ip_attachment(d, tenant)],
-                    ..Writes::default()
-                })
+                Ok(Writes::rows(vec![rows::external_ip_attachment(d, tenant)]))
             },
         )
         .await
@@ -638,16 +643,11 @@ impl FabricManager for OvnFabric {
                 let Some(Record::Dnat(d)) = replaced_record(before) else {
                     return Ok(Writes::default());
                 };
-                Ok(Writes {
-                    detach: vec![(
-                        "Logical_Router",
-                        router_key(&d.virtual_network_id),
-                        "nat",
-                        "NAT",
-                        external::external_ip_attachment_key(id),
-                    )],
-                    ..Writes::default()
-                })
+                Ok(Writes::detach(
+                    ("Logical_Router", router_key(&d.virtual_network_id)),
+                    "nat",
+                    ("NAT", external::external_ip_attachment_key(id)),
+                ))
             },
         )
         .await
@@ -656,12 +656,7 @@ impl FabricManager for OvnFabric {
     async fn create_nat_gateway(&self, req: &CreateNatGatewayRequest) -> Result<(), OpError> {
         self.run(
             |s| nat_gateway::create(s, req.clone()),
-            |me, inner, _| {
-                Ok(Writes {
-                    rows: me.vn_rows(inner, &req.virtual_network_id)?,
-                    ..Writes::default()
-                })
-            },
+            |me, inner, _| Ok(Writes::rows(me.vn_rows(inner, &req.virtual_network_id)?)),
         )
         .await
     }
@@ -674,10 +669,7 @@ impl FabricManager for OvnFabric {
                     return Ok(Writes::default());
                 };
                 // Egress goes back to the uplink's transit address.
-                Ok(Writes {
-                    rows: me.vn_rows(inner, &n.virtual_network_id)?,
-                    ..Writes::default()
-                })
+                Ok(Writes::rows(me.vn_rows(inner, &n.virtual_network_id)?))
             },
         )
         .await
@@ -690,15 +682,9 @@ impl FabricManager for OvnFabric {
         self.run(
             |s| network_attachment::create(s, req.clone()),
             |_, inner, _| {
-                let a = inner
-                    .state
-                    .attachment(&req.attachment_id)
-                    .ok_or_else(|| OpError::permanent("the attachment was not recorded"))?;
+                let a = recorded(inner.state.attachment(&req.attachment_id), "attachment")?;
                 let tenant = rows::tenant_of(&inner.state, &a.virtual_network_id);
-                Ok(Writes {
-                    rows: vec![rows::network_attachment(a, tenant)],
-                    ..Writes::default()
-                })
+                Ok(Writes::rows(vec![rows::network_attachment(a, tenant)]))
             },
         )
         .await
@@ -715,16 +701,11 @@ impl FabricManager for OvnFabric {
                 let Some(Record::Attachment(a)) = replaced_record(before) else {
                     return Ok(Writes::default());
                 };
-                Ok(Writes {
-                    detach: vec![(
-                        "Logical_Switch",
-                        switch_key(&a.subnet_id),
-                        "ports",
-                        "Logical_Switch_Port",
-                        port::port_key(id),
-                    )],
-                    ..Writes::default()
-                })
+                Ok(Writes::detach(
+                    ("Logical_Switch", switch_key(&a.subnet_id)),
+                    "ports",
+                    ("Logical_Switch_Port", port::port_key(id)),
+                ))
             },
         )
         .await

@@ -57,28 +57,7 @@ async fn an_ovn_manager_registered_by_a_file_programs_the_northbound_database() 
         ),
     )
     .unwrap();
-    let s = TestServer::start_bare(Backend::Sqlite, Some(managers.path().to_path_buf()))
-        .await
-        .unwrap();
-    s.bootstrap().await;
-    s.admin
-        .post(
-            &format!("{PRIV}/network_classes"),
-            json!({
-                "metadata": {"name": "ovn-class"}, "title": "ovn", "fabric_manager": "ovn-fabric",
-                "spec": {"defaults": {"virtual_network_ipv4_cidr": "10.9.0.0/16", "subnet_ipv4_cidr": "10.9.1.0/24", "enable_nat_gateway": false}}
-            }),
-        )
-        .await
-        .ok();
-    s.admin
-        .wait_for_state(
-            PRIV,
-            "network_classes",
-            "ovn-class",
-            "NETWORK_CLASS_STATE_READY",
-        )
-        .await;
+    let s = TestServer::with_class(managers.path(), "ovn-class", "ovn-fabric").await;
 
     let t = s.tenant("acme").await;
     let vn = t

@@ -62,28 +62,7 @@ async fn backend_detail_reaches_the_provider_not_the_tenant() {
     let managers = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     managers_dir(managers.path(), state.path());
-    let s = TestServer::start_bare(Backend::Sqlite, Some(managers.path().to_path_buf()))
-        .await
-        .unwrap();
-    s.bootstrap().await;
-    s.admin
-        .post(
-            &format!("{PRIV}/network_classes"),
-            json!({
-                "metadata": {"name": "exec-class"}, "title": "exec", "fabric_manager": "failing-exec",
-                "spec": {"defaults": {"virtual_network_ipv4_cidr": "10.9.0.0/16", "subnet_ipv4_cidr": "10.9.1.0/24", "enable_nat_gateway": false}}
-            }),
-        )
-        .await
-        .ok();
-    s.admin
-        .wait_for_state(
-            PRIV,
-            "network_classes",
-            "exec-class",
-            "NETWORK_CLASS_STATE_READY",
-        )
-        .await;
+    let s = TestServer::with_class(managers.path(), "exec-class", "failing-exec").await;
 
     let t = s.tenant("acme").await;
     t.create(

@@ -260,6 +260,33 @@ impl TestServer {
         self.server().provisioner.clone()
     }
 
+    /// Starts a bootstrapped SQLite server on the managers of `managers_dir` with a READY
+    /// NetworkClass `class` (not the default) on fabric manager `fabric_manager`.
+    pub async fn with_class(
+        managers_dir: &std::path::Path,
+        class: &str,
+        fabric_manager: &str,
+    ) -> TestServer {
+        let s = TestServer::start_bare(Backend::Sqlite, Some(managers_dir.to_path_buf()))
+            .await
+            .unwrap();
+        s.bootstrap().await;
+        s.admin
+            .post(
+                &format!("{PRIV}/network_classes"),
+                serde_json::json!({
+                    "metadata": {"name": class}, "title": class, "fabric_manager": fabric_manager,
+                    "spec": {"defaults": {"virtual_network_ipv4_cidr": "10.9.0.0/16", "subnet_ipv4_cidr": "10.9.1.0/24", "enable_nat_gateway": false}}
+                }),
+            )
+            .await
+            .ok();
+        s.admin
+            .wait_for_state(PRIV, "network_classes", class, "NETWORK_CLASS_STATE_READY")
+            .await;
+        s
+    }
+
     /// Creates the dev provider objects and waits until they are READY.
     pub async fn bootstrap(&self) {
         osac_server::dev::bootstrap(&self.service())
