@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::readme::{MY_NET, MY_SG, MY_SUBNET, MY_SUBNET_B};
+use common::readme::{MY_NET, MY_SG, MY_SUBNET, MY_SUBNET_B, MY_VM2};
 use common::{start, str_at};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -22,15 +22,16 @@ async fn the_designs_flags_run_as_written() {
     }
 
     // The PRD's multi-NIC line: the primary named by its subnet.
-    let line = "create computeinstance --template ocp_virt_vm --network-attachment subnet=my-subnet \
-                --network-attachment subnet=my-subnet-b --primary my-subnet-b --name my-vm";
-    let args: Vec<&str> = line.split_whitespace().collect();
+    let args: Vec<&str> = MY_VM2.split_whitespace().collect();
     let out = env.osac(&token, &args).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(!stderr.contains("warning"), "the current field warns: {stderr}");
+    assert!(
+        !stderr.contains("warning"),
+        "the current field warns: {stderr}"
+    );
     let vm = env
-        .json(&token, &["get", "computeinstance", "my-vm", "-o", "json"])
+        .json(&token, &["get", "computeinstance", "my-vm2", "-o", "json"])
         .await;
     let subnet_b = env
         .json(&token, &["get", "subnet", "my-subnet-b", "-o", "json"])

@@ -22,8 +22,8 @@ use super::parse::{
 };
 use super::wait::{Goal, wait};
 use super::workload::{
-    AttachmentFor, attachments_json, mark_primary, parse_attachment_list,
-    parse_network_attachment, parse_node_sets, parse_params,
+    AttachmentFor, attachments_json, mark_primary, parse_attachment_list, parse_network_attachment,
+    parse_node_sets, parse_params,
 };
 
 fn flag_err(flag: &'static str) -> impl Fn(String) -> anyhow::Error {

@@ -324,7 +324,10 @@ fn primary_flag_names_the_primary_subnet() {
         "create vm --template t --network-attachment subnet=a \
          --network-attachment subnet=b --primary c",
     ));
-    assert!(e.starts_with("--primary: 'c' is not the subnet of any"), "{e}");
+    assert!(
+        e.starts_with("--primary: 'c' is not the subnet of any"),
+        "{e}"
+    );
     let e = err(tenant(
         "create vm --template t --network-attachment subnet=a,primary \
          --network-attachment subnet=b --primary b",

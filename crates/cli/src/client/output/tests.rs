@@ -482,7 +482,10 @@ fn external_addresses_come_from_ready_attachments() {
         .collect();
     assert_eq!(
         col,
-        ["api=198.51.100.1,ingress=198.51.100.2", "ingress=198.51.100.2"]
+        [
+            "api=198.51.100.1,ingress=198.51.100.2",
+            "ingress=198.51.100.2"
+        ]
     );
     // A pending attachment is not an address yet; a VM's own status field wins.
     let vm = json!({"id": "v1", "metadata": {"name": "v1"}, "status": {"state": "COMPUTE_INSTANCE_STATE_RUNNING"}});
