@@ -358,6 +358,8 @@ async fn ensure_vips(
     let st = w.obj.status.get_or_insert_with(Default::default);
     st.api_endpoint = api.to_string();
     st.ingress_endpoint = ingress.to_string();
+    let found = format!("API VIP {api}, ingress VIP {ingress} (from {vip_cidr})");
+    w.note("VIPsDiscovered", false, found);
     w.commit_in(tx, "vips", started).await?;
     Ok(Vips::Allocated(api.to_string(), ingress.to_string()))
 }

@@ -170,3 +170,85 @@ async fn grpc_events_watch_streams_events_as_they_are_recorded() {
     assert_eq!(created, "ADDED");
     s.finish().await;
 }
+
+/// The events of one object: (reason, type) in creation order.
+async fn events_of(api: &Api, object_id: &str) -> Vec<(String, String)> {
+    let filter = format!("this.spec.object_id == \"{object_id}\"");
+    let r = api
+        .list("events", &[("filter", filter.as_str()), ("limit", "1000")])
+        .await
+        .ok();
+    r["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            let field = |f: &str| e["spec"][f].as_str().unwrap_or_default().to_string();
+            (field("reason"), field("type"))
+        })
+        .collect()
+}
+
+/// How many events of `reason` the object has, all of type `kind`.
+async fn count_of(api: &Api, object_id: &str, reason: &str, kind: &str) -> usize {
+    let events = events_of(api, object_id).await;
+    let matching: Vec<_> = events.iter().filter(|(r, _)| r == reason).collect();
+    assert!(
+        matching.iter().all(|(_, t)| t == kind),
+        "{reason} is not {kind}: {events:?}"
+    );
+    matching.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_phases_record_the_designs_event_names() {
+    let mut s = TestServer::sqlite().await;
+    let t = s.tenant("acme").await;
+    t.ready_vn("net", "10.0.0.0/16").await;
+    t.ready_subnet("a", "net", "10.0.1.0/24").await;
+    let mut ctl = s.pause().await;
+    let vm = t.create_vm("vm", "a").await;
+    let broken = t.create_vm("broken", "a").await;
+    let cluster = t
+        .create("clusters", cluster_body("c", "a", json!([]), 1))
+        .await;
+    ctl.sim_fabric().inject_failure(
+        osac_backends::Operation::CreateNetworkAttachment,
+        &format!("{}/0", id(&broken)),
+        1,
+        osac_backends::FailureKind::Permanent,
+    );
+    ctl.run();
+    t.wait("compute_instances", "vm", "COMPUTE_INSTANCE_STATE_RUNNING")
+        .await;
+    t.wait(
+        "compute_instances",
+        "broken",
+        "COMPUTE_INSTANCE_STATE_FAILED",
+    )
+    .await;
+    t.wait("clusters", "c", "CLUSTER_STATE_READY").await;
+    const NORMAL: &str = "EVENT_TYPE_NORMAL";
+    const WARNING: &str = "EVENT_TYPE_WARNING";
+    let vm_id = id(&vm);
+    assert_eq!(count_of(&t, &vm_id, "NetworkingResolved", NORMAL).await, 1);
+    assert_eq!(
+        count_of(&t, &vm_id, "NetworkingResolutionFailed", WARNING).await,
+        0
+    );
+    let broken_id = id(&broken);
+    assert_eq!(
+        count_of(&t, &broken_id, "NetworkingResolutionFailed", WARNING).await,
+        1
+    );
+    assert_eq!(
+        count_of(&t, &broken_id, "NetworkingResolved", NORMAL).await,
+        0
+    );
+    let cluster_id = id(&cluster);
+    assert_eq!(count_of(&t, &cluster_id, "AgentsSelected", NORMAL).await, 1);
+    assert_eq!(count_of(&t, &cluster_id, "VIPsDiscovered", NORMAL).await, 1);
+    ctl.stop().await;
+    s.finish().await;
+}
