@@ -62,13 +62,21 @@ export function workloadNet(collection, obj) {
   const securityGroups = [...new Set(attachments.flatMap((a) => a.security_groups || []))];
   const firstIp = (statuses.find((s) => s.primary) || statuses[0] || {}).ip_address;
   let address = status.internal_ip_address || firstIp || '';
-  if (collection === 'clusters') address = status.api_endpoint || '';
+  let external = status.external_ip_address || '';
+  if (collection === 'clusters') {
+    address = status.api_endpoint || '';
+    // A cluster has an external address per endpoint: each is labelled with its endpoint.
+    external = [
+      status.external_ip_address && 'api ' + status.external_ip_address,
+      status.ingress_external_ip_address && 'ingress ' + status.ingress_external_ip_address,
+    ].filter(Boolean).join(', ');
+  }
   return {
     subnet: primary.subnet || '',
     subnets: attachments.map((a) => a.subnet).filter(Boolean),
     securityGroups,
     address,
-    external: status.external_ip_address || '',
+    external,
   };
 }
 

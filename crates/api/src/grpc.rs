@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
 use crate::auth::{Authenticated, Caller};
+use crate::deprecation;
 use crate::error::{ApiError, Code};
 use crate::service::{ListParams, Service, UpdateOptions};
 use crate::typed::Object;
@@ -181,7 +182,14 @@ macro_rules! grpc_service {
             async fn create(&self, req: Request<$msg>) -> Result<Response<$msg>, Status> {
                 let caller = self.0.caller(&req).await?;
                 let obj = Object::from(req.into_inner());
-                Ok(Response::new(self.0.service.create_message(&caller, $surface, obj).await?))
+                let warning = deprecation::create_warning(&obj);
+                let mut response = Response::new(self.0.service.create_message(&caller, $surface, obj).await?);
+                if let Some(text) = warning
+                    && let Ok(value) = deprecation::warning_value(text).parse()
+                {
+                    response.metadata_mut().insert(deprecation::WARNING, value);
+                }
+                Ok(response)
             }
 
             async fn update(&self, req: Request<$upd>) -> Result<Response<$msg>, Status> {
@@ -346,7 +354,7 @@ grpc_service!(
     pb::BareMetalTemplateListResponse,
     pb::BareMetalTemplateWatchEvent
 );
-// Events are written by the server only: List and Get.
+// Events are written by the server only: List, Get and Watch.
 grpc_service!(
     Events,
     events_server::Events,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -16,6 +16,7 @@ use osac_model::{Kind, Scope};
 use serde_json::{Value, json};
 
 use crate::auth::{Authenticated, Caller};
+use crate::deprecation;
 use crate::error::{ApiError, ApiResult};
 use crate::service::{ListParams, Service, UpdateOptions};
 use crate::token_service::MintRequest;
@@ -229,15 +230,24 @@ async fn create(
     RequestBody(body): RequestBody,
     surface: Scope,
 ) -> Response {
-    reply(
+    let mut warning = None;
+    let mut response = reply(
         async {
             let caller = caller(&s, &headers).await?;
             let kind = kind_of(&collection)?;
-            s.create_json(&caller, surface, kind, json_body(&body)?)
-                .await
+            let body = json_body(&body)?;
+            warning = deprecation::create_warning_json(kind, &body);
+            s.create_json(&caller, surface, kind, body).await
         }
         .await,
-    )
+    );
+    if let Some(text) = warning
+        && response.status().is_success()
+        && let Ok(value) = HeaderValue::from_str(&deprecation::warning_value(text))
+    {
+        response.headers_mut().insert(header::WARNING, value);
+    }
+    response
 }
 
 async fn get_one(

@@ -196,7 +196,8 @@ async fn workload_flow_through_the_cli() {
             api.as_str(),
             ingress.as_str(),
             "3/3",
-            address.as_str()
+            // The address of the API endpoint's attachment, labelled with its endpoint.
+            format!("api={address}").as_str()
         ],
         "{table}"
     );

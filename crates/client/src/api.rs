@@ -10,12 +10,31 @@
 use std::time::Duration;
 
 use osac_model::Scope;
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, WARNING};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::Value;
 
 use crate::error::{ClientError, api_error, chain};
 use crate::tls::TlsOptions;
+
+/// A successful answer and the warnings that came with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Warned {
+    /// The JSON body (`Null` when empty).
+    pub body: Value,
+    /// The text of each `Warning` header, in order.
+    pub warnings: Vec<String>,
+}
+
+/// The text of a `Warning` header value: the quoted warn-text of `299 - "text"` (RFC 7234),
+/// or the whole value when it is not in that form.
+pub fn warning_text(value: &str) -> String {
+    let quoted = value
+        .split_once('"')
+        .and_then(|(_, rest)| rest.rsplit_once('"'))
+        .map(|(text, _)| text);
+    quoted.unwrap_or(value).to_string()
+}
 
 /// Largest page the server hands out.
 pub const MAX_PAGE: u64 = 1000;
@@ -203,6 +222,17 @@ impl Api {
         url: Url,
         body: Option<&Value>,
     ) -> Result<Value, ClientError> {
+        Ok(self.call_warned(method, url, body).await?.body)
+    }
+
+    /// [`Api::call`], also returning the texts of the answer's `Warning` headers (e.g. a
+    /// deprecated input the server still accepted).
+    pub async fn call_warned(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&Value>,
+    ) -> Result<Warned, ClientError> {
         let mut req = self
             .request(&self.http, method.clone(), url.clone())
             .header(ACCEPT, "application/json");
@@ -211,15 +241,26 @@ impl Api {
         }
         let resp = req.send().await.map_err(|e| self.transport(&e))?;
         let status = resp.status();
+        let warnings = resp
+            .headers()
+            .get_all(WARNING)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(warning_text)
+            .collect();
         let text = resp.text().await.map_err(|e| self.transport(&e))?;
         if status.is_success() {
             if text.trim().is_empty() {
-                return Ok(Value::Null);
+                return Ok(Warned {
+                    body: Value::Null,
+                    warnings,
+                });
             }
-            return serde_json::from_str(&text).map_err(|e| ClientError::BadResponse {
+            let body = serde_json::from_str(&text).map_err(|e| ClientError::BadResponse {
                 url: self.display.clone(),
                 detail: format!("{method} {}: invalid JSON: {e}", url.path()),
-            });
+            })?;
+            return Ok(Warned { body, warnings });
         }
         Err(api_error(
             status,
@@ -370,7 +411,17 @@ impl Api {
         collection: &str,
         body: &Value,
     ) -> Result<Value, ClientError> {
-        self.call(
+        Ok(self.create_warned(scope, collection, body).await?.body)
+    }
+
+    /// `POST /x`, with the server's warnings about the request (see [`Api::call_warned`]).
+    pub async fn create_warned(
+        &self,
+        scope: Scope,
+        collection: &str,
+        body: &Value,
+    ) -> Result<Warned, ClientError> {
+        self.call_warned(
             Method::POST,
             self.endpoint(scope, &[collection]),
             Some(body),
@@ -472,6 +523,15 @@ mod tests {
             "http://host/prefix/api/private/v1/tokens"
         );
         assert!(Api::new("not a url", "t").is_err());
+    }
+
+    #[test]
+    fn warning_headers_give_their_text() {
+        assert_eq!(
+            warning_text(r#"299 - "spec.network_attachments is deprecated""#),
+            "spec.network_attachments is deprecated"
+        );
+        assert_eq!(warning_text("plain words"), "plain words");
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod error;
 pub mod tls;
 mod watch;
 
-pub use api::{Api, ListQuery, MAX_PAGE, Options, Page, Reply, api_root};
+pub use api::{Api, ListQuery, MAX_PAGE, Options, Page, Reply, Warned, api_root, warning_text};
 pub use error::{ClientError, api_error};
 pub use reqwest::{Method, StatusCode, Url};
 pub use tls::{INSECURE_WARNING, TlsOptions, TlsSetupError};

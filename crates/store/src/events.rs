@@ -438,10 +438,22 @@ pub async fn apply_update(
     before: &Record,
     next: &Record,
 ) -> Result<Option<Record>, StoreError> {
+    apply_update_with(store, before, next, Vec::new()).await
+}
+
+/// [`apply_update`], also recording `extra` events in the same write set (what the write
+/// means besides its state change, e.g. a phase that completed).
+pub async fn apply_update_with(
+    store: &dyn Store,
+    before: &Record,
+    next: &Record,
+    extra: Vec<NewEvent>,
+) -> Result<Option<Record>, StoreError> {
     let mut writes = vec![Write::Update(next.clone())];
     if let Some(ev) = implied_event(before, next) {
         writes.push(Write::Insert(ev.to_record()));
     }
+    writes.extend(extra.iter().map(|ev| Write::Insert(ev.to_record())));
     let applied = store.apply(WriteSet::of(writes)).await?;
     Ok(applied.into_iter().next().flatten())
 }

@@ -117,8 +117,12 @@ pub async fn onboard(cx: &mut RequestCtx<'_>, tenant: &Record) -> ApiResult<()> 
     }
     cx.tenant = outer;
     result?;
-    let message = format!("from NetworkClass '{}': {}", class.label(), made.join(", "));
-    let event = osac_store::events::for_record(tenant, false, "DefaultNetworkingCreated", message);
+    let message = format!(
+        "creating from NetworkClass '{}': {}",
+        class.label(),
+        made.join(", ")
+    );
+    let event = osac_store::events::for_record(tenant, false, "CreatingDefaultNetworking", message);
     osac_store::events::record(cx.tx, event).await?;
     Ok(())
 }

@@ -77,7 +77,7 @@ pub async fn default_attachment(cx: &mut RequestCtx<'_>) -> ApiResult<DefaultAtt
     match (subnet, sg) {
         (Some(subnet), Some(sg)) => {
             cx.notes.push((
-                "NetworkAttachmentsPopulated",
+                "PopulatedNetworkAttachmentsDefaults",
                 format!(
                     "no network attachments given: using the default Subnet '{}' and SecurityGroup '{}'",
                     subnet.label(),
@@ -226,7 +226,8 @@ pub async fn auto_external_ips(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResu
             "ExternalIP {} and ExternalIPAttachment {} created{for_endpoint}",
             eip.id, att.id
         );
-        let event = osac_store::events::for_record(rec, false, "AutoExternalIPCreated", message);
+        let event =
+            osac_store::events::for_record(rec, false, "AutoProvisionedExternalIP", message);
         osac_store::events::record(cx.tx, event).await?;
     }
     Ok(())

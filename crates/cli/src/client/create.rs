@@ -13,7 +13,7 @@ use super::args::{
 };
 use super::kind::{Kind, Scope};
 use super::ops::{
-    ClientCtx, check_access, load_object_file, merge, print_objects, put, strip_read_only,
+    ClientCtx, check_access, load_object_file, merge, note, print_objects, put, strip_read_only,
 };
 use super::output::{emit, object_label};
 use super::parse::{
@@ -22,8 +22,8 @@ use super::parse::{
 };
 use super::wait::{Goal, wait};
 use super::workload::{
-    AttachmentFor, parse_network_attachment, parse_network_attachments, parse_node_sets,
-    parse_params,
+    AttachmentFor, attachments_json, mark_primary, parse_attachment_list, parse_network_attachment,
+    parse_node_sets, parse_params,
 };
 
 fn flag_err(flag: &'static str) -> impl Fn(String) -> anyhow::Error {
@@ -159,6 +159,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             let CreateComputeInstance {
                 template,
                 network_attachments,
+                primary,
                 options,
                 common,
             } = a;
@@ -168,6 +169,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
                 &mut spec,
                 "compute_network_attachments",
                 network_attachments,
+                primary.as_deref(),
                 AttachmentFor::Vm,
             )?;
             (Kind::ComputeInstance, common)
@@ -177,6 +179,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
                 host_type,
                 template,
                 network_attachments,
+                primary,
                 options,
                 common,
             } = a;
@@ -187,6 +190,7 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
                 &mut spec,
                 "network_attachments",
                 network_attachments,
+                primary.as_deref(),
                 AttachmentFor::BareMetal,
             )?;
             (Kind::BareMetalInstance, common)
@@ -238,18 +242,25 @@ fn workload_common(
     Ok(())
 }
 
-/// The `--network-attachment` flags of a VM or a bare-metal instance as its attachment list
-/// `field`; none given, the field stays unset (the server attaches the tenant's defaults).
+/// The `--network-attachment` flags of a VM or a bare-metal instance, with `--primary`
+/// marking one of them, as its attachment list `field`; none given, the field stays unset (the
+/// server attaches the tenant's defaults).
 fn put_network_attachments(
     spec: &mut Map<String, Value>,
     field: &str,
     flags: &[String],
+    primary: Option<&str>,
     of: AttachmentFor,
 ) -> anyhow::Result<()> {
-    if !flags.is_empty() {
-        let atts = parse_network_attachments(flags, of).map_err(flag_err("network-attachment"))?;
-        spec.insert(field.into(), atts);
+    if flags.is_empty() {
+        return Ok(());
     }
+    let mut list = parse_attachment_list(flags, of).map_err(flag_err("network-attachment"))?;
+    if let Some(subnet) = primary {
+        mark_primary(&mut list, subnet).map_err(flag_err("primary"))?;
+    }
+    let atts = attachments_json(&list, of).map_err(flag_err("network-attachment"))?;
+    spec.insert(field.into(), atts);
     Ok(())
 }
 
@@ -467,7 +478,14 @@ async fn create(
     let verb = "create";
     check_access(kind, ctx.scope, verb, true)?;
     let body = request_body(kind, common, flags)?;
-    let obj = ctx.api.create(ctx.scope, kind.collection(), &body).await?;
+    let created = ctx
+        .api
+        .create_warned(ctx.scope, kind.collection(), &body)
+        .await?;
+    for w in &created.warnings {
+        note(&format!("warning: {w}"));
+    }
+    let obj = created.body;
     let label = object_label(kind, &obj);
     if common.output.is_none() {
         let id = obj.get("id").and_then(Value::as_str).unwrap_or("?");

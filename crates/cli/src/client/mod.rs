@@ -128,7 +128,15 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Get(a) => ops::get(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
         ClientCommand::Update(a) => ops::update(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
         ClientCommand::Label(a) => ops::label(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
-        ClientCommand::Delete(a) => ops::delete(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
+        ClientCommand::Delete(a) => {
+            // Tenants are the provider's, as in `osac create tenant`: the design's spelling of
+            // `osac admin delete tenant`.
+            let scope = match a.opts.kind {
+                Kind::Tenant => Scope::Provider,
+                _ => Scope::Tenant,
+            };
+            ops::delete(&ctx(&a.conn, scope)?, &a.opts).await
+        }
         ClientCommand::Events(a) => events::run(&ctx(&a.conn, Scope::Tenant)?, &a).await,
         ClientCommand::Describe(a) => describe::run(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
         ClientCommand::Explain(a) => match &a.what {

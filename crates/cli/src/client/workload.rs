@@ -171,14 +171,74 @@ fn parse_attachment_inner(s: &str, kind: AttachmentFor) -> Result<NetworkAttachm
     })
 }
 
-/// Parses every `--network-attachment` of a VM or bare-metal instance into the API's list.
-/// Several attachments of a bare-metal instance must each name their interface, and at most
-/// one may be primary; the server checks the rest (and names the rule).
-pub fn parse_network_attachments(specs: &[String], kind: AttachmentFor) -> Result<Value, String> {
-    let list = specs
+/// Parses every `--network-attachment` value, without the rules between them.
+pub fn parse_attachment_list(
+    specs: &[String],
+    kind: AttachmentFor,
+) -> Result<Vec<NetworkAttachment>, String> {
+    specs
         .iter()
         .map(|s| parse_network_attachment(s, kind))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect()
+}
+
+/// `--primary SUBNET`: makes the attachment to `subnet` (as typed: name or id) the primary one.
+/// It must name the subnet of exactly one attachment, and may not contradict a `primary` key
+/// given on an attachment (`,primary` on another one, or `primary=false` on this one).
+pub fn mark_primary(list: &mut [NetworkAttachment], subnet: &str) -> Result<(), String> {
+    let matching: Vec<usize> = (0..list.len())
+        .filter(|&i| list[i].subnet == subnet)
+        .collect();
+    let chosen = match matching.as_slice() {
+        [] => {
+            let subnets: Vec<&str> = list.iter().map(|a| a.subnet.as_str()).collect();
+            return Err(format!(
+                "'{subnet}' is not the subnet of any --network-attachment (they attach: {})",
+                subnets.join(", ")
+            ));
+        }
+        [one] => *one,
+        several => {
+            // Two NICs on one subnet: only a `,primary` on one of them tells which.
+            let flagged: Vec<usize> = several
+                .iter()
+                .copied()
+                .filter(|&i| list[i].primary == Some(true))
+                .collect();
+            match flagged.as_slice() {
+                [one] => *one,
+                _ => {
+                    return Err(format!(
+                        "'{subnet}' is the subnet of {} attachments; mark the primary one with ',primary' instead",
+                        several.len()
+                    ));
+                }
+            }
+        }
+    };
+    if list[chosen].primary == Some(false) {
+        return Err(format!(
+            "'{subnet}' disagrees with 'primary=false' on its attachment"
+        ));
+    }
+    if let Some(other) = list
+        .iter()
+        .enumerate()
+        .find(|(i, a)| *i != chosen && a.primary == Some(true))
+    {
+        return Err(format!(
+            "'{subnet}' disagrees with ',primary' on the attachment to subnet '{}'",
+            other.1.subnet
+        ));
+    }
+    list[chosen].primary = Some(true);
+    Ok(())
+}
+
+/// The attachments as the API's list, after the rules between them: several attachments of a
+/// bare-metal instance each name their interface, no interface twice, exactly one primary (the
+/// server checks the rest and names the rule).
+pub fn attachments_json(list: &[NetworkAttachment], kind: AttachmentFor) -> Result<Value, String> {
     if list.len() > 1 {
         if kind == AttachmentFor::BareMetal && list.iter().any(|a| a.interface.is_none()) {
             return Err(
@@ -189,7 +249,7 @@ pub fn parse_network_attachments(specs: &[String], kind: AttachmentFor) -> Resul
         let primaries = list.iter().filter(|a| a.primary == Some(true)).count();
         if primaries != 1 {
             return Err(format!(
-                "with several attachments exactly one is primary (add ',primary' to one of them; {primaries} are)"
+                "with several attachments exactly one is primary (add ',primary' to one of them or give --primary SUBNET; {primaries} are)"
             ));
         }
         let mut seen = std::collections::HashSet::new();
@@ -426,6 +486,11 @@ mod tests {
         assert!(e.contains("true or false"), "{e}");
     }
 
+    /// Every `--network-attachment` of a VM or bare-metal instance as the API's list.
+    fn parse_network_attachments(specs: &[String], kind: AttachmentFor) -> Result<Value, String> {
+        attachments_json(&parse_attachment_list(specs, kind)?, kind)
+    }
+
     #[test]
     fn several_attachments_follow_the_multi_nic_rules() {
         let specs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -473,6 +538,40 @@ mod tests {
             parse_network_attachments(&specs(&["subnet=a"]), AttachmentFor::Vm).unwrap(),
             json!([{"subnet": "a"}])
         );
+    }
+
+    #[test]
+    fn primary_flag_marks_the_attachment_to_its_subnet() {
+        let list = |v: &[&str]| {
+            let specs: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            parse_attachment_list(&specs, AttachmentFor::Vm).unwrap()
+        };
+        let mut atts = list(&["subnet=a", "subnet=b"]);
+        mark_primary(&mut atts, "b").unwrap();
+        assert_eq!(
+            attachments_json(&atts, AttachmentFor::Vm).unwrap(),
+            json!([{"subnet": "a"}, {"subnet": "b", "primary": true}])
+        );
+        // Agreeing with a `,primary` on the same attachment is fine.
+        let mut atts = list(&["subnet=a", "subnet=b,primary"]);
+        mark_primary(&mut atts, "b").unwrap();
+        assert_eq!(atts[1].primary, Some(true));
+        // A subnet no attachment has.
+        let e = mark_primary(&mut list(&["subnet=a", "subnet=b"]), "c").unwrap_err();
+        assert!(e.contains("'c' is not the subnet of any"), "{e}");
+        assert!(e.contains("a, b"), "{e}");
+        // Disagreeing with `,primary` elsewhere, or `primary=false` on its own attachment.
+        let e = mark_primary(&mut list(&["subnet=a,primary", "subnet=b"]), "b").unwrap_err();
+        assert!(e.contains("disagrees with ',primary'"), "{e}");
+        assert!(e.contains("subnet 'a'"), "{e}");
+        let e = mark_primary(&mut list(&["subnet=a", "subnet=b,primary=false"]), "b").unwrap_err();
+        assert!(e.contains("disagrees with 'primary=false'"), "{e}");
+        // Two NICs on the named subnet: ambiguous unless one carries `,primary`.
+        let e = mark_primary(&mut list(&["subnet=a", "subnet=a"]), "a").unwrap_err();
+        assert!(e.contains("subnet of 2 attachments"), "{e}");
+        let mut atts = list(&["subnet=a", "subnet=a,primary"]);
+        mark_primary(&mut atts, "a").unwrap();
+        assert_eq!((atts[0].primary, atts[1].primary), (None, Some(true)));
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub const VM1: &str = "create computeinstance --template small --external-ip-att
 /// cluster, and an ExternalIP attached to the cluster's API endpoint.
 pub const MY_VM: &str = "create computeinstance --template ocp_virt_vm \
     --network-attachment subnet=my-subnet,security-groups=my-sg --name my-vm";
+/// A two-NIC VM whose primary is named by its subnet (`--primary`, as the PRD writes it).
+pub const MY_VM2: &str = "create computeinstance --template ocp_virt_vm \
+    --network-attachment subnet=my-subnet --network-attachment subnet=my-subnet-b \
+    --primary my-subnet-b --name my-vm2";
 pub const S1: &str = "create baremetalinstance --host-type bm-standard \
     --network-attachment interface=data-0,subnet=my-subnet,primary \
     --network-attachment interface=data-1,subnet=my-subnet-b --name s1";

@@ -358,6 +358,8 @@ async fn ensure_vips(
     let st = w.obj.status.get_or_insert_with(Default::default);
     st.api_endpoint = api.to_string();
     st.ingress_endpoint = ingress.to_string();
+    let found = format!("API VIP {api}, ingress VIP {ingress} (from {vip_cidr})");
+    w.note("VIPsDiscovered", false, found);
     w.commit_in(tx, "vips", started).await?;
     Ok(Vips::Allocated(api.to_string(), ingress.to_string()))
 }
@@ -369,18 +371,31 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
 /// The reference field of ExternalIPAttachments targeting a cluster.
 const TARGET_FIELD: &str = "spec.cluster";
 
-/// The address of the READY ExternalIPAttachment to the cluster's API endpoint ("" if none).
-async fn api_external_ip(ctx: &ReconcileCtx, cluster_id: &str) -> Result<String, ReconcileError> {
+/// Sets `status.external_ip_address` and `status.ingress_external_ip_address`: the addresses
+/// of the READY ExternalIPAttachments to the cluster's API and ingress endpoints ("" if none).
+async fn set_external_ips(
+    ctx: &ReconcileCtx,
+    w: &mut Work<pb::Cluster>,
+) -> Result<(), ReconcileError> {
+    let id = w.id().to_string();
     let api = Some(pb::ExternalIpAttachmentEndpoint::Api);
-    external_ip_of(ctx, cluster_id, TARGET_FIELD, api).await
+    let api = external_ip_of(ctx, &id, TARGET_FIELD, api).await?;
+    let ingress = Some(pb::ExternalIpAttachmentEndpoint::Ingress);
+    let ingress = external_ip_of(ctx, &id, TARGET_FIELD, ingress).await?;
+    let status = w.obj.status.get_or_insert_with(Default::default);
+    status.external_ip_address = api;
+    status.ingress_external_ip_address = ingress;
+    Ok(())
 }
 
 async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let cluster: pb::Cluster = decode(&rec)?;
     let mut w = Work::new(rec, cluster);
     if settled(&w.rec, &w.obj) {
-        let external = api_external_ip(ctx, w.id()).await?;
-        return w.refresh_external_ip(ctx, external).await;
+        // Converged: only the external addresses (from ExternalIPAttachments) may change.
+        set_external_ips(ctx, &mut w).await?;
+        w.write(ctx).await?;
+        return Ok(Action::Done);
     }
     outcome(phases(ctx, &mut w).await)
 }
@@ -499,11 +514,7 @@ async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::Cluster>) -> Step<()> {
         w.set(PROVISIONING_COMPLETE, true, "Provisioned", m);
     }
 
-    let external = api_external_ip(ctx, w.id()).await?;
-    w.obj
-        .status
-        .get_or_insert_with(Default::default)
-        .external_ip_address = external;
+    set_external_ips(ctx, w).await?;
     let hosts: Vec<&str> = agents.iter().map(|a| a.host_id.as_str()).collect();
     w.ready_with_hosts(ctx, &hosts).await?;
     Ok(())

@@ -26,6 +26,7 @@ use std::time::Instant;
 use osac_backends::OpError;
 use osac_backends::provision::Provisioner;
 use osac_model::{Kind, pb};
+use osac_store::events::NewEvent;
 use osac_store::{Record, Tx};
 use serde::Serialize;
 
@@ -137,7 +138,33 @@ pub(crate) struct Work<T> {
     pub annotations: BTreeMap<String, String>,
     /// The stored conditions describe the current spec.
     fresh: bool,
+    /// Events to record with the next status write (see [`phase_event`]).
+    events: Vec<NewEvent>,
 }
+
+/// The design's event for a phase condition that changes to `ok` with `reason` on a workload
+/// of `kind`, recorded with the status write that sets it: `NetworkingResolved` /
+/// `NetworkingResolutionFailed` (warning) for a machine's networking phase, `AgentsSelected`
+/// for a cluster's inventory phase. Other transitions have only the state events.
+pub(crate) fn phase_event(
+    kind: Kind,
+    condition: &str,
+    ok: bool,
+    reason: &str,
+) -> Option<(&'static str, bool)> {
+    let machine = matches!(kind, Kind::ComputeInstance | Kind::BareMetalInstance);
+    match (condition, ok) {
+        (NETWORKING_CONFIGURED, true) if machine => Some(("NetworkingResolved", false)),
+        (NETWORKING_CONFIGURED, false) if machine && reason == FAILED_REASON => {
+            Some(("NetworkingResolutionFailed", true))
+        }
+        (INVENTORY_ASSIGNED, true) if kind == Kind::Cluster => Some(("AgentsSelected", false)),
+        _ => None,
+    }
+}
+
+/// The reason of a condition whose phase failed for good.
+const FAILED_REASON: &str = "Failed";
 
 impl<T: Workload> Work<T> {
     pub fn new(rec: Record, obj: T) -> Self {
@@ -147,6 +174,7 @@ impl<T: Workload> Work<T> {
             rec,
             obj,
             fresh,
+            events: Vec::new(),
         }
     }
 
@@ -160,9 +188,30 @@ impl<T: Workload> Work<T> {
         self.fresh && is_true(self.obj.conditions(), kind)
     }
 
-    /// Sets a condition.
+    /// Sets a condition; a change that the design names (see [`phase_event`]) is recorded as
+    /// an event with the next status write.
     pub fn set(&mut self, kind: &str, ok: bool, reason: &str, message: impl Into<String>) {
+        let message = message.into();
+        let status = if ok {
+            pb::ConditionStatus::True
+        } else {
+            pb::ConditionStatus::False
+        } as i32;
+        let changed = !self
+            .obj
+            .conditions()
+            .iter()
+            .any(|c| c.r#type == kind && c.status == status && c.reason == reason);
+        if changed && let Some((name, warning)) = phase_event(T::KIND, kind, ok, reason) {
+            self.note(name, warning, message.clone());
+        }
         set_condition(self.obj.conditions_mut(), kind, ok, reason, message);
+    }
+
+    /// Records an event about the workload with the next status write.
+    pub fn note(&mut self, reason: &str, warning: bool, message: impl Into<String>) {
+        let event = osac_store::events::for_record(&self.rec, warning, reason, message);
+        self.events.push(event);
     }
 
     /// The record to write: body, annotations and the spec hash the status describes.
@@ -183,7 +232,11 @@ impl<T: Workload> Work<T> {
         if next == self.rec {
             return Ok(None);
         }
-        Ok(osac_store::events::update(tx, &self.rec, &next).await?)
+        let written = osac_store::events::update(tx, &self.rec, &next).await?;
+        for event in &self.events {
+            osac_store::events::record(tx, event.clone()).await?;
+        }
+        Ok(written)
     }
 
     /// Records a committed write.
@@ -191,6 +244,7 @@ impl<T: Workload> Work<T> {
         if let Some(r) = rec {
             self.rec = r;
             self.fresh = true;
+            self.events.clear();
         }
     }
 
@@ -201,8 +255,11 @@ impl<T: Workload> Work<T> {
         if next == self.rec {
             return Ok(());
         }
+        let events = self.events.clone();
         let written =
-            osac_store::events::apply_update(ctx.store.as_ref(), &self.rec, &next).await?;
+            osac_store::events::apply_update_with(ctx.store.as_ref(), &self.rec, &next, events)
+                .await?;
+        self.events.clear();
         self.written(written);
         metrics::workload_phase(T::KIND.collection(), "status_write", started.elapsed());
         Ok(())
@@ -239,7 +296,7 @@ impl<T: Workload> Work<T> {
         if err.is_transient() {
             return self.wait(ctx, phase, "Retrying", m, Action::Retry).await;
         }
-        self.set(phase, false, "Failed", m.clone());
+        self.set(phase, false, FAILED_REASON, m.clone());
         self.obj.set_state(T::FAILED);
         self.obj.set_message(m);
         self.write(ctx).await?;

@@ -168,7 +168,7 @@ async fn onboarding_creates_ready_labelled_defaults(backend: Backend) {
     // The tenant sees what happened to it.
     has_all(
         &reasons(&t, &id(&tenant)).await,
-        &["DefaultNetworkingCreated", "DefaultNetworkingReady"],
+        &["CreatingDefaultNetworking", "DefaultNetworkingReady"],
     );
     s.finish().await;
 }
@@ -294,7 +294,7 @@ async fn workloads_without_attachments_get_the_defaults_stored(backend: Backend)
         .await;
     has_all(
         &reasons(&t, &id(&vm)).await,
-        &["Created", "NetworkAttachmentsPopulated", "Running"],
+        &["Created", "PopulatedNetworkAttachmentsDefaults", "Running"],
     );
     let ip = running["status"]["internal_ip_address"].as_str().unwrap();
     assert!(ip.starts_with("10.0.1."), "{running}");
@@ -459,7 +459,7 @@ async fn single_call_vm_bm_and_cluster_get_external_addresses(backend: Backend) 
         ])
     );
     assert_eq!(pool_available(&s, "external-pool-1").await, before - 4);
-    has_all(&reasons(&t, &id(&vm)).await, &["AutoExternalIPCreated"]);
+    has_all(&reasons(&t, &id(&vm)).await, &["AutoProvisionedExternalIP"]);
 
     // They activate: every workload ends up with an external address.
     for (collection, name, state) in [

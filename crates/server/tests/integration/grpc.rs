@@ -11,7 +11,7 @@ use tonic::{Code, Request, Status};
 use crate::common::*;
 
 #[derive(Clone)]
-struct Bearer(Option<String>);
+pub(crate) struct Bearer(pub(crate) Option<String>);
 
 impl tonic::service::Interceptor for Bearer {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
@@ -27,7 +27,7 @@ impl tonic::service::Interceptor for Bearer {
 
 type Authed = InterceptedService<Channel, Bearer>;
 
-async fn channel(s: &TestServer) -> Channel {
+pub(crate) async fn channel(s: &TestServer) -> Channel {
     Channel::from_shared(s.url())
         .expect("uri")
         .connect()

@@ -8,6 +8,7 @@ mod concurrency;
 mod connections;
 mod console;
 mod defaults;
+mod designs;
 mod event_bounds;
 mod events;
 mod grpc;

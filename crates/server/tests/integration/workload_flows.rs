@@ -455,12 +455,16 @@ async fn cluster_with_external_access() {
             .expect("DNAT rule");
         assert_eq!(rule.target_ip.to_string(), target.to_string());
     }
-    // The cluster shows the external address of its API endpoint.
+    // The cluster shows the external addresses of its API and ingress endpoints.
     let api_address = api_ip["status"]["address"].clone();
+    let ingress_address = ingress_ip["status"]["address"].clone();
     t.wait_until(
         &format!("{PUB}/clusters/{}", id(&c)),
-        "status.external_ip_address",
-        |o| o["status"]["external_ip_address"] == api_address,
+        "status.external_ip_address and status.ingress_external_ip_address",
+        |o| {
+            o["status"]["external_ip_address"] == api_address
+                && o["status"]["ingress_external_ip_address"] == ingress_address
+        },
     )
     .await;
     // The ExternalIPs cannot go while attached.

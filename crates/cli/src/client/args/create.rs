@@ -110,8 +110,8 @@ pub struct WorkloadOptions {
     /// Template parameter KEY=VALUE (repeatable; JSON values such as 4 or true are typed)
     #[arg(long = "param", value_name = "KEY=VALUE")]
     pub params: Vec<String>,
-    /// Give the workload an ExternalIP and an attachment automatically: to a machine's primary
-    /// IP, to a cluster's API endpoint
+    /// Give the workload ExternalIPs and attachments automatically: one to a machine's primary
+    /// IP; two to a cluster, one to its API endpoint and one to its ingress endpoint
     #[arg(long)]
     pub external_ip_attachment: bool,
 }
@@ -126,6 +126,10 @@ pub struct CreateComputeInstance {
     /// per NIC, exactly one primary when several; default: the tenant's default subnet)
     #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
     pub network_attachments: Vec<String>,
+    /// The subnet (as given in --network-attachment) of the primary attachment, instead of
+    /// ',primary' on it
+    #[arg(long, value_name = "SUBNET", requires = "network_attachments")]
+    pub primary: Option<String>,
     #[command(flatten)]
     pub options: WorkloadOptions,
     #[command(flatten)]
@@ -145,6 +149,10 @@ pub struct CreateBareMetalInstance {
     /// (repeatable; every attachment names its interface when several, exactly one primary)
     #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
     pub network_attachments: Vec<String>,
+    /// The subnet (as given in --network-attachment) of the primary attachment, instead of
+    /// ',primary' on it
+    #[arg(long, value_name = "SUBNET", requires = "network_attachments")]
+    pub primary: Option<String>,
     #[command(flatten)]
     pub options: WorkloadOptions,
     #[command(flatten)]

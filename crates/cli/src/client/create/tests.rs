@@ -295,6 +295,48 @@ fn tenant_words(words: &[&str]) -> anyhow::Result<Value> {
     request_body(kind, common, flags)
 }
 
+/// The PRD's spelling: `--primary SUBNET` next to the attachments, for VMs and bare metal.
+#[test]
+fn primary_flag_names_the_primary_subnet() {
+    let v = tenant(
+        "create computeinstance --template t --network-attachment subnet=a \
+         --network-attachment subnet=b --primary b --name vm",
+    )
+    .unwrap();
+    assert_eq!(
+        v["spec"]["compute_network_attachments"],
+        json!([{"subnet": "a"}, {"subnet": "b", "primary": true}])
+    );
+    let v = tenant(
+        "create baremetalinstance --host-type h100 \
+         --network-attachment interface=data-0,subnet=a \
+         --network-attachment interface=data-1,subnet=b --primary a --name s1",
+    )
+    .unwrap();
+    assert_eq!(
+        v["spec"]["network_attachments"],
+        json!([
+            {"subnet": "a", "interface": "data-0", "primary": true},
+            {"subnet": "b", "interface": "data-1"}
+        ])
+    );
+    let e = err(tenant(
+        "create vm --template t --network-attachment subnet=a \
+         --network-attachment subnet=b --primary c",
+    ));
+    assert!(
+        e.starts_with("--primary: 'c' is not the subnet of any"),
+        "{e}"
+    );
+    let e = err(tenant(
+        "create vm --template t --network-attachment subnet=a,primary \
+         --network-attachment subnet=b --primary b",
+    ));
+    assert!(e.contains("disagrees with ',primary'"), "{e}");
+    // Without attachments there is nothing to mark.
+    assert!(try_parse("create vm --template t --primary b").is_err());
+}
+
 #[test]
 fn compute_instance_spec_forms() {
     let v = tenant(

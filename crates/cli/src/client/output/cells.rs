@@ -13,9 +13,8 @@ fn external_key(target_id: &str) -> String {
 }
 
 /// Records, per workload id, the addresses of the READY ExternalIPAttachments targeting it: the
-/// address alone when there is one, `api=…,ingress=…` for several on a cluster. (Clusters carry
-/// no address in their status; VMs and bare-metal servers fall back to this when theirs is
-/// empty.)
+/// address alone when there is one, `api=…,ingress=…` for several on a cluster. (Workloads
+/// fall back to this when their status carries no address yet.)
 pub fn add_external_ips(names: &mut RefNames, attachments: &[Value]) {
     let mut per_target: Vec<(String, Vec<(String, String)>)> = Vec::new();
     for a in attachments {
@@ -77,6 +76,28 @@ pub(super) fn external_ip(v: &Value, names: &RefNames) -> String {
         .and_then(|id| names.get(&external_key(id)))
         .cloned()
         .unwrap_or(own)
+}
+
+/// A cluster's external addresses from its status, `api=…,ingress=…` (the endpoints that have
+/// one), else what its attachments say.
+pub(super) fn cluster_external_ips(v: &Value, names: &RefNames) -> String {
+    let labelled: Vec<String> = [
+        ("api", "status/external_ip_address"),
+        ("ingress", "status/ingress_external_ip_address"),
+    ]
+    .iter()
+    .filter_map(|(endpoint, path)| {
+        at(v, path)
+            .and_then(Value::as_str)
+            .filter(|a| !a.is_empty())
+            .map(|a| format!("{endpoint}={a}"))
+    })
+    .collect();
+    if labelled.is_empty() {
+        external_ip(v, names)
+    } else {
+        labelled.join(",")
+    }
 }
 
 /// String at a `/`-separated JSON pointer without the leading slash: `status/state`.

@@ -5,8 +5,8 @@ use serde_json::Value;
 
 use super::RefNames;
 use super::cells::{
-    at, bm_ips, capabilities, cluster_nodes, eipa_target, external_ip, flag, joined, message,
-    reference, rules, short_id, state, text, vm_internal_ip, vm_subnets,
+    at, bm_ips, capabilities, cluster_external_ips, cluster_nodes, eipa_target, external_ip, flag,
+    joined, message, reference, rules, short_id, state, text, vm_internal_ip, vm_subnets,
 };
 use super::table::Table;
 use crate::client::kind::Kind;
@@ -219,7 +219,7 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
                     text(v, "status/api_endpoint"),
                     text(v, "status/ingress_endpoint"),
                     cluster_nodes(v),
-                    external_ip(v, n),
+                    cluster_external_ips(v, n),
                 ]
             },
         ),

@@ -400,7 +400,8 @@ fn cluster_table_counts_nodes_with_ips() {
     let c = json!({"id": "c2", "metadata": {"name": "c2"},
                    "status": {"state": "CLUSTER_STATE_READY", "external_ip_address": "203.0.113.9"}});
     let (_, row) = super::tests::row(Kind::Cluster, c, &RefNames::new());
-    assert_eq!(row, ["c2", "c2", "READY", "-", "-", "-", "203.0.113.9"]);
+    // A cluster has two endpoints: its address is labelled with the one it forwards to.
+    assert_eq!(row, ["c2", "c2", "READY", "-", "-", "-", "api=203.0.113.9"]);
 }
 
 #[test]
@@ -464,6 +465,27 @@ fn external_addresses_come_from_ready_attachments() {
     assert_eq!(
         col,
         ["203.0.113.5", "api=203.0.113.6,ingress=203.0.113.7", "-"]
+    );
+    // A cluster's own status fields win, each labelled with its endpoint.
+    let both = json!({"id": "c3", "metadata": {"name": "c3"}, "status": {
+        "state": "CLUSTER_STATE_READY",
+        "external_ip_address": "198.51.100.1",
+        "ingress_external_ip_address": "198.51.100.2"}});
+    let ingress_only = json!({"id": "c3", "metadata": {"name": "c3"}, "status": {
+        "state": "CLUSTER_STATE_READY",
+        "ingress_external_ip_address": "198.51.100.2"}});
+    let out = table(Kind::Cluster, &[both, ingress_only], &names).render();
+    let col: Vec<&str> = out
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(6).unwrap())
+        .collect();
+    assert_eq!(
+        col,
+        [
+            "api=198.51.100.1,ingress=198.51.100.2",
+            "ingress=198.51.100.2"
+        ]
     );
     // A pending attachment is not an address yet; a VM's own status field wins.
     let vm = json!({"id": "v1", "metadata": {"name": "v1"}, "status": {"state": "COMPUTE_INSTANCE_STATE_RUNNING"}});
