@@ -235,6 +235,31 @@ fn differing(want: &Map<String, Value>, have: &Map<String, Value>) -> Map<String
         .collect()
 }
 
+/// The rows of ours in `table` that a select returned, added to `out` by `(table, key)`; a row
+/// already there is kept (it may have been read with more columns).
+fn index_rows(
+    table: &'static str,
+    result: &Value,
+    out: &mut BTreeMap<(&'static str, String), Actual>,
+) {
+    for row in result["rows"].as_array().into_iter().flatten() {
+        let Some(row) = row.as_object() else { continue };
+        let ids = row.get("external_ids").map(datum::string_map_items);
+        let (Some(key), Some(uuid)) = (
+            ids.as_ref().and_then(|m| m.get(ID_KEY)).cloned(),
+            row.get("_uuid")
+                .and_then(datum::as_uuid)
+                .map(str::to_string),
+        ) else {
+            continue;
+        };
+        out.entry((table, key)).or_insert_with(|| Actual {
+            uuid,
+            row: row.clone(),
+        });
+    }
+}
+
 /// Reads every row of ours in `tables`, indexed by `(table, key)`.
 async fn read_ours(
     nb: &Client,
@@ -254,27 +279,147 @@ async fn read_ours(
     let results = nb.transact(DATABASE, ops).await?;
     let mut out = BTreeMap::new();
     for (table, result) in tables.iter().zip(results) {
-        for row in result["rows"].as_array().into_iter().flatten() {
-            let Some(row) = row.as_object() else { continue };
-            let ids = row.get("external_ids").map(datum::string_map_items);
-            let (Some(key), Some(uuid)) = (
-                ids.as_ref().and_then(|m| m.get(ID_KEY)).cloned(),
-                row.get("_uuid")
-                    .and_then(datum::as_uuid)
-                    .map(str::to_string),
-            ) else {
-                continue;
-            };
-            out.insert(
-                (*table, key),
-                Actual {
-                    uuid,
-                    row: row.clone(),
-                },
-            );
-        }
+        index_rows(table, &result, &mut out);
     }
     Ok(out)
+}
+
+/// The columns every read of ours includes: what identifies the row.
+const IDENTITY: [&str; 2] = ["_uuid", "external_ids"];
+
+/// A select of the row of ours `table:key`, with `columns` besides its identity.
+fn select_by_key(table: &'static str, key: &str, columns: &BTreeSet<String>) -> Value {
+    let columns: Vec<&str> = IDENTITY
+        .into_iter()
+        .chain(columns.iter().map(String::as_str))
+        .collect();
+    op::select(
+        table,
+        vec![
+            op::map_has("external_ids", MANAGED_KEY, "true"),
+            op::map_has("external_ids", ID_KEY, key),
+        ],
+        Some(&columns),
+    )
+}
+
+/// Reads the rows of ours `needed` names (`(table, key)` → the columns compared), by key, in one
+/// transaction.
+async fn read_by_key(
+    nb: &Client,
+    needed: &BTreeMap<(&'static str, String), BTreeSet<String>>,
+) -> Result<BTreeMap<(&'static str, String), Actual>, osac_ovsdb::Error> {
+    let mut out = BTreeMap::new();
+    if needed.is_empty() {
+        return Ok(out);
+    }
+    let ops = needed
+        .iter()
+        .map(|((table, key), columns)| select_by_key(table, key, columns))
+        .collect();
+    let results = nb.transact(DATABASE, ops).await?;
+    for (((table, _), _), result) in needed.iter().zip(results) {
+        index_rows(table, &result, &mut out);
+    }
+    Ok(out)
+}
+
+/// Adds to `needed` the rows `row` and its children name, with the columns a plan compares.
+fn rows_named(row: &Row, needed: &mut BTreeMap<(&'static str, String), BTreeSet<String>>) {
+    let columns = needed.entry((row.table, row.key.clone())).or_default();
+    columns.extend(row.columns.keys().cloned());
+    columns.extend(row.references.iter().map(|(c, _, _)| (*c).to_string()));
+    columns.extend(row.children.iter().map(|(c, _)| (*c).to_string()));
+    for (_, table, key) in &row.references {
+        needed.entry((table, key.clone())).or_default();
+    }
+    for m in &row.memberships {
+        for key in &m.keys {
+            needed.entry((m.table, key.clone())).or_default();
+        }
+    }
+    for (_, child) in &row.children {
+        rows_named(child, needed);
+    }
+}
+
+/// The rows of ours referencing a row through a column: `(table, column, uuid)` → their keys.
+type Holders = BTreeMap<(&'static str, &'static str, String), BTreeSet<String>>;
+
+/// What a keyed converge reads besides the rows it names: for each existing wanted row with
+/// memberships, the rows of ours referencing it through the membership's column (they may have
+/// to drop it); for each existing row that drops children it does not list, which of the
+/// children it holds are ours. One transaction, none when nothing is needed. The rows found
+/// are added to `have`; the returned holders say who references whom.
+async fn read_related(
+    nb: &Client,
+    wanted: &[Row],
+    have: &mut BTreeMap<(&'static str, String), Actual>,
+) -> Result<Holders, osac_ovsdb::Error> {
+    let known: BTreeSet<String> = have.values().map(|a| a.uuid.clone()).collect();
+    let mut ops = Vec::new();
+    // What each op looks for: a membership (table, column, uuid) or a child table.
+    let mut purposes: Vec<(&'static str, Option<(&'static str, String)>)> = Vec::new();
+    let mut queue: Vec<&Row> = wanted.iter().collect();
+    let mut asked = BTreeSet::new();
+    while let Some(row) = queue.pop() {
+        queue.extend(row.children.iter().map(|(_, c)| c));
+        let Some(actual) = have.get(&(row.table, row.key.clone())) else {
+            continue;
+        };
+        for m in &row.memberships {
+            if !asked.insert((m.table, m.column, actual.uuid.clone())) {
+                continue;
+            }
+            let holds = op::cond(m.column, "includes", datum::set([datum::uuid(&actual.uuid)]));
+            ops.push(op::select(
+                m.table,
+                vec![op::map_has("external_ids", MANAGED_KEY, "true"), holds],
+                Some(&IDENTITY),
+            ));
+            purposes.push((m.table, Some((m.column, actual.uuid.clone()))));
+        }
+        if row.keeps_other_children {
+            continue;
+        }
+        for (column, child) in &row.children {
+            let held = actual
+                .row
+                .get(*column)
+                .map(datum::uuid_set_items)
+                .unwrap_or_default();
+            for uuid in held {
+                if known.contains(&uuid) || !asked.insert((child.table, "_uuid", uuid.clone())) {
+                    continue;
+                }
+                let mut by_uuid = op::by_uuid(&uuid);
+                by_uuid.push(op::map_has("external_ids", MANAGED_KEY, "true"));
+                ops.push(op::select(child.table, by_uuid, Some(&IDENTITY)));
+                purposes.push((child.table, None));
+            }
+        }
+    }
+    let mut holders = Holders::new();
+    if ops.is_empty() {
+        return Ok(holders);
+    }
+    let results = nb.transact(DATABASE, ops).await?;
+    for ((table, membership), result) in purposes.into_iter().zip(results) {
+        if let Some((column, uuid)) = membership {
+            let mut found = BTreeMap::new();
+            index_rows(table, &result, &mut found);
+            holders.insert(
+                (table, column, uuid),
+                found.keys().map(|(_, k)| k.clone()).collect(),
+            );
+            for (k, a) in found {
+                have.entry(k).or_insert(a);
+            }
+        } else {
+            index_rows(table, &result, have);
+        }
+    }
+    Ok(holders)
 }
 
 /// Builds the operations that make the database hold `wanted` within `scope`.
@@ -288,6 +433,9 @@ struct Plan<'a> {
     /// What refers to each row already ensured by this plan (a row listed twice, e.g. a port
     /// under its switch and elsewhere, is written once, as first listed).
     ensured: BTreeMap<(&'static str, String), Value>,
+    /// Who references the wanted rows through their memberships' columns, when it was read
+    /// ([`read_related`]); otherwise it is found in `have`, which then holds every row of ours.
+    holders: Option<Holders>,
 }
 
 impl Plan<'_> {
@@ -360,33 +508,53 @@ impl Plan<'_> {
                     });
                 }
             }
-            for ((table, key), actual) in self.have {
-                if *table != m.table {
+            let holding = this_uuid
+                .as_ref()
+                .map(|u| self.holding(m.table, m.column, u))
+                .unwrap_or_default();
+            let keys: BTreeSet<&String> = m.keys.iter().chain(&holding).collect();
+            for key in keys {
+                let Some(actual) = self.have.get(&(m.table, key.clone())) else {
                     continue;
-                }
-                let holds = this_uuid.as_ref().is_some_and(|u| {
-                    actual
-                        .row
-                        .get(m.column)
-                        .map(datum::uuid_set_items)
-                        .unwrap_or_default()
-                        .contains(u)
-                });
-                let wanted = m.keys.contains(key);
-                let mutator = match (wanted, holds) {
+                };
+                let mutator = match (m.keys.contains(key), holding.contains(key)) {
                     (true, false) => "insert",
                     (false, true) => "delete",
                     _ => continue,
                 };
                 self.ops.push(op::mutate(
-                    table,
+                    m.table,
                     op::by_uuid(&actual.uuid),
                     vec![op::mutation(m.column, mutator, datum::set([this.clone()]))],
                 ));
-                self.changes.updated.push(format!("{table}:{key}"));
+                self.changes.updated.push(format!("{}:{key}", m.table));
             }
         }
         Ok(())
+    }
+
+    /// The keys of the rows of ours in `table` whose `column` references `uuid`.
+    fn holding(&self, table: &'static str, column: &'static str, uuid: &str) -> BTreeSet<String> {
+        if let Some(holders) = &self.holders {
+            return holders
+                .get(&(table, column, uuid.to_string()))
+                .cloned()
+                .unwrap_or_default();
+        }
+        self.have
+            .iter()
+            .filter(|((t, _), actual)| {
+                *t == table
+                    && actual
+                        .row
+                        .get(column)
+                        .map(datum::uuid_set_items)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|u| u == uuid)
+            })
+            .map(|((_, key), _)| key.clone())
+            .collect()
     }
 
     /// Sets back what differs in the existing row `actual` of `row`; returns its UUID.
@@ -480,6 +648,17 @@ fn merged(wanted: &[Row]) -> Vec<Row> {
     out
 }
 
+/// How a [`converge`] of [`Scope::Keys`] or a [`detach`] reads what the database holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Reads {
+    /// Only the rows it names (by key) and the rows of ours referencing them: its cost does
+    /// not grow with the rows of ours that it does not touch.
+    #[default]
+    Touched,
+    /// Every row of ours in every table involved (what [`Scope::All`] always does).
+    Everything,
+}
+
 /// Makes the rows of ours within `scope` be `wanted` (see the module docs). Children that are
 /// no longer wanted disappear with their parent's reference; root rows of ours in the scope
 /// that are not wanted are deleted.
@@ -488,15 +667,42 @@ pub async fn converge(
     wanted: &[Row],
     scope: &Scope,
 ) -> Result<Changes, ConvergeError> {
-    let mut tables = BTreeSet::new();
-    for r in wanted {
-        r.tables(&mut tables);
-    }
-    match scope {
-        Scope::All(t) => tables.extend(t.iter().copied()),
-        Scope::Keys(keys) => tables.extend(keys.iter().map(|(t, _)| *t)),
-    }
-    let have = read_ours(nb, &tables).await?;
+    converge_reading(nb, wanted, scope, Reads::Touched).await
+}
+
+/// [`converge`], reading as `reads` says ([`Scope::All`] always reads everything).
+pub async fn converge_reading(
+    nb: &Client,
+    wanted: &[Row],
+    scope: &Scope,
+    reads: Reads,
+) -> Result<Changes, ConvergeError> {
+    let wanted = merged(wanted);
+    let (have, holders) = match (scope, reads) {
+        (Scope::Keys(keys), Reads::Touched) => {
+            let mut needed = BTreeMap::new();
+            for r in &wanted {
+                rows_named(r, &mut needed);
+            }
+            for (table, key) in keys {
+                needed.entry((*table, key.clone())).or_default();
+            }
+            let mut have = read_by_key(nb, &needed).await?;
+            let holders = read_related(nb, &wanted, &mut have).await?;
+            (have, Some(holders))
+        }
+        _ => {
+            let mut tables = BTreeSet::new();
+            for r in &wanted {
+                r.tables(&mut tables);
+            }
+            match scope {
+                Scope::All(t) => tables.extend(t.iter().copied()),
+                Scope::Keys(keys) => tables.extend(keys.iter().map(|(t, _)| *t)),
+            }
+            (read_ours(nb, &tables).await?, None)
+        }
+    };
     let mut plan = Plan {
         by_uuid: have
             .iter()
@@ -507,8 +713,8 @@ pub async fn converge(
         changes: Changes::default(),
         names: 0,
         ensured: BTreeMap::new(),
+        holders,
     };
-    let wanted = merged(wanted);
     for r in &wanted {
         plan.ensure(r)?;
     }
@@ -546,8 +752,27 @@ pub async fn detach(
     column: &str,
     child: (&'static str, &str),
 ) -> Result<bool, osac_ovsdb::Error> {
-    let tables = BTreeSet::from([parent.0, child.0]);
-    let have = read_ours(nb, &tables).await?;
+    detach_reading(nb, parent, column, child, Reads::Touched).await
+}
+
+/// [`detach`], reading as `reads` says.
+pub async fn detach_reading(
+    nb: &Client,
+    parent: (&'static str, &str),
+    column: &str,
+    child: (&'static str, &str),
+    reads: Reads,
+) -> Result<bool, osac_ovsdb::Error> {
+    let have = match reads {
+        Reads::Touched => {
+            let needed = BTreeMap::from([
+                ((parent.0, parent.1.to_string()), BTreeSet::new()),
+                ((child.0, child.1.to_string()), BTreeSet::new()),
+            ]);
+            read_by_key(nb, &needed).await?
+        }
+        Reads::Everything => read_ours(nb, &BTreeSet::from([parent.0, child.0])).await?,
+    };
     let (Some(p), Some(c)) = (
         have.get(&(parent.0, parent.1.to_string())),
         have.get(&(child.0, child.1.to_string())),
