@@ -346,6 +346,33 @@ fn rows_named(row: &Row, needed: &mut BTreeMap<(&'static str, String), BTreeSet<
 /// The rows of ours referencing a row through a column: `(table, column, uuid)` → their keys.
 type Holders = BTreeMap<(&'static str, &'static str, String), BTreeSet<String>>;
 
+/// The rows of `have` referencing others through the memberships' columns of `wanted` (and
+/// their children), indexed once: `have` holds every row of ours in those tables.
+fn holders_in(have: &BTreeMap<(&'static str, String), Actual>, wanted: &[Row]) -> Holders {
+    let mut columns = BTreeSet::new();
+    let mut queue: Vec<&Row> = wanted.iter().collect();
+    while let Some(row) = queue.pop() {
+        queue.extend(row.children.iter().map(|(_, c)| c));
+        columns.extend(row.memberships.iter().map(|m| (m.table, m.column)));
+    }
+    let mut holders = Holders::new();
+    for (table, column) in columns {
+        for ((t, key), actual) in have {
+            if *t != table {
+                continue;
+            }
+            let held = actual.row.get(column).map(datum::uuid_set_items);
+            for uuid in held.unwrap_or_default() {
+                holders
+                    .entry((table, column, uuid))
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
+    }
+    holders
+}
+
 /// What a keyed converge reads besides the rows it names: for each existing wanted row with
 /// memberships, the rows of ours referencing it through the membership's column (they may have
 /// to drop it); for each existing row that drops children it does not list, which of the
@@ -433,9 +460,8 @@ struct Plan<'a> {
     /// What refers to each row already ensured by this plan (a row listed twice, e.g. a port
     /// under its switch and elsewhere, is written once, as first listed).
     ensured: BTreeMap<(&'static str, String), Value>,
-    /// Who references the wanted rows through their memberships' columns, when it was read
-    /// ([`read_related`]); otherwise it is found in `have`, which then holds every row of ours.
-    holders: Option<Holders>,
+    /// Who references the wanted rows through their memberships' columns.
+    holders: Holders,
 }
 
 impl Plan<'_> {
@@ -535,26 +561,10 @@ impl Plan<'_> {
 
     /// The keys of the rows of ours in `table` whose `column` references `uuid`.
     fn holding(&self, table: &'static str, column: &'static str, uuid: &str) -> BTreeSet<String> {
-        if let Some(holders) = &self.holders {
-            return holders
-                .get(&(table, column, uuid.to_string()))
-                .cloned()
-                .unwrap_or_default();
-        }
-        self.have
-            .iter()
-            .filter(|((t, _), actual)| {
-                *t == table
-                    && actual
-                        .row
-                        .get(column)
-                        .map(datum::uuid_set_items)
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|u| u == uuid)
-            })
-            .map(|((_, key), _)| key.clone())
-            .collect()
+        self.holders
+            .get(&(table, column, uuid.to_string()))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Sets back what differs in the existing row `actual` of `row`; returns its UUID.
@@ -631,10 +641,11 @@ impl Plan<'_> {
 /// and once with another).
 fn merged(wanted: &[Row]) -> Vec<Row> {
     let mut out: Vec<Row> = Vec::with_capacity(wanted.len());
+    let mut position: BTreeMap<(&'static str, &str), usize> = BTreeMap::new();
     for r in wanted {
-        match out
-            .iter_mut()
-            .find(|o| o.table == r.table && o.key == r.key)
+        match position
+            .get(&(r.table, r.key.as_str()))
+            .and_then(|i| out.get_mut(*i))
         {
             Some(first) => {
                 first.children.extend(r.children.iter().cloned());
@@ -642,7 +653,10 @@ fn merged(wanted: &[Row]) -> Vec<Row> {
                 first.memberships.extend(r.memberships.iter().cloned());
                 first.keeps_other_children |= r.keeps_other_children;
             }
-            None => out.push(r.clone()),
+            None => {
+                position.insert((r.table, r.key.as_str()), out.len());
+                out.push(r.clone());
+            }
         }
     }
     out
@@ -689,7 +703,7 @@ pub async fn converge_reading(
             }
             let mut have = read_by_key(nb, &needed).await?;
             let holders = read_related(nb, &wanted, &mut have).await?;
-            (have, Some(holders))
+            (have, holders)
         }
         _ => {
             let mut tables = BTreeSet::new();
@@ -700,7 +714,9 @@ pub async fn converge_reading(
                 Scope::All(t) => tables.extend(t.iter().copied()),
                 Scope::Keys(keys) => tables.extend(keys.iter().map(|(t, _)| *t)),
             }
-            (read_ours(nb, &tables).await?, None)
+            let have = read_ours(nb, &tables).await?;
+            let holders = holders_in(&have, &wanted);
+            (have, holders)
         }
     };
     let mut plan = Plan {
