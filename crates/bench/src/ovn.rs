@@ -212,7 +212,12 @@ async fn measure_on(s: &Settings, reads: Reads, dir: &Path) -> Result<Measured> 
             attachment_id: format!("port-{i}"),
             host: format!("hv{}", i % 16),
             interface: format!("data-{i}"),
-            mac_address: format!("02:00:00:{:02x}:{:02x}:{:02x}", i >> 16, (i >> 8) & 0xff, i & 0xff),
+            mac_address: format!(
+                "02:00:00:{:02x}:{:02x}:{:02x}",
+                i >> 16,
+                (i >> 8) & 0xff,
+                i & 0xff
+            ),
             subnet_id: subnet.into(),
             virtual_network_id: vn.into(),
             security_groups: vec![sg.into()],
@@ -324,7 +329,10 @@ fn push(report: &mut Report, m: &Measured, label: &str, goals: bool) {
     let id = |n: &str| if goals { n.to_string() } else { String::new() };
     report.lines.push(line(
         &id("O1"),
-        format!("{label}: port attachment p50 at {} ports (last 10 %)", m.ports),
+        format!(
+            "{label}: port attachment p50 at {} ports (last 10 %)",
+            m.ports
+        ),
         format!("{:.2} ms", m.tail_p50_ms),
         m.tail_p50_ms,
         attach_goal,
@@ -332,7 +340,10 @@ fn push(report: &mut Report, m: &Measured, label: &str, goals: bool) {
     ));
     report.lines.push(line(
         "",
-        format!("  {label}: 1st / {}th attachment, transactions each", m.ports),
+        format!(
+            "  {label}: 1st / {}th attachment, transactions each",
+            m.ports
+        ),
         format!(
             "{:.2} / {:.2} ms, {:.1}",
             m.first_ms, m.last_ms, m.attach_txns
@@ -401,7 +412,9 @@ pub async fn run(s: &Settings, report: &mut Report) -> Result<()> {
             }
         ),
     ));
-    let keyed = measure(s, Reads::Touched).await.context("ovn, keyed reads")?;
+    let keyed = measure(s, Reads::Touched)
+        .await
+        .context("ovn, keyed reads")?;
     push(report, &keyed, "ovn", true);
     if s.full_reads {
         let full = measure(s, Reads::Everything)

@@ -398,7 +398,11 @@ async fn read_related(
             if !asked.insert((m.table, m.column, actual.uuid.clone())) {
                 continue;
             }
-            let holds = op::cond(m.column, "includes", datum::set([datum::uuid(&actual.uuid)]));
+            let holds = op::cond(
+                m.column,
+                "includes",
+                datum::set([datum::uuid(&actual.uuid)]),
+            );
             ops.push(op::select(
                 m.table,
                 vec![op::map_has("external_ids", MANAGED_KEY, "true"), holds],

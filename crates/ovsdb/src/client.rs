@@ -472,11 +472,12 @@ mod tests {
         let caller = c.clone();
         let (r, mut w) = tokio::io::split(server);
         let call = tokio::spawn(async move {
-            caller.transact(
-                "OVN_Northbound",
-                vec![json!({"op": "comment", "comment": "x"}); 2],
-            )
-            .await
+            caller
+                .transact(
+                    "OVN_Northbound",
+                    vec![json!({"op": "comment", "comment": "x"}); 2],
+                )
+                .await
         });
         let req = next_message(r).await;
         let reply = json!({"id": req["id"], "error": null, "result": [
