@@ -552,6 +552,7 @@ impl Plan<'_> {
                     (false, true) => "delete",
                     _ => continue,
                 };
+                self.ops.push(op::exists(m.table, &actual.uuid));
                 self.ops.push(op::mutate(
                     m.table,
                     op::by_uuid(&actual.uuid),
@@ -619,6 +620,7 @@ impl Plan<'_> {
             }
         }
         if !diff.is_empty() || !mutations.is_empty() {
+            self.ops.push(op::exists(row.table, &actual.uuid));
             if !diff.is_empty() {
                 self.ops
                     .push(op::update(row.table, op::by_uuid(&actual.uuid), diff));
