@@ -58,6 +58,8 @@ struct Measured {
     resync_clean_txns: u64,
     resync_repair_s: f64,
     repaired: usize,
+    /// The database file's size after the attachments (its log of every transaction).
+    db_mib: f64,
 }
 
 fn registration() -> Registration {
@@ -234,6 +236,8 @@ async fn measure_on(s: &Settings, reads: Reads, dir: &Path) -> Result<Measured> 
             eprintln!("[osac-bench] ovn ({reads:?} reads): {} ports", i + 1);
         }
     }
+    let db_mib = std::fs::metadata(dir.join("nb.db")).map_or(f64::NAN, |m| m.len() as f64)
+        / f64::from(1 << 20);
     let first_ms = latencies.first().copied().unwrap_or(f64::NAN);
     let last_ms = latencies.last().copied().unwrap_or(f64::NAN);
     let tail = s.ports.div_ceil(10);
@@ -300,6 +304,7 @@ async fn measure_on(s: &Settings, reads: Reads, dir: &Path) -> Result<Measured> 
         resync_clean_txns,
         resync_repair_s: took.as_secs_f64(),
         repaired,
+        db_mib,
     })
 }
 
@@ -341,12 +346,12 @@ fn push(report: &mut Report, m: &Measured, label: &str, goals: bool) {
     report.lines.push(line(
         "",
         format!(
-            "  {label}: 1st / {}th attachment, transactions each",
+            "  {label}: 1st / {}th attachment, transactions each, database file",
             m.ports
         ),
         format!(
-            "{:.2} / {:.2} ms, {:.1}",
-            m.first_ms, m.last_ms, m.attach_txns
+            "{:.2} / {:.2} ms, {:.1}, {:.0} MiB",
+            m.first_ms, m.last_ms, m.attach_txns, m.db_mib
         ),
         f64::NAN,
         Goal::None,
