@@ -15,6 +15,9 @@
 //!    external IP in a fresh tenant's default networking, the time until every attachment is
 //!    READY, then the time after deleting them until the pool's capacity is back.
 //!
+//! Separate runs: `--tls-compare`, `--replicas`, and `--ovn` (the `ovn` fabric driver at 5,000
+//! ports against a bare northbound ovsdb-server).
+//!
 //! See docs/benchmarks.md.
 
 /// Progress on stderr (the report goes to stdout).
@@ -32,6 +35,7 @@ mod explain;
 mod load;
 mod metrics;
 mod objects;
+mod ovn;
 mod process_stats;
 mod replicas;
 mod report;
@@ -192,6 +196,17 @@ struct Args {
     /// The `osac` binary the replicas run (default: next to this benchmark).
     #[arg(long)]
     osac_bin: Option<std::path::PathBuf>,
+    /// Only run the `ovn` driver measure: `--ovn-ports` network attachments, security group
+    /// changes, ExternalIPAttachments and full resyncs against a bare northbound ovsdb-server
+    /// started here (skipped when the OVN tools are missing): see docs/benchmarks.md.
+    #[arg(long)]
+    ovn: bool,
+    /// Network attachments of --ovn.
+    #[arg(long, default_value_t = 5_000)]
+    ovn_ports: usize,
+    /// With --ovn: run again with every operation reading every row of ours, to compare.
+    #[arg(long)]
+    ovn_full_reads: bool,
     /// Log filter for the server's logs (stderr), e.g. `info` or `osac_store=debug`.
     #[arg(long, env = "RUST_LOG", default_value = "warn")]
     log: String,
@@ -285,6 +300,14 @@ async fn bench(args: Args) -> Result<Report> {
             phase: Duration::from_secs(args.phase_seconds),
         };
         tls_compare::run(&settings, &mut report).await?;
+        return Ok(report);
+    }
+    if args.ovn {
+        let settings = ovn::Settings {
+            ports: args.ovn_ports,
+            full_reads: args.ovn_full_reads,
+        };
+        ovn::run(&settings, &mut report).await?;
         return Ok(report);
     }
     if let Some(replicas) = args.replicas {

@@ -22,6 +22,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use osac_ovsdb::{Client, datum, op};
 use serde_json::{Map, Value};
 
+mod read;
+use read::{Holders, holders_in, read_by_key, read_ours, read_related, rows_named};
+
 /// The northbound database's name.
 pub const DATABASE: &str = "OVN_Northbound";
 /// `external_ids` key marking a row as ours.
@@ -236,48 +239,6 @@ fn differing(want: &Map<String, Value>, have: &Map<String, Value>) -> Map<String
         .collect()
 }
 
-/// Reads every row of ours in `tables`, indexed by `(table, key)`.
-async fn read_ours(
-    nb: &Client,
-    tables: &BTreeSet<&'static str>,
-) -> Result<BTreeMap<(&'static str, String), Actual>, osac_ovsdb::Error> {
-    let tables: Vec<&'static str> = tables.iter().copied().collect();
-    let ops = tables
-        .iter()
-        .map(|t| {
-            op::select(
-                t,
-                vec![op::map_has("external_ids", MANAGED_KEY, "true")],
-                None,
-            )
-        })
-        .collect();
-    let results = nb.transact(DATABASE, ops).await?;
-    let mut out = BTreeMap::new();
-    for (table, result) in tables.iter().zip(results) {
-        for row in result["rows"].as_array().into_iter().flatten() {
-            let Some(row) = row.as_object() else { continue };
-            let ids = row.get("external_ids").map(datum::string_map_items);
-            let (Some(key), Some(uuid)) = (
-                ids.as_ref().and_then(|m| m.get(ID_KEY)).cloned(),
-                row.get("_uuid")
-                    .and_then(datum::as_uuid)
-                    .map(str::to_string),
-            ) else {
-                continue;
-            };
-            out.insert(
-                (*table, key),
-                Actual {
-                    uuid,
-                    row: row.clone(),
-                },
-            );
-        }
-    }
-    Ok(out)
-}
-
 /// Builds the operations that make the database hold `wanted` within `scope`.
 struct Plan<'a> {
     have: &'a BTreeMap<(&'static str, String), Actual>,
@@ -289,6 +250,8 @@ struct Plan<'a> {
     /// What refers to each row already ensured by this plan (a row listed twice, e.g. a port
     /// under its switch and elsewhere, is written once, as first listed).
     ensured: BTreeMap<(&'static str, String), Value>,
+    /// Who references the wanted rows through their memberships' columns.
+    holders: Holders,
 }
 
 impl Plan<'_> {
@@ -361,33 +324,38 @@ impl Plan<'_> {
                     });
                 }
             }
-            for ((table, key), actual) in self.have {
-                if *table != m.table {
+            let holding = this_uuid
+                .as_ref()
+                .map(|u| self.holding(m.table, m.column, u))
+                .unwrap_or_default();
+            let keys: BTreeSet<&String> = m.keys.iter().chain(&holding).collect();
+            for key in keys {
+                let Some(actual) = self.have.get(&(m.table, key.clone())) else {
                     continue;
-                }
-                let holds = this_uuid.as_ref().is_some_and(|u| {
-                    actual
-                        .row
-                        .get(m.column)
-                        .map(datum::uuid_set_items)
-                        .unwrap_or_default()
-                        .contains(u)
-                });
-                let wanted = m.keys.contains(key);
-                let mutator = match (wanted, holds) {
+                };
+                let mutator = match (m.keys.contains(key), holding.contains(key)) {
                     (true, false) => "insert",
                     (false, true) => "delete",
                     _ => continue,
                 };
+                self.ops.push(op::exists(m.table, &actual.uuid));
                 self.ops.push(op::mutate(
-                    table,
+                    m.table,
                     op::by_uuid(&actual.uuid),
                     vec![op::mutation(m.column, mutator, datum::set([this.clone()]))],
                 ));
-                self.changes.updated.push(format!("{table}:{key}"));
+                self.changes.updated.push(format!("{}:{key}", m.table));
             }
         }
         Ok(())
+    }
+
+    /// The keys of the rows of ours in `table` whose `column` references `uuid`.
+    fn holding(&self, table: &'static str, column: &'static str, uuid: &str) -> BTreeSet<String> {
+        self.holders
+            .get(&(table, column, uuid.to_string()))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Sets back what differs in the existing row `actual` of `row`; returns its UUID.
@@ -438,6 +406,7 @@ impl Plan<'_> {
             }
         }
         if !diff.is_empty() || !mutations.is_empty() {
+            self.ops.push(op::exists(row.table, &actual.uuid));
             if !diff.is_empty() {
                 self.ops
                     .push(op::update(row.table, op::by_uuid(&actual.uuid), diff));
@@ -464,10 +433,11 @@ impl Plan<'_> {
 /// and once with another).
 fn merged(wanted: &[Row]) -> Vec<Row> {
     let mut out: Vec<Row> = Vec::with_capacity(wanted.len());
+    let mut position: BTreeMap<(&'static str, &str), usize> = BTreeMap::new();
     for r in wanted {
-        match out
-            .iter_mut()
-            .find(|o| o.table == r.table && o.key == r.key)
+        match position
+            .get(&(r.table, r.key.as_str()))
+            .and_then(|i| out.get_mut(*i))
         {
             Some(first) => {
                 first.children.extend(r.children.iter().cloned());
@@ -475,10 +445,24 @@ fn merged(wanted: &[Row]) -> Vec<Row> {
                 first.memberships.extend(r.memberships.iter().cloned());
                 first.keeps_other_children |= r.keeps_other_children;
             }
-            None => out.push(r.clone()),
+            None => {
+                position.insert((r.table, r.key.as_str()), out.len());
+                out.push(r.clone());
+            }
         }
     }
     out
+}
+
+/// How a [`converge`] of [`Scope::Keys`] or a [`detach`] reads what the database holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Reads {
+    /// Only the rows it names (by key) and the rows of ours referencing them: its cost does
+    /// not grow with the rows of ours that it does not touch.
+    #[default]
+    Touched,
+    /// Every row of ours in every table involved (what [`Scope::All`] always does).
+    Everything,
 }
 
 /// Makes the rows of ours within `scope` be `wanted` (see the module docs). Children that are
@@ -489,15 +473,44 @@ pub async fn converge(
     wanted: &[Row],
     scope: &Scope,
 ) -> Result<Changes, ConvergeError> {
-    let mut tables = BTreeSet::new();
-    for r in wanted {
-        r.tables(&mut tables);
-    }
-    match scope {
-        Scope::All(t) => tables.extend(t.iter().copied()),
-        Scope::Keys(keys) => tables.extend(keys.iter().map(|(t, _)| *t)),
-    }
-    let have = read_ours(nb, &tables).await?;
+    converge_reading(nb, wanted, scope, Reads::Touched).await
+}
+
+/// [`converge`], reading as `reads` says ([`Scope::All`] always reads everything).
+pub async fn converge_reading(
+    nb: &Client,
+    wanted: &[Row],
+    scope: &Scope,
+    reads: Reads,
+) -> Result<Changes, ConvergeError> {
+    let wanted = merged(wanted);
+    let (have, holders) = match (scope, reads) {
+        (Scope::Keys(keys), Reads::Touched) => {
+            let mut needed = BTreeMap::new();
+            for r in &wanted {
+                rows_named(r, &mut needed);
+            }
+            for (table, key) in keys {
+                needed.entry((*table, key.clone())).or_default();
+            }
+            let mut have = read_by_key(nb, &needed).await?;
+            let holders = read_related(nb, &wanted, &mut have).await?;
+            (have, holders)
+        }
+        _ => {
+            let mut tables = BTreeSet::new();
+            for r in &wanted {
+                r.tables(&mut tables);
+            }
+            match scope {
+                Scope::All(t) => tables.extend(t.iter().copied()),
+                Scope::Keys(keys) => tables.extend(keys.iter().map(|(t, _)| *t)),
+            }
+            let have = read_ours(nb, &tables).await?;
+            let holders = holders_in(&have, &wanted);
+            (have, holders)
+        }
+    };
     let mut plan = Plan {
         by_uuid: have
             .iter()
@@ -508,8 +521,8 @@ pub async fn converge(
         changes: Changes::default(),
         names: 0,
         ensured: BTreeMap::new(),
+        holders,
     };
-    let wanted = merged(wanted);
     for r in &wanted {
         plan.ensure(r)?;
     }
@@ -547,8 +560,27 @@ pub async fn detach(
     column: &str,
     child: (&'static str, &str),
 ) -> Result<bool, osac_ovsdb::Error> {
-    let tables = BTreeSet::from([parent.0, child.0]);
-    let have = read_ours(nb, &tables).await?;
+    detach_reading(nb, parent, column, child, Reads::Touched).await
+}
+
+/// [`detach`], reading as `reads` says.
+pub async fn detach_reading(
+    nb: &Client,
+    parent: (&'static str, &str),
+    column: &str,
+    child: (&'static str, &str),
+    reads: Reads,
+) -> Result<bool, osac_ovsdb::Error> {
+    let have = match reads {
+        Reads::Touched => {
+            let needed = BTreeMap::from([
+                ((parent.0, parent.1.to_string()), BTreeSet::new()),
+                ((child.0, child.1.to_string()), BTreeSet::new()),
+            ]);
+            read_by_key(nb, &needed).await?
+        }
+        Reads::Everything => read_ours(nb, &BTreeSet::from([parent.0, child.0])).await?,
+    };
     let (Some(p), Some(c)) = (
         have.get(&(parent.0, parent.1.to_string())),
         have.get(&(child.0, child.1.to_string())),

@@ -233,3 +233,117 @@ async fn subnets_add_their_gateways_to_the_router_and_one_removed_leaves_the_oth
     );
     db.stop().await;
 }
+
+fn group(key: &str) -> Row {
+    Row::new(
+        "Port_Group",
+        key,
+        op::row([("name", json!(format!("pg_{key}")))]),
+    )
+}
+
+/// Whether reading only the rows a converge names or every row of ours, a switch listed with
+/// fewer ports drops the ports of ours it no longer lists and keeps one added by hand, and a
+/// port moved to another group of ours leaves the first while a foreign group keeps it.
+#[tokio::test]
+async fn keyed_and_full_reads_drop_what_is_no_longer_listed_and_keep_foreign_rows() {
+    for reads in [nb::Reads::Touched, nb::Reads::Everything] {
+        let Some(db) = db().await else { return };
+        let c = &db.client;
+        let none = Scope::Keys(BTreeSet::new());
+        let ports = [port("p1", "m1"), port("p2", "m2"), port("p3", "m3")];
+        let wanted = [switch("s", &ports), group("g1"), group("g2")];
+        nb::converge_reading(c, &wanted, &none, reads)
+            .await
+            .unwrap();
+        let switch_uuid = db.uuid_of("Logical_Switch", "osac-s").await;
+        c.transact(
+            NB,
+            vec![
+                op::insert(
+                    "Logical_Switch_Port",
+                    op::row([("name", json!("foreign"))]),
+                    Some("f"),
+                ),
+                op::mutate(
+                    "Logical_Switch",
+                    op::by_uuid(&switch_uuid),
+                    vec![op::mutation(
+                        "ports",
+                        "insert",
+                        datum::set([datum::named_uuid("f")]),
+                    )],
+                ),
+                op::insert("Port_Group", op::row([("name", json!("pg_foreign"))]), None),
+            ],
+        )
+        .await
+        .unwrap();
+
+        let fewer = switch("s", &ports[..1]);
+        let changes = nb::converge_reading(c, &[fewer], &none, reads)
+            .await
+            .unwrap();
+        let deleted: BTreeSet<&str> = changes.deleted.iter().map(String::as_str).collect();
+        assert_eq!(
+            deleted,
+            BTreeSet::from(["Logical_Switch_Port:port:p2", "Logical_Switch_Port:port:p3"]),
+            "{reads:?}"
+        );
+        assert_eq!(
+            db.names("Logical_Switch_Port").await,
+            BTreeSet::from(["p1".into(), "foreign".into()]),
+            "{reads:?}"
+        );
+
+        let in_group = |g: &str| port("p1", "m1").member_of("Port_Group", "ports", [g]);
+        nb::converge_reading(c, &[in_group("g1")], &none, reads)
+            .await
+            .unwrap();
+        let p1 = db.uuid_of("Logical_Switch_Port", "p1").await;
+        let foreign = db.uuid_of("Port_Group", "pg_foreign").await;
+        c.transact(
+            NB,
+            vec![op::mutate(
+                "Port_Group",
+                op::by_uuid(&foreign),
+                vec![op::mutation(
+                    "ports",
+                    "insert",
+                    datum::set([datum::uuid(&p1)]),
+                )],
+            )],
+        )
+        .await
+        .unwrap();
+        nb::converge_reading(c, &[in_group("g2")], &none, reads)
+            .await
+            .unwrap();
+        for (name, holds) in [("pg_g1", false), ("pg_g2", true), ("pg_foreign", true)] {
+            let rows = db.rows("Port_Group").await;
+            let row = rows.iter().find(|r| r["name"] == name).expect(name);
+            let members = datum::uuid_set_items(&row["ports"]);
+            assert_eq!(members.contains(&p1), holds, "{name}, {reads:?}");
+        }
+        db.stop().await;
+    }
+}
+
+/// A keyed converge costs the same round trips whatever else of ours the database holds: one
+/// read and one write for a new port in a group.
+#[tokio::test]
+async fn a_keyed_converge_costs_two_transactions_however_many_rows_exist() {
+    let Some(db) = db().await else { return };
+    let c = &db.client;
+    let none = Scope::Keys(BTreeSet::new());
+    let many: Vec<Row> = (0..50).map(|i| port(&format!("q{i}"), "m")).collect();
+    nb::converge(c, &[switch("s", &many), group("g")], &none)
+        .await
+        .unwrap();
+    let before = c.transactions();
+    let new = port("new", "m").member_of("Port_Group", "ports", ["g"]);
+    let changes = nb::converge(c, &[new], &none).await.unwrap();
+    assert_eq!(changes.inserted, ["Logical_Switch_Port:port:new"]);
+    assert_eq!(c.transactions() - before, 2);
+    db.stop().await;
+}

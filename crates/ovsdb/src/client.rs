@@ -73,6 +73,8 @@ pub struct Client {
     writer: mpsc::UnboundedSender<Vec<u8>>,
     shared: Arc<Shared>,
     next_id: AtomicU64,
+    /// `transact` calls made on this connection (answered or not).
+    transactions: AtomicU64,
     tasks: [JoinHandle<()>; 2],
 }
 
@@ -127,6 +129,7 @@ impl Client {
             writer,
             shared,
             next_id: AtomicU64::new(1),
+            transactions: AtomicU64::new(0),
             tasks: [write_task, read_task],
         };
         (client, updates)
@@ -140,6 +143,12 @@ impl Client {
     /// Why the connection ended, or None while it is open.
     pub fn closed(&self) -> Option<String> {
         self.shared.state().closed.clone()
+    }
+
+    /// How many transactions ([`Client::transact`]) this connection has sent, whatever their
+    /// outcome: the cost of a caller's operation in round trips to the server.
+    pub fn transactions(&self) -> u64 {
+        self.transactions.load(Ordering::Relaxed)
     }
 
     /// Calls `method` with `params` and waits for its result.
@@ -183,6 +192,7 @@ impl Client {
         database: &str,
         operations: Vec<Value>,
     ) -> Result<Vec<Value>, Error> {
+        self.transactions.fetch_add(1, Ordering::Relaxed);
         let n = operations.len();
         let mut params = Vec::with_capacity(n + 1);
         params.push(Value::from(database));
@@ -458,20 +468,25 @@ mod tests {
     #[tokio::test]
     async fn refused_operations_name_the_operation_and_the_server_reason() {
         let (c, _u, server) = pair();
+        let c = Arc::new(c);
+        let caller = c.clone();
         let (r, mut w) = tokio::io::split(server);
         let call = tokio::spawn(async move {
-            c.transact(
-                "OVN_Northbound",
-                vec![json!({"op": "comment", "comment": "x"}); 2],
-            )
-            .await
+            caller
+                .transact(
+                    "OVN_Northbound",
+                    vec![json!({"op": "comment", "comment": "x"}); 2],
+                )
+                .await
         });
         let req = next_message(r).await;
         let reply = json!({"id": req["id"], "error": null, "result": [
             {}, {"error": "constraint violation", "details": "name must be unique"}
         ]});
         w.write_all(reply.to_string().as_bytes()).await.unwrap();
-        match call.await.unwrap() {
+        let outcome = call.await.unwrap();
+        assert_eq!(c.transactions(), 1, "a refused transaction still counts");
+        match outcome {
             Err(Error::Transaction {
                 operation,
                 error,

@@ -5,7 +5,7 @@
 //!   is a comma-separated list of them.
 //! - [`Client`] — one connection: [`Client::transact`] (a list of operations, atomically),
 //!   [`Client::monitor`] (the current rows of some tables, then their changes as [`Update`]s),
-//!   [`Client::call`] for any other method. Echo requests of the server are answered by the
+//!   [`Client::call`] for any other method; [`Client::transactions`] counts the transactions sent. Echo requests of the server are answered by the
 //!   connection itself, so an idle connection stays open.
 //! - [`op`] builds operations and conditions, [`datum`] encodes and decodes OVSDB values
 //!   (sets, maps, UUIDs).

@@ -58,6 +58,21 @@ pub fn select(table: &str, conditions: Vec<Value>, columns: Option<&[&str]>) -> 
     op
 }
 
+/// Fails the transaction (error `timed out`) unless the row of `table` with UUID `id` exists:
+/// placed before operations on that row, it makes a write against a row deleted since it was
+/// read fail as a whole instead of silently matching nothing.
+pub fn exists(table: &str, id: &str) -> Value {
+    json!({
+        "op": "wait",
+        "timeout": 0,
+        "table": table,
+        "where": by_uuid(id),
+        "columns": ["_uuid"],
+        "until": "==",
+        "rows": [{"_uuid": crate::datum::uuid(id)}],
+    })
+}
+
 /// A comment recorded in the server's log with the transaction.
 pub fn comment(text: &str) -> Value {
     json!({"op": "comment", "comment": text})

@@ -205,6 +205,41 @@ async fn a_refused_transaction_changes_nothing_and_says_why() {
     assert!(switches_owned_by(&c, "net-2").await.is_empty());
 }
 
+/// A write guarded by `op::exists` applies while its row is there and fails as a whole once the
+/// row was deleted behind the writer's back.
+#[tokio::test]
+async fn a_write_guarded_by_exists_fails_once_its_row_is_gone() {
+    let Some(s) = server() else { return };
+    let c = connect(&s.unix).await;
+    let inserted = c
+        .transact(NB, vec![switch("guarded", "net-3")])
+        .await
+        .unwrap();
+    let uuid = datum::as_uuid(&inserted[0]["uuid"]).unwrap().to_string();
+    let rename = |name: &str| {
+        vec![
+            op::exists("Logical_Switch", &uuid),
+            op::update(
+                "Logical_Switch",
+                op::by_uuid(&uuid),
+                op::row([("name", json!(name))]),
+            ),
+            switch(&format!("beside-{name}"), "net-3"),
+        ]
+    };
+    c.transact(NB, rename("renamed")).await.unwrap();
+    c.transact(NB, vec![op::delete("Logical_Switch", op::by_uuid(&uuid))])
+        .await
+        .unwrap();
+    let e = c.transact(NB, rename("again")).await.unwrap_err();
+    match &e {
+        Error::Transaction { operation, .. } => assert_eq!(*operation, Some(0), "{e}"),
+        other => panic!("{other}"),
+    }
+    // Nothing of the failed transaction was applied.
+    assert_eq!(switches_owned_by(&c, "net-3").await, ["beside-renamed"]);
+}
+
 #[tokio::test]
 async fn a_monitor_sees_the_rows_and_the_changes_of_another_client() {
     let Some(s) = server() else { return };

@@ -109,8 +109,21 @@ pub struct OvnFabric {
 
 struct Inner {
     client: Option<Client>,
+    /// Transactions sent on connections since dropped.
+    past_transactions: u64,
+    /// How operations read the northbound database.
+    reads: nb::Reads,
     state: FabricState,
     transit: BTreeMap<String, IpAddr>,
+}
+
+impl Inner {
+    /// Drops the connection (the next operation opens a new one), keeping its count.
+    fn drop_client(&mut self) {
+        if let Some(client) = self.client.take() {
+            self.past_transactions += client.transactions();
+        }
+    }
 }
 
 /// What an operation writes besides its records.
@@ -186,6 +199,8 @@ impl OvnFabric {
             addresses,
             inner: Mutex::new(Inner {
                 client: Some(client),
+                past_transactions: 0,
+                reads: nb::Reads::default(),
                 state: loaded.state,
                 transit: loaded.transit,
             }),
@@ -195,6 +210,20 @@ impl OvnFabric {
     /// The settings the manager runs with.
     pub fn settings(&self) -> &OvnSettings {
         &self.settings
+    }
+
+    /// How many northbound transactions the manager has sent since it was opened (its opening
+    /// included), on every connection it used: the difference across operations is the round
+    /// trips they cost.
+    pub async fn northbound_transactions(&self) -> u64 {
+        let inner = self.inner.lock().await;
+        inner.past_transactions + inner.client.as_ref().map_or(0, Client::transactions)
+    }
+
+    /// Makes operations read the northbound database as `reads` says (the default reads only
+    /// the rows an operation touches; [`nb::Reads::Everything`] is kept to measure against).
+    pub async fn set_reads(&self, reads: nb::Reads) {
+        self.inner.lock().await.reads = reads;
     }
 
     /// A copy of the fabric model's records (tests, dev tooling).
@@ -264,7 +293,7 @@ impl OvnFabric {
             Ok(changes) => changes,
             Err(e) => {
                 if matches!(e, osac_ovsdb::Error::Disconnected(_)) {
-                    inner.client = None;
+                    inner.drop_client();
                 }
                 return Err(northbound_failure(e));
             }
@@ -347,12 +376,14 @@ impl OvnFabric {
                 }
             }
         }
+        let reads = inner.reads;
         let client = self.client(inner).await?;
         let result = within_deadline(async {
             for (table, key, column, child_table, child_key) in &writes.detach {
-                nb::detach(client, (table, key), column, (child_table, child_key)).await?;
+                let (parent, child) = ((*table, key.as_str()), (*child_table, child_key.as_str()));
+                nb::detach_reading(client, parent, column, child, reads).await?;
             }
-            nb::converge(client, &writes.rows, &Scope::Keys(writes.delete))
+            nb::converge_reading(client, &writes.rows, &Scope::Keys(writes.delete), reads)
                 .await
                 .map_err(converge_failure)?;
             Ok::<(), osac_ovsdb::Error>(())
@@ -360,7 +391,7 @@ impl OvnFabric {
         .await;
         if let Err(e) = result {
             if matches!(e, osac_ovsdb::Error::Disconnected(_)) {
-                inner.client = None;
+                inner.drop_client();
             }
             return Err(northbound_failure(e));
         }
