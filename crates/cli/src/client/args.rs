@@ -19,7 +19,7 @@ pub use create::{
     CidrArgs, CreateArgs, CreateBareMetalInstance, CreateCluster, CreateCommon,
     CreateComputeInstance, CreateExternalIp, CreateExternalIpAttachment, CreateKind,
     CreateNatGateway, CreateSecurityGroup, CreateSubnet, CreateVirtualNetwork, EndpointArg,
-    ExternalIpArg, IpFamilyArg, VirtualNetworkArg,
+    ExternalIpArg, IpFamilyArg, MultiNicOptions, VirtualNetworkArg,
 };
 
 /// Where the server is and who is calling. Every command but `login` takes these options

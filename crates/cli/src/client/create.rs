@@ -9,7 +9,7 @@ use super::args::{
     CreateCommon, CreateComputeInstance, CreateExternalIp, CreateExternalIpAttachment, CreateHost,
     CreateHostType, CreateKind, CreateNatGateway, CreateNetworkClass, CreatePool,
     CreateSecurityGroup, CreateSubnet, CreateTenant, CreateToken, CreateVirtualNetwork,
-    EndpointArg, ExternalIpArg, IpFamilyArg, VirtualNetworkArg,
+    EndpointArg, ExternalIpArg, IpFamilyArg, MultiNicOptions, VirtualNetworkArg,
 };
 use super::kind::{Kind, Scope};
 use super::ops::{
@@ -159,17 +159,16 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             let CreateComputeInstance {
                 template,
                 network_attachments,
-                primary,
-                options,
+                nics,
                 common,
             } = a;
             put(&mut spec, "template", template.clone());
-            workload_common(&mut spec, &options.params, options.external_ip_attachment)?;
-            put_network_attachments(
+            let field = "compute_network_attachments";
+            put_nics(
                 &mut spec,
-                "compute_network_attachments",
+                field,
                 network_attachments,
-                primary.as_deref(),
+                nics,
                 AttachmentFor::Vm,
             )?;
             (Kind::ComputeInstance, common)
@@ -179,18 +178,17 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
                 host_type,
                 template,
                 network_attachments,
-                primary,
-                options,
+                nics,
                 common,
             } = a;
             put(&mut spec, "host_type", host_type.clone());
             put(&mut spec, "template", template.clone());
-            workload_common(&mut spec, &options.params, options.external_ip_attachment)?;
-            put_network_attachments(
+            let field = "network_attachments";
+            put_nics(
                 &mut spec,
-                "network_attachments",
+                field,
                 network_attachments,
-                primary.as_deref(),
+                nics,
                 AttachmentFor::BareMetal,
             )?;
             (Kind::BareMetalInstance, common)
@@ -245,6 +243,19 @@ fn workload_common(
 /// The `--network-attachment` flags of a VM or a bare-metal instance, with `--primary`
 /// marking one of them, as its attachment list `field`; none given, the field stays unset (the
 /// server attaches the tenant's defaults).
+/// A VM's or bare-metal server's workload options and its attachments (`flags`) under `field`.
+fn put_nics(
+    spec: &mut Map<String, Value>,
+    field: &str,
+    flags: &[String],
+    nics: &MultiNicOptions,
+    of: AttachmentFor,
+) -> anyhow::Result<()> {
+    let o = &nics.options;
+    workload_common(spec, &o.params, o.external_ip_attachment)?;
+    put_network_attachments(spec, field, flags, nics.primary.as_deref(), of)
+}
+
 fn put_network_attachments(
     spec: &mut Map<String, Value>,
     field: &str,

@@ -131,6 +131,25 @@ macro_rules! nothing_to_check {
     };
 }
 
+/// Booleans and numbers have no size to check, wherever they are.
+macro_rules! no_bounds_on_numbers {
+    () => {
+        nothing_to_check!(
+            serialize_bool(bool),
+            serialize_i8(i8),
+            serialize_i16(i16),
+            serialize_i32(i32),
+            serialize_i64(i64),
+            serialize_u8(u8),
+            serialize_u16(u16),
+            serialize_u32(u32),
+            serialize_u64(u64),
+            serialize_f32(f32),
+            serialize_f64(f64),
+        );
+    };
+}
+
 impl ser::Serializer for Root {
     type Ok = Option<Invalid>;
     type Error = Unserializable;
@@ -142,18 +161,8 @@ impl ser::Serializer for Root {
     type SerializeStruct = RootFields;
     type SerializeStructVariant = Fields;
 
+    no_bounds_on_numbers!();
     nothing_to_check!(
-        serialize_bool(bool),
-        serialize_i8(i8),
-        serialize_i16(i16),
-        serialize_i32(i32),
-        serialize_i64(i64),
-        serialize_u8(u8),
-        serialize_u16(u16),
-        serialize_u32(u32),
-        serialize_u64(u64),
-        serialize_f32(f32),
-        serialize_f64(f64),
         serialize_char(char),
         serialize_str(&str),
         serialize_bytes(&[u8]),
@@ -291,20 +300,8 @@ impl ser::Serializer for Walk {
     type SerializeStruct = Fields;
     type SerializeStructVariant = Fields;
 
-    nothing_to_check!(
-        serialize_bool(bool),
-        serialize_i8(i8),
-        serialize_i16(i16),
-        serialize_i32(i32),
-        serialize_i64(i64),
-        serialize_u8(u8),
-        serialize_u16(u16),
-        serialize_u32(u32),
-        serialize_u64(u64),
-        serialize_f32(f32),
-        serialize_f64(f64),
-        serialize_unit_struct(&'static str),
-    );
+    no_bounds_on_numbers!();
+    nothing_to_check!(serialize_unit_struct(&'static str));
 
     fn serialize_char(self, c: char) -> Found {
         Ok(self.string(c.len_utf8()))

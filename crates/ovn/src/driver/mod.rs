@@ -9,29 +9,23 @@
 //! step is idempotent, so an operation that failed half-way converges when called again; the
 //! model in memory changes only when the writes succeeded.
 
+mod manager;
 pub mod records;
 mod rows;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use async_trait::async_trait;
 use ipnet::IpNet;
-use osac_backends::fabric_model::{
-    Change, FabricState, Plan, Record, external_ip, external_ip_attachment, nat_gateway,
-    network_attachment, security_group, subnet, virtual_network,
-};
+use osac_backends::fabric_model::{Change, FabricState, Plan, Record};
 use osac_backends::net::lowest_free;
-use osac_backends::types::*;
-use osac_backends::{FabricManager, OpError, Registration};
+use osac_backends::{OpError, Registration};
 use osac_ovsdb::{Address, Client};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use crate::nb::{self, Row, Scope};
 use crate::render::external::{self, ProviderNetwork};
-use crate::render::{dhcp4_key, dhcp4_secondary_key, dhcp6_key, gateway_key, port, router_key};
-use crate::render::{security, switch_key};
 
 /// What an `ovn` registration says (its `ovn:` block).
 #[derive(Debug, Clone, Deserialize)]
@@ -158,6 +152,19 @@ impl Writes {
             ..Writes::default()
         }
     }
+}
+
+/// The rows of the record a plan just wrote (`record`, a `what`), rendered for the tenant of
+/// its VirtualNetwork (`vn` of it).
+fn rendered<T>(
+    state: &FabricState,
+    record: Option<&T>,
+    what: &str,
+    vn: fn(&T) -> &str,
+    render: fn(&T, &str) -> Vec<Row>,
+) -> Result<Writes, OpError> {
+    let r = recorded(record, what)?;
+    Ok(Writes::rows(render(r, rows::tenant_of(state, vn(r)))))
 }
 
 /// The record a plan just wrote, or the failure that says it is missing.
@@ -507,248 +514,4 @@ async fn connect(addresses: &[Address]) -> Result<Client, osac_ovsdb::Error> {
 /// The record an operation's first change replaces (the object a delete removes), if any.
 fn replaced_record(before: &[Option<Record>]) -> Option<&Record> {
     before.first().and_then(Option::as_ref)
-}
-
-#[async_trait]
-impl FabricManager for OvnFabric {
-    fn registration(&self) -> &Registration {
-        &self.registration
-    }
-
-    async fn create_virtual_network(
-        &self,
-        req: &CreateVirtualNetworkRequest,
-    ) -> Result<(), OpError> {
-        let id = req.virtual_network_id.clone();
-        {
-            let mut inner = self.inner.lock().await;
-            if inner.state.vn(&id).is_none() && !inner.transit.contains_key(&id) {
-                let transit = self.pick_transit(&inner)?;
-                inner.transit.insert(id.clone(), transit);
-            }
-        }
-        self.run(
-            |s| virtual_network::create(s, req.clone()),
-            |me, inner, _| Ok(Writes::rows(me.vn_rows(inner, &id)?)),
-        )
-        .await
-    }
-
-    async fn delete_virtual_network(
-        &self,
-        req: &DeleteVirtualNetworkRequest,
-    ) -> Result<(), OpError> {
-        let id = &req.virtual_network_id;
-        let provider = external::provider_switch_key(&self.provider.network_name);
-        self.run(
-            |s| virtual_network::delete(s, req.clone()),
-            |_, _, _| {
-                Ok(Writes {
-                    detach: vec![(
-                        "Logical_Switch",
-                        provider,
-                        "ports",
-                        "Logical_Switch_Port",
-                        format!("uplink-port:{id}"),
-                    )],
-                    delete: BTreeSet::from([
-                        ("Logical_Router", router_key(id)),
-                        ("Port_Group", security::network_port_group_key(id)),
-                    ]),
-                    ..Writes::default()
-                })
-            },
-        )
-        .await
-    }
-
-    async fn create_subnet(
-        &self,
-        req: &CreateSubnetRequest,
-    ) -> Result<CreateSubnetResponse, OpError> {
-        self.run(
-            |s| subnet::create(s, req.clone()),
-            |_, inner, _| {
-                let s = recorded(inner.state.subnet(&req.subnet_id), "subnet")?;
-                let tenant = rows::tenant_of(&inner.state, &s.virtual_network_id);
-                Ok(Writes::rows(rows::subnet(s, tenant)))
-            },
-        )
-        .await
-    }
-
-    async fn delete_subnet(&self, req: &DeleteSubnetRequest) -> Result<(), OpError> {
-        let (s, vn) = (&req.subnet_id, &req.virtual_network_id);
-        self.run(
-            |state| subnet::delete(state, req.clone()),
-            |_, _, _| {
-                Ok(Writes {
-                    detach: vec![(
-                        "Logical_Router",
-                        router_key(vn),
-                        "ports",
-                        "Logical_Router_Port",
-                        gateway_key(s),
-                    )],
-                    delete: BTreeSet::from([
-                        ("Logical_Switch", switch_key(s)),
-                        ("DHCP_Options", dhcp4_key(s)),
-                        ("DHCP_Options", dhcp4_secondary_key(s)),
-                        ("DHCP_Options", dhcp6_key(s)),
-                    ]),
-                    ..Writes::default()
-                })
-            },
-        )
-        .await
-    }
-
-    async fn apply_security_group(&self, req: &ApplySecurityGroupRequest) -> Result<(), OpError> {
-        self.run(
-            |s| security_group::apply(s, req.clone()),
-            |_, inner, _| {
-                let g = recorded(inner.state.sg(&req.security_group_id), "security group")?;
-                let tenant = rows::tenant_of(&inner.state, &g.virtual_network_id);
-                Ok(Writes::rows(vec![rows::security_group(g, tenant)]))
-            },
-        )
-        .await
-    }
-
-    async fn delete_security_group(&self, req: &DeleteSecurityGroupRequest) -> Result<(), OpError> {
-        let g = &req.security_group_id;
-        self.run(
-            |s| security_group::delete(s, req.clone()),
-            |_, _, _| {
-                Ok(Writes {
-                    delete: BTreeSet::from([("Port_Group", security::security_group_key(g))]),
-                    ..Writes::default()
-                })
-            },
-        )
-        .await
-    }
-
-    async fn allocate_external_ip(
-        &self,
-        req: &AllocateExternalIpRequest,
-    ) -> Result<AllocateExternalIpResponse, OpError> {
-        self.run(
-            |s| external_ip::allocate(s, req.clone()),
-            |_, _, _| Ok(Writes::default()),
-        )
-        .await
-    }
-
-    async fn release_external_ip(&self, req: &ReleaseExternalIpRequest) -> Result<(), OpError> {
-        self.run(
-            |s| external_ip::release(s, req.clone()),
-            |_, _, _| Ok(Writes::default()),
-        )
-        .await
-    }
-
-    async fn create_external_ip_attachment(
-        &self,
-        req: &CreateExternalIpAttachmentRequest,
-    ) -> Result<(), OpError> {
-        self.run(
-            |s| external_ip_attachment::create(s, req.clone()),
-            |_, inner, _| {
-                let d = recorded(inner.state.dnat(&req.attachment_id), "attachment")?;
-                let tenant = rows::tenant_of(&inner.state, &d.virtual_network_id);
-                Ok(Writes::rows(vec![rows::external_ip_attachment(d, tenant)]))
-            },
-        )
-        .await
-    }
-
-    async fn delete_external_ip_attachment(
-        &self,
-        req: &DeleteExternalIpAttachmentRequest,
-    ) -> Result<(), OpError> {
-        let id = &req.attachment_id;
-        self.run(
-            |s| external_ip_attachment::delete(s, req.clone()),
-            |_, _, before| {
-                let Some(Record::Dnat(d)) = replaced_record(before) else {
-                    return Ok(Writes::default());
-                };
-                Ok(Writes::detach(
-                    ("Logical_Router", router_key(&d.virtual_network_id)),
-                    "nat",
-                    ("NAT", external::external_ip_attachment_key(id)),
-                ))
-            },
-        )
-        .await
-    }
-
-    async fn create_nat_gateway(&self, req: &CreateNatGatewayRequest) -> Result<(), OpError> {
-        self.run(
-            |s| nat_gateway::create(s, req.clone()),
-            |me, inner, _| Ok(Writes::rows(me.vn_rows(inner, &req.virtual_network_id)?)),
-        )
-        .await
-    }
-
-    async fn delete_nat_gateway(&self, req: &DeleteNatGatewayRequest) -> Result<(), OpError> {
-        self.run(
-            |s| nat_gateway::delete(s, req.clone()),
-            |me, inner, before| {
-                let Some(Record::Snat(n)) = replaced_record(before) else {
-                    return Ok(Writes::default());
-                };
-                // Egress goes back to the uplink's transit address.
-                Ok(Writes::rows(me.vn_rows(inner, &n.virtual_network_id)?))
-            },
-        )
-        .await
-    }
-
-    async fn create_network_attachment(
-        &self,
-        req: &CreateNetworkAttachmentRequest,
-    ) -> Result<PortAddresses, OpError> {
-        self.run(
-            |s| network_attachment::create(s, req.clone()),
-            |_, inner, _| {
-                let a = recorded(inner.state.attachment(&req.attachment_id), "attachment")?;
-                let tenant = rows::tenant_of(&inner.state, &a.virtual_network_id);
-                Ok(Writes::rows(vec![rows::network_attachment(a, tenant)]))
-            },
-        )
-        .await
-    }
-
-    async fn delete_network_attachment(
-        &self,
-        req: &DeleteNetworkAttachmentRequest,
-    ) -> Result<(), OpError> {
-        let id = &req.attachment_id;
-        self.run(
-            |s| network_attachment::delete(s, req.clone()),
-            |_, _, before| {
-                let Some(Record::Attachment(a)) = replaced_record(before) else {
-                    return Ok(Writes::default());
-                };
-                Ok(Writes::detach(
-                    ("Logical_Switch", switch_key(&a.subnet_id)),
-                    "ports",
-                    ("Logical_Switch_Port", port::port_key(id)),
-                ))
-            },
-        )
-        .await
-    }
-
-    /// OVN's own DHCP server hands out exactly the port's reserved addresses (its `addresses`
-    /// column), so the reservation is the lease.
-    async fn query_dhcp_lease(
-        &self,
-        req: &QueryDhcpLeaseRequest,
-    ) -> Result<PortAddresses, OpError> {
-        let inner = self.inner.lock().await;
-        network_attachment::query_dhcp_lease(&inner.state, req.clone()).map(|(_, lease)| lease)
-    }
 }

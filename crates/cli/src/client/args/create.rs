@@ -116,6 +116,18 @@ pub struct WorkloadOptions {
     pub external_ip_attachment: bool,
 }
 
+/// What a VM and a bare-metal server take besides their attachments: which one is primary, and
+/// the options every workload takes.
+#[derive(Debug, clap::Args)]
+pub struct MultiNicOptions {
+    /// The subnet (as given in --network-attachment) of the primary attachment, instead of
+    /// ',primary' on it
+    #[arg(long, value_name = "SUBNET", requires = "network_attachments")]
+    pub primary: Option<String>,
+    #[command(flatten)]
+    pub options: WorkloadOptions,
+}
+
 /// `osac create computeinstance`.
 #[derive(Debug, clap::Args)]
 pub struct CreateComputeInstance {
@@ -126,12 +138,8 @@ pub struct CreateComputeInstance {
     /// per NIC, exactly one primary when several; default: the tenant's default subnet)
     #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
     pub network_attachments: Vec<String>,
-    /// The subnet (as given in --network-attachment) of the primary attachment, instead of
-    /// ',primary' on it
-    #[arg(long, value_name = "SUBNET", requires = "network_attachments")]
-    pub primary: Option<String>,
     #[command(flatten)]
-    pub options: WorkloadOptions,
+    pub nics: MultiNicOptions,
     #[command(flatten)]
     pub common: CreateCommon,
 }
@@ -149,12 +157,8 @@ pub struct CreateBareMetalInstance {
     /// (repeatable; every attachment names its interface when several, exactly one primary)
     #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
     pub network_attachments: Vec<String>,
-    /// The subnet (as given in --network-attachment) of the primary attachment, instead of
-    /// ',primary' on it
-    #[arg(long, value_name = "SUBNET", requires = "network_attachments")]
-    pub primary: Option<String>,
     #[command(flatten)]
-    pub options: WorkloadOptions,
+    pub nics: MultiNicOptions,
     #[command(flatten)]
     pub common: CreateCommon,
 }
