@@ -27,6 +27,7 @@ mod provisioner_exec;
 mod quotas;
 mod reachability;
 mod read_json;
+mod renames;
 mod restart;
 mod status_messages;
 mod streams;
