@@ -3,7 +3,9 @@
 //! everywhere (proto field names, enums by name, unknown fields INVALID_ARGUMENT), then handled
 //! as [`Service::create`] and [`Service::update`] handle the messages gRPC receives. An update
 //! body stays JSON: it holds only the fields to change (a field present with its default value
-//! is a change), which a proto message cannot tell from an absent one.
+//! is a change), which a proto message cannot tell from an absent one. A NetworkClass body may
+//! give its defaults in the designs' shape, rewritten to ours first
+//! ([`osac_model::kinds::network_class::design_defaults`]).
 
 use osac_model::{Kind, Scope};
 use serde_json::Value;
@@ -21,9 +23,12 @@ impl Service {
         caller: &Caller,
         surface: Scope,
         kind: Kind,
-        body: Value,
+        mut body: Value,
     ) -> ApiResult<Value> {
         self.authorize(caller, surface, kind, true)?;
+        if kind == Kind::NetworkClass {
+            osac_model::kinds::network_class::design_defaults::canonical(&mut body)?;
+        }
         let tenant = owning_tenant(caller, kind, &user_metadata(&body))?;
         osac_model::bounds::check_object(&body)?;
         let obj = Object::from_json(kind, body)?;
@@ -39,10 +44,13 @@ impl Service {
         surface: Scope,
         kind: Kind,
         key: &str,
-        body: Value,
+        mut body: Value,
         how: UpdateOptions<'_>,
     ) -> ApiResult<Value> {
         self.authorize(caller, surface, kind, true)?;
+        if kind == Kind::NetworkClass {
+            osac_model::kinds::network_class::design_defaults::canonical(&mut body)?;
+        }
         crate::object::check_metadata(kind, &body)?;
         let rec = self.apply_update(caller, kind, key, body, how).await?;
         self.render_full(surface, &rec).await

@@ -252,3 +252,64 @@ async fn workload_phases_record_the_designs_event_names() {
     ctl.stop().await;
     s.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_network_class_takes_the_designs_defaults_and_answers_ours() {
+    let s = TestServer::sqlite().await;
+    let created = s
+        .admin
+        .post(
+            &format!("{PRIV}/network_classes"),
+            json!({
+                "metadata": {"name": "design-class"}, "title": "design", "fabric_manager": "sim-fabric",
+                "spec": {"defaults": {
+                    "virtualNetworkCIDR": "10.20.0.0/16",
+                    "ipv4SubnetCIDR": "10.20.1.0/24",
+                    "securityGroupRules": [
+                        {"direction": "ingress", "protocol": "tcp", "port": "22", "source": "10.0.0.0/8"},
+                        {"direction": "egress", "protocol": "all", "source": "0.0.0.0/0"}
+                    ]
+                }}
+            }),
+        )
+        .await
+        .ok();
+    let defaults = &created["spec"]["defaults"];
+    assert_eq!(defaults["virtual_network_ipv4_cidr"], "10.20.0.0/16");
+    assert_eq!(defaults["subnet_ipv4_cidr"], "10.20.1.0/24");
+    assert_eq!(
+        defaults["ingress_rules"],
+        json!([{"protocol": "PROTOCOL_TCP", "port_from": 22, "port_to": 22, "ipv4_cidr": "10.0.0.0/8"}])
+    );
+    assert_eq!(
+        defaults["egress_rules"],
+        json!([{"protocol": "PROTOCOL_ALL", "ipv4_cidr": "0.0.0.0/0"}])
+    );
+    assert!(defaults.get("virtualNetworkCIDR").is_none());
+
+    // Both shapes of one field: refused, naming it; nothing stored.
+    let refused = s
+        .admin
+        .post(
+            &format!("{PRIV}/network_classes"),
+            json!({
+                "metadata": {"name": "twice"}, "title": "twice", "fabric_manager": "sim-fabric",
+                "spec": {"defaults": {"ipv4SubnetCIDR": "10.20.1.0/24", "subnet_ipv4_cidr": "10.20.2.0/24",
+                    "virtual_network_ipv4_cidr": "10.20.0.0/16"}}
+            }),
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(
+        refused.text.contains("spec.defaults.ipv4SubnetCIDR"),
+        "{}",
+        refused.text
+    );
+    assert_eq!(
+        s.admin
+            .get(&format!("{PRIV}/network_classes/twice"))
+            .await
+            .status,
+        404
+    );
+}

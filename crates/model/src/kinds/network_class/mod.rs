@@ -1,6 +1,8 @@
 //! NetworkClass: a provider-defined kind of network (its fabric and k8s managers, the
 //! capabilities it offers and the default networking every new tenant gets).
 
+pub mod design_defaults;
+
 use crate::kinds::KindSpec;
 use crate::validate::{DualCidrs, metadata, required, security_rules, subnet_within};
 use crate::{Invalid, Scope, pb};
