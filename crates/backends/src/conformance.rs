@@ -1,4 +1,4 @@
-//! Contract conformance suites, written once and run against every driver (sim, exec, linux)
+//! Contract conformance suites, written once and run against every driver (sim, exec, linux, ovn)
 //! through the [`FabricManager`] / [`K8sManager`] traits the controllers call, so they all
 //! behave the same for the controllers. They return the first violation
 //! instead of panicking, so they can also back a provider's self-check (built with the

@@ -116,11 +116,11 @@ pub enum RegistrationError {
     },
     /// The `linux` driver (or another known one) has no factory in this process.
     #[error(
-        "driver '{0}' is not available in this build (available: sim, exec); the osac server provides linux"
+        "driver '{0}' is not available in this build (available: sim, exec); the osac server provides linux and ovn"
     )]
     DriverNotAvailable(String),
     /// A driver name nobody knows.
-    #[error("unknown driver '{0}' (available: sim, exec)")]
+    #[error("unknown driver '{0}' (known: sim, exec, linux, ovn)")]
     UnknownDriver(String),
     /// A provisioner driver name nobody knows.
     #[error("unknown provisioner driver '{0}' (available: sim, exec, linux)")]
