@@ -289,6 +289,17 @@ impl Walk {
     }
 }
 
+/// The walk of an enum variant's inner list or object: checked at `<field>.<variant>` when the
+/// enclosing value is checked, else not.
+fn variant_walk(place: Option<(String, String)>, variant: &str) -> Walk {
+    match place {
+        Some((field, pattern)) => {
+            Walk::at(format!("{field}.{variant}"), format!("{pattern}.{variant}"))
+        }
+        None => Walk::unchecked(),
+    }
+}
+
 impl ser::Serializer for Walk {
     type Ok = Option<Invalid>;
     type Error = Unserializable;
@@ -371,12 +382,7 @@ impl ser::Serializer for Walk {
         variant: &'static str,
         _: usize,
     ) -> Result<Entries, Unserializable> {
-        Ok(match self.place {
-            Some((field, pattern)) => {
-                Walk::at(format!("{field}.{variant}"), format!("{pattern}.{variant}")).entries()
-            }
-            None => Walk::unchecked().entries(),
-        })
+        Ok(variant_walk(self.place, variant).entries())
     }
 
     fn serialize_map(self, _: Option<usize>) -> Result<Fields, Unserializable> {
@@ -395,12 +401,7 @@ impl ser::Serializer for Walk {
         variant: &'static str,
         _: usize,
     ) -> Result<Fields, Unserializable> {
-        Ok(match self.place {
-            Some((field, pattern)) => {
-                Walk::at(format!("{field}.{variant}"), format!("{pattern}.{variant}")).fields()
-            }
-            None => Walk::unchecked().fields(),
-        })
+        Ok(variant_walk(self.place, variant).fields())
     }
 }
 
