@@ -432,6 +432,17 @@ pub trait FabricManager: Send + Sync {
     /// Which addresses a MAC got on a subnet (empty = no lease yet).
     async fn query_dhcp_lease(&self, req: &QueryDhcpLeaseRequest)
     -> Result<PortAddresses, OpError>;
+    /// How often the controllers ask this manager to [`repair_drift`](Self::repair_drift):
+    /// `None` (the default) for a manager whose state is put back by the controllers' periodic
+    /// resync of every object (each operation converges what it owns), or that cannot drift.
+    fn drift_check_interval(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// Compares the backend with what this manager wants and puts back what was changed behind
+    /// its back (an object edited or deleted by hand); answers what it repaired.
+    async fn repair_drift(&self) -> Result<DriftRepair, OpError> {
+        Ok(DriftRepair::default())
+    }
 }
 
 /// A manager of role k8s: bridges subnets into hosting-cluster overlays. Every operation is

@@ -355,3 +355,27 @@ mod tests {
         );
     }
 }
+
+/// What a manager put back when it repaired drift (state changed behind its back): each entry
+/// names one backend object, e.g. `ACL:sg:<id>:ingress:1`. Never shown to tenants.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftRepair {
+    /// Objects that were missing and were created again.
+    pub recreated: Vec<String>,
+    /// Objects whose settings were set back.
+    pub reset: Vec<String>,
+    /// Objects of ours that nothing wants any more and were removed.
+    pub removed: Vec<String>,
+}
+
+impl DriftRepair {
+    /// Whether nothing had drifted.
+    pub fn is_empty(&self) -> bool {
+        self.recreated.is_empty() && self.reset.is_empty() && self.removed.is_empty()
+    }
+
+    /// How many objects were repaired.
+    pub fn len(&self) -> usize {
+        self.recreated.len() + self.reset.len() + self.removed.len()
+    }
+}

@@ -75,6 +75,7 @@
 //! controller undoes the fabric state and removes the finalizer, which removes the row.
 
 pub mod dispatch;
+pub mod drift;
 mod fenced_provisioner;
 mod fenced_store;
 mod metrics;

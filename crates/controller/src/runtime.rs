@@ -184,6 +184,11 @@ impl Controllers {
             ctx.config.event_prune_interval,
             shutdown.clone(),
         ));
+        tasks.spawn(crate::drift::drift_loop(
+            ctx.clone(),
+            ownership.clone(),
+            shutdown.clone(),
+        ));
         tasks.spawn(feed_loop(
             ctx.clone(),
             queue.clone(),

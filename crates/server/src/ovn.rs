@@ -33,8 +33,6 @@ impl DriverFactory for OvnFactory {
                 .await
                 .map_err(|e| e.to_string())?,
         );
-        // Rows changed behind the driver's back are put back while it lives.
-        osac_ovn::driver::spawn_resync(&fabric);
         Ok(RoleManager::Fabric(fabric))
     }
 }

@@ -22,6 +22,20 @@ impl FabricManager for OvnFabric {
         &self.registration
     }
 
+    fn drift_check_interval(&self) -> Option<std::time::Duration> {
+        let seconds = self.settings.resync_seconds;
+        (seconds > 0).then(|| std::time::Duration::from_secs(seconds))
+    }
+
+    async fn repair_drift(&self) -> Result<DriftRepair, OpError> {
+        let changes = self.resync().await?;
+        Ok(DriftRepair {
+            recreated: changes.inserted,
+            reset: changes.updated,
+            removed: changes.deleted,
+        })
+    }
+
     async fn create_virtual_network(
         &self,
         req: &CreateVirtualNetworkRequest,

@@ -40,7 +40,8 @@ pub struct OvnSettings {
     /// The chassis that run the routers' uplinks (gateway and NAT), most preferred first.
     pub gateway_chassis: Vec<String>,
     /// Seconds between two checks that put back rows changed behind the driver's back
-    /// ([`OvnFabric::resync`]); 0 turns the check off.
+    /// ([`OvnFabric::resync`], run by the controllers through
+    /// `FabricManager::repair_drift`); 0 turns the check off.
     #[serde(default = "default_resync_seconds")]
     pub resync_seconds: u64,
 }
@@ -305,15 +306,6 @@ impl OvnFabric {
                 return Err(northbound_failure(e));
             }
         };
-        if !changes.is_empty() {
-            tracing::warn!(
-                manager = %self.registration.name,
-                inserted = ?changes.inserted,
-                updated = ?changes.updated,
-                deleted = ?changes.deleted,
-                "ovn: northbound rows changed behind the driver's back were put back"
-            );
-        }
         Ok(changes)
     }
 
@@ -476,27 +468,6 @@ async fn within_deadline<T>(
                 WRITE_DEADLINE.as_secs()
             )))
         })
-}
-
-/// Runs [`OvnFabric::resync`] every `settings.resync_seconds` while `fabric` lives.
-pub fn spawn_resync(fabric: &std::sync::Arc<OvnFabric>) {
-    let seconds = fabric.settings.resync_seconds;
-    if seconds == 0 {
-        return;
-    }
-    let weak = std::sync::Arc::downgrade(fabric);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(seconds));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            let Some(fabric) = weak.upgrade() else { return };
-            if let Err(e) = fabric.resync().await {
-                tracing::warn!(manager = %fabric.registration.name, error = %e, "ovn: resync failed");
-            }
-        }
-    });
 }
 
 /// Connects to the first member of `addresses` that answers.

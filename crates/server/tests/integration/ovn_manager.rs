@@ -53,7 +53,7 @@ async fn an_ovn_manager_registered_by_a_file_programs_the_northbound_database() 
     std::fs::write(
         managers.path().join("ovn-fabric.yaml"),
         format!(
-            "name: ovn-fabric\nrole: fabric\ndescription: OVN\ncapabilities: [ipv4, ipv6, dual_stack]\ndriver: ovn\novn:\n  northbound: {address}\n  provider_network: physnet\n  transit_cidr: 100.64.0.0/24\n  provider_gateway: 100.64.0.1\n  gateway_chassis: [hv1]\n"
+            "name: ovn-fabric\nrole: fabric\ndescription: OVN\ncapabilities: [ipv4, ipv6, dual_stack]\ndriver: ovn\novn:\n  northbound: {address}\n  provider_network: physnet\n  transit_cidr: 100.64.0.0/24\n  provider_gateway: 100.64.0.1\n  gateway_chassis: [hv1]\n  resync_seconds: 1\n"
         ),
     )
     .unwrap();
@@ -102,6 +102,52 @@ async fn an_ovn_manager_registered_by_a_file_programs_the_northbound_database() 
         groups.contains(&osac_ovn::render::security::security_group_name(&id(&sg))),
         "{groups:?}"
     );
+
+    // A port group deleted by hand (its ACLs go with it) is put back by the drift check, and
+    // the provider sees an event on the class saying so.
+    let group = osac_ovn::render::security::security_group_name(&id(&sg));
+    client
+        .transact(
+            nb::DATABASE,
+            vec![op::delete(
+                "Port_Group",
+                vec![op::cond("name", "==", json!(group))],
+            )],
+        )
+        .await
+        .unwrap();
+    assert!(!names(&client, "Port_Group").await.contains(&group));
+    let class = s
+        .admin
+        .get(&format!("{PRIV}/network_classes/ovn-class"))
+        .await
+        .ok();
+    let filter = format!(
+        "this.spec.object_id == \"{}\" && this.spec.reason == \"FabricDriftRepaired\"",
+        id(&class)
+    );
+    let start = std::time::Instant::now();
+    let event = loop {
+        let listed = s.admin.list("events", &[("filter", &filter)]).await.ok();
+        if let Some(ev) = listed["items"].as_array().and_then(|a| a.first()) {
+            break ev.clone();
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "no FabricDriftRepaired event: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(event["spec"]["type"], "EVENT_TYPE_WARNING", "{event}");
+    let message = event["spec"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("fabric manager 'ovn-fabric' put back") && message.contains("Port_Group"),
+        "{message}"
+    );
+    assert!(names(&client, "Port_Group").await.contains(&group));
+    // Backend detail stays the provider's: the tenant lists no such event.
+    let seen = t.list("events", &[("filter", &filter)]).await.ok();
+    assert_eq!(seen["items"].as_array().map_or(0, Vec::len), 0, "{seen}");
 
     // Deleting the subnet removes its switch.
     t.delete(&format!("{PUB}/subnets/{}", id(&subnet))).await;
