@@ -83,6 +83,9 @@ fn settings(dir: &Path) -> Result<OvnSettings> {
         },
         gateway_chassis: vec!["hv0".into()],
         resync_seconds: 0,
+        private_key: None,
+        certificate: None,
+        ca_certificate: None,
     })
 }
 

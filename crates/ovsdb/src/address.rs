@@ -13,11 +13,15 @@ pub enum Address {
     Unix(PathBuf),
     /// A TCP endpoint: host (name or address, brackets stripped) and port.
     Tcp(String, u16),
+    /// A TLS endpoint over TCP (`ssl:HOST:PORT`): host and port.
+    Ssl(String, u16),
 }
 
 /// An address that is not `unix:PATH` or `tcp:HOST:PORT`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("'{given}' is not an OVSDB address: {reason} (expected unix:PATH or tcp:HOST:PORT)")]
+#[error(
+    "'{given}' is not an OVSDB address: {reason} (expected unix:PATH, tcp:HOST:PORT or ssl:HOST:PORT)"
+)]
 pub struct AddressError {
     /// What was given.
     pub given: String,
@@ -58,8 +62,10 @@ impl FromStr for Address {
             }
             return Ok(Address::Unix(PathBuf::from(path)));
         }
-        let Some(rest) = s.strip_prefix("tcp:") else {
-            return Err(err("unknown transport"));
+        let (rest, ssl) = match (s.strip_prefix("tcp:"), s.strip_prefix("ssl:")) {
+            (Some(rest), _) => (rest, false),
+            (_, Some(rest)) => (rest, true),
+            _ => return Err(err("unknown transport")),
         };
         let (host, port) = rest.rsplit_once(':').ok_or_else(|| err("no port"))?;
         let port: u16 = port.parse().map_err(|_| err("the port is not a number"))?;
@@ -73,7 +79,11 @@ impl FromStr for Address {
         if host.is_empty() {
             return Err(err("the host is empty"));
         }
-        Ok(Address::Tcp(host.to_string(), port))
+        if ssl {
+            Ok(Address::Ssl(host.to_string(), port))
+        } else {
+            Ok(Address::Tcp(host.to_string(), port))
+        }
     }
 }
 
@@ -83,6 +93,8 @@ impl fmt::Display for Address {
             Address::Unix(p) => write!(f, "unix:{}", p.display()),
             Address::Tcp(h, p) if h.contains(':') => write!(f, "tcp:[{h}]:{p}"),
             Address::Tcp(h, p) => write!(f, "tcp:{h}:{p}"),
+            Address::Ssl(h, p) if h.contains(':') => write!(f, "ssl:[{h}]:{p}"),
+            Address::Ssl(h, p) => write!(f, "ssl:{h}:{p}"),
         }
     }
 }
@@ -104,6 +116,9 @@ mod tests {
         let v6: Address = "tcp:[fd00::1]:6641".parse().unwrap();
         assert_eq!(v6, Address::Tcp("fd00::1".into(), 6641));
         assert_eq!(v6.to_string(), "tcp:[fd00::1]:6641");
+        let ssl: Address = "ssl:[fd00::1]:6641".parse().unwrap();
+        assert_eq!(ssl, Address::Ssl("fd00::1".into(), 6641));
+        assert_eq!(ssl.to_string(), "ssl:[fd00::1]:6641");
         let list = Address::parse_list("tcp:10.0.0.1:6641, tcp:10.0.0.2:6641,unix:/x").unwrap();
         assert_eq!(list.len(), 3);
     }
@@ -111,7 +126,8 @@ mod tests {
     #[test]
     fn refuses_what_is_not_an_address_and_says_why() {
         for (bad, why) in [
-            ("ssl:1.2.3.4:6641", "unknown transport"),
+            ("tls:1.2.3.4:6641", "unknown transport"),
+            ("ssl:1.2.3.4", "no port"),
             ("unix:", "the socket path is empty"),
             ("tcp:1.2.3.4", "no port"),
             ("tcp:1.2.3.4:x", "the port is not a number"),

@@ -7,18 +7,22 @@
 //! with [`Error::Disconnected`]; the update channel closes.
 
 use std::collections::HashMap;
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsConnector;
 
 use crate::address::Address;
 use crate::error::Error;
 use crate::framing::{Framer, NotJson};
+use crate::tls::Tls;
 
 /// The largest message accepted from a server (a monitor's first reply carries whole tables).
 const MAX_MESSAGE: usize = 256 << 20;
@@ -87,9 +91,19 @@ impl Drop for Client {
 }
 
 impl Client {
-    /// Opens a connection; monitor updates arrive on the returned receiver.
+    /// Opens a connection; monitor updates arrive on the returned receiver. An `ssl:` address
+    /// needs [`Client::connect_with`] and its TLS files.
     pub async fn connect(
         address: &Address,
+    ) -> Result<(Client, mpsc::UnboundedReceiver<Update>), Error> {
+        Self::connect_with(address, None).await
+    }
+
+    /// Opens a connection, over TLS with `tls` for an `ssl:` address; monitor updates arrive on
+    /// the returned receiver.
+    pub async fn connect_with(
+        address: &Address,
+        tls: Option<&Tls>,
     ) -> Result<(Client, mpsc::UnboundedReceiver<Update>), Error> {
         let connect_err = |source| Error::Connect {
             address: address.to_string(),
@@ -102,11 +116,25 @@ impl Client {
                 Ok(Self::start(address.clone(), r, w))
             }
             Address::Tcp(host, port) => {
-                let s = TcpStream::connect((host.as_str(), *port))
+                let s = tcp(host, *port).await.map_err(connect_err)?;
+                let (r, w) = s.into_split();
+                Ok(Self::start(address.clone(), r, w))
+            }
+            Address::Ssl(host, port) => {
+                let Some(tls) = tls else {
+                    return Err(connect_err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "an ssl: address needs a private key, a certificate and a CA certificate",
+                    )));
+                };
+                let name = ServerName::try_from(host.clone())
+                    .map_err(|e| connect_err(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
+                let s = tcp(host, *port).await.map_err(connect_err)?;
+                let s = TlsConnector::from(tls.config.clone())
+                    .connect(name, s)
                     .await
                     .map_err(connect_err)?;
-                s.set_nodelay(true).map_err(connect_err)?;
-                let (r, w) = s.into_split();
+                let (r, w) = tokio::io::split(s);
                 Ok(Self::start(address.clone(), r, w))
             }
         }
@@ -347,6 +375,13 @@ fn dispatch(
     };
     let _ = tx.send(result);
     Ok(())
+}
+
+/// A TCP connection with Nagle off (calls are small and answered one by one).
+async fn tcp(host: &str, port: u16) -> io::Result<TcpStream> {
+    let s = TcpStream::connect((host, port)).await?;
+    s.set_nodelay(true)?;
+    Ok(s)
 }
 
 #[cfg(test)]

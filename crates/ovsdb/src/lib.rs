@@ -1,7 +1,8 @@
 //! A small client of the OVSDB management protocol (RFC 7047), the database protocol of Open
-//! vSwitch and OVN: JSON-RPC 1.0 over a unix or TCP socket.
+//! vSwitch and OVN: JSON-RPC 1.0 over a unix or TCP socket, or TLS
+//! with a client certificate ([`Tls`]).
 //!
-//! - [`Address`] — where a server listens (`unix:PATH`, `tcp:HOST:PORT`); a clustered database
+//! - [`Address`] — where a server listens (`unix:PATH`, `tcp:HOST:PORT`, `ssl:HOST:PORT`); a clustered database
 //!   is a comma-separated list of them.
 //! - [`Client`] — one connection: [`Client::transact`] (a list of operations, atomically),
 //!   [`Client::monitor`] (the current rows of some tables, then their changes as [`Update`]s),
@@ -21,7 +22,9 @@ pub mod datum;
 mod error;
 mod framing;
 pub mod op;
+mod tls;
 
 pub use address::{Address, AddressError};
 pub use client::{Client, Update};
 pub use error::Error;
+pub use tls::{Tls, TlsError, TlsFiles};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use osac_ovsdb::{Address, Client, Error, datum, op};
+use osac_ovsdb::{Address, Client, Error, Tls, TlsFiles, datum, op};
 use serde_json::{Value, json};
 
 const NB: &str = "OVN_Northbound";
@@ -49,6 +49,12 @@ fn missing_tools() -> Option<String> {
 
 /// Starts a server, or None (with a note) when the tools are not installed outside CI.
 fn server() -> Option<Server> {
+    tools_or_skip()?;
+    Some(start(tempfile::tempdir().expect("temp dir"), Vec::new()))
+}
+
+/// None (with a note) when the tools are not installed; under CI they must be.
+fn tools_or_skip() -> Option<()> {
     if let Some(missing) = missing_tools() {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -57,7 +63,18 @@ fn server() -> Option<Server> {
         eprintln!("skipped: missing {missing}");
         return None;
     }
-    let dir = tempfile::tempdir().expect("temp dir");
+    Some(())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Starts a server in `dir` with a unix and a TCP remote and the `extra` arguments.
+fn start(dir: tempfile::TempDir, extra: Vec<String>) -> Server {
     let db: PathBuf = dir.path().join("nb.db");
     let ok = Command::new("ovsdb-tool")
         .args(["create"])
@@ -67,14 +84,12 @@ fn server() -> Option<Server> {
         .expect("ovsdb-tool");
     assert!(ok.success(), "ovsdb-tool create failed");
     let sock = dir.path().join("nb.sock");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = free_port();
     let child = Command::new("ovsdb-server")
         .arg(&db)
         .arg(format!("--remote=punix:{}", sock.display()))
         .arg(format!("--remote=ptcp:{port}:127.0.0.1"))
+        .args(extra)
         .arg(format!("--unixctl={}", dir.path().join("ctl").display()))
         .arg(format!("--log-file={}", dir.path().join("log").display()))
         .arg("--no-chdir")
@@ -90,12 +105,44 @@ fn server() -> Option<Server> {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    Some(Server {
+    Server {
         child,
         unix: Address::Unix(sock),
         tcp: Address::Tcp("127.0.0.1".into(), port),
         _dir: dir,
-    })
+    }
+}
+
+/// Runs `ovs-pki` (the PKI tool Open vSwitch ships) in `dir` with `args`.
+fn ovs_pki(dir: &Path, args: &[&str]) {
+    let ok = Command::new("ovs-pki")
+        .current_dir(dir)
+        .args(args)
+        .arg(format!("--log={}", dir.join("pki.log").display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("ovs-pki");
+    assert!(ok.success(), "ovs-pki {args:?} failed");
+}
+
+/// An `ovs-pki` CA in `dir/<name>` and, in `dir`, the certificates `<cert>-cert.pem` /
+/// `<cert>-privkey.pem` it signs.
+fn pki(dir: &Path, name: &str, certs: &[&str]) -> PathBuf {
+    let ca_dir = dir.join(name);
+    ovs_pki(dir, &["init", &format!("--dir={}", ca_dir.display())]);
+    for cert in certs {
+        ovs_pki(
+            dir,
+            &[
+                "req+sign",
+                &format!("--dir={}", ca_dir.display()),
+                cert,
+                "switch",
+            ],
+        );
+    }
+    ca_dir.join("switchca/cacert.pem")
 }
 
 async fn connect(a: &Address) -> Client {
@@ -305,4 +352,60 @@ async fn an_idle_tcp_connection_answers_the_servers_echo_and_stays_open() {
     tokio::time::sleep(Duration::from_secs(12)).await;
     assert_eq!(c.closed(), None);
     assert_eq!(switches_owned_by(&c, "echo").await, ["idle"]);
+}
+
+/// `ssl:` as OVN deployments secure their databases: certificates made by `ovs-pki` (the
+/// server's names a role, not a host), the client presenting its own. A server whose
+/// certificate another CA signed is refused, and an `ssl:` address without TLS files says what
+/// it needs.
+#[tokio::test]
+async fn an_ssl_address_talks_tls_with_certificates_made_by_ovs_pki() {
+    if tools_or_skip().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = pki(dir.path(), "pki", &["ovnnb", "osac"]);
+    let rogue_ca = pki(dir.path(), "rogue", &[]);
+    let path = |f: &str| dir.path().join(f);
+    let port = free_port();
+    let extra = vec![
+        format!("--remote=pssl:{port}:127.0.0.1"),
+        format!("--private-key={}", path("ovnnb-privkey.pem").display()),
+        format!("--certificate={}", path("ovnnb-cert.pem").display()),
+        format!("--ca-cert={}", ca.display()),
+    ];
+    let s = start(dir, extra);
+    let ssl: Address = format!("ssl:127.0.0.1:{port}").parse().unwrap();
+    let files = |ca_certificate: &Path| TlsFiles {
+        private_key: s._dir.path().join("osac-privkey.pem"),
+        certificate: s._dir.path().join("osac-cert.pem"),
+        ca_certificate: ca_certificate.to_path_buf(),
+    };
+    let tls = Tls::load(&files(&ca)).expect("the ovs-pki files load");
+    let until = Instant::now() + Duration::from_secs(10);
+    let (c, _) = loop {
+        match Client::connect_with(&ssl, Some(&tls)).await {
+            Ok(c) => break c,
+            Err(e) if Instant::now() < until => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    c.transact(NB, vec![switch("over-tls", "tls")])
+        .await
+        .unwrap();
+    assert_eq!(switches_owned_by(&c, "tls").await, ["over-tls"]);
+
+    let rogue = Tls::load(&files(&rogue_ca)).expect("the rogue files load");
+    let refused = match Client::connect_with(&ssl, Some(&rogue)).await {
+        Ok((c, _)) => c.transact(NB, vec![switch("x", "rogue")]).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    let e = refused.expect_err("a server certificate of another CA is refused");
+    assert!(e.to_string().contains("certificate"), "{e}");
+
+    let e = Client::connect(&ssl).await.err().expect("no TLS files");
+    assert!(e.to_string().contains("needs a private key"), "{e}");
 }

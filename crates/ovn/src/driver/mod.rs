@@ -15,12 +15,13 @@ mod rows;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use ipnet::IpNet;
 use osac_backends::fabric_model::{Change, FabricState, Plan, Record};
 use osac_backends::net::lowest_free;
 use osac_backends::{OpError, Registration};
-use osac_ovsdb::{Address, Client};
+use osac_ovsdb::{Address, Client, Tls, TlsFiles};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
@@ -31,7 +32,7 @@ use crate::render::external::{self, ProviderNetwork};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OvnSettings {
-    /// The northbound database: `unix:PATH` or `tcp:HOST:PORT`, a comma-separated list for
+    /// The northbound database: `unix:PATH`, `tcp:HOST:PORT` or `ssl:HOST:PORT`, a comma-separated list for
     /// the members of a clustered database.
     pub northbound: String,
     /// The provider network the ExternalIP pools' addresses live on.
@@ -44,6 +45,16 @@ pub struct OvnSettings {
     /// `FabricManager::repair_drift`); 0 turns the check off.
     #[serde(default = "default_resync_seconds")]
     pub resync_seconds: u64,
+    /// For `ssl:` members: the client's private key (PEM), as `ovn-nbctl --private-key`.
+    #[serde(default)]
+    pub private_key: Option<PathBuf>,
+    /// For `ssl:` members: the client's certificate (PEM), as `ovn-nbctl --certificate`.
+    #[serde(default)]
+    pub certificate: Option<PathBuf>,
+    /// For `ssl:` members: the CA certificate the database's certificate must chain to (PEM),
+    /// as `ovn-nbctl --ca-cert`.
+    #[serde(default)]
+    pub ca_certificate: Option<PathBuf>,
 }
 
 fn default_resync_seconds() -> u64 {
@@ -64,6 +75,31 @@ pub struct ProviderSettings {
 }
 
 impl OvnSettings {
+    /// The TLS files of `ssl:` members, loaded: all three are needed when a member is `ssl:`,
+    /// and are refused when none is (they would be ignored).
+    fn tls(&self, addresses: &[Address]) -> Result<Option<Tls>, OvnError> {
+        let ssl = addresses.iter().any(|a| matches!(a, Address::Ssl(..)));
+        let files = (&self.private_key, &self.certificate, &self.ca_certificate);
+        match (ssl, files) {
+            (true, (Some(key), Some(cert), Some(ca))) => Tls::load(&TlsFiles {
+                private_key: key.clone(),
+                certificate: cert.clone(),
+                ca_certificate: ca.clone(),
+            })
+            .map(Some)
+            .map_err(|e| OvnError::Settings(e.to_string())),
+            (true, _) => Err(OvnError::Settings(
+                "an ssl: northbound member needs private_key, certificate and ca_certificate"
+                    .into(),
+            )),
+            (false, (None, None, None)) => Ok(None),
+            (false, _) => Err(OvnError::Settings(
+                "private_key, certificate and ca_certificate are for ssl: northbound members; none is ssl:"
+                    .into(),
+            )),
+        }
+    }
+
     /// The provider network in render form.
     pub fn provider(&self) -> ProviderNetwork {
         ProviderNetwork {
@@ -99,6 +135,7 @@ pub struct OvnFabric {
     settings: OvnSettings,
     provider: ProviderNetwork,
     addresses: Vec<Address>,
+    tls: Option<Tls>,
     inner: Mutex<Inner>,
 }
 
@@ -189,7 +226,8 @@ impl OvnFabric {
             ));
         }
         let provider = settings.provider();
-        let client = connect(&addresses)
+        let tls = settings.tls(&addresses)?;
+        let client = connect(&addresses, tls.as_ref())
             .await
             .map_err(|e| OvnError::Northbound(e.to_string()))?;
         nb::converge(
@@ -205,6 +243,7 @@ impl OvnFabric {
             settings,
             provider,
             addresses,
+            tls,
             inner: Mutex::new(Inner {
                 client: Some(client),
                 past_transactions: 0,
@@ -400,7 +439,11 @@ impl OvnFabric {
     /// The connection, reconnecting (to any member of a clustered database) when it is gone.
     async fn client<'a>(&self, inner: &'a mut Inner) -> Result<&'a Client, OpError> {
         if inner.client.is_none() {
-            inner.client = Some(connect(&self.addresses).await.map_err(northbound_failure)?);
+            inner.client = Some(
+                connect(&self.addresses, self.tls.as_ref())
+                    .await
+                    .map_err(northbound_failure)?,
+            );
         }
         inner
             .client
@@ -470,11 +513,11 @@ async fn within_deadline<T>(
         })
 }
 
-/// Connects to the first member of `addresses` that answers.
-async fn connect(addresses: &[Address]) -> Result<Client, osac_ovsdb::Error> {
+/// Connects to the first member of `addresses` that answers (with `tls` for `ssl:` ones).
+async fn connect(addresses: &[Address], tls: Option<&Tls>) -> Result<Client, osac_ovsdb::Error> {
     let mut last = None;
     for a in addresses {
-        match Client::connect(a).await {
+        match Client::connect_with(a, tls).await {
             Ok((client, _updates)) => return Ok(client),
             Err(e) => last = Some(e),
         }
@@ -485,4 +528,53 @@ async fn connect(addresses: &[Address]) -> Result<Client, osac_ovsdb::Error> {
 /// The record an operation's first change replaces (the object a delete removes), if any.
 fn replaced_record(before: &[Option<Record>]) -> Option<&Record> {
     before.first().and_then(Option::as_ref)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(extra: &str, northbound: &str) -> OvnSettings {
+        let yaml = format!(
+            "northbound: {northbound}\nprovider_network: physnet\ntransit_cidr: 100.64.0.0/24\nprovider_gateway: 100.64.0.1\ngateway_chassis: [hv1]\n{extra}"
+        );
+        serde_yaml_ng::from_str(&yaml).unwrap()
+    }
+
+    fn tls_error(s: &OvnSettings) -> String {
+        let addresses = Address::parse_list(&s.northbound).unwrap();
+        match s.tls(&addresses) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn ssl_members_need_all_three_files_and_only_they_take_them() {
+        let ssl = settings(
+            "private_key: /k.pem\n",
+            "tcp:10.0.0.1:6641,ssl:10.0.0.2:6641",
+        );
+        assert!(
+            tls_error(&ssl).contains("needs private_key, certificate and ca_certificate"),
+            "{}",
+            tls_error(&ssl)
+        );
+        let plain = settings("certificate: /c.pem\n", "tcp:10.0.0.1:6641");
+        assert!(
+            tls_error(&plain).contains("none is ssl:"),
+            "{}",
+            tls_error(&plain)
+        );
+        assert_eq!(tls_error(&settings("", "unix:/nb.sock")), "");
+        let missing = settings(
+            "private_key: /nonexistent/k.pem\ncertificate: /nonexistent/c.pem\nca_certificate: /nonexistent/ca.pem\n",
+            "ssl:10.0.0.2:6641",
+        );
+        assert!(
+            tls_error(&missing).contains("private key /nonexistent/k.pem"),
+            "{}",
+            tls_error(&missing)
+        );
+    }
 }
