@@ -224,3 +224,65 @@ async fn rows_changed_or_deleted_behind_the_drivers_back_are_put_back_by_a_resyn
     );
     db.stop().await;
 }
+
+/// With an IPv6 transit prefix beside the IPv4 one, a router's uplink has an address in each,
+/// its default egress translates each family to the address of that family, and a new driver
+/// on the same database reads both addresses back (its resync finds nothing to change).
+#[tokio::test]
+async fn a_dual_stack_provider_network_gives_routers_an_uplink_address_of_each_family() {
+    use osac_backends::CreateVirtualNetworkRequest;
+    use osac_ovsdb::datum;
+
+    let Some(db) = common::db().await else {
+        return;
+    };
+    let mut settings = settings(&db);
+    settings.provider.transit_ipv6_cidr = Some("fd00:64::/64".parse().unwrap());
+    settings.provider.provider_ipv6_gateway = Some("fd00:64::1".parse().unwrap());
+    let fabric = OvnFabric::open(registration(), settings.clone())
+        .await
+        .expect("open");
+    fabric
+        .create_virtual_network(&CreateVirtualNetworkRequest {
+            virtual_network_id: "v".into(),
+            tenant: "t".into(),
+            ipv4_cidr: Some("10.1.0.0/16".parse().unwrap()),
+            ipv6_cidr: Some("fd00:1::/48".parse().unwrap()),
+        })
+        .await
+        .unwrap();
+    let uplink = db
+        .rows("Logical_Router_Port")
+        .await
+        .into_iter()
+        .find(|r| r["name"] == "osac-lrp-up-v")
+        .expect("the uplink port");
+    let mut networks = datum::string_set_items(&uplink["networks"]);
+    networks.sort();
+    assert_eq!(networks, ["100.64.0.2/24", "fd00:64::2/64"]);
+    let mut snat: Vec<(String, String)> = db
+        .rows("NAT")
+        .await
+        .iter()
+        .map(|r| {
+            (
+                r["logical_ip"].as_str().unwrap_or_default().to_string(),
+                r["external_ip"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    snat.sort();
+    assert_eq!(
+        snat,
+        [
+            ("10.1.0.0/16".to_string(), "100.64.0.2".to_string()),
+            ("fd00:1::/48".to_string(), "fd00:64::2".to_string())
+        ]
+    );
+    drop(fabric);
+    let again = OvnFabric::open(registration(), settings)
+        .await
+        .expect("reopen");
+    let changes = again.resync().await.expect("resync");
+    assert!(changes.is_empty(), "{changes:?}");
+}

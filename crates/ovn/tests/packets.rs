@@ -140,10 +140,37 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         "172.31.0.2",
     ]);
 
+    // IPv6: fd00:64::1 on the provider network, the pool 2001:db8::/64 routed to v1's uplink.
+    sh(&[
+        "ip",
+        "-n",
+        &provider_ns,
+        "addr",
+        "add",
+        "fd00:64::1/64",
+        "dev",
+        PROVIDER_BRIDGE,
+        "nodad",
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        &provider_ns,
+        "-6",
+        "route",
+        "add",
+        "2001:db8::/64",
+        "via",
+        "fd00:64::2",
+    ]);
     let provider = external::ProviderNetwork {
         network_name: PROVIDER_NETWORK.into(),
         transit_cidr: "172.31.0.0/24".parse().unwrap(),
         gateway: "172.31.0.1".parse().unwrap(),
+        ipv6: Some(external::Ipv6Transit {
+            cidr: "fd00:64::/64".parse().unwrap(),
+            gateway: "fd00:64::1".parse().unwrap(),
+        }),
     };
     converge(&nb, vec![external::provider_switch(&provider)]).await;
     // v1 is dual-stack, v2 IPv4 only.
@@ -183,6 +210,7 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
                 rule(Protocol::Icmp, None, "fd00::/16"),
                 rule(Protocol::Udp, Some(68), "10.0.0.0/16"),
                 rule(Protocol::Tcp, Some(8082), "0.0.0.0/0"),
+                rule(Protocol::Tcp, Some(8083), "::/0"),
             ],
         ),
         ("client", "v1", "ta", vec![]),
@@ -312,15 +340,12 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             );
         }
     }
-    let uplink = external::uplink(
-        "v1",
-        "ta",
-        &provider,
-        "172.31.0.2".parse().unwrap(),
-        &["hv1"],
-    );
+    // v1's uplink has an address of each family; v2 (IPv4 only) one.
+    let transit1 = ["172.31.0.2".parse().unwrap(), "fd00:64::2".parse().unwrap()];
+    let uplink = external::uplink("v1", "ta", &provider, &transit1, &["hv1"]);
     let vn_cidr = ["10.0.0.0/16".parse().unwrap()];
-    let default_egress = external::source_nat("v1", "ta", &vn_cidr, "172.31.0.2".parse().unwrap());
+    let vn1_cidrs = ["10.0.0.0/16".parse().unwrap(), "fd00::/16".parse().unwrap()];
+    let default_egress = external::source_nat("v1", "ta", &vn1_cidrs, &transit1);
     converge(
         &nb,
         vec![uplink.router, uplink.provider_port, default_egress],
@@ -328,14 +353,9 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     .await;
     // VN v2 has no NAT gateway: its egress leaves with its uplink's transit address, through
     // a gateway chassis other than the VM's hypervisor.
-    let uplink2 = external::uplink(
-        "v2",
-        "tb",
-        &provider,
-        "172.31.0.3".parse().unwrap(),
-        &["hv2"],
-    );
-    let default_egress2 = external::source_nat("v2", "tb", &vn_cidr, "172.31.0.3".parse().unwrap());
+    let transit2 = ["172.31.0.3".parse().unwrap()];
+    let uplink2 = external::uplink("v2", "tb", &provider, &transit2, &["hv2"]);
+    let default_egress2 = external::source_nat("v2", "tb", &vn_cidr, &transit2);
     converge(
         &nb,
         vec![uplink2.router, uplink2.provider_port, default_egress2],
@@ -359,7 +379,16 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         },
         "ta",
     );
-    converge(&nb, vec![nat, dnat]).await;
+    let dnat6 = external::external_ip_attachment(
+        &CreateExternalIpAttachmentRequest {
+            attachment_id: "e6".into(),
+            virtual_network_id: "v1".into(),
+            external_address: "2001:db8::11".parse().unwrap(),
+            target_ip: "fd00:1::11".parse().unwrap(),
+        },
+        "ta",
+    );
+    converge(&nb, vec![nat, dnat, dnat6]).await;
 
     let mut listeners = Listeners(Vec::new());
     let (server, client, closed, other) = (&vms[0].ns, &vms[1].ns, &vms[2].ns, &vms[3].ns);
@@ -369,6 +398,8 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     listeners.start_echo(server, 8082);
     listeners.start(closed, 8080);
     listeners.start(&provider_ns, 7070);
+    listeners.start_ipv6(server, 8083);
+    listeners.start_ipv6(&provider_ns, 7071);
     let udp_log = dir.path().join("udp68.log");
     listeners.start_udp(server, 68, &udp_log);
     let outside_log = dir.path().join("udp67.log");
@@ -616,6 +647,22 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             default_out, "172.31.0.3",
             "a VN without a NAT gateway leaves with its transit address"
         );
+        // IPv6 through the ExternalIP and out: the VN's NAT gateway is IPv4, so its IPv6
+        // egress leaves with the uplink's IPv6 transit address.
+        let inbound6 = eventually("the provider reaches [2001:db8::11]:8083", || {
+            tcp(&provider_ns, "[2001:db8::11]", 8083)
+        });
+        assert_eq!(
+            ipv6(&inbound6),
+            "fd00:64::1".parse::<std::net::Ipv6Addr>().unwrap()
+        );
+        let outbound6 = eventually("vm12 reaches the provider over IPv6", || {
+            tcp(client, "[fd00:64::1]", 7071)
+        });
+        assert_eq!(
+            ipv6(&outbound6),
+            "fd00:64::2".parse::<std::net::Ipv6Addr>().unwrap()
+        );
         // A connection to a port a rule allows, kept open while the rule is removed.
         let mut open = eventually("vm12 opens a connection to vm11:8081", || {
             Connection::open(client, "10.0.1.11", 8081)
@@ -738,4 +785,11 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         renewal_trace.contains("put_dhcp_opts"),
         "a unicast DHCPv4 renewal was not answered: {renewal_trace}"
     );
+}
+
+/// The IPv6 address socat reports as a peer (written out in full, in brackets).
+fn ipv6(peer: &str) -> std::net::Ipv6Addr {
+    peer.trim_matches(['[', ']'])
+        .parse()
+        .unwrap_or_else(|e| panic!("peer '{peer}': {e}"))
 }

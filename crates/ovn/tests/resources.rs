@@ -240,13 +240,14 @@ async fn the_uplink_and_nat_rules_join_the_router_and_leave_it_one_by_one() {
         network_name: "physnet".into(),
         transit_cidr: "172.31.0.0/24".parse().unwrap(),
         gateway: "172.31.0.1".parse().unwrap(),
+        ipv6: None,
     };
     converge(&db, vec![external::provider_switch(&provider)]).await;
     let up = external::uplink(
         "v1",
         "t1",
         &provider,
-        "172.31.0.2".parse().unwrap(),
+        &["172.31.0.2".parse().unwrap()],
         &["hv1"],
     );
     let nat = external::nat_gateway(
@@ -268,7 +269,8 @@ async fn the_uplink_and_nat_rules_join_the_router_and_leave_it_one_by_one() {
         "t1",
     );
     let sources = ["10.0.0.0/16".parse().unwrap()];
-    let default_egress = external::source_nat("v1", "t1", &sources, "172.31.0.2".parse().unwrap());
+    let default_egress =
+        external::source_nat("v1", "t1", &sources, &["172.31.0.2".parse().unwrap()]);
     converge(
         &db,
         vec![

@@ -14,10 +14,10 @@ pub mod records;
 mod rows;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv6Net};
 use osac_backends::fabric_model::{Change, FabricState, Plan, Record};
 use osac_backends::net::lowest_free;
 use osac_backends::{OpError, Registration};
@@ -26,7 +26,7 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use crate::nb::{self, Row, Scope};
-use crate::render::external::{self, ProviderNetwork};
+use crate::render::external::{self, Ipv6Transit, ProviderNetwork};
 
 /// What an `ovn` registration says (its `ovn:` block).
 #[derive(Debug, Clone, Deserialize)]
@@ -72,6 +72,44 @@ pub struct ProviderSettings {
     pub transit_cidr: IpNet,
     /// The next hop toward the outside on the provider network.
     pub provider_gateway: IpAddr,
+    /// A second transit prefix, IPv6, when `transit_cidr` is IPv4: routers get an address in
+    /// both, so IPv6 egress, NAT gateways and ExternalIP attachments work too.
+    #[serde(default)]
+    pub transit_ipv6_cidr: Option<Ipv6Net>,
+    /// The IPv6 next hop toward the outside (with `transit_ipv6_cidr`).
+    #[serde(default)]
+    pub provider_ipv6_gateway: Option<Ipv6Addr>,
+}
+
+impl ProviderSettings {
+    /// The transit settings fit together: each next hop in its prefix, the IPv6 pair complete
+    /// and only beside an IPv4 `transit_cidr`.
+    fn check(&self) -> Result<(), OvnError> {
+        let err = |m: String| Err(OvnError::Settings(m));
+        if !self.transit_cidr.contains(&self.provider_gateway) {
+            return err(format!(
+                "provider_gateway {} is not in transit_cidr {}",
+                self.provider_gateway, self.transit_cidr
+            ));
+        }
+        match (self.transit_ipv6_cidr, self.provider_ipv6_gateway) {
+            (None, None) => Ok(()),
+            (Some(cidr), Some(gateway)) => {
+                if !self.transit_cidr.addr().is_ipv4() {
+                    return err(
+                        "transit_ipv6_cidr is the second prefix of an IPv4 transit_cidr".into(),
+                    );
+                }
+                if !cidr.contains(&gateway) {
+                    return err(format!(
+                        "provider_ipv6_gateway {gateway} is not in transit_ipv6_cidr {cidr}"
+                    ));
+                }
+                Ok(())
+            }
+            _ => err("transit_ipv6_cidr and provider_ipv6_gateway go together".into()),
+        }
+    }
 }
 
 impl OvnSettings {
@@ -102,10 +140,15 @@ impl OvnSettings {
 
     /// The provider network in render form.
     pub fn provider(&self) -> ProviderNetwork {
+        let p = &self.provider;
         ProviderNetwork {
-            network_name: self.provider.provider_network.clone(),
-            transit_cidr: self.provider.transit_cidr,
-            gateway: self.provider.provider_gateway,
+            network_name: p.provider_network.clone(),
+            transit_cidr: p.transit_cidr,
+            gateway: p.provider_gateway,
+            ipv6: p
+                .transit_ipv6_cidr
+                .zip(p.provider_ipv6_gateway)
+                .map(|(cidr, gateway)| Ipv6Transit { cidr, gateway }),
         }
     }
 
@@ -146,7 +189,8 @@ struct Inner {
     /// How operations read the northbound database.
     reads: nb::Reads,
     state: FabricState,
-    transit: BTreeMap<String, IpAddr>,
+    /// Each VirtualNetwork router's uplink addresses, one per transit prefix.
+    transit: BTreeMap<String, Vec<IpAddr>>,
 }
 
 impl Inner {
@@ -220,6 +264,7 @@ impl OvnFabric {
     pub async fn open(registration: Registration, settings: OvnSettings) -> Result<Self, OvnError> {
         let addresses = Address::parse_list(&settings.northbound)
             .map_err(|e| OvnError::Settings(e.to_string()))?;
+        settings.provider.check()?;
         if settings.gateway_chassis.is_empty() {
             return Err(OvnError::Settings(
                 "gateway_chassis needs at least one chassis".into(),
@@ -297,7 +342,7 @@ impl OvnFabric {
         }
         for r in state.records() {
             let transit = match r {
-                Record::VirtualNetwork(v) => inner.transit.get(&v.virtual_network_id).copied(),
+                Record::VirtualNetwork(v) => inner.transit.get(&v.virtual_network_id).cloned(),
                 _ => None,
             };
             wanted.push(records::row(r, transit).map_err(|e| {
@@ -398,7 +443,7 @@ impl OvnFabric {
                 Some(r) => {
                     let transit = match r {
                         Record::VirtualNetwork(v) => {
-                            inner.transit.get(&v.virtual_network_id).copied()
+                            inner.transit.get(&v.virtual_network_id).cloned()
                         }
                         _ => None,
                     };
@@ -451,32 +496,43 @@ impl OvnFabric {
             .ok_or_else(|| northbound_failure("no connection"))
     }
 
-    /// The lowest free transit address on the provider network (never its gateway).
-    fn pick_transit(&self, inner: &Inner) -> Result<IpAddr, OpError> {
-        let used: BTreeSet<IpAddr> = inner.transit.values().copied().collect();
-        let net = self.provider.transit_cidr;
-        let gateway = IpNet::from(self.provider.gateway);
-        lowest_free(net, &|a| used.contains(a), &[gateway])
-            .ok_or_else(|| OpError::permanent(format!("transit range {net} is exhausted")))
+    /// The lowest free transit address in each transit prefix of the provider network (never
+    /// its next hop).
+    fn pick_transit(&self, inner: &Inner) -> Result<Vec<IpAddr>, OpError> {
+        let used: BTreeSet<IpAddr> = inner.transit.values().flatten().copied().collect();
+        self.provider
+            .transit_prefixes()
+            .into_iter()
+            .map(|(net, gateway)| {
+                lowest_free(net, &|a| used.contains(a), &[IpNet::from(gateway)])
+                    .ok_or_else(|| OpError::permanent(format!("transit range {net} is exhausted")))
+            })
+            .collect()
     }
 
     /// The rows of VirtualNetwork `vn` as the model holds it.
     fn vn_rows(&self, inner: &Inner, vn: &str) -> Result<Vec<Row>, OpError> {
         let v = inner.state.required_vn(vn)?;
-        let transit = *inner.transit.get(vn).ok_or_else(|| {
+        let transit = inner.transit.get(vn).ok_or_else(|| {
             OpError::permanent(format!("virtual network '{vn}' has no transit address"))
         })?;
-        let egress = inner
-            .state
-            .nat_gateway_of(vn)
-            .map_or(transit, |n| n.external_address);
+        // Egress per family: the NAT gateway's address for its family, else the transit one.
+        let nat = inner.state.nat_gateway_of(vn).map(|n| n.external_address);
+        let egress: Vec<IpAddr> = transit
+            .iter()
+            .map(|t| match nat {
+                Some(a) if a.is_ipv4() == t.is_ipv4() => a,
+                _ => *t,
+            })
+            .chain(nat.filter(|a| transit.iter().all(|t| t.is_ipv4() != a.is_ipv4())))
+            .collect();
         let chassis = self.settings.gateway_chassis_names();
         Ok(rows::virtual_network(
             v,
             &self.provider,
             &chassis,
             transit,
-            egress,
+            &egress,
         ))
     }
 }
@@ -575,6 +631,47 @@ mod tests {
             tls_error(&missing).contains("private key /nonexistent/k.pem"),
             "{}",
             tls_error(&missing)
+        );
+    }
+
+    #[test]
+    fn transit_settings_fit_together() {
+        let check = |extra: &str| match settings(extra, "unix:/nb.sock").provider.check() {
+            Ok(()) => String::new(),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(
+            check("transit_ipv6_cidr: fd00:64::/64\nprovider_ipv6_gateway: fd00:64::1\n"),
+            ""
+        );
+        assert!(check("transit_ipv6_cidr: fd00:64::/64\n").contains("go together"));
+        assert!(
+            check("transit_ipv6_cidr: fd00:64::/64\nprovider_ipv6_gateway: fd00:65::1\n")
+                .contains("not in transit_ipv6_cidr")
+        );
+        let v6_first: OvnSettings = serde_yaml_ng::from_str(
+            "northbound: unix:/nb.sock\nprovider_network: p\ntransit_cidr: fd00:63::/64\nprovider_gateway: fd00:63::1\ntransit_ipv6_cidr: fd00:64::/64\nprovider_ipv6_gateway: fd00:64::1\ngateway_chassis: [hv1]\n",
+        )
+        .unwrap();
+        assert!(
+            v6_first
+                .provider
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("second prefix of an IPv4 transit_cidr")
+        );
+        let outside: OvnSettings = serde_yaml_ng::from_str(
+            "northbound: unix:/nb.sock\nprovider_network: p\ntransit_cidr: 100.64.0.0/24\nprovider_gateway: 100.65.0.1\ngateway_chassis: [hv1]\n",
+        )
+        .unwrap();
+        assert!(
+            outside
+                .provider
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("not in transit_cidr")
         );
     }
 }

@@ -21,7 +21,8 @@ use crate::nb::{self, ID_KEY, MANAGED_KEY, Row};
 pub const TABLE: &str = "Address_Set";
 /// `external_ids` key holding a record's JSON.
 pub const RECORD_KEY: &str = "osac-record";
-/// `external_ids` key holding a VirtualNetwork router's transit address.
+/// `external_ids` key holding a VirtualNetwork router's transit addresses (comma-separated, one
+/// per transit prefix).
 pub const TRANSIT_KEY: &str = "osac-transit";
 
 /// The row key of the record stored under model key `key`.
@@ -29,8 +30,8 @@ pub fn row_key(key: &str) -> String {
     format!("record:{key}")
 }
 
-/// The row of `record`; `transit` is the router's transit address of a VirtualNetwork.
-pub fn row(record: &Record, transit: Option<IpAddr>) -> Result<Row, serde_json::Error> {
+/// The row of `record`; `transit` are the router's transit addresses of a VirtualNetwork.
+pub fn row(record: &Record, transit: Option<Vec<IpAddr>>) -> Result<Row, serde_json::Error> {
     let key = record.key();
     let addresses: Vec<String> = match record {
         Record::ExternalIp(e) => vec![e.address.to_string()],
@@ -47,7 +48,8 @@ pub fn row(record: &Record, transit: Option<IpAddr>) -> Result<Row, serde_json::
     )
     .with_external_id(RECORD_KEY, &serde_json::to_string(record)?);
     if let Some(t) = transit {
-        row = row.with_external_id(TRANSIT_KEY, &t.to_string());
+        let text: Vec<String> = t.iter().map(IpAddr::to_string).collect();
+        row = row.with_external_id(TRANSIT_KEY, &text.join(","));
     }
     Ok(row)
 }
@@ -59,7 +61,7 @@ pub struct Loaded {
     /// The records with their indexes.
     pub state: FabricState,
     /// Transit addresses by VirtualNetwork id.
-    pub transit: BTreeMap<String, IpAddr>,
+    pub transit: BTreeMap<String, Vec<IpAddr>>,
 }
 
 /// A record row that cannot be read.
@@ -105,7 +107,9 @@ pub async fn load(client: &Client) -> Result<Loaded, LoadError> {
         }
         if let (Record::VirtualNetwork(v), Some(t)) = (&record, ids.get(TRANSIT_KEY)) {
             let t = t
-                .parse()
+                .split(',')
+                .map(str::parse)
+                .collect::<Result<Vec<IpAddr>, _>>()
                 .map_err(|e| corrupt(format!("transit '{t}': {e}")))?;
             loaded.transit.insert(v.virtual_network_id.clone(), t);
         }

@@ -24,14 +24,14 @@ pub fn tenant_of<'a>(state: &'a FabricState, vn: &str) -> &'a str {
 }
 
 /// A VirtualNetwork: its router, the port group of all its ports, its uplink on the provider
-/// network and its default egress (translated to `egress`: the NAT gateway's address while it
-/// has one, else the uplink's transit address).
+/// network (addresses `transit`) and its default egress (translated to the address of each
+/// family in `egress`: the NAT gateway's while it has one, else the uplink's transit address).
 pub fn virtual_network(
     vn: &VirtualNetworkRecord,
     provider: &ProviderNetwork,
     gateway_chassis: &[&str],
-    transit: IpAddr,
-    egress: IpAddr,
+    transit: &[IpAddr],
+    egress: &[IpAddr],
 ) -> Vec<Row> {
     let id = &vn.virtual_network_id;
     let uplink = external::uplink(id, &vn.tenant, provider, transit, gateway_chassis);

@@ -11,9 +11,9 @@
 //!   ExternalIPAttachment: a `dnat_and_snat` NAT row (external → target), whose replies leave
 //!   with the external address.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv6Net};
 use osac_backends::types::{CreateExternalIpAttachmentRequest, CreateNatGatewayRequest};
 use osac_ovsdb::{datum, op};
 use serde_json::json;
@@ -30,6 +30,30 @@ pub struct ProviderNetwork {
     pub transit_cidr: IpNet,
     /// The next hop toward the outside on it.
     pub gateway: IpAddr,
+    /// A second, IPv6 transit prefix and next hop, for a provider network whose `transit_cidr`
+    /// is IPv4: IPv6 egress, NAT gateways and ExternalIP attachments then work too.
+    pub ipv6: Option<Ipv6Transit>,
+}
+
+/// The IPv6 side of a dual-stack provider network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Transit {
+    /// The transit prefix of the routers' uplinks.
+    pub cidr: Ipv6Net,
+    /// The next hop toward the outside.
+    pub gateway: Ipv6Addr,
+}
+
+impl ProviderNetwork {
+    /// The transit prefixes with their next hops: `transit_cidr` first, then the IPv6 one. A
+    /// router's uplink has one address in each, in this order.
+    pub fn transit_prefixes(&self) -> Vec<(IpNet, IpAddr)> {
+        let mut all = vec![(self.transit_cidr, self.gateway)];
+        if let Some(v6) = self.ipv6 {
+            all.push((IpNet::V6(v6.cidr), IpAddr::V6(v6.gateway)));
+        }
+        all
+    }
 }
 
 /// The provider network's switch.
@@ -97,26 +121,34 @@ pub struct UplinkRows {
     pub provider_port: Row,
 }
 
-/// VN `vn`'s uplink to provider network `p` with transit address `transit`, run on the gateway
-/// chassis `chassis` (first preferred). The provider switch must exist.
+/// VN `vn`'s uplink to provider network `p` with transit addresses `transit` (one per
+/// [`ProviderNetwork::transit_prefixes`], in order), run on the gateway chassis `chassis`
+/// (first preferred). The provider switch must exist.
 pub fn uplink(
     vn: &str,
     tenant: &str,
     p: &ProviderNetwork,
-    transit: IpAddr,
+    transit: &[IpAddr],
     chassis: &[&str],
 ) -> UplinkRows {
     let name = uplink_port_name(vn);
+    let prefixes = p.transit_prefixes();
+    let on_uplink: Vec<(IpAddr, IpNet, IpAddr)> = transit
+        .iter()
+        .zip(&prefixes)
+        .map(|(a, (net, gateway))| (*a, *net, *gateway))
+        .collect();
+    let networks: Vec<String> = on_uplink
+        .iter()
+        .map(|(a, net, _)| format!("{a}/{}", net.prefix_len()))
+        .collect();
     let mut lrp = Row::new(
         "Logical_Router_Port",
         uplink_key(vn),
         op::row([
             ("name", json!(name)),
             ("mac", json!(gateway_mac(&uplink_key(vn)))),
-            (
-                "networks",
-                datum::string_set([format!("{transit}/{}", p.transit_cidr.prefix_len())]),
-            ),
+            ("networks", datum::string_set(&networks)),
         ]),
     )
     .with_external_id(TENANT_KEY, tenant);
@@ -136,19 +168,23 @@ pub fn uplink(
             ),
         );
     }
-    let any = match p.gateway {
-        IpAddr::V4(_) => "0.0.0.0/0",
-        IpAddr::V6(_) => "::/0",
-    };
-    let route = Row::new(
-        "Logical_Router_Static_Route",
-        format!("default-route:{vn}:{any}"),
-        op::row([
-            ("ip_prefix", json!(any)),
-            ("nexthop", json!(p.gateway.to_string())),
-        ]),
-    )
-    .with_external_id(TENANT_KEY, tenant);
+    let mut router = router(vn, tenant).with_child("ports", lrp);
+    for (_, _, gateway) in &on_uplink {
+        let any = match gateway {
+            IpAddr::V4(_) => "0.0.0.0/0",
+            IpAddr::V6(_) => "::/0",
+        };
+        let route = Row::new(
+            "Logical_Router_Static_Route",
+            format!("default-route:{vn}:{any}"),
+            op::row([
+                ("ip_prefix", json!(any)),
+                ("nexthop", json!(gateway.to_string())),
+            ]),
+        )
+        .with_external_id(TENANT_KEY, tenant);
+        router = router.with_child("static_routes", route);
+    }
     let provider_port = Row::new(
         "Logical_Switch_Port",
         format!("uplink-port:{vn}"),
@@ -169,9 +205,7 @@ pub fn uplink(
         [provider_switch_key(&p.network_name)],
     );
     UplinkRows {
-        router: router(vn, tenant)
-            .with_child("ports", lrp)
-            .with_child("static_routes", route),
+        router,
         provider_port,
     }
 }
@@ -189,24 +223,24 @@ fn nat(key: String, tenant: &str, kind: &str, external: IpAddr, logical: String)
     .with_external_id(TENANT_KEY, tenant)
 }
 
-/// VN `vn`'s router translating its source prefixes `sources` of `address`'s family to
-/// `address` on the way out (other NAT rows of the router kept; a prefix's row is updated in
-/// place, never doubled). With the uplink's transit address it is the default egress of a VN
-/// without a NAT gateway; a NAT gateway sets its own address, and its deletion sets the transit
-/// address back.
-pub fn source_nat(vn: &str, tenant: &str, sources: &[IpNet], address: IpAddr) -> Row {
+/// VN `vn`'s router translating each of its source prefixes `sources` to the address of its
+/// family in `egress` on the way out (a prefix without one is not translated; other NAT rows of
+/// the router kept; a prefix's row is updated in place, never doubled). With the uplink's
+/// transit addresses it is the default egress of a VN without a NAT gateway; a NAT gateway
+/// sets its own address for its family, and its deletion sets the transit address back.
+pub fn source_nat(vn: &str, tenant: &str, sources: &[IpNet], egress: &[IpAddr]) -> Row {
     let mut row = router(vn, tenant);
     for cidr in sources {
-        if cidr.addr().is_ipv4() != address.is_ipv4() {
+        let Some(address) = egress.iter().find(|a| a.is_ipv4() == cidr.addr().is_ipv4()) else {
             continue;
-        }
+        };
         row = row.with_child(
             "nat",
             nat(
                 source_nat_key(vn, cidr),
                 tenant,
                 "snat",
-                address,
+                *address,
                 cidr.trunc().to_string(),
             ),
         );
@@ -220,7 +254,7 @@ pub fn nat_gateway(r: &CreateNatGatewayRequest, tenant: &str) -> Row {
         &r.virtual_network_id,
         tenant,
         &r.source_cidrs,
-        r.external_address,
+        &[r.external_address],
     )
 }
 
@@ -249,6 +283,7 @@ mod tests {
             network_name: "physnet".into(),
             transit_cidr: "172.31.0.0/24".parse().unwrap(),
             gateway: "172.31.0.1".parse().unwrap(),
+            ipv6: None,
         }
     }
 
@@ -265,7 +300,7 @@ mod tests {
             "v1",
             "t1",
             &provider(),
-            "172.31.0.2".parse().unwrap(),
+            &["172.31.0.2".parse().unwrap()],
             &["hv1", "hv2"],
         );
         let lrp = &up.router.children[0].1;
@@ -331,6 +366,87 @@ mod tests {
         assert_eq!(
             (c["external_ip"].clone(), c["logical_ip"].clone()),
             (json!("203.0.113.11"), json!("10.0.1.5"))
+        );
+    }
+
+    #[test]
+    fn a_dual_stack_provider_network_gives_the_uplink_both_families_and_nat_of_both() {
+        let p = ProviderNetwork {
+            ipv6: Some(Ipv6Transit {
+                cidr: "fd00:64::/64".parse().unwrap(),
+                gateway: "fd00:64::1".parse().unwrap(),
+            }),
+            ..provider()
+        };
+        let up = uplink(
+            "v1",
+            "t1",
+            &p,
+            &["172.31.0.2".parse().unwrap(), "fd00:64::2".parse().unwrap()],
+            &["hv1"],
+        );
+        let lrp = &up.router.children[0].1;
+        let mut networks = datum::string_set_items(&lrp.columns["networks"]);
+        networks.sort();
+        assert_eq!(networks, ["172.31.0.2/24", "fd00:64::2/64"]);
+        let routes: Vec<_> = up.router.children[1..]
+            .iter()
+            .map(|(_, r)| (r.columns["ip_prefix"].clone(), r.columns["nexthop"].clone()))
+            .collect();
+        assert_eq!(
+            routes,
+            [
+                (json!("0.0.0.0/0"), json!("172.31.0.1")),
+                (json!("::/0"), json!("fd00:64::1"))
+            ]
+        );
+        let out = source_nat(
+            "v1",
+            "t1",
+            &["10.0.0.0/16".parse().unwrap(), "fd00::/48".parse().unwrap()],
+            &[
+                "203.0.113.10".parse().unwrap(),
+                "2001:db8::10".parse().unwrap(),
+            ],
+        );
+        let translated: Vec<_> = out
+            .children
+            .iter()
+            .map(|(_, n)| {
+                (
+                    n.columns["logical_ip"].clone(),
+                    n.columns["external_ip"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            translated,
+            [
+                (json!("10.0.0.0/16"), json!("203.0.113.10")),
+                (json!("fd00::/48"), json!("2001:db8::10"))
+            ]
+        );
+        let dnat = external_ip_attachment(
+            &CreateExternalIpAttachmentRequest {
+                attachment_id: "e6".into(),
+                virtual_network_id: "v1".into(),
+                external_address: "2001:db8::11".parse().unwrap(),
+                target_ip: "fd00:0:0:1::5".parse().unwrap(),
+            },
+            "t1",
+        );
+        let c = &dnat.children[0].1.columns;
+        assert_eq!(
+            (
+                c["type"].clone(),
+                c["external_ip"].clone(),
+                c["logical_ip"].clone()
+            ),
+            (
+                json!("dnat_and_snat"),
+                json!("2001:db8::11"),
+                json!("fd00:0:0:1::5")
+            )
         );
     }
 }

@@ -91,6 +91,12 @@ impl Listeners {
         self.spawn(ns, &[&listen, "SYSTEM:echo $SOCAT_PEERADDR"], Stdio::null());
     }
 
+    /// An IPv6 TCP listener on `port` answering each connection with the peer's address.
+    pub fn start_ipv6(&mut self, ns: &str, port: u16) {
+        let listen = format!("TCP6-LISTEN:{port},reuseaddr,fork,ipv6only=1");
+        self.spawn(ns, &[&listen, "SYSTEM:echo $SOCAT_PEERADDR"], Stdio::null());
+    }
+
     /// A UDP listener on `port` printing what it receives into `into` (a file).
     pub fn start_udp(&mut self, ns: &str, port: u16, into: &std::path::Path) {
         let listen = format!("UDP-RECV:{port},reuseaddr");
