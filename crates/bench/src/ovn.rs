@@ -80,6 +80,8 @@ fn settings(dir: &Path) -> Result<OvnSettings> {
             provider_network: "osac-provider".into(),
             transit_cidr: "100.64.0.0/16".parse()?,
             provider_gateway: "100.64.0.1".parse()?,
+            transit_ipv6_cidr: None,
+            provider_ipv6_gateway: None,
         },
         gateway_chassis: vec!["hv0".into()],
         resync_seconds: 0,
