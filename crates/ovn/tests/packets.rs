@@ -312,18 +312,24 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
             );
         }
     }
+    let vn_cidr = ["10.0.0.0/16".parse().unwrap()];
     let uplink = external::uplink(
         "v1",
         "ta",
         &provider,
         "172.31.0.2".parse().unwrap(),
         &["hv1"],
+        &vn_cidr,
     );
-    let vn_cidr = ["10.0.0.0/16".parse().unwrap()];
     let default_egress = external::source_nat("v1", "ta", &vn_cidr, "172.31.0.2".parse().unwrap());
     converge(
         &nb,
-        vec![uplink.router, uplink.provider_port, default_egress],
+        vec![
+            uplink.router,
+            uplink.provider_port,
+            uplink.guard,
+            default_egress,
+        ],
     )
     .await;
     // VN v2 has no NAT gateway: its egress leaves with its uplink's transit address, through
@@ -334,11 +340,17 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
         &provider,
         "172.31.0.3".parse().unwrap(),
         &["hv2"],
+        &vn_cidr,
     );
     let default_egress2 = external::source_nat("v2", "tb", &vn_cidr, "172.31.0.3".parse().unwrap());
     converge(
         &nb,
-        vec![uplink2.router, uplink2.provider_port, default_egress2],
+        vec![
+            uplink2.router,
+            uplink2.provider_port,
+            uplink2.guard,
+            default_egress2,
+        ],
     )
     .await;
     let nat = external::nat_gateway(

@@ -61,6 +61,7 @@ impl FabricManager for OvnFabric {
                     delete: BTreeSet::from([
                         ("Logical_Router", router_key(id)),
                         ("Port_Group", security::network_port_group_key(id)),
+                        ("Port_Group", external::uplink_guard_key(id)),
                     ]),
                     ..Writes::default()
                 })

@@ -34,12 +34,21 @@ pub fn virtual_network(
     egress: IpAddr,
 ) -> Vec<Row> {
     let id = &vn.virtual_network_id;
-    let uplink = external::uplink(id, &vn.tenant, provider, transit, gateway_chassis);
+    let prefixes = vn_prefixes(vn);
+    let uplink = external::uplink(
+        id,
+        &vn.tenant,
+        provider,
+        transit,
+        gateway_chassis,
+        &prefixes,
+    );
     vec![
         uplink.router,
         security::network_port_group(id, &vn.tenant),
         uplink.provider_port,
-        external::source_nat(id, &vn.tenant, &vn_prefixes(vn), egress),
+        uplink.guard,
+        external::source_nat(id, &vn.tenant, &prefixes, egress),
     ]
 }
 

@@ -18,7 +18,8 @@ use osac_backends::types::{CreateExternalIpAttachmentRequest, CreateNatGatewayRe
 use osac_ovsdb::{datum, op};
 use serde_json::json;
 
-use super::{TENANT_KEY, gateway_mac, router};
+use super::security::{PRIORITY_GUARD, acl};
+use super::{TENANT_KEY, digest, gateway_mac, router};
 use crate::nb::Row;
 
 /// A provider network.
@@ -88,9 +89,25 @@ pub fn provider_switch(p: &ProviderNetwork) -> Row {
     .keeping_other_children()
 }
 
+/// The port group of VN `vn`'s port on the provider switch (letters, digits and `_` only).
+pub fn uplink_guard_name(vn: &str) -> String {
+    format!("osac_up_{}", digest(vn))
+}
+
+/// The uplink guard's port group row key.
+pub fn uplink_guard_key(vn: &str) -> String {
+    format!("uplink-guard:{vn}")
+}
+
 /// The rows of a VN's uplink.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UplinkRows {
+    /// The port group of the provider switch's port toward the router, whose ACLs drop what
+    /// comes from the provider network to the VN's own prefixes: only the router's NAT lets
+    /// the outside in (an ExternalIP's DNAT, the replies of translated connections), as the
+    /// linux driver's uplink guard does. Without it OVN routes a packet sent to the router's
+    /// MAC for a private address straight to the port.
+    pub guard: Row,
     /// The router with its uplink port (on `chassis`) and default route.
     pub router: Row,
     /// The provider switch's port peered with the uplink.
@@ -98,13 +115,15 @@ pub struct UplinkRows {
 }
 
 /// VN `vn`'s uplink to provider network `p` with transit address `transit`, run on the gateway
-/// chassis `chassis` (first preferred). The provider switch must exist.
+/// chassis `chassis` (first preferred), guarding the VN's prefixes `private`. The provider
+/// switch must exist; the guard is listed after the provider port, its member.
 pub fn uplink(
     vn: &str,
     tenant: &str,
     p: &ProviderNetwork,
     transit: IpAddr,
     chassis: &[&str],
+    private: &[IpNet],
 ) -> UplinkRows {
     let name = uplink_port_name(vn);
     let mut lrp = Row::new(
@@ -169,11 +188,39 @@ pub fn uplink(
         [provider_switch_key(&p.network_name)],
     );
     UplinkRows {
+        guard: uplink_guard(vn, tenant, private),
         router: router(vn, tenant)
             .with_child("ports", lrp)
             .with_child("static_routes", route),
         provider_port,
     }
+}
+
+/// The port group of VN `vn`'s provider port with one drop ACL per prefix of `private`, toward
+/// the router (`to-lport` on the provider switch, before the router's DNAT: a DNAT'ed packet
+/// is addressed to its ExternalIP here, a reply to a translated connection to the egress
+/// address). Drop ACLs alone keep the provider switch stateless. Its member, the provider
+/// port, must exist or be created before it.
+fn uplink_guard(vn: &str, tenant: &str, private: &[IpNet]) -> Row {
+    let (name, key) = (uplink_guard_name(vn), uplink_guard_key(vn));
+    let mut row = Row::new("Port_Group", key.clone(), op::row([("name", json!(name))]))
+        .with_external_id(TENANT_KEY, tenant)
+        .with_reference("ports", "Logical_Switch_Port", &format!("uplink-port:{vn}"));
+    for prefix in private {
+        let family = if prefix.addr().is_ipv4() { "ip4" } else { "ip6" };
+        row = row.with_child(
+            "acls",
+            acl(
+                format!("{key}:{prefix}"),
+                tenant,
+                PRIORITY_GUARD,
+                "to-lport",
+                &format!("outport == @{name} && {family}.dst == {prefix}"),
+                "drop",
+            ),
+        );
+    }
+    row
 }
 
 fn nat(key: String, tenant: &str, kind: &str, external: IpAddr, logical: String) -> Row {
@@ -267,6 +314,7 @@ mod tests {
             &provider(),
             "172.31.0.2".parse().unwrap(),
             &["hv1", "hv2"],
+            &["10.0.0.0/16".parse().unwrap()],
         );
         let lrp = &up.router.children[0].1;
         assert_eq!(
@@ -294,6 +342,19 @@ mod tests {
             up.provider_port.memberships[0].keys.iter().next(),
             Some(&provider_switch_key("physnet"))
         );
+        // The provider port is in the guard, which drops what the outside sends to the VN's
+        // own prefix (only NAT lets the outside in).
+        assert_eq!(
+            up.guard.references,
+            [("ports", "Logical_Switch_Port", "uplink-port:v1".to_string())]
+        );
+        let guard = &up.guard.children[0].1;
+        assert_eq!(
+            guard.columns["match"],
+            format!("outport == @{} && ip4.dst == 10.0.0.0/16", uplink_guard_name("v1"))
+        );
+        assert_eq!(guard.columns["action"], "drop");
+        assert_eq!(guard.columns["direction"], "to-lport");
     }
 
     #[test]

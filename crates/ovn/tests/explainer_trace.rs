@@ -1,0 +1,158 @@
+//! The reachability explainer agrees with `ovn-trace` on generated questions (no root: the
+//! central part of OVN alone — databases and `ovn-northd` — is enough for `ovn-trace`).
+//!
+//! From a seed (printed; `OSAC_TRACE_SEED=<n>` replays it) it generates tenants' networks and
+//! programs them through the `ovn` driver's fabric operations, builds the explainer's
+//! `Network` from the same objects as the API stores them, and asks both oracles the same
+//! questions (`OSAC_TRACE_QUESTIONS`, 600 by default): a new connection's first packet,
+//! `ovn-trace --ct=new`, delivered to the destination's logical port or not. A disagreement
+//! fails the test with the question, the explainer's answer and `ovn-trace`'s output.
+
+#[path = "explainer_trace/questions.rs"]
+mod questions;
+#[path = "explainer_trace/rng.rs"]
+mod rng;
+#[path = "explainer_trace/topology.rs"]
+mod topology;
+
+use std::collections::BTreeMap;
+
+use osac_backends::{Capability, DriverConfig, Registration, Role};
+use osac_model::reachability::{IndexedNetwork, Verdict};
+use osac_ovn::sandbox::missing_tools;
+use osac_ovn::{OvnFabric, OvnSettings, Sandbox};
+
+use questions::{Asked, Class};
+
+/// `--ct=new` for every connection-tracking step a packet can meet (the switch's from-lport
+/// and to-lport ACL stages, the router's NAT): without them `ovn-trace` assumes `est`.
+const CT_NEW: [&str; 8] = ["new"; 8];
+
+fn registration() -> Registration {
+    Registration {
+        name: "ovn-fabric".into(),
+        role: Role::Fabric,
+        description: "test".into(),
+        capabilities: [Capability::Ipv4, Capability::Ipv6, Capability::DualStack]
+            .into_iter()
+            .collect(),
+        driver: DriverConfig::Ovn(serde_yaml_ng::Value::Null),
+        hosting_clusters: Vec::new(),
+    }
+}
+
+fn settings(sandbox: &Sandbox) -> OvnSettings {
+    let yaml = format!(
+        "northbound: {}\nprovider_network: {}\ntransit_cidr: 100.64.0.0/22\n\
+         provider_gateway: 100.64.0.1\ngateway_chassis: [hv1]\n",
+        sandbox.nb(),
+        questions::PROVIDER_NETWORK
+    );
+    serde_yaml_ng::from_str(&yaml).expect("settings")
+}
+
+/// Whether `trace` (`ovn-trace --minimal`) outputs the IP packet to logical port `port`.
+fn delivered(trace: &str, port: &str) -> bool {
+    trace.contains(&format!("output(\"{port}\")"))
+}
+
+#[tokio::test]
+async fn the_explainer_agrees_with_ovn_trace_on_generated_questions() {
+    if let Some(missing) = missing_tools() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the OVN tests must run under CI but cannot: missing {missing}"
+        );
+        eprintln!("skipped: missing {missing}");
+        return;
+    }
+    let seed = rng::seed();
+    eprintln!("explainer vs ovn-trace: seed {seed} (replay with OSAC_TRACE_SEED={seed})");
+    let n: usize = std::env::var("OSAC_TRACE_QUESTIONS")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(600);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sandbox = Sandbox::start_central(dir.path().join("ovn"))
+        .await
+        .expect("start the central part of OVN");
+    let fabric = OvnFabric::open(registration(), settings(&sandbox))
+        .await
+        .expect("open the ovn driver");
+    let started = std::time::Instant::now();
+    let mut rng = rng::Rng::new(seed);
+    let tenants = topology::build(&mut rng, &fabric, 3).await;
+    sandbox.wait_southbound().await.expect("ovn-northd compiles");
+    let built = started.elapsed();
+    let asked = questions::generate(&mut rng, &tenants, n);
+    let indexed: Vec<IndexedNetwork> = tenants
+        .iter()
+        .map(|t| IndexedNetwork::new(t.network.clone()))
+        .collect();
+
+    let mut counts: BTreeMap<Class, [usize; 2]> = BTreeMap::new();
+    let mut disagreements = Vec::new();
+    for (i, a) in asked.iter().enumerate() {
+        let answer = indexed[a.tenant]
+            .explain(&a.question)
+            .unwrap_or_else(|e| panic!("question {i} {:?}: {e}", a.question));
+        let trace = sandbox
+            .trace(&a.datapath, &a.microflow, &CT_NEW)
+            .await
+            .unwrap_or_else(|e| panic!("ovn-trace for question {i}: {e}"));
+        let reachable = answer.verdict == Verdict::Reachable;
+        let ovn = delivered(&trace, &a.delivered_to);
+        counts.entry(a.class).or_default()[usize::from(reachable)] += 1;
+        let cross_vn_open = a.class == Class::AcrossVns && reachable;
+        if reachable != ovn || cross_vn_open {
+            disagreements.push(report(i, a, &answer, ovn, &trace, &tenants));
+        }
+    }
+    eprintln!(
+        "explainer vs ovn-trace: networks built and compiled in {built:.1?}, {} questions asked \
+         in {:.1?}; per class [blocked, reachable]: {counts:?}",
+        asked.len(),
+        started.elapsed() - built
+    );
+    sandbox.stop().await;
+    assert!(
+        disagreements.is_empty(),
+        "seed {seed}: {} of {} questions disagree (replay with OSAC_TRACE_SEED={seed}):\n{}",
+        disagreements.len(),
+        asked.len(),
+        disagreements.join("\n")
+    );
+}
+
+fn report(
+    i: usize,
+    a: &Asked,
+    answer: &osac_model::reachability::Explanation,
+    ovn: bool,
+    trace: &str,
+    tenants: &[topology::Tenant],
+) -> String {
+    let hops: Vec<String> = answer
+        .hops
+        .iter()
+        .map(|h| format!("      {h:?}"))
+        .collect();
+    let network = &tenants[a.tenant].network;
+    format!(
+        "--- question {i} ({:?}, tenant t{}): {:?}\n  explainer: {:?}: {}\n    hops:\n{}\n  \
+         ovn-trace: {} to {}\n    ovn-trace --ct=new {} '{}'\n{}\n  groups: {:#?}\n  ports: {:?}",
+        a.class,
+        a.tenant,
+        a.question,
+        answer.verdict,
+        answer.deciding,
+        hops.join("\n"),
+        if ovn { "delivered" } else { "not delivered" },
+        a.delivered_to,
+        a.datapath,
+        a.microflow,
+        trace,
+        network.security_groups,
+        tenants[a.tenant].ports,
+    )
+}
