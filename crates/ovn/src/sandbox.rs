@@ -12,6 +12,7 @@
 //! names).
 
 mod hypervisor;
+mod tracer;
 
 use std::ffi::OsStr;
 use std::net::Ipv4Addr;
@@ -21,6 +22,7 @@ use osac_ovsdb::Address;
 
 use crate::cmd::{self, CmdError};
 pub use hypervisor::Hypervisor;
+pub use tracer::Tracer;
 
 /// The OVN northbound schema of the Debian package `ovn-central`.
 pub const NB_SCHEMA: &str = "/usr/share/ovn/ovn-nb.ovsschema";
@@ -291,6 +293,13 @@ impl Sandbox {
         Ok(cmd::run_str(None, &[], "ovn-trace", &args).await?)
     }
 
+    /// Starts an `ovn-trace` daemon on the southbound database, for many traces: no fork and
+    /// no database read per trace. Its connection-tracking states `ct` are shared by all its
+    /// traces, in order ([`Tracer`]). [`Sandbox::stop`] stops it.
+    pub async fn start_tracer(&self, ct: &[&str]) -> Result<Tracer, SandboxError> {
+        Tracer::start(&self.config.dir, &self.sb.to_string(), ct).await
+    }
+
     fn underlay_ns(&self) -> String {
         format!("{}-ul", self.config.prefix)
     }
@@ -302,7 +311,7 @@ impl Sandbox {
             hv.stop().await;
         }
         let dir = &self.config.dir;
-        for name in ["northd", "nb", "sb"] {
+        for name in ["trace", "northd", "nb", "sb"] {
             kill_pidfile(&dir.join(format!("{name}.pid"))).await;
         }
         if !self.namespaces {

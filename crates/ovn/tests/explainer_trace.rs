@@ -4,7 +4,7 @@
 //! From a seed (printed; `OSAC_TRACE_SEED=<n>` replays it) it generates tenants' networks and
 //! programs them through the `ovn` driver's fabric operations, builds the explainer's
 //! `Network` from the same objects as the API stores them, and asks both oracles the same
-//! questions (`OSAC_TRACE_QUESTIONS`, 600 by default): a new connection's first packet,
+//! questions (`OSAC_TRACE_QUESTIONS`, 1,000 by default): a new connection's first packet,
 //! `ovn-trace --ct=new`, delivered to the destination's logical port or not. A disagreement
 //! fails the test with the question, the explainer's answer and `ovn-trace`'s output.
 
@@ -24,9 +24,13 @@ use osac_ovn::{OvnFabric, OvnSettings, Sandbox};
 
 use questions::{Asked, Class};
 
-/// `--ct=new` for every connection-tracking step a packet can meet (the switch's from-lport
-/// and to-lport ACL stages, the router's NAT): without them `ovn-trace` assumes `est`.
-const CT_NEW: [&str; 8] = ["new"; 8];
+/// Connection-tracking steps a question's packet meets at most (the switches' from-lport and
+/// to-lport ACL stages, the router's NAT stages), with room to spare: the `ovn-trace` daemon
+/// hands out its `--ct` states to all traces in order, then assumes `est`, which a trace says
+/// ([`OUT_OF_CT_STATES`]) and the test refuses.
+const CT_STEPS_PER_QUESTION: usize = 24;
+/// What `ovn-trace` prints at a connection-tracking step with no `--ct` state left.
+const OUT_OF_CT_STATES: &str = "use --ct to customize";
 
 fn registration() -> Registration {
     Registration {
@@ -71,7 +75,7 @@ async fn the_explainer_agrees_with_ovn_trace_on_generated_questions() {
     let n: usize = std::env::var("OSAC_TRACE_QUESTIONS")
         .ok()
         .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(600);
+        .unwrap_or(1000);
     let dir = tempfile::tempdir().expect("tempdir");
     let sandbox = Sandbox::start_central(dir.path().join("ovn"))
         .await
@@ -81,10 +85,12 @@ async fn the_explainer_agrees_with_ovn_trace_on_generated_questions() {
         .expect("open the ovn driver");
     let started = std::time::Instant::now();
     let mut rng = rng::Rng::new(seed);
-    let tenants = topology::build(&mut rng, &fabric, 3).await;
+    let tenants = topology::build(&mut rng, &fabric, 4).await;
     sandbox.wait_southbound().await.expect("ovn-northd compiles");
     let built = started.elapsed();
     let asked = questions::generate(&mut rng, &tenants, n);
+    let ct_new = vec!["new"; CT_STEPS_PER_QUESTION * asked.len()];
+    let tracer = sandbox.start_tracer(&ct_new).await.expect("ovn-trace daemon");
     let indexed: Vec<IndexedNetwork> = tenants
         .iter()
         .map(|t| IndexedNetwork::new(t.network.clone()))
@@ -96,10 +102,14 @@ async fn the_explainer_agrees_with_ovn_trace_on_generated_questions() {
         let answer = indexed[a.tenant]
             .explain(&a.question)
             .unwrap_or_else(|e| panic!("question {i} {:?}: {e}", a.question));
-        let trace = sandbox
-            .trace(&a.datapath, &a.microflow, &CT_NEW)
+        let trace = tracer
+            .trace(&a.datapath, &a.microflow)
             .await
             .unwrap_or_else(|e| panic!("ovn-trace for question {i}: {e}"));
+        assert!(
+            !trace.contains(OUT_OF_CT_STATES),
+            "ovn-trace ran out of --ct=new states at question {i} (raise CT_STEPS_PER_QUESTION):\n{trace}"
+        );
         let reachable = answer.verdict == Verdict::Reachable;
         let ovn = delivered(&trace, &a.delivered_to);
         counts.entry(a.class).or_default()[usize::from(reachable)] += 1;
@@ -140,7 +150,7 @@ fn report(
     let network = &tenants[a.tenant].network;
     format!(
         "--- question {i} ({:?}, tenant t{}): {:?}\n  explainer: {:?}: {}\n    hops:\n{}\n  \
-         ovn-trace: {} to {}\n    ovn-trace --ct=new {} '{}'\n{}\n  groups: {:#?}\n  ports: {:?}",
+         ovn-trace: {} to {}\n    ovn-trace --ct=new… --minimal {} '{}'\n{}\n  groups: {:#?}\n  ports: {:?}",
         a.class,
         a.tenant,
         a.question,

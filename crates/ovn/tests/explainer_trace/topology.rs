@@ -128,7 +128,24 @@ pub async fn build(rng: &mut Rng, fabric: &dyn FabricManager, tenants: usize) ->
             spec.ingress = (0..rng.range(0, 4))
                 .map(|_| rule(rng, &vn, &everyone, &tenant.nat_gateways))
                 .collect();
-            spec.egress = if rng.chance(50) {
+            // Most groups open a service wide, so that many questions are answered REACHABLE.
+            if rng.chance(70) {
+                let v4 = vn.v4.to_string();
+                let (protocol, range, peer) = *rng.pick(&[
+                    (pb::Protocol::All, (0, 0), v4.as_str()),
+                    (pb::Protocol::Tcp, (1, 1024), "10.0.0.0/8"),
+                    (pb::Protocol::Icmp, (0, 0), "0.0.0.0/0"),
+                    (pb::Protocol::Udp, (5353, 0), "0.0.0.0/0"),
+                    (pb::Protocol::All, (0, 0), "0.0.0.0/0"),
+                ]);
+                spec.ingress.push(pb_rule(protocol, range, peer));
+            }
+            if let Some(v6) = vn.v6.filter(|_| rng.chance(60)) {
+                let v6 = v6.to_string();
+                let peer = *rng.pick(&["::/0", v6.as_str()]);
+                spec.ingress.push(pb_rule(pb::Protocol::All, (0, 0), peer));
+            }
+            spec.egress = if rng.chance(65) {
                 let mut all = vec![pb_rule(pb::Protocol::All, (0, 0), "0.0.0.0/0")];
                 if vn.v6.is_some() && rng.chance(70) {
                     all.push(pb_rule(pb::Protocol::All, (0, 0), "::/0"));
@@ -336,8 +353,8 @@ async fn build_tenant(rng: &mut Rng, fabric: &dyn FabricManager, t: usize) -> Te
             let subnet = rng.pick(&vn.subnets).0.clone();
             let mut sgs: Vec<String> = Vec::new();
             let n_groups = match rng.range(0, 9) {
-                0 | 1 => 0,
-                2..=6 => 1,
+                0 => 0,
+                1..=6 => 1,
                 _ => 2,
             };
             for _ in 0..n_groups {
