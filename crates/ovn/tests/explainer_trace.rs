@@ -147,10 +147,59 @@ fn report(
         .iter()
         .map(|h| format!("      {h:?}"))
         .collect();
-    let network = &tenants[a.tenant].network;
+    let tenant = &tenants[a.tenant];
+    let rules = |rules: &[osac_model::pb::SecurityRule]| -> String {
+        let list: Vec<String> = rules
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}-{} {}{}",
+                    osac_model::pb::Protocol::try_from(r.protocol)
+                        .map_or("?", |p| p.as_str_name()),
+                    r.port_from,
+                    r.port_to,
+                    r.ipv4_cidr,
+                    r.ipv6_cidr
+                )
+            })
+            .collect();
+        list.join("; ")
+    };
+    let groups: Vec<String> = tenant
+        .network
+        .security_groups
+        .iter()
+        .map(|g| {
+            let spec = g.spec.clone().unwrap_or_default();
+            format!(
+                "    {}: ingress [{}] egress [{}]",
+                g.id,
+                rules(&spec.ingress),
+                rules(&spec.egress)
+            )
+        })
+        .collect();
+    let ports: Vec<String> = tenant
+        .network
+        .compute_instances
+        .iter()
+        .zip(&tenant.ports)
+        .map(|(vm, p)| {
+            let groups = vm
+                .spec
+                .as_ref()
+                .and_then(|s| s.compute_network_attachments.first())
+                .map(|a| a.security_groups.join(","))
+                .unwrap_or_default();
+            format!(
+                "    {} {} {:?} {:?} on {} groups [{groups}]",
+                p.vm, p.mac, p.v4, p.v6, p.subnet
+            )
+        })
+        .collect();
     format!(
         "--- question {i} ({:?}, tenant t{}): {:?}\n  explainer: {:?}: {}\n    hops:\n{}\n  \
-         ovn-trace: {} to {}\n    ovn-trace --ct=new… --minimal {} '{}'\n{}\n  groups: {:#?}\n  ports: {:?}",
+         ovn-trace: {} to {}\n    ovn-trace --ct=new… --minimal {} '{}'\n{}\n  groups:\n{}\n  ports:\n{}",
         a.class,
         a.tenant,
         a.question,
@@ -162,7 +211,7 @@ fn report(
         a.datapath,
         a.microflow,
         trace,
-        network.security_groups,
-        tenants[a.tenant].ports,
+        groups.join("\n"),
+        ports.join("\n"),
     )
 }
