@@ -12,6 +12,8 @@
 mod questions;
 #[path = "explainer_trace/rng.rs"]
 mod rng;
+#[path = "explainer_trace/rules.rs"]
+mod rules;
 #[path = "explainer_trace/topology.rs"]
 mod topology;
 
@@ -55,7 +57,10 @@ fn settings(sandbox: &Sandbox) -> OvnSettings {
     serde_yaml_ng::from_str(&yaml).expect("settings")
 }
 
-/// Whether `trace` (`ovn-trace --minimal`) outputs the IP packet to logical port `port`.
+/// Whether `trace` (`ovn-trace --minimal`) outputs to logical port `port`: the packet itself
+/// for a workload's port (every port's MAC is known to its router); for the provider network's
+/// `localnet` port, the router's ARP request for the next hop, sent only once the packet passed
+/// the ACLs and was routed to the uplink.
 fn delivered(trace: &str, port: &str) -> bool {
     trace.contains(&format!("output(\"{port}\")"))
 }
@@ -86,11 +91,17 @@ async fn the_explainer_agrees_with_ovn_trace_on_generated_questions() {
     let started = std::time::Instant::now();
     let mut rng = rng::Rng::new(seed);
     let tenants = topology::build(&mut rng, &fabric, 4).await;
-    sandbox.wait_southbound().await.expect("ovn-northd compiles");
+    sandbox
+        .wait_southbound()
+        .await
+        .expect("ovn-northd compiles");
     let built = started.elapsed();
     let asked = questions::generate(&mut rng, &tenants, n);
     let ct_new = vec!["new"; CT_STEPS_PER_QUESTION * asked.len()];
-    let tracer = sandbox.start_tracer(&ct_new).await.expect("ovn-trace daemon");
+    let tracer = sandbox
+        .start_tracer(&ct_new)
+        .await
+        .expect("ovn-trace daemon");
     let indexed: Vec<IndexedNetwork> = tenants
         .iter()
         .map(|t| IndexedNetwork::new(t.network.clone()))
@@ -142,11 +153,7 @@ fn report(
     trace: &str,
     tenants: &[topology::Tenant],
 ) -> String {
-    let hops: Vec<String> = answer
-        .hops
-        .iter()
-        .map(|h| format!("      {h:?}"))
-        .collect();
+    let hops: Vec<String> = answer.hops.iter().map(|h| format!("      {h:?}")).collect();
     let tenant = &tenants[a.tenant];
     let rules = |rules: &[osac_model::pb::SecurityRule]| -> String {
         let list: Vec<String> = rules
@@ -154,8 +161,7 @@ fn report(
             .map(|r| {
                 format!(
                     "{} {}-{} {}{}",
-                    osac_model::pb::Protocol::try_from(r.protocol)
-                        .map_or("?", |p| p.as_str_name()),
+                    osac_model::pb::Protocol::try_from(r.protocol).map_or("?", |p| p.as_str_name()),
                     r.port_from,
                     r.port_to,
                     r.ipv4_cidr,

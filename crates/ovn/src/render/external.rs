@@ -207,7 +207,11 @@ fn uplink_guard(vn: &str, tenant: &str, private: &[IpNet]) -> Row {
         .with_external_id(TENANT_KEY, tenant)
         .with_reference("ports", "Logical_Switch_Port", &format!("uplink-port:{vn}"));
     for prefix in private {
-        let family = if prefix.addr().is_ipv4() { "ip4" } else { "ip6" };
+        let family = if prefix.addr().is_ipv4() {
+            "ip4"
+        } else {
+            "ip6"
+        };
         row = row.with_child(
             "acls",
             acl(
@@ -351,7 +355,10 @@ mod tests {
         let guard = &up.guard.children[0].1;
         assert_eq!(
             guard.columns["match"],
-            format!("outport == @{} && ip4.dst == 10.0.0.0/16", uplink_guard_name("v1"))
+            format!(
+                "outport == @{} && ip4.dst == 10.0.0.0/16",
+                uplink_guard_name("v1")
+            )
         );
         assert_eq!(guard.columns["action"], "drop");
         assert_eq!(guard.columns["direction"], "to-lport");

@@ -144,14 +144,7 @@ fn port_to_port(rng: &mut Rng, t: usize, class: Class, from: &Port, to: &Port) -
 
 /// A packet from the provider network (the localnet port) from `client` to `dst`, which the
 /// provider routes to VN `vn`'s uplink.
-fn inbound(
-    rng: &mut Rng,
-    t: usize,
-    class: Class,
-    vn: &str,
-    dst: IpAddr,
-    target: &Port,
-) -> Asked {
+fn inbound(rng: &mut Rng, t: usize, class: Class, vn: &str, dst: IpAddr, target: &Port) -> Asked {
     let client: IpAddr = rng.pick(&CLIENTS).parse().expect("a client address");
     let (protocol, port) = protocol(rng);
     Asked {

@@ -10,12 +10,13 @@ use ipnet::IpNet;
 use osac_backends::{
     AllocateExternalIpRequest, ApplySecurityGroupRequest, CreateExternalIpAttachmentRequest,
     CreateNatGatewayRequest, CreateNetworkAttachmentRequest, CreateSubnetRequest,
-    CreateVirtualNetworkRequest, FabricManager, Protocol, SecurityRule,
+    CreateVirtualNetworkRequest, FabricManager,
 };
 use osac_model::pb;
 use osac_model::reachability::Network;
 
 use super::rng::Rng;
+use super::rules::{fabric_rule, pb_rule, rule};
 
 /// The ExternalIP pool's prefix (an outside address is never picked from it).
 pub const POOL: &str = "203.0.113.0/24";
@@ -58,20 +59,6 @@ pub struct Tenant {
 
 const V4_CIDRS: [&str; 2] = ["10.0.0.0/16", "10.1.0.0/16"];
 const V6_CIDRS: [&str; 2] = ["fd00:1::/48", "fd00:2::/48"];
-/// TCP/UDP port ranges of rules (a single port as `(p, 0)`, how the API stores one).
-const RULE_PORTS: [(i32, i32); 10] = [
-    (22, 0),
-    (80, 0),
-    (443, 0),
-    (5353, 0),
-    (8080, 8080),
-    (1, 1024),
-    (23, 79),
-    (5000, 6000),
-    (8000, 9000),
-    (1024, 65535),
-];
-
 fn meta(name: &str) -> Option<pb::Metadata> {
     Some(pb::Metadata {
         name: name.into(),
@@ -79,35 +66,12 @@ fn meta(name: &str) -> Option<pb::Metadata> {
     })
 }
 
-fn net(s: &str) -> IpNet {
-    s.parse().expect("a CIDR of the generator")
+fn net(s: impl AsRef<str>) -> IpNet {
+    s.as_ref().parse().expect("a CIDR of the generator")
 }
 
 fn text(a: Option<IpAddr>) -> String {
     a.map(|a| a.to_string()).unwrap_or_default()
-}
-
-/// The stored rule in the fabric contract's shape, as the controller hands it to the fabric
-/// (a single bound is that port).
-fn fabric_rule(r: &pb::SecurityRule) -> SecurityRule {
-    let protocol = match pb::Protocol::try_from(r.protocol) {
-        Ok(pb::Protocol::Tcp) => Protocol::Tcp,
-        Ok(pb::Protocol::Udp) => Protocol::Udp,
-        Ok(pb::Protocol::Icmp) => Protocol::Icmp,
-        _ => Protocol::All,
-    };
-    let port = |p: i32| u16::try_from(p).expect("a port of the generator");
-    let (port_from, port_to) = match (port(r.port_from), port(r.port_to)) {
-        (0, 0) => (None, None),
-        (f, 0) | (0, f) => (Some(f), Some(f)),
-        (f, t) => (Some(f), Some(t)),
-    };
-    SecurityRule {
-        protocol,
-        port_from,
-        port_to,
-        cidr: osac_model::validate::rule_peer(r).expect("a peer of the generator"),
-    }
 }
 
 /// Generates and programs `tenants` tenants through `fabric`.
@@ -122,7 +86,11 @@ pub async fn build(rng: &mut Rng, fabric: &dyn FabricManager, tenants: usize) ->
         let groups = std::mem::take(&mut tenant.network.security_groups);
         for mut g in groups {
             let vn = g.spec.as_ref().map(|s| s.virtual_network.clone());
-            let vn = tenant.vns.iter().find(|v| Some(&v.id) == vn.as_ref()).cloned();
+            let vn = tenant
+                .vns
+                .iter()
+                .find(|v| Some(&v.id) == vn.as_ref())
+                .cloned();
             let vn = vn.expect("the group's VN");
             let spec = g.spec.get_or_insert_with(Default::default);
             spec.ingress = (0..rng.range(0, 4))
@@ -171,62 +139,6 @@ pub async fn build(rng: &mut Rng, fabric: &dyn FabricManager, tenants: usize) ->
     out
 }
 
-fn pb_rule(protocol: pb::Protocol, (from, to): (i32, i32), peer: &str) -> pb::SecurityRule {
-    let v6 = peer.contains(':');
-    pb::SecurityRule {
-        protocol: protocol as i32,
-        port_from: from,
-        port_to: to,
-        ipv4_cidr: if v6 { String::new() } else { peer.into() },
-        ipv6_cidr: if v6 { peer.into() } else { String::new() },
-    }
-}
-
-fn rule(rng: &mut Rng, vn: &Vn, ports: &[Port], nat: &[(IpAddr, String)]) -> pb::SecurityRule {
-    let protocol = *rng.pick(&[
-        pb::Protocol::Tcp,
-        pb::Protocol::Tcp,
-        pb::Protocol::Udp,
-        pb::Protocol::Udp,
-        pb::Protocol::Icmp,
-        pb::Protocol::All,
-    ]);
-    let range = match protocol {
-        pb::Protocol::Tcp | pb::Protocol::Udp if rng.chance(85) => *rng.pick(&RULE_PORTS),
-        _ => (0, 0),
-    };
-    let subnet = rng.pick(&vn.subnets).clone();
-    let port = rng.pick(ports).clone();
-    let peer = if vn.v6.is_some() && rng.chance(30) {
-        match rng.range(0, 5) {
-            0 | 1 => "::/0".to_string(),
-            2 => vn.v6.map(|n| n.to_string()).unwrap_or_else(|| "::/0".into()),
-            3 => subnet.2.map_or_else(|| "fd00::/8".into(), |n| n.to_string()),
-            4 => port.v6.map_or_else(|| "fd00::/8".into(), |a| format!("{a}/128")),
-            _ => "fd00::/8".to_string(),
-        }
-    } else {
-        match rng.range(0, 13) {
-            0..=2 => "0.0.0.0/0".to_string(),
-            3 => "10.0.0.0/8".to_string(),
-            4 => vn.v4.to_string(),
-            5 => subnet.1.to_string(),
-            6 | 7 => port.v4.map_or_else(|| "10.0.0.0/8".into(), |a| format!("{a}/32")),
-            8 => "198.51.100.0/24".to_string(),
-            9 => "198.51.100.7/32".to_string(),
-            10 => POOL.to_string(),
-            11 => rng
-                .pick(&["0.0.0.0/1", "128.0.0.0/1", "192.0.2.0/28", "10.0.0.0/20"])
-                .to_string(),
-            _ => match nat.first() {
-                Some((a, _)) => format!("{a}/32"),
-                None => "100.64.0.0/22".to_string(),
-            },
-        }
-    };
-    pb_rule(protocol, range, &peer)
-}
-
 async fn build_tenant(rng: &mut Rng, fabric: &dyn FabricManager, t: usize) -> Tenant {
     let tenant_name = format!("t{t}");
     let mut tenant = Tenant {
@@ -239,8 +151,8 @@ async fn build_tenant(rng: &mut Rng, fabric: &dyn FabricManager, t: usize) -> Te
     let mut vm_count = 0;
     for v in 0..rng.range(1, 2) {
         let id = format!("t{t}-vn{v}");
-        let v4 = net(*rng.pick(&V4_CIDRS));
-        let v6 = rng.chance(50).then(|| net(*rng.pick(&V6_CIDRS)));
+        let v4 = net(rng.pick(&V4_CIDRS));
+        let v6 = rng.chance(50).then(|| net(rng.pick(&V6_CIDRS)));
         fabric
             .create_virtual_network(&CreateVirtualNetworkRequest {
                 virtual_network_id: id.clone(),
@@ -281,11 +193,11 @@ async fn build_tenant(rng: &mut Rng, fabric: &dyn FabricManager, t: usize) -> Te
                 IpNet::V4(n) => n.network().octets(),
                 IpNet::V6(_) => [10, 0, 0, 0],
             };
-            let s4 = net(&format!("{}.{}.{}.0/24", octets[0], octets[1], s + 1));
+            let s4 = net(format!("{}.{}.{}.0/24", octets[0], octets[1], s + 1));
             let s6 = match v6 {
                 Some(IpNet::V6(n)) if rng.chance(70) => {
                     let seg = n.network().segments();
-                    Some(net(&format!("{:x}:{:x}:0:{:x}::/64", seg[0], seg[1], s + 1)))
+                    Some(net(format!("{:x}:{:x}:0:{:x}::/64", seg[0], seg[1], s + 1)))
                 }
                 _ => None,
             };
