@@ -7,6 +7,9 @@
 //! questions (`OSAC_TRACE_QUESTIONS`, 1,000 by default): a new connection's first packet,
 //! `ovn-trace --ct=new`, delivered to the destination's logical port or not. A disagreement
 //! fails the test with the question, the explainer's answer and `ovn-trace`'s output.
+//! `OSAC_TRACE_KEEP=<dir>` runs the sandbox in `<dir>` and leaves it running (`ovn-nbctl
+//! --db=unix:<dir>/nb.sock show`, `ovn-trace --db=unix:<dir>/sb.sock …`); stop it with
+//! `kill $(cat <dir>/*.pid)`.
 
 #[path = "explainer_trace/questions.rs"]
 mod questions;
@@ -20,7 +23,11 @@ mod topology;
 use std::collections::BTreeMap;
 
 use osac_backends::{Capability, DriverConfig, Registration, Role};
-use osac_model::reachability::{IndexedNetwork, Verdict};
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use osac_model::reachability::{Explanation, HopKind, IndexedNetwork, Verdict};
+use osac_ovn::render::{self, external};
 use osac_ovn::sandbox::missing_tools;
 use osac_ovn::{OvnFabric, OvnSettings, Sandbox};
 
@@ -47,20 +54,87 @@ fn registration() -> Registration {
     }
 }
 
+/// The provider network's next hop toward the outside, its MAC, and the transit prefix.
+const PROVIDER_GATEWAY: &str = "100.64.0.1";
+const PROVIDER_GATEWAY_MAC: &str = "0a:ff:00:00:00:fe";
+const TRANSIT: &str = "100.64.0.0/22";
+
+/// `ovn-sbctl` on the sandbox's southbound database; its output.
+async fn sbctl(sandbox: &Sandbox, args: &[&str]) -> String {
+    let out = tokio::process::Command::new("ovn-sbctl")
+        .arg(format!("--db={}", sandbox.sb()))
+        .args(args)
+        .output()
+        .await
+        .expect("ovn-sbctl");
+    assert!(
+        out.status.success(),
+        "ovn-sbctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The MAC binding VN `vn`'s router learns from the provider gateway's ARP reply.
+async fn learn_provider_gateway(sandbox: &Sandbox, vn: &str) {
+    let router = format!("external_ids:name={}", render::router_name(vn));
+    let datapath = sbctl(
+        sandbox,
+        &[
+            "--bare",
+            "--columns=_uuid",
+            "find",
+            "Datapath_Binding",
+            &router,
+        ],
+    )
+    .await;
+    sbctl(
+        sandbox,
+        &[
+            "create",
+            "MAC_Binding",
+            &format!("logical_port={}", external::uplink_port_name(vn)),
+            &format!("ip={PROVIDER_GATEWAY}"),
+            &format!("mac=\"{PROVIDER_GATEWAY_MAC}\""),
+            &format!("datapath={datapath}"),
+        ],
+    )
+    .await;
+}
+
+/// The source address a trace's packet is translated to (`ct_snat…(ip4.src=A)`), if any.
+fn translated_source(trace: &str) -> Option<IpAddr> {
+    let at = trace.find("(ip4.src=")? + "(ip4.src=".len();
+    let rest = &trace[at..];
+    rest[..rest.find(')')?].parse().ok()
+}
+
+/// Whether ovn-trace's translated source `seen` is what the explainer's source NAT hop says
+/// (`transit` = any address of the transit prefix, which the store does not know).
+fn same_source_nat(answer: &Explanation, seen: Option<IpAddr>) -> bool {
+    let Some(hop) = answer.hops.iter().find(|h| h.kind == HopKind::Snat) else {
+        return seen.is_none();
+    };
+    let transit: IpNet = TRANSIT.parse().expect("the transit prefix");
+    match (hop.source_address.as_str(), seen) {
+        ("transit", Some(a)) => transit.contains(&a),
+        (said, Some(a)) => said.parse() == Ok(a),
+        (_, None) => false,
+    }
+}
+
 fn settings(sandbox: &Sandbox) -> OvnSettings {
     let yaml = format!(
-        "northbound: {}\nprovider_network: {}\ntransit_cidr: 100.64.0.0/22\n\
-         provider_gateway: 100.64.0.1\ngateway_chassis: [hv1]\n",
+        "northbound: {}\nprovider_network: {}\ntransit_cidr: {TRANSIT}\n\
+         provider_gateway: {PROVIDER_GATEWAY}\ngateway_chassis: [hv1]\n",
         sandbox.nb(),
         questions::PROVIDER_NETWORK
     );
     serde_yaml_ng::from_str(&yaml).expect("settings")
 }
 
-/// Whether `trace` (`ovn-trace --minimal`) outputs to logical port `port`: the packet itself
-/// for a workload's port (every port's MAC is known to its router); for the provider network's
-/// `localnet` port, the router's ARP request for the next hop, sent only once the packet passed
-/// the ACLs and was routed to the uplink.
+/// Whether `trace` (`ovn-trace --minimal`) outputs the packet to logical port `port`.
 fn delivered(trace: &str, port: &str) -> bool {
     trace.contains(&format!("output(\"{port}\")"))
 }
@@ -81,8 +155,10 @@ async fn the_explainer_agrees_with_ovn_trace_on_generated_questions() {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(1000);
+    // OSAC_TRACE_KEEP=<dir>: the sandbox runs there and is left running, to look at.
+    let keep = std::env::var_os("OSAC_TRACE_KEEP").map(std::path::PathBuf::from);
     let dir = tempfile::tempdir().expect("tempdir");
-    let sandbox = Sandbox::start_central(dir.path().join("ovn"))
+    let sandbox = Sandbox::start_central(keep.clone().unwrap_or_else(|| dir.path().join("ovn")))
         .await
         .expect("start the central part of OVN");
     let fabric = OvnFabric::open(registration(), settings(&sandbox))
@@ -95,6 +171,11 @@ async fn the_explainer_agrees_with_ovn_trace_on_generated_questions() {
         .wait_southbound()
         .await
         .expect("ovn-northd compiles");
+    // What each router learns when the provider gateway answers its ARP: without it
+    // ovn-trace shows the router's ARP request instead of the packet it holds back.
+    for vn in tenants.iter().flat_map(|t| &t.vns) {
+        learn_provider_gateway(&sandbox, &vn.id).await;
+    }
     let built = started.elapsed();
     let asked = questions::generate(&mut rng, &tenants, n);
     let ct_new = vec!["new"; CT_STEPS_PER_QUESTION * asked.len()];
@@ -125,7 +206,12 @@ async fn the_explainer_agrees_with_ovn_trace_on_generated_questions() {
         let ovn = delivered(&trace, &a.delivered_to);
         counts.entry(a.class).or_default()[usize::from(reachable)] += 1;
         let cross_vn_open = a.class == Class::AcrossVns && reachable;
-        if reachable != ovn || cross_vn_open {
+        // Leaving for the outside, the source is translated to the address the explainer says.
+        let wrong_source = a.class == Class::ToOutside
+            && reachable
+            && ovn
+            && !same_source_nat(&answer, translated_source(&trace));
+        if reachable != ovn || cross_vn_open || wrong_source {
             disagreements.push(report(i, a, &answer, ovn, &trace, &tenants));
         }
     }
@@ -135,7 +221,9 @@ async fn the_explainer_agrees_with_ovn_trace_on_generated_questions() {
         asked.len(),
         started.elapsed() - built
     );
-    sandbox.stop().await;
+    if keep.is_none() {
+        sandbox.stop().await;
+    }
     assert!(
         disagreements.is_empty(),
         "seed {seed}: {} of {} questions disagree (replay with OSAC_TRACE_SEED={seed}):\n{}",

@@ -100,7 +100,7 @@ pub fn network_attachment(a: &NetworkAttachmentRecord, tenant: &str) -> Row {
     port::port(&request, &a.addresses(), &a.allowed_addresses, tenant)
 }
 
-/// An ExternalIPAttachment's `dnat_and_snat` row on its VN's router.
+/// An ExternalIPAttachment's `dnat` row on its VN's router.
 pub fn external_ip_attachment(d: &ExternalIpAttachmentRecord, tenant: &str) -> Row {
     let request = CreateExternalIpAttachmentRequest {
         attachment_id: d.attachment_id.clone(),

@@ -8,8 +8,9 @@
 //!   there. A default route points at the provider's gateway.
 //! - Egress: a `snat` NAT row per source prefix of the VN ([`source_nat`]) to the uplink's
 //!   transit address, or to the NATGateway's address while there is one;
-//!   ExternalIPAttachment: a `dnat_and_snat` NAT row (external → target), whose replies leave
-//!   with the external address.
+//!   ExternalIPAttachment: a `dnat` NAT row (external → target), whose replies leave with the
+//!   external address (conntrack) while the target's own new connections leave by the VN's
+//!   egress like every other port's (inbound only, as in every driver).
 
 use std::net::IpAddr;
 
@@ -275,8 +276,10 @@ pub fn nat_gateway(r: &CreateNatGatewayRequest, tenant: &str) -> Row {
     )
 }
 
-/// ExternalIPAttachment `r`: the VN's router translating the external address to the target
-/// and back (other NAT rows kept). Removed with [`crate::nb::detach`] of
+/// ExternalIPAttachment `r`: the VN's router translating the external address to the target,
+/// and the replies back (other NAT rows kept). `dnat`, not `dnat_and_snat`: the latter would
+/// also give the target's own new connections the external address, where an attachment is
+/// inbound only and new outbound connections use the NAT gateway's address. Removed with [`crate::nb::detach`] of
 /// [`external_ip_attachment_key`].
 pub fn external_ip_attachment(r: &CreateExternalIpAttachmentRequest, tenant: &str) -> Row {
     router(&r.virtual_network_id, tenant).with_child(
@@ -284,7 +287,7 @@ pub fn external_ip_attachment(r: &CreateExternalIpAttachmentRequest, tenant: &st
         nat(
             external_ip_attachment_key(&r.attachment_id),
             tenant,
-            "dnat_and_snat",
+            "dnat",
             r.external_address,
             r.target_ip.to_string(),
         ),
@@ -395,7 +398,7 @@ mod tests {
             "t1",
         );
         let c = &dnat.children[0].1.columns;
-        assert_eq!(c["type"], "dnat_and_snat");
+        assert_eq!(c["type"], "dnat");
         assert_eq!(
             (c["external_ip"].clone(), c["logical_ip"].clone()),
             (json!("203.0.113.11"), json!("10.0.1.5"))

@@ -11,13 +11,14 @@ use super::topology::{Port, Tenant};
 
 /// The provider network of the run's registration.
 pub const PROVIDER_NETWORK: &str = "physnet";
-/// Outside addresses a VM sends to (none in the ExternalIP pool: that would be a hairpin).
+/// Outside addresses a VM sends to (none in the ExternalIP pool: that would be a hairpin; none
+/// on the transit network, whose hosts' MACs the routers would have to learn).
 const OUTSIDE: [&str; 5] = [
     "198.51.100.7",
     "198.51.100.200",
     "192.0.2.9",
     "8.8.8.8",
-    "100.64.3.9",
+    "1.1.1.1",
 ];
 /// Clients on the provider network (the internet).
 const CLIENTS: [&str; 3] = ["198.51.100.7", "198.51.100.99", "192.0.2.3"];
