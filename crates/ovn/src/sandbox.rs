@@ -103,6 +103,7 @@ pub fn missing_tools() -> Option<String> {
         "ovn-controller",
         "ovn-trace",
         "ovn-nbctl",
+        "ovn-sbctl",
     ]
     .into_iter()
     .filter(|b| !on_path(b))

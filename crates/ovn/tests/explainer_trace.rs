@@ -21,11 +21,10 @@ mod rules;
 mod topology;
 
 use std::collections::BTreeMap;
-
-use osac_backends::{Capability, DriverConfig, Registration, Role};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+use osac_backends::{Capability, DriverConfig, Registration, Role};
 use osac_model::reachability::{Explanation, HopKind, IndexedNetwork, Verdict};
 use osac_ovn::render::{self, external};
 use osac_ovn::sandbox::missing_tools;
