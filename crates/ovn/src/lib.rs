@@ -18,6 +18,8 @@
 //! `ovn-controller`, joined by Geneve tunnels over a shared underlay bridge. Workloads are
 //! namespaces whose veth is plugged into a hypervisor's integration bridge and bound to a
 //! logical switch port by `external_ids:iface-id`.
+//! Its central part alone (databases and `ovn-northd`, no root) serves `ovn-trace`, also as a
+//! daemon for many traces ([`sandbox::Tracer`]).
 
 mod cmd;
 pub mod driver;

@@ -12,6 +12,7 @@
 //! names).
 
 mod hypervisor;
+mod tracer;
 
 use std::ffi::OsStr;
 use std::net::Ipv4Addr;
@@ -21,6 +22,7 @@ use osac_ovsdb::Address;
 
 use crate::cmd::{self, CmdError};
 pub use hypervisor::Hypervisor;
+pub use tracer::Tracer;
 
 /// The OVN northbound schema of the Debian package `ovn-central`.
 pub const NB_SCHEMA: &str = "/usr/share/ovn/ovn-nb.ovsschema";
@@ -77,6 +79,8 @@ pub enum SandboxError {
 #[derive(Debug)]
 pub struct Sandbox {
     config: SandboxConfig,
+    /// False for a central-only sandbox ([`Sandbox::start_central`]): no namespaces.
+    namespaces: bool,
     nb: Address,
     sb: Address,
     hypervisors: Vec<Hypervisor>,
@@ -98,6 +102,8 @@ pub fn missing_tools() -> Option<String> {
         "ovn-northd",
         "ovn-controller",
         "ovn-trace",
+        "ovn-nbctl",
+        "ovn-sbctl",
     ]
     .into_iter()
     .filter(|b| !on_path(b))
@@ -151,6 +157,7 @@ impl Sandbox {
             source,
         })?;
         let mut sandbox = Sandbox {
+            namespaces: true,
             nb: Address::Unix(dir.join("nb.sock")),
             sb: Address::Unix(dir.join("sb.sock")),
             hypervisors: (1..=config.hypervisors)
@@ -192,6 +199,51 @@ impl Sandbox {
             }
         }
         Ok(sandbox)
+    }
+
+    /// Starts (or restarts) only the central part in `dir`: the northbound and southbound
+    /// databases and `ovn-northd`, no hypervisor and no namespace, so no root is needed.
+    /// Enough for `ovn-trace` ([`Sandbox::trace`]), which evaluates the logical flows
+    /// `ovn-northd` compiles without any port being bound to a chassis.
+    pub async fn start_central(dir: PathBuf) -> Result<Sandbox, SandboxError> {
+        if let Some(missing) = missing_tools() {
+            return Err(SandboxError::Missing(missing));
+        }
+        std::fs::create_dir_all(&dir).map_err(|source| SandboxError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let sandbox = Sandbox {
+            namespaces: false,
+            nb: Address::Unix(dir.join("nb.sock")),
+            sb: Address::Unix(dir.join("sb.sock")),
+            hypervisors: Vec::new(),
+            config: SandboxConfig {
+                dir: dir.clone(),
+                prefix: String::new(),
+                hypervisors: 0,
+                provider_network: None,
+            },
+        };
+        sandbox.stop().await;
+        start_database(&dir, "nb", NB_SCHEMA).await?;
+        start_database(&dir, "sb", SB_SCHEMA).await?;
+        start_northd(&dir, &sandbox.nb, &sandbox.sb).await?;
+        Ok(sandbox)
+    }
+
+    /// Waits until `ovn-northd` has compiled what the northbound database holds now into the
+    /// southbound database's logical flows (`ovn-nbctl --wait=sb sync`).
+    pub async fn wait_southbound(&self) -> Result<(), SandboxError> {
+        let db = format!("--db={}", self.nb);
+        cmd::run_str(
+            None,
+            &[],
+            "ovn-nbctl",
+            &[&db, "--timeout=60", "--wait=sb", "sync"],
+        )
+        .await?;
+        Ok(())
     }
 
     /// The provider network's namespace (its bridge is [`PROVIDER_BRIDGE`]), if configured.
@@ -242,6 +294,13 @@ impl Sandbox {
         Ok(cmd::run_str(None, &[], "ovn-trace", &args).await?)
     }
 
+    /// Starts an `ovn-trace` daemon on the southbound database, for many traces: no fork and
+    /// no database read per trace. Its connection-tracking states `ct` are shared by all its
+    /// traces, in order ([`Tracer`]). [`Sandbox::stop`] stops it.
+    pub async fn start_tracer(&self, ct: &[&str]) -> Result<Tracer, SandboxError> {
+        Tracer::start(&self.config.dir, &self.sb.to_string(), ct).await
+    }
+
     fn underlay_ns(&self) -> String {
         format!("{}-ul", self.config.prefix)
     }
@@ -253,8 +312,11 @@ impl Sandbox {
             hv.stop().await;
         }
         let dir = &self.config.dir;
-        for name in ["northd", "nb", "sb"] {
+        for name in ["trace", "northd", "nb", "sb"] {
             kill_pidfile(&dir.join(format!("{name}.pid"))).await;
+        }
+        if !self.namespaces {
+            return;
         }
         let _ = cmd::ip(None, &["netns", "del", &self.underlay_ns()]).await;
         if let Some(pr) = self.provider_namespace() {

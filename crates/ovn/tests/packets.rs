@@ -342,23 +342,33 @@ async fn ports_groups_and_nat_carry_exactly_the_allowed_packets() {
     }
     // v1's uplink has an address of each family; v2 (IPv4 only) one.
     let transit1 = ["172.31.0.2".parse().unwrap(), "fd00:64::2".parse().unwrap()];
-    let uplink = external::uplink("v1", "ta", &provider, &transit1, &["hv1"]);
     let vn_cidr = ["10.0.0.0/16".parse().unwrap()];
     let vn1_cidrs = ["10.0.0.0/16".parse().unwrap(), "fd00::/16".parse().unwrap()];
+    let uplink = external::uplink("v1", "ta", &provider, &transit1, &["hv1"], &vn1_cidrs, &[]);
     let default_egress = external::source_nat("v1", "ta", &vn1_cidrs, &transit1);
     converge(
         &nb,
-        vec![uplink.router, uplink.provider_port, default_egress],
+        vec![
+            uplink.router,
+            uplink.provider_port,
+            uplink.guard,
+            default_egress,
+        ],
     )
     .await;
     // VN v2 has no NAT gateway: its egress leaves with its uplink's transit address, through
     // a gateway chassis other than the VM's hypervisor.
     let transit2 = ["172.31.0.3".parse().unwrap()];
-    let uplink2 = external::uplink("v2", "tb", &provider, &transit2, &["hv2"]);
+    let uplink2 = external::uplink("v2", "tb", &provider, &transit2, &["hv2"], &vn_cidr, &[]);
     let default_egress2 = external::source_nat("v2", "tb", &vn_cidr, &transit2);
     converge(
         &nb,
-        vec![uplink2.router, uplink2.provider_port, default_egress2],
+        vec![
+            uplink2.router,
+            uplink2.provider_port,
+            uplink2.guard,
+            default_egress2,
+        ],
     )
     .await;
     let nat = external::nat_gateway(

@@ -249,6 +249,8 @@ async fn the_uplink_and_nat_rules_join_the_router_and_leave_it_one_by_one() {
         &provider,
         &["172.31.0.2".parse().unwrap()],
         &["hv1"],
+        &["10.0.0.0/16".parse().unwrap()],
+        &[],
     );
     let nat = external::nat_gateway(
         &CreateNatGatewayRequest {
@@ -276,6 +278,7 @@ async fn the_uplink_and_nat_rules_join_the_router_and_leave_it_one_by_one() {
         vec![
             up.router.clone(),
             up.provider_port.clone(),
+            up.guard.clone(),
             default_egress.clone(),
         ],
     )
@@ -288,7 +291,7 @@ async fn the_uplink_and_nat_rules_join_the_router_and_leave_it_one_by_one() {
             .expect("snat")
     };
     assert_eq!(snat().await["external_ip"], "172.31.0.2");
-    let all = vec![up.router, up.provider_port, nat, dnat];
+    let all = vec![up.router, up.provider_port, up.guard, nat, dnat];
     converge(&db, all.clone()).await;
     assert!(converge(&db, all).await.is_empty());
     assert_eq!(

@@ -75,6 +75,7 @@ impl FabricManager for OvnFabric {
                     delete: BTreeSet::from([
                         ("Logical_Router", router_key(id)),
                         ("Port_Group", security::network_port_group_key(id)),
+                        ("Port_Group", external::uplink_guard_key(id)),
                     ]),
                     ..Writes::default()
                 })
@@ -185,15 +186,19 @@ impl FabricManager for OvnFabric {
     ) -> Result<(), OpError> {
         self.run(
             |s| external_ip_attachment::create(s, req.clone()),
-            |_, inner, _| {
+            |me, inner, _| {
                 let d = inner.state.dnat(&req.attachment_id);
-                rendered(
+                let mut writes = rendered(
                     &inner.state,
                     d,
                     "attachment",
                     |d| &d.virtual_network_id,
                     |d, t| vec![rows::external_ip_attachment(d, t)],
-                )
+                )?;
+                writes
+                    .rows
+                    .push(me.vn_guard(inner, &req.virtual_network_id)?);
+                Ok(writes)
             },
         )
         .await
@@ -206,15 +211,19 @@ impl FabricManager for OvnFabric {
         let id = &req.attachment_id;
         self.run(
             |s| external_ip_attachment::delete(s, req.clone()),
-            |_, _, before| {
+            |me, inner, before| {
                 let Some(Record::Dnat(d)) = replaced_record(before) else {
                     return Ok(Writes::default());
                 };
-                Ok(Writes::detach(
+                let mut writes = Writes::detach(
                     ("Logical_Router", router_key(&d.virtual_network_id)),
                     "nat",
                     ("NAT", external::external_ip_attachment_key(id)),
-                ))
+                );
+                if inner.state.vn(&d.virtual_network_id).is_some() {
+                    writes.rows.push(me.vn_guard(inner, &d.virtual_network_id)?);
+                }
+                Ok(writes)
             },
         )
         .await

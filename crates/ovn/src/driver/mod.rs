@@ -510,12 +510,17 @@ impl OvnFabric {
             .collect()
     }
 
+    /// VirtualNetwork `vn`'s uplink addresses, one per transit prefix.
+    fn transit_of<'a>(&self, inner: &'a Inner, vn: &str) -> Result<&'a [IpAddr], OpError> {
+        inner.transit.get(vn).map(Vec::as_slice).ok_or_else(|| {
+            OpError::permanent(format!("virtual network '{vn}' has no transit address"))
+        })
+    }
+
     /// The rows of VirtualNetwork `vn` as the model holds it.
     fn vn_rows(&self, inner: &Inner, vn: &str) -> Result<Vec<Row>, OpError> {
         let v = inner.state.required_vn(vn)?;
-        let transit = inner.transit.get(vn).ok_or_else(|| {
-            OpError::permanent(format!("virtual network '{vn}' has no transit address"))
-        })?;
+        let transit = self.transit_of(inner, vn)?;
         // Egress per family: the NAT gateway's address for its family, else the transit one.
         let nat = inner.state.nat_gateway_of(vn).map(|n| n.external_address);
         let egress: Vec<IpAddr> = transit
@@ -533,8 +538,41 @@ impl OvnFabric {
             &chassis,
             transit,
             &egress,
+            &external_addresses(&inner.state, vn),
         ))
     }
+
+    /// VirtualNetwork `vn`'s uplink guard as the model holds it (its exceptions change with
+    /// the VN's external addresses).
+    fn vn_guard(&self, inner: &Inner, vn: &str) -> Result<Row, OpError> {
+        let v = inner.state.required_vn(vn)?;
+        let own = [
+            self.transit_of(inner, vn)?,
+            &external_addresses(&inner.state, vn),
+        ]
+        .concat();
+        Ok(external::uplink_guard(
+            vn,
+            &v.tenant,
+            &rows::vn_prefixes(v),
+            &own,
+        ))
+    }
+}
+
+/// The external addresses VirtualNetwork `vn`'s router answers for on the provider network:
+/// its NAT gateway's and its ExternalIP attachments'.
+fn external_addresses(state: &FabricState, vn: &str) -> Vec<IpAddr> {
+    let dnat = state.records().filter_map(|r| match r {
+        Record::Dnat(d) if d.virtual_network_id == vn => Some(d.external_address),
+        _ => None,
+    });
+    state
+        .nat_gateway_of(vn)
+        .map(|n| n.external_address)
+        .into_iter()
+        .chain(dnat)
+        .collect()
 }
 
 /// A converge's failure as the client's error: a row it could not write names what it misses

@@ -24,7 +24,8 @@ pub fn tenant_of<'a>(state: &'a FabricState, vn: &str) -> &'a str {
 }
 
 /// A VirtualNetwork: its router, the port group of all its ports, its uplink on the provider
-/// network (addresses `transit`) and its default egress (translated to the address of each
+/// network (addresses `transit`; its guard lets those and the VN's `external` addresses
+/// through) and its default egress (translated to the address of each
 /// family in `egress`: the NAT gateway's while it has one, else the uplink's transit address).
 pub fn virtual_network(
     vn: &VirtualNetworkRecord,
@@ -32,14 +33,25 @@ pub fn virtual_network(
     gateway_chassis: &[&str],
     transit: &[IpAddr],
     egress: &[IpAddr],
+    external: &[IpAddr],
 ) -> Vec<Row> {
     let id = &vn.virtual_network_id;
-    let uplink = external::uplink(id, &vn.tenant, provider, transit, gateway_chassis);
+    let prefixes = vn_prefixes(vn);
+    let uplink = external::uplink(
+        id,
+        &vn.tenant,
+        provider,
+        transit,
+        gateway_chassis,
+        &prefixes,
+        external,
+    );
     vec![
         uplink.router,
         security::network_port_group(id, &vn.tenant),
         uplink.provider_port,
-        external::source_nat(id, &vn.tenant, &vn_prefixes(vn), egress),
+        uplink.guard,
+        external::source_nat(id, &vn.tenant, &prefixes, egress),
     ]
 }
 
@@ -91,7 +103,7 @@ pub fn network_attachment(a: &NetworkAttachmentRecord, tenant: &str) -> Row {
     port::port(&request, &a.addresses(), &a.allowed_addresses, tenant)
 }
 
-/// An ExternalIPAttachment's `dnat_and_snat` row on its VN's router.
+/// An ExternalIPAttachment's `dnat` row on its VN's router.
 pub fn external_ip_attachment(d: &ExternalIpAttachmentRecord, tenant: &str) -> Row {
     let request = CreateExternalIpAttachmentRequest {
         attachment_id: d.attachment_id.clone(),

@@ -8,8 +8,9 @@
 //!   there. A default route points at the provider's gateway.
 //! - Egress: a `snat` NAT row per source prefix of the VN ([`source_nat`]) to the uplink's
 //!   transit address, or to the NATGateway's address while there is one;
-//!   ExternalIPAttachment: a `dnat_and_snat` NAT row (external → target), whose replies leave
-//!   with the external address.
+//!   ExternalIPAttachment: a `dnat` NAT row (external → target), whose replies leave with the
+//!   external address (conntrack) while the target's own new connections leave by the VN's
+//!   egress like every other port's (inbound only, as in every driver).
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -18,7 +19,8 @@ use osac_backends::types::{CreateExternalIpAttachmentRequest, CreateNatGatewayRe
 use osac_ovsdb::{datum, op};
 use serde_json::json;
 
-use super::{TENANT_KEY, gateway_mac, router};
+use super::security::{PRIORITY_GUARD, acl};
+use super::{TENANT_KEY, digest, gateway_mac, router};
 use crate::nb::Row;
 
 /// A provider network.
@@ -112,9 +114,25 @@ pub fn provider_switch(p: &ProviderNetwork) -> Row {
     .keeping_other_children()
 }
 
+/// The port group of VN `vn`'s port on the provider switch (letters, digits and `_` only).
+pub fn uplink_guard_name(vn: &str) -> String {
+    format!("osac_up_{}", digest(vn))
+}
+
+/// The uplink guard's port group row key.
+pub fn uplink_guard_key(vn: &str) -> String {
+    format!("uplink-guard:{vn}")
+}
+
 /// The rows of a VN's uplink.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UplinkRows {
+    /// The port group of the provider switch's port toward the router, whose ACLs drop what
+    /// comes from the provider network to the VN's own prefixes: only the router's NAT lets
+    /// the outside in (an ExternalIP's DNAT, the replies of translated connections), as the
+    /// linux driver's uplink guard does. Without it OVN routes a packet sent to the router's
+    /// MAC for a private address straight to the port.
+    pub guard: Row,
     /// The router with its uplink port (on `chassis`) and default route.
     pub router: Row,
     /// The provider switch's port peered with the uplink.
@@ -123,13 +141,18 @@ pub struct UplinkRows {
 
 /// VN `vn`'s uplink to provider network `p` with transit addresses `transit` (one per
 /// [`ProviderNetwork::transit_prefixes`], in order), run on the gateway chassis `chassis`
-/// (first preferred). The provider switch must exist.
+/// (first preferred), guarding the VN's prefixes `private` except the router's own addresses
+/// on the provider network (`transit` and the VN's external addresses `external`: its NAT
+/// gateway's and its ExternalIP attachments'). The provider switch must exist; the guard is
+/// listed after the provider port, its member.
 pub fn uplink(
     vn: &str,
     tenant: &str,
     p: &ProviderNetwork,
     transit: &[IpAddr],
     chassis: &[&str],
+    private: &[IpNet],
+    external: &[IpAddr],
 ) -> UplinkRows {
     let name = uplink_port_name(vn);
     let prefixes = p.transit_prefixes();
@@ -205,9 +228,54 @@ pub fn uplink(
         [provider_switch_key(&p.network_name)],
     );
     UplinkRows {
+        guard: uplink_guard(vn, tenant, private, &[transit, external].concat()),
         router,
         provider_port,
     }
+}
+
+/// The port group of VN `vn`'s provider port with one drop ACL per prefix of `private`, toward
+/// the router (`to-lport` on the provider switch, before the router's DNAT: a DNAT'ed packet
+/// is addressed to its ExternalIP here, a reply to a translated connection to the egress
+/// address). The router's own addresses `own` that fall inside a prefix (a tenant may pick a
+/// prefix that covers the transit range or a pool) are excepted: they are how the outside
+/// reaches the VN. Drop ACLs alone keep the provider switch stateless. Its member, the provider
+/// port, must exist or be created before it.
+pub fn uplink_guard(vn: &str, tenant: &str, private: &[IpNet], own: &[IpAddr]) -> Row {
+    let (name, key) = (uplink_guard_name(vn), uplink_guard_key(vn));
+    let mut row = Row::new("Port_Group", key.clone(), op::row([("name", json!(name))]))
+        .with_external_id(TENANT_KEY, tenant)
+        .with_reference("ports", "Logical_Switch_Port", &format!("uplink-port:{vn}"));
+    for prefix in private {
+        let family = if prefix.addr().is_ipv4() {
+            "ip4"
+        } else {
+            "ip6"
+        };
+        let mut inside: Vec<String> = own
+            .iter()
+            .filter(|a| prefix.contains(*a))
+            .map(IpAddr::to_string)
+            .collect();
+        inside.sort();
+        inside.dedup();
+        let mut matched = format!("outport == @{name} && {family}.dst == {prefix}");
+        if !inside.is_empty() {
+            matched.push_str(&format!(" && {family}.dst != {{{}}}", inside.join(", ")));
+        }
+        row = row.with_child(
+            "acls",
+            acl(
+                format!("{key}:{prefix}"),
+                tenant,
+                PRIORITY_GUARD,
+                "to-lport",
+                &matched,
+                "drop",
+            ),
+        );
+    }
+    row
 }
 
 fn nat(key: String, tenant: &str, kind: &str, external: IpAddr, logical: String) -> Row {
@@ -258,8 +326,10 @@ pub fn nat_gateway(r: &CreateNatGatewayRequest, tenant: &str) -> Row {
     )
 }
 
-/// ExternalIPAttachment `r`: the VN's router translating the external address to the target
-/// and back (other NAT rows kept). Removed with [`crate::nb::detach`] of
+/// ExternalIPAttachment `r`: the VN's router translating the external address to the target,
+/// and the replies back (other NAT rows kept). `dnat`, not `dnat_and_snat`: the latter would
+/// also give the target's own new connections the external address, where an attachment is
+/// inbound only and new outbound connections use the NAT gateway's address. Removed with [`crate::nb::detach`] of
 /// [`external_ip_attachment_key`].
 pub fn external_ip_attachment(r: &CreateExternalIpAttachmentRequest, tenant: &str) -> Row {
     router(&r.virtual_network_id, tenant).with_child(
@@ -267,7 +337,7 @@ pub fn external_ip_attachment(r: &CreateExternalIpAttachmentRequest, tenant: &st
         nat(
             external_ip_attachment_key(&r.attachment_id),
             tenant,
-            "dnat_and_snat",
+            "dnat",
             r.external_address,
             r.target_ip.to_string(),
         ),
@@ -302,6 +372,8 @@ mod tests {
             &provider(),
             &["172.31.0.2".parse().unwrap()],
             &["hv1", "hv2"],
+            &["10.0.0.0/16".parse().unwrap()],
+            &[],
         );
         let lrp = &up.router.children[0].1;
         assert_eq!(
@@ -329,6 +401,22 @@ mod tests {
             up.provider_port.memberships[0].keys.iter().next(),
             Some(&provider_switch_key("physnet"))
         );
+        // The provider port is in the guard, which drops what the outside sends to the VN's
+        // own prefix (only NAT lets the outside in).
+        assert_eq!(
+            up.guard.references,
+            [("ports", "Logical_Switch_Port", "uplink-port:v1".to_string())]
+        );
+        let guard = &up.guard.children[0].1;
+        assert_eq!(
+            guard.columns["match"],
+            format!(
+                "outport == @{} && ip4.dst == 10.0.0.0/16",
+                uplink_guard_name("v1")
+            )
+        );
+        assert_eq!(guard.columns["action"], "drop");
+        assert_eq!(guard.columns["direction"], "to-lport");
     }
 
     #[test]
@@ -362,7 +450,7 @@ mod tests {
             "t1",
         );
         let c = &dnat.children[0].1.columns;
-        assert_eq!(c["type"], "dnat_and_snat");
+        assert_eq!(c["type"], "dnat");
         assert_eq!(
             (c["external_ip"].clone(), c["logical_ip"].clone()),
             (json!("203.0.113.11"), json!("10.0.1.5"))
@@ -384,6 +472,8 @@ mod tests {
             &p,
             &["172.31.0.2".parse().unwrap(), "fd00:64::2".parse().unwrap()],
             &["hv1"],
+            &["10.0.0.0/16".parse().unwrap(), "fd00::/16".parse().unwrap()],
+            &[],
         );
         let lrp = &up.router.children[0].1;
         let mut networks = datum::string_set_items(&lrp.columns["networks"]);
@@ -442,11 +532,45 @@ mod tests {
                 c["external_ip"].clone(),
                 c["logical_ip"].clone()
             ),
-            (
-                json!("dnat_and_snat"),
-                json!("2001:db8::11"),
-                json!("fd00:0:0:1::5")
-            )
+            (json!("dnat"), json!("2001:db8::11"), json!("fd00:0:0:1::5"))
+        );
+    }
+
+    #[test]
+    fn the_guard_lets_the_routers_own_addresses_inside_a_private_prefix_through() {
+        // The tenant's prefix covers the transit range and the pool of its ExternalIP.
+        let guard = uplink_guard(
+            "v1",
+            "t1",
+            &[
+                "172.31.0.0/16".parse().unwrap(),
+                "fd00::/16".parse().unwrap(),
+            ],
+            &[
+                "172.31.0.2".parse().unwrap(),
+                "172.31.9.9".parse().unwrap(),
+                "203.0.113.5".parse().unwrap(),
+            ],
+        );
+        let matches: Vec<String> = guard
+            .children
+            .iter()
+            .map(|(_, acl)| {
+                acl.columns["match"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        let name = uplink_guard_name("v1");
+        assert_eq!(
+            matches,
+            [
+                format!(
+                    "outport == @{name} && ip4.dst == 172.31.0.0/16 && ip4.dst != {{172.31.0.2, 172.31.9.9}}"
+                ),
+                format!("outport == @{name} && ip6.dst == fd00::/16"),
+            ]
         );
     }
 }
