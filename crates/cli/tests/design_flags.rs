@@ -1,5 +1,6 @@
 //! More command lines of the OSAC networking designs, run as written against a real server:
-//! `--primary SUBNET` on a multi-NIC VM, the deprecation warning of the old attachment field,
+//! `--primary SUBNET` on a multi-NIC VM, the deprecation warnings of the old attachment field
+//! and of the old bare-metal template alias,
 //! a cluster's two external addresses, and `osac delete tenant` for a provider admin.
 
 mod common;
@@ -120,6 +121,25 @@ async fn the_designs_flags_run_as_written() {
     assert!(
         table.contains(&format!("api={api},ingress={ingress}")),
         "{table}"
+    );
+
+    // The deprecated template alias of a bare-metal instance warns the same way.
+    let file = env.dir.path().join("old-bm.json");
+    let old = serde_json::json!({
+        "metadata": {"name": "old-bm"},
+        "spec": {"catalog_item": "bcm_h100", "network_attachments": [{"subnet": "my-subnet"}]}
+    });
+    std::fs::write(&file, old.to_string()).expect("write old-bm.json");
+    let path = file.to_string_lossy().into_owned();
+    let out = env
+        .osac(&token, &["create", "baremetalinstance", "-f", &path])
+        .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: spec.catalog_item is deprecated")
+            && stderr.contains("spec.template"),
+        "{stderr}"
     );
 
     // A provider admin deletes a tenant as it creates one.

@@ -11,6 +11,7 @@ mod defaults;
 mod designs;
 mod event_bounds;
 mod events;
+mod forward_refs;
 mod grpc;
 mod hosts;
 mod jwt;
