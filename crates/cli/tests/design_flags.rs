@@ -1,7 +1,7 @@
 //! More command lines of the OSAC networking designs, run as written against a real server:
 //! `--primary SUBNET` on a multi-NIC VM, the deprecation warnings of the old attachment field
-//! and of the old bare-metal template alias,
-//! a cluster's two external addresses, and `osac delete tenant` for a provider admin.
+//! and of the old bare-metal template alias, an attachment to a cluster that does not exist
+//! yet, a cluster's two external addresses, and `osac delete tenant` for a provider admin.
 
 mod common;
 
@@ -87,6 +87,44 @@ async fn the_designs_flags_run_as_written() {
     assert_eq!(
         converted["spec"]["compute_network_attachments"][0]["primary"], true,
         "{converted}"
+    );
+
+    // An attachment may name a cluster that does not exist yet; describe says what it awaits.
+    env.ok(
+        &token,
+        &["create", "externalip", "--name", "future-ip", "--wait"],
+    )
+    .await;
+    env.ok(
+        &token,
+        &[
+            "create",
+            "externalipattachment",
+            "--externalip",
+            "future-ip",
+            "--cluster",
+            "future-cluster",
+            "--endpoint",
+            "api",
+            "--name",
+            "future-api",
+        ],
+    )
+    .await;
+    env.until(
+        &token,
+        &["get", "externalipattachment", "future-api"],
+        |v| str_at(v, "/status/message").contains("Cluster 'future-cluster' to be created"),
+    )
+    .await;
+    let described = env
+        .ok(&token, &["describe", "externalipattachment", "future-api"])
+        .await;
+    assert!(
+        described.contains("State:     PENDING")
+            && described.contains("Message:   waiting for Cluster 'future-cluster' to be created")
+            && described.contains("target_name: future-cluster"),
+        "{described}"
     );
 
     // A cluster with automatic ExternalIPs shows both of its external addresses.
