@@ -30,6 +30,8 @@ mod reachability;
 mod read_json;
 mod renames;
 mod restart;
+mod self_defaults;
+mod self_defaults;
 mod status_messages;
 mod streams;
 mod tenancy;
