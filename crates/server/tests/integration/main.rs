@@ -3,6 +3,7 @@
 //! `OSAC_TEST_DATABASE_URL` is set (a fresh database per test).
 
 mod bounds;
+mod cluster_urls;
 mod common;
 mod concurrency;
 mod connections;
@@ -30,7 +31,6 @@ mod reachability;
 mod read_json;
 mod renames;
 mod restart;
-mod self_defaults;
 mod self_defaults;
 mod status_messages;
 mod streams;
