@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::both_backends;
 use crate::common::*;
 
 const ATTACHMENTS: &str = "external_ip_attachments";
@@ -129,9 +130,11 @@ async fn an_attachment_waits_for_its_target_by_name_and_follows_its_lifecycle() 
     s.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn another_tenants_workload_of_that_name_never_binds() {
-    let s = TestServer::sqlite().await;
+both_backends!(another_tenants_workload_of_that_name_never_binds);
+async fn another_tenants_workload_of_that_name_never_binds(backend: Backend) {
+    let Some(s) = TestServer::start(backend).await else {
+        return;
+    };
     let acme = networked(&s, "acme").await;
     let evil = networked(&s, "evil").await;
     acme.allocated_eip("ip-1", "").await;

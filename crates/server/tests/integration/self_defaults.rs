@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use crate::both_backends;
 use crate::common::*;
 
 const DEFAULT: &str = "osac.openshift.io/default";
@@ -105,9 +106,11 @@ async fn a_tenant_admin_labels_its_own_defaults_and_workloads_use_them() {
     s.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_labelling_makes_one_default() {
-    let s = TestServer::sqlite().await;
+both_backends!(concurrent_labelling_makes_one_default);
+async fn concurrent_labelling_makes_one_default(backend: Backend) {
+    let Some(s) = TestServer::start(backend).await else {
+        return;
+    };
     let t = s.tenant("acme").await;
     t.drop_defaults().await;
     t.ready_vn("net", "10.0.0.0/16").await;
