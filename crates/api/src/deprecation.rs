@@ -16,18 +16,33 @@ pub const NETWORK_ATTACHMENTS: &str = "spec.network_attachments is deprecated: u
      spec.compute_network_attachments (this request's attachments were converted and stored \
      there)";
 
+/// The warning of a BareMetalInstance created with the deprecated `spec.catalog_item`.
+pub const CATALOG_ITEM: &str = "spec.catalog_item is deprecated: use spec.template (this \
+     request's catalog item was resolved and stored there)";
+
 /// The warning a create of `kind` with this JSON body earns, if any. Accepts the proto field
 /// name and its JSON (lowerCamelCase) name, as the body parser does.
 pub fn create_warning_json(kind: Kind, body: &Value) -> Option<&'static str> {
-    let deprecated = |field: &str| {
-        body.get("spec")
-            .and_then(|spec| spec.get(field))
+    let field = |name: &str| body.get("spec").and_then(|spec| spec.get(name));
+    let list = |name: &str| {
+        field(name)
             .and_then(Value::as_array)
             .is_some_and(|list| !list.is_empty())
     };
-    (kind == Kind::ComputeInstance
-        && (deprecated("network_attachments") || deprecated("networkAttachments")))
-    .then_some(NETWORK_ATTACHMENTS)
+    let text = |name: &str| {
+        field(name)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+    };
+    match kind {
+        Kind::ComputeInstance if list("network_attachments") || list("networkAttachments") => {
+            Some(NETWORK_ATTACHMENTS)
+        }
+        Kind::BareMetalInstance if text("catalog_item") || text("catalogItem") => {
+            Some(CATALOG_ITEM)
+        }
+        _ => None,
+    }
 }
 
 /// The warning a create of this message earns, if any.
@@ -38,6 +53,11 @@ pub fn create_warning(obj: &Object) -> Option<&'static str> {
             .as_ref()
             .is_some_and(|spec| !spec.network_attachments.is_empty())
             .then_some(NETWORK_ATTACHMENTS),
+        Object::BareMetalInstance(bm) => bm
+            .spec
+            .as_ref()
+            .is_some_and(|spec| !spec.catalog_item.is_empty())
+            .then_some(CATALOG_ITEM),
         _ => None,
     }
 }
@@ -87,6 +107,34 @@ mod tests {
         };
         assert_eq!(create_warning(&vm(vec![one])), Some(NETWORK_ATTACHMENTS));
         assert_eq!(create_warning(&vm(Vec::new())), None);
+    }
+
+    #[test]
+    fn only_a_set_catalog_item_of_a_bare_metal_instance_warns() {
+        let old = json!({"spec": {"catalog_item": "bcm"}});
+        let camel = json!({"spec": {"catalogItem": "bcm"}});
+        let empty = json!({"spec": {"catalog_item": "", "template": "bcm"}});
+        assert_eq!(
+            create_warning_json(Kind::BareMetalInstance, &old),
+            Some(CATALOG_ITEM)
+        );
+        assert_eq!(
+            create_warning_json(Kind::BareMetalInstance, &camel),
+            Some(CATALOG_ITEM)
+        );
+        assert_eq!(create_warning_json(Kind::BareMetalInstance, &empty), None);
+        assert_eq!(create_warning_json(Kind::ComputeInstance, &old), None);
+        let bm = |catalog_item: &str| {
+            Object::from(pb::BareMetalInstance {
+                spec: Some(pb::BareMetalInstanceSpec {
+                    catalog_item: catalog_item.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        };
+        assert_eq!(create_warning(&bm("bcm")), Some(CATALOG_ITEM));
+        assert_eq!(create_warning(&bm("")), None);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod access;
 pub mod auth;
 pub mod console;
+pub mod default_label;
 pub mod deprecation;
 pub mod error;
 pub mod grpc;

@@ -41,6 +41,9 @@ pub struct RequestCtx<'a> {
     /// (`resources::external_ip::reserve_in_pools`), so each pool row is locked only from
     /// then to the commit, not for the whole request.
     pub pool_reservations: std::collections::BTreeMap<String, i64>,
+    /// Status the per-kind create rule chose for the object being created (an
+    /// ExternalIPAttachment's `target_name`); the stored status starts from it.
+    pub initial_status: Option<Value>,
 }
 
 impl<'a> RequestCtx<'a> {
@@ -62,6 +65,7 @@ impl<'a> RequestCtx<'a> {
             tenant_limits: None,
             tenant_id: None,
             pool_reservations: Default::default(),
+            initial_status: None,
         }
     }
 }

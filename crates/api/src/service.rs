@@ -241,7 +241,7 @@ impl Service {
         tenant: String,
     ) -> ApiResult<Record> {
         let kind = obj.kind();
-        crate::reserved::check_create(&meta.labels, &meta.annotations)?;
+        crate::reserved::check_create(kind, &meta.labels, &meta.annotations)?;
         validate_metadata(kind, &meta)?;
         let mut tx = self.store.begin_shared().await?;
         if has_kind_wide_rules(kind) {
@@ -293,6 +293,7 @@ impl Service {
                 return Err(e);
             }
         };
+        crate::default_label::check(tx.as_mut(), caller, &rec, None).await?;
         tx.commit().await?;
         Ok(rec)
     }
@@ -547,9 +548,14 @@ impl Service {
         }
         let mut next = current.clone();
         next.name = new_meta.name.clone();
-        next.labels =
-            crate::reserved::merge_update("metadata.labels", &current.labels, new_meta.labels)?;
+        next.labels = crate::reserved::merge_update(
+            kind,
+            "metadata.labels",
+            &current.labels,
+            new_meta.labels,
+        )?;
         next.annotations = crate::reserved::merge_update(
+            kind,
             "metadata.annotations",
             &current.annotations,
             new_meta.annotations,
@@ -570,6 +576,7 @@ impl Service {
             .await
             .map_err(|e| name_taken(e, kind, &new_meta.name, &current.tenant))?
             .ok_or_else(|| not_found(kind, key))?;
+        crate::default_label::check(tx.as_mut(), caller, &updated, Some(&current)).await?;
         tx.commit().await?;
         Ok(updated)
     }

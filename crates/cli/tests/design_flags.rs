@@ -1,6 +1,7 @@
 //! More command lines of the OSAC networking designs, run as written against a real server:
-//! `--primary SUBNET` on a multi-NIC VM, the deprecation warning of the old attachment field,
-//! a cluster's two external addresses, and `osac delete tenant` for a provider admin.
+//! `--primary SUBNET` on a multi-NIC VM, the deprecation warnings of the old attachment field
+//! and of the old bare-metal template alias, an attachment to a cluster that does not exist
+//! yet, a cluster's two external addresses, and `osac delete tenant` for a provider admin.
 
 mod common;
 
@@ -88,6 +89,44 @@ async fn the_designs_flags_run_as_written() {
         "{converted}"
     );
 
+    // An attachment may name a cluster that does not exist yet; describe says what it awaits.
+    env.ok(
+        &token,
+        &["create", "externalip", "--name", "future-ip", "--wait"],
+    )
+    .await;
+    env.ok(
+        &token,
+        &[
+            "create",
+            "externalipattachment",
+            "--externalip",
+            "future-ip",
+            "--cluster",
+            "future-cluster",
+            "--endpoint",
+            "api",
+            "--name",
+            "future-api",
+        ],
+    )
+    .await;
+    env.until(
+        &token,
+        &["get", "externalipattachment", "future-api"],
+        |v| str_at(v, "/status/message").contains("Cluster 'future-cluster' to be created"),
+    )
+    .await;
+    let described = env
+        .ok(&token, &["describe", "externalipattachment", "future-api"])
+        .await;
+    assert!(
+        described.contains("State:     PENDING")
+            && described.contains("Message:   waiting for Cluster 'future-cluster' to be created")
+            && described.contains("target_name: future-cluster"),
+        "{described}"
+    );
+
     // A cluster with automatic ExternalIPs shows both of its external addresses.
     env.ok(
         &token,
@@ -120,6 +159,25 @@ async fn the_designs_flags_run_as_written() {
     assert!(
         table.contains(&format!("api={api},ingress={ingress}")),
         "{table}"
+    );
+
+    // The deprecated template alias of a bare-metal instance warns the same way.
+    let file = env.dir.path().join("old-bm.json");
+    let old = serde_json::json!({
+        "metadata": {"name": "old-bm"},
+        "spec": {"catalog_item": "bcm_h100", "network_attachments": [{"subnet": "my-subnet"}]}
+    });
+    std::fs::write(&file, old.to_string()).expect("write old-bm.json");
+    let path = file.to_string_lossy().into_owned();
+    let out = env
+        .osac(&token, &["create", "baremetalinstance", "-f", &path])
+        .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: spec.catalog_item is deprecated")
+            && stderr.contains("spec.template"),
+        "{stderr}"
     );
 
     // A provider admin deletes a tenant as it creates one.

@@ -90,7 +90,7 @@ pub use dispatch::{Dispatcher, Managers};
 pub use ownership::{Ownership, SHARDS, shard_of};
 pub use reconcile::cluster::agent_attachment_id;
 pub use reconcile::compute_instance::{HOSTING_CLUSTER_ANNOTATION, hosting_cluster_for, vm_mac};
-pub use reconcile::external_ip_attachment::{NoWorkloads, Target, TargetResolver};
+pub use reconcile::external_ip_attachment::{Binding, NoWorkloads, Target, TargetResolver};
 pub use reconcile::host::{PARKED_ANNOTATION, parking_attachment_id};
 pub use reconcile::targets::WorkloadTargets;
 pub use reconcile::tenant::{

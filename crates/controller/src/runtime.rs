@@ -286,8 +286,12 @@ async fn on_change(ctx: &ReconcileCtx, queue: &Queue, change: Change) {
         return;
     }
     // A new object's referrers are new too (made with it, or after it): each is woken by its
-    // own creation, so there is nothing to look up.
+    // own creation, so there is nothing to look up — except the ExternalIPAttachments that
+    // named a new workload before it existed (they hold its name).
     if change.version == Some(1) {
+        if kind.is_some_and(|k| Kind::WORKLOADS.contains(&k)) {
+            wake_forward_references(ctx, queue, &change.id).await;
+        }
         return;
     }
     match ctx.store.referrers(&change.id).await {
@@ -297,6 +301,33 @@ async fn on_change(ctx: &ReconcileCtx, queue: &Queue, change: Change) {
             }
         }
         Err(e) => tracing::warn!(id = %change.id, error = %e, "cannot list referrers"),
+    }
+}
+
+/// A new workload wakes the ExternalIPAttachments whose target field holds its name (forward
+/// references, indexed like ids). Those of other tenants wake too and find no workload of
+/// that name in their own tenant.
+async fn wake_forward_references(ctx: &ReconcileCtx, queue: &Queue, workload_id: &str) {
+    let name = match ctx.store.get(workload_id).await {
+        Ok(Some(w)) => w.name.unwrap_or_default(),
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(id = %workload_id, error = %e, "cannot read workload");
+            return;
+        }
+    };
+    if name.is_empty() {
+        return;
+    }
+    match ctx.store.referrers(&name).await {
+        Ok(refs) => {
+            for r in refs {
+                if r.source_kind == Kind::ExternalIpAttachment {
+                    queue.add(&r.source, Some(r.source_kind));
+                }
+            }
+        }
+        Err(e) => tracing::warn!(name = %name, error = %e, "cannot list referrers"),
     }
 }
 

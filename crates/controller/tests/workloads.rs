@@ -963,14 +963,15 @@ async fn external_ip_attachments_follow_their_workloads() {
     assert_eq!(str_status(&a, "target_ip"), str_status(&c, "api_endpoint"));
     assert_eq!(env.sim.dnat_rules().await.len(), 2);
 
-    // The VM is deleted: its attachment's DNAT goes and it waits again.
+    // The VM is deleted: its attachment's DNAT goes and it waits for a VM of that name again.
     env.delete_until_gone(&vm, "COMPUTE_INSTANCE_STATE_DELETING")
         .await;
     let a = env
         .wait(&att, "attachment back to PENDING", |r| {
             r.is_some_and(|r| {
                 state_of(r) == "EXTERNAL_IP_ATTACHMENT_STATE_PENDING"
-                    && message(r).contains("no longer exists")
+                    && message(r)
+                        == "waiting for ComputeInstance 'web' to be created in this tenant"
             })
         })
         .await

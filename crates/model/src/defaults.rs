@@ -117,7 +117,8 @@ pub fn onboarding_objects(class_id: &str, d: &pb::NetworkClassDefaults) -> Vec<D
             },
         }),
     });
-    if d.enable_nat_gateway {
+    // Unset means on: only an explicit `false` leaves the tenant without a NAT gateway.
+    if d.enable_nat_gateway.unwrap_or(true) {
         out.push(DefaultObject {
             kind: Kind::ExternalIp,
             name: DEFAULT_NAT_EXTERNAL_IP,
@@ -195,7 +196,7 @@ mod tests {
                 ..Default::default()
             }],
             egress_rules: vec![],
-            enable_nat_gateway: nat,
+            enable_nat_gateway: Some(nat),
         }
     }
 

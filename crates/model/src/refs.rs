@@ -48,6 +48,17 @@ pub fn is_referenced(kind: Kind) -> bool {
     })
 }
 
+/// Whether `key` has the form of an object id (a hyphenated UUID, as the server assigns):
+/// reference fields holding such a key name an object by id, anything else by name.
+pub fn is_object_id(key: &str) -> bool {
+    let b = key.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
 /// Reads a dotted path of a JSON body as a string; missing or non-string ⇒ None.
 pub fn string_at<'a>(body: &'a Value, path: &str) -> Option<&'a str> {
     path.split('.')
@@ -122,6 +133,14 @@ mod tests {
 
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn object_ids_are_hyphenated_uuids() {
+        assert!(is_object_id("0190c0de-7a3b-7cc1-8f00-0123456789ab"));
+        assert!(!is_object_id("future-cluster"));
+        assert!(!is_object_id("0190c0de7a3b7cc18f000123456789ab"));
+        assert!(!is_object_id("0190c0de-7a3b-7cc1-8f00-0123456789ag"));
+    }
 
     #[test]
     fn references_skip_empty_fields() {

@@ -48,8 +48,8 @@ pub fn default_class_for(fabric_manager: &str, k8s_manager: &str, title: &str) -
                 "subnet_ipv4_cidr": "10.0.1.0/24",
                 "subnet_ipv6_cidr": "fd00:0:0:1::/64",
                 "ingress_rules": ingress,
-                "egress_rules": [rule("PROTOCOL_ALL", None, true), rule("PROTOCOL_ALL", None, false)],
-                "enable_nat_gateway": true
+                "egress_rules": [rule("PROTOCOL_ALL", None, true), rule("PROTOCOL_ALL", None, false)]
+                // enable_nat_gateway unset: on (tenants get a default NAT gateway).
             },
             "vip_prefix_length": 28
         }

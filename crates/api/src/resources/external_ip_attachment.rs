@@ -1,13 +1,16 @@
 //! ExternalIPAttachment (inbound DNAT): external IP ALLOCATED and free, exactly one target,
-//! `target_endpoint` only for clusters. The target workload must exist in the writer's tenant
-//! (another tenant's ⇒ NOT_FOUND) and not be deleting; its id is stored. It may not have an IP
-//! yet: the attachment then stays PENDING until it has one (docs/workloads.md).
+//! `target_endpoint` only for clusters. A target that exists in the writer's tenant must not be
+//! deleting; its id is stored. A target *name* that no workload of the writer's tenant has is a
+//! forward reference: the name is stored and the controller binds the attachment when a
+//! workload of that kind and name is created there. Only names may be forward references: an
+//! id that does not exist (in this tenant) is NOT_FOUND. The target may not have an IP yet: the
+//! attachment then stays PENDING until it has one (docs/workloads.md).
 
 use osac_model::kinds::external_ip_attachment::AttachmentTarget;
 use osac_model::{Kind, kinds, pb, validate};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::error::ApiResult;
+use crate::error::{ApiResult, Code};
 use crate::object::{body_of, to_json};
 use crate::request::RequestCtx;
 
@@ -23,12 +26,21 @@ pub async fn create(cx: &mut RequestCtx<'_>, mut a: pb::ExternalIpAttachment) ->
             (Kind::BareMetalInstance, "spec.baremetal_instance", k)
         }
     };
-    let workload = super::resolve(cx, kind, field, key, true).await?;
+    let (stored, target_name) = match super::resolve(cx, kind, field, key, true).await {
+        Ok(workload) => (workload.id.clone(), workload.name.unwrap_or_default()),
+        Err(e) if e.code == Code::NotFound && !osac_model::refs::is_object_id(key) => {
+            // A forward reference: kept as the name, waited for by the controller.
+            osac_model::labels::check_name(field, key)?;
+            (key.clone(), key.clone())
+        }
+        Err(e) => return Err(e),
+    };
     match kind {
-        Kind::ComputeInstance => spec.compute_instance = workload.id,
-        Kind::Cluster => spec.cluster = workload.id,
-        _ => spec.baremetal_instance = workload.id,
+        Kind::ComputeInstance => spec.compute_instance = stored,
+        Kind::Cluster => spec.cluster = stored,
+        _ => spec.baremetal_instance = stored,
     }
+    cx.initial_status = Some(json!({ "target_name": target_name }));
     Ok(body_of(&to_json(&a)?))
 }
 

@@ -24,6 +24,7 @@ pub(crate) fn insert_new<'c, 'a: 'c>(
         validate_metadata(kind, &meta)?;
         let initial_status = super::initial_status(&obj);
         let mut body = super::prepare_create(cx, obj).await?;
+        let initial_status = initial_status.or(cx.initial_status.take());
         crate::quota::check_create(cx, kind, &body).await?;
         if let Some(o) = body.as_object_mut() {
             o.remove("status");

@@ -47,33 +47,37 @@ pub struct DefaultAttachment {
     pub security_groups: Vec<String>,
 }
 
-fn is_default(rec: &Record) -> bool {
-    rec.labels.get(defaults::DEFAULT_LABEL).map(String::as_str) == Some("true")
+/// The objects of `kind` labelled as the tenant's defaults (onboarding's, or the tenant-admin's
+/// own, crate::default_label): at most one per kind (per IP family for subnets).
+async fn labelled_defaults(cx: &mut RequestCtx<'_>, kind: Kind) -> ApiResult<Vec<Record>> {
+    let page = cx
+        .tx
+        .list(&osac_store::ListQuery {
+            tenant: Some(cx.tenant.clone()),
+            filter: format!(
+                "this.metadata.labels[\"{}\"] == \"true\"",
+                defaults::DEFAULT_LABEL
+            ),
+            ..osac_store::ListQuery::all(kind)
+        })
+        .await?;
+    Ok(page.items)
 }
 
-/// Finds the writer's default subnet and security group; FAILED_PRECONDITION with
+/// Finds the writer's default subnet (the IPv4 one, else the IPv6 one) and security group: the
+/// objects labelled `osac.openshift.io/default: "true"`; FAILED_PRECONDITION with
 /// [`defaults::NO_DEFAULTS_MESSAGE`] when the tenant has none. Their state is checked by the
 /// normal attachment rules.
 pub async fn default_attachment(cx: &mut RequestCtx<'_>) -> ApiResult<DefaultAttachment> {
-    let tenant = cx.tenant.clone();
-    let mut subnet = None;
-    for name in [defaults::DEFAULT_SUBNET_V4, defaults::DEFAULT_SUBNET_V6] {
-        if let Some(r) = cx.tx.find_by_name(Kind::Subnet, &tenant, name).await?
-            && is_default(&r)
-        {
-            subnet = Some(r);
-            break;
-        }
-    }
-    let sg = cx
-        .tx
-        .find_by_name(
-            Kind::SecurityGroup,
-            &tenant,
-            defaults::DEFAULT_SECURITY_GROUP,
-        )
+    let subnets = labelled_defaults(cx, Kind::Subnet).await?;
+    let has_v4 = |r: &&Record| {
+        osac_model::refs::string_at(&r.body, "spec.ipv4_cidr").is_some_and(|c| !c.is_empty())
+    };
+    let subnet = subnets.iter().find(has_v4).or(subnets.first()).cloned();
+    let sg = labelled_defaults(cx, Kind::SecurityGroup)
         .await?
-        .filter(is_default);
+        .into_iter()
+        .next();
     match (subnet, sg) {
         (Some(subnet), Some(sg)) => {
             cx.notes.push((

@@ -291,6 +291,7 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
                 default_ingress,
                 default_egress,
                 enable_nat_gateway,
+                no_nat_gateway,
                 vip_prefix_length,
                 disable_capabilities,
                 common,
@@ -321,7 +322,11 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
             put(
                 &mut defaults,
                 "enable_nat_gateway",
-                enable_nat_gateway.then_some(true),
+                match (enable_nat_gateway, no_nat_gateway) {
+                    (true, _) => Some(true),
+                    (_, true) => Some(false),
+                    _ => None,
+                },
             );
             if !defaults.is_empty() {
                 spec.insert("defaults".into(), Value::Object(defaults));

@@ -372,7 +372,8 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
 const TARGET_FIELD: &str = "spec.cluster";
 
 /// Sets `status.external_ip_address` and `status.ingress_external_ip_address`: the addresses
-/// of the READY ExternalIPAttachments to the cluster's API and ingress endpoints ("" if none).
+/// of the READY ExternalIPAttachments to the cluster's API and ingress endpoints ("" if none);
+/// then the URLs and DNS records under the tenant's domain (`cluster_urls`).
 async fn set_external_ips(
     ctx: &ReconcileCtx,
     w: &mut Work<pb::Cluster>,
@@ -382,9 +383,11 @@ async fn set_external_ips(
     let api = external_ip_of(ctx, &id, TARGET_FIELD, api).await?;
     let ingress = Some(pb::ExternalIpAttachmentEndpoint::Ingress);
     let ingress = external_ip_of(ctx, &id, TARGET_FIELD, ingress).await?;
+    let (tenant, name) = (w.rec.tenant.clone(), w.rec.name.clone().unwrap_or_default());
     let status = w.obj.status.get_or_insert_with(Default::default);
     status.external_ip_address = api;
     status.ingress_external_ip_address = ingress;
+    super::cluster_urls::set_urls(&*ctx.store, &tenant, &name, status).await?;
     Ok(())
 }
 

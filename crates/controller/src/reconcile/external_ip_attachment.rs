@@ -37,6 +37,28 @@ pub enum Target {
     Waiting(String),
 }
 
+/// Which workload an attachment's target field names, by id or (a forward reference) by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Binding {
+    /// Nothing to change: the field keeps its value.
+    Unchanged,
+    /// The workload exists in the attachment's tenant: the field holds its id.
+    Bound {
+        /// The workload's id.
+        id: String,
+        /// Its name (recorded as `status.target_name`).
+        name: String,
+    },
+    /// No workload of that kind and name exists in the tenant (not yet, or no longer): the
+    /// field holds the name, and the attachment waits with `message`.
+    Awaiting {
+        /// The awaited name.
+        name: String,
+        /// What the attachment waits for (kind and name).
+        message: String,
+    },
+}
+
 /// Resolves an attachment's target workload to an IP. Follows the reconciler contract: reads
 /// the store only, never blocks.
 #[async_trait]
@@ -47,6 +69,17 @@ pub trait TargetResolver: Send + Sync {
         store: &dyn Store,
         spec: &pb::ExternalIpAttachmentSpec,
     ) -> Result<Target, StoreError>;
+
+    /// Which workload the attachment `rec` (decoded as `att`) names: its id, or the name it
+    /// waits for. The default binds nothing (the target field is used as it is).
+    async fn bind(
+        &self,
+        _store: &dyn Store,
+        _rec: &Record,
+        _att: &pb::ExternalIpAttachment,
+    ) -> Result<Binding, StoreError> {
+        Ok(Binding::Unchanged)
+    }
 }
 
 /// The resolver while no workload kinds exist: every target is waited for.
@@ -99,6 +132,18 @@ async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileEr
 /// (again when either changes).
 async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError> {
     let mut att: pb::ExternalIpAttachment = decode(&rec)?;
+    let mut rebound = false;
+    match ctx.targets.bind(&*ctx.store, &rec, &att).await? {
+        Binding::Unchanged => {}
+        Binding::Bound { id, name } => {
+            set_target(&mut att, id, name);
+            rebound = true;
+        }
+        Binding::Awaiting { name, message } => {
+            set_target(&mut att, name.clone(), name);
+            return pending(ctx, &rec, att, message).await;
+        }
+    }
     let spec = att.spec.clone().unwrap_or_default();
     let eip = ctx.store.get(&spec.external_ip).await?;
     if let Some(e) = eip.as_ref().and_then(failed_dependency) {
@@ -127,7 +172,7 @@ async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError
         && status.external_ip_address == address.to_string()
         && (att.state() == pb::ExternalIpAttachment::FAILED
             || rec.annotations.get(VIRTUAL_NETWORK_ANNOTATION) == Some(&vn_id));
-    if same_target && settled(&rec, &att) {
+    if same_target && !rebound && settled(&rec, &att) {
         return Ok(Action::Done);
     }
     let created = async {
@@ -180,6 +225,20 @@ async fn apply(ctx: &ReconcileCtx, rec: Record) -> Result<Action, ReconcileError
         save(ctx, &rec, next, &att).await?;
     }
     Ok(action)
+}
+
+/// Points the attachment's target field at `target` (an id, or the awaited name) and records
+/// the target's name.
+fn set_target(att: &mut pb::ExternalIpAttachment, target: String, name: String) {
+    let spec = att.spec.get_or_insert_with(Default::default);
+    if !spec.compute_instance.is_empty() {
+        spec.compute_instance = target;
+    } else if !spec.baremetal_instance.is_empty() {
+        spec.baremetal_instance = target;
+    } else if !spec.cluster.is_empty() {
+        spec.cluster = target;
+    }
+    att.status.get_or_insert_with(Default::default).target_name = name;
 }
 
 /// Not (or no longer) programmable: a previously programmed DNAT is removed first, then the

@@ -9,6 +9,7 @@ pub mod backend;
 pub mod baremetal_instance;
 pub(crate) mod cleanup;
 pub mod cluster;
+mod cluster_urls;
 pub mod compute_instance;
 pub(crate) mod conditions;
 pub mod external_ip;

@@ -5,14 +5,22 @@
 //! VirtualNetwork is the one the workload controller recorded (or its first subnet's). A target
 //! that is gone or being deleted is waited for: the attachment's DNAT is removed and it shows
 //! PENDING with the reason.
+//!
+//! Binding ([`TargetResolver::bind`]): a target field holding an id of a workload of the
+//! attachment's tenant stays bound. One holding a name (a forward reference), or the id of a
+//! workload that is gone, is looked up by name — the name written, else `status.target_name` —
+//! among the workloads of that kind **in the attachment's tenant** only: found, the field gets
+//! its id; not found, the field holds the name and the attachment waits for it. Attachments
+//! auto-provisioned for a workload are never rebound (they are deleted with it).
 
 use std::net::IpAddr;
 
 use async_trait::async_trait;
+use osac_model::defaults::AUTO_PROVISIONED_FOR_LABEL;
 use osac_model::{Kind, pb};
-use osac_store::{Record, Store, StoreError};
+use osac_store::{ListQuery, Record, Store, StoreError};
 
-use super::external_ip_attachment::{Target, TargetResolver};
+use super::external_ip_attachment::{Binding, Target, TargetResolver};
 use super::{VIRTUAL_NETWORK_ANNOTATION, describe};
 
 /// Resolves attachment targets from the store (the default of `Controllers::new`).
@@ -53,8 +61,77 @@ async fn virtual_network(store: &dyn Store, rec: &Record) -> Result<Option<Strin
     }))
 }
 
+/// The live (not deleting) workload of `kind` named `name` in `tenant`.
+async fn named(
+    store: &dyn Store,
+    kind: Kind,
+    tenant: &str,
+    name: &str,
+) -> Result<Option<Record>, StoreError> {
+    let query = ListQuery {
+        kind,
+        tenant: Some(tenant.to_string()),
+        filter: format!(
+            "this.metadata.name == {}",
+            serde_json::Value::String(name.to_string())
+        ),
+        order: String::new(),
+        offset: 0,
+        limit: 1,
+    };
+    let page = store.list(&query).await?;
+    Ok(page.items.into_iter().find(|r| r.deleted_at.is_none()))
+}
+
 #[async_trait]
 impl TargetResolver for WorkloadTargets {
+    async fn bind(
+        &self,
+        store: &dyn Store,
+        rec: &Record,
+        att: &pb::ExternalIpAttachment,
+    ) -> Result<Binding, StoreError> {
+        let spec = att.spec.clone().unwrap_or_default();
+        let Some((kind, key)) = target_of(&spec) else {
+            return Ok(Binding::Unchanged);
+        };
+        if let Some(target) = store
+            .get(key)
+            .await?
+            .filter(|r| r.kind == kind && r.tenant == rec.tenant)
+        {
+            let name = target.name.clone().unwrap_or_default();
+            let recorded = att.status.as_ref().map(|s| s.target_name.as_str());
+            return Ok(if recorded == Some(name.as_str()) {
+                Binding::Unchanged
+            } else {
+                Binding::Bound {
+                    id: target.id,
+                    name,
+                }
+            });
+        }
+        if rec.labels.contains_key(AUTO_PROVISIONED_FOR_LABEL) {
+            return Ok(Binding::Unchanged);
+        }
+        let name = if osac_model::refs::is_object_id(key) {
+            att.status
+                .as_ref()
+                .map(|s| s.target_name.clone())
+                .unwrap_or_default()
+        } else {
+            key.to_string()
+        };
+        if name.is_empty() {
+            return Ok(Binding::Unchanged);
+        }
+        if let Some(found) = named(store, kind, &rec.tenant, &name).await? {
+            return Ok(Binding::Bound { id: found.id, name });
+        }
+        let message = format!("waiting for {kind} '{name}' to be created in this tenant");
+        Ok(Binding::Awaiting { name, message })
+    }
+
     async fn resolve(
         &self,
         store: &dyn Store,

@@ -40,6 +40,7 @@ fn attach(id: &str, eip: &str, vm: &str, target: &str, ready: bool) -> pb::Exter
             },
             external_ip_address: String::new(),
             target_ip: target.into(),
+            target_name: vm.into(),
         }),
     }
 }

@@ -173,6 +173,51 @@ async fn onboarding_creates_ready_labelled_defaults(backend: Backend) {
     s.finish().await;
 }
 
+/// The default NAT gateway is on unless the class says `enable_nat_gateway: false` (the dev
+/// class leaves it unset).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_turns_the_default_nat_gateway_off_explicitly() {
+    let s = TestServer::sqlite().await;
+    let path = format!("{PRIV}/network_classes/default");
+    let class = s.admin.get(&path).await.ok();
+    assert!(
+        class["spec"]["defaults"]
+            .get("enable_nat_gateway")
+            .is_none(),
+        "{class}"
+    );
+    let on = s.tenant("on").await;
+    on.get(&format!("{PUB}/nat_gateways/default")).await.ok();
+    on.get(&format!("{PUB}/external_ips/default-nat"))
+        .await
+        .ok();
+
+    let mut defaults = class["spec"]["defaults"].clone();
+    defaults["enable_nat_gateway"] = json!(false);
+    let off = s
+        .admin
+        .patch(&path, json!({"spec": {"defaults": defaults}}))
+        .await
+        .ok();
+    assert_eq!(
+        off["spec"]["defaults"]["enable_nat_gateway"], false,
+        "{off}"
+    );
+    let before = pool_available(&s, "external-pool-1").await;
+    let quiet = s.tenant("quiet").await;
+    quiet
+        .get(&format!("{PUB}/nat_gateways/default"))
+        .await
+        .err(404, "NOT_FOUND", &["default"]);
+    quiet
+        .get(&format!("{PUB}/external_ips/default-nat"))
+        .await
+        .err(404, "NOT_FOUND", &["default-nat"]);
+    quiet.get(&format!("{PUB}/subnets/default-ipv4")).await.ok();
+    assert_eq!(pool_available(&s, "external-pool-1").await, before);
+    s.finish().await;
+}
+
 both_backends!(onboarding_without_pool_capacity_creates_nothing);
 async fn onboarding_without_pool_capacity_creates_nothing(backend: Backend) {
     let Some(s) = TestServer::start(backend).await else {

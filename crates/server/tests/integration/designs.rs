@@ -14,8 +14,18 @@ const DEPRECATED: &str = "spec.network_attachments is deprecated";
 
 /// `POST /compute_instances` as the tenant, with the raw `Warning` header of the answer.
 async fn post_vm(s: &TestServer, token: &str, body: Value) -> (u16, Option<String>, Value) {
+    post(s, token, "compute_instances", body).await
+}
+
+/// `POST /<collection>` as the tenant, with the raw `Warning` header of the answer.
+async fn post(
+    s: &TestServer,
+    token: &str,
+    collection: &str,
+    body: Value,
+) -> (u16, Option<String>, Value) {
     let response = reqwest::Client::new()
-        .post(format!("{}{PUB}/compute_instances", s.url()))
+        .post(format!("{}{PUB}/{collection}", s.url()))
         .bearer_auth(token)
         .json(&body)
         .send()
@@ -124,6 +134,92 @@ async fn deprecated_vm_attachments_answer_with_a_warning() {
         spec.network_attachments.clear();
     }
     let answer = vms.create(new).await.expect("create over gRPC");
+    assert!(answer.metadata().get("warning").is_none());
+    s.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deprecated_catalog_item_answers_with_a_warning() {
+    let s = TestServer::sqlite().await;
+    let t = s.tenant("acme").await;
+    t.ready_vn("net", "10.0.0.0/16").await;
+    t.ready_subnet("a", "net", "10.0.1.0/24").await;
+    let token = t.token.clone().expect("tenant token");
+    let bm = |name: &str, template_field: &str| {
+        json!({"metadata": {"name": name}, "spec": {template_field: "bcm_h100",
+            "network_attachments": [{"subnet": "a"}]}})
+    };
+
+    // REST: accepted, stored as spec.template, and the Warning names the replacement.
+    let (status, warning, old) =
+        post(&s, &token, "baremetal_instances", bm("old", "catalog_item")).await;
+    assert_eq!(status, 200, "{old}");
+    let warning = warning.expect("a Warning header");
+    assert!(
+        warning.starts_with("299 - \"")
+            && warning.contains("spec.catalog_item is deprecated")
+            && warning.contains("spec.template"),
+        "{warning}"
+    );
+    assert!(
+        old["spec"]["template"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{old}"
+    );
+    let (status, warning, camel) = post(
+        &s,
+        &token,
+        "baremetal_instances",
+        bm("camel", "catalogItem"),
+    )
+    .await;
+    assert_eq!(status, 200, "{camel}");
+    assert!(warning.is_some_and(|w| w.contains("spec.catalog_item is deprecated")));
+    // The current field carries none.
+    let (status, warning, new) =
+        post(&s, &token, "baremetal_instances", bm("new", "template")).await;
+    assert_eq!((status, warning), (200, None), "{new}");
+
+    // gRPC: the same text in the `warning` response metadata.
+    let mut bms = pb::bare_metal_instances_client::BareMetalInstancesClient::with_interceptor(
+        channel(&s).await,
+        Bearer(Some(token)),
+    );
+    let grpc_bm = |name: &str, catalog_item: &str, template: &str| pb::BareMetalInstance {
+        metadata: Some(pb::Metadata {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(pb::BareMetalInstanceSpec {
+            catalog_item: catalog_item.into(),
+            template: template.into(),
+            network_attachments: vec![pb::BareMetalNetworkAttachment {
+                subnet: "a".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let answer = bms
+        .create(grpc_bm("old-grpc", "bcm_h100", ""))
+        .await
+        .expect("create over gRPC");
+    let warning = answer
+        .metadata()
+        .get("warning")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        warning.starts_with("299 - \"") && warning.contains("spec.catalog_item is deprecated"),
+        "{warning:?}"
+    );
+    let answer = bms
+        .create(grpc_bm("new-grpc", "", "bcm_h100"))
+        .await
+        .expect("create over gRPC");
     assert!(answer.metadata().get("warning").is_none());
     s.finish().await;
 }

@@ -890,6 +890,7 @@ async fn external_ips_and_nat_gateways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn external_ip_attachments() {
+    const GHOST: &str = "0190c0de-7a3b-7cc1-8f00-0123456789ab";
     let s = TestServer::sqlite().await;
     let t = s.tenant("acme").await;
     t.allocated_eip("ip", "").await;
@@ -937,24 +938,23 @@ async fn external_ip_attachments() {
             json!({"external_ip": "ghost", "compute_instance": "vm"}),
             vec!["spec.external_ip", "ghost", "does not exist"],
         ),
-        // Every rule of the attachment passes; the targets do not exist (workload targets are
-        // covered in workloads.rs).
+        // Every rule of the attachment passes; the target ids do not exist (a name that no
+        // workload has is a forward reference, forward_refs.rs; workload targets are covered
+        // in workloads.rs).
         (
-            json!({"external_ip": "ip", "compute_instance": "vm"}),
-            vec![
-                "spec.compute_instance",
-                "ComputeInstance 'vm' does not exist",
-            ],
+            json!({"external_ip": "ip", "compute_instance": GHOST}),
+            vec!["spec.compute_instance", "ComputeInstance", "does not exist"],
         ),
         (
-            json!({"external_ip": "ip", "cluster": "c", "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_API"}),
-            vec!["spec.cluster", "Cluster 'c' does not exist"],
+            json!({"external_ip": "ip", "cluster": GHOST, "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_API"}),
+            vec!["spec.cluster", "Cluster", "does not exist"],
         ),
         (
-            json!({"external_ip": "ip", "baremetal_instance": "bm"}),
+            json!({"external_ip": "ip", "baremetal_instance": GHOST}),
             vec![
                 "spec.baremetal_instance",
-                "BareMetalInstance 'bm' does not exist",
+                "BareMetalInstance",
+                "does not exist",
             ],
         ),
     ] {

@@ -3,6 +3,7 @@
 //! `OSAC_TEST_DATABASE_URL` is set (a fresh database per test).
 
 mod bounds;
+mod cluster_urls;
 mod common;
 mod concurrency;
 mod connections;
@@ -11,6 +12,7 @@ mod defaults;
 mod designs;
 mod event_bounds;
 mod events;
+mod forward_refs;
 mod grpc;
 mod hosts;
 mod jwt;
@@ -29,6 +31,7 @@ mod reachability;
 mod read_json;
 mod renames;
 mod restart;
+mod self_defaults;
 mod status_messages;
 mod streams;
 mod tenancy;

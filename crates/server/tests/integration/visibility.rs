@@ -13,11 +13,13 @@ async fn reserved_keys_cannot_be_set_on_create() {
     let s = TestServer::sqlite().await;
     let t = s.tenant("acme").await;
     for meta in [
-        json!({"name": "x", "labels": {"osac.openshift.io/default": "true"}}),
+        // (The default label is the one a tenant-admin may set on its own network:
+        // self_defaults.rs.)
+        json!({"name": "x", "labels": {"osac.openshift.io/auto-provisioned": "true"}}),
         json!({"name": "x", "annotations": {"osac.openshift.io/delete-failures": "0"}}),
     ] {
         let field = if meta.get("labels").is_some() {
-            "metadata.labels[\"osac.openshift.io/default\"]"
+            "metadata.labels[\"osac.openshift.io/auto-provisioned\"]"
         } else {
             "metadata.annotations[\"osac.openshift.io/delete-failures\"]"
         };
@@ -72,7 +74,7 @@ async fn reserved_keys_survive_updates_and_cannot_be_changed() {
         "INVALID_ARGUMENT",
         &[
             "metadata.labels[\"osac.openshift.io/default\"]",
-            "cannot be changed",
+            "the only value is \"true\"",
         ],
     );
     t.patch(

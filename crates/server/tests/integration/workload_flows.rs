@@ -491,12 +491,13 @@ async fn cluster_with_external_access() {
             &format!("{PUB}/external_ip_attachments/api"),
             "PENDING after the target is gone",
             |o| {
-                // (While the cluster was being deleted it said so; then it is gone.)
+                // (While the cluster was being deleted it said so; then it is gone, and the
+                // attachment waits for a cluster of that name again.)
                 o["status"]["state"] == "EXTERNAL_IP_ATTACHMENT_STATE_PENDING"
                     && o["status"]["message"]
                         .as_str()
                         .unwrap_or_default()
-                        .contains("no longer exists")
+                        .contains("waiting for Cluster 'k' to be created")
             },
         )
         .await;

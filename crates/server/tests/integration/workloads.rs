@@ -1116,8 +1116,12 @@ async fn external_ip_attachment_targets() {
             vec!["spec.baremetal_instance", "does not exist"],
         ),
         (
-            json!({"external_ip": "ip", "cluster": "nope", "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS"}),
-            vec!["spec.cluster", "Cluster 'nope' does not exist"],
+            // Only names may be forward references (forward_refs.rs): an unknown id is not.
+            json!({"external_ip": "ip", "cluster": "0190c0de-7a3b-7cc1-8f00-0123456789ab", "target_endpoint": "EXTERNAL_IP_ATTACHMENT_ENDPOINT_INGRESS"}),
+            vec![
+                "spec.cluster",
+                "Cluster '0190c0de-7a3b-7cc1-8f00-0123456789ab' does not exist",
+            ],
         ),
     ] {
         t.post(&path, json!({"spec": spec}))

@@ -195,9 +195,12 @@ pub struct CreateNetworkClass {
     /// Default SecurityGroup egress rule (repeatable)
     #[arg(long = "default-egress", value_name = "RULE")]
     pub default_egress: Vec<String>,
-    /// Give every tenant a default NATGateway
-    #[arg(long)]
+    /// Give every tenant a default NATGateway (the server's default when neither flag is given)
+    #[arg(long, conflicts_with = "no_nat_gateway")]
     pub enable_nat_gateway: bool,
+    /// Onboard tenants without a default NATGateway
+    #[arg(long)]
+    pub no_nat_gateway: bool,
     /// IPv4 prefix length of the VIP block reserved at the top of each subnet (e.g. 28)
     #[arg(long, value_name = "N")]
     pub vip_prefix_length: Option<u32>,
