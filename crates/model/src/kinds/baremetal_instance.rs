@@ -210,6 +210,15 @@ pub fn machine_fields(spec: &pb::BareMetalInstanceSpec) -> Result<(), Invalid> {
             ));
         }
     }
+    if pb::BareMetalRunStrategy::try_from(spec.run_strategy).is_err() {
+        return Err(Invalid::new(
+            "spec.run_strategy",
+            format!(
+                "{} is not a run strategy: ALWAYS, HALTED or MANUAL",
+                spec.run_strategy
+            ),
+        ));
+    }
     if !spec.ssh_public_key.is_empty() {
         ssh_public_key(spec.ssh_public_key.trim_end_matches(['\n', '\r']))?;
     }
@@ -362,6 +371,7 @@ mod tests {
         let e = field(spec(|s| s.restart_trigger = "r".repeat(254)));
         assert_eq!(e.field, "spec.restart_trigger");
         assert_eq!(field(spec(|s| s.image = "a\nb".into())).field, "spec.image");
+        assert_eq!(field(spec(|s| s.run_strategy = 9)).field, "spec.run_strategy");
         for bad in [
             "hello",
             "ssh-foo AAAA",
