@@ -352,7 +352,10 @@ async fn a_baremetal_instance_of_a_type_as_written() {
     .await;
     std::fs::remove_dir_all(&dir).ok();
     let gpu = env
-        .json(&token, &["get", "baremetalinstancetype", "gpu", "-o", "json"])
+        .json(
+            &token,
+            &["get", "baremetalinstancetype", "gpu", "-o", "json"],
+        )
         .await;
     let server = env
         .until(&token, &["get", "baremetalinstance", "gpu-1"], |v| {
@@ -361,8 +364,14 @@ async fn a_baremetal_instance_of_a_type_as_written() {
         .await;
     assert_eq!(server["spec"]["instance_type"], gpu["id"], "{server}");
     assert_eq!(server["spec"]["ssh_public_key"], key, "{server}");
-    assert_eq!(server["spec"]["user_data"], "#cloud-config\nhostname: gpu-1\n");
-    assert_eq!(server["spec"]["run_strategy"], "BARE_METAL_RUN_STRATEGY_ALWAYS");
+    assert_eq!(
+        server["spec"]["user_data"],
+        "#cloud-config\nhostname: gpu-1\n"
+    );
+    assert_eq!(
+        server["spec"]["run_strategy"],
+        "BARE_METAL_RUN_STRATEGY_ALWAYS"
+    );
     // A port the type lacks is refused, naming the type.
     let out = env
         .osac(

@@ -127,7 +127,11 @@ async fn machine_of(
     )
     .await?;
     let t: pb::BareMetalInstanceType = t_rec.decode()?;
-    let served_by = t.spec.as_ref().map(|s| s.host_types.clone()).unwrap_or_default();
+    let served_by = t
+        .spec
+        .as_ref()
+        .map(|s| s.host_types.clone())
+        .unwrap_or_default();
     if let Some((rec, _)) = &host_type
         && !served_by.contains(&rec.id)
     {

@@ -266,10 +266,7 @@ impl Provisioner for SimProvisioner {
             (RunStrategy::Manual, Some(_)) => was_on,
             (RunStrategy::Always | RunStrategy::Manual, _) => true,
         };
-        if on
-            && was_on
-            && before.is_some_and(|b| b.restart_trigger != req.restart_trigger)
-        {
+        if on && was_on && before.is_some_and(|b| b.restart_trigger != req.restart_trigger) {
             *self
                 .restarts
                 .lock()

@@ -13,8 +13,7 @@ mod create;
 pub use admin::{
     AdminArgs, AdminCommand, AdminCreateKind, AdminDeleteKind, AdminGetTokens,
     CreateBareMetalInstanceType, CreateBareMetalTemplate, CreateHost, CreateHostType,
-    CreateNetworkClass, CreatePool,
-    CreateTenant, CreateToken, DataplaneArgs, DataplaneCommand,
+    CreateNetworkClass, CreatePool, CreateTenant, CreateToken, DataplaneArgs, DataplaneCommand,
 };
 pub use create::{
     CidrArgs, CreateArgs, CreateBareMetalInstance, CreateCluster, CreateCommon,

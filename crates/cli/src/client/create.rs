@@ -6,11 +6,11 @@ use serde_json::{Map, Value, json};
 
 use super::args::{
     AdminCreateKind, CidrArgs, CreateBareMetalInstance, CreateBareMetalInstanceType,
-    CreateBareMetalTemplate, CreateCluster,
-    CreateCommon, CreateComputeInstance, CreateExternalIp, CreateExternalIpAttachment, CreateHost,
-    CreateHostType, CreateKind, CreateNatGateway, CreateNetworkClass, CreatePool,
-    CreateSecurityGroup, CreateSubnet, CreateTenant, CreateToken, CreateVirtualNetwork,
-    EndpointArg, ExternalIpArg, IpFamilyArg, MultiNicOptions, VirtualNetworkArg,
+    CreateBareMetalTemplate, CreateCluster, CreateCommon, CreateComputeInstance, CreateExternalIp,
+    CreateExternalIpAttachment, CreateHost, CreateHostType, CreateKind, CreateNatGateway,
+    CreateNetworkClass, CreatePool, CreateSecurityGroup, CreateSubnet, CreateTenant, CreateToken,
+    CreateVirtualNetwork, EndpointArg, ExternalIpArg, IpFamilyArg, MultiNicOptions,
+    VirtualNetworkArg,
 };
 use super::kind::{Kind, Scope};
 use super::ops::{
@@ -203,7 +203,11 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
                 None => None,
             };
             put(&mut spec, "user_data", user_data);
-            put(&mut spec, "run_strategy", run_strategy.map(|r| r.enum_name()));
+            put(
+                &mut spec,
+                "run_strategy",
+                run_strategy.map(|r| r.enum_name()),
+            );
             put(&mut spec, "restart_trigger", restart_trigger.clone());
             let field = "network_attachments";
             put_nics(
@@ -244,7 +248,8 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
 
 /// The text of a file named by `--flag`.
 fn read_text(path: &std::path::Path, flag: &'static str) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).map_err(|e| anyhow!("--{flag}: cannot read {}: {e}", path.display()))
+    std::fs::read_to_string(path)
+        .map_err(|e| anyhow!("--{flag}: cannot read {}: {e}", path.display()))
 }
 
 /// `template_parameters` and `auto_external_ip_attachment`, shared by the workload kinds.

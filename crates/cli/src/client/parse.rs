@@ -307,9 +307,7 @@ pub fn apply_label_ops(labels: &mut serde_json::Map<String, Value>, ops: &[Label
 pub fn parse_network_port(s: &str) -> Result<Value, String> {
     let parts: Vec<&str> = s.split(':').map(str::trim).collect();
     let usage = || {
-        format!(
-            "invalid port '{s}': expected NAME:ROLE:TYPE:GBPS, e.g. data-0:fabric:ethernet:100"
-        )
+        format!("invalid port '{s}': expected NAME:ROLE:TYPE:GBPS, e.g. data-0:fabric:ethernet:100")
     };
     let [name, role, kind, speed] = parts[..] else {
         return Err(usage());

@@ -5,19 +5,18 @@
 //! RUNNING and the host ASSIGNED in one transaction.
 //! Deletion: ports detached, `deprovision_baremetal`, host FREE with the finalizer removal.
 
-use osac_backends::{OpError, PortAddresses};
 use osac_backends::provision::{Nic, ProvisionBareMetalRequest, RunStrategy};
+use osac_backends::{OpError, PortAddresses};
 use osac_model::{Kind, pb};
 use osac_store::Record;
 
 use super::finalizer::{self, Cleanup};
 use super::host::{POOL_BAREMETAL, free_hosts, host_mac, host_type_label, owned_by, reserve};
-use super::network_phase::{
-    self, Awaited, Port, detach_ports, managers_for_delete,
-};
+use super::network_phase::{self, Awaited, Port, detach_ports, managers_for_delete};
 use super::workload::{
-    INVENTORY_ASSIGNED, IP_DISCOVERY_COMPLETE, NETWORKING_CONFIGURED, PROVISIONING_COMPLETE, READY, Step, Work,
-    apply_machine, deprovision, external_ip_of, provisioner, release_with_hosts, stop, timed,
+    INVENTORY_ASSIGNED, IP_DISCOVERY_COMPLETE, NETWORKING_CONFIGURED, PROVISIONING_COMPLETE, READY,
+    Step, Work, apply_machine, deprovision, external_ip_of, provisioner, release_with_hosts, stop,
+    timed,
 };
 use super::{Action, ReconcileCtx, ReconcileError, decode, describe};
 
@@ -221,7 +220,10 @@ async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::BareMetalInstance>) -> Step
             return stop(w.failed(ctx, PROVISIONING_COMPLETE, e).await);
         }
         let m = if halted {
-            format!("{} installed and powered off (run_strategy HALTED)", describe(&host_rec))
+            format!(
+                "{} installed and powered off (run_strategy HALTED)",
+                describe(&host_rec)
+            )
         } else {
             format!("{} installed and booted", describe(&host_rec))
         };

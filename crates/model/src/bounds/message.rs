@@ -11,7 +11,8 @@ use serde::Serialize;
 use serde::ser::{self, Impossible};
 
 use super::{
-    MAX_STRING_BYTES, MAX_TEMPLATE_PARAMETERS_BYTES, SERVER_ROOTS, check_metadata, count, limit_of, string_limit_of,
+    MAX_STRING_BYTES, MAX_TEMPLATE_PARAMETERS_BYTES, SERVER_ROOTS, check_metadata, count, limit_of,
+    string_limit_of,
 };
 use crate::Invalid;
 

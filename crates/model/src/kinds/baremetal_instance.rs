@@ -107,9 +107,7 @@ pub fn network_attachments(
                 .ok_or_else(|| {
                     Invalid::new(
                         format!("{at}.interface"),
-                        format!(
-                            "{what} has no fabric interface to default to; name the interface"
-                        ),
+                        format!("{what} has no fabric interface to default to; name the interface"),
                     )
                 })?
                 .to_string();
@@ -371,7 +369,10 @@ mod tests {
         let e = field(spec(|s| s.restart_trigger = "r".repeat(254)));
         assert_eq!(e.field, "spec.restart_trigger");
         assert_eq!(field(spec(|s| s.image = "a\nb".into())).field, "spec.image");
-        assert_eq!(field(spec(|s| s.run_strategy = 9)).field, "spec.run_strategy");
+        assert_eq!(
+            field(spec(|s| s.run_strategy = 9)).field,
+            "spec.run_strategy"
+        );
         for bad in [
             "hello",
             "ssh-foo AAAA",
@@ -384,7 +385,10 @@ mod tests {
             s.ssh_public_key = bad.into();
             let e = machine_fields(&s).unwrap_err();
             assert_eq!(e.field, "spec.ssh_public_key", "{bad}");
-            assert!(e.message.contains("not an OpenSSH public key"), "{bad}: {e}");
+            assert!(
+                e.message.contains("not an OpenSSH public key"),
+                "{bad}: {e}"
+            );
         }
     }
 }

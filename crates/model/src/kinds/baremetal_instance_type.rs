@@ -45,10 +45,7 @@ pub fn validate(t: &pb::BareMetalInstanceType) -> Result<(), Invalid> {
     let ports = spec.hardware.unwrap_or_default().network_ports;
     let field = "spec.hardware.network_ports";
     if ports.is_empty() {
-        return Err(Invalid::new(
-            field,
-            "at least one network port is required",
-        ));
+        return Err(Invalid::new(field, "at least one network port is required"));
     }
     if ports.len() > MAX_NETWORK_PORTS {
         return Err(Invalid::new(
@@ -78,11 +75,7 @@ pub fn validate(t: &pb::BareMetalInstanceType) -> Result<(), Invalid> {
         if !PORT_ROLES.contains(&p.role.as_str()) {
             return Err(Invalid::new(
                 format!("{at}.role"),
-                format!(
-                    "role '{}' is not one of {}",
-                    p.role,
-                    PORT_ROLES.join(", ")
-                ),
+                format!("role '{}' is not one of {}", p.role, PORT_ROLES.join(", ")),
             ));
         }
         if !PORT_TYPES.contains(&p.r#type.as_str()) {
@@ -254,6 +247,10 @@ mod tests {
         let missing = check_served_by(&[port("ib-0", "fabric")], &ht, "f", "bm").unwrap_err();
         assert!(missing.message.contains("no interface 'ib-0'"));
         let role = check_served_by(&[port("data-0", "storage")], &ht, "f", "bm").unwrap_err();
-        assert!(role.message.contains("has role 'fabric'"), "{}", role.message);
+        assert!(
+            role.message.contains("has role 'fabric'"),
+            "{}",
+            role.message
+        );
     }
 }

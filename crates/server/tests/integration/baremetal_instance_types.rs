@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 
-const ED25519: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBfYvH0mCVjGkdrZ5ZKZQ1S1nNv3UQtbyH5oEi4pb0mV alice@laptop";
+const ED25519: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBfYvH0mCVjGkdrZ5ZKZQ1S1nNv3UQtbyH5oEi4pb0mV alice@laptop";
 
 fn port(name: &str, role: &str, kind: &str, speed: u32) -> Value {
     json!({"name": name, "role": role, "type": kind, "speed_gbps": speed})
@@ -69,9 +70,18 @@ async fn the_provider_defines_types_that_tenants_read() {
     };
     let cases: Vec<(Value, u16, Vec<&str>)> = vec![
         (
-            with(&|b| b["spec"]["host_types"] = json!(["ib-host"])),
+            with(&|b| {
+                b["spec"]["hardware"]["network_ports"] = json!([
+                    port("ib-0", "fabric", "infiniband", 400),
+                    port("data-1", "fabric", "ethernet", 100)
+                ]);
+                b["spec"]["host_types"] = json!(["ib-host"]);
+            }),
             400,
-            vec!["spec.host_types[0]", "HostType 'ib-host' has no interface 'data-1'"],
+            vec![
+                "spec.host_types[0]",
+                "HostType 'ib-host' has no interface 'data-1'",
+            ],
         ),
         (
             with(&|b| {
@@ -80,7 +90,11 @@ async fn the_provider_defines_types_that_tenants_read() {
                 b["spec"]["host_types"] = json!(["bm-standard", "ib-host"]);
             }),
             400,
-            vec!["spec.host_types[1]", "has role 'storage'", "has role 'fabric'"],
+            vec![
+                "spec.host_types[1]",
+                "has role 'storage'",
+                "has role 'fabric'",
+            ],
         ),
         (
             with(&|b| b["spec"]["host_types"] = json!(["nope"])),
@@ -100,7 +114,10 @@ async fn the_provider_defines_types_that_tenants_read() {
         (
             with(&|b| b["spec"]["hardware"]["network_ports"][1]["type"] = json!("fddi")),
             400,
-            vec!["spec.hardware.network_ports[1].type", "ethernet, infiniband"],
+            vec![
+                "spec.hardware.network_ports[1].type",
+                "ethernet, infiniband",
+            ],
         ),
         (
             with(&|b| b["spec"]["hardware"]["network_ports"][2]["role"] = json!("uplink")),
@@ -136,7 +153,10 @@ async fn the_provider_defines_types_that_tenants_read() {
 
     // Title changes; the hardware does not; the HostTypes may, re-checked.
     s.admin
-        .patch(&format!("{types}/gpu"), json!({"spec": {"title": "GPU v2"}}))
+        .patch(
+            &format!("{types}/gpu"),
+            json!({"spec": {"title": "GPU v2"}}),
+        )
         .await
         .ok();
     s.admin
@@ -188,19 +208,32 @@ async fn instances_of_a_type_are_checked_against_its_ports() {
     let path = format!("{PUB}/baremetal_instances");
     let cases: Vec<(Value, u16, Vec<&str>)> = vec![
         (
-            bm("x", json!({"network_attachments": [{"subnet": "a", "interface": "eth9"}]})),
+            bm(
+                "x",
+                json!({"network_attachments": [{"subnet": "a", "interface": "eth9"}]}),
+            ),
             400,
-            vec!["spec.network_attachments[0].interface", "BareMetalInstanceType 'gpu' has no interface 'eth9'"],
+            vec![
+                "spec.network_attachments[0].interface",
+                "BareMetalInstanceType 'gpu' has no interface 'eth9'",
+            ],
         ),
         (
-            bm("x", json!({"network_attachments": [{"subnet": "a", "interface": "bmc-0"}]})),
+            bm(
+                "x",
+                json!({"network_attachments": [{"subnet": "a", "interface": "bmc-0"}]}),
+            ),
             400,
             vec!["lifecycle", "never tenant-attachable"],
         ),
         (
             bm("x", json!({"host_type": "other-bm"})),
             400,
-            vec!["spec.host_type", "spec.instance_type", "does not serve BareMetalInstanceType 'gpu'"],
+            vec![
+                "spec.host_type",
+                "spec.instance_type",
+                "does not serve BareMetalInstanceType 'gpu'",
+            ],
         ),
         (
             bm("x", json!({"ssh_public_key": "ssh-ed25519 not-a-key"})),
@@ -220,7 +253,10 @@ async fn instances_of_a_type_are_checked_against_its_ports() {
         (
             json!({"metadata": {"name": "x"}, "spec": {"instance_type": "nope"}}),
             404,
-            vec!["spec.instance_type", "BareMetalInstanceType 'nope' does not exist"],
+            vec![
+                "spec.instance_type",
+                "BareMetalInstanceType 'nope' does not exist",
+            ],
         ),
     ];
     for (body, status, fragments) in cases {
@@ -272,13 +308,25 @@ async fn instances_of_a_type_are_checked_against_its_ports() {
         .err(400, "INVALID_ARGUMENT", &["spec.image is immutable"]);
     t.patch(&one, json!({"spec": {"ssh_public_key": ""}}))
         .await
-        .err(400, "INVALID_ARGUMENT", &["spec.ssh_public_key is immutable"]);
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.ssh_public_key is immutable"],
+        );
     t.patch(&one, json!({"spec": {"instance_type": ""}}))
         .await
-        .err(400, "INVALID_ARGUMENT", &["spec.instance_type is immutable"]);
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.instance_type is immutable"],
+        );
     t.patch(&one, json!({"spec": {"restart_trigger": "r".repeat(254)}}))
         .await
-        .err(400, "INVALID_ARGUMENT", &["spec.restart_trigger", "at most 253"]);
+        .err(
+            400,
+            "INVALID_ARGUMENT",
+            &["spec.restart_trigger", "at most 253"],
+        );
     let changed = t
         .patch(
             &one,
@@ -286,13 +334,20 @@ async fn instances_of_a_type_are_checked_against_its_ports() {
         )
         .await
         .ok();
-    assert_eq!(changed["spec"]["run_strategy"], "BARE_METAL_RUN_STRATEGY_HALTED");
+    assert_eq!(
+        changed["spec"]["run_strategy"],
+        "BARE_METAL_RUN_STRATEGY_HALTED"
+    );
 
     // The type cannot go while instances are of it.
     s.admin
         .delete(&format!("{PRIV}/baremetal_instance_types/gpu"))
         .await
-        .err(412, "FAILED_PRECONDITION", &["BareMetalInstanceType 'gpu' cannot be deleted"]);
+        .err(
+            412,
+            "FAILED_PRECONDITION",
+            &["BareMetalInstanceType 'gpu' cannot be deleted"],
+        );
     s.finish().await;
 }
 
@@ -318,7 +373,11 @@ async fn the_provisioner_gets_the_machine_fields_and_follows_the_run_strategy() 
     let srv = id(&made);
     // HALTED: installed on a host of a serving HostType, powered off, no address awaited.
     let halted = t
-        .wait("baremetal_instances", "srv", "BARE_METAL_INSTANCE_STATE_RUNNING")
+        .wait(
+            "baremetal_instances",
+            "srv",
+            "BARE_METAL_INSTANCE_STATE_RUNNING",
+        )
         .await;
     let ready = halted["status"]["conditions"]
         .as_array()
@@ -327,7 +386,10 @@ async fn the_provisioner_gets_the_machine_fields_and_follows_the_run_strategy() 
         .unwrap_or_default();
     assert_eq!(ready["reason"], "Halted", "{halted}");
     assert_eq!(halted["status"]["internal_ip_address"], Value::Null);
-    let host = halted["status"]["host"].as_str().unwrap_or_default().to_string();
+    let host = halted["status"]["host"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let host_rec = s.admin.get(&format!("{PRIV}/hosts/{host}")).await.ok();
     assert_eq!(host_rec["spec"]["pool"], "baremetal");
     let p = s.provisioner();

@@ -276,10 +276,18 @@ pub struct CreateBareMetalTemplate {
 pub struct CreateBareMetalInstanceType {
     /// Network port NAME:ROLE:TYPE:GBPS, e.g. data-0:fabric:ethernet:100 (repeatable; roles
     /// fabric, management, storage, lifecycle; types ethernet, infiniband)
-    #[arg(long = "port", value_name = "NAME:ROLE:TYPE:GBPS", required_unless_present = "from_file")]
+    #[arg(
+        long = "port",
+        value_name = "NAME:ROLE:TYPE:GBPS",
+        required_unless_present = "from_file"
+    )]
     pub ports: Vec<String>,
     /// HostType whose hosts serve the type (repeatable)
-    #[arg(long = "host-type", value_name = "HOST_TYPE", required_unless_present = "from_file")]
+    #[arg(
+        long = "host-type",
+        value_name = "HOST_TYPE",
+        required_unless_present = "from_file"
+    )]
     pub host_types: Vec<String>,
     /// Title
     #[arg(long)]
