@@ -242,6 +242,12 @@ impl Provisioner for LinuxProvisioner {
             .is_some_and(|b| b.restart_trigger != req.restart_trigger);
         match (req.run_strategy, &before) {
             (RunStrategy::Halted, _) => {
+                let ns = machine_ns(&req.host_id);
+                if !netns::exists(&ns) {
+                    return Err(OpError::transient(format!(
+                        "machine namespace {ns} does not exist yet (the fabric creates it with the ports)"
+                    )));
+                }
                 self.set_machine_power(&machine, PowerState::Off).await?;
             }
             (RunStrategy::Manual, Some(_)) if !restart => {}
