@@ -381,8 +381,10 @@ mod tests {
             "ssh-ed25519 AAAAB3NzaC1yc2EAAAADAQABAAABAQ==",
             "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBfYvH0mCVjGkdrZ5ZKZQ1S1nNv3UQtbyH5oEi4pb0mV\nssh-rsa x",
         ] {
-            let mut s = pb::BareMetalInstanceSpec::default();
-            s.ssh_public_key = bad.into();
+            let s = pb::BareMetalInstanceSpec {
+                ssh_public_key: bad.into(),
+                ..Default::default()
+            };
             let e = machine_fields(&s).unwrap_err();
             assert_eq!(e.field, "spec.ssh_public_key", "{bad}");
             assert!(
