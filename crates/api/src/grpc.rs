@@ -86,6 +86,7 @@ list_response!(
     pb::NetworkClassListResponse => pb::NetworkClass,
     pb::HostTypeListResponse => pb::HostType,
     pb::BareMetalTemplateListResponse => pb::BareMetalTemplate,
+    pb::BareMetalInstanceTypeListResponse => pb::BareMetalInstanceType,
     pb::EventListResponse => pb::Event,
     pb::ComputeInstanceListResponse => pb::ComputeInstance,
     pb::BareMetalInstanceListResponse => pb::BareMetalInstance,
@@ -95,6 +96,7 @@ list_response!(
     admin::ExternalIpPoolListResponse => pb::ExternalIpPool,
     admin::HostTypeListResponse => pb::HostType,
     admin::BareMetalTemplateListResponse => pb::BareMetalTemplate,
+    admin::BareMetalInstanceTypeListResponse => pb::BareMetalInstanceType,
     admin::TenantListResponse => pb::Tenant,
 );
 
@@ -138,6 +140,7 @@ watch_event!(
     pb::NetworkClassWatchEvent => pb::NetworkClass,
     pb::HostTypeWatchEvent => pb::HostType,
     pb::BareMetalTemplateWatchEvent => pb::BareMetalTemplate,
+    pb::BareMetalInstanceTypeWatchEvent => pb::BareMetalInstanceType,
     pb::EventWatchEvent => pb::Event,
     pb::ComputeInstanceWatchEvent => pb::ComputeInstance,
     pb::BareMetalInstanceWatchEvent => pb::BareMetalInstance,
@@ -147,6 +150,7 @@ watch_event!(
     admin::ExternalIpPoolWatchEvent => pb::ExternalIpPool,
     admin::HostTypeWatchEvent => pb::HostType,
     admin::BareMetalTemplateWatchEvent => pb::BareMetalTemplate,
+    admin::BareMetalInstanceTypeWatchEvent => pb::BareMetalInstanceType,
     admin::TenantWatchEvent => pb::Tenant,
 );
 
@@ -212,11 +216,13 @@ macro_rules! grpc_service {
     };
 }
 
+use admin::bare_metal_instance_types_server as a_instance_types;
 use admin::bare_metal_templates_server as a_templates;
 use admin::{
     external_ip_pools_server as a_pools, host_types_server as a_host_types, hosts_server,
     network_classes_server as a_classes, tenants_server, tokens_server,
 };
+use pb::bare_metal_instance_types_server;
 use pb::bare_metal_templates_server;
 use pb::{
     bare_metal_instances_server, clusters_server, compute_instances_server, events_server,
@@ -354,6 +360,15 @@ grpc_service!(
     pb::BareMetalTemplateListResponse,
     pb::BareMetalTemplateWatchEvent
 );
+grpc_service!(
+    PublicInstanceTypes,
+    bare_metal_instance_types_server::BareMetalInstanceTypes,
+    Kind::BareMetalInstanceType,
+    PUB,
+    pb::BareMetalInstanceType,
+    pb::BareMetalInstanceTypeListResponse,
+    pb::BareMetalInstanceTypeWatchEvent
+);
 // Events are written by the server only: List, Get and Watch.
 grpc_service!(
     Events,
@@ -403,6 +418,16 @@ grpc_service!(
     admin::BareMetalTemplateListResponse,
     admin::BareMetalTemplateWatchEvent,
     admin::BareMetalTemplateUpdateRequest
+);
+grpc_service!(
+    AdminInstanceTypes,
+    a_instance_types::BareMetalInstanceTypes,
+    Kind::BareMetalInstanceType,
+    PRIV,
+    pb::BareMetalInstanceType,
+    admin::BareMetalInstanceTypeListResponse,
+    admin::BareMetalInstanceTypeWatchEvent,
+    admin::BareMetalInstanceTypeUpdateRequest
 );
 grpc_service!(
     AdminHosts,
@@ -575,6 +600,11 @@ pub fn routes(
         .add_service(bare_metal_templates_server::BareMetalTemplatesServer::new(
             PublicTemplates(g.clone()),
         ))
+        .add_service(
+            bare_metal_instance_types_server::BareMetalInstanceTypesServer::new(
+                PublicInstanceTypes(g.clone()),
+            ),
+        )
         .add_service(events_server::EventsServer::new(Events(g.clone())))
         .add_service(pb::reachability_server::ReachabilityServer::new(
             Reachability(g.clone()),
@@ -589,6 +619,9 @@ pub fn routes(
         .add_service(a_templates::BareMetalTemplatesServer::new(AdminTemplates(
             g.clone(),
         )))
+        .add_service(a_instance_types::BareMetalInstanceTypesServer::new(
+            AdminInstanceTypes(g.clone()),
+        ))
         .add_service(hosts_server::HostsServer::new(AdminHosts(g.clone())))
         .add_service(tenants_server::TenantsServer::new(AdminTenants(g.clone())))
         .add_service(tokens_server::TokensServer::new(Tokens(g)))

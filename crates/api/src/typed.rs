@@ -77,6 +77,7 @@ objects!(
     ExternalIpPool => pb::ExternalIpPool,
     HostType => pb::HostType,
     BareMetalTemplate => pb::BareMetalTemplate,
+    BareMetalInstanceType => pb::BareMetalInstanceType,
     Host => pb::Host,
     Tenant => pb::Tenant,
     VirtualNetwork => pb::VirtualNetwork,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use osac_backends::provision::conformance::{ProvisionerFixture, provisioner_suite};
 use osac_backends::provision::{
     ExecProvisioner, MachineRef, PowerState, ProvisionOp, Provisioner, ProvisionerRegistration,
-    SimProvisioner,
+    RunStrategy, SimProvisioner,
 };
 use osac_backends::{DriverConfig, FailureKind, MemorySimState, OpError};
 
@@ -245,4 +245,30 @@ async fn exec_provisioner_environment_and_malformed_results() {
     // Empty output is an empty result: no NICs.
     let p = shell_provisioner("true");
     assert!(p.discover_addresses(&vm).await.unwrap().is_empty());
+}
+
+/// The `exec` request of `provision_baremetal` carries the installation fields, the run
+/// strategy and the restart trigger; the demo program records them and powers per strategy.
+#[tokio::test]
+async fn demo_exec_provisioner_gets_the_bare_metal_machine_fields() {
+    let state = tempfile::tempdir().unwrap();
+    let demo = demo_provisioner(state.path()).await;
+    let fixture = ProvisionerFixture::new("m");
+    let mut req = fixture.bare_metal.clone();
+    req.run_strategy = RunStrategy::Halted;
+    demo.provision_baremetal(&req).await.unwrap();
+    let recorded = &machines(state.path())[&req.instance_id];
+    assert_eq!(recorded["image"], "rhel-9.4", "{recorded}");
+    assert_eq!(recorded["ssh_public_key"], req.ssh_public_key.as_str());
+    assert_eq!(recorded["user_data"], req.user_data.as_str());
+    assert_eq!(recorded["power"], "off", "{recorded}");
+    req.run_strategy = RunStrategy::Always;
+    req.restart_trigger = "1".into();
+    demo.provision_baremetal(&req).await.unwrap();
+    let recorded = &machines(state.path())[&req.instance_id];
+    assert_eq!(recorded["power"], "on", "{recorded}");
+    assert_eq!(recorded["restart_trigger"], "1", "{recorded}");
+    let mut other = req.clone();
+    other.image = "ubuntu".into();
+    assert!(demo.provision_baremetal(&other).await.is_err());
 }

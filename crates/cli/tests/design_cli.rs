@@ -279,3 +279,124 @@ async fn a_baremetal_instance_from_a_template_as_written() {
         .await;
     assert!(!out.status.success());
 }
+
+/// The provider's bare-metal flavor and a tenant server of it: `osac admin create
+/// baremetalinstancetype` with its network ports and serving HostType, then `osac create
+/// baremetalinstance --instance-type` with an SSH key file, user data and a run strategy;
+/// changing the restart trigger with `osac update` is accepted, the image is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_baremetal_instance_of_a_type_as_written() {
+    let env = start().await;
+    let admin = env.admin.clone();
+    let token = env.tenant_admin("acme").await;
+    for line in [MY_NET, MY_SUBNET, MY_SG] {
+        env.ok_line(&token, line, &[]).await;
+    }
+    env.ok(
+        &admin,
+        &[
+            "admin",
+            "create",
+            "baremetalinstancetype",
+            "--name",
+            "gpu",
+            "--port",
+            "data-0:fabric:ethernet:100",
+            "--port",
+            "data-1:fabric:ethernet:100",
+            "--port",
+            "bmc-0:lifecycle:ethernet:1",
+            "--host-type",
+            "bm-standard",
+            "--title",
+            "GPU server",
+        ],
+    )
+    .await;
+    let table = env.ok(&token, &["get", "baremetalinstancetypes"]).await;
+    assert!(
+        table.lines().any(|l| l.contains("gpu")
+            && l.contains("GPU server")
+            && l.contains("data-0:fabric:ethernet:100G")
+            && l.contains("bm-standard")),
+        "{table}"
+    );
+    let dir = std::env::temp_dir().join(format!("osac-bmit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBfYvH0mCVjGkdrZ5ZKZQ1S1nNv3UQtbyH5oEi4pb0mV me@laptop";
+    let key_file = dir.join("id_ed25519.pub");
+    let user_data_file = dir.join("user-data");
+    std::fs::write(&key_file, format!("{key}\n")).unwrap();
+    std::fs::write(&user_data_file, "#cloud-config\nhostname: gpu-1\n").unwrap();
+    env.ok(
+        &token,
+        &[
+            "create",
+            "baremetalinstance",
+            "--instance-type",
+            "gpu",
+            "--image",
+            "rhel-9.4",
+            "--ssh-public-key-file",
+            key_file.to_str().unwrap_or_default(),
+            "--user-data-file",
+            user_data_file.to_str().unwrap_or_default(),
+            "--run-strategy",
+            "always",
+            "--network-attachment",
+            "interface=data-1,subnet=my-subnet,security-groups=my-sg",
+            "--name",
+            "gpu-1",
+        ],
+    )
+    .await;
+    std::fs::remove_dir_all(&dir).ok();
+    let gpu = env
+        .json(
+            &token,
+            &["get", "baremetalinstancetype", "gpu", "-o", "json"],
+        )
+        .await;
+    let server = env
+        .until(&token, &["get", "baremetalinstance", "gpu-1"], |v| {
+            v["status"]["state"] == "BARE_METAL_INSTANCE_STATE_RUNNING"
+        })
+        .await;
+    assert_eq!(server["spec"]["instance_type"], gpu["id"], "{server}");
+    assert_eq!(server["spec"]["ssh_public_key"], key, "{server}");
+    assert_eq!(
+        server["spec"]["user_data"],
+        "#cloud-config\nhostname: gpu-1\n"
+    );
+    assert_eq!(
+        server["spec"]["run_strategy"],
+        "BARE_METAL_RUN_STRATEGY_ALWAYS"
+    );
+    // A port the type lacks is refused, naming the type.
+    let out = env
+        .osac(
+            &token,
+            &[
+                "create",
+                "baremetalinstance",
+                "--instance-type",
+                "gpu",
+                "--network-attachment",
+                "interface=mgmt-0,subnet=my-subnet",
+                "--name",
+                "gpu-2",
+            ],
+        )
+        .await;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("BareMetalInstanceType 'gpu' has no interface 'mgmt-0'"),
+        "{err}"
+    );
+    // Tenants cannot write types.
+    let out = env
+        .osac(&token, &["delete", "baremetalinstancetype", "gpu"])
+        .await;
+    assert!(!out.status.success());
+}

@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use common::Env;
 use osac_backends::provision::conformance::{ProvisionerFixture, provisioner_suite};
-use osac_backends::provision::{MachineRef, Nic, PowerState, Provisioner};
+use osac_backends::provision::{MachineRef, Nic, PowerState, Provisioner, RunStrategy};
 use osac_backends::{
     CreateNetworkAttachmentRequest, CreateSubnetRequest, CreateVirtualNetworkRequest,
 };
 use osac_linux::dhcp::Timing;
-use osac_linux::provision::{LinuxProvisioner, MachineScope};
+use osac_linux::provision::{LinuxProvisioner, MachineScope, SUPERVISE_EVERY};
 use osac_linux::{cmd, names};
 
 /// Serves this test's machines only.
@@ -120,7 +120,17 @@ async fn linux_provisioner_passes_the_provisioner_suite() {
         assert!(Instant::now() < until, "no lease discovered: {found:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // Powered off: the clients stop and the address goes.
+    // Provisioned again HALTED: powered off, the clients stop and the address goes, and the
+    // supervisor's passes leave it off.
+    let mut halted = fixture.bare_metal.clone();
+    halted.run_strategy = RunStrategy::Halted;
+    p.provision_baremetal(&halted).await.unwrap();
+    let found = p.discover_addresses(&bm).await.unwrap();
+    assert!(found.iter().all(|n| n.ipv4_address.is_none()), "{found:?}");
+    tokio::time::sleep(SUPERVISE_EVERY * 3).await;
+    let found = p.discover_addresses(&bm).await.unwrap();
+    assert!(found.iter().all(|n| n.ipv4_address.is_none()), "{found:?}");
+    // Powered off explicitly: the same.
     p.power(&bm, PowerState::Off).await.unwrap();
     let found = p.discover_addresses(&bm).await.unwrap();
     assert!(found.iter().all(|n| n.ipv4_address.is_none()), "{found:?}");

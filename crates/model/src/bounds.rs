@@ -94,6 +94,26 @@ const LIMITS: &[(&str, &str, usize)] = &[
     ("spec.domains", "domains", MAX_TENANT_DOMAINS),
 ];
 
+/// Strings with a limit of their own: (path, limit in bytes).
+const STRING_LIMITS: &[(&str, usize)] = &[
+    (
+        "spec.user_data",
+        crate::kinds::baremetal_instance::MAX_USER_DATA_BYTES,
+    ),
+    (
+        "spec.ssh_public_key",
+        crate::kinds::baremetal_instance::MAX_SSH_PUBLIC_KEY_BYTES,
+    ),
+];
+
+/// The byte limit of the string at `pattern`.
+fn string_limit_of(pattern: &str) -> usize {
+    STRING_LIMITS
+        .iter()
+        .find(|(p, _)| *p == pattern)
+        .map_or(MAX_STRING_BYTES, |(_, max)| *max)
+}
+
 /// Top-level parts of an object that the server writes (never checked: not the client's).
 const SERVER_ROOTS: &[&str] = &["id", "metadata", "status"];
 
@@ -169,11 +189,12 @@ fn limit_of(pattern: &str) -> Option<(&'static str, usize)> {
 /// Checks `v` at `field` (real indices) whose pattern is `pattern` (`[]` for indices).
 fn walk(v: &Value, field: &str, pattern: &str) -> Result<(), Invalid> {
     match v {
-        Value::String(s) if s.len() > MAX_STRING_BYTES => Err(Invalid::new(
+        Value::String(s) if s.len() > string_limit_of(pattern) => Err(Invalid::new(
             field,
             format!(
-                "a string of {} bytes is too long: at most {MAX_STRING_BYTES} bytes",
-                s.len()
+                "a string of {} bytes is too long: at most {} bytes",
+                s.len(),
+                string_limit_of(pattern)
             ),
         )),
         Value::Array(items) => {

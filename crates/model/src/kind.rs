@@ -13,6 +13,8 @@ pub enum Kind {
     HostType,
     /// A provider catalog item for bare-metal instances: a HostType plus default parameters.
     BareMetalTemplate,
+    /// A provider-defined bare-metal flavor: network ports and the HostTypes serving it.
+    BareMetalInstanceType,
     Host,
     Tenant,
     VirtualNetwork,
@@ -52,11 +54,12 @@ pub enum Access {
 
 impl Kind {
     /// All kinds, in dependency order (a kind only references kinds before it).
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 17] = [
         Kind::NetworkClass,
         Kind::ExternalIpPool,
         Kind::HostType,
         Kind::BareMetalTemplate,
+        Kind::BareMetalInstanceType,
         Kind::Host,
         Kind::Tenant,
         Kind::VirtualNetwork,
@@ -85,6 +88,7 @@ impl Kind {
             Kind::ExternalIpPool => &kinds::external_ip_pool::SPEC,
             Kind::HostType => &kinds::host_type::SPEC,
             Kind::BareMetalTemplate => &kinds::baremetal_template::SPEC,
+            Kind::BareMetalInstanceType => &kinds::baremetal_instance_type::SPEC,
             Kind::Host => &kinds::host::SPEC,
             Kind::Tenant => &kinds::tenant::SPEC,
             Kind::VirtualNetwork => &kinds::virtual_network::SPEC,
@@ -132,7 +136,7 @@ impl Kind {
 
     /// What the API of `api` allows on this kind. The private API serves the provider kinds;
     /// the public API serves the tenant kinds and lets tenants read the provider's catalog
-    /// (classes, pools, host types, templates) but not the inventory (hosts) nor the tenants
+    /// (classes, pools, host types, templates, bare-metal instance types) but not the inventory (hosts) nor the tenants
     /// themselves. Roles and per-kind rules (events are never written by clients) narrow this
     /// further.
     pub const fn access(self, api: Scope) -> Access {

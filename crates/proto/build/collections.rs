@@ -62,6 +62,11 @@ pub const TENANT: &[Collection] = &[
         "BareMetalTemplates",
         "baremetal_template",
     ),
+    read_only(
+        "BareMetalInstanceType",
+        "BareMetalInstanceTypes",
+        "baremetal_instance_type",
+    ),
     // Written by the server only.
     read_only("Event", "Events", "event"),
 ];
@@ -75,6 +80,11 @@ pub const ADMIN: &[Collection] = &[
         "BareMetalTemplate",
         "BareMetalTemplates",
         "baremetal_template",
+    ),
+    full(
+        "BareMetalInstanceType",
+        "BareMetalInstanceTypes",
+        "baremetal_instance_type",
     ),
     full("Tenant", "Tenants", "tenant"),
     full("Host", "Hosts", "host"),

@@ -98,9 +98,33 @@ def delete_vm(state, req):
 
 
 def provision_baremetal(state, req):
+    """Installs the server (image, SSH key, user data are part of its shape), then powers it
+    per run_strategy; a new restart_trigger restarts a server that stays on."""
     instance_id = need(req, "instance_id")
-    machine = {"kind": "bare_metal", "host_id": need(req, "host_id"), "nics": nics_of(req)}
-    return record(state, "provision_baremetal", instance_id, machine)
+    machine = {"kind": "bare_metal", "host_id": need(req, "host_id"), "nics": nics_of(req),
+               "image": req.get("image", ""), "ssh_public_key": req.get("ssh_public_key", ""),
+               "user_data": req.get("user_data", "")}
+    strategy = req.get("run_strategy", "always")
+    if strategy not in ("always", "halted", "manual"):
+        raise Permanent(f"run_strategy '{strategy}' is not always, halted or manual")
+    trigger = req.get("restart_trigger", "")
+    before = state["machines"].get(instance_id)
+    if before is not None:
+        shape = {k: v for k, v in before.items() if k not in ("power", "restart_trigger")}
+        if shape != machine:
+            raise Permanent(f"workload '{instance_id}' is already provisioned with a different shape")
+        power = before.get("power", "on")
+    else:
+        remember(state, "provision_baremetal", instance_id)
+        power = "on"
+    if strategy == "halted":
+        power = "off"
+    elif strategy == "always":
+        power = "on"
+    if before is not None and power == "on" and before.get("restart_trigger", "") != trigger:
+        remember(state, "restart", instance_id)
+    state["machines"][instance_id] = dict(machine, power=power, restart_trigger=trigger)
+    return {}
 
 
 def deprovision_baremetal(state, req):

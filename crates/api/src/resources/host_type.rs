@@ -34,7 +34,7 @@ pub async fn update(cx: &mut RequestCtx<'_>, current: &Record, ht: &pb::HostType
     for r in cx.tx.referrers(&current.id).await? {
         if !matches!(
             r.source_kind,
-            Kind::Host | Kind::BareMetalInstance | Kind::Cluster
+            Kind::Host | Kind::BareMetalInstance | Kind::Cluster | Kind::BareMetalInstanceType
         ) {
             continue;
         }

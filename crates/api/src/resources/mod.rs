@@ -3,6 +3,7 @@
 //! take the proto message of their kind ([`Object`]); a create rule returns the body to store.
 
 pub mod baremetal_instance;
+pub mod baremetal_instance_type;
 pub mod baremetal_template;
 pub mod cluster;
 pub mod compute_instance;
@@ -38,6 +39,7 @@ pub async fn prepare_create(cx: &mut RequestCtx<'_>, obj: Object) -> ApiResult<V
         Object::ExternalIpPool(m) => external_ip_pool::create(cx, m).await,
         Object::HostType(m) => host_type::create(cx, m).await,
         Object::BareMetalTemplate(m) => baremetal_template::create(cx, m).await,
+        Object::BareMetalInstanceType(m) => baremetal_instance_type::create(cx, m).await,
         Object::Tenant(m) => tenant::create(cx, m).await,
         Object::VirtualNetwork(m) => virtual_network::create(cx, m).await,
         Object::Subnet(m) => subnet::create(cx, m).await,
@@ -98,6 +100,10 @@ pub async fn prepare_update(
         Object::Host(mut m) => {
             host::update(cx, current, &mut m).await?;
             Object::Host(m)
+        }
+        Object::BareMetalInstanceType(mut m) => {
+            baremetal_instance_type::update(cx, &mut m).await?;
+            Object::BareMetalInstanceType(m)
         }
         Object::ComputeInstance(mut m) => {
             compute_instance::update(cx, current, &mut m).await?;
@@ -165,7 +171,16 @@ pub async fn check_delete(cx: &mut RequestCtx<'_>, rec: &Record) -> ApiResult<()
                 "is used by",
             )
             .await?;
-            refuse_if_used(cx.tx, rec, &[Kind::BareMetalTemplate], "is used by").await
+            refuse_if_used(
+                cx.tx,
+                rec,
+                &[Kind::BareMetalTemplate, Kind::BareMetalInstanceType],
+                "is used by",
+            )
+            .await
+        }
+        Kind::BareMetalInstanceType => {
+            refuse_if_used(cx.tx, rec, &[Kind::BareMetalInstance], "is used by").await
         }
         Kind::BareMetalTemplate => {
             refuse_if_used(cx.tx, rec, &[Kind::BareMetalInstance], "is used by").await

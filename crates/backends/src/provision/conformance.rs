@@ -81,6 +81,10 @@ impl ProvisionerFixture {
                     nic("data-0", "02:00:00:00:02:01", &subnet, true),
                     nic("data-1", "02:00:00:00:02:02", &subnet, false),
                 ],
+                image: "rhel-9.4".into(),
+                ssh_public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBfYvH0mCVjGkdrZ5ZKZQ1S1nNv3UQtbyH5oEi4pb0mV conformance".into(),
+                user_data: "#cloud-config\nhostname: conformance\n".into(),
+                ..Default::default()
             },
             cluster: Some(ProvisionClusterRequest {
                 cluster_id: id("cluster"),
@@ -170,6 +174,17 @@ pub async fn provisioner_suite(
     for step in ["provision_baremetal", "provision_baremetal again"] {
         ok(step, p.provision_baremetal(bm).await)?;
     }
+    // A new restart trigger (a restart) and back: the same installation asked again.
+    let mut restarted = bm.clone();
+    restarted.restart_trigger = "conformance-restart".into();
+    ok(
+        "provision_baremetal with a new restart trigger",
+        p.provision_baremetal(&restarted).await,
+    )?;
+    ok(
+        "provision_baremetal with the first restart trigger",
+        p.provision_baremetal(bm).await,
+    )?;
     let mut no_nics = vm.clone();
     no_nics.instance_id = fixture.unknown_instance.clone();
     no_nics.nics.clear();

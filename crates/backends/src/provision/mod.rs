@@ -50,12 +50,53 @@ pub struct BootVmRequest {
     pub nics: Vec<Nic>,
 }
 
-/// Install and boot a bare-metal host for an instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Install a bare-metal host for an instance and power it per `run_strategy`. The same
+/// instance is asked again (same installation) when its run strategy or restart trigger
+/// changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProvisionBareMetalRequest {
     pub instance_id: String,
     pub host_id: String,
     pub nics: Vec<Nic>,
+    /// OS image to install; empty: the provisioner's default.
+    #[serde(default)]
+    pub image: String,
+    /// OpenSSH public key for the default user; empty: none.
+    #[serde(default)]
+    pub ssh_public_key: String,
+    /// Cloud-init / ignition user data, as the tenant wrote it; empty: none.
+    #[serde(default)]
+    pub user_data: String,
+    #[serde(default)]
+    pub run_strategy: RunStrategy,
+    /// Opaque; a value different from the previous call's restarts a machine that is on.
+    #[serde(default)]
+    pub restart_trigger: String,
+}
+
+impl ProvisionBareMetalRequest {
+    /// Whether `other` installs the same machine (everything but the power policy and the
+    /// restart trigger is equal): a repeated call may only change those two.
+    pub fn same_installation(&self, other: &ProvisionBareMetalRequest) -> bool {
+        ProvisionBareMetalRequest {
+            run_strategy: other.run_strategy,
+            restart_trigger: other.restart_trigger.clone(),
+            ..self.clone()
+        } == *other
+    }
+}
+
+/// Power policy of a bare-metal machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStrategy {
+    /// Powered on, kept on.
+    #[default]
+    Always,
+    /// Installed and kept powered off.
+    Halted,
+    /// Powered on by the first call; later calls leave the power state as it is.
+    Manual,
 }
 
 /// One agent (pre-booted host) of a cluster being built.
@@ -175,7 +216,10 @@ pub trait Provisioner: Send + Sync {
     async fn boot_vm(&self, req: &BootVmRequest) -> Result<(), OpError>;
     /// Deletes the VM; a missing VM is success.
     async fn delete_vm(&self, instance_id: &str) -> Result<(), OpError>;
-    /// Installs and boots the host for the instance.
+    /// Installs the host for the instance (image, SSH key, user data) and powers it per the
+    /// request's run strategy: `always` on, `halted` off, `manual` on at the first call and
+    /// untouched by later ones. A call whose restart trigger differs from the previous call's
+    /// restarts a machine that is on. Installation fields must match a previous call's.
     async fn provision_baremetal(&self, req: &ProvisionBareMetalRequest) -> Result<(), OpError>;
     /// Wipes the host and powers it off; an unknown instance is success.
     async fn deprovision_baremetal(&self, instance_id: &str, host_id: &str) -> Result<(), OpError>;

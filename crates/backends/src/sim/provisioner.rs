@@ -13,7 +13,7 @@ use super::{FailureKind, SimError, SimStateStore, load_records};
 use crate::contract::OpError;
 use crate::provision::{
     BootVmRequest, DiscoveredNic, MachineRef, PowerState, ProvisionBareMetalRequest,
-    ProvisionClusterRequest, ProvisionOp, Provisioner,
+    ProvisionClusterRequest, ProvisionOp, Provisioner, RunStrategy,
 };
 
 /// A machine the sim provisioner knows.
@@ -67,6 +67,8 @@ pub struct SimProvisioner {
     power: Engine<PoweredOff>,
     faults: Mutex<HashMap<(ProvisionOp, String), (u32, FailureKind)>>,
     counts: Mutex<HashMap<ProvisionOp, u64>>,
+    /// Restarts by restart-trigger change, by instance id (not persisted).
+    restarts: Mutex<HashMap<String, u64>>,
 }
 
 impl SimProvisioner {
@@ -79,6 +81,7 @@ impl SimProvisioner {
             engine: Engine::start(store, SIM_PROVISIONER_NAMESPACE, machines),
             faults: Mutex::new(HashMap::new()),
             counts: Mutex::new(HashMap::new()),
+            restarts: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -119,6 +122,16 @@ impl SimProvisioner {
     pub async fn power_state(&self, id: &str) -> Option<PowerState> {
         self.engine.read().get(id)?;
         Some(self.power.read().get(id).copied().unwrap_or(PowerState::On))
+    }
+
+    /// How many times a bare-metal machine was restarted by a new restart trigger.
+    pub fn restart_count(&self, id: &str) -> u64 {
+        self.restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Number of machines.
@@ -219,10 +232,50 @@ impl Provisioner for SimProvisioner {
         self.forget(instance_id).await
     }
 
+    /// Records the request (a repeated call may change only the run strategy and restart
+    /// trigger), then powers the machine per its run strategy; a new restart trigger on a
+    /// machine that stays on counts a restart.
     async fn provision_baremetal(&self, req: &ProvisionBareMetalRequest) -> Result<(), OpError> {
-        self.enter(ProvisionOp::ProvisionBareMetal, &req.instance_id)?;
-        self.record(&req.instance_id, SimMachine::BareMetal(req.clone()))
-            .await
+        let id = req.instance_id.clone();
+        self.enter(ProvisionOp::ProvisionBareMetal, &id)?;
+        let before = match self.engine.read().get(&id) {
+            Some(SimMachine::BareMetal(r)) => Some(r.clone()),
+            _ => None,
+        };
+        let was_on = self.power.read().get(&id).is_none();
+        let (key, next) = (id.clone(), req.clone());
+        self.engine
+            .run(move |machines: &Machines| {
+                match machines.get(&key) {
+                    Some(SimMachine::BareMetal(r)) if r.same_installation(&next) => {}
+                    None => {}
+                    Some(_) => {
+                        return Err(OpError::Permanent(format!(
+                            "workload '{key}' is already provisioned with a different shape"
+                        )));
+                    }
+                }
+                Ok((
+                    vec![(key.clone(), Some(SimMachine::BareMetal(next.clone())))],
+                    (),
+                ))
+            })
+            .await?;
+        let on = match (req.run_strategy, &before) {
+            (RunStrategy::Halted, _) => false,
+            (RunStrategy::Manual, Some(_)) => was_on,
+            (RunStrategy::Always | RunStrategy::Manual, _) => true,
+        };
+        if on && was_on && before.is_some_and(|b| b.restart_trigger != req.restart_trigger) {
+            *self
+                .restarts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(id.clone())
+                .or_insert(0) += 1;
+        }
+        let state = if on { PowerState::On } else { PowerState::Off };
+        self.set_power(&id, state).await
     }
 
     async fn deprovision_baremetal(
@@ -340,5 +393,52 @@ mod tests {
         assert!(matches!(p.boot_vm(&vm()).await, Err(OpError::Transient(_))));
         p.boot_vm(&vm()).await.unwrap();
         assert_eq!(p.call_count(ProvisionOp::BootVm), 3);
+    }
+
+    #[tokio::test]
+    async fn bare_metal_follows_its_run_strategy_and_restart_trigger() {
+        let p = SimProvisioner::open(Arc::new(MemorySimState::new()))
+            .await
+            .unwrap();
+        let mut req = ProvisionBareMetalRequest {
+            instance_id: "bmi-1".into(),
+            host_id: "host-1".into(),
+            image: "rhel-9.4".into(),
+            ssh_public_key: "ssh-ed25519 AAAA test".into(),
+            user_data: "#cloud-config\n".into(),
+            run_strategy: RunStrategy::Halted,
+            ..Default::default()
+        };
+        p.provision_baremetal(&req).await.unwrap();
+        // Recorded as asked, powered off.
+        assert_eq!(
+            p.machine("bmi-1").await,
+            Some(SimMachine::BareMetal(req.clone()))
+        );
+        assert_eq!(p.power_state("bmi-1").await, Some(PowerState::Off));
+        req.run_strategy = RunStrategy::Always;
+        p.provision_baremetal(&req).await.unwrap();
+        assert_eq!(p.power_state("bmi-1").await, Some(PowerState::On));
+        assert_eq!(p.restart_count("bmi-1"), 0);
+        req.restart_trigger = "1".into();
+        p.provision_baremetal(&req).await.unwrap();
+        p.provision_baremetal(&req).await.unwrap();
+        assert_eq!(p.restart_count("bmi-1"), 1, "one restart per new trigger");
+        // Manual leaves the power state to the owner.
+        let bm_ref = MachineRef::BareMetal {
+            instance_id: "bmi-1".into(),
+            host_id: "host-1".into(),
+        };
+        p.power(&bm_ref, PowerState::Off).await.unwrap();
+        req.run_strategy = RunStrategy::Manual;
+        p.provision_baremetal(&req).await.unwrap();
+        assert_eq!(p.power_state("bmi-1").await, Some(PowerState::Off));
+        // The installation itself never changes.
+        let mut other = req.clone();
+        other.image = "ubuntu-24.04".into();
+        assert!(matches!(
+            p.provision_baremetal(&other).await,
+            Err(OpError::Permanent(_))
+        ));
     }
 }

@@ -12,8 +12,8 @@ mod create;
 
 pub use admin::{
     AdminArgs, AdminCommand, AdminCreateKind, AdminDeleteKind, AdminGetTokens,
-    CreateBareMetalTemplate, CreateHost, CreateHostType, CreateNetworkClass, CreatePool,
-    CreateTenant, CreateToken, DataplaneArgs, DataplaneCommand,
+    CreateBareMetalInstanceType, CreateBareMetalTemplate, CreateHost, CreateHostType,
+    CreateNetworkClass, CreatePool, CreateTenant, CreateToken, DataplaneArgs, DataplaneCommand,
 };
 pub use create::{
     CidrArgs, CreateArgs, CreateBareMetalInstance, CreateCluster, CreateCommon,
@@ -199,7 +199,8 @@ pub struct GetArgs {
 pub struct GetOpts {
     /// Kind: virtualnetwork(s)/vn, subnet(s), securitygroup(s)/sg, externalip(s)/eip,
     /// externalipattachment(s), natgateway(s)/nat, externalippool(s)/pool, networkclass(es),
-    /// hosttype(s), tenant(s), host(s), computeinstance(s), baremetalinstance(s), cluster(s)
+    /// hosttype(s), baremetaltemplate(s)/bmt, baremetalinstancetype(s)/bmit, tenant(s), host(s),
+    /// computeinstance(s), baremetalinstance(s), cluster(s)
     #[arg(value_parser = kind::parse)]
     pub kind: Kind,
     /// Names or ids (all objects when none)

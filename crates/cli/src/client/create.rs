@@ -5,11 +5,12 @@ use osac_client::Method;
 use serde_json::{Map, Value, json};
 
 use super::args::{
-    AdminCreateKind, CidrArgs, CreateBareMetalInstance, CreateBareMetalTemplate, CreateCluster,
-    CreateCommon, CreateComputeInstance, CreateExternalIp, CreateExternalIpAttachment, CreateHost,
-    CreateHostType, CreateKind, CreateNatGateway, CreateNetworkClass, CreatePool,
-    CreateSecurityGroup, CreateSubnet, CreateTenant, CreateToken, CreateVirtualNetwork,
-    EndpointArg, ExternalIpArg, IpFamilyArg, MultiNicOptions, VirtualNetworkArg,
+    AdminCreateKind, CidrArgs, CreateBareMetalInstance, CreateBareMetalInstanceType,
+    CreateBareMetalTemplate, CreateCluster, CreateCommon, CreateComputeInstance, CreateExternalIp,
+    CreateExternalIpAttachment, CreateHost, CreateHostType, CreateKind, CreateNatGateway,
+    CreateNetworkClass, CreatePool, CreateSecurityGroup, CreateSubnet, CreateTenant, CreateToken,
+    CreateVirtualNetwork, EndpointArg, ExternalIpArg, IpFamilyArg, MultiNicOptions,
+    VirtualNetworkArg,
 };
 use super::kind::{Kind, Scope};
 use super::ops::{
@@ -18,7 +19,7 @@ use super::ops::{
 use super::output::{emit, object_label};
 use super::parse::{
     Direction, Family, capability_field, cidr_family, parse_host_interfaces,
-    parse_host_type_interface, parse_label, parse_rules, split_cidrs,
+    parse_host_type_interface, parse_label, parse_network_port, parse_rules, split_cidrs,
 };
 use super::wait::{Goal, wait};
 use super::workload::{
@@ -177,12 +178,37 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
             let CreateBareMetalInstance {
                 host_type,
                 template,
+                instance_type,
+                image,
+                ssh_public_key,
+                ssh_public_key_file,
+                user_data_file,
+                run_strategy,
+                restart_trigger,
                 network_attachments,
                 nics,
                 common,
             } = a;
             put(&mut spec, "host_type", host_type.clone());
             put(&mut spec, "template", template.clone());
+            put(&mut spec, "instance_type", instance_type.clone());
+            put(&mut spec, "image", image.clone());
+            let key = match ssh_public_key_file {
+                Some(path) => Some(read_text(path, "ssh-public-key-file")?.trim().to_string()),
+                None => ssh_public_key.clone(),
+            };
+            put(&mut spec, "ssh_public_key", key);
+            let user_data = match user_data_file {
+                Some(path) => Some(read_text(path, "user-data-file")?),
+                None => None,
+            };
+            put(&mut spec, "user_data", user_data);
+            put(
+                &mut spec,
+                "run_strategy",
+                run_strategy.map(|r| r.enum_name()),
+            );
+            put(&mut spec, "restart_trigger", restart_trigger.clone());
             let field = "network_attachments";
             put_nics(
                 &mut spec,
@@ -218,6 +244,12 @@ pub fn tenant_body(what: &CreateKind) -> anyhow::Result<(Kind, &CreateCommon, Va
         }
     };
     Ok((kind, common, with_spec(Map::new(), spec)))
+}
+
+/// The text of a file named by `--flag`.
+fn read_text(path: &std::path::Path, flag: &'static str) -> anyhow::Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| anyhow!("--{flag}: cannot read {}: {e}", path.display()))
 }
 
 /// `template_parameters` and `auto_external_ip_attachment`, shared by the workload kinds.
@@ -403,6 +435,29 @@ pub fn admin_body(what: &AdminCreateKind) -> anyhow::Result<Option<(Kind, &Creat
             put(&mut spec, "description", description.clone());
             workload_common(&mut spec, params, false)?;
             (Kind::BareMetalTemplate, common)
+        }
+        AdminCreateKind::BareMetalInstanceType(a) => {
+            let CreateBareMetalInstanceType {
+                ports,
+                host_types,
+                title,
+                description,
+                common,
+            } = a;
+            put(&mut spec, "title", title.clone());
+            put(&mut spec, "description", description.clone());
+            if !ports.is_empty() {
+                let ports = ports
+                    .iter()
+                    .map(|p| parse_network_port(p))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(flag_err("port"))?;
+                spec.insert("hardware".into(), json!({"network_ports": ports}));
+            }
+            if !host_types.is_empty() {
+                spec.insert("host_types".into(), json!(host_types));
+            }
+            (Kind::BareMetalInstanceType, common)
         }
         AdminCreateKind::Tenant(a) => {
             let CreateTenant {

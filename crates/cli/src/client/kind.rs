@@ -7,7 +7,7 @@
 pub use osac_model::{Access, Kind, Scope};
 
 /// The kinds the CLI offers, in help order (events have their own command).
-pub const CLI_KINDS: [Kind; 15] = [
+pub const CLI_KINDS: [Kind; 16] = [
     Kind::VirtualNetwork,
     Kind::Subnet,
     Kind::SecurityGroup,
@@ -18,6 +18,7 @@ pub const CLI_KINDS: [Kind; 15] = [
     Kind::NetworkClass,
     Kind::HostType,
     Kind::BareMetalTemplate,
+    Kind::BareMetalInstanceType,
     Kind::Tenant,
     Kind::Host,
     Kind::ComputeInstance,
@@ -66,10 +67,11 @@ pub fn table_refs(kind: Kind) -> &'static [Kind] {
             Kind::BareMetalInstance,
         ],
         Kind::ExternalIp => &[Kind::ExternalIpPool],
-        Kind::Host | Kind::BareMetalTemplate => &[Kind::HostType],
+        Kind::Host | Kind::BareMetalTemplate | Kind::BareMetalInstanceType => &[Kind::HostType],
+        Kind::BareMetalInstance => &[Kind::ExternalIpAttachment, Kind::BareMetalInstanceType],
         // Attachments give the workloads' external addresses (see output::add_external_ips).
         Kind::ComputeInstance => &[Kind::Subnet, Kind::ExternalIpAttachment],
-        Kind::BareMetalInstance | Kind::Cluster => &[Kind::ExternalIpAttachment],
+        Kind::Cluster => &[Kind::ExternalIpAttachment],
         _ => &[],
     }
 }
@@ -118,6 +120,9 @@ mod tests {
             ("baremetaltemplates", Kind::BareMetalTemplate),
             ("baremetal-template", Kind::BareMetalTemplate),
             ("bmt", Kind::BareMetalTemplate),
+            ("baremetalinstancetypes", Kind::BareMetalInstanceType),
+            ("baremetal-instance-type", Kind::BareMetalInstanceType),
+            ("bmit", Kind::BareMetalInstanceType),
             ("tenant", Kind::Tenant),
             ("tenants", Kind::Tenant),
             ("hosts", Kind::Host),

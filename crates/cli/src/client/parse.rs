@@ -302,6 +302,28 @@ pub fn apply_label_ops(labels: &mut serde_json::Map<String, Value>, ops: &[Label
     }
 }
 
+/// Parses a BareMetalInstanceType network port `NAME:ROLE:TYPE:GBPS`, e.g.
+/// `data-0:fabric:ethernet:100` (the server checks the values).
+pub fn parse_network_port(s: &str) -> Result<Value, String> {
+    let parts: Vec<&str> = s.split(':').map(str::trim).collect();
+    let usage = || {
+        format!("invalid port '{s}': expected NAME:ROLE:TYPE:GBPS, e.g. data-0:fabric:ethernet:100")
+    };
+    let [name, role, kind, speed] = parts[..] else {
+        return Err(usage());
+    };
+    let speed: u32 = speed.parse().map_err(|_| usage())?;
+    if name.is_empty() || role.is_empty() || kind.is_empty() {
+        return Err(usage());
+    }
+    Ok(json!({
+        "name": name,
+        "role": role.to_ascii_lowercase(),
+        "type": kind.to_ascii_lowercase(),
+        "speed_gbps": speed,
+    }))
+}
+
 /// Parses a HostType interface `NAME:ROLE[:DESCRIPTION]`, e.g. `data-0:fabric`.
 pub fn parse_host_type_interface(s: &str) -> Result<Value, String> {
     let mut parts = s.splitn(3, ':');
@@ -629,6 +651,12 @@ mod tests {
             json!({"name":"bmc-0","role":"lifecycle","description":"the BMC"})
         );
         assert!(parse_host_type_interface("data-0").is_err());
+        assert_eq!(
+            parse_network_port("ib-0:Fabric:InfiniBand:400").unwrap(),
+            json!({"name": "ib-0", "role": "fabric", "type": "infiniband", "speed_gbps": 400})
+        );
+        assert!(parse_network_port("ib-0:fabric:infiniband").is_err());
+        assert!(parse_network_port("ib-0:fabric:infiniband:fast").is_err());
         assert_eq!(
             parse_host_interface("data-0=52:54:00:00:00:01").unwrap(),
             json!({"name":"data-0","mac_address":"52:54:00:00:00:01"})

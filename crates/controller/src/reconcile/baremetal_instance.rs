@@ -5,8 +5,8 @@
 //! RUNNING and the host ASSIGNED in one transaction.
 //! Deletion: ports detached, `deprovision_baremetal`, host FREE with the finalizer removal.
 
-use osac_backends::OpError;
-use osac_backends::provision::{Nic, ProvisionBareMetalRequest};
+use osac_backends::provision::{Nic, ProvisionBareMetalRequest, RunStrategy};
+use osac_backends::{OpError, PortAddresses};
 use osac_model::{Kind, pb};
 use osac_store::Record;
 
@@ -14,8 +14,9 @@ use super::finalizer::{self, Cleanup};
 use super::host::{POOL_BAREMETAL, free_hosts, host_mac, host_type_label, owned_by, reserve};
 use super::network_phase::{self, Awaited, Port, detach_ports, managers_for_delete};
 use super::workload::{
-    INVENTORY_ASSIGNED, NETWORKING_CONFIGURED, PROVISIONING_COMPLETE, READY, Step, Work,
-    apply_machine, deprovision, external_ip_of, provisioner, release_with_hosts, stop, timed,
+    INVENTORY_ASSIGNED, IP_DISCOVERY_COMPLETE, NETWORKING_CONFIGURED, PROVISIONING_COMPLETE, READY,
+    Step, Work, apply_machine, deprovision, external_ip_of, provisioner, release_with_hosts, stop,
+    timed,
 };
 use super::{Action, ReconcileCtx, ReconcileError, decode, describe};
 
@@ -78,12 +79,31 @@ enum Inventory {
     Lost(String),
 }
 
-/// The instance's host: the recorded one, else a FREE host of the type reserved now (the
-/// reservation and `status.host` are written in one transaction).
+/// The HostTypes whose hosts may serve the instance: its `host_type` when set, else the
+/// HostTypes of its BareMetalInstanceType; and how messages name them.
+async fn serving_host_types(
+    ctx: &ReconcileCtx,
+    spec: &pb::BareMetalInstanceSpec,
+) -> Result<(Vec<String>, String), ReconcileError> {
+    if !spec.host_type.is_empty() || spec.instance_type.is_empty() {
+        let what = host_type_label(ctx, &spec.host_type).await?;
+        return Ok((vec![spec.host_type.clone()], what));
+    }
+    let Some(rec) = ctx.store.get(&spec.instance_type).await? else {
+        let what = format!("BareMetalInstanceType '{}'", spec.instance_type);
+        return Ok((Vec::new(), what));
+    };
+    let t: pb::BareMetalInstanceType = decode(&rec)?;
+    let host_types = t.spec.map(|s| s.host_types).unwrap_or_default();
+    Ok((host_types, format!("a HostType serving {}", describe(&rec))))
+}
+
+/// The instance's host: the recorded one, else a FREE host of one of `host_types` reserved
+/// now (the reservation and `status.host` are written in one transaction).
 async fn ensure_host(
     ctx: &ReconcileCtx,
     w: &mut Work<pb::BareMetalInstance>,
-    host_type: &str,
+    spec: &pb::BareMetalInstanceSpec,
 ) -> Result<Inventory, ReconcileError> {
     let recorded = w
         .obj
@@ -99,21 +119,23 @@ async fn ensure_host(
             )),
         });
     }
+    let (host_types, what) = serving_host_types(ctx, spec).await?;
     let started = std::time::Instant::now();
     let mut tx = ctx.store.begin_shared().await?;
     let mut chosen = None;
-    for candidate in free_hosts(&mut *tx, host_type, POOL_BAREMETAL).await? {
-        let Some(current) = tx.lock(&candidate.id).await? else {
-            continue;
-        };
-        if let Some(next) = reserve(&current, host_type, POOL_BAREMETAL, w.id())? {
-            chosen = tx.update(&next).await?;
-            break;
+    'types: for host_type in &host_types {
+        for candidate in free_hosts(&mut *tx, host_type, POOL_BAREMETAL).await? {
+            let Some(current) = tx.lock(&candidate.id).await? else {
+                continue;
+            };
+            if let Some(next) = reserve(&current, host_type, POOL_BAREMETAL, w.id())? {
+                chosen = tx.update(&next).await?;
+                break 'types;
+            }
         }
     }
     let Some(host) = chosen else {
         drop(tx);
-        let what = host_type_label(ctx, host_type).await?;
         return Ok(Inventory::NoFreeHost(format!(
             "no FREE baremetal host of {what} is available; waiting for one"
         )));
@@ -139,8 +161,9 @@ async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::BareMetalInstance>) -> Step
     let spec = w.obj.spec.clone().unwrap_or_default();
     let empty = "spec.network_attachments is empty: a bare-metal instance needs at least one";
     let net = network_phase::resolve_machine(ctx, w, &spec.network_attachments, empty).await?;
+    let halted = spec.run_strategy == pb::BareMetalRunStrategy::Halted as i32;
 
-    let host_rec = match ensure_host(ctx, w, &spec.host_type).await? {
+    let host_rec = match ensure_host(ctx, w, &spec).await? {
         Inventory::Host(h) => *h,
         Inventory::NoFreeHost(m) => {
             let retry = Action::Retry;
@@ -181,6 +204,11 @@ async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::BareMetalInstance>) -> Step
                     primary: p.primary,
                 })
                 .collect(),
+            image: spec.image.clone(),
+            ssh_public_key: spec.ssh_public_key.clone(),
+            user_data: spec.user_data.clone(),
+            run_strategy: run_strategy(spec.run_strategy),
+            restart_trigger: spec.restart_trigger.clone(),
         };
         let provisioned = timed(
             KIND,
@@ -191,11 +219,25 @@ async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::BareMetalInstance>) -> Step
         if let Err(e) = provisioned {
             return stop(w.failed(ctx, PROVISIONING_COMPLETE, e).await);
         }
-        let m = format!("{} installed and booted", describe(&host_rec));
+        let m = if halted {
+            format!(
+                "{} installed and powered off (run_strategy HALTED)",
+                describe(&host_rec)
+            )
+        } else {
+            format!("{} installed and booted", describe(&host_rec))
+        };
         w.set(PROVISIONING_COMPLETE, true, "Provisioned", m);
     }
 
-    let leases = network_phase::discover(ctx, w, &net, &ports, Awaited::Nics("interface")).await?;
+    // A halted machine holds no lease: nothing to discover.
+    let leases = if halted {
+        let m = "run_strategy HALTED: the machine is powered off and holds no address";
+        w.set(IP_DISCOVERY_COMPLETE, true, "PoweredOff", m);
+        vec![PortAddresses::default(); ports.len()]
+    } else {
+        network_phase::discover(ctx, w, &net, &ports, Awaited::Nics("interface")).await?
+    };
     let external = external_ip_of(ctx, w.id(), TARGET_FIELD, None).await?;
     let (statuses, primary) =
         network_phase::attachment_statuses(&ports, &leases, |_, p| p.interface.clone());
@@ -203,7 +245,12 @@ async fn phases(ctx: &ReconcileCtx, w: &mut Work<pb::BareMetalInstance>) -> Step
     status.network_attachment_statuses = statuses;
     status.internal_ip_address = primary;
     status.external_ip_address = external;
-    w.set(READY, true, "Running", "the instance is running");
+    if halted {
+        let m = "the instance is installed and powered off (run_strategy HALTED)";
+        w.set(READY, true, "Halted", m);
+    } else {
+        w.set(READY, true, "Running", "the instance is running");
+    }
     w.ready_with_hosts(ctx, &[host_rec.id.as_str()]).await?;
     Ok(())
 }
@@ -261,4 +308,13 @@ async fn cleanup(ctx: &ReconcileCtx, rec: Record) -> Result<Cleanup, ReconcileEr
         return Ok(not_yet);
     }
     release_with_hosts(ctx, &w.rec, &[host_id]).await
+}
+
+/// The provisioner's run strategy of the instance's (UNSPECIFIED and unknown: ALWAYS).
+fn run_strategy(value: i32) -> RunStrategy {
+    match pb::BareMetalRunStrategy::try_from(value) {
+        Ok(pb::BareMetalRunStrategy::Halted) => RunStrategy::Halted,
+        Ok(pb::BareMetalRunStrategy::Manual) => RunStrategy::Manual,
+        _ => RunStrategy::Always,
+    }
 }

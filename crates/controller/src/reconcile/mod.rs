@@ -113,7 +113,9 @@ pub(crate) async fn reconcile(ctx: &ReconcileCtx, rec: Record) -> Result<Action,
         Kind::ExternalIpAttachment => external_ip_attachment::reconcile(ctx, rec).await,
         Kind::NatGateway => nat_gateway::reconcile(ctx, rec).await,
         // Events are records: nothing to converge.
-        Kind::HostType | Kind::BareMetalTemplate | Kind::Event => Ok(Action::Done),
+        Kind::HostType | Kind::BareMetalTemplate | Kind::BareMetalInstanceType | Kind::Event => {
+            Ok(Action::Done)
+        }
         Kind::Host => host::reconcile(ctx, rec).await,
         Kind::ComputeInstance => compute_instance::reconcile(ctx, rec).await,
         Kind::BareMetalInstance => baremetal_instance::reconcile(ctx, rec).await,

@@ -6,6 +6,14 @@
 //! it powered off; a cluster's API and ingress VIPs are answered by one agent each. Power off
 //! is the same mark (clients stopped, addresses removed), power on clears it; address
 //! discovery reports what the machine's DHCP clients hold.
+//!
+//! A bare-metal server follows its request's run strategy: `always` boots it, `halted` powers
+//! it off (no DHCP client, no address), `manual` boots it at the first call this provisioner
+//! sees and leaves its power alone afterwards; a restart trigger different from the last call's
+//! powers a running server off and boots it again. The last request per server is kept in
+//! memory only: after a restart of the provisioner the next call counts as the first. A machine
+//! namespace has no operating system to install: `image`, `ssh_public_key` and `user_data` are
+//! accepted and not used.
 
 pub mod machines;
 pub mod vip;
@@ -19,7 +27,7 @@ use async_trait::async_trait;
 use osac_backends::OpError;
 use osac_backends::provision::{
     BootVmRequest, DiscoveredNic, MachineRef, Nic, PowerState, ProvisionBareMetalRequest,
-    ProvisionClusterRequest, Provisioner,
+    ProvisionClusterRequest, Provisioner, RunStrategy,
 };
 use tokio::sync::Mutex;
 
@@ -41,6 +49,8 @@ pub struct LinuxProvisioner {
     ops: Arc<Mutex<Supervisor>>,
     /// VIP holders by cluster id (also recorded in the kernel, see [`vip`]).
     clusters: Mutex<BTreeMap<String, Vec<vip::Holder>>>,
+    /// The last bare-metal request per host (run strategy and restart trigger), in memory.
+    servers: Mutex<BTreeMap<String, ProvisionBareMetalRequest>>,
 }
 
 /// A failure of the machine's tools or files: backend detail, for the provider only.
@@ -58,6 +68,7 @@ impl LinuxProvisioner {
             clients,
             ops,
             clusters: Mutex::new(BTreeMap::new()),
+            servers: Mutex::new(BTreeMap::new()),
         });
         let weak: Weak<LinuxProvisioner> = Arc::downgrade(&p);
         tokio::spawn(async move {
@@ -221,8 +232,38 @@ impl Provisioner for LinuxProvisioner {
     }
 
     async fn provision_baremetal(&self, req: &ProvisionBareMetalRequest) -> Result<(), OpError> {
-        let _guard = self.ops.lock().await;
-        self.boot(&req.host_id, &req.nics).await
+        let before = self.servers.lock().await.get(&req.host_id).cloned();
+        let machine = MachineRef::BareMetal {
+            instance_id: req.instance_id.clone(),
+            host_id: req.host_id.clone(),
+        };
+        let restart = before
+            .as_ref()
+            .is_some_and(|b| b.restart_trigger != req.restart_trigger);
+        match (req.run_strategy, &before) {
+            (RunStrategy::Halted, _) => {
+                let ns = machine_ns(&req.host_id);
+                if !netns::exists(&ns) {
+                    return Err(OpError::transient(format!(
+                        "machine namespace {ns} does not exist yet (the fabric creates it with the ports)"
+                    )));
+                }
+                self.set_machine_power(&machine, PowerState::Off).await?;
+            }
+            (RunStrategy::Manual, Some(_)) if !restart => {}
+            _ => {
+                if restart {
+                    self.set_machine_power(&machine, PowerState::Off).await?;
+                }
+                let _guard = self.ops.lock().await;
+                self.boot(&req.host_id, &req.nics).await?;
+            }
+        }
+        self.servers
+            .lock()
+            .await
+            .insert(req.host_id.clone(), req.clone());
+        Ok(())
     }
 
     async fn deprovision_baremetal(
@@ -230,6 +271,7 @@ impl Provisioner for LinuxProvisioner {
         _instance_id: &str,
         host_id: &str,
     ) -> Result<(), OpError> {
+        self.servers.lock().await.remove(host_id);
         let _guard = self.ops.lock().await;
         let ns = machine_ns(host_id);
         if !netns::exists(&ns) {

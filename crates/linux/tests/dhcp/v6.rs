@@ -468,6 +468,7 @@ async fn provisioned_bare_metal_takes_its_ipv6_default_route_from_the_primary_ni
         instance_id: "bmi".into(),
         host_id: key.clone(),
         nics: vec![nic(&s4), nic(&s5)],
+        ..Default::default()
     };
     p.provision_baremetal(&req).await.expect("provision");
     let bound = |ifname: &str| bound6(p.client_status(&key, ifname));

@@ -12,6 +12,7 @@ use serde::ser::{self, Impossible};
 
 use super::{
     MAX_STRING_BYTES, MAX_TEMPLATE_PARAMETERS_BYTES, SERVER_ROOTS, check_metadata, count, limit_of,
+    string_limit_of,
 };
 use crate::Invalid;
 
@@ -261,11 +262,12 @@ impl Walk {
     }
 
     fn string(&self, len: usize) -> Option<Invalid> {
-        let (field, _) = self.place.as_ref()?;
-        (len > MAX_STRING_BYTES).then(|| {
+        let (field, pattern) = self.place.as_ref()?;
+        let max = string_limit_of(pattern);
+        (len > max).then(|| {
             Invalid::new(
                 field.clone(),
-                format!("a string of {len} bytes is too long: at most {MAX_STRING_BYTES} bytes"),
+                format!("a string of {len} bytes is too long: at most {max} bytes"),
             )
         })
     }

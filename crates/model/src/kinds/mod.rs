@@ -19,6 +19,7 @@
 //! the rules that need other objects or the fabric.
 
 pub mod baremetal_instance;
+pub mod baremetal_instance_type;
 pub mod baremetal_template;
 pub mod cluster;
 pub mod compute_instance;

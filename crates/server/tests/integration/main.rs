@@ -2,6 +2,7 @@
 //! driven over REST and gRPC. Database-sensitive tests also run on PostgreSQL when
 //! `OSAC_TEST_DATABASE_URL` is set (a fresh database per test).
 
+mod baremetal_instance_types;
 mod bounds;
 mod cluster_urls;
 mod common;

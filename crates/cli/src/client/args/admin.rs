@@ -154,6 +154,12 @@ pub enum AdminCreateKind {
         visible_aliases = ["baremetal-template", "bmt"]
     )]
     BareMetalTemplate(CreateBareMetalTemplate),
+    /// A BareMetalInstanceType (bare-metal flavor: network ports and the HostTypes serving it)
+    #[command(
+        name = "baremetalinstancetype",
+        visible_aliases = ["baremetal-instance-type", "bmit"]
+    )]
+    BareMetalInstanceType(CreateBareMetalInstanceType),
     /// A Tenant (onboarding creates its default networking)
     #[command(name = "tenant")]
     Tenant(CreateTenant),
@@ -264,6 +270,34 @@ pub struct CreateBareMetalTemplate {
     /// Default template parameter KEY=VALUE (repeatable; an instance's own values win)
     #[arg(long = "param", value_name = "KEY=VALUE")]
     pub params: Vec<String>,
+    #[command(flatten)]
+    pub common: CreateCommon,
+}
+
+/// `osac admin create baremetalinstancetype`.
+#[derive(Debug, clap::Args)]
+pub struct CreateBareMetalInstanceType {
+    /// Network port NAME:ROLE:TYPE:GBPS, e.g. data-0:fabric:ethernet:100 (repeatable; roles
+    /// fabric, management, storage, lifecycle; types ethernet, infiniband)
+    #[arg(
+        long = "port",
+        value_name = "NAME:ROLE:TYPE:GBPS",
+        required_unless_present = "from_file"
+    )]
+    pub ports: Vec<String>,
+    /// HostType whose hosts serve the type (repeatable)
+    #[arg(
+        long = "host-type",
+        value_name = "HOST_TYPE",
+        required_unless_present = "from_file"
+    )]
+    pub host_types: Vec<String>,
+    /// Title
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Description
+    #[arg(long)]
+    pub description: Option<String>,
     #[command(flatten)]
     pub common: CreateCommon,
 }

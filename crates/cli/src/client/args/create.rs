@@ -147,12 +147,34 @@ pub struct CreateComputeInstance {
 /// `osac create baremetalinstance`.
 #[derive(Debug, clap::Args)]
 pub struct CreateBareMetalInstance {
-    /// HostType of the server, e.g. h100 (default: the template's)
-    #[arg(long, required_unless_present_any = ["from_file", "template"])]
+    /// HostType of the server, e.g. h100 (default: the template's, or any HostType serving
+    /// the instance type)
+    #[arg(long, required_unless_present_any = ["from_file", "template", "instance_type"])]
     pub host_type: Option<String>,
     /// BareMetalTemplate (catalog item) the server is created from, e.g. bcm_h100
     #[arg(long)]
     pub template: Option<String>,
+    /// BareMetalInstanceType of the server, e.g. gpu-h100 (attachments name its ports)
+    #[arg(long)]
+    pub instance_type: Option<String>,
+    /// OS image the provisioner installs (default: the provisioner's)
+    #[arg(long)]
+    pub image: Option<String>,
+    /// OpenSSH public key for the default user ("ssh-ed25519 AAAA… comment")
+    #[arg(long, conflicts_with = "ssh_public_key_file")]
+    pub ssh_public_key: Option<String>,
+    /// File holding the OpenSSH public key (e.g. ~/.ssh/id_ed25519.pub)
+    #[arg(long, value_name = "PATH")]
+    pub ssh_public_key_file: Option<std::path::PathBuf>,
+    /// File holding cloud-init / ignition user data (at most 64 KiB)
+    #[arg(long, value_name = "PATH")]
+    pub user_data_file: Option<std::path::PathBuf>,
+    /// Power policy: always (default), halted or manual
+    #[arg(long, value_enum)]
+    pub run_strategy: Option<RunStrategyArg>,
+    /// Opaque value; changing it later (osac update) restarts the server
+    #[arg(long)]
+    pub restart_trigger: Option<String>,
     /// Network attachment "interface=NAME,subnet=NAME[,security-groups=A;B][,primary]"
     /// (repeatable; every attachment names its interface when several, exactly one primary)
     #[arg(long = "network-attachment", value_name = "ATTACHMENT")]
@@ -161,6 +183,25 @@ pub struct CreateBareMetalInstance {
     pub nics: MultiNicOptions,
     #[command(flatten)]
     pub common: CreateCommon,
+}
+
+/// `--run-strategy` of a bare-metal instance.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum RunStrategyArg {
+    Always,
+    Halted,
+    Manual,
+}
+
+impl RunStrategyArg {
+    /// The proto enum name.
+    pub fn enum_name(self) -> &'static str {
+        match self {
+            RunStrategyArg::Always => "BARE_METAL_RUN_STRATEGY_ALWAYS",
+            RunStrategyArg::Halted => "BARE_METAL_RUN_STRATEGY_HALTED",
+            RunStrategyArg::Manual => "BARE_METAL_RUN_STRATEGY_MANUAL",
+        }
+    }
 }
 
 /// `osac create cluster`.

@@ -158,6 +158,9 @@ pub fn table(kind: Kind, items: &[Value], names: &RefNames) -> Table {
         Kind::BareMetalTemplate => {
             return baremetal_template_table(items, names);
         }
+        Kind::BareMetalInstanceType => {
+            return baremetal_instance_type_table(items, names);
+        }
         Kind::Tenant => (&["NAME", "ID", "STATE", "DOMAINS", "MESSAGE"], |v, _| {
             vec![joined(v, &["spec/domains"])]
         }),
@@ -281,6 +284,47 @@ fn baremetal_template_table(items: &[Value], names: &RefNames) -> Table {
             text(v, "metadata/name"),
             reference(v, "spec/host_type", names),
             text(v, "spec/title"),
+        ]);
+    }
+    t
+}
+
+/// BareMetalInstanceTypes: the flavors a tenant picks from, their ports and serving HostTypes.
+fn baremetal_instance_type_table(items: &[Value], names: &RefNames) -> Table {
+    let mut t = Table::new(&["NAME", "TITLE", "PORTS", "HOST-TYPES"]);
+    for v in items {
+        let ports = at(v, "spec/hardware/network_ports")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|p| {
+                        let speed = p.get("speed_gbps").and_then(Value::as_u64).unwrap_or(0);
+                        format!(
+                            "{}:{}:{}:{speed}G",
+                            text(p, "name"),
+                            text(p, "role"),
+                            text(p, "type")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_else(|| "-".into());
+        let host_types = at(v, "spec/host_types")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(|id| names.get(id).cloned().unwrap_or_else(|| id.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_else(|| "-".into());
+        t.push(vec![
+            text(v, "metadata/name"),
+            text(v, "spec/title"),
+            ports,
+            host_types,
         ]);
     }
     t

@@ -159,3 +159,19 @@ fn a_message_without_a_json_form_is_unserializable() {
         Err(MessageError::Unserializable(expected))
     );
 }
+
+#[test]
+fn user_data_and_ssh_keys_have_limits_of_their_own() {
+    use crate::kinds::baremetal_instance::{MAX_SSH_PUBLIC_KEY_BYTES, MAX_USER_DATA_BYTES};
+    let spec = |field: &str, n: usize| json!({"spec": {field: long(n)}});
+    // Longer than any other string may be, within their own limits.
+    assert!(agree::<pb::BareMetalInstance>(spec("user_data", MAX_STRING_BYTES + 1)).is_none());
+    assert!(agree::<pb::BareMetalInstance>(spec("ssh_public_key", MAX_STRING_BYTES + 1)).is_none());
+    let e = agree::<pb::BareMetalInstance>(spec("user_data", MAX_USER_DATA_BYTES + 1));
+    assert!(e.is_some_and(|e| e.field == "spec.user_data" && e.message.contains("at most 65536")));
+    let e = agree::<pb::BareMetalInstance>(spec("ssh_public_key", MAX_SSH_PUBLIC_KEY_BYTES + 1));
+    assert!(e.is_some_and(|e| e.field == "spec.ssh_public_key"));
+    // Any other string keeps the common limit.
+    let e = agree::<pb::BareMetalInstance>(spec("image", MAX_STRING_BYTES + 1));
+    assert!(e.is_some_and(|e| e.field == "spec.image"));
+}
