@@ -339,6 +339,7 @@ async fn build_tenant(rng: &mut Rng, fabric: &dyn FabricManager, t: usize) -> Te
                     message: String::new(),
                     external_ip_address: address.to_string(),
                     target_ip: target.to_string(),
+                    ..Default::default()
                 }),
             });
         tenant.external_ips.push((address, port.vn.clone(), n));
