@@ -533,10 +533,15 @@ pub fn routes(
     service: Arc<Service>,
 ) -> Result<tonic::service::Routes, tonic_reflection::server::Error> {
     let g = Grpc { service };
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(osac_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    // Both reflection versions: `v1` for current clients, `v1alpha` for the stock Python
+    // `grpcio-reflection` client and older grpcurl builds, which ask for it only.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(osac_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection().build_v1()?;
+    let reflection_v1alpha = reflection().build_v1alpha()?;
     Ok(
         tonic::service::Routes::new(virtual_networks_server::VirtualNetworksServer::new(
             VirtualNetworks(g.clone()),
@@ -592,6 +597,7 @@ pub fn routes(
         .add_service(hosts_server::HostsServer::new(AdminHosts(g.clone())))
         .add_service(tenants_server::TenantsServer::new(AdminTenants(g.clone())))
         .add_service(tokens_server::TokensServer::new(Tokens(g)))
-        .add_service(reflection),
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha),
     )
 }

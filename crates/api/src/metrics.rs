@@ -108,6 +108,7 @@ pub fn register_process_metrics() {
 /// gRPC methods served besides the osac-net services: reflection and health.
 const INFRA_METHODS: &[&str] = &[
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
     "/grpc.health.v1.Health/Check",
     "/grpc.health.v1.Health/Watch",
 ];

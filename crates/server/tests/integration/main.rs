@@ -30,6 +30,7 @@ mod read_json;
 mod renames;
 mod restart;
 mod status_messages;
+mod stock_reflection;
 mod streams;
 mod tenancy;
 mod tenant_reuse;
