@@ -23,6 +23,7 @@ mod openapi;
 mod ops;
 mod ovn_manager;
 mod provider;
+mod promtool;
 mod provisioner_exec;
 mod quotas;
 mod reachability;
