@@ -11,11 +11,11 @@ pub mod grpc;
 pub mod health;
 pub mod listen;
 pub mod metrics;
-#[cfg(target_os = "linux")]
-mod process_metrics;
 pub mod object;
 pub mod object_json;
 pub mod openapi;
+#[cfg(target_os = "linux")]
+mod process_metrics;
 pub mod quota;
 pub mod reachability;
 mod refusals;

@@ -25,8 +25,7 @@ use osac_model::Kind;
 use osac_store::{ListQuery, Store};
 use prometheus::{
     Encoder, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, TextEncoder,
-    register_histogram_vec, register_int_counter, register_int_counter_vec,
-    register_int_gauge_vec,
+    register_histogram_vec, register_int_counter, register_int_counter_vec, register_int_gauge_vec,
 };
 use prost::Message;
 

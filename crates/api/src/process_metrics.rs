@@ -139,8 +139,8 @@ impl Collector for ProcessMetrics {
 pub fn register() {
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {
-        let registered = ProcessMetrics::new()
-            .and_then(|collector| prometheus::register(Box::new(collector)));
+        let registered =
+            ProcessMetrics::new().and_then(|collector| prometheus::register(Box::new(collector)));
         if let Err(e) = registered {
             tracing::warn!(error = %e, "cannot register the process metrics");
         }

@@ -93,6 +93,9 @@ async fn promtool_accepts_the_metrics() {
             "no request counted with {route}"
         );
     }
-    assert!(!text.contains("{collection}\""), "a served collection kept the template");
+    assert!(
+        !text.contains("{collection}\""),
+        "a served collection kept the template"
+    );
     s.finish().await;
 }

@@ -78,7 +78,10 @@ async fn stock_python_reflection_client_lists_the_services() {
         "method osacnet.v1.Subnets/Create",
         "method osacnet.v1.Subnets/List",
     ] {
-        assert!(lines.contains(&expected), "{expected} missing from {lines:?}");
+        assert!(
+            lines.contains(&expected),
+            "{expected} missing from {lines:?}"
+        );
     }
     s.finish().await;
 }
