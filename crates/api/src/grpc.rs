@@ -497,8 +497,17 @@ impl tokens_server::Tokens for Tokens {
         req: Request<admin::DeleteTokenRequest>,
     ) -> Result<Response<admin::DeleteTokenResponse>, Status> {
         let caller = self.0.caller(&req).await?;
-        let id = req.into_inner().id;
-        self.0.service.revoke_token(&caller, &id).await?;
+        let presented = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::auth::bearer_secret)
+            .map(str::to_string);
+        let req = req.into_inner();
+        self.0
+            .service
+            .revoke_token(&caller, presented.as_deref(), &req.id, req.force)
+            .await?;
         Ok(Response::new(admin::DeleteTokenResponse {}))
     }
 }

@@ -159,7 +159,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
                 AdminCommand::Update(o) => ops::update(&c, o).await,
                 AdminCommand::Label(o) => ops::label(&c, o).await,
                 AdminCommand::Delete(d) => match d.kind {
-                    AdminDeleteKind::Token => tokens::revoke(&c, &d.names).await,
+                    AdminDeleteKind::Token => tokens::revoke(&c, &d.names, d.force).await,
                     AdminDeleteKind::Object(kind) => {
                         let o = DeleteOpts {
                             kind,

@@ -37,6 +37,7 @@ mod streams;
 mod tenancy;
 mod tenant_reuse;
 mod tls;
+mod token_self_revocation;
 mod tokens;
 mod visibility;
 mod watch;
