@@ -74,7 +74,7 @@ pub enum ClientCommand {
     /// Create a tenant object
     Create(Box<CreateArgs>),
     /// List or show objects
-    Get(GetArgs),
+    Get(Box<GetArgs>),
     /// Change an object (security group rules, or fields from a file)
     Update(Box<UpdateArgs>),
     /// Set (KEY=VALUE) or remove (KEY-) labels of an object
