@@ -522,8 +522,17 @@ impl tokens_server::Tokens for Tokens {
         req: Request<admin::DeleteTokenRequest>,
     ) -> Result<Response<admin::DeleteTokenResponse>, Status> {
         let caller = self.0.caller(&req).await?;
-        let id = req.into_inner().id;
-        self.0.service.revoke_token(&caller, &id).await?;
+        let presented = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::auth::bearer_secret)
+            .map(str::to_string);
+        let req = req.into_inner();
+        self.0
+            .service
+            .revoke_token(&caller, presented.as_deref(), &req.id, req.force)
+            .await?;
         Ok(Response::new(admin::DeleteTokenResponse {}))
     }
 }
@@ -558,10 +567,15 @@ pub fn routes(
     service: Arc<Service>,
 ) -> Result<tonic::service::Routes, tonic_reflection::server::Error> {
     let g = Grpc { service };
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(osac_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    // Both reflection versions: `v1` for current clients, `v1alpha` for the stock Python
+    // `grpcio-reflection` client and older grpcurl builds, which ask for it only.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(osac_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection().build_v1()?;
+    let reflection_v1alpha = reflection().build_v1alpha()?;
     Ok(
         tonic::service::Routes::new(virtual_networks_server::VirtualNetworksServer::new(
             VirtualNetworks(g.clone()),
@@ -625,6 +639,7 @@ pub fn routes(
         .add_service(hosts_server::HostsServer::new(AdminHosts(g.clone())))
         .add_service(tenants_server::TenantsServer::new(AdminTenants(g.clone())))
         .add_service(tokens_server::TokensServer::new(Tokens(g)))
-        .add_service(reflection),
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha),
     )
 }

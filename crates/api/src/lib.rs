@@ -15,6 +15,8 @@ pub mod metrics;
 pub mod object;
 pub mod object_json;
 pub mod openapi;
+#[cfg(target_os = "linux")]
+mod process_metrics;
 pub mod quota;
 pub mod reachability;
 mod refusals;

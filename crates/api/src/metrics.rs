@@ -1,6 +1,7 @@
 //! Prometheus metrics of the API: request counts and latencies by method, route and code.
 //!
-//! Labels are bounded: a REST route is its template (`/api/fulfillment/v1/{collection}`), a
+//! Labels are bounded: a REST route is its template with the collection filled in when it is
+//! one the server serves (`/api/fulfillment/v1/subnets/{id}`; `{collection}` otherwise), a
 //! gRPC route one of the methods the server serves (read from the service descriptors at
 //! start), `unknown` for any other gRPC-looking path and `unmatched` for any other path. No
 //! label ever carries a value the client chose.
@@ -23,8 +24,8 @@ use axum::response::{IntoResponse, Response};
 use osac_model::Kind;
 use osac_store::{ListQuery, Store};
 use prometheus::{
-    Encoder, HistogramVec, IntCounterVec, IntGaugeVec, TextEncoder, register_histogram_vec,
-    register_int_counter_vec, register_int_gauge_vec,
+    Encoder, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, TextEncoder,
+    register_histogram_vec, register_int_counter, register_int_counter_vec, register_int_gauge_vec,
 };
 use prost::Message;
 
@@ -67,47 +68,54 @@ static POOL_ADDRESSES: LazyLock<Option<IntGaugeVec>> = LazyLock::new(|| {
     .ok()
 });
 
-/// A counter read from the store's own count at each scrape (an `IntCounter` cannot be set).
-static WRITE_TRANSACTIONS: LazyLock<Option<prometheus::IntGauge>> = LazyLock::new(|| {
-    prometheus::register_int_gauge!(
+/// Counters kept by the store (process-wide atomics), brought up to the store's count at each
+/// scrape.
+static WRITE_TRANSACTIONS: LazyLock<Option<IntCounter>> = LazyLock::new(|| {
+    register_int_counter!(
         "osac_store_write_transactions_total",
         "Write transactions this process committed (objects and driver records)"
     )
     .ok()
 });
 
-/// Group commits and the write sets they carried (read from the store at each scrape).
-static GROUP_COMMITS: LazyLock<Option<prometheus::IntGauge>> = LazyLock::new(|| {
-    prometheus::register_int_gauge!(
+/// Group commits and the write sets they carried (brought up to the store's count at each
+/// scrape).
+static GROUP_COMMITS: LazyLock<Option<IntCounter>> = LazyLock::new(|| {
+    register_int_counter!(
         "osac_store_group_commits_total",
         "Group commits this process made (transactions shared by concurrent write sets)"
     )
     .ok()
 });
-static GROUP_COMMIT_SETS: LazyLock<Option<prometheus::IntGauge>> = LazyLock::new(|| {
-    prometheus::register_int_gauge!(
+static GROUP_COMMIT_SETS: LazyLock<Option<IntCounter>> = LazyLock::new(|| {
+    register_int_counter!(
         "osac_store_group_commit_sets_total",
         "Write sets (status writes with their events, driver records) committed by group commits"
     )
     .ok()
 });
 
-/// Registers the process metrics (Linux) once per process.
+/// Serialises the store counters' catch-up, which adds the difference since the last scrape.
+static STORE_COUNTERS_SYNC: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Brings a counter up to `count` (a store count only grows).
+fn catch_up(counter: &Option<IntCounter>, count: u64) {
+    if let Some(c) = counter.as_ref() {
+        c.inc_by(count.saturating_sub(c.get()));
+    }
+}
+
+/// Registers the process metrics (Linux) once per process: CPU seconds (fractional), memory,
+/// file descriptors, threads and start time.
 pub fn register_process_metrics() {
-    static DONE: std::sync::Once = std::sync::Once::new();
-    DONE.call_once(|| {
-        #[cfg(target_os = "linux")]
-        if let Err(e) = prometheus::register(Box::new(
-            prometheus::process_collector::ProcessCollector::for_self(),
-        )) {
-            tracing::warn!(error = %e, "cannot register the process metrics");
-        }
-    });
+    #[cfg(target_os = "linux")]
+    crate::process_metrics::register();
 }
 
 /// gRPC methods served besides the osac-net services: reflection and health.
 const INFRA_METHODS: &[&str] = &[
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
     "/grpc.health.v1.Health/Check",
     "/grpc.health.v1.Health/Watch",
 ];
@@ -192,10 +200,34 @@ pub fn classify(req: &Request) -> RouteLabel {
         route: req
             .extensions()
             .get::<MatchedPath>()
-            .map(|m| m.as_str().to_string())
+            .map(|m| with_collection(m.as_str(), path))
             .unwrap_or_else(|| "unmatched".into()),
         grpc: false,
     }
+}
+
+/// A route template with its `{collection}` segment replaced by the collection the request
+/// named, when that is one of the served collections (a fixed set); any other value keeps the
+/// template.
+fn with_collection(template: &str, path: &str) -> String {
+    let Some(at) = template
+        .split('/')
+        .position(|segment| segment == "{collection}")
+    else {
+        return template.to_string();
+    };
+    let Some(named) = path.split('/').nth(at) else {
+        return template.to_string();
+    };
+    if !Kind::ALL.into_iter().any(|k| k.collection() == named) {
+        return template.to_string();
+    }
+    template
+        .split('/')
+        .enumerate()
+        .map(|(i, segment)| if i == at { named } else { segment })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// The status of a response as a label: `grpc-<code>` when it carries a gRPC status in its
@@ -251,15 +283,14 @@ pub async fn render_for_provider(
 }
 
 async fn refresh_gauges(store: &dyn Store) -> Result<(), osac_store::StoreError> {
-    if let Some(g) = WRITE_TRANSACTIONS.as_ref() {
-        g.set(i64::try_from(osac_store::write_transactions()).unwrap_or(i64::MAX));
-    }
-    let (commits, sets) = osac_store::group_commits();
-    if let Some(g) = GROUP_COMMITS.as_ref() {
-        g.set(i64::try_from(commits).unwrap_or(i64::MAX));
-    }
-    if let Some(g) = GROUP_COMMIT_SETS.as_ref() {
-        g.set(i64::try_from(sets).unwrap_or(i64::MAX));
+    {
+        let _one_at_a_time = STORE_COUNTERS_SYNC
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        catch_up(&WRITE_TRANSACTIONS, osac_store::write_transactions());
+        let (commits, sets) = osac_store::group_commits();
+        catch_up(&GROUP_COMMITS, commits);
+        catch_up(&GROUP_COMMIT_SETS, sets);
     }
     let counts = store.count_by_state().await?;
     let mut pools = Vec::new();
@@ -340,5 +371,32 @@ mod tests {
         assert_eq!(classify(&req("/osacnet.x1234/Foo", false)).route, "unknown");
         assert_eq!(classify(&req("/a/b/c", true)).route, "unknown");
         assert_eq!(classify(&req("/no/such/route", false)).route, "unmatched");
+    }
+
+    #[test]
+    fn rest_routes_are_labelled_per_collection() {
+        assert_eq!(
+            with_collection(
+                "/api/fulfillment/v1/{collection}/{id}",
+                "/api/fulfillment/v1/subnets/abc"
+            ),
+            "/api/fulfillment/v1/subnets/{id}"
+        );
+        assert_eq!(
+            with_collection(
+                "/api/private/v1/{collection}",
+                "/api/private/v1/external_ip_pools"
+            ),
+            "/api/private/v1/external_ip_pools"
+        );
+        // A collection the client made up keeps the template.
+        assert_eq!(
+            with_collection(
+                "/api/fulfillment/v1/{collection}",
+                "/api/fulfillment/v1/x1234"
+            ),
+            "/api/fulfillment/v1/{collection}"
+        );
+        assert_eq!(with_collection("/healthz", "/healthz"), "/healthz");
     }
 }

@@ -411,12 +411,26 @@ async fn list_tokens(State(s): State<AppState>, headers: HeaderMap) -> Response 
 async fn revoke_token(
     State(s): State<AppState>,
     Path(id): Path<String>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     reply(
         async {
             let caller = caller(&s, &headers).await?;
-            s.revoke_token(&caller, &id).await?;
+            let force = match query.get("force").map(String::as_str) {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(other) => {
+                    return Err(ApiError::invalid(format!(
+                        "force: expected true or false, got '{other}'"
+                    )));
+                }
+            };
+            let presented = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(crate::auth::bearer_secret);
+            s.revoke_token(&caller, presented, &id, force).await?;
             Ok(json!({}))
         }
         .await,

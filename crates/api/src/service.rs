@@ -24,6 +24,7 @@ use crate::resources::insert_new;
 use crate::typed::Object;
 pub use read_message::MessagePage;
 
+mod filter_names;
 #[cfg(test)]
 mod json_tests;
 #[cfg(test)]
@@ -357,7 +358,7 @@ impl Service {
         kind: Kind,
         p: ListParams,
     ) -> ApiResult<ListResult> {
-        let query = self.list_query(caller, surface, kind, p)?;
+        let query = self.list_query(caller, surface, kind, p).await?;
         let page = self.store.list(&query).await?;
         let mut items = Vec::with_capacity(page.items.len());
         for r in &page.items {
@@ -370,8 +371,9 @@ impl Service {
     }
 
     /// The store query of a caller's list: authorized, checked, scoped to what the caller may
-    /// see (tenant, public filter), with the page bounded.
-    pub(crate) fn list_query(
+    /// see (tenant, public filter), names compared with reference fields replaced by ids, with
+    /// the page bounded.
+    pub(crate) async fn list_query(
         &self,
         caller: &Caller,
         surface: Scope,
@@ -387,7 +389,10 @@ impl Service {
         } else {
             p.limit.min(MAX_LIMIT)
         };
-        let filter = Self::effective_filter(surface, kind, &p.filter)?;
+        let filter = self
+            .with_reference_ids(caller, surface, kind, &p.filter)
+            .await?;
+        let filter = Self::effective_filter(surface, kind, &filter)?;
         osac_model::bounds::check_query("order", &p.order)?;
         if !p.order.trim().is_empty() {
             let terms = osac_model::filter::parse_order(&p.order)

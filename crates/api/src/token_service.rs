@@ -142,10 +142,20 @@ impl Service {
         tokens::list(self.auth.token_store()?).await
     }
 
-    /// Revokes a token by id at once (provider admin only).
-    pub async fn revoke_token(&self, caller: &Caller, id: &str) -> ApiResult<()> {
+    /// Revokes a token by id at once (provider admin only). `presented` is the secret the
+    /// request authenticated with: revoking that very token needs `force`, and the last
+    /// provider-admin token is never revoked (see [`tokens::revoke`]).
+    pub async fn revoke_token(
+        &self,
+        caller: &Caller,
+        presented: Option<&str>,
+        id: &str,
+        force: bool,
+    ) -> ApiResult<()> {
         provider_only(caller)?;
-        let revoked = tokens::revoke(self.auth.token_store()?, id).await;
+        let presented = presented.map(tokens::hash);
+        let revoked =
+            tokens::revoke(self.auth.token_store()?, id, presented.as_deref(), force).await;
         self.auth.forget_cached_tokens();
         revoked
     }

@@ -120,12 +120,15 @@ impl Service {
         slot: Option<WatchSlot>,
     ) -> ApiResult<WatchReceiver> {
         self.authorize(&who.caller, surface, kind, false)?;
+        let filter = self
+            .with_reference_ids(&who.caller, surface, kind, filter)
+            .await?;
         let watcher = Watcher {
             service: Arc::clone(self),
             surface,
             kind,
             tenant: Self::scope(&who.caller, kind),
-            filter: Self::effective_filter(surface, kind, filter)?,
+            filter: Self::effective_filter(surface, kind, &filter)?,
             seen: HashMap::new(),
             synced,
             who: who.clone(),

@@ -32,7 +32,12 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    // `KIND/NAME` (`osac get subnet/web`) becomes `KIND NAME` before clap reads the line.
+    let argv = {
+        use clap::CommandFactory;
+        osac_cli::client::kind_name::expand(&Cli::command(), std::env::args_os().collect())
+    };
+    let cli = Cli::parse_from(argv);
     if let Command::Completion { shell } = cli.command {
         use clap::CommandFactory;
         let mut script = Vec::new();

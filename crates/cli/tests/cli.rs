@@ -186,9 +186,7 @@ async fn tokens_through_the_cli() {
             .await,
     )
     .unwrap();
-    let carol = listed
-        .as_array()
-        .unwrap()
+    let carol = items(&listed)
         .iter()
         .find(|t| t["subject"] == "carol")
         .expect("carol listed")

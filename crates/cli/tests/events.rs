@@ -47,7 +47,7 @@ async fn events_for_a_subnet() {
         let v: Value = env
             .json(&token, &["events", "--for", "subnet/web", "-o", "json"])
             .await;
-        let items = v.as_array().cloned().unwrap_or_default();
+        let items = common::items(&v);
         if items.iter().any(|e| e["spec"]["reason"] == "Ready") {
             break items;
         }

@@ -1,7 +1,8 @@
 //! The CLI over https: `osac login --ca-file` is remembered and used by later calls, a client
 //! without the CA is refused, `--insecure-skip-tls-verify` warns every time, `osac version`, and
 //! `osac server --dev --tls-cert/--tls-key/--dev-ca-file` writes an https URL and the CA into
-//! dev-credentials.json.
+//! dev-credentials.json. A self-signed certificate made by `openssl req -x509` (CA:TRUE) works
+//! as its own `--ca-file`, host name still checked.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -35,6 +36,11 @@ fn write_pki(dir: &Path) {
 
 async fn tls_server(dir: &Path) -> (RunningServer, String) {
     write_pki(dir);
+    serve_tls(dir).await
+}
+
+/// A server with `dir/server.crt` and `dir/server.key`, and its admin token.
+async fn serve_tls(dir: &Path) -> (RunningServer, String) {
     let tokens = dir.join("tokens.json");
     let admin = ensure_admin_token(&tokens).unwrap();
     let server = osac_server::start(ServerConfig {
@@ -233,4 +239,144 @@ async fn dev_server_with_tls_writes_https_credentials() {
     let get = ["admin", "get", "networkclasses"];
     let listed = ok(&get, &osac(&config, &get).await);
     assert!(listed.contains("default"), "{listed}");
+}
+
+/// Runs `openssl` with `args` in `dir`; None when openssl is not installed (then the test is
+/// skipped, except under CI, where it must run).
+fn openssl(dir: &Path, args: &[&str]) -> Option<()> {
+    match Command::new("openssl").args(args).current_dir(dir).output() {
+        Ok(out) => {
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Some(())
+        }
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("the openssl certificate test must run under CI but cannot: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping the openssl certificate test: openssl: {e}");
+            None
+        }
+    }
+}
+
+/// A self-signed certificate the usual way (OpenSSL's defaults make it CA:TRUE) for the
+/// names of `san`, as `dir/{name}.crt` and `dir/{name}.key`.
+fn openssl_self_signed(dir: &Path, name: &str, san: &str) -> Option<()> {
+    let (crt, key) = (format!("{name}.crt"), format!("{name}.key"));
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            san,
+            "-keyout",
+            &key,
+            "-out",
+            &crt,
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openssl_self_signed_certificate_is_its_own_ca_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    if openssl_self_signed(d, "server", "subjectAltName=DNS:localhost").is_none() {
+        return;
+    }
+    let text_of = String::from_utf8_lossy(
+        &Command::new("openssl")
+            .args(["x509", "-noout", "-text", "-in", "server.crt"])
+            .current_dir(d)
+            .output()
+            .expect("openssl x509")
+            .stdout,
+    )
+    .to_string();
+    assert!(
+        text_of.contains("CA:TRUE"),
+        "the usual certificate is a CA: {text_of}"
+    );
+    let (server, admin) = serve_tls(d).await;
+    let port = server
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let by_name = format!("https://localhost:{port}");
+    let crt = d.join("server.crt");
+    let crt = crt.to_str().unwrap();
+
+    // The certificate itself as the CA file: login and later calls work.
+    let config = d.join("pinned.json");
+    let login = [
+        "login",
+        "--url",
+        &by_name,
+        "--token",
+        &admin,
+        "--ca-file",
+        crt,
+    ];
+    ok(&login, &osac(&config, &login).await);
+    let get = ["admin", "get", "tenants"];
+    ok(&get, &osac(&config, &get).await);
+
+    // The host name is still checked: the certificate names localhost, not 127.0.0.1.
+    let by_ip = d.join("by-ip.json");
+    let login = [
+        "login",
+        "--url",
+        &format!("https://127.0.0.1:{port}"),
+        "--token",
+        &admin,
+        "--ca-file",
+        crt,
+    ];
+    let _ = osac(&by_ip, &login).await;
+    let out = osac(&by_ip, &get).await;
+    assert!(
+        !out.status.success(),
+        "a certificate for localhost accepted for 127.0.0.1"
+    );
+    assert!(
+        text(&out).1.to_lowercase().contains("certificate"),
+        "{}",
+        text(&out).1
+    );
+
+    // Another self-signed certificate in the CA file does not vouch for this one.
+    openssl_self_signed(d, "other", "subjectAltName=DNS:localhost").expect("openssl");
+    let other = d.join("other.crt");
+    let wrong = d.join("wrong.json");
+    let login = [
+        "login",
+        "--url",
+        &by_name,
+        "--token",
+        &admin,
+        "--ca-file",
+        other.to_str().unwrap(),
+    ];
+    let _ = osac(&wrong, &login).await;
+    let out = osac(&wrong, &get).await;
+    assert!(
+        !out.status.success(),
+        "a certificate not in the CA file accepted"
+    );
+    server.shutdown().await;
 }

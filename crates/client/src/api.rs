@@ -360,7 +360,19 @@ impl Api {
         collection: &str,
         q: &ListQuery,
     ) -> Result<Vec<Value>, ClientError> {
+        Ok(self.list_counted(scope, collection, q).await?.items)
+    }
+
+    /// [`Api::list`] with the number of matching objects the server reported (all of them,
+    /// not only those fetched: more than the items with `limit`).
+    pub async fn list_counted(
+        &self,
+        scope: Scope,
+        collection: &str,
+        q: &ListQuery,
+    ) -> Result<Page, ClientError> {
         let mut out = Vec::new();
+        let mut total = None;
         let mut offset = q.offset;
         loop {
             let want = match q.limit {
@@ -381,6 +393,7 @@ impl Api {
                 )
                 .await?;
             let n = page.items.len() as u64;
+            total = page.total.or(total);
             out.extend(page.items);
             offset += n;
             let done = n == 0
@@ -390,7 +403,7 @@ impl Api {
                 break;
             }
         }
-        Ok(out)
+        Ok(Page { items: out, total })
     }
 
     /// `GET /x/{id}` (a name works too).

@@ -1,9 +1,19 @@
 //! TLS of the client. An `https://` server is verified against the system's root certificates,
 //! or, when a CA file is given (`--ca-file`, `OSAC_CA_FILE`, or remembered by `osac login`),
-//! against the certificates of that file only. `--insecure-skip-tls-verify` turns the
+//! against the certificates of that file only; a certificate of that file presented as the
+//! server's own is accepted too (a self-signed `openssl req -x509` certificate, see
+//! [`pinned`]), its host names still checked. `--insecure-skip-tls-verify` turns the
 //! verification off and prints a warning on stderr every time it is used.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::RootCertStore;
+use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+mod pinned;
 
 /// How the client checks the server's certificate.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,22 +51,45 @@ impl TlsOptions {
 
     /// A reqwest client builder with these settings (rustls, ring).
     pub fn client_builder(&self) -> Result<reqwest::ClientBuilder, TlsSetupError> {
-        let mut b = reqwest::Client::builder().use_rustls_tls();
-        if let Some(path) = &self.ca_file {
-            let certs = read_ca(path)?;
-            b = b.tls_built_in_root_certs(false);
-            for c in certs {
-                b = b.add_root_certificate(c);
-            }
-        }
+        let b = reqwest::Client::builder().use_rustls_tls();
         if self.insecure_skip_verify {
-            b = b.danger_accept_invalid_certs(true);
+            return Ok(b.danger_accept_invalid_certs(true));
         }
-        Ok(b)
+        match &self.ca_file {
+            Some(path) => Ok(b.use_preconfigured_tls(pinned_config(path)?)),
+            None => Ok(b),
+        }
     }
 }
 
-fn read_ca(path: &Path) -> Result<Vec<reqwest::Certificate>, TlsSetupError> {
+/// The rustls configuration that trusts the CA file's certificates as roots and as pinned
+/// server certificates.
+fn pinned_config(path: &Path) -> Result<rustls::ClientConfig, TlsSetupError> {
+    let invalid = |detail: String| TlsSetupError::Invalid {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let certs = read_ca(path)?;
+    let mut roots = RootCertStore::empty();
+    for cert in &certs {
+        roots
+            .add(cert.clone())
+            .map_err(|e| invalid(format!("not a usable CA certificate: {e}")))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| invalid(e.to_string()))?;
+    let verifier = pinned::PinnedOrCa::new(certs, webpki, provider.clone());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| invalid(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth())
+}
+
+fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
     let pem = std::fs::read(path).map_err(|source| TlsSetupError::Read {
         path: path.to_path_buf(),
         source,
@@ -65,7 +98,9 @@ fn read_ca(path: &Path) -> Result<Vec<reqwest::Certificate>, TlsSetupError> {
         path: path.to_path_buf(),
         detail,
     };
-    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| invalid(e.to_string()))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid(e.to_string()))?;
     if certs.is_empty() {
         return Err(invalid("no PEM certificate in the file".into()));
     }

@@ -1,14 +1,16 @@
 //! The list `filter` language (a CEL subset over the object, rooted at `this`) and the list
 //! `order` language (`field [asc|desc], …`): a hand-written lexer, a recursive-descent parser and
-//! the AST they produce. Translation to SQL lives in the store crate; nothing here evaluates a
-//! filter.
+//! the AST they produce, and the rewriting of string literals in a filter's text. Translation to
+//! SQL lives in the store crate; nothing here evaluates a filter.
 
 mod ast;
 mod lexer;
 mod parser;
+mod rewrite;
 
 pub use ast::{CompareOp, Expr, Literal, LiteralAt, OrderTerm, Path, StringMethod};
 pub use parser::{parse_filter, parse_order};
+pub use rewrite::{equality_strings, quote, replace_strings};
 
 /// Longest accepted filter or order text, in bytes.
 pub const MAX_INPUT_LEN: usize = 4096;

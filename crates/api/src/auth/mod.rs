@@ -143,11 +143,8 @@ impl Authenticator {
         let unauth = |m: &str| ApiError::new(Code::Unauthenticated, m.to_string());
         let header =
             header.ok_or_else(|| unauth("missing bearer token (Authorization: Bearer <token>)"))?;
-        let token = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
-            .ok_or_else(|| unauth("the Authorization header must be 'Bearer <token>'"))?
-            .trim();
+        let token = bearer_secret(header)
+            .ok_or_else(|| unauth("the Authorization header must be 'Bearer <token>'"))?;
         if token.is_empty() {
             return Err(unauth("empty bearer token"));
         }
@@ -185,4 +182,13 @@ impl Authenticator {
             )),
         }
     }
+}
+
+/// The secret of an `Authorization: Bearer <secret>` header value (trimmed), or None for
+/// another scheme.
+pub fn bearer_secret(header: &str) -> Option<&str> {
+    header
+        .strip_prefix("Bearer ")
+        .or_else(|| header.strip_prefix("bearer "))
+        .map(str::trim)
 }

@@ -205,15 +205,46 @@ pub async fn list(store: &dyn Store) -> ApiResult<Vec<TokenView>> {
     Ok(out)
 }
 
-/// Removes the token with this id (NOT_FOUND when there is none).
-pub async fn revoke(store: &dyn Store, id: &str) -> ApiResult<()> {
-    let key = rows(store)
-        .await?
-        .into_iter()
+/// Removes the token with this id (NOT_FOUND when there is none). `presented_key` is the hash
+/// of the secret the request authenticated with (None for another kind of credential).
+///
+/// FAILED_PRECONDITION, nothing removed:
+/// - the token is the one the request is using and `force` is false (automation that revokes
+///   "all tokens" would otherwise lock itself out);
+/// - it is the last unexpired provider-admin token, force or not (nobody could administer
+///   the tokens any more).
+///
+/// Concurrent revocations are serialised in this process, so two requests cannot each revoke
+/// one of the last two provider-admin tokens here.
+pub async fn revoke(
+    store: &dyn Store,
+    id: &str,
+    presented_key: Option<&str>,
+    force: bool,
+) -> ApiResult<()> {
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _serialised = ONE_AT_A_TIME.lock().await;
+    let all = rows(store).await?;
+    let (key, token) = all
+        .iter()
         .find(|(_, t)| t.id == id)
-        .map(|(k, _)| k)
         .ok_or_else(|| ApiError::not_found(format!("token: no token with id '{id}'")))?;
-    remove_rows(store, vec![key]).await
+    if presented_key == Some(key.as_str()) && !force {
+        return Err(ApiError::precondition(format!(
+            "token '{id}' is the token this request is using: revoking it locks this caller out; \
+             to do so anyway, say force (REST ?force=true, gRPC force: true, CLI --force)"
+        )));
+    }
+    let now = Utc::now();
+    let live_admin =
+        |t: &StoredToken| t.role == Role::ProviderAdmin && t.expires.is_none_or(|e| e > now);
+    if live_admin(token) && !all.iter().any(|(k, t)| k != key && live_admin(t)) {
+        return Err(ApiError::precondition(format!(
+            "token '{id}' is the last provider-admin token and is never revoked, even with \
+             force; mint another provider-admin token first"
+        )));
+    }
+    remove_rows(store, vec![key.clone()]).await
 }
 
 /// Removes token rows and announces it on the change feed, so every replica's token cache

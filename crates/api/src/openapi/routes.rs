@@ -190,6 +190,27 @@ pub(super) fn collection_paths(
     Ok(())
 }
 
+/// The boolean fields of a request message as query parameters (`?force=true`), with their
+/// comments.
+fn bool_query_parameters(schemas: &Schemas<'_, '_>, proto: &str) -> Vec<Value> {
+    let Some(msg) = schemas.ix.messages.get(proto.trim_start_matches('.')) else {
+        return Vec::new();
+    };
+    msg.desc
+        .field
+        .iter()
+        .zip(&msg.fields)
+        .filter(|(f, _)| f.r#type() == prost_types::field_descriptor_proto::Type::Bool)
+        .map(|(f, comment)| {
+            query(
+                f.name(),
+                comment.as_deref().unwrap_or_default(),
+                json!({ "type": "boolean", "default": false }),
+            )
+        })
+        .collect()
+}
+
 /// A route of a non-collection service (one Create rpc ⇒ POST).
 pub(super) fn single_path(
     surface: &Surface,
@@ -226,6 +247,10 @@ pub(super) fn single_path(
     if let Some(delete) = rpc(svc.desc, "Delete") {
         let _ = schemas.reference(delete.input_type());
         let done = schemas.reference(delete.output_type());
+        let mut parameters = vec![
+            json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }),
+        ];
+        parameters.extend(bool_query_parameters(schemas, delete.input_type()));
         paths.insert(
             format!("{}/{path}/{{id}}", surface.prefix),
             json!({
@@ -233,7 +258,7 @@ pub(super) fn single_path(
                     "operationId": format!("{}.{path}.delete", surface.name),
                     "summary": format!("Delete one of {path} by id"),
                     "tags": [svc.desc.name()],
-                    "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }],
+                    "parameters": parameters,
                     "responses": ok("Deleted.", done),
                 }
             }),

@@ -26,6 +26,13 @@ fn routes_come_from_the_services() {
     assert!(paths.get("/api/fulfillment/v1/tenants").is_none());
     assert!(paths["/api/private/v1/tenants"]["post"].is_object());
     assert!(paths["/api/private/v1/tokens"]["post"].is_object());
+    let revoke = &paths["/api/private/v1/tokens/{id}"]["delete"]["parameters"];
+    assert!(
+        revoke
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["name"] == "force" && p["in"] == "query")),
+        "{revoke}"
+    );
     assert_eq!(
         subnets["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
         "#/components/schemas/osacnet.v1.SubnetListResponse"

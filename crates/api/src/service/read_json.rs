@@ -48,7 +48,7 @@ impl Service {
                 .collect::<ApiResult<_>>()?;
             return Ok(ListJson::new(page.total, items));
         }
-        let query = self.list_query(caller, surface, kind, p)?;
+        let query = self.list_query(caller, surface, kind, p).await?;
         let page = self.store.list_text(&query).await?;
         let show_finalizers = surface == Scope::Provider;
         let items = page

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::kind::{self, Kind};
+use super::kind::Kind;
+use super::kind_name::KindParser;
 use super::output::OutputFormat;
 use super::parse::parse_duration;
 
@@ -73,7 +74,7 @@ pub enum ClientCommand {
     /// Create a tenant object
     Create(Box<CreateArgs>),
     /// List or show objects
-    Get(GetArgs),
+    Get(Box<GetArgs>),
     /// Change an object (security group rules, or fields from a file)
     Update(Box<UpdateArgs>),
     /// Set (KEY=VALUE) or remove (KEY-) labels of an object
@@ -201,7 +202,7 @@ pub struct GetOpts {
     /// externalipattachment(s), natgateway(s)/nat, externalippool(s)/pool, networkclass(es),
     /// hosttype(s), baremetaltemplate(s)/bmt, baremetalinstancetype(s)/bmit, tenant(s), host(s),
     /// computeinstance(s), baremetalinstance(s), cluster(s)
-    #[arg(value_parser = kind::parse)]
+    #[arg(value_parser = KindParser)]
     pub kind: Kind,
     /// Names or ids (all objects when none)
     pub names: Vec<String>,
@@ -211,9 +212,17 @@ pub struct GetOpts {
     /// CEL filter, e.g. 'this.metadata.name.startsWith("web")'
     #[arg(long, conflicts_with = "names")]
     pub filter: Option<String>,
+    /// Label selector: KEY=VALUE (also ==) and KEY!=VALUE, comma-separated, all must hold
+    /// (sent as a filter, combined with --filter)
+    #[arg(long, short = 'l', value_name = "SELECTOR", conflicts_with = "names")]
+    pub selector: Option<String>,
     /// Order, e.g. "metadata.name desc"
-    #[arg(long, conflicts_with = "names")]
+    #[arg(long, conflicts_with_all = ["names", "sort_by"])]
     pub order: Option<String>,
+    /// Sort by a field, ascending: a JSON path such as .metadata.name or
+    /// metadata.creation_timestamp (sent as the server's order)
+    #[arg(long, value_name = "FIELD", conflicts_with = "names")]
+    pub sort_by: Option<String>,
     /// At most this many objects
     #[arg(long, conflicts_with = "names")]
     pub limit: Option<u64>,
@@ -221,7 +230,7 @@ pub struct GetOpts {
     #[arg(long, default_value_t = 0, conflicts_with = "names")]
     pub offset: u64,
     /// Keep running and print every change as it happens (the current objects first, as ADDED)
-    #[arg(long, short = 'w', conflicts_with_all = ["order", "limit", "offset"])]
+    #[arg(long, short = 'w', conflicts_with_all = ["order", "sort_by", "limit", "offset"])]
     pub watch: bool,
 }
 
@@ -238,7 +247,7 @@ pub struct DescribeArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct DescribeOpts {
     /// Kind (see `osac get --help`)
-    #[arg(value_parser = kind::parse)]
+    #[arg(value_parser = KindParser)]
     pub kind: Kind,
     /// Name or id
     pub name: String,
@@ -257,7 +266,7 @@ pub struct DeleteArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct DeleteOpts {
     /// Kind (see `osac get --help`)
-    #[arg(value_parser = kind::parse)]
+    #[arg(value_parser = KindParser)]
     pub kind: Kind,
     /// Names or ids
     #[arg(required = true)]
@@ -282,7 +291,7 @@ pub struct LabelArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct LabelOpts {
     /// Kind (see `osac get --help`)
-    #[arg(value_parser = kind::parse)]
+    #[arg(value_parser = KindParser)]
     pub kind: Kind,
     /// Name or id
     pub name: String,
@@ -304,7 +313,7 @@ pub struct UpdateArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct UpdateOpts {
     /// Kind (see `osac get --help`)
-    #[arg(value_parser = kind::parse)]
+    #[arg(value_parser = KindParser)]
     pub kind: Kind,
     /// Name or id
     pub name: String,

@@ -586,7 +586,7 @@ async fn create(
         }
     }
     if let Some(f) = common.output {
-        print_objects(ctx, kind, std::slice::from_ref(&last), f, true).await?;
+        print_objects(ctx, kind, std::slice::from_ref(&last), f, true, None).await?;
     }
     Ok(())
 }

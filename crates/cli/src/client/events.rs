@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::args::EventsArgs;
 use super::kind::{Access, Scope};
 use super::ops::{ClientCtx, note};
-use super::output::{OutputFormat, Table, emit, to_json, to_yaml};
+use super::output::{OutputFormat, Table, emit, list_object, to_json, to_yaml};
 
 /// REST collection of events (public API; a provider token without a tenant sees all).
 const COLLECTION: &str = "events";
@@ -88,8 +88,8 @@ pub async fn run(ctx: &ClientCtx, a: &EventsArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let out = match a.output {
-        OutputFormat::Json => to_json(&Value::Array(std::mem::take(&mut items)))?,
-        OutputFormat::Yaml => to_yaml(&Value::Array(std::mem::take(&mut items)))?,
+        OutputFormat::Json => to_json(&list_object(std::mem::take(&mut items), None))?,
+        OutputFormat::Yaml => to_yaml(&list_object(std::mem::take(&mut items), None))?,
         OutputFormat::Name => items
             .iter()
             .map(|v| format!("event/{}\n", text(v, "/id")))

@@ -42,11 +42,13 @@ mod describe;
 mod events;
 mod explain;
 mod kind;
+pub mod kind_name;
 mod login;
 mod ops;
 mod orphans;
 mod output;
 mod parse;
+mod selector;
 mod tokens;
 mod wait;
 mod watch;
@@ -159,7 +161,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
                 AdminCommand::Update(o) => ops::update(&c, o).await,
                 AdminCommand::Label(o) => ops::label(&c, o).await,
                 AdminCommand::Delete(d) => match d.kind {
-                    AdminDeleteKind::Token => tokens::revoke(&c, &d.names).await,
+                    AdminDeleteKind::Token => tokens::revoke(&c, &d.names, d.force).await,
                     AdminDeleteKind::Object(kind) => {
                         let o = DeleteOpts {
                             kind,

@@ -11,8 +11,8 @@ use serde_json::{Map, Value, json};
 use super::args::{DeleteOpts, GetOpts, LabelOpts, UpdateOpts};
 use super::kind::{Access, Kind, Scope, table_refs};
 use super::output::{
-    OutputFormat, RefNames, Table, add_external_ips, emit, managers_table, object_label,
-    render_raw, replicas_table, table, to_json, to_yaml, wide_table,
+    OutputFormat, RefNames, Table, add_external_ips, emit, list_object, managers_table,
+    object_label, render_raw, replicas_table, table, to_json, to_yaml, wide_table,
 };
 use super::parse::{Direction, apply_label_ops, parse_label_op, parse_rules, rule_summary};
 use super::wait::{Goal, wait};
@@ -90,6 +90,7 @@ pub async fn print_objects(
     items: &[Value],
     format: OutputFormat,
     single: bool,
+    total: Option<u64>,
 ) -> anyhow::Result<()> {
     if format == OutputFormat::Table {
         let names = ref_names(ctx, kind).await;
@@ -99,7 +100,7 @@ pub async fn print_objects(
         let names = ref_names(ctx, kind).await;
         return emit(&wide_table(kind, items, &names).render());
     }
-    emit(&render_raw(format, kind, items, single)?)
+    emit(&render_raw(format, kind, items, single, total)?)
 }
 
 /// Reads one object by name or id.
@@ -120,39 +121,59 @@ pub async fn get(ctx: &ClientCtx, o: &GetOpts) -> anyhow::Result<()> {
     if o.watch {
         return watch(ctx, o).await;
     }
-    let items = if o.names.is_empty() {
+    let (items, total) = if o.names.is_empty() {
         // `labels["k"]="v"` (the designs' and kubectl's shorthand) is sent as a label match.
-        let filter = o
-            .filter
-            .as_deref()
-            .map(|f| osac_model::filter::label_shorthand(f).unwrap_or_else(|| f.to_string()));
         let q = ListQuery {
-            filter,
-            order: o.order.clone(),
+            filter: get_filter(o)?,
+            order: match &o.sort_by {
+                Some(field) => Some(super::selector::sort_by_order(field).map_err(|e| anyhow!(e))?),
+                None => o.order.clone(),
+            },
             limit: o.limit,
             offset: o.offset,
         };
-        ctx.api.list(ctx.scope, o.kind.collection(), &q).await?
+        let page = ctx
+            .api
+            .list_counted(ctx.scope, o.kind.collection(), &q)
+            .await?;
+        (page.items, page.total)
     } else {
         let mut items = Vec::new();
         for n in &o.names {
             items.push(fetch(ctx, o.kind, n).await?);
         }
-        items
+        (items, None)
     };
     if items.is_empty() && matches!(o.output, OutputFormat::Table | OutputFormat::Wide) {
         note(&format!("no {} found", o.kind.plural()));
         return Ok(());
     }
-    print_objects(ctx, o.kind, &items, o.output, o.names.len() == 1).await
+    print_objects(ctx, o.kind, &items, o.output, o.names.len() == 1, total).await
+}
+
+/// The filter of `get`: `--filter` (a `labels["k"]="v"` shorthand sent as a label match) and
+/// `--selector`, both holding when both are given.
+fn get_filter(o: &GetOpts) -> anyhow::Result<Option<String>> {
+    let filter = o
+        .filter
+        .as_deref()
+        .map(|f| osac_model::filter::label_shorthand(f).unwrap_or_else(|| f.to_string()));
+    let selector = o
+        .selector
+        .as_deref()
+        .map(super::selector::selector_filter)
+        .transpose()
+        .map_err(|e| anyhow!(e))?;
+    Ok(match (filter, selector) {
+        (Some(f), Some(s)) => Some(format!("({f}) && {s}")),
+        (f, s) => f.or(s),
+    })
 }
 
 /// `get --watch`: named objects are watched by id, others through the filter.
 async fn watch(ctx: &ClientCtx, o: &GetOpts) -> anyhow::Result<()> {
     let filter = if o.names.is_empty() {
-        o.filter
-            .as_deref()
-            .map(|f| osac_model::filter::label_shorthand(f).unwrap_or_else(|| f.to_string()))
+        get_filter(o)?
     } else {
         let mut ids = Vec::new();
         for n in &o.names {
@@ -363,7 +384,7 @@ pub async fn update(ctx: &ClientCtx, o: &UpdateOpts) -> anyhow::Result<()> {
         .await?;
     let updated = updated_or(&updated, &obj);
     match o.output {
-        Some(f) => print_objects(ctx, o.kind, std::slice::from_ref(&updated), f, true).await,
+        Some(f) => print_objects(ctx, o.kind, std::slice::from_ref(&updated), f, true, None).await,
         None => emit(&format!("{} updated\n", object_label(o.kind, &updated))),
     }
 }
@@ -403,7 +424,7 @@ async fn edit_rules(ctx: &ClientCtx, o: &UpdateOpts) -> anyhow::Result<()> {
         .await?;
     let updated = updated_or(&updated, &obj);
     match o.output {
-        Some(f) => print_objects(ctx, o.kind, std::slice::from_ref(&updated), f, true).await,
+        Some(f) => print_objects(ctx, o.kind, std::slice::from_ref(&updated), f, true, None).await,
         None => emit(&format!("{label} updated\n")),
     }
 }
@@ -508,7 +529,7 @@ pub async fn provider_list(
     Ok((resp, items))
 }
 
-/// `items` in `format`: their table (`to_table`), the array as JSON or YAML, or (name and id formats)
+/// `items` in `format`: their table (`to_table`), the list object as JSON or YAML, or (name and id formats)
 /// each item's `key` on a line of its own.
 pub fn list_text(
     items: Vec<Value>,
@@ -518,8 +539,8 @@ pub fn list_text(
 ) -> anyhow::Result<String> {
     Ok(match format {
         OutputFormat::Table | OutputFormat::Wide => to_table(&items).render(),
-        OutputFormat::Json => to_json(&Value::Array(items))?,
-        OutputFormat::Yaml => to_yaml(&Value::Array(items))?,
+        OutputFormat::Json => to_json(&list_object(items, None))?,
+        OutputFormat::Yaml => to_yaml(&list_object(items, None))?,
         OutputFormat::Name | OutputFormat::Id => key_lines(&items, key),
     })
 }

@@ -17,6 +17,7 @@ mod tests;
 pub use cells::{add_external_ips, object_label};
 pub use kind_tables::{managers_table, replicas_table, table, wide_table};
 pub use serialized::{to_json, to_yaml};
+
 pub use table::Table;
 
 /// `-o` formats.
@@ -49,16 +50,29 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
 /// Id → name of objects that other objects reference, for table columns.
 pub type RefNames = HashMap<String, String>;
 
-/// Renders objects in a non-table format. `single` prints one object rather than a list.
+/// A list as `-o json|yaml` prints it: `{"items": [...], "size": N, "total": T}` (`total`: how
+/// many objects matched on the server, `size` when unknown), so `jq '.items[]'` works.
+pub fn list_object(items: Vec<Value>, total: Option<u64>) -> Value {
+    let size = items.len() as u64;
+    serde_json::json!({
+        "items": items,
+        "size": size,
+        "total": total.unwrap_or(size),
+    })
+}
+
+/// Renders objects in a non-table format. `single` prints one object rather than a list;
+/// `total` is the server's count of a list.
 pub fn render_raw(
     format: OutputFormat,
     kind: Kind,
     items: &[Value],
     single: bool,
+    total: Option<u64>,
 ) -> anyhow::Result<String> {
     let value = match (single, items) {
         (true, [one]) => one.clone(),
-        _ => Value::Array(items.to_vec()),
+        _ => list_object(items.to_vec(), total),
     };
     Ok(match format {
         OutputFormat::Json => to_json(&value)?,

@@ -33,10 +33,13 @@ fn table(items: &[Value]) -> Table {
     t
 }
 
-/// Revokes tokens by id.
-pub async fn revoke(ctx: &ClientCtx, ids: &[String]) -> anyhow::Result<()> {
+/// Revokes tokens by id; `force` also revokes the token the command is using.
+pub async fn revoke(ctx: &ClientCtx, ids: &[String], force: bool) -> anyhow::Result<()> {
     for id in ids {
-        let url = ctx.api.endpoint(Scope::Provider, &["tokens", id]);
+        let mut url = ctx.api.endpoint(Scope::Provider, &["tokens", id]);
+        if force {
+            url.query_pairs_mut().append_pair("force", "true");
+        }
         ctx.api.call(osac_client::Method::DELETE, url, None).await?;
         emit(&format!("token/{id} revoked\n"))?;
     }

@@ -17,9 +17,10 @@ pub async fn print_events(
     format: OutputFormat,
     names: &RefNames,
 ) -> anyhow::Result<()> {
+    let mut widths = Vec::new();
     let mut header_printed = false;
     while let Some(event) = stream.next().await? {
-        let text = render_event(&event, kind, format, names, !header_printed)?;
+        let text = render_event(&event, kind, format, names, !header_printed, &mut widths)?;
         header_printed = true;
         emit(&text)?;
     }
@@ -27,13 +28,16 @@ pub async fn print_events(
 }
 
 /// One event in `format`. Tables get the kind's columns behind an EVENT column; the header
-/// only with the first event, so rows line up as well as a stream allows.
+/// only with the first event. `widths` carries the column widths from one event to the next:
+/// a row's columns are as wide as the widest cell seen so far, so rows line up with the header
+/// and each other unless a wider value arrives.
 pub fn render_event(
     event: &WatchEvent,
     kind: Kind,
     format: OutputFormat,
     names: &RefNames,
     with_header: bool,
+    widths: &mut Vec<usize>,
 ) -> anyhow::Result<String> {
     Ok(match format {
         OutputFormat::Json => {
@@ -52,9 +56,9 @@ pub fn render_event(
         OutputFormat::Table | OutputFormat::Wide => {
             let one = std::slice::from_ref(&event.object);
             let rendered = if format == OutputFormat::Wide {
-                wide_table(kind, one, names).render()
+                wide_table(kind, one, names).render_at_least(widths)
             } else {
-                table(kind, one, names).render()
+                table(kind, one, names).render_at_least(widths)
             };
             let mut lines = rendered.lines();
             let header = lines.next().unwrap_or_default();
@@ -89,6 +93,7 @@ mod tests {
             OutputFormat::Json,
             &names,
             true,
+            &mut Vec::new(),
         )
         .expect("json");
         let parsed: Value = serde_json::from_str(json.trim()).expect("one JSON line");
@@ -100,6 +105,7 @@ mod tests {
             OutputFormat::Table,
             &names,
             true,
+            &mut Vec::new(),
         )
         .expect("table");
         let lines: Vec<&str> = table.lines().collect();
@@ -117,6 +123,7 @@ mod tests {
             OutputFormat::Table,
             &names,
             false,
+            &mut Vec::new(),
         )
         .expect("table");
         assert_eq!(row_only.lines().count(), 1);
@@ -126,8 +133,51 @@ mod tests {
             OutputFormat::Name,
             &names,
             true,
+            &mut Vec::new(),
         )
         .expect("name");
         assert_eq!(name, "ADDED virtualnetwork/web\n");
+    }
+
+    #[test]
+    fn watch_rows_line_up_across_events() {
+        let event = |name: &str| WatchEvent {
+            kind: "MODIFIED".into(),
+            object: json!({"id": "0193-1", "metadata": {"name": name},
+                           "spec": {"ipv4_cidr": "10.0.0.0/16"},
+                           "status": {"state": "VIRTUAL_NETWORK_STATE_READY"}}),
+        };
+        let names = RefNames::new();
+        let mut widths = Vec::new();
+        let mut out = String::new();
+        for (i, name) in ["a-rather-long-network-name", "x", "mid-name"]
+            .iter()
+            .enumerate()
+        {
+            out.push_str(
+                &render_event(
+                    &event(name),
+                    Kind::VirtualNetwork,
+                    OutputFormat::Table,
+                    &names,
+                    i == 0,
+                    &mut widths,
+                )
+                .expect("table"),
+            );
+        }
+        // The column after NAME starts at the same place on every line.
+        let second_column: Vec<usize> = out
+            .lines()
+            .map(|l| {
+                let after_event = &l[10..];
+                let name_end = after_event.find(' ').expect("a second column");
+                10 + name_end + after_event[name_end..].find(|c| c != ' ').expect("cell")
+            })
+            .collect();
+        assert!(
+            second_column.windows(2).all(|w| w[0] == w[1]),
+            "{out}\n{second_column:?}"
+        );
     }
 }

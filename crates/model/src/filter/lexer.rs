@@ -254,7 +254,7 @@ fn lex_number(chars: &[char], start: usize) -> Result<(Tok, usize), FilterError>
     }
 }
 
-fn lex_string(chars: &[char], start: usize) -> Result<(String, usize), FilterError> {
+pub(super) fn lex_string(chars: &[char], start: usize) -> Result<(String, usize), FilterError> {
     let quote = chars[start];
     let mut out = String::new();
     let mut i = start + 1;

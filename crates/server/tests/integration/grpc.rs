@@ -112,6 +112,7 @@ async fn grpc_services() {
     tokens
         .delete(admin::DeleteTokenRequest {
             id: temp.id.clone(),
+            force: false,
         })
         .await
         .expect("revoke");

@@ -44,7 +44,7 @@ async fn health_readiness_and_metrics() {
         "osac_reconcile_duration_seconds_bucket{",
         "osac_reconcile_queue_depth",
         "osac_manager_operations_total{",
-        r#"route="/api/fulfillment/v1/{collection}""#,
+        r#"route="/api/fulfillment/v1/virtual_networks""#,
         r#"code="400""#,
         r#"kind="virtual_networks""#,
         r#"operation="create_virtual_network""#,

@@ -288,3 +288,26 @@ async fn grpc_watch_streams_events() {
     assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
     s.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_filters_a_reference_by_name() {
+    let s = TestServer::sqlite().await;
+    let t = s.tenant("acme").await;
+    t.ready_vn("gen-net", "10.0.0.0/16").await;
+    t.ready_vn("other-net", "10.1.0.0/16").await;
+    let mut events = EventStream::open(&t, "subnets", r#"this.spec.virtual_network == "gen-net""#)
+        .await
+        .unwrap_or_else(|r| panic!("watch refused: {}", r.text));
+    t.create(
+        "subnets",
+        subnet_body("other-sub", "other-net", "10.1.1.0/24"),
+    )
+    .await;
+    t.create("subnets", subnet_body("gen-sub", "gen-net", "10.0.1.0/24"))
+        .await;
+    // The first event is the subnet in gen-net: the one in other-net never matches.
+    let (kind, object) = events.next().await;
+    assert_eq!(kind, "ADDED");
+    assert_eq!(object["metadata"]["name"], "gen-sub");
+    s.finish().await;
+}

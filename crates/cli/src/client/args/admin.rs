@@ -81,6 +81,10 @@ pub struct AdminDeleteArgs {
     /// Succeed when an object does not exist
     #[arg(long)]
     pub ignore_not_found: bool,
+    /// Tokens: revoke even the token this command is using (it is refused otherwise; the
+    /// last provider-admin token is never revoked)
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub wait: WaitArgs,
 }

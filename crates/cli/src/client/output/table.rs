@@ -23,8 +23,18 @@ impl Table {
 
     /// Columns padded to their widest cell, three spaces apart, no trailing blanks.
     pub fn render(&self) -> String {
+        self.render_at_least(&mut Vec::new())
+    }
+
+    /// [`Table::render`] with each column at least as wide as in `widths`, which is updated to
+    /// the widths used: tables rendered one after another with the same `widths` (a watch's
+    /// rows) line up, a column widening only when a wider cell arrives.
+    pub fn render_at_least(&self, widths: &mut Vec<usize>) -> String {
         let n = self.headers.len();
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        widths.resize(n, 0);
+        for (w, h) in widths.iter_mut().zip(&self.headers) {
+            *w = (*w).max(h.chars().count());
+        }
         for row in &self.rows {
             for (i, cell) in row.iter().enumerate().take(n) {
                 widths[i] = widths[i].max(cell.chars().count());

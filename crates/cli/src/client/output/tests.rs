@@ -208,31 +208,48 @@ fn managers_and_raw() {
             OutputFormat::Json,
             Kind::Subnet,
             std::slice::from_ref(&v),
-            true
+            true,
+            None
         )
         .unwrap(),
         serde_json::to_string_pretty(&v).unwrap() + "\n"
     );
+    // A list is a list object: items, how many here, how many matched on the server.
+    let listed: Value = serde_json::from_str(
+        &render_raw(
+            OutputFormat::Json,
+            Kind::Subnet,
+            std::slice::from_ref(&v),
+            false,
+            Some(7),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(listed, json!({"items": [v.clone()], "size": 1, "total": 7}));
     let yaml = render_raw(
         OutputFormat::Yaml,
         Kind::Subnet,
         std::slice::from_ref(&v),
         false,
+        None,
     )
     .unwrap();
-    assert!(yaml.starts_with("- id: i1"), "{yaml}");
+    assert!(yaml.starts_with("items:\n- id: i1"), "{yaml}");
+    assert!(yaml.contains("total: 1"), "{yaml}");
     assert_eq!(
         render_raw(
             OutputFormat::Name,
             Kind::Subnet,
             std::slice::from_ref(&v),
-            false
+            false,
+            None
         )
         .unwrap(),
         "subnet/n1\n"
     );
     assert_eq!(
-        render_raw(OutputFormat::Id, Kind::Subnet, &[v], false).unwrap(),
+        render_raw(OutputFormat::Id, Kind::Subnet, &[v], false, None).unwrap(),
         "i1\n"
     );
 }
