@@ -83,6 +83,7 @@ fn settings(dir: &Path) -> Result<OvnSettings> {
         },
         gateway_chassis: vec!["hv0".into()],
         resync_seconds: 0,
+        chassis: Default::default(),
     })
 }
 

@@ -26,5 +26,6 @@ pub mod render;
 pub mod sandbox;
 
 pub use cmd::CmdError;
+pub use driver::k8s::OvnK8s;
 pub use driver::{OvnError, OvnFabric, OvnSettings};
 pub use sandbox::{Hypervisor, Sandbox, SandboxConfig, SandboxError};

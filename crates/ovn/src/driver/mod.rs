@@ -9,6 +9,7 @@
 //! step is idempotent, so an operation that failed half-way converges when called again; the
 //! model in memory changes only when the writes succeeded.
 
+pub mod k8s;
 mod manager;
 pub mod records;
 mod rows;
@@ -43,6 +44,11 @@ pub struct OvnSettings {
     /// ([`OvnFabric::resync`]); 0 turns the check off.
     #[serde(default = "default_resync_seconds")]
     pub resync_seconds: u64,
+    /// Where ports are bound ([`OvnSettings::chassis_for`]): a port's host — a hosting cluster
+    /// (the ports of its VMs) or an inventory host (a bare-metal server's or a cluster agent's
+    /// NICs) — to the chassis it runs on. A host not listed is the chassis of its own name.
+    #[serde(default)]
+    pub chassis: BTreeMap<String, Vec<String>>,
 }
 
 fn default_resync_seconds() -> u64 {
@@ -75,6 +81,22 @@ impl OvnSettings {
     /// The gateway chassis names, most preferred first.
     pub fn gateway_chassis_names(&self) -> Vec<&str> {
         self.gateway_chassis.iter().map(String::as_str).collect()
+    }
+
+    /// The chassis a port of `host` with interface `interface` is bound on
+    /// (`options:requested-chassis`). A VM's port (`interface` = `<vm id>/<nic>`, `host` = its
+    /// hosting cluster) goes to one chassis of the cluster's, chosen by the VM's id, so every
+    /// NIC of a VM is on the same chassis and the choice never changes; an inventory host's
+    /// port goes to the first chassis listed for it (its NIC's switch), or to the chassis named
+    /// like the host.
+    pub fn chassis_for(&self, host: &str, interface: &str) -> String {
+        let Some(list) = self.chassis.get(host).filter(|l| !l.is_empty()) else {
+            return host.to_string();
+        };
+        let machine = interface.split_once('/').map_or(host, |(vm, _)| vm);
+        let len = u64::try_from(list.len()).unwrap_or(1);
+        let index = usize::try_from(osac_model::hash::fnv1a64(machine.bytes()) % len).unwrap_or(0);
+        list[index].clone()
     }
 }
 
@@ -280,6 +302,7 @@ impl OvnFabric {
             wanted.push(rows::network_attachment(
                 a,
                 rows::tenant_of(state, &a.virtual_network_id),
+                &self.settings.chassis_for(&a.host, &a.interface),
             ));
         }
         let scope = Scope::All(BTreeSet::from([
