@@ -21,11 +21,13 @@
 
 mod cmd;
 pub mod driver;
+pub mod machines;
 pub mod nb;
 pub mod render;
 pub mod sandbox;
 
 pub use cmd::CmdError;
 pub use driver::k8s::OvnK8s;
+pub use machines::OvnMachines;
 pub use driver::{OvnError, OvnFabric, OvnSettings};
 pub use sandbox::{Hypervisor, Sandbox, SandboxConfig, SandboxError};

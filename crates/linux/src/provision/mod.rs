@@ -8,6 +8,7 @@
 //! discovery reports what the machine's DHCP clients hold.
 
 pub mod machines;
+pub mod place;
 pub mod vip;
 
 use std::collections::BTreeMap;
@@ -23,10 +24,10 @@ use osac_backends::provision::{
 };
 use tokio::sync::Mutex;
 
-use crate::cmd;
 use crate::dhcp::{Status, Timing, netns, ra};
-use crate::names::{machine_ns, machine_of};
+use crate::names::machine_of;
 pub use machines::MachineScope;
+pub use place::{FabricMachines, MachinePlace};
 use machines::{Clients, Supervisor, machine_links, set_power, stop_ns_blocking};
 
 /// How often the supervisor looks for machine namespaces needing clients.
@@ -41,6 +42,8 @@ pub struct LinuxProvisioner {
     ops: Arc<Mutex<Supervisor>>,
     /// VIP holders by cluster id (also recorded in the kernel, see [`vip`]).
     clusters: Mutex<BTreeMap<String, Vec<vip::Holder>>>,
+    /// Where the machines live.
+    place: Arc<dyn MachinePlace>,
 }
 
 /// A failure of the machine's tools or files: backend detail, for the provider only.
@@ -49,15 +52,30 @@ fn transient(e: impl std::fmt::Display) -> OpError {
 }
 
 impl LinuxProvisioner {
-    /// Starts the provisioner and its supervisor task (needs a tokio runtime); the
-    /// supervisor serves the machines of `scope` (all machine namespaces when `None`).
+    /// Starts the provisioner of the linux fabric's machines and its supervisor task (needs a
+    /// tokio runtime); the supervisor serves the machines of `scope` (all machine namespaces
+    /// when `None`).
     pub fn start(timing: Timing, scope: Option<Arc<dyn MachineScope>>) -> Arc<LinuxProvisioner> {
+        Self::start_in(timing, scope, Arc::new(FabricMachines))
+    }
+
+    /// [`LinuxProvisioner::start`] for machines that live where `place` says.
+    pub fn start_in(
+        timing: Timing,
+        scope: Option<Arc<dyn MachineScope>>,
+        place: Arc<dyn MachinePlace>,
+    ) -> Arc<LinuxProvisioner> {
         let clients = Arc::new(Clients::new(timing));
-        let ops = Arc::new(Mutex::new(Supervisor::new(clients.clone(), scope)));
+        let ops = Arc::new(Mutex::new(Supervisor::new(
+            clients.clone(),
+            scope,
+            place.clone(),
+        )));
         let p = Arc::new(LinuxProvisioner {
             clients,
             ops,
             clusters: Mutex::new(BTreeMap::new()),
+            place,
         });
         let weak: Weak<LinuxProvisioner> = Arc::downgrade(&p);
         tokio::spawn(async move {
@@ -78,7 +96,7 @@ impl LinuxProvisioner {
         machine_key: &str,
         ifname: &str,
     ) -> Option<crate::dhcp::InterfaceStatus> {
-        self.clients.status(&machine_ns(machine_key), ifname)
+        self.clients.status(&self.place.namespace(machine_key), ifname)
     }
 
     /// Stops every client (addresses stay); the supervisor ends with the last handle.
@@ -89,7 +107,8 @@ impl LinuxProvisioner {
 
     /// Starts clients on the NICs of machine `key`; the fabric must have created them.
     async fn boot(&self, key: &str, nics: &[Nic]) -> Result<(), OpError> {
-        let ns = machine_ns(key);
+        self.place.prepare(key).await?;
+        let ns = self.place.namespace(key);
         if !netns::exists(&ns) {
             return Err(OpError::transient(format!(
                 "machine namespace {ns} does not exist yet (the fabric creates it with the ports)"
@@ -142,7 +161,7 @@ impl LinuxProvisioner {
         state: PowerState,
     ) -> Result<(), OpError> {
         let _guard = self.ops.lock().await;
-        let ns = machine_ns(machine_key(machine));
+        let ns = self.place.namespace(machine_key(machine));
         if !netns::exists(&ns) {
             return Err(OpError::permanent(format!(
                 "cannot power {} {state:?}: its machine namespace {ns} does not exist",
@@ -163,7 +182,7 @@ impl LinuxProvisioner {
 
     /// Every interface of the machine with the addresses its DHCP clients hold.
     async fn machine_addresses(&self, machine: &MachineRef) -> Result<Vec<DiscoveredNic>, OpError> {
-        let ns = machine_ns(machine_key(machine));
+        let ns = self.place.namespace(machine_key(machine));
         if !netns::exists(&ns) {
             return Ok(Vec::new());
         }
@@ -215,9 +234,9 @@ impl Provisioner for LinuxProvisioner {
 
     async fn delete_vm(&self, instance_id: &str) -> Result<(), OpError> {
         let _guard = self.ops.lock().await;
-        let ns = machine_ns(instance_id);
+        let ns = self.place.namespace(instance_id);
         stop_ns_blocking(&self.clients, &ns, false).await;
-        cmd::delete_netns(&ns).await.map_err(transient)
+        self.place.remove(instance_id).await
     }
 
     async fn provision_baremetal(&self, req: &ProvisionBareMetalRequest) -> Result<(), OpError> {
@@ -231,7 +250,7 @@ impl Provisioner for LinuxProvisioner {
         host_id: &str,
     ) -> Result<(), OpError> {
         let _guard = self.ops.lock().await;
-        let ns = machine_ns(host_id);
+        let ns = self.place.namespace(host_id);
         if !netns::exists(&ns) {
             return Ok(());
         }
@@ -264,6 +283,7 @@ impl Provisioner for LinuxProvisioner {
         if api_agent.host_id == ingress_agent.host_id {
             holders.extend(
                 vip::assign(
+                    &*self.place,
                     &req.cluster_id,
                     &api_agent.host_id,
                     &api_agent.mac_address,
@@ -274,7 +294,14 @@ impl Provisioner for LinuxProvisioner {
         } else {
             for (agent, v) in [(api_agent, api), (ingress_agent, ingress)] {
                 holders.extend(
-                    vip::assign(&req.cluster_id, &agent.host_id, &agent.mac_address, &[v]).await?,
+                    vip::assign(
+                        &*self.place,
+                        &req.cluster_id,
+                        &agent.host_id,
+                        &agent.mac_address,
+                        &[v],
+                    )
+                    .await?,
                 );
             }
         }
@@ -289,7 +316,7 @@ impl Provisioner for LinuxProvisioner {
         let known = self.clusters.lock().await.get(cluster_id).cloned();
         let holders = match known {
             Some(h) => h,
-            None => vip::find(cluster_id).await?,
+            None => vip::find(&*self.place, cluster_id).await?,
         };
         vip::release(&holders).await?;
         self.clusters.lock().await.remove(cluster_id);
