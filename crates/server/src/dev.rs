@@ -88,11 +88,15 @@ pub fn dev_hosts() -> Vec<(Kind, Value)> {
     out
 }
 
-/// The dev class on the registered dev managers: linux when `--fabric linux`, else sim.
+/// The dev class on the registered dev managers: linux when `--fabric linux`, ovn when
+/// `--fabric ovn`, else sim.
 fn dev_class(service: &Service) -> Value {
     use crate::dataplane::{LINUX_FABRIC, LINUX_K8S};
+    use crate::ovn_dev::{OVN_FABRIC, OVN_K8S};
     if service.registry.get(LINUX_FABRIC).is_some() {
         default_class_for(LINUX_FABRIC, LINUX_K8S, "Default (real dataplane)")
+    } else if service.registry.get(OVN_FABRIC).is_some() {
+        default_class_for(OVN_FABRIC, OVN_K8S, "Default (OVN)")
     } else {
         default_class()
     }

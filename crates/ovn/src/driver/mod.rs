@@ -22,14 +22,14 @@ use osac_backends::fabric_model::{Change, FabricState, Plan, Record};
 use osac_backends::net::lowest_free;
 use osac_backends::{OpError, Registration};
 use osac_ovsdb::{Address, Client};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::nb::{self, Row, Scope};
 use crate::render::external::{self, ProviderNetwork};
 
 /// What an `ovn` registration says (its `ovn:` block).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OvnSettings {
     /// The northbound database: `unix:PATH` or `tcp:HOST:PORT`, a comma-separated list for
@@ -56,7 +56,7 @@ fn default_resync_seconds() -> u64 {
 }
 
 /// The provider network, as the registration names it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSettings {
     /// The physical network's name, which hypervisors map to a bridge
