@@ -286,7 +286,24 @@ async fn the_api_drives_ovn_and_packets_do_what_it_promises() {
     osac_server::dev::bootstrap(&server.service)
         .await
         .expect("dev bootstrap");
-    let env = Env { server, dir, admin };
+    let sandbox = server.ovn_sandbox.clone().expect("the dev server runs a sandbox");
+    let env = std::sync::Arc::new(Env { server, dir, admin });
+    let outcome = tokio::spawn(scenarios(env.clone())).await;
+    let Ok(env) = std::sync::Arc::try_unwrap(env) else {
+        panic!("the scenarios still hold the server");
+    };
+    let Env { server, dir, .. } = env;
+    server.shutdown().await;
+    // Stopped already unless the server's shutdown did not get that far.
+    sandbox.stop().await;
+    sweep_machines();
+    drop(dir);
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+async fn scenarios(env: std::sync::Arc<Env>) {
     let provider_ns = format!("{PREFIX}-pr");
     let outside: IpAddr = PROVIDER_GATEWAY.parse().expect("ip");
 
@@ -407,13 +424,6 @@ async fn the_api_drives_ovn_and_packets_do_what_it_promises() {
     assert!(connects(&a1.ns, api, 443, 10).await, "a VM reaches the cluster's API VIP {api}");
     assert_eq!(peers(api_listener).await, vec![a1.ip], "the API VIP's agent accepted it");
 
-    let Env { server, dir, .. } = env;
-    server.shutdown().await;
-    for m in [&a1, &a2, &b1, &bm] {
-        let _ = Command::new("ip").args(["netns", "del", &m.ns]).output();
-    }
-    sweep_machines();
-    drop(dir);
 }
 
 /// Removes every machine namespace of this test's prefix (the servers and agents too).

@@ -7,7 +7,7 @@
 //!
 //! Layout of the dev deployment (docs/ovn.md, "Dev mode"):
 //! - hosting clusters `hosting-a` (chassis `hv1`) and `hosting-b` (chassis `hv2`);
-//! - the inventory hosts alternate between `hv1` and `hv2`;
+//! - the inventory hosts spread over `hv1` and `hv2` (by host id);
 //! - provider network `physnet`: transit `172.31.0.0/24`, the outside world `172.31.0.1` in the
 //!   provider namespace (`<prefix>-pr`), which routes the ExternalIP pool `203.0.113.0/24` onto
 //!   the provider network (OVN's gateway ports answer ARP for their NAT addresses);
@@ -74,11 +74,11 @@ pub fn settings(northbound: String) -> Result<OvnSettings, String> {
         .iter()
         .map(|(cluster, c)| (cluster.to_string(), vec![c.to_string()]))
         .collect();
-    for (n, (_, host)) in crate::dev::dev_hosts().iter().enumerate() {
-        if let Some(name) = host["metadata"]["name"].as_str() {
-            chassis.insert(name.to_string(), vec![CHASSIS[n % CHASSIS.len()].to_string()]);
-        }
-    }
+    // Inventory hosts (known by id only once created) spread over both hypervisors.
+    chassis.insert(
+        osac_ovn::driver::ANY_HOST.to_string(),
+        CHASSIS.iter().map(|c| c.to_string()).collect(),
+    );
     Ok(OvnSettings {
         northbound,
         provider: ProviderSettings {

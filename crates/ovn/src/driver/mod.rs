@@ -46,10 +46,14 @@ pub struct OvnSettings {
     pub resync_seconds: u64,
     /// Where ports are bound ([`OvnSettings::chassis_for`]): a port's host — a hosting cluster
     /// (the ports of its VMs) or an inventory host (a bare-metal server's or a cluster agent's
-    /// NICs) — to the chassis it runs on. A host not listed is the chassis of its own name.
+    /// NICs) — to the chassis it runs on. A host not listed goes to the chassis listed under
+    /// [`ANY_HOST`], else to the chassis of its own name.
     #[serde(default)]
     pub chassis: BTreeMap<String, Vec<String>>,
 }
+
+/// The [`OvnSettings::chassis`] entry for every host not listed by name.
+pub const ANY_HOST: &str = "*";
 
 fn default_resync_seconds() -> u64 {
     30
@@ -87,10 +91,11 @@ impl OvnSettings {
     /// (`options:requested-chassis`). A VM's port (`interface` = `<vm id>/<nic>`, `host` = its
     /// hosting cluster) goes to one chassis of the cluster's, chosen by the VM's id, so every
     /// NIC of a VM is on the same chassis and the choice never changes; an inventory host's
-    /// port goes to the first chassis listed for it (its NIC's switch), or to the chassis named
-    /// like the host.
+    /// port to one chassis of those listed for it (or under [`ANY_HOST`]), chosen by the host,
+    /// or to the chassis named like the host.
     pub fn chassis_for(&self, host: &str, interface: &str) -> String {
-        let Some(list) = self.chassis.get(host).filter(|l| !l.is_empty()) else {
+        let listed = |key: &str| self.chassis.get(key).filter(|l| !l.is_empty());
+        let Some(list) = listed(host).or_else(|| listed(ANY_HOST)) else {
             return host.to_string();
         };
         let machine = interface.split_once('/').map_or(host, |(vm, _)| vm);
