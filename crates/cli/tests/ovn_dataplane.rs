@@ -111,7 +111,13 @@ impl Env {
         self.ok(&self.admin, &["admin", "create", "tenant", "--name", name])
             .await;
         let args = [
-            "admin", "create", "token", "--tenant", name, "--role", "tenant-admin",
+            "admin",
+            "create",
+            "token",
+            "--tenant",
+            name,
+            "--role",
+            "tenant-admin",
         ];
         let token = self.ok(&self.admin, &args).await;
         for _ in 0..300 {
@@ -130,8 +136,15 @@ impl Env {
     /// A VM (single call), once its DHCP client configured it.
     async fn vm(&self, token: &str, name: &str, extra: &[&str]) -> Machine {
         let mut args = vec![
-            "create", "computeinstance", "--template", "small", "--name", name, "--wait",
-            "--timeout", "180s",
+            "create",
+            "computeinstance",
+            "--template",
+            "small",
+            "--name",
+            name,
+            "--wait",
+            "--timeout",
+            "180s",
         ];
         args.extend_from_slice(extra);
         self.ok(token, &args).await;
@@ -144,8 +157,15 @@ impl Env {
     /// A bare-metal instance, once its DHCP client configured it.
     async fn bm(&self, token: &str, name: &str) -> Machine {
         let args = [
-            "create", "baremetalinstance", "--host-type", "bm-standard", "--name", name,
-            "--wait", "--timeout", "180s",
+            "create",
+            "baremetalinstance",
+            "--host-type",
+            "bm-standard",
+            "--name",
+            name,
+            "--wait",
+            "--timeout",
+            "180s",
         ];
         self.ok(token, &args).await;
         let v = self.json(token, &["get", "baremetalinstance", name]).await;
@@ -160,7 +180,10 @@ fn machine_ns(key: &str) -> String {
 }
 
 fn machine(name: &str, v: &Value, statuses: &str, key: &str) -> Machine {
-    let list = v["status"][statuses].as_array().cloned().unwrap_or_default();
+    let list = v["status"][statuses]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let primary = list
         .iter()
         .find(|a| a["primary"] == true)
@@ -170,7 +193,9 @@ fn machine(name: &str, v: &Value, statuses: &str, key: &str) -> Machine {
     Machine {
         name: name.into(),
         ns: machine_ns(key),
-        ip: ip.parse().unwrap_or_else(|_| panic!("{name}: bad ip '{ip}' in {v}")),
+        ip: ip
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}: bad ip '{ip}' in {v}")),
         ifname: primary["interface"].as_str().unwrap_or("eth0").into(),
     }
 }
@@ -191,7 +216,11 @@ async fn settled(m: Machine) -> Machine {
         false
     })
     .await;
-    assert!(ready, "{}: {} not configured by DHCP in {}", m.name, m.ip, m.ns);
+    assert!(
+        ready,
+        "{}: {} not configured by DHCP in {}",
+        m.name, m.ip, m.ns
+    );
     m
 }
 
@@ -286,7 +315,10 @@ async fn the_api_drives_ovn_and_packets_do_what_it_promises() {
     osac_server::dev::bootstrap(&server.service)
         .await
         .expect("dev bootstrap");
-    let sandbox = server.ovn_sandbox.clone().expect("the dev server runs a sandbox");
+    let sandbox = server
+        .ovn_sandbox
+        .clone()
+        .expect("the dev server runs a sandbox");
     let env = std::sync::Arc::new(Env { server, dir, admin });
     let outcome = tokio::spawn(scenarios(env.clone())).await;
     let Ok(env) = std::sync::Arc::try_unwrap(env) else {
@@ -294,16 +326,30 @@ async fn the_api_drives_ovn_and_packets_do_what_it_promises() {
     };
     let Env { server, dir, .. } = env;
     server.shutdown().await;
+    // A restart on the same data dir: the sandbox restarts on the same northbound database,
+    // the managers read their records back, the machines are plugged again and DHCP
+    // configures them.
+    let after_restart = match &outcome {
+        Ok((from, to)) => {
+            let server = start_server(dir.path()).await;
+            let works = pings(from, *to).await;
+            server.shutdown().await;
+            Some(works)
+        }
+        Err(_) => None,
+    };
     // Stopped already unless the server's shutdown did not get that far.
     sandbox.stop().await;
     sweep_machines();
     drop(dir);
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
+    match outcome {
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+        Ok(_) => assert_eq!(after_restart, Some(true), "VMs ping again after a restart"),
     }
 }
 
-async fn scenarios(env: std::sync::Arc<Env>) {
+/// The scenarios; returns a VM's namespace and another VM's address (for the restart).
+async fn scenarios(env: std::sync::Arc<Env>) -> (String, IpAddr) {
     let provider_ns = format!("{PREFIX}-pr");
     let outside: IpAddr = PROVIDER_GATEWAY.parse().expect("ip");
 
@@ -312,9 +358,14 @@ async fn scenarios(env: std::sync::Arc<Env>) {
     let t = env.tenant("ovn-a").await;
     let mut by_hv: std::collections::BTreeMap<String, Machine> = Default::default();
     for n in 0..8 {
-        let extra: &[&str] = if n == 0 { &["--external-ip-attachment"] } else { &[] };
+        let extra: &[&str] = if n == 0 {
+            &["--external-ip-attachment"]
+        } else {
+            &[]
+        };
         let m = env.vm(&t, &format!("vm{n}"), extra).await;
-        let hv = hypervisor_of(&m.ns, &m.ifname).unwrap_or_else(|| panic!("{}: not plugged", m.name));
+        let hv =
+            hypervisor_of(&m.ns, &m.ifname).unwrap_or_else(|| panic!("{}: not plugged", m.name));
         by_hv.entry(hv).or_insert(m);
         if by_hv.len() == 2 {
             break;
@@ -323,24 +374,46 @@ async fn scenarios(env: std::sync::Arc<Env>) {
     assert_eq!(by_hv.len(), 2, "VMs on both hypervisors: {by_hv:?}");
     let a1 = by_hv.remove("hv1").expect("a VM on hv1");
     let a2 = by_hv.remove("hv2").expect("a VM on hv2");
-    assert!(pings(&a1.ns, a2.ip).await, "{} pings {} across hypervisors", a1.name, a2.name);
-    assert!(pings(&a2.ns, a1.ip).await, "{} pings {} across hypervisors", a2.name, a1.name);
+    assert!(
+        pings(&a1.ns, a2.ip).await,
+        "{} pings {} across hypervisors",
+        a1.name,
+        a2.name
+    );
+    assert!(
+        pings(&a2.ns, a1.ip).await,
+        "{} pings {} across hypervisors",
+        a2.name,
+        a1.name
+    );
 
     // The default group lets TCP 22 in, not 8080.
     let _l22 = listen(&a2.ns, a2.ip, 22).await;
     let _l8080 = listen(&a2.ns, a2.ip, 8080).await;
     assert!(connects(&a1.ns, a2.ip, 22, 5).await, "tcp/22 is allowed");
-    assert!(!connects(&a1.ns, a2.ip, 8080, 1).await, "tcp/8080 is not allowed");
+    assert!(
+        !connects(&a1.ns, a2.ip, 8080, 1).await,
+        "tcp/8080 is not allowed"
+    );
 
     // A forged source address is dropped (port security), the real one passes.
-    assert!(in_ns(&a1.ns, &["ip", "addr", "add", "10.0.1.250/32", "dev", &a1.ifname]));
+    assert!(in_ns(
+        &a1.ns,
+        &["ip", "addr", "add", "10.0.1.250/32", "dev", &a1.ifname]
+    ));
     let a2ip = a2.ip.to_string();
     assert!(
-        !in_ns(&a1.ns, &["ping", "-c", "2", "-W", "2", "-I", "10.0.1.250", &a2ip]),
+        !in_ns(
+            &a1.ns,
+            &["ping", "-c", "2", "-W", "2", "-I", "10.0.1.250", &a2ip]
+        ),
         "a ping from a forged source address got an answer"
     );
     assert!(in_ns(&a1.ns, &["ping", "-c", "1", "-W", "3", &a2ip]));
-    assert!(in_ns(&a1.ns, &["ip", "addr", "del", "10.0.1.250/32", "dev", &a1.ifname]));
+    assert!(in_ns(
+        &a1.ns,
+        &["ip", "addr", "del", "10.0.1.250/32", "dev", &a1.ifname]
+    ));
 
     // The ExternalIP of the first VM reaches it from the provider network, client address
     // kept; its outbound traffic leaves with the NAT gateway's address.
@@ -352,8 +425,15 @@ async fn scenarios(env: std::sync::Arc<Env>) {
     let vm0_ns = machine_ns(vm0["id"].as_str().expect("id"));
     let any: IpAddr = "0.0.0.0".parse().expect("ip");
     let inbound = std::sync::Arc::new(listen(&vm0_ns, any, 443).await);
-    assert!(connects(&provider_ns, ext, 443, 10).await, "the provider reaches {ext}:443");
-    assert_eq!(peers(inbound.clone()).await, vec![outside], "the VM sees the client's address");
+    assert!(
+        connects(&provider_ns, ext, 443, 10).await,
+        "the provider reaches {ext}:443"
+    );
+    assert_eq!(
+        peers(inbound.clone()).await,
+        vec![outside],
+        "the VM sees the client's address"
+    );
     let gws = env.json(&t, &["get", "natgateways"]).await;
     let nat_ip: IpAddr = items(&gws)
         .first()
@@ -367,31 +447,85 @@ async fn scenarios(env: std::sync::Arc<Env>) {
     // A VM without an ExternalIP (one with it leaves with its own external address).
     let plain = if a1.ns == vm0_ns { &a2 } else { &a1 };
     let outbound = std::sync::Arc::new(listen(&provider_ns, outside, 7100).await);
-    assert!(connects(&plain.ns, outside, 7100, 10).await, "outbound to the provider");
-    assert_eq!(peers(outbound).await, vec![nat_ip], "the provider sees the NAT gateway's address");
+    assert!(
+        connects(&plain.ns, outside, 7100, 10).await,
+        "outbound to the provider"
+    );
+    assert_eq!(
+        peers(outbound).await,
+        vec![nat_ip],
+        "the provider sees the NAT gateway's address"
+    );
 
     // Another tenant's VM is unreachable both ways.
     let tb = env.tenant("ovn-b").await;
-    env.ok(&tb, &["create", "virtualnetwork", "--cidr", "10.9.0.0/16", "--name", "bn", "--wait"])
+    env.ok(
+        &tb,
+        &[
+            "create",
+            "virtualnetwork",
+            "--cidr",
+            "10.9.0.0/16",
+            "--name",
+            "bn",
+            "--wait",
+        ],
+    )
+    .await;
+    env.ok(
+        &tb,
+        &[
+            "create",
+            "subnet",
+            "--virtual-network",
+            "bn",
+            "--cidr",
+            "10.9.1.0/24",
+            "--name",
+            "bs",
+            "--wait",
+        ],
+    )
+    .await;
+    let b1 = env
+        .vm(&tb, "b1", &["--network-attachment", "subnet=bs"])
         .await;
-    env.ok(&tb, &["create", "subnet", "--virtual-network", "bn", "--cidr", "10.9.1.0/24", "--name", "bs", "--wait"])
-        .await;
-    let b1 = env.vm(&tb, "b1", &["--network-attachment", "subnet=bs"]).await;
-    assert!(!ping_once(&a1.ns, b1.ip).await, "tenant a reaches tenant b's VM");
-    assert!(!ping_once(&b1.ns, a1.ip).await, "tenant b reaches tenant a's VM");
-    assert!(!connects(&b1.ns, a2.ip, 22, 1).await, "tenant b opens tcp/22 on tenant a's VM");
+    assert!(
+        !ping_once(&a1.ns, b1.ip).await,
+        "tenant a reaches tenant b's VM"
+    );
+    assert!(
+        !ping_once(&b1.ns, a1.ip).await,
+        "tenant b reaches tenant a's VM"
+    );
+    assert!(
+        !connects(&b1.ns, a2.ip, 22, 1).await,
+        "tenant b opens tcp/22 on tenant a's VM"
+    );
 
     // A bare-metal server gets its address from OVN's DHCP and talks to a VM.
     let bm = env.bm(&t, "bm1").await;
     assert!(pings(&bm.ns, a1.ip).await, "the server pings a VM");
-    assert!(connects(&bm.ns, a2.ip, 22, 5).await, "the server opens tcp/22 on a VM");
+    assert!(
+        connects(&bm.ns, a2.ip, 22, 5).await,
+        "the server opens tcp/22 on a VM"
+    );
 
     // A cluster's API VIP answers, on the agent that holds it.
     env.ok(
         &t,
         &[
-            "create", "cluster", "--template", "ocp", "--node-set", "workers=bm-standard,size=2",
-            "--name", "c1", "--wait", "--timeout", "180s",
+            "create",
+            "cluster",
+            "--template",
+            "ocp",
+            "--node-set",
+            "workers=bm-standard,size=2",
+            "--name",
+            "c1",
+            "--wait",
+            "--timeout",
+            "180s",
         ],
     )
     .await;
@@ -401,7 +535,11 @@ async fn scenarios(env: std::sync::Arc<Env>) {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no API endpoint in {c}"));
     let mut hosts = Vec::new();
-    for set in c["status"]["node_sets"].as_object().into_iter().flat_map(|m| m.values()) {
+    for set in c["status"]["node_sets"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
         for a in set["agents"].as_array().into_iter().flatten() {
             hosts.push(a["host"].as_str().unwrap_or_default().to_string());
         }
@@ -423,15 +561,46 @@ async fn scenarios(env: std::sync::Arc<Env>) {
     .await
     .unwrap_or_else(|| panic!("no agent of c1 holds the API VIP {api}"));
     let api_listener = std::sync::Arc::new(listen(&holder, api, 443).await);
-    assert!(connects(&a1.ns, api, 443, 10).await, "a VM reaches the cluster's API VIP {api}");
-    assert_eq!(peers(api_listener).await, vec![a1.ip], "the API VIP's agent accepted it");
-
+    if !connects(&a1.ns, api, 443, 10).await {
+        let nb = format!("unix:{}", env.dir.path().join("ovn/nb.sock").display());
+        let sh = |args: &[&str]| {
+            Command::new(args[0])
+                .args(&args[1..])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+                .unwrap_or_default()
+        };
+        eprintln!(
+            "=== API VIP {api} unreachable from {} ===\nholder {holder}:\n{}\n{}:\n{}\nnorthbound ports:\n{}",
+            a1.ns,
+            sh(&["ip", "-n", &holder, "addr"]),
+            a1.ns,
+            sh(&["ip", "-n", &a1.ns, "neigh"]),
+            sh(&[
+                "ovn-nbctl",
+                "--db",
+                &nb,
+                "--columns=name,addresses,port_security,options",
+                "list",
+                "Logical_Switch_Port"
+            ]),
+        );
+        panic!("a VM reaches the cluster's API VIP {api}");
+    }
+    assert_eq!(
+        peers(api_listener).await,
+        vec![a1.ip],
+        "the API VIP's agent accepted it"
+    );
+    (a1.ns, a2.ip)
 }
 
 /// Removes every machine namespace of this test's prefix (the servers and agents too).
 fn sweep_machines() {
     let out = Command::new("ip").args(["netns", "list"]).output();
-    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default();
+    let text = out
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
     for line in text.lines() {
         let name = line.split_whitespace().next().unwrap_or_default();
         if name.starts_with(&format!("{PREFIX}m-")) {

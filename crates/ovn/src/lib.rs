@@ -28,6 +28,6 @@ pub mod sandbox;
 
 pub use cmd::CmdError;
 pub use driver::k8s::OvnK8s;
-pub use machines::OvnMachines;
 pub use driver::{OvnError, OvnFabric, OvnSettings};
+pub use machines::OvnMachines;
 pub use sandbox::{Hypervisor, Sandbox, SandboxConfig, SandboxError};

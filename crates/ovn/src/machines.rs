@@ -47,11 +47,7 @@ impl OvnMachines {
     /// The machines of `sandbox`, in namespaces named `<prefix><hash of the machine>` (a
     /// prefix of their own: never `osac-`, which the linux fabric's garbage collection owns),
     /// bound as the `ovn` driver with `settings` binds their ports.
-    pub fn new(
-        sandbox: Arc<Sandbox>,
-        settings: OvnSettings,
-        prefix: &str,
-    ) -> Result<Self, String> {
+    pub fn new(sandbox: Arc<Sandbox>, settings: OvnSettings, prefix: &str) -> Result<Self, String> {
         if prefix.starts_with("osac-") {
             return Err(format!(
                 "machine namespace prefix '{prefix}' starts with osac- (the linux fabric's)"
@@ -201,7 +197,9 @@ impl MachinePlace for OvnMachines {
 
     async fn prepare(&self, key: &str) -> Result<(), OpError> {
         self.converge(Some(key)).await.map_err(|e| {
-            OpError::backend_transient(format!("cannot plug the interfaces of machine '{key}': {e}"))
+            OpError::backend_transient(format!(
+                "cannot plug the interfaces of machine '{key}': {e}"
+            ))
         })
     }
 

@@ -110,7 +110,11 @@ async fn a_hosting_cluster_without_chassis_is_refused_at_start() {
         .await
         .err()
         .expect("refused");
-    assert!(err.to_string().contains("hosting cluster 'hc-b' has no chassis"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("hosting cluster 'hc-b' has no chassis"),
+        "{err}"
+    );
     db.stop().await;
 }
 
@@ -174,7 +178,15 @@ async fn ports_are_bound_on_a_chassis_of_their_hosting_cluster_or_host() {
     assert_eq!(chassis_of(&rows, "osac-p-vm-a/0"), "hv1");
     let b0 = chassis_of(&rows, "osac-p-vm-b/0");
     assert!(["hv2", "hv3"].contains(&b0.as_str()), "{b0}");
-    assert_eq!(chassis_of(&rows, "osac-p-vm-b/1"), b0, "a VM's NICs share a chassis");
-    assert_eq!(chassis_of(&rows, "osac-p-bm"), "hv4", "an unlisted host: the '*' chassis");
+    assert_eq!(
+        chassis_of(&rows, "osac-p-vm-b/1"),
+        b0,
+        "a VM's NICs share a chassis"
+    );
+    assert_eq!(
+        chassis_of(&rows, "osac-p-bm"),
+        "hv4",
+        "an unlisted host: the '*' chassis"
+    );
     db.stop().await;
 }

@@ -163,7 +163,10 @@ fn registration(name: &str, role: Role, settings: &OvnSettings) -> Result<Regist
         driver: DriverConfig::Ovn(value),
         hosting_clusters: match role {
             Role::Fabric => Vec::new(),
-            Role::K8s => HOSTING_CLUSTERS.iter().map(|(c, _)| c.to_string()).collect(),
+            Role::K8s => HOSTING_CLUSTERS
+                .iter()
+                .map(|(c, _)| c.to_string())
+                .collect(),
         },
     })
 }

@@ -324,8 +324,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             ovn_dev::preflight(dev)
                 .await
                 .map_err(ServerError::Dataplane)?;
-            let settings =
-                ovn_dev::settings(dev.northbound()).map_err(ServerError::Dataplane)?;
+            let settings = ovn_dev::settings(dev.northbound()).map_err(ServerError::Dataplane)?;
             let sandbox = match dev.northbound {
                 Some(_) => None,
                 None => Some(Arc::new(

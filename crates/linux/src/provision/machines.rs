@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::MachinePlace;
 use crate::cmd::{self, CmdError};
 use crate::dhcp::packet::parse_mac;
 use crate::dhcp::{
     Client6Config, ClientConfig, Dhcp6Client, DhcpClient, InterfaceStatus, Timing, netns, ra,
 };
-use super::MachinePlace;
 
 /// Alias of a powered-off machine's `lo`.
 pub const POWER_OFF_ALIAS: &str = "osac-power-off";

@@ -27,8 +27,8 @@ use tokio::sync::Mutex;
 use crate::dhcp::{Status, Timing, netns, ra};
 use crate::names::machine_of;
 pub use machines::MachineScope;
-pub use place::{FabricMachines, MachinePlace};
 use machines::{Clients, Supervisor, machine_links, set_power, stop_ns_blocking};
+pub use place::{FabricMachines, MachinePlace};
 
 /// How often the supervisor looks for machine namespaces needing clients.
 pub const SUPERVISE_EVERY: Duration = Duration::from_secs(1);
@@ -96,7 +96,8 @@ impl LinuxProvisioner {
         machine_key: &str,
         ifname: &str,
     ) -> Option<crate::dhcp::InterfaceStatus> {
-        self.clients.status(&self.place.namespace(machine_key), ifname)
+        self.clients
+            .status(&self.place.namespace(machine_key), ifname)
     }
 
     /// Stops every client (addresses stay); the supervisor ends with the last handle.

@@ -7,11 +7,11 @@ use std::net::IpAddr;
 
 use osac_backends::OpError;
 
+use super::MachinePlace;
 use super::machines::{MachineLink, machine_links};
 use crate::cmd;
 use crate::dhcp::netns;
 use crate::dhcp::packet::parse_mac;
-use super::MachinePlace;
 use crate::raw;
 
 /// Alias prefix of an interface holding VIPs: `osac-vip <cluster id> <vip> [<vip>…]`.

@@ -88,11 +88,18 @@ impl OvnK8s {
 
     /// The chassis of hosting cluster `cluster` (empty when it is not served).
     pub fn chassis_of(&self, cluster: &str) -> &[String] {
-        self.settings.chassis.get(cluster).map_or(&[], Vec::as_slice)
+        self.settings
+            .chassis
+            .get(cluster)
+            .map_or(&[], Vec::as_slice)
     }
 
     /// A recorded overlay (tests, dev tooling).
-    pub async fn overlay(&self, subnet_id: &str, cluster: &str) -> Option<CreateSubnetOverlayRequest> {
+    pub async fn overlay(
+        &self,
+        subnet_id: &str,
+        cluster: &str,
+    ) -> Option<CreateSubnetOverlayRequest> {
         self.inner
             .lock()
             .await
@@ -115,7 +122,13 @@ impl OvnK8s {
             .map_err(|e| OpError::permanent(format!("the overlay cannot be encoded: {e}")))?;
         let vips: Vec<String> = r.vip_cidr.iter().map(ToString::to_string).collect();
         let row = op::row([
-            ("name", json!(format!("osac_o_{:016x}", osac_model::hash::fnv1a64(key.bytes())))),
+            (
+                "name",
+                json!(format!(
+                    "osac_o_{:016x}",
+                    osac_model::hash::fnv1a64(key.bytes())
+                )),
+            ),
             ("addresses", datum::string_set(&vips)),
             (
                 "external_ids",
@@ -149,7 +162,11 @@ impl OvnK8s {
 
     /// The columns we write of row `key`, as the database holds them (None when absent).
     async fn read_row(&self, inner: &mut Inner, key: &str) -> Result<Option<Value>, OpError> {
-        let select = op::select(TABLE, ours(key), Some(&["name", "addresses", "external_ids"]));
+        let select = op::select(
+            TABLE,
+            ours(key),
+            Some(&["name", "addresses", "external_ids"]),
+        );
         let reply = self.transact(inner, vec![select]).await?;
         Ok(reply
             .first()
@@ -227,7 +244,9 @@ async fn load(
                 overlays.insert(overlay_key(&o.hosting_cluster, &o.subnet_id), o);
             }
             // A row edited into nonsense is rewritten by the next create of its overlay.
-            Err(e) => tracing::warn!(row = ?ids.get(ID_KEY), error = %e, "ovn: unreadable overlay record"),
+            Err(e) => {
+                tracing::warn!(row = ?ids.get(ID_KEY), error = %e, "ovn: unreadable overlay record")
+            }
         }
     }
     Ok(overlays)
