@@ -9,7 +9,10 @@
 //!
 //! [`driver`] is the `ovn` fabric manager: it plans every operation on the shared fabric
 //! model and writes the model's records and the rows they render to the northbound database,
-//! its only state.
+//! its only state; [`driver::k8s`] is the k8s manager (hosting clusters as sets of chassis).
+//!
+//! [`machines`] plugs the machines of a sandbox (VMs, servers, cluster agents) into its
+//! hypervisors for the `osac-linux` provisioner (dev mode and tests).
 //!
 //! [`sandbox`] starts a complete OVN deployment under one directory, without systemd and
 //! without the Open vSwitch kernel module: the northbound and southbound databases
