@@ -101,15 +101,10 @@ pub async fn preflight(dev: &OvnDev) -> Result<(), String> {
     if dev.northbound.is_some() {
         return Ok(());
     }
-    let status = tokio::fs::read_to_string("/proc/self/status")
+    let root = osac_linux::runs_as_root()
         .await
-        .map_err(|e| format!("--fabric ovn cannot run here: cannot read /proc/self/status: {e}"))?;
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("");
-    if euid != "0" {
+        .map_err(|e| format!("--fabric ovn cannot run here: {e}"))?;
+    if !root {
         return Err("--fabric ovn cannot run here: its OVN sandbox needs root (network namespaces, Open vSwitch); run as root, pass --ovn-northbound ADDR of an existing OVN, or use the sim fabric".into());
     }
     if let Some(missing) = osac_ovn::sandbox::missing_sandbox_tools() {
