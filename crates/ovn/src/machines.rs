@@ -39,8 +39,8 @@ pub struct OvnMachines {
     prefix: String,
     northbound: Vec<Address>,
     client: Mutex<Option<Client>>,
-    /// What is plugged, by (machine namespace, interface).
-    plugged: Mutex<BTreeMap<(String, String), Plug>>,
+    /// What is plugged, by (machine namespace, interface), and whether it is a VM's.
+    plugged: Mutex<BTreeMap<(String, String), (Plug, bool)>>,
 }
 
 impl OvnMachines {
@@ -114,20 +114,24 @@ impl OvnMachines {
 
     /// Plugs, rebinds and unplugs until the machines' interfaces are what the database's
     /// attachments call for. A VM's namespace is created only when it boots (`booting`): a
-    /// deleted VM whose ports are not deleted yet stays deleted. Servers and agents exist
-    /// as long as their ports (an idle agent waits, plugged, for its cluster). Returns the
-    /// first failure (the others are tried anyway).
+    /// deleted VM whose ports are not deleted yet stays deleted. A server's or agent's NIC is
+    /// plugged once its first port exists and stays (an idle agent waits, plugged, for its
+    /// cluster; its port moving to a subnet re-binds the same veth). Returns the first failure
+    /// (the others are tried anyway).
     async fn converge(&self, booting: Option<&str>) -> Result<(), String> {
         let wanted = self.wanted().await?;
         let mut plugged = self.plugged.lock().await;
         let mut failure = None;
+        // A VM's interface goes with its port; a server's NIC stays cabled while its port is
+        // away (an agent's port leaves the parking network before it joins a subnet), so the
+        // machine keeps its interface and its DHCP client.
         let gone: Vec<(String, String)> = plugged
-            .keys()
-            .filter(|k| !wanted.contains_key(*k))
-            .cloned()
+            .iter()
+            .filter(|(k, (_, vm))| *vm && !wanted.contains_key(*k))
+            .map(|(k, _)| k.clone())
             .collect();
         for key in gone {
-            if let Some(p) = plugged.remove(&key) {
+            if let Some((p, _)) = plugged.remove(&key) {
                 let dev = device(&key.0, &key.1);
                 if let Ok(hv) = self.hypervisor(&p.chassis) {
                     let _ = hv.unplug_device(&dev).await;
@@ -140,7 +144,7 @@ impl OvnMachines {
                 continue;
             }
             let dev = device(ns, ifname);
-            let result = match plugged.get(&key) {
+            let result = match plugged.get(&key).map(|(p, _)| p) {
                 Some(have) if *have == want => continue,
                 // The same cable, now bound to another port (an agent's port moved from the
                 // parking network to a subnet): the machine keeps its interface.
@@ -161,7 +165,7 @@ impl OvnMachines {
             };
             match result {
                 Ok(()) => {
-                    plugged.insert(key, want);
+                    plugged.insert(key, (want, vm));
                 }
                 Err(e) => {
                     tracing::warn!(%ns, %ifname, port = %want.port, error = %e, "ovn: cannot plug a machine interface");
@@ -214,7 +218,7 @@ impl MachinePlace for OvnMachines {
         let mut plugged = self.plugged.lock().await;
         let mine: Vec<(String, String)> = plugged.keys().filter(|k| k.0 == ns).cloned().collect();
         for k in mine {
-            if let Some(p) = plugged.remove(&k)
+            if let Some((p, _)) = plugged.remove(&k)
                 && let Ok(hv) = self.hypervisor(&p.chassis)
             {
                 hv.unplug_device(&device(&k.0, &k.1))
