@@ -88,6 +88,7 @@ fn settings(dir: &Path) -> Result<OvnSettings> {
         private_key: None,
         certificate: None,
         ca_certificate: None,
+        chassis: Default::default(),
     })
 }
 

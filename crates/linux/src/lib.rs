@@ -31,18 +31,23 @@ pub use k8s::LinuxK8s;
 /// Tools the dataplane cannot work without.
 pub const REQUIRED_TOOLS: [&str; 4] = ["ip", "nft", "dnsmasq", "sysctl"];
 
-/// Checks that this process can run the dataplane: root, and `ip`, `nft`, `dnsmasq`,
-/// `sysctl` and `conntrack` on PATH. The error says what is missing and how to get it.
-pub async fn preflight() -> Result<(), LinuxError> {
+/// Whether this process runs with effective user id 0 (the error says why it cannot tell).
+pub async fn runs_as_root() -> Result<bool, String> {
     let status = tokio::fs::read_to_string("/proc/self/status")
         .await
-        .map_err(|e| LinuxError::Preflight(format!("cannot read /proc/self/status: {e}")))?;
+        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
     let euid = status
         .lines()
         .find_map(|l| l.strip_prefix("Uid:"))
         .and_then(|l| l.split_whitespace().nth(1))
         .unwrap_or("");
-    if euid != "0" {
+    Ok(euid == "0")
+}
+
+/// Checks that this process can run the dataplane: root, and `ip`, `nft`, `dnsmasq`,
+/// `sysctl` and `conntrack` on PATH. The error says what is missing and how to get it.
+pub async fn preflight() -> Result<(), LinuxError> {
+    if !runs_as_root().await.map_err(LinuxError::Preflight)? {
         return Err(LinuxError::Preflight(
             "it needs root (network namespaces, nftables); run as root or use the sim fabric"
                 .into(),

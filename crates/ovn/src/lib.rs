@@ -9,7 +9,10 @@
 //!
 //! [`driver`] is the `ovn` fabric manager: it plans every operation on the shared fabric
 //! model and writes the model's records and the rows they render to the northbound database,
-//! its only state.
+//! its only state; [`driver::k8s`] is the k8s manager (hosting clusters as sets of chassis).
+//!
+//! [`machines`] plugs the machines of a sandbox (VMs, servers, cluster agents) into its
+//! hypervisors for the `osac-linux` provisioner (dev mode and tests).
 //!
 //! [`sandbox`] starts a complete OVN deployment under one directory, without systemd and
 //! without the Open vSwitch kernel module: the northbound and southbound databases
@@ -23,10 +26,13 @@
 
 mod cmd;
 pub mod driver;
+pub mod machines;
 pub mod nb;
 pub mod render;
 pub mod sandbox;
 
 pub use cmd::CmdError;
+pub use driver::k8s::OvnK8s;
 pub use driver::{OvnError, OvnFabric, OvnSettings};
+pub use machines::OvnMachines;
 pub use sandbox::{Hypervisor, Sandbox, SandboxConfig, SandboxError};

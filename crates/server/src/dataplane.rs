@@ -34,6 +34,8 @@ pub enum FabricChoice {
     Sim,
     /// The real dataplane on this machine's kernel (root), with these settings.
     Linux(LinuxSettings),
+    /// OVN: a sandbox under a directory (root), or an existing deployment.
+    Ovn(crate::ovn_dev::OvnDev),
 }
 
 /// Names of the dev-mode linux managers.

@@ -88,11 +88,17 @@ pub fn dev_hosts() -> Vec<(Kind, Value)> {
     out
 }
 
-/// The dev class on the registered dev managers: linux when `--fabric linux`, else sim.
+/// The dev class on the registered dev managers: linux when `--fabric linux`, ovn when
+/// `--fabric ovn` (both managers of the pair registered), else sim.
 fn dev_class(service: &Service) -> Value {
     use crate::dataplane::{LINUX_FABRIC, LINUX_K8S};
-    if service.registry.get(LINUX_FABRIC).is_some() {
+    use crate::ovn_dev::{OVN_FABRIC, OVN_K8S};
+    let registered =
+        |fabric, k8s| service.registry.get(fabric).is_some() && service.registry.get(k8s).is_some();
+    if registered(LINUX_FABRIC, LINUX_K8S) {
         default_class_for(LINUX_FABRIC, LINUX_K8S, "Default (real dataplane)")
+    } else if registered(OVN_FABRIC, OVN_K8S) {
+        default_class_for(OVN_FABRIC, OVN_K8S, "Default (OVN)")
     } else {
         default_class()
     }

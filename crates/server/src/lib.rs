@@ -8,7 +8,7 @@
 //! - [`dataplane`]: the real Linux dataplane (`osac-linux`) plugged in as driver factory,
 //!   provisioner and garbage collector — the only place the API side meets the kernel.
 //! - [`ovn`]: the `ovn` driver (`osac-ovn`) plugged in as driver factory of `driver: ovn`
-//!   registrations.
+//!   registrations; [`ovn_dev`]: dev mode on an OVN sandbox (`--fabric ovn`).
 //! - [`dev`]: the `--dev` environment (a default NetworkClass, pools, host inventory, an admin
 //!   token).
 //!
@@ -18,6 +18,7 @@
 pub mod dataplane;
 pub mod dev;
 pub mod ovn;
+pub mod ovn_dev;
 pub mod serve;
 pub mod server;
 

@@ -1,12 +1,12 @@
 //! The `ovn` driver in the server: the factory that starts `driver: ovn` registrations with
-//! the fabric manager of `osac-ovn`, which programs an OVN deployment through its northbound
-//! database (docs/ovn.md).
+//! the fabric and k8s managers of `osac-ovn`, which program an OVN deployment through its
+//! northbound database (docs/ovn.md), and the dev-mode registry on them.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use osac_backends::{DriverConfig, DriverContext, DriverFactory, Registration, Role, RoleManager};
-use osac_ovn::{OvnFabric, OvnSettings};
+use osac_ovn::{OvnFabric, OvnK8s, OvnSettings};
 
 /// Starts `ovn` registrations.
 pub struct OvnFactory;
@@ -20,20 +20,23 @@ impl DriverFactory for OvnFactory {
                 registration.driver.kind()
             ));
         };
-        if registration.role != Role::Fabric {
-            return Err(
-                "the ovn driver serves the fabric role; register the k8s role with another driver"
-                    .into(),
-            );
-        }
         let settings: OvnSettings = serde_yaml_ng::from_value(value.clone())
             .map_err(|e| format!("the ovn: block of the registration: {e}"))?;
-        let fabric = Arc::new(
-            OvnFabric::open(registration, settings)
-                .await
-                .map_err(|e| e.to_string())?,
-        );
-        Ok(RoleManager::Fabric(fabric))
+        Ok(match registration.role {
+            Role::Fabric => {
+                let fabric = Arc::new(
+                    OvnFabric::open(registration, settings)
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
+                RoleManager::Fabric(fabric)
+            }
+            Role::K8s => RoleManager::K8s(Arc::new(
+                OvnK8s::open(registration, settings)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            )),
+        })
     }
 }
 

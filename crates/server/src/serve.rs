@@ -54,10 +54,16 @@ pub struct ServerArgs {
     /// Directory of manager registrations (`*.yaml`); dev mode uses the built-in sim managers.
     #[arg(long, env = "OSAC_MANAGERS_DIR")]
     pub managers_dir: Option<PathBuf>,
-    /// Dev-mode managers: `sim` (in-process, no privileges) or `linux` (a real dataplane of
-    /// network namespaces, bridges, nftables and dnsmasq on this machine; needs root).
+    /// Dev-mode managers: `sim` (in-process, no privileges), `linux` (a real dataplane of
+    /// network namespaces, bridges, nftables and dnsmasq on this machine; needs root) or `ovn`
+    /// (an OVN sandbox under `<data-dir>/ovn` with two hypervisors; needs root)
     #[arg(long, value_enum, env = "OSAC_FABRIC", default_value = "sim")]
     pub fabric: FabricArg,
+    /// With `--fabric ovn`: program this existing OVN's northbound database (`unix:PATH`,
+    /// `tcp:HOST:PORT`, a comma-separated list for a cluster) instead of starting a sandbox;
+    /// machines are then simulated
+    #[arg(long, env = "OSAC_OVN_NORTHBOUND", value_name = "ADDR")]
+    pub ovn_northbound: Option<String>,
     /// Reconcile workers: reconciles of different objects run at once. A reconcile spends
     /// most of its time waiting (for a commit, a manager), so there are many more workers
     /// than cores; on PostgreSQL more writes in flight also share each status statement
@@ -177,6 +183,8 @@ pub enum FabricArg {
     Sim,
     /// The real dataplane on this machine (root).
     Linux,
+    /// OVN: a sandbox of OVN and Open vSwitch daemons (root), or `--ovn-northbound`.
+    Ovn,
 }
 
 /// Runs the server until Ctrl-C / SIGTERM.
@@ -190,6 +198,14 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         bail!(
             "--fabric linux selects the dev-mode managers; without --dev, register `driver: linux` managers in --managers-dir (see README, \"Real dataplane\")"
         );
+    }
+    if args.fabric == FabricArg::Ovn && !args.dev {
+        bail!(
+            "--fabric ovn selects the dev-mode managers; without --dev, register `driver: ovn` managers in --managers-dir (see docs/ovn.md)"
+        );
+    }
+    if args.ovn_northbound.is_some() && args.fabric != FabricArg::Ovn {
+        bail!("--ovn-northbound is for --fabric ovn");
     }
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
@@ -232,6 +248,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         fabric: match args.fabric {
             FabricArg::Sim => FabricChoice::Sim,
             FabricArg::Linux => FabricChoice::Linux(osac_linux_settings(&args.data_dir)),
+            FabricArg::Ovn => FabricChoice::Ovn(crate::ovn_dev::OvnDev {
+                dir: std::fs::canonicalize(&args.data_dir)
+                    .unwrap_or_else(|_| args.data_dir.clone())
+                    .join("ovn"),
+                prefix: "ovnd".into(),
+                northbound: args.ovn_northbound.clone(),
+            }),
         },
         transport: TransportConfig {
             tls: match (&args.tls_cert, &args.tls_key) {

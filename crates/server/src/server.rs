@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::dataplane::{self, FabricChoice};
+use crate::ovn_dev;
 use osac_api::auth::{AuthConfig, Authenticator};
 use osac_api::listen::{self, TransportConfig};
 use osac_api::service::Service;
@@ -115,6 +116,8 @@ pub struct RunningServer {
     /// or, without one, a `linux` manager is registered (it is then the one the controllers
     /// use).
     pub linux_provisioner: Option<Arc<LinuxProvisioner>>,
+    /// The OVN sandbox of `--fabric ovn` dev mode, stopped with the server.
+    pub ovn_sandbox: Option<Arc<osac_ovn::Sandbox>>,
     tls: bool,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -136,12 +139,21 @@ impl RunningServer {
         if let Some(p) = &self.linux_provisioner {
             p.shutdown().await;
         }
+        if let Some(s) = &self.ovn_sandbox {
+            s.stop().await;
+        }
     }
 
     /// Resolves when the server stops (e.g. after shutdown by a signal).
     pub async fn wait(self) {
         for t in self.tasks {
             let _ = t.await;
+        }
+        if let Some(p) = &self.linux_provisioner {
+            p.shutdown().await;
+        }
+        if let Some(s) = &self.ovn_sandbox {
+            s.stop().await;
         }
     }
 
@@ -307,24 +319,67 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             .await
             .map_err(ServerError::Dataplane)?;
     }
-    let registry = Arc::new(match (&config.managers_dir, &config.fabric) {
-        (Some(dir), _) => Registry::load_dir(dir, &ctx).await?,
-        (None, FabricChoice::Sim) => Registry::sim_dev(&ctx).await?,
-        (None, FabricChoice::Linux(settings)) => dataplane::dev_registry(&ctx, settings).await?,
-    });
+    let ovn_dev = match (&config.managers_dir, &config.fabric) {
+        (None, FabricChoice::Ovn(dev)) => {
+            ovn_dev::preflight(dev)
+                .await
+                .map_err(ServerError::Dataplane)?;
+            let settings = ovn_dev::settings(dev.northbound()).map_err(ServerError::Dataplane)?;
+            let sandbox = match dev.northbound {
+                Some(_) => None,
+                None => Some(Arc::new(
+                    ovn_dev::start_sandbox(dev)
+                        .await
+                        .map_err(ServerError::Dataplane)?,
+                )),
+            };
+            Some((dev, settings, sandbox))
+        }
+        _ => None,
+    };
+    let ovn_sandbox = ovn_dev.as_ref().and_then(|(_, _, s)| s.clone());
+    let registry = match (&config.managers_dir, &config.fabric, &ovn_dev) {
+        (Some(dir), _, _) => Registry::load_dir(dir, &ctx).await,
+        (None, _, Some((_, settings, _))) => ovn_dev::dev_registry(&ctx, settings).await,
+        (None, FabricChoice::Linux(settings), _) => dataplane::dev_registry(&ctx, settings).await,
+        (None, _, None) => Registry::sim_dev(&ctx).await,
+    };
+    let registry = match registry {
+        Ok(r) => Arc::new(r),
+        Err(e) => {
+            if let Some(s) = &ovn_sandbox {
+                s.stop().await;
+            }
+            return Err(e.into());
+        }
+    };
     // A `role: provisioner` registration decides; without one, linux managers bring the
-    // linux provisioner and anything else the simulated one.
+    // linux provisioner, the dev OVN sandbox its machines' provisioner, and anything else the
+    // simulated one.
     let registered_provisioner = registry.provisioner();
-    let linux_provisioner = match registered_provisioner.map(|r| &r.driver) {
-        Some(driver) => matches!(driver, osac_backends::DriverConfig::Linux(_)),
-        None => dataplane::uses_linux(&registry),
-    }
-    .then(|| {
-        LinuxProvisioner::start(
-            osac_linux::dhcp::Timing::default(),
-            Some(dataplane::machine_scope(store.clone())),
-        )
-    });
+    let linux_provisioner = match (&ovn_dev, registered_provisioner.map(|r| &r.driver)) {
+        (Some((dev, settings, Some(sandbox))), _) => Some(
+            ovn_dev::provisioner(
+                sandbox.clone(),
+                settings.clone(),
+                dev,
+                dataplane::machine_scope(store.clone()),
+            )
+            .map_err(ServerError::Dataplane)?,
+        ),
+        (_, Some(driver)) => matches!(driver, osac_backends::DriverConfig::Linux(_)).then(|| {
+            LinuxProvisioner::start(
+                osac_linux::dhcp::Timing::default(),
+                Some(dataplane::machine_scope(store.clone())),
+            )
+        }),
+        (_, None) => dataplane::uses_linux(&registry).then(|| {
+            LinuxProvisioner::start(
+                osac_linux::dhcp::Timing::default(),
+                Some(dataplane::machine_scope(store.clone())),
+            )
+        }),
+    };
     let active_provisioner: Arc<dyn Provisioner> =
         match (&linux_provisioner, registered_provisioner) {
             (Some(p), _) => p.clone(),
@@ -496,6 +551,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         service,
         provisioner,
         linux_provisioner,
+        ovn_sandbox,
         tls: tls.is_some(),
         shutdown,
         tasks,

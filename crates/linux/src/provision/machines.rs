@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::MachinePlace;
 use crate::cmd::{self, CmdError};
 use crate::dhcp::packet::parse_mac;
 use crate::dhcp::{
     Client6Config, ClientConfig, Dhcp6Client, DhcpClient, InterfaceStatus, Timing, netns, ra,
 };
-use crate::names::MACHINE_NS_PREFIX;
 
 /// Alias of a powered-off machine's `lo`.
 pub const POWER_OFF_ALIAS: &str = "osac-power-off";
@@ -220,23 +220,30 @@ pub struct Supervisor {
     clients: Arc<Clients>,
     inspected: BTreeMap<String, Instant>,
     scope: Option<Arc<dyn MachineScope>>,
+    place: Arc<dyn MachinePlace>,
 }
 
 impl Supervisor {
     /// A supervisor of `clients` for the machines of `scope` (every machine namespace of
     /// the host when `None`).
-    pub fn new(clients: Arc<Clients>, scope: Option<Arc<dyn MachineScope>>) -> Self {
+    pub fn new(
+        clients: Arc<Clients>,
+        scope: Option<Arc<dyn MachineScope>>,
+        place: Arc<dyn MachinePlace>,
+    ) -> Self {
         Supervisor {
             clients,
             inspected: BTreeMap::new(),
             scope,
+            place,
         }
     }
 
     /// One pass: stops clients of namespaces that are gone, starts clients on interfaces of
     /// powered-on namespaces. Returns the namespaces it started clients in.
     pub async fn pass(&mut self) -> Vec<String> {
-        let existing: BTreeSet<String> = netns::list(MACHINE_NS_PREFIX).into_iter().collect();
+        self.place.sync().await;
+        let existing: BTreeSet<String> = netns::list(self.place.prefix()).into_iter().collect();
         let gone: Vec<String> = self
             .clients
             .namespaces()
@@ -253,7 +260,7 @@ impl Supervisor {
         let in_scope: Option<BTreeSet<String>> = match &self.scope {
             None => None,
             Some(scope) => match scope.machine_keys().await {
-                Some(keys) => Some(keys.iter().map(|k| crate::names::machine_ns(k)).collect()),
+                Some(keys) => Some(keys.iter().map(|k| self.place.namespace(k)).collect()),
                 None => return started,
             },
         };

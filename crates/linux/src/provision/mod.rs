@@ -16,6 +16,7 @@
 //! accepted and not used.
 
 pub mod machines;
+pub mod place;
 pub mod vip;
 
 use std::collections::BTreeMap;
@@ -31,11 +32,11 @@ use osac_backends::provision::{
 };
 use tokio::sync::Mutex;
 
-use crate::cmd;
 use crate::dhcp::{Status, Timing, netns, ra};
-use crate::names::{machine_ns, machine_of};
+use crate::names::machine_of;
 pub use machines::MachineScope;
 use machines::{Clients, Supervisor, machine_links, set_power, stop_ns_blocking};
+pub use place::{FabricMachines, MachinePlace};
 
 /// How often the supervisor looks for machine namespaces needing clients.
 pub const SUPERVISE_EVERY: Duration = Duration::from_secs(1);
@@ -51,6 +52,8 @@ pub struct LinuxProvisioner {
     clusters: Mutex<BTreeMap<String, Vec<vip::Holder>>>,
     /// The last bare-metal request per host (run strategy and restart trigger), in memory.
     servers: Mutex<BTreeMap<String, ProvisionBareMetalRequest>>,
+    /// Where the machines live.
+    place: Arc<dyn MachinePlace>,
 }
 
 /// A failure of the machine's tools or files: backend detail, for the provider only.
@@ -59,16 +62,31 @@ fn transient(e: impl std::fmt::Display) -> OpError {
 }
 
 impl LinuxProvisioner {
-    /// Starts the provisioner and its supervisor task (needs a tokio runtime); the
-    /// supervisor serves the machines of `scope` (all machine namespaces when `None`).
+    /// Starts the provisioner of the linux fabric's machines and its supervisor task (needs a
+    /// tokio runtime); the supervisor serves the machines of `scope` (all machine namespaces
+    /// when `None`).
     pub fn start(timing: Timing, scope: Option<Arc<dyn MachineScope>>) -> Arc<LinuxProvisioner> {
+        Self::start_in(timing, scope, Arc::new(FabricMachines))
+    }
+
+    /// [`LinuxProvisioner::start`] for machines that live where `place` says.
+    pub fn start_in(
+        timing: Timing,
+        scope: Option<Arc<dyn MachineScope>>,
+        place: Arc<dyn MachinePlace>,
+    ) -> Arc<LinuxProvisioner> {
         let clients = Arc::new(Clients::new(timing));
-        let ops = Arc::new(Mutex::new(Supervisor::new(clients.clone(), scope)));
+        let ops = Arc::new(Mutex::new(Supervisor::new(
+            clients.clone(),
+            scope,
+            place.clone(),
+        )));
         let p = Arc::new(LinuxProvisioner {
             clients,
             ops,
             clusters: Mutex::new(BTreeMap::new()),
             servers: Mutex::new(BTreeMap::new()),
+            place,
         });
         let weak: Weak<LinuxProvisioner> = Arc::downgrade(&p);
         tokio::spawn(async move {
@@ -89,7 +107,8 @@ impl LinuxProvisioner {
         machine_key: &str,
         ifname: &str,
     ) -> Option<crate::dhcp::InterfaceStatus> {
-        self.clients.status(&machine_ns(machine_key), ifname)
+        self.clients
+            .status(&self.place.namespace(machine_key), ifname)
     }
 
     /// Stops every client (addresses stay); the supervisor ends with the last handle.
@@ -100,7 +119,8 @@ impl LinuxProvisioner {
 
     /// Starts clients on the NICs of machine `key`; the fabric must have created them.
     async fn boot(&self, key: &str, nics: &[Nic]) -> Result<(), OpError> {
-        let ns = machine_ns(key);
+        self.place.prepare(key).await?;
+        let ns = self.place.namespace(key);
         if !netns::exists(&ns) {
             return Err(OpError::transient(format!(
                 "machine namespace {ns} does not exist yet (the fabric creates it with the ports)"
@@ -153,7 +173,7 @@ impl LinuxProvisioner {
         state: PowerState,
     ) -> Result<(), OpError> {
         let _guard = self.ops.lock().await;
-        let ns = machine_ns(machine_key(machine));
+        let ns = self.place.namespace(machine_key(machine));
         if !netns::exists(&ns) {
             return Err(OpError::permanent(format!(
                 "cannot power {} {state:?}: its machine namespace {ns} does not exist",
@@ -174,7 +194,7 @@ impl LinuxProvisioner {
 
     /// Every interface of the machine with the addresses its DHCP clients hold.
     async fn machine_addresses(&self, machine: &MachineRef) -> Result<Vec<DiscoveredNic>, OpError> {
-        let ns = machine_ns(machine_key(machine));
+        let ns = self.place.namespace(machine_key(machine));
         if !netns::exists(&ns) {
             return Ok(Vec::new());
         }
@@ -226,9 +246,9 @@ impl Provisioner for LinuxProvisioner {
 
     async fn delete_vm(&self, instance_id: &str) -> Result<(), OpError> {
         let _guard = self.ops.lock().await;
-        let ns = machine_ns(instance_id);
+        let ns = self.place.namespace(instance_id);
         stop_ns_blocking(&self.clients, &ns, false).await;
-        cmd::delete_netns(&ns).await.map_err(transient)
+        self.place.remove(instance_id).await
     }
 
     async fn provision_baremetal(&self, req: &ProvisionBareMetalRequest) -> Result<(), OpError> {
@@ -242,7 +262,7 @@ impl Provisioner for LinuxProvisioner {
             .is_some_and(|b| b.restart_trigger != req.restart_trigger);
         match (req.run_strategy, &before) {
             (RunStrategy::Halted, _) => {
-                let ns = machine_ns(&req.host_id);
+                let ns = self.place.namespace(&req.host_id);
                 if !netns::exists(&ns) {
                     return Err(OpError::transient(format!(
                         "machine namespace {ns} does not exist yet (the fabric creates it with the ports)"
@@ -273,7 +293,7 @@ impl Provisioner for LinuxProvisioner {
     ) -> Result<(), OpError> {
         self.servers.lock().await.remove(host_id);
         let _guard = self.ops.lock().await;
-        let ns = machine_ns(host_id);
+        let ns = self.place.namespace(host_id);
         if !netns::exists(&ns) {
             return Ok(());
         }
@@ -306,6 +326,7 @@ impl Provisioner for LinuxProvisioner {
         if api_agent.host_id == ingress_agent.host_id {
             holders.extend(
                 vip::assign(
+                    &*self.place,
                     &req.cluster_id,
                     &api_agent.host_id,
                     &api_agent.mac_address,
@@ -316,7 +337,14 @@ impl Provisioner for LinuxProvisioner {
         } else {
             for (agent, v) in [(api_agent, api), (ingress_agent, ingress)] {
                 holders.extend(
-                    vip::assign(&req.cluster_id, &agent.host_id, &agent.mac_address, &[v]).await?,
+                    vip::assign(
+                        &*self.place,
+                        &req.cluster_id,
+                        &agent.host_id,
+                        &agent.mac_address,
+                        &[v],
+                    )
+                    .await?,
                 );
             }
         }
@@ -331,7 +359,7 @@ impl Provisioner for LinuxProvisioner {
         let known = self.clusters.lock().await.get(cluster_id).cloned();
         let holders = match known {
             Some(h) => h,
-            None => vip::find(cluster_id).await?,
+            None => vip::find(&*self.place, cluster_id).await?,
         };
         vip::release(&holders).await?;
         self.clusters.lock().await.remove(cluster_id);

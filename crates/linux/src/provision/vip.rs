@@ -7,11 +7,11 @@ use std::net::IpAddr;
 
 use osac_backends::OpError;
 
+use super::MachinePlace;
 use super::machines::{MachineLink, machine_links};
 use crate::cmd;
 use crate::dhcp::netns;
 use crate::dhcp::packet::parse_mac;
-use crate::names::{MACHINE_NS_PREFIX, machine_ns};
 use crate::raw;
 
 /// Alias prefix of an interface holding VIPs: `osac-vip <cluster id> <vip> [<vip>…]`.
@@ -52,12 +52,13 @@ fn by_mac<'a>(links: &'a [MachineLink], mac: &str) -> Option<&'a MachineLink> {
 
 /// Puts `vips` on the agent (host id, fabric MAC) and records `cluster_id` in the alias.
 pub async fn assign(
+    place: &dyn MachinePlace,
     cluster_id: &str,
     host_id: &str,
     mac: &str,
     vips: &[IpAddr],
 ) -> Result<Vec<Holder>, OpError> {
-    let ns = machine_ns(host_id);
+    let ns = place.namespace(host_id);
     let links = machine_links(&ns).await.map_err(transient)?;
     let Some(link) = by_mac(&links, mac) else {
         return Err(OpError::transient(format!(
@@ -100,9 +101,9 @@ pub async fn assign(
 }
 
 /// Finds the VIP holders of `cluster_id` by their aliases (after a restart).
-pub async fn find(cluster_id: &str) -> Result<Vec<Holder>, OpError> {
+pub async fn find(place: &dyn MachinePlace, cluster_id: &str) -> Result<Vec<Holder>, OpError> {
     let mut out = Vec::new();
-    for ns in netns::list(MACHINE_NS_PREFIX) {
+    for ns in netns::list(place.prefix()) {
         for l in machine_links(&ns).await.map_err(transient)? {
             let Some(alias) = l.ifalias.as_deref() else {
                 continue;

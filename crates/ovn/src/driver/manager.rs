@@ -11,7 +11,7 @@ use osac_backends::fabric_model::{
 use osac_backends::types::*;
 use osac_backends::{FabricManager, OpError, Registration};
 
-use super::{OvnFabric, Writes, rendered, replaced_record, rows};
+use super::{OvnFabric, Writes, recorded, rendered, replaced_record, rows};
 use crate::render::external;
 use crate::render::{dhcp4_key, dhcp4_secondary_key, dhcp6_key, gateway_key, port, router_key};
 use crate::render::{security, switch_key};
@@ -257,15 +257,13 @@ impl FabricManager for OvnFabric {
     ) -> Result<PortAddresses, OpError> {
         self.run(
             |s| network_attachment::create(s, req.clone()),
-            |_, inner, _| {
-                let a = inner.state.attachment(&req.attachment_id);
-                rendered(
-                    &inner.state,
-                    a,
-                    "attachment",
-                    |a| &a.virtual_network_id,
-                    |a, t| vec![rows::network_attachment(a, t)],
-                )
+            |me, inner, _| {
+                let a = recorded(inner.state.attachment(&req.attachment_id), "attachment")?;
+                let tenant = rows::tenant_of(&inner.state, &a.virtual_network_id);
+                let chassis = me.settings.chassis_for(&a.host, &a.interface);
+                Ok(Writes::rows(vec![rows::network_attachment(
+                    a, tenant, &chassis,
+                )]))
             },
         )
         .await

@@ -9,6 +9,7 @@
 //! step is idempotent, so an operation that failed half-way converges when called again; the
 //! model in memory changes only when the writes succeeded.
 
+pub mod k8s;
 mod manager;
 pub mod records;
 mod rows;
@@ -22,14 +23,14 @@ use osac_backends::fabric_model::{Change, FabricState, Plan, Record};
 use osac_backends::net::lowest_free;
 use osac_backends::{OpError, Registration};
 use osac_ovsdb::{Address, Client, Tls, TlsFiles};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::nb::{self, Row, Scope};
 use crate::render::external::{self, Ipv6Transit, ProviderNetwork};
 
 /// What an `ovn` registration says (its `ovn:` block).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OvnSettings {
     /// The northbound database: `unix:PATH`, `tcp:HOST:PORT` or `ssl:HOST:PORT`, a comma-separated list for
@@ -55,14 +56,23 @@ pub struct OvnSettings {
     /// as `ovn-nbctl --ca-cert`.
     #[serde(default)]
     pub ca_certificate: Option<PathBuf>,
+    /// Where ports are bound ([`OvnSettings::chassis_for`]): a port's host — a hosting cluster
+    /// (the ports of its VMs) or an inventory host (a bare-metal server's or a cluster agent's
+    /// NICs) — to the chassis it runs on. A host not listed goes to the chassis listed under
+    /// [`ANY_HOST`], else to the chassis of its own name.
+    #[serde(default)]
+    pub chassis: BTreeMap<String, Vec<String>>,
 }
+
+/// The [`OvnSettings::chassis`] entry for every host not listed by name.
+pub const ANY_HOST: &str = "*";
 
 fn default_resync_seconds() -> u64 {
     30
 }
 
 /// The provider network, as the registration names it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSettings {
     /// The physical network's name, which hypervisors map to a bridge
@@ -155,6 +165,23 @@ impl OvnSettings {
     /// The gateway chassis names, most preferred first.
     pub fn gateway_chassis_names(&self) -> Vec<&str> {
         self.gateway_chassis.iter().map(String::as_str).collect()
+    }
+
+    /// The chassis a port of `host` with interface `interface` is bound on
+    /// (`options:requested-chassis`). A VM's port (`interface` = `<vm id>/<nic>`, `host` = its
+    /// hosting cluster) goes to one chassis of the cluster's, chosen by the VM's id, so every
+    /// NIC of a VM is on the same chassis and the choice never changes; an inventory host's
+    /// port to one chassis of those listed for it (or under [`ANY_HOST`]), chosen by the host,
+    /// or to the chassis named like the host.
+    pub fn chassis_for(&self, host: &str, interface: &str) -> String {
+        let listed = |key: &str| self.chassis.get(key).filter(|l| !l.is_empty());
+        let Some(list) = listed(host).or_else(|| listed(ANY_HOST)) else {
+            return host.to_string();
+        };
+        let machine = interface.split_once('/').map_or(host, |(vm, _)| vm);
+        let len = u64::try_from(list.len()).unwrap_or(1);
+        let index = usize::try_from(osac_model::hash::fnv1a64(machine.bytes()) % len).unwrap_or(0);
+        list[index].clone()
     }
 }
 
@@ -365,6 +392,7 @@ impl OvnFabric {
             wanted.push(rows::network_attachment(
                 a,
                 rows::tenant_of(state, &a.virtual_network_id),
+                &self.settings.chassis_for(&a.host, &a.interface),
             ));
         }
         let scope = Scope::All(BTreeSet::from([

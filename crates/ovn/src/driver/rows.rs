@@ -87,11 +87,13 @@ pub fn security_group(g: &SecurityGroupRecord, tenant: &str) -> Row {
     security::security_group(&request, tenant)
 }
 
-/// A network attachment's logical switch port, bound on its host.
-pub fn network_attachment(a: &NetworkAttachmentRecord, tenant: &str) -> Row {
+/// A network attachment's logical switch port, bound on `chassis` (the chassis its host maps
+/// to: [`crate::OvnSettings::chassis_for`]).
+pub fn network_attachment(a: &NetworkAttachmentRecord, tenant: &str, chassis: &str) -> Row {
     let request = CreateNetworkAttachmentRequest {
         attachment_id: a.attachment_id.clone(),
-        host: a.host.clone(),
+        // The render binds the port on the request's host.
+        host: chassis.to_string(),
         interface: a.interface.clone(),
         mac_address: a.mac_address.clone(),
         subnet_id: a.subnet_id.clone(),

@@ -247,15 +247,28 @@ impl Hypervisor {
         ifname: &str,
         mac: &str,
     ) -> Result<(), SandboxError> {
-        let dev = Self::port_device(port);
+        self.plug_device(&Self::port_device(port), port, workload_ns, ifname, mac)
+            .await
+    }
+
+    /// [`Hypervisor::plug`] with the `br-int` end named `dev` (at most 15 characters; any
+    /// earlier device of that name, and its workload end, is replaced).
+    pub async fn plug_device(
+        &self,
+        dev: &str,
+        port: &str,
+        workload_ns: &str,
+        ifname: &str,
+        mac: &str,
+    ) -> Result<(), SandboxError> {
         let tmp = format!("{dev}w");
-        let _ = cmd::ip(Some(&self.ns), &["link", "del", &dev]).await;
+        let _ = cmd::ip(Some(&self.ns), &["link", "del", dev]).await;
         cmd::ip(
             Some(&self.ns),
             &[
                 "link",
                 "add",
-                &dev,
+                dev,
                 "type",
                 "veth",
                 "peer",
@@ -273,16 +286,29 @@ impl Hypervisor {
         )
         .await?;
         disable_checksum_offload(workload_ns, ifname).await?;
-        cmd::ip(Some(&self.ns), &["link", "set", &dev, "up"]).await?;
+        cmd::ip(Some(&self.ns), &["link", "set", dev, "up"]).await?;
         self.vsctl(&[
             "--may-exist",
             "add-port",
             "br-int",
-            &dev,
+            dev,
             "--",
             "set",
             "interface",
-            &dev,
+            dev,
+            &format!("external_ids:iface-id={port}"),
+        ])
+        .await?;
+        Ok(())
+    }
+
+    /// Binds device `dev` (already on `br-int`) to logical switch port `port` instead of the
+    /// one it had: the workload keeps its interface (a port moved to another switch).
+    pub async fn bind(&self, dev: &str, port: &str) -> Result<(), SandboxError> {
+        self.vsctl(&[
+            "set",
+            "interface",
+            dev,
             &format!("external_ids:iface-id={port}"),
         ])
         .await?;
@@ -291,10 +317,14 @@ impl Hypervisor {
 
     /// Unplugs logical port `port`'s veth (its workload end goes with it).
     pub async fn unplug(&self, port: &str) -> Result<(), SandboxError> {
-        let dev = Self::port_device(port);
-        self.vsctl(&["--if-exists", "del-port", "br-int", &dev])
+        self.unplug_device(&Self::port_device(port)).await
+    }
+
+    /// Unplugs device `dev` (its workload end goes with it).
+    pub async fn unplug_device(&self, dev: &str) -> Result<(), SandboxError> {
+        self.vsctl(&["--if-exists", "del-port", "br-int", dev])
             .await?;
-        let _ = cmd::ip(Some(&self.ns), &["link", "del", &dev]).await;
+        let _ = cmd::ip(Some(&self.ns), &["link", "del", dev]).await;
         Ok(())
     }
 

@@ -129,7 +129,11 @@ async fn concurrent_labelling_makes_one_default(backend: Backend) {
     let mut statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
     statuses.sort();
     let texts: Vec<&str> = answers.iter().map(|r| r.text.as_str()).collect();
-    assert_eq!(statuses, [200, 412, 412, 412, 412, 412, 412, 412], "{texts:?}");
+    assert_eq!(
+        statuses,
+        [200, 412, 412, 412, 412, 412, 412, 412],
+        "{texts:?}"
+    );
     let defaults = t
         .list(
             "security_groups",
