@@ -168,8 +168,18 @@ impl ApiError {
     }
 }
 
+/// The challenge of a 401 (RFC 6750): the API takes bearer tokens.
+pub const BEARER_CHALLENGE: &str = "Bearer realm=\"osac\"";
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.code.http(), axum::Json(self.body())).into_response()
+        let mut response = (self.code.http(), axum::Json(self.body())).into_response();
+        if self.code == Code::Unauthenticated {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static(BEARER_CHALLENGE),
+            );
+        }
+        response
     }
 }

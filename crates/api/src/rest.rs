@@ -57,6 +57,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .nest("/api/fulfillment/v1", collection(Scope::Tenant))
         .nest("/api/private/v1", private)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::map_response(method_not_allowed_body))
         .with_state(service)
 }
 
@@ -182,7 +183,7 @@ async fn list(
     surface: Scope,
 ) -> Response {
     async {
-        if q.get("watch").is_some_and(|w| w == "true") {
+        if watch_param(&q)? {
             let who = authenticated(&s, &headers).await?;
             let kind = kind_of(&collection)?;
             let filter = q.get("filter").map(String::as_str).unwrap_or_default();
@@ -221,6 +222,38 @@ fn event_stream(rx: WatchReceiver) -> Response {
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+/// `?watch=`: `true` streams changes, `false` (or no parameter) lists; nothing else is a
+/// boolean.
+fn watch_param(q: &HashMap<String, String>) -> ApiResult<bool> {
+    match q.get("watch").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ApiError::invalid(format!(
+            "watch: expected true or false, got {other:?}"
+        ))),
+    }
+}
+
+/// A 405 of the router (a method no route of the path takes) gets the error body every other
+/// refusal has; the router adds its `Allow` header.
+async fn method_not_allowed_body(method: axum::http::Method, response: Response) -> Response {
+    if response.status() != axum::http::StatusCode::METHOD_NOT_ALLOWED {
+        return response;
+    }
+    let body = serde_json::json!({
+        "code": "METHOD_NOT_ALLOWED",
+        "message": format!("{method} is not allowed on this path (its Allow header lists what is)"),
+        "details": [],
+    });
+    let (mut parts, _) = response.into_parts();
+    parts.headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body.to_string()))
 }
 
 async fn create(

@@ -16,6 +16,7 @@ mod events;
 mod forward_refs;
 mod grpc;
 mod hosts;
+mod http_semantics;
 mod jwt;
 mod lifecycle;
 mod limits;
