@@ -195,9 +195,11 @@ impl FabricManager for OvnFabric {
                     |d| &d.virtual_network_id,
                     |d, t| vec![rows::external_ip_attachment(d, t)],
                 )?;
-                writes
-                    .rows
-                    .push(me.vn_guard(inner, &req.virtual_network_id)?);
+                if me.guard_covers(inner, &req.virtual_network_id, req.external_address) {
+                    writes
+                        .rows
+                        .push(me.vn_guard(inner, &req.virtual_network_id)?);
+                }
                 Ok(writes)
             },
         )
@@ -220,7 +222,7 @@ impl FabricManager for OvnFabric {
                     "nat",
                     ("NAT", external::external_ip_attachment_key(id)),
                 );
-                if inner.state.vn(&d.virtual_network_id).is_some() {
+                if me.guard_covers(inner, &d.virtual_network_id, d.external_address) {
                     writes.rows.push(me.vn_guard(inner, &d.virtual_network_id)?);
                 }
                 Ok(writes)

@@ -570,6 +570,16 @@ impl OvnFabric {
         ))
     }
 
+    /// Whether external address `address` falls inside a prefix of VirtualNetwork `vn` (then
+    /// its uplink guard names it as an exception and changes with it; otherwise the guard is
+    /// left as it is, sparing the operation its reads).
+    fn guard_covers(&self, inner: &Inner, vn: &str, address: IpAddr) -> bool {
+        inner
+            .state
+            .vn(vn)
+            .is_some_and(|v| rows::vn_prefixes(v).iter().any(|p| p.contains(&address)))
+    }
+
     /// VirtualNetwork `vn`'s uplink guard as the model holds it (its exceptions change with
     /// the VN's external addresses).
     fn vn_guard(&self, inner: &Inner, vn: &str) -> Result<Row, OpError> {
