@@ -106,9 +106,24 @@ pub async fn dev_registry(
     ctx: &DriverContext,
     settings: &LinuxSettings,
 ) -> Result<Registry, RegistryError> {
+    registry_of(
+        ctx,
+        [(LINUX_FABRIC, Role::Fabric), (LINUX_K8S, Role::K8s)],
+        |name, role| registration(name, role, settings),
+    )
+    .await
+}
+
+/// A dev registry of a fabric and a k8s manager (`managers`: name and role), each registered
+/// as `registration` builds it; a registration that cannot be built is the driver's error.
+pub async fn registry_of(
+    ctx: &DriverContext,
+    managers: [(&str, Role); 2],
+    registration: impl Fn(&str, Role) -> Result<Registration, String>,
+) -> Result<Registry, RegistryError> {
     let mut registry = Registry::new();
-    for (name, role) in [(LINUX_FABRIC, Role::Fabric), (LINUX_K8S, Role::K8s)] {
-        let r = registration(name, role, settings).map_err(|message| RegistryError::Driver {
+    for (name, role) in managers {
+        let r = registration(name, role).map_err(|message| RegistryError::Driver {
             name: name.to_string(),
             origin: "programmatic".into(),
             message,

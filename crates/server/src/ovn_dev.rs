@@ -176,16 +176,12 @@ pub async fn dev_registry(
     ctx: &DriverContext,
     settings: &OvnSettings,
 ) -> Result<Registry, RegistryError> {
-    let mut registry = Registry::new();
-    for (name, role) in [(OVN_FABRIC, Role::Fabric), (OVN_K8S, Role::K8s)] {
-        let r = registration(name, role, settings).map_err(|message| RegistryError::Driver {
-            name: name.to_string(),
-            origin: "programmatic".into(),
-            message,
-        })?;
-        registry.register(r, ctx).await?;
-    }
-    Ok(registry)
+    crate::dataplane::registry_of(
+        ctx,
+        [(OVN_FABRIC, Role::Fabric), (OVN_K8S, Role::K8s)],
+        |name, role| registration(name, role, settings),
+    )
+    .await
 }
 
 /// The provisioner of the sandbox's machines: the `osac-linux` provisioner (DHCP clients,
