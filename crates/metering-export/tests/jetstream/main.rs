@@ -227,3 +227,52 @@ async fn a_record_published_twice_is_stored_once() {
     assert_eq!(m.duplicates.get(), 40, "the broker recognised every copy");
     assert_exactly_once_in_order(&read_stream(&js, "METER_DEDUP").await, 40);
 }
+
+#[tokio::test]
+async fn records_the_broker_refuses_stay_in_the_outbox_until_it_accepts_them() {
+    let nats = NatsServer::start().await;
+    let js = nats.jetstream().await;
+    // The operator's stream: full after 10 messages, refusing new ones.
+    let mut stream_config = async_nats::jetstream::stream::Config {
+        name: "METER_FULL".into(),
+        subjects: vec!["test.metering.>".into()],
+        max_messages: 10,
+        discard: async_nats::jetstream::stream::DiscardPolicy::New,
+        ..Default::default()
+    };
+    js.create_stream(stream_config.clone())
+        .await
+        .expect("create stream");
+    let outbox = Arc::new(InMemoryOutbox::new());
+    append(&outbox, 0..25);
+    let (_registry, m) = metrics();
+    let exporter = Exporter::new(
+        outbox.clone(),
+        config(nats.url(), "METER_FULL"),
+        Some(m.clone()),
+    )
+    .expect("config");
+    let (stop, rx) = watch::channel(false);
+    let task = tokio::spawn(exporter.run(rx));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while m.failures.get() < 2 || outbox.len().await.expect("len") != 15 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "export did not fill the stream"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Refused records are kept, oldest first.
+    let waiting: Vec<i64> = outbox.entries().iter().map(|e| e.seq).collect();
+    assert_eq!(waiting, (11..=25).collect::<Vec<i64>>());
+
+    // The operator lifts the limit: the rest follows, in order, none twice.
+    stream_config.max_messages = -1;
+    js.update_stream(stream_config)
+        .await
+        .expect("update stream");
+    drained(&*outbox).await;
+    let _ = stop.send(true);
+    task.await.expect("export task");
+    assert_exactly_once_in_order(&read_stream(&js, "METER_FULL").await, 25);
+}

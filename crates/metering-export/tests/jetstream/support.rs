@@ -74,7 +74,10 @@ impl NatsServer {
                 },
                 Err(e) => format!("{e:?}"),
             };
-            assert!(Instant::now() < deadline, "nats-server did not start: {last}");
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not start: {last}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
