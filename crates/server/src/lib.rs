@@ -9,6 +9,8 @@
 //!   provisioner and garbage collector — the only place the API side meets the kernel.
 //! - [`ovn`]: the `ovn` driver (`osac-ovn`) plugged in as driver factory of `driver: ovn`
 //!   registrations; [`ovn_dev`]: dev mode on an OVN sandbox (`--fabric ovn`).
+//! - [`metering`]: the metering export (`--metering-nats`): the store's outbox of CloudEvents
+//!   published to NATS JetStream.
 //! - [`dev`]: the `--dev` environment (a default NetworkClass, pools, host inventory, an admin
 //!   token).
 //!
@@ -17,6 +19,7 @@
 
 pub mod dataplane;
 pub mod dev;
+pub mod metering;
 pub mod ovn;
 pub mod ovn_dev;
 pub mod serve;

@@ -92,6 +92,20 @@ pub struct ServerArgs {
     /// Seconds events are kept before they are pruned
     #[arg(long, default_value_t = osac_store::events::DEFAULT_EVENT_TTL.as_secs())]
     pub event_ttl_seconds: u64,
+    /// NATS server URL (`nats://host:4222`, `tls://…`): publish the metering records
+    /// (CloudEvents) from the store's outbox to NATS JetStream (docs/metering.md, "Export");
+    /// without it nothing is published and the usage API works as ever
+    #[arg(long, env = "OSAC_METERING_NATS", value_name = "URL")]
+    pub metering_nats: Option<String>,
+    /// JetStream stream of the metering records, created when missing (with --metering-nats)
+    #[arg(long, env = "OSAC_METERING_NATS_STREAM", value_name = "NAME",
+          default_value = osac_metering_export::ExportConfig::DEFAULT_STREAM)]
+    pub metering_nats_stream: String,
+    /// Subject prefix of the metering records: each is published on
+    /// `PREFIX.<CloudEvent type without org.osac.metering>` (with --metering-nats)
+    #[arg(long, env = "OSAC_METERING_NATS_SUBJECT", value_name = "PREFIX",
+          default_value = osac_metering_export::ExportConfig::DEFAULT_SUBJECT_PREFIX)]
+    pub metering_nats_subject: String,
     /// PEM certificate chain: serve REST and gRPC over TLS (needs --tls-key). The file is
     /// re-read when it changes (rotation without restart)
     #[arg(long, env = "OSAC_TLS_CERT", value_name = "FILE", requires = "tls_key")]
@@ -207,6 +221,17 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if args.ovn_northbound.is_some() && args.fabric != FabricArg::Ovn {
         bail!("--ovn-northbound is for --fabric ovn");
     }
+    let metering = args
+        .metering_nats
+        .as_deref()
+        .map(|url| {
+            crate::metering::export_config(
+                url,
+                &args.metering_nats_stream,
+                &args.metering_nats_subject,
+            )
+        })
+        .transpose()?;
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let database_url = args
@@ -281,6 +306,23 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     })
     .await
     .map_err(|e| anyhow::anyhow!("{}", error_chain(&e)))?;
+    let export = match metering {
+        Some(config) => {
+            let started = crate::metering::start_export(
+                server.store.clone(),
+                config,
+                server.shutdown_handle().subscribe(),
+            );
+            match started {
+                Ok(task) => Some(task),
+                Err(e) => {
+                    server.shutdown().await;
+                    bail!(e);
+                }
+            }
+        }
+        None => None,
+    };
     let url = server.url();
     if args.dev {
         dev::bootstrap(&server.service)
@@ -312,6 +354,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         let _ = stop.send(true);
     });
     server.wait().await;
+    if let Some(export) = export {
+        let _ = export.await;
+    }
     Ok(())
 }
 
@@ -418,6 +463,38 @@ mod tests {
                 .unwrap_or_else(|| panic!("{bad:?} accepted"));
             assert!(e.to_string().contains(bad[0]), "{e}");
         }
+    }
+
+    #[test]
+    fn metering_export_flags() {
+        let d = Cli::try_parse_from(["osac"]).expect("defaults").args;
+        assert_eq!(
+            (
+                d.metering_nats,
+                d.metering_nats_stream.as_str(),
+                d.metering_nats_subject.as_str()
+            ),
+            (None, "OSAC_METERING", "osac.metering")
+        );
+        let a = Cli::try_parse_from([
+            "osac",
+            "--metering-nats",
+            "nats://127.0.0.1:4222",
+            "--metering-nats-stream",
+            "BILLING",
+            "--metering-nats-subject",
+            "billing.net",
+        ])
+        .expect("valid")
+        .args;
+        assert_eq!(
+            (
+                a.metering_nats.as_deref(),
+                a.metering_nats_stream.as_str(),
+                a.metering_nats_subject.as_str()
+            ),
+            (Some("nats://127.0.0.1:4222"), "BILLING", "billing.net")
+        );
     }
 
     #[test]
