@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::context::{CreateStreamError, PublishError};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, stream};
-use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -370,7 +369,7 @@ impl Exporter {
         let mut failure = None;
         for e in batch {
             let msg = PublishMessage::build()
-                .payload(Bytes::from(e.payload.clone()))
+                .payload(e.payload.clone().into())
                 .message_id(&e.event_id)
                 .header("content-type", CONTENT_TYPE);
             match js
