@@ -276,3 +276,45 @@ async fn records_the_broker_refuses_stay_in_the_outbox_until_it_accepts_them() {
     task.await.expect("export task");
     assert_exactly_once_in_order(&read_stream(&js, "METER_FULL").await, 25);
 }
+
+#[tokio::test]
+async fn a_stream_that_misses_the_subjects_holds_the_records_and_says_why() {
+    let nats = NatsServer::start().await;
+    let js = nats.jetstream().await;
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "METER_ELSEWHERE".into(),
+        subjects: vec!["other.>".into()],
+        ..Default::default()
+    })
+    .await
+    .expect("create stream");
+    let outbox = Arc::new(InMemoryOutbox::new());
+    append(&outbox, 0..5);
+    let logs = Logs::default();
+    let cfg = osac_metering_export::ExportConfig {
+        warn_unreachable: Duration::from_secs(1),
+        ..config(nats.url(), "METER_ELSEWHERE")
+    };
+    let exporter = Exporter::new(outbox.clone(), cfg, None).expect("config");
+    let (stop, rx) = watch::channel(false);
+    let task = tokio::spawn(exporter.run(rx).with_subscriber(logs.subscriber()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !logs.text().contains("WARN") {
+        assert!(std::time::Instant::now() < deadline, "no warning");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = stop.send(true);
+    task.await.expect("export task");
+    let text = logs.text();
+    assert!(
+        text.contains("does not capture subject test.metering.>"),
+        "the warning says why:\n{text}"
+    );
+    assert_eq!(outbox.len().await.expect("len"), 5, "the records wait");
+    let mut s = js.get_stream("METER_ELSEWHERE").await.expect("stream");
+    assert_eq!(
+        s.info().await.expect("info").config.subjects,
+        ["other.>"],
+        "the operator's stream is left as it was"
+    );
+}
