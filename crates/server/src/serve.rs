@@ -93,7 +93,7 @@ pub struct ServerArgs {
     #[arg(long, default_value_t = osac_store::events::DEFAULT_EVENT_TTL.as_secs())]
     pub event_ttl_seconds: u64,
     /// NATS server URL (`nats://host:4222`, `tls://…`): publish the metering records
-    /// (CloudEvents) from the store's outbox to NATS JetStream (docs/metering.md, "Export");
+    /// (CloudEvents) from the store's outbox to NATS JetStream (docs/metering-export.md);
     /// without it nothing is published and the usage API works as ever
     #[arg(long, env = "OSAC_METERING_NATS", value_name = "URL")]
     pub metering_nats: Option<String>,

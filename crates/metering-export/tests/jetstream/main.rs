@@ -318,3 +318,27 @@ async fn a_stream_that_misses_the_subjects_holds_the_records_and_says_why() {
         "the operator's stream is left as it was"
     );
 }
+
+#[tokio::test]
+async fn spawn_export_counts_in_the_process_metrics() {
+    let nats = NatsServer::start().await;
+    let outbox = Arc::new(InMemoryOutbox::new());
+    append(&outbox, 0..10);
+    let (stop, rx) = watch::channel(false);
+    let task =
+        osac_metering_export::spawn_export(outbox.clone(), config(nats.url(), "METER_GLOBAL"), rx)
+            .expect("config");
+    drained(&*outbox).await;
+    let _ = stop.send(true);
+    task.await.expect("export task");
+    let published = prometheus::gather()
+        .into_iter()
+        .find(|f| f.name() == "osac_metering_export_published_total")
+        .map(|f| f.get_metric()[0].get_counter().get_value())
+        .expect("the metric is in the process registry");
+    assert!(published >= 10.0, "{published}");
+    assert_exactly_once_in_order(
+        &read_stream(&nats.jetstream().await, "METER_GLOBAL").await,
+        10,
+    );
+}
