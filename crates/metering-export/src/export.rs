@@ -294,9 +294,12 @@ impl Exporter {
                     addr: self.addr.clone(),
                     source,
                 })?;
+            // Acks abandoned after a failure give their slot back within the publish timeout,
+            // so the next round never waits long for a slot.
             let js = jetstream::ContextBuilder::new()
                 .timeout(self.config.publish_timeout)
-                .max_ack_inflight(self.config.batch)
+                .ack_timeout(self.config.publish_timeout)
+                .max_ack_inflight(self.config.batch.saturating_mul(2))
                 .backpressure_on_inflight(true)
                 .build(client.clone());
             *link = Some(Link {
