@@ -12,13 +12,13 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 /// How long the page may take to show something.
-const SHOWN: Duration = Duration::from_secs(20);
+pub(crate) const SHOWN: Duration = Duration::from_secs(20);
 
 /// A name a hostile tenant gives its objects' annotations (names must be DNS labels).
 const HOSTILE: &str = r#"<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>"#;
 
 /// The browser, or None when Chromium is not installed here (under CI it must be).
-async fn browser() -> Option<Browser> {
+pub(crate) async fn browser() -> Option<Browser> {
     if let Err(reason) = osac_webdriver::binaries() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!("the console browser test must run under CI but cannot: {reason}");
@@ -33,7 +33,7 @@ async fn browser() -> Option<Browser> {
     )
 }
 
-async fn screenshot(b: &Browser, name: &str) {
+pub(crate) async fn screenshot(b: &Browser, name: &str) {
     let Some(dir) = std::env::var_os("OSAC_CONSOLE_SCREENSHOTS").map(PathBuf::from) else {
         return;
     };
