@@ -1,5 +1,5 @@
 //! The web console (docs/console.md): one page under `/console` whose HTML, JavaScript and CSS
-//! are compiled into the binary (`crates/api/console/`), plus the two small routes the page needs
+//! are compiled into the binary (`crates/api/console/`), plus the three small routes the page needs
 //! besides the REST API:
 //!
 //! - `GET /console/api/session`: who the bearer token is (`{"subject","role","tenant"}`), so the

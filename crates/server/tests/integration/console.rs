@@ -513,6 +513,8 @@ async fn console_page_is_served_with_a_strict_policy_and_one_stream_per_tenant()
         "details.js",
         "reach.js",
         "provider.js",
+        "objects.js",
+        "forms.js",
     ] {
         let src = http
             .get(format!("{}/console/{file}", s.url()))
