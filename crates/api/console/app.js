@@ -156,6 +156,7 @@ async function start() {
   $('main').hidden = false;
   $('logout').hidden = false;
   $('who').textContent = `${s.subject} · ${s.role}${s.tenant ? ' · ' + s.tenant : ''}`;
+  $('who').title = $('who').textContent;
   document.body.dataset.role = s.role;
   $('views').hidden = false;
   $('view-provider').hidden = !isProvider();

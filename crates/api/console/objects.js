@@ -161,7 +161,12 @@ export class ObjectsView {
           el('th', {}, el('span', { class: 'sr' }, 'actions')))),
         el('tbody', {}, body))),
     );
-    this.refreshQuota();
+    // Quotas count objects: read them again when the number of objects changed.
+    const counts = `${this.ctx.tenant()}|` + TABLE_KINDS.map((c) => live.get(c).size).join();
+    if (counts !== this.counted) {
+      this.counted = counts;
+      this.refreshQuota();
+    }
   }
 
   /** The quota panel: read when the tenant changes and after every change of the objects. */

@@ -1,6 +1,7 @@
 //! The console acts, in headless Chromium: a tenant admin creates a subnet from a form (an
 //! overlapping CIDR first, whose refusal shows the API's own message), sees it appear live and
-//! disappear when deleted, edits a security group's rules (read back through the API), does a
+//! disappear when deleted, edits a security group's rules and a workload's security groups
+//! (read back through the API), searches and sorts a table, does a
 //! create with the keyboard alone, sees its quotas, and the page has no horizontal overflow at
 //! 800 px; a tenant-user is offered no admin-only action.
 
@@ -201,6 +202,74 @@ async fn console_creates_edits_and_deletes_with_the_apis_messages() {
             .iter()
             .any(|r| r["port_from"] == 22 && r["ipv4_cidr"] == "10.0.0.0/8"),
         "{sg}"
+    );
+
+    // Search and sort the security groups.
+    b.type_into("#obj-search", "we").await.expect("search");
+    let found = b
+        .wait_for(
+            "[...document.querySelectorAll('#obj-grid tbody tr')].map(r => r.dataset.name).join()",
+            SHOWN,
+        )
+        .await
+        .expect("the search result");
+    assert_eq!(found, "web");
+    js(&b, "const s = document.getElementById('obj-search'); s.value = ''; s.dispatchEvent(new Event('input')); return true").await;
+    b.click("#obj-grid th button[data-sort=name]")
+        .await
+        .expect("sort");
+    let order = b
+        .wait_for(
+            "document.querySelector('#obj-grid th[aria-sort=descending]') &&              [...document.querySelectorAll('#obj-grid tbody tr')].map(r => r.dataset.name).join()",
+            SHOWN,
+        )
+        .await
+        .expect("sorted by name, descending");
+    assert_eq!(order, "web,default");
+
+    // Edit the security groups of a workload's attachment: add web to vm-1's.
+    alpha
+        .create(
+            "compute_instances",
+            vm_body(
+                "vm-1",
+                json!([{"subnet": "default-ipv4", "security_groups": ["default"]}]),
+            ),
+        )
+        .await;
+    table(&b, "compute_instances").await;
+    b.wait_for(&row("vm-1"), SHOWN)
+        .await
+        .expect("vm-1 is listed");
+    b.click("#obj-grid tr[data-name=\"vm-1\"] [data-action=edit]")
+        .await
+        .expect("edit vm-1");
+    b.wait_for(
+        "document.querySelector('#form input[name=\"sg-0\"]')",
+        SHOWN,
+    )
+    .await
+    .expect("the attachment's security groups");
+    b.execute(
+        "const web = [...document.querySelectorAll('#form input[name=\"sg-0\"]')]            .find(c => c.parentElement.textContent === 'web');          web.click(); return true",
+        vec![],
+    )
+    .await
+    .unwrap();
+    b.click("#form-submit").await.expect("save");
+    b.wait_for("!document.getElementById('form-dialog').open", SHOWN)
+        .await
+        .expect("saved");
+    let vm = alpha
+        .get(&format!("{PUB}/compute_instances/vm-1"))
+        .await
+        .ok();
+    let web = alpha.get(&format!("{PUB}/security_groups/web")).await.ok();
+    let groups = vm["spec"]["compute_network_attachments"][0]["security_groups"].clone();
+    assert_eq!(groups.as_array().map(Vec::len), Some(2), "{vm}");
+    assert!(
+        groups.as_array().unwrap().contains(&json!(id(&web))),
+        "{vm}"
     );
 
     keyboard_only(&b, &alpha).await;
