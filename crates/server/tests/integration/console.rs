@@ -382,6 +382,23 @@ async fn explains_reachability(b: &Browser) {
         .await
         .unwrap();
     assert!(shown["hops"].as_u64().unwrap() >= 2, "{shown}");
+    // Hops name only the addresses they know, and no path stop covers the "Internet" label.
+    let hops = b
+        .execute(
+            "return document.getElementById('reach-hops').textContent",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(!hops.as_str().unwrap().contains('?'), "{hops}");
+    let covered = b
+        .execute(
+            "const t = document.querySelector('#topology .internet text').getBoundingClientRect();              return [...document.querySelectorAll('#topology .path-stop')].some(c => {                const r = c.getBoundingClientRect();                return r.left < t.right && r.right > t.left && r.top < t.bottom && r.bottom > t.top; })",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(covered, false, "a path stop covers the Internet label");
     assert_eq!(shown["path"], 1, "the path is drawn: {shown}");
     assert_eq!(
         shown["web"], true,
