@@ -70,6 +70,17 @@ async fn console_creates_edits_and_deletes_with_the_apis_messages() {
         .await;
     sign_in(&b, &s.url(), alpha.token.as_deref().unwrap()).await;
 
+    // The NAT gateway in the network's header covers none of the header's text.
+    let covered = js(
+        &b,
+        "const nat = document.querySelector('#topology g.nat').getBoundingClientRect(); \
+         return [...document.querySelectorAll('#topology .vn > text')].some(t => { \
+           const r = t.getBoundingClientRect(); \
+           return r.left < nat.right && r.right > nat.left && r.top < nat.bottom && r.bottom > nat.top; })",
+    )
+    .await;
+    assert_eq!(covered, false, "the NAT box covers the network's header");
+
     // Quotas: the tenant's own usage, as the API counts it.
     b.click("#view-objects").await.expect("objects view");
     let used = b
