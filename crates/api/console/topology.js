@@ -216,6 +216,10 @@ function nodeGroup(id, n, cls) {
     'data-name': label(n),
     'data-state': state,
     transform: `translate(${n.x},${n.y})`,
+    // Reachable by Tab; Enter or Space selects (see listen()).
+    tabindex: n.obj ? 0 : undefined,
+    role: n.obj ? 'button' : undefined,
+    'aria-label': n.obj ? `${KIND_OF[n.collection]} ${label(n)}` : undefined,
   });
 }
 
@@ -455,6 +459,14 @@ export class Topology {
       const target = e.target.closest('[data-id]');
       const id = target && target.getAttribute('data-id');
       if (id && id !== 'internet') this.onSelect(id);
+    });
+    this.svg.addEventListener('keydown', (e) => {
+      if (e.key !== 'Enter' && e.key !== ' ') return;
+      const target = e.target.closest && e.target.closest('[data-id]');
+      const id = target && target.getAttribute('data-id');
+      if (!id || id === 'internet') return;
+      e.preventDefault();
+      this.onSelect(id);
     });
     this.svg.addEventListener('wheel', (e) => {
       if (!this.view) return;

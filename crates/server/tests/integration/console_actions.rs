@@ -317,9 +317,33 @@ async fn console_creates_edits_and_deletes_with_the_apis_messages() {
     s.finish().await;
 }
 
-/// A VirtualNetwork created with keys only: Tab to "Create", Enter, type, Tab, type, Enter;
-/// Escape closes a form.
+/// Keys only: Tab to an object of the picture and Enter shows its details; a VirtualNetwork
+/// created with Tab to "Create", Enter, type, Tab, type, Enter; Escape closes a form.
 async fn keyboard_only(b: &Browser, alpha: &Api) {
+    // The picture's objects are reachable by Tab; Enter shows the focused one's details.
+    b.click("#view-network").await.expect("network view");
+    js(b, "document.activeElement.blur(); return true").await;
+    let mut focused = Value::Null;
+    for _ in 0..20 {
+        b.press(keys::TAB).await.expect("tab");
+        focused = js(
+            b,
+            "return document.activeElement.closest('#topology [data-id]')?.dataset.name || null",
+        )
+        .await;
+        if !focused.is_null() {
+            break;
+        }
+    }
+    assert!(focused.is_string(), "Tab reaches the picture's objects");
+    b.press(keys::ENTER).await.expect("enter");
+    b.wait_for(
+        &format!("document.getElementById('details-name')?.textContent === {focused}"),
+        SHOWN,
+    )
+    .await
+    .expect("Enter shows the focused object's details");
+
     table(b, "virtual_networks").await;
     js(
         b,
