@@ -192,7 +192,7 @@ export class ObjectsView {
               const limit = u.limit === null || u.limit === undefined ? null : Number(u.limit);
               const share = limit ? Math.min(100, Math.round((100 * Number(u.used || 0)) / limit)) : 0;
               return el('tr', { 'data-quota': name },
-                el('td', {}, name),
+                el('td', { title: name }, name.replace(/_/g, ' ')),
                 el('td', { class: 'num' }, String(u.used || 0)),
                 el('td', { class: 'num' }, limit === null ? 'unlimited' : String(limit)),
                 el('td', { class: 'meter-cell' }, limit !== null && el('meter', {

@@ -201,6 +201,7 @@ async fn console_creates_edits_and_deletes_with_the_apis_messages() {
     )
     .await
     .unwrap();
+    screenshot(&b, "edit-rules.png").await;
     b.click("#form-submit").await.expect("save");
     b.wait_for("!document.getElementById('form-dialog').open", SHOWN)
         .await
