@@ -310,9 +310,23 @@ async fn console_creates_edits_and_deletes_with_the_apis_messages() {
             "{collection}"
         );
     }
-    table(&b, "compute_instances").await;
-    let vm = js(&b, "return !document.getElementById('obj-create').hidden").await;
-    assert_eq!(vm, true, "a tenant-user creates workloads");
+    // It creates workloads and external IPs.
+    for (collection, name) in [
+        ("compute_instances", "user-vm"),
+        ("external_ips", "user-eip"),
+    ] {
+        table(&b, collection).await;
+        b.click("#obj-create").await.expect("create is offered");
+        b.wait_for("document.getElementById('form-dialog').open", SHOWN)
+            .await
+            .expect("the form opens");
+        b.type_into("#form [name=name]", name).await.unwrap();
+        b.click("#form-submit").await.expect("submit");
+        b.wait_for(&row(name), SHOWN)
+            .await
+            .unwrap_or_else(|e| panic!("{name} is created from the form: {e}"));
+        user.get(&format!("{PUB}/{collection}/{name}")).await.ok();
+    }
 
     b.quit().await.expect("quit the browser");
     s.finish().await;
