@@ -35,7 +35,9 @@ enum Command {
 fn main() -> std::process::ExitCode {
     // `osac __complete WORDS…`: the object names the completion scripts offer (silent on
     // any failure, so a TAB never prints an error).
-    let args: Vec<String> = std::env::args().collect();
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     if args.get(1).map(String::as_str) == Some(osac_cli::client::complete::COMMAND) {
         use clap::CommandFactory;
         let runtime = tokio::runtime::Builder::new_current_thread()
