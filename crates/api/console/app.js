@@ -9,6 +9,8 @@ import { Topology } from './topology.js';
 import { Details } from './details.js';
 import { Reach } from './reach.js';
 import { ProviderView } from './provider.js';
+import { ObjectsView } from './objects.js';
+import { Forms } from './forms.js';
 
 const state = {
   session: null,
@@ -16,6 +18,7 @@ const state = {
   network: null, // Live of the tenant collections
   providerLive: null, // Live of the provider collections
   drawn: false,
+  view: 'network',
 };
 
 const topology = new Topology($('topology'), select);
@@ -28,6 +31,21 @@ const reach = new Reach({
   onSelect: select,
 });
 const provider = new ProviderView(watchTenant);
+const forms = new Forms({
+  live: () => state.network,
+  onDone: (id) => {
+    if (id) select(id);
+    objects.refreshQuota();
+  },
+});
+const objects = new ObjectsView({
+  live: () => state.network,
+  role: () => (state.session ? state.session.role : ''),
+  tenant: () => state.tenant,
+  provider: () => isProvider(),
+  onSelect: select,
+  forms,
+});
 
 function isProvider() {
   return !!state.session && state.session.role === 'provider-admin';
@@ -47,6 +65,7 @@ function showLogin(message) {
   state.network = state.providerLive = state.session = null;
   $('main').hidden = true;
   $('views').hidden = $('tenant-label').hidden = $('logout').hidden = true;
+  forms.close();
   $('who').textContent = '';
   $('login').hidden = false;
   $('login-error').textContent = message || '';
@@ -86,6 +105,7 @@ function networkChanged(live) {
   $('summary').textContent = summary(live);
   $('picture-hint').hidden = live.get('virtual_networks').size > 0;
   $('picture-hint').textContent = 'This tenant has no virtual network yet.';
+  if (state.view === 'objects') objects.render();
   if (!state.drawn) {
     state.drawn = true;
     // What the first-paint benchmark waits for.
@@ -102,6 +122,7 @@ function watchTenant(name) {
   topology.showPath(null);
   details.clear();
   $('reach-result').replaceChildren();
+  objects.render();
   if (isProvider() && !name) {
     $('topology').replaceChildren();
     $('summary').textContent = '';
@@ -115,11 +136,13 @@ function watchTenant(name) {
 }
 
 function showView(which) {
-  const network = which === 'network';
-  $('picture').hidden = !network;
-  $('provider').hidden = network;
-  $('view-network').classList.toggle('active', network);
-  $('view-provider').classList.toggle('active', !network);
+  state.view = which;
+  for (const view of ['network', 'objects', 'provider']) {
+    $(view === 'network' ? 'picture' : view).hidden = view !== which;
+    $(`view-${view}`).classList.toggle('active', view === which);
+    $(`view-${view}`).setAttribute('aria-pressed', String(view === which));
+  }
+  if (which === 'objects') objects.render();
 }
 
 async function start() {
@@ -133,8 +156,13 @@ async function start() {
   $('main').hidden = false;
   $('logout').hidden = false;
   $('who').textContent = `${s.subject} · ${s.role}${s.tenant ? ' · ' + s.tenant : ''}`;
+  $('who').title = $('who').textContent;
+  document.body.dataset.role = s.role;
+  $('views').hidden = false;
+  $('view-provider').hidden = !isProvider();
+  showView('network');
+  objects.loadUsage();
   if (isProvider()) {
-    $('views').hidden = false;
     $('tenant-label').hidden = false;
     state.providerLive = new Live(
       { surface: 'private', collections: PROVIDER_COLLECTIONS },
@@ -159,6 +187,7 @@ $('login-form').addEventListener('submit', (e) => {
 $('logout').addEventListener('click', () => logout(''));
 $('fit').addEventListener('click', () => topology.fit());
 $('view-network').addEventListener('click', () => showView('network'));
+$('view-objects').addEventListener('click', () => showView('objects'));
 $('view-provider').addEventListener('click', () => showView('provider'));
 
 if (token.get()) start();

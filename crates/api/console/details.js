@@ -116,14 +116,14 @@ export class Details {
     this.root.replaceChildren(...[
       el('header', { class: 'details-head' },
         el('span', { class: 'kind' }, KIND_OF[collection] || collection),
-        el('h2', { id: 'details-name' }, nameOf(obj)),
+        el('h2', { id: 'details-name', title: obj.id }, nameOf(obj)),
         state && el('span', { class: `pill st-${stateClass(state)}`, id: 'details-state' }, state)),
       status.message && el('p', { class: 'message' }, status.message),
       el('table', { class: 'facts' }, rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, String(v))))),
       refs.length > 0 && section('References', el('ul', { class: 'refs' }, refs.map((r) =>
         el('li', {},
           el('span', { class: 'path' }, r.path + ' → '),
-          el('button', { class: 'link', type: 'button', onclick: () => this.onSelect(r.id) },
+          el('button', { class: 'link', type: 'button', title: r.id, onclick: () => this.onSelect(r.id) },
             `${KIND_OF[r.hit.collection] || r.hit.collection} ${nameOf(r.hit.obj)}`))))),
       section('Events', this.eventsTable()),
       conditions.length > 0 && section('Conditions', el('table', { class: 'grid' },

@@ -42,6 +42,16 @@ function endpoint(choice, address) {
   return end;
 }
 
+/** The packet's addresses at a hop: both when known, else the one that is ("to 1.2.3.4"). */
+function hopAddresses(h) {
+  const from = h.source_address;
+  const to = h.destination_address;
+  if (from && to) return `${from} → ${to}`;
+  if (from) return `from ${from}`;
+  if (to) return `to ${to}`;
+  return '';
+}
+
 export class Reach {
   /**
    * @param ctx {live(): Live, tenant(): string|null, provider(): bool, onPath(path|null),
@@ -112,7 +122,7 @@ export class Reach {
 
   objectButton(o) {
     if (!o || !o.id) return null;
-    return el('button', { class: 'link', type: 'button', onclick: () => this.ctx.onSelect(o.id) },
+    return el('button', { class: 'link', type: 'button', title: o.id, onclick: () => this.ctx.onSelect(o.id) },
       `${o.kind} ${o.name || o.id.slice(0, 8)}`);
   }
 
@@ -129,8 +139,7 @@ export class Reach {
       el('ol', { class: 'hops', id: 'reach-hops' }, hops.map((h) => el('li', {},
         el('span', { class: 'hop-kind' }, h.kind || ''),
         el('span', { class: 'hop-text' }, h.description || ''),
-        (h.source_address || h.destination_address) &&
-          el('span', { class: 'hop-addr' }, `${h.source_address || '?'} → ${h.destination_address || '?'}`),
+        hopAddresses(h) && el('span', { class: 'hop-addr' }, hopAddresses(h)),
         this.objectButton(h.object)))),
     ].filter(Boolean));
     const ids = hops.map((h) => (h.object && h.object.id) || (h.kind === 'internet' ? 'internet' : null)).filter(Boolean);

@@ -96,7 +96,12 @@ function layout(live) {
       tallest = Math.max(tallest, h);
     }
     const sgs = vn ? sgsByVn.get(vn.id) || [] : [];
-    const vnWidth = Math.max(x - GAP * 2, 420);
+    // The header holds the name and the state line on the left and the NAT gateways on the
+    // right: wide enough for both, so a gateway never covers the text.
+    const nats = vn ? natsByVn.get(vn.id) || [] : [];
+    const head = vn ? frameTexts('virtual_networks', vn) : { title: '', sub: '' };
+    const headText = 28 + Math.max(head.title.length * 7.5, head.sub.length * 6.2) + PAD;
+    const vnWidth = Math.max(x - GAP * 2, 420, headText + nats.length * 190 + PAD);
     // Security groups: chips wrapping at the network's width.
     const chips = [];
     let cx = PAD * 2;
@@ -111,7 +116,7 @@ function layout(live) {
       cx += w + GAP;
     }
     const height = sgs.length ? cy + SG_H + PAD : VN_HEAD + tallest + PAD;
-    vnLayouts.push({ vn, items, chips, y, width: vnWidth, height, nats: vn ? natsByVn.get(vn.id) || [] : [] });
+    vnLayouts.push({ vn, items, chips, y, width: vnWidth, height, nats });
     y += height + GAP * 3;
     width = Math.max(width, vnWidth + PAD * 2);
   }
@@ -211,21 +216,34 @@ function nodeGroup(id, n, cls) {
     'data-name': label(n),
     'data-state': state,
     transform: `translate(${n.x},${n.y})`,
+    // Reachable by Tab; Enter or Space selects (see listen()).
+    tabindex: n.obj ? 0 : undefined,
+    role: n.obj ? 'button' : undefined,
+    'aria-label': n.obj ? `${KIND_OF[n.collection]} ${label(n)}` : undefined,
   });
+}
+
+/** The two header lines of a network or subnet frame. */
+function frameTexts(collection, obj) {
+  const spec = obj.spec || {};
+  const cidrs = [spec.ipv4_cidr, spec.ipv6_cidr].filter(Boolean).join('  ');
+  return {
+    title: clip(nameOf(obj), 40),
+    sub: `${KIND_OF[collection]} · ${shortState(obj)}${cidrs ? ' · ' + cidrs : ''}`,
+  };
 }
 
 function drawFrame(id, n) {
   const g = nodeGroup(id, n);
-  const spec = n.obj.spec || {};
   const head = n.shape === 'vn' ? VN_HEAD : SUBNET_HEAD;
-  const cidrs = [spec.ipv4_cidr, spec.ipv6_cidr].filter(Boolean).join('  ');
+  const texts = frameTexts(n.collection, n.obj);
   g.append(
     svg('rect', { class: 'frame', width: n.w, height: n.h, rx: n.shape === 'vn' ? 14 : 10 }),
     svg('rect', { class: 'frame-head', width: n.w, height: head - 8, rx: n.shape === 'vn' ? 14 : 10 }),
     svg('circle', { class: 'dot', cx: 16, cy: 17, r: 5 }),
-    svg('text', { class: 'title', x: 28, y: 21 }, clip(label(n), 40)),
-    svg('text', { class: 'sub', x: 28, y: 34 }, `${KIND_OF[n.collection]} · ${shortState(n.obj)}${cidrs ? ' · ' + cidrs : ''}`),
-    svg('title', {}, `${KIND_OF[n.collection]} ${label(n)}`),
+    svg('text', { class: 'title', x: 28, y: 21 }, texts.title),
+    svg('text', { class: 'sub', x: 28, y: 34 }, texts.sub),
+    svg('title', {}, `${KIND_OF[n.collection]} ${label(n)} · id ${n.obj.id}`),
   );
   return g;
 }
@@ -242,7 +260,7 @@ function drawCard(id, n) {
     svg('text', { class: 'title', x: 44, y: 19 }, clip(label(n), 17)),
     svg('text', { class: 'sub', x: 14, y: 37 }, clip(addr || shortState(n.obj), 30)),
     svg('circle', { class: 'dot', cx: n.w - 12, cy: 14, r: 5 }),
-    svg('title', {}, `${KIND_OF[n.collection]} ${label(n)} · ${shortState(n.obj)}${addr ? ' · ' + addr : ''}`),
+    svg('title', {}, `${KIND_OF[n.collection]} ${label(n)} · ${shortState(n.obj)}${addr ? ' · ' + addr : ''} · id ${n.obj.id}`),
   );
   return g;
 }
@@ -253,7 +271,7 @@ function drawChip(id, n, text) {
     svg('rect', { class: 'chip-bg', width: n.w, height: n.h, rx: n.h / 2 }),
     svg('circle', { class: 'dot', cx: 13, cy: n.h / 2, r: 4.5 }),
     svg('text', { class: 'title', x: 24, y: n.h / 2 + 4 }, text),
-    svg('title', {}, n.obj ? `${KIND_OF[n.collection]} ${label(n)} · ${shortState(n.obj)}` : 'Internet'),
+    svg('title', {}, n.obj ? `${KIND_OF[n.collection]} ${label(n)} · ${shortState(n.obj)} · id ${n.obj.id}` : 'Internet'),
   );
   return g;
 }
@@ -384,7 +402,10 @@ export class Topology {
       mark(id, 'hop');
       const n = this.scene.nodes.get(id);
       if (!n) continue;
-      const c = n.shape === 'vn' || n.shape === 'subnet' ? { x: n.x + 16, y: n.y + 17 } : center(n);
+      // Frames: their state dot; the internet: the middle of its lower edge, below its label.
+      let c = center(n);
+      if (n.shape === 'vn' || n.shape === 'subnet') c = { x: n.x + 16, y: n.y + 17 };
+      else if (n.shape === 'internet') c = { x: c.x, y: n.y + n.h };
       const last = points[points.length - 1];
       if (!last || last.x !== c.x || last.y !== c.y) points.push(c);
     }
@@ -438,6 +459,14 @@ export class Topology {
       const target = e.target.closest('[data-id]');
       const id = target && target.getAttribute('data-id');
       if (id && id !== 'internet') this.onSelect(id);
+    });
+    this.svg.addEventListener('keydown', (e) => {
+      if (e.key !== 'Enter' && e.key !== ' ') return;
+      const target = e.target.closest && e.target.closest('[data-id]');
+      const id = target && target.getAttribute('data-id');
+      if (!id || id === 'internet') return;
+      e.preventDefault();
+      this.onSelect(id);
     });
     this.svg.addEventListener('wheel', (e) => {
       if (!this.view) return;

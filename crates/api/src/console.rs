@@ -1,9 +1,13 @@
 //! The web console (docs/console.md): one page under `/console` whose HTML, JavaScript and CSS
-//! are compiled into the binary (`crates/api/console/`), plus the two small routes the page needs
+//! are compiled into the binary (`crates/api/console/`), plus the three small routes the page needs
 //! besides the REST API:
 //!
 //! - `GET /console/api/session`: who the bearer token is (`{"subject","role","tenant"}`), so the
-//!   page can show the provider's tenant picker;
+//!   page can show the provider's tenant picker and only the actions the role may take;
+//! - `GET /console/api/quota[?tenant=]`: the quota usage of the caller's own tenant (`tenant`
+//!   is ignored for tenant tokens; the provider names the tenant), `{"tenant","usage"}` with
+//!   `usage` as the Tenant's `status.usage`. Tenants cannot read their Tenant object, yet
+//!   should see how much of their quotas they use;
 //! - `GET /console/api/watch?surface=&collections=&filter=`: several watches in one
 //!   `text/event-stream`. A browser opens at most six HTTP/1.1 connections to a server, so one
 //!   stream per collection (nine for a tenant's network) would leave none for the page's other
@@ -31,6 +35,7 @@ use osac_model::{Kind, Scope};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use crate::auth::{Caller, Role};
 use crate::error::{ApiError, ApiResult};
 use crate::rest::{authenticated, caller, reply};
 use crate::service::Service;
@@ -57,7 +62,7 @@ macro_rules! asset {
 const JS: &str = "text/javascript; charset=utf-8";
 
 /// The page's files.
-const ASSETS: [(&str, &str, &str); 11] = [
+const ASSETS: [(&str, &str, &str); 13] = [
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("console.css", "text/css; charset=utf-8"),
     asset!("app.js", JS),
@@ -69,6 +74,8 @@ const ASSETS: [(&str, &str, &str); 11] = [
     asset!("details.js", JS),
     asset!("reach.js", JS),
     asset!("provider.js", JS),
+    asset!("objects.js", JS),
+    asset!("forms.js", JS),
 ];
 
 /// The console's routes: the page, its files and its two API helpers.
@@ -78,6 +85,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/console/", get(|| async { asset_response("index.html") }))
         .route("/console/api/session", get(session))
         .route("/console/api/watch", get(watch))
+        .route("/console/api/quota", get(quota))
         .route(
             "/console/{file}",
             get(|Path(file): Path<String>| async move { asset_response(&file) }),
@@ -118,6 +126,40 @@ async fn session(State(s): State<Arc<Service>>, headers: HeaderMap) -> Response 
         async {
             let c = caller(&s, &headers).await?;
             Ok(json!({"subject": c.subject, "role": c.role.as_str(), "tenant": c.tenant}))
+        }
+        .await,
+    ))
+}
+
+/// The quota usage of one tenant: the caller's own (a tenant token cannot name another), or the
+/// one the provider names.
+async fn quota(
+    State(s): State<Arc<Service>>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    secured(reply(
+        async {
+            let c = caller(&s, &headers).await?;
+            let tenant = match (&c.tenant, c.is_provider()) {
+                (_, true) => q
+                    .get("tenant")
+                    .filter(|t| !t.is_empty())
+                    .cloned()
+                    .ok_or_else(|| ApiError::invalid("tenant: name the tenant"))?,
+                (Some(own), false) => own.clone(),
+                (None, false) => return Err(ApiError::not_found("the token has no tenant")),
+            };
+            // Read as the provider, but only ever the tenant fixed above.
+            let reader = Caller {
+                subject: c.subject.clone(),
+                tenant: None,
+                role: Role::ProviderAdmin,
+            };
+            let obj = s
+                .get(&reader, Scope::Provider, Kind::Tenant, &tenant)
+                .await?;
+            Ok(json!({"tenant": tenant, "usage": obj["status"]["usage"].clone()}))
         }
         .await,
     ))

@@ -22,7 +22,8 @@ enum Command {
     /// Run the control plane (REST + gRPC API and controllers)
     #[cfg(feature = "server")]
     Server(Box<osac_server::ServerArgs>),
-    /// Print a shell completion script: `source <(osac completion bash)`
+    /// Print a shell completion script: `source <(osac completion bash)` (commands, options,
+    /// kinds, and object names asked of the server)
     Completion {
         /// bash, zsh, fish, elvish or powershell
         shell: clap_complete::Shell,
@@ -32,6 +33,22 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // `osac __complete WORDS…`: the object names the completion scripts offer (silent on
+    // any failure, so a TAB never prints an error).
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if args.get(1).map(String::as_str) == Some(osac_cli::client::complete::COMMAND) {
+        use clap::CommandFactory;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        if let Ok(rt) = runtime {
+            let out = rt.block_on(osac_cli::client::complete::run(&Cli::command(), &args[2..]));
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes());
+        }
+        return std::process::ExitCode::SUCCESS;
+    }
     // `KIND/NAME` (`osac get subnet/web`) becomes `KIND NAME` before clap reads the line.
     let argv = {
         use clap::CommandFactory;
@@ -42,6 +59,7 @@ fn main() -> std::process::ExitCode {
         use clap::CommandFactory;
         let mut script = Vec::new();
         clap_complete::generate(shell, &mut Cli::command(), "osac", &mut script);
+        script.extend_from_slice(osac_cli::client::complete::hook(shell).as_bytes());
         // `osac completion bash | head` closing the pipe early is not an error.
         let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
         return std::process::ExitCode::SUCCESS;

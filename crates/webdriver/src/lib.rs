@@ -18,6 +18,13 @@ use serde_json::{Value, json};
 /// The key of an element reference in WebDriver answers.
 const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 
+/// The W3C WebDriver code points of the special keys [`Browser::press`] types.
+pub mod keys {
+    pub const TAB: &str = "\u{E004}";
+    pub const ENTER: &str = "\u{E007}";
+    pub const ESCAPE: &str = "\u{E00C}";
+}
+
 /// Chromium flags that work in containers, also as root.
 const CHROMIUM_FLAGS: [&str; 9] = [
     "--headless",
@@ -259,6 +266,40 @@ impl Browser {
             "POST",
             &self.session_path(&format!("/element/{id}/value")),
             json!({"text": text}),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Types `keys` into whichever element has the focus, as keystrokes (so Tab moves the focus
+    /// and Enter submits): special keys are the W3C code points, see [`keys`].
+    pub async fn press(&self, text: &str) -> Result<()> {
+        let active = self
+            .command("GET", &self.session_path("/element/active"), Value::Null)
+            .await?;
+        let id = active[ELEMENT_KEY]
+            .as_str()
+            .ok_or_else(|| WebDriverError::Command {
+                command: "active element".into(),
+                error: "no element reference".into(),
+                message: active.to_string(),
+            })?
+            .to_string();
+        self.command(
+            "POST",
+            &self.session_path(&format!("/element/{id}/value")),
+            json!({"text": text}),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Resizes the window (the page's layout follows, as when a user narrows the window).
+    pub async fn resize(&self, width: u32, height: u32) -> Result<()> {
+        self.command(
+            "POST",
+            &self.session_path("/window/rect"),
+            json!({"width": width, "height": height}),
         )
         .await
         .map(|_| ())

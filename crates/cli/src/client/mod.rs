@@ -35,6 +35,7 @@
 //! "cannot reach osac at URL: is `osac server --dev` running?".
 
 mod args;
+pub mod complete;
 mod config;
 mod create;
 mod dataplane;

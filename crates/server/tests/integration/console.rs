@@ -12,13 +12,13 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 /// How long the page may take to show something.
-const SHOWN: Duration = Duration::from_secs(20);
+pub(crate) const SHOWN: Duration = Duration::from_secs(20);
 
 /// A name a hostile tenant gives its objects' annotations (names must be DNS labels).
 const HOSTILE: &str = r#"<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>"#;
 
 /// The browser, or None when Chromium is not installed here (under CI it must be).
-async fn browser() -> Option<Browser> {
+pub(crate) async fn browser() -> Option<Browser> {
     if let Err(reason) = osac_webdriver::binaries() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!("the console browser test must run under CI but cannot: {reason}");
@@ -33,7 +33,7 @@ async fn browser() -> Option<Browser> {
     )
 }
 
-async fn screenshot(b: &Browser, name: &str) {
+pub(crate) async fn screenshot(b: &Browser, name: &str) {
     let Some(dir) = std::env::var_os("OSAC_CONSOLE_SCREENSHOTS").map(PathBuf::from) else {
         return;
     };
@@ -382,6 +382,23 @@ async fn explains_reachability(b: &Browser) {
         .await
         .unwrap();
     assert!(shown["hops"].as_u64().unwrap() >= 2, "{shown}");
+    // Hops name only the addresses they know, and no path stop covers the "Internet" label.
+    let hops = b
+        .execute(
+            "return document.getElementById('reach-hops').textContent",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(!hops.as_str().unwrap().contains('?'), "{hops}");
+    let covered = b
+        .execute(
+            "const t = document.querySelector('#topology .internet text').getBoundingClientRect();              return [...document.querySelectorAll('#topology .path-stop')].some(c => {                const r = c.getBoundingClientRect();                return r.left < t.right && r.right > t.left && r.top < t.bottom && r.bottom > t.top; })",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(covered, false, "a path stop covers the Internet label");
     assert_eq!(shown["path"], 1, "the path is drawn: {shown}");
     assert_eq!(
         shown["web"], true,
@@ -513,6 +530,8 @@ async fn console_page_is_served_with_a_strict_policy_and_one_stream_per_tenant()
         "details.js",
         "reach.js",
         "provider.js",
+        "objects.js",
+        "forms.js",
     ] {
         let src = http
             .get(format!("{}/console/{file}", s.url()))

@@ -9,6 +9,7 @@ mod common;
 mod concurrency;
 mod connections;
 mod console;
+mod console_actions;
 mod defaults;
 mod designs;
 mod event_bounds;
