@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use osac_backends::{
-    FabricLayer, FabricManager, FabricRequest, K8sLayer, K8sManager, K8sRequest, OpError,
+    FabricLayer, FabricManager, FabricRequest, K8sLayer, K8sManager, K8sRequest, NatPathCounter,
+    OpError,
     Operation, Registration, Registry,
 };
 use osac_model::{Kind, pb};
@@ -192,6 +193,10 @@ impl FabricLayer for Metered<dyn FabricManager> {
             request.call_on(&*self.0),
         )
         .await
+    }
+
+    async fn nat_counters(&self) -> Result<Option<Vec<NatPathCounter>>, OpError> {
+        self.0.nat_counters().await
     }
 }
 

@@ -12,6 +12,7 @@
 pub(crate) mod engine;
 mod fabric;
 mod k8s;
+mod traffic;
 pub mod provisioner;
 
 use std::collections::{BTreeMap, HashMap};
