@@ -8,6 +8,7 @@ pub mod dissect;
 pub mod forge;
 pub mod raw;
 pub mod spoof;
+pub mod bulk;
 
 pub use capture::{Capture, send_udp_from};
 
