@@ -173,9 +173,7 @@ mod tests {
     /// holds exactly what was sent, billed to the attachment's tenant and ExternalIP.
     #[tokio::test]
     async fn sweeps_record_injected_traffic_across_a_reset() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("osac.db").display());
-        let store = osac_store::open(&url).await.unwrap();
+        let store = osac_store::open("sqlite::memory:").await.unwrap();
         let fabric = SimFabric::open(Arc::new(MemorySimState::new())).await.unwrap();
         let m: Arc<dyn FabricManager> = Arc::new(
             SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric.clone()).unwrap(),
@@ -259,9 +257,7 @@ mod tests {
                 Err(OpError::permanent("unused"))
             }
         }
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("osac.db").display());
-        let store = osac_store::open(&url).await.unwrap();
+        let store = osac_store::open("sqlite::memory:").await.unwrap();
         let m = NoCounters(Registration::sim("x", Role::Fabric));
         let got = sweep(store.as_ref(), &m, &mut HashMap::new()).await.unwrap();
         assert_eq!(got, None);

@@ -84,10 +84,8 @@ async fn concurrent_sweeps_never_double(s: Arc<dyn Store>) {
     // The same reading recorded by two sweeps at once (a shard handover) counts once.
     let one = |n: u64| sample(KIND_NAT_GATEWAY, "race", "t3", "e", n, n);
     s.record_traffic(at(200), &[one(100)]).await.unwrap();
-    let (a, b) = tokio::join!(
-        s.record_traffic(at(201), &[one(300)]),
-        s.record_traffic(at(201), &[one(300)])
-    );
+    let (x, y) = ([one(300)], [one(300)]);
+    let (a, b) = tokio::join!(s.record_traffic(at(201), &x), s.record_traffic(at(201), &y));
     // A writer that lost a race may fail (and retry next sweep); none may double.
     assert!(a.is_ok() || b.is_ok());
     let rows = s.traffic_usage(at(180), at(300), Some("t3")).await.unwrap();
