@@ -10,8 +10,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use osac_backends::{
     FabricLayer, FabricManager, FabricRequest, K8sLayer, K8sManager, K8sRequest, NatPathCounter,
-    OpError,
-    Operation, Registration, Registry,
+    OpError, Operation, Registration, Registry,
 };
 use osac_model::{Kind, pb};
 use osac_store::{Record, Store, StoreError};

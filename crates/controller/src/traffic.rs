@@ -174,7 +174,9 @@ mod tests {
     #[tokio::test]
     async fn sweeps_record_injected_traffic_across_a_reset() {
         let store = osac_store::open("sqlite::memory:").await.unwrap();
-        let fabric = SimFabric::open(Arc::new(MemorySimState::new())).await.unwrap();
+        let fabric = SimFabric::open(Arc::new(MemorySimState::new()))
+            .await
+            .unwrap();
         let m: Arc<dyn FabricManager> = Arc::new(
             SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric.clone()).unwrap(),
         );
@@ -231,17 +233,24 @@ mod tests {
 
         let now = chrono::Utc::now();
         let rows = store
-            .traffic_usage(now - chrono::Duration::hours(1), now + chrono::Duration::hours(1), None)
+            .traffic_usage(
+                now - chrono::Duration::hours(1),
+                now + chrono::Duration::hours(1),
+                None,
+            )
             .await
             .unwrap();
         assert!(rows.iter().all(|r| r.object_id == att));
-        let (i, e) = rows
-            .iter()
-            .fold((0, 0), |(i, e), r| (i + r.ingress_bytes, e + r.egress_bytes));
+        let (i, e) = rows.iter().fold((0, 0), |(i, e), r| {
+            (i + r.ingress_bytes, e + r.egress_bytes)
+        });
         // The 500/50 sent just before the reset were never read: the dataplane lost them with
         // its counters (documented: at most one interval of traffic before a rebuild).
         assert_eq!((i, e), (1000 + 3000, 100 + 300));
-        assert!(rows.iter().all(|r| r.tenant_id == "t1" && r.external_ip_id == "eip-1"));
+        assert!(
+            rows.iter()
+                .all(|r| r.tenant_id == "t1" && r.external_ip_id == "eip-1")
+        );
     }
 
     /// A manager without counters is skipped, not an error.
@@ -259,7 +268,9 @@ mod tests {
         }
         let store = osac_store::open("sqlite::memory:").await.unwrap();
         let m = NoCounters(Registration::sim("x", Role::Fabric));
-        let got = sweep(store.as_ref(), &m, &mut HashMap::new()).await.unwrap();
+        let got = sweep(store.as_ref(), &m, &mut HashMap::new())
+            .await
+            .unwrap();
         assert_eq!(got, None);
     }
 }

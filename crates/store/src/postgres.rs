@@ -474,7 +474,11 @@ impl Store for PostgresStore {
         kv_put(&self.pool, ns, key, value).await
     }
 
-    async fn record_traffic(&self, at: DateTime<Utc>, samples: &[crate::TrafficSample]) -> Result<()> {
+    async fn record_traffic(
+        &self,
+        at: DateTime<Utc>,
+        samples: &[crate::TrafficSample],
+    ) -> Result<()> {
         record_traffic(&self.pool, at, samples).await
     }
 

@@ -458,7 +458,11 @@ impl Store for SqliteStore {
         kv_put(&self.pool, ns, key, value).await
     }
 
-    async fn record_traffic(&self, at: DateTime<Utc>, samples: &[crate::TrafficSample]) -> Result<()> {
+    async fn record_traffic(
+        &self,
+        at: DateTime<Utc>,
+        samples: &[crate::TrafficSample],
+    ) -> Result<()> {
         let _guard = self.write_lock.lock().await;
         record_traffic(&self.pool, at, samples).await
     }

@@ -79,7 +79,9 @@ pub struct Reading {
 pub fn delta(last: Option<&Reading>, now: &Reading) -> (u64, u64) {
     match last {
         Some(last)
-            if last.epoch == now.epoch && now.ingress >= last.ingress && now.egress >= last.egress =>
+            if last.epoch == now.epoch
+                && now.ingress >= last.ingress
+                && now.egress >= last.egress =>
         {
             (now.ingress - last.ingress, now.egress - last.egress)
         }

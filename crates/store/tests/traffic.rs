@@ -30,7 +30,9 @@ fn sample(kind: &str, id: &str, tenant: &str, epoch: &str, i: u64, e: u64) -> Tr
 fn totals(rows: &[TrafficUsageRow], id: &str) -> (i64, i64) {
     rows.iter()
         .filter(|r| r.object_id == id)
-        .fold((0, 0), |(i, e), r| (i + r.ingress_bytes, e + r.egress_bytes))
+        .fold((0, 0), |(i, e), r| {
+            (i + r.ingress_bytes, e + r.egress_bytes)
+        })
 }
 
 async fn accumulates_across_resets(s: &dyn Store) {
@@ -60,13 +62,23 @@ async fn accumulates_across_resets(s: &dyn Store) {
     assert_eq!(totals(&all, "gw"), (20 + 8, 8000 + 4));
     // One row per path and 60-second bucket, in time order, with the object's owner.
     assert_eq!(all.len(), 4, "{all:?}");
-    assert!(all.windows(2).all(|w| w[0].bucket_start <= w[1].bucket_start));
+    assert!(
+        all.windows(2)
+            .all(|w| w[0].bucket_start <= w[1].bucket_start)
+    );
     let first = &all[0];
     assert_eq!(first.bucket_start.timestamp() % 60, 0);
-    assert_eq!(first.bucket_start, at(0) - chrono::Duration::seconds(at(0).timestamp() % 60));
+    assert_eq!(
+        first.bucket_start,
+        at(0) - chrono::Duration::seconds(at(0).timestamp() % 60)
+    );
     let att = all.iter().find(|r| r.object_id == "att").unwrap();
     assert_eq!(
-        (att.tenant_id.as_str(), att.kind.as_str(), att.external_ip_id.as_str()),
+        (
+            att.tenant_id.as_str(),
+            att.kind.as_str(),
+            att.external_ip_id.as_str()
+        ),
         ("t1", KIND_EXTERNAL_IP_ATTACHMENT, "eip-att")
     );
 
@@ -76,8 +88,18 @@ async fn accumulates_across_resets(s: &dyn Store) {
     let second = all[2].bucket_start;
     let later = s.traffic_usage(second, at(120), None).await.unwrap();
     assert_eq!(totals(&later, "att"), (4100, 20));
-    assert!(s.traffic_usage(at(0), all[0].bucket_start, None).await.unwrap().is_empty());
-    assert!(s.traffic_usage(at(0), at(120), Some("nobody")).await.unwrap().is_empty());
+    assert!(
+        s.traffic_usage(at(0), all[0].bucket_start, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        s.traffic_usage(at(0), at(120), Some("nobody"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn concurrent_sweeps_never_double(s: Arc<dyn Store>) {
@@ -109,7 +131,9 @@ async fn postgres_keeps_traffic() {
     match support::fresh_postgres_url().await {
         Some(url) => suite(osac_store::open(&url).await.expect("open postgres")).await,
         None if support::in_ci() => {
-            panic!("CI=true but OSAC_TEST_DATABASE_URL is not set: the PostgreSQL suite must run in CI")
+            panic!(
+                "CI=true but OSAC_TEST_DATABASE_URL is not set: the PostgreSQL suite must run in CI"
+            )
         }
         None => eprintln!("OSAC_TEST_DATABASE_URL not set: PostgreSQL traffic suite skipped"),
     }

@@ -12,8 +12,8 @@
 pub(crate) mod engine;
 mod fabric;
 mod k8s;
-mod traffic;
 pub mod provisioner;
+mod traffic;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -32,7 +32,9 @@ async fn recorded(dp: &Dp, object_id: &str) -> (i64, i64) {
         .expect("traffic usage");
     rows.iter()
         .filter(|r| r.object_id == object_id)
-        .fold((0, 0), |(i, e), r| (i + r.ingress_bytes, e + r.egress_bytes))
+        .fold((0, 0), |(i, e), r| {
+            (i + r.ingress_bytes, e + r.egress_bytes)
+        })
 }
 
 /// Waits (the sweep runs every second here) until `pick` of what is recorded for
@@ -88,20 +90,31 @@ pub async fn bandwidth(dp: Arc<Dp>) {
         .unwrap_or_else(|| panic!("no VirtualNetwork in {vns}"));
 
     // In through the ExternalIP (tcp/22 is open by default).
-    transfer(&v.ns, SocketAddr::new(any(v.ip), 22), EXT_NS, SocketAddr::new(ext, 22)).await;
+    transfer(
+        &v.ns,
+        SocketAddr::new(any(v.ip), 22),
+        EXT_NS,
+        SocketAddr::new(ext, 22),
+    )
+    .await;
     let (ingress, egress) = recorded_at_least(&dp, &attachment, |r| r.0, SENT as i64).await;
     assert!(
         within_2_percent(ingress, SENT),
         "DNAT ingress recorded {ingress} for {SENT} sent"
     );
-    assert!(egress > 0 && egress < ingress / 10, "DNAT egress (acks) {egress}");
+    assert!(
+        egress > 0 && egress < ingress / 10,
+        "DNAT egress (acks) {egress}"
+    );
 
     // A restart of the server and a reset of the router's counters.
     dp.restart().await;
     let ns = names::router_ns(&vn);
     let table = names::vn_table(&vn);
     let reset = std::process::Command::new("ip")
-        .args(["netns", "exec", &ns, "nft", "reset", "counters", "table", "inet", &table])
+        .args([
+            "netns", "exec", &ns, "nft", "reset", "counters", "table", "inet", &table,
+        ])
         .output()
         .expect("nft reset");
     assert!(reset.status.success(), "nft reset: {reset:?}");
@@ -109,13 +122,22 @@ pub async fn bandwidth(dp: Arc<Dp>) {
     // Out through the NAT gateway.
     let gw: IpAddr = EXT_GATEWAY.parse().expect("ip");
     let port = 7300;
-    transfer(EXT_NS, SocketAddr::new(gw, port), &v.ns, SocketAddr::new(gw, port)).await;
+    transfer(
+        EXT_NS,
+        SocketAddr::new(gw, port),
+        &v.ns,
+        SocketAddr::new(gw, port),
+    )
+    .await;
     let (nat_in, nat_out) = recorded_at_least(&dp, &gateway, |r| r.1, SENT as i64).await;
     assert!(
         within_2_percent(nat_out, SENT),
         "SNAT egress recorded {nat_out} for {SENT} sent"
     );
-    assert!(nat_in > 0 && nat_in < nat_out / 10, "SNAT ingress (acks) {nat_in}");
+    assert!(
+        nat_in > 0 && nat_in < nat_out / 10,
+        "SNAT ingress (acks) {nat_in}"
+    );
 
     // The attachment's bytes were neither lost nor doubled by the restart and the reset.
     let (after_in, _) = recorded(&dp, &attachment).await;

@@ -3,12 +3,12 @@
 //! thread (`setns`) or through `ip netns exec`. Blocking by design: call from a blocking
 //! context (`spawn_blocking`) or a plain thread.
 
+pub mod bulk;
 pub mod capture;
 pub mod dissect;
 pub mod forge;
 pub mod raw;
 pub mod spoof;
-pub mod bulk;
 
 pub use capture::{Capture, send_udp_from};
 

@@ -209,8 +209,12 @@ mod tests {
         let s = attach("vt", MeterPath::Snat, "gw", "203.0.113.9".parse().unwrap());
         let (i, e) = counter_names(MeterPath::Snat, "gw");
         assert!(s.contains(&format!("add counter inet vt {i}\n")));
-        assert!(s.contains(&format!("add element inet vt msi4 {{ 203.0.113.9 : \"{i}\" }}")));
-        assert!(s.contains(&format!("add element inet vt mse4 {{ 203.0.113.9 : \"{e}\" }}")));
+        assert!(s.contains(&format!(
+            "add element inet vt msi4 {{ 203.0.113.9 : \"{i}\" }}"
+        )));
+        assert!(s.contains(&format!(
+            "add element inet vt mse4 {{ 203.0.113.9 : \"{e}\" }}"
+        )));
         let s6 = attach("vt", MeterPath::Dnat, "a", "2001:db8::5".parse().unwrap());
         assert!(s6.contains("add element inet vt mdi6 { 2001:db8::5 : "));
         let d = detach("vt", MeterPath::Dnat, "a", "2001:db8::5".parse().unwrap());
@@ -244,7 +248,11 @@ mod tests {
                 bytes: 180
             }]
         );
-        assert!(parse_counters("nope", "vt").unwrap_err().contains("not JSON"));
+        assert!(
+            parse_counters("nope", "vt")
+                .unwrap_err()
+                .contains("not JSON")
+        );
         let bad = r#"{"nftables": [{"counter": {"name": "a", "table": "vt", "handle": 1}}]}"#;
         assert!(parse_counters(bad, "vt").unwrap_err().contains("`bytes`"));
     }
