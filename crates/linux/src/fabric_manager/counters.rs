@@ -23,7 +23,7 @@ impl Inner {
     /// Every NAT path of the model, by VirtualNetwork.
     pub(crate) fn nat_paths(&self) -> BTreeMap<String, Paths> {
         let mut by_vn: BTreeMap<String, Paths> = BTreeMap::new();
-        for record in self.model.state.records().values() {
+        for record in self.model.state.records() {
             let (vn, path) = match record {
                 Record::Dnat(d) => (
                     &d.virtual_network_id,
