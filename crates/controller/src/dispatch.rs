@@ -241,3 +241,23 @@ async fn metered<T>(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use osac_backends::{MemorySimState, Role, SimFabric, SimManager};
+
+    /// The metering wrapper hands out the wrapped manager's NAT counters, not the contract's
+    /// "no counters" default.
+    #[tokio::test]
+    async fn metered_managers_pass_nat_counters_through() {
+        let fabric = SimFabric::open(Arc::new(MemorySimState::new()))
+            .await
+            .unwrap();
+        let sim: Arc<dyn FabricManager> = Arc::new(
+            SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric).unwrap(),
+        );
+        let metered: Arc<dyn FabricManager> = Arc::new(Metered(sim));
+        assert_eq!(metered.nat_counters().await.unwrap(), Some(Vec::new()));
+    }
+}
