@@ -254,9 +254,8 @@ mod tests {
         let fabric = SimFabric::open(Arc::new(MemorySimState::new()))
             .await
             .unwrap();
-        let sim: Arc<dyn FabricManager> = Arc::new(
-            SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric).unwrap(),
-        );
+        let sim: Arc<dyn FabricManager> =
+            Arc::new(SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric).unwrap());
         let metered: Arc<dyn FabricManager> = Arc::new(Metered(sim));
         assert_eq!(metered.nat_counters().await.unwrap(), Some(Vec::new()));
     }
