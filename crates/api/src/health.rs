@@ -116,6 +116,21 @@ mod tests {
         async fn kv_delete(&self, _: &str, _: &str) -> Result<(), StoreError> {
             down()
         }
+        async fn record_traffic(
+            &self,
+            _: chrono::DateTime<chrono::Utc>,
+            _: &[osac_store::TrafficSample],
+        ) -> Result<(), StoreError> {
+            down()
+        }
+        async fn traffic_usage(
+            &self,
+            _: chrono::DateTime<chrono::Utc>,
+            _: chrono::DateTime<chrono::Utc>,
+            _: Option<&str>,
+        ) -> Result<Vec<osac_store::TrafficUsageRow>, StoreError> {
+            down()
+        }
         async fn prune_events(
             &self,
             _: chrono::DateTime<chrono::Utc>,

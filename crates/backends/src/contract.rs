@@ -443,6 +443,12 @@ pub trait FabricManager: Send + Sync {
     async fn repair_drift(&self) -> Result<DriftRepair, OpError> {
         Ok(DriftRepair::default())
     }
+    /// The cumulative byte counters of every NAT path this manager programs (one per
+    /// ExternalIPAttachment, one per NATGateway); `None` (the default) when this driver has no
+    /// counters, so bandwidth is not metered on its classes.
+    async fn nat_counters(&self) -> Result<Option<Vec<NatPathCounter>>, OpError> {
+        Ok(None)
+    }
 }
 
 /// A manager of role k8s: bridges subnets into hosting-cluster overlays. Every operation is
@@ -473,6 +479,11 @@ pub trait FabricLayer: Send + Sync {
     fn registration(&self) -> &Registration;
     /// Runs one fabric operation.
     async fn call<R: FabricRequest>(&self, request: &R) -> Result<R::Response, OpError>;
+    /// [`FabricManager::nat_counters`]: a wrapper forwards it to the manager it wraps; a
+    /// driver without counters keeps the default.
+    async fn nat_counters(&self) -> Result<Option<Vec<NatPathCounter>>, OpError> {
+        Ok(None)
+    }
 }
 
 /// [`FabricLayer`] for k8s managers.
@@ -545,7 +556,7 @@ macro_rules! requests {
 /// The role-specific request trait, and the blanket implementation of the manager trait for
 /// every layer, of an operation table.
 macro_rules! role_dispatch {
-    ($request:ident, $manager:ident, $layer:ident;
+    ($request:ident, $manager:ident, $layer:ident, { $($extra:tt)* };
      $($op:ident, $method:ident, $req:ident, $resp:ty, $id:ident;)*) => {
         $(
             impl $request for $req {
@@ -565,16 +576,26 @@ macro_rules! role_dispatch {
                     $layer::call(self, request).await
                 }
             )*
+            $($extra)*
         }
     };
 }
 
 macro_rules! fabric_dispatch {
-    ($($t:tt)*) => { role_dispatch! { FabricRequest, FabricManager, FabricLayer; $($t)* } };
+    ($($t:tt)*) => {
+        role_dispatch! {
+            FabricRequest, FabricManager, FabricLayer, {
+                async fn nat_counters(&self) -> Result<Option<Vec<NatPathCounter>>, OpError> {
+                    FabricLayer::nat_counters(self).await
+                }
+            };
+            $($t)*
+        }
+    };
 }
 
 macro_rules! k8s_dispatch {
-    ($($t:tt)*) => { role_dispatch! { K8sRequest, K8sManager, K8sLayer; $($t)* } };
+    ($($t:tt)*) => { role_dispatch! { K8sRequest, K8sManager, K8sLayer, {}; $($t)* } };
 }
 
 fabric_operations!(requests);

@@ -379,3 +379,45 @@ impl DriftRepair {
         self.recreated.len() + self.reset.len() + self.removed.len()
     }
 }
+
+/// Which NAT path a [`NatPathCounter`] measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NatPathKind {
+    /// The inbound DNAT of an ExternalIPAttachment: ingress is what reaches the workload
+    /// through the external address, egress is its replies.
+    ExternalIpAttachment,
+    /// The outbound SNAT of a NATGateway: egress is what the workloads send out through the
+    /// gateway's address, ingress is the replies.
+    NatGateway,
+}
+
+impl NatPathKind {
+    /// The stored spelling (`external_ip_attachment`, `nat_gateway`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NatPathKind::ExternalIpAttachment => "external_ip_attachment",
+            NatPathKind::NatGateway => "nat_gateway",
+        }
+    }
+}
+
+/// The cumulative byte counters of one NAT path as the dataplane holds them now. Counters only
+/// grow while the path exists; a reading below an earlier one means the dataplane recreated the
+/// counter (a rebuild, a restart), and so does a new `epoch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NatPathCounter {
+    /// Which path.
+    pub kind: NatPathKind,
+    /// Our id of the object the path belongs to (the attachment's, the gateway's).
+    pub object_id: String,
+    /// Bytes (IP packets, headers included) into the tenant's network on this path.
+    pub ingress_bytes: u64,
+    /// Bytes (IP packets, headers included) out of the tenant's network on this path.
+    pub egress_bytes: u64,
+    /// Identifies this incarnation of the counter when the dataplane can tell (e.g. the
+    /// kernel's handle of the counter object): a different epoch for the same object means the
+    /// counter was recreated and started again from zero. Empty when unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub epoch: String,
+}

@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use osac_backends::{
-    FabricLayer, FabricManager, FabricRequest, K8sLayer, K8sManager, K8sRequest, OpError,
-    Operation, Registration, Registry,
+    FabricLayer, FabricManager, FabricRequest, K8sLayer, K8sManager, K8sRequest, NatPathCounter,
+    OpError, Operation, Registration, Registry,
 };
 use osac_model::{Kind, pb};
 use osac_store::{Record, Store, StoreError};
@@ -193,6 +193,10 @@ impl FabricLayer for Metered<dyn FabricManager> {
         )
         .await
     }
+
+    async fn nat_counters(&self) -> Result<Option<Vec<NatPathCounter>>, OpError> {
+        self.0.nat_counters().await
+    }
 }
 
 #[async_trait]
@@ -236,4 +240,23 @@ async fn metered<T>(
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use osac_backends::{MemorySimState, Role, SimFabric, SimManager};
+
+    /// The metering wrapper hands out the wrapped manager's NAT counters, not the contract's
+    /// "no counters" default.
+    #[tokio::test]
+    async fn metered_managers_pass_nat_counters_through() {
+        let fabric = SimFabric::open(Arc::new(MemorySimState::new()))
+            .await
+            .unwrap();
+        let sim: Arc<dyn FabricManager> =
+            Arc::new(SimManager::fabric(Registration::sim("sim", Role::Fabric), fabric).unwrap());
+        let metered: Arc<dyn FabricManager> = Arc::new(Metered(sim));
+        assert_eq!(metered.nat_counters().await.unwrap(), Some(Vec::new()));
+    }
 }

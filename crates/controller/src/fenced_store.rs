@@ -153,6 +153,21 @@ impl Store for FencedStore {
     async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
         self.0.kv_delete(ns, key).await
     }
+    async fn record_traffic(
+        &self,
+        at: chrono::DateTime<chrono::Utc>,
+        samples: &[osac_store::TrafficSample],
+    ) -> Result<()> {
+        self.0.record_traffic(at, samples).await
+    }
+    async fn traffic_usage(
+        &self,
+        from: chrono::DateTime<chrono::Utc>,
+        to: chrono::DateTime<chrono::Utc>,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<osac_store::TrafficUsageRow>> {
+        self.0.traffic_usage(from, to, tenant_id).await
+    }
     async fn prune_events(&self, before: chrono::DateTime<chrono::Utc>, limit: i64) -> Result<u64> {
         self.0.prune_events(before, limit).await
     }

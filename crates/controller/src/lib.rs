@@ -85,6 +85,7 @@ pub mod reconcile;
 pub mod replica;
 mod resync;
 pub mod runtime;
+pub mod traffic;
 
 pub use dispatch::{Dispatcher, Managers};
 pub use ownership::{Ownership, SHARDS, shard_of};

@@ -43,6 +43,9 @@ pub struct ControllerConfig {
     pub event_prune_interval: Duration,
     /// Events kept per tenant, newest first (`--max-events-per-tenant`).
     pub max_events_per_tenant: usize,
+    /// How often the fabric managers' NAT byte counters are read and recorded (bandwidth
+    /// metering); zero turns it off.
+    pub traffic_interval: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -56,6 +59,7 @@ impl Default for ControllerConfig {
             event_ttl: osac_store::events::DEFAULT_EVENT_TTL,
             event_prune_interval: Duration::from_secs(60),
             max_events_per_tenant: osac_store::events::DEFAULT_MAX_EVENTS_PER_TENANT,
+            traffic_interval: Duration::from_secs(60),
         }
     }
 }
@@ -187,6 +191,12 @@ impl Controllers {
         tasks.spawn(crate::drift::drift_loop(
             ctx.clone(),
             ownership.clone(),
+            shutdown.clone(),
+        ));
+        tasks.spawn(crate::traffic::traffic_loop(
+            ctx.clone(),
+            ownership.clone(),
+            ctx.config.traffic_interval,
             shutdown.clone(),
         ));
         tasks.spawn(feed_loop(

@@ -170,6 +170,10 @@ pub struct ServerArgs {
     #[arg(long, env = "OSAC_MAX_EVENTS_PER_TENANT", default_value_t = osac_store::events::DEFAULT_MAX_EVENTS_PER_TENANT,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_events_per_tenant: usize,
+    /// Seconds between two readings of the dataplane's NAT byte counters (bandwidth
+    /// metering); 0 turns it off
+    #[arg(long, env = "OSAC_METERING_TRAFFIC_INTERVAL", default_value_t = ControllerConfig::default().traffic_interval.as_secs())]
+    pub metering_traffic_interval_seconds: u64,
 }
 
 /// Parses `--default-quota` over the built-in defaults.
@@ -260,6 +264,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         cleanup_retry_limit: args.cleanup_retry_limit,
         event_ttl: Duration::from_secs(args.event_ttl_seconds),
         max_events_per_tenant: args.max_events_per_tenant,
+        traffic_interval: Duration::from_secs(args.metering_traffic_interval_seconds),
         ..ControllerConfig::default()
     };
     let server = crate::start(ServerConfig {

@@ -19,6 +19,7 @@ mod record_cache;
 mod shared_kv;
 mod sql_common;
 mod sqlite;
+pub mod traffic;
 mod turn;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub use record::{
 };
 pub use shared_kv::{KvBatch, Missed};
 pub use sqlite::SqliteStore;
+pub use traffic::{TrafficSample, TrafficUsageRow};
 
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]
@@ -200,6 +202,21 @@ pub trait Store: Send + Sync + 'static {
     /// Removes up to `limit` events (kind `events`) created before `before`, oldest first, and
     /// returns how many: event retention, one statement on an index, not on the change feed.
     async fn prune_events(&self, before: chrono::DateTime<chrono::Utc>, limit: i64) -> Result<u64>;
+    /// Bandwidth metering: adds what each sample's counter counted since its last stored
+    /// reading to the usage bucket of `at`, and keeps the samples as the last readings (see
+    /// [`traffic`]: a reading below the last one, or of a new epoch, is a reset).
+    async fn record_traffic(
+        &self,
+        at: chrono::DateTime<chrono::Utc>,
+        samples: &[TrafficSample],
+    ) -> Result<()>;
+    /// The usage buckets starting in `[from, to)`, of one tenant when given, in time order.
+    async fn traffic_usage(
+        &self,
+        from: chrono::DateTime<chrono::Utc>,
+        to: chrono::DateTime<chrono::Utc>,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<TrafficUsageRow>>;
     /// Puts (`Some(value)`) and removes (`None`) several driver records in ONE transaction —
     /// all or nothing, one commit — so a driver operation that changes several records (or a
     /// batch of concurrent ones) costs one write; for a key given twice the last change wins.

@@ -288,6 +288,8 @@ async fn run_list_text(conn: &mut PgConnection, q: &ListQuery) -> Result<PageTex
     run_list_as(conn, q, TEXT_COLUMNS, decode_text).await
 }
 
+crate::traffic::traffic_statements! { pool: PgPool, lock: " FOR UPDATE" }
+
 crate::sql_common::sql_common_statements! {
     connection: PgConnection,
     pool: PgPool,
@@ -470,6 +472,23 @@ impl Store for PostgresStore {
 
     async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
         kv_put(&self.pool, ns, key, value).await
+    }
+
+    async fn record_traffic(
+        &self,
+        at: DateTime<Utc>,
+        samples: &[crate::TrafficSample],
+    ) -> Result<()> {
+        record_traffic(&self.pool, at, samples).await
+    }
+
+    async fn traffic_usage(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<crate::TrafficUsageRow>> {
+        traffic_usage(&self.pool, from, to, tenant_id).await
     }
 
     async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {

@@ -211,6 +211,8 @@ fn decode_text(row: &SqliteRow) -> Result<RecordText> {
     Ok(decode_meta(row)?.with_body(body))
 }
 
+crate::traffic::traffic_statements! { pool: SqlitePool, lock: "" }
+
 crate::sql_common::sql_common_statements! {
     connection: SqliteConnection,
     pool: SqlitePool,
@@ -454,6 +456,24 @@ impl Store for SqliteStore {
     async fn kv_put(&self, ns: &str, key: &str, value: &str) -> Result<()> {
         let _guard = self.write_lock.lock().await;
         kv_put(&self.pool, ns, key, value).await
+    }
+
+    async fn record_traffic(
+        &self,
+        at: DateTime<Utc>,
+        samples: &[crate::TrafficSample],
+    ) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        record_traffic(&self.pool, at, samples).await
+    }
+
+    async fn traffic_usage(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<crate::TrafficUsageRow>> {
+        traffic_usage(&self.pool, from, to, tenant_id).await
     }
 
     async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {

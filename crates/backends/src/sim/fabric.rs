@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::engine::{Engine, Tables};
+use super::traffic::SimTraffic;
 use super::{FailureKind, Faults, SimError, SimManager, SimStateStore, load_records};
 use crate::checks;
 use crate::contract::{FabricManager, OpError, Operation, Request};
@@ -79,6 +80,7 @@ pub struct SimFabric {
     engine: Engine<FabricState>,
     faults: Faults,
     held_leases: Arc<HeldLeases>,
+    traffic: Mutex<SimTraffic>,
 }
 
 /// Namespace [`SimFabric::open`] uses.
@@ -111,6 +113,7 @@ impl SimFabric {
             engine: Engine::start(store, namespace, state),
             faults: Faults::default(),
             held_leases: Arc::default(),
+            traffic: Mutex::default(),
         }))
     }
 
@@ -162,6 +165,16 @@ impl SimFabric {
         self.engine
             .run(move |state: &FabricState| plan(state, request.clone(), &held))
             .await
+    }
+
+    /// The traffic model (see [`super::traffic`]).
+    pub(super) fn traffic(&self) -> std::sync::MutexGuard<'_, SimTraffic> {
+        self.traffic.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The committed model tables (hold the guard briefly, never across an `.await`).
+    pub(super) fn engine_read(&self) -> std::sync::RwLockReadGuard<'_, FabricState> {
+        self.engine.read()
     }
 
     // ---- inspection (tests, dev tooling) ----
@@ -359,5 +372,9 @@ impl FabricManager for SimManager<SimFabric> {
         req: &QueryDhcpLeaseRequest,
     ) -> Result<PortAddresses, OpError> {
         self.run(req, query_dhcp_lease).await
+    }
+
+    async fn nat_counters(&self) -> Result<Option<Vec<NatPathCounter>>, OpError> {
+        Ok(Some(self.engine.counters()))
     }
 }

@@ -13,6 +13,7 @@ pub(crate) mod engine;
 mod fabric;
 mod k8s;
 pub mod provisioner;
+mod traffic;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};

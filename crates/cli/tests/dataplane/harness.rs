@@ -228,6 +228,8 @@ pub async fn start_server(dir: &tempfile::TempDir, settings: &LinuxSettings) -> 
             resync_interval: Duration::from_secs(10),
             backoff_base: Duration::from_millis(100),
             backoff_cap: Duration::from_secs(2),
+            // Bandwidth metering reads the counters every second (scenarios_metering).
+            traffic_interval: Duration::from_secs(1),
             ..ControllerConfig::default()
         },
         ip_discovery_timeout: ServerConfig::DEFAULT_IP_DISCOVERY_TIMEOUT,
@@ -326,6 +328,12 @@ impl Dp {
             gc_on_start: true,
             ..self.settings.clone()
         };
+        self.restart_with(&settings).await;
+    }
+
+    /// Restarts the server on the same database and dataplane, without garbage collection.
+    pub async fn restart(&self) {
+        let settings = self.settings.clone();
         self.restart_with(&settings).await;
     }
 

@@ -16,6 +16,7 @@ mod scenarios;
 mod scenarios_cluster;
 mod scenarios_ipv6;
 mod scenarios_lifecycle;
+mod scenarios_metering;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -40,6 +40,10 @@ pub static ALL: &[(&str, Scenario)] = &[
     ("nat_gateway_source_address", scenario!(nat_gateway)),
     ("garbage_collection_removes_only_leaks", scenario!(gc)),
     (
+        "bandwidth_metering_dnat_and_snat",
+        scenario!(crate::scenarios_metering::bandwidth),
+    ),
+    (
         "cluster_vips_dnat_from_external",
         scenario!(crate::scenarios_cluster::cluster_vips_dnat_from_external),
     ),
@@ -518,7 +522,7 @@ async fn dnat_reaches_only_allowed_then_stops(
 
 /// The id and external address of the READY ExternalIPAttachment targeting `instance` (a VM
 /// or a bare-metal server).
-async fn ready_attachment(dp: &Dp, token: &str, instance: &str) -> (String, IpAddr) {
+pub(crate) async fn ready_attachment(dp: &Dp, token: &str, instance: &str) -> (String, IpAddr) {
     let mut last = serde_json::Value::Null;
     for _ in 0..300 {
         last = dp.json(token, &["get", "externalipattachments"]).await;

@@ -5,6 +5,7 @@
 //! renders kernel state from the records. Every operation is idempotent and re-creates missing
 //! kernel state when called again, which is how a start-up resync rebuilds the dataplane.
 
+mod counters;
 pub mod dnsmasq;
 pub mod gc;
 mod nat;
@@ -325,5 +326,12 @@ impl FabricManager for LinuxFabric {
     ) -> Result<PortAddresses, OpError> {
         let result = self.inner.lock().await.query_lease(req.clone()).await;
         logged(req, result)
+    }
+
+    /// Reads the counters outside the manager's lock: only the list of paths is taken under
+    /// it, so metering never holds up an operation.
+    async fn nat_counters(&self) -> Result<Option<Vec<NatPathCounter>>, OpError> {
+        let paths = self.inner.lock().await.nat_paths();
+        counters::read(paths).await.map(Some)
     }
 }

@@ -17,6 +17,7 @@ use osac_backends::fabric_model::{
 
 use super::Inner;
 use super::records::Transit;
+use super::render::meter::{self, MeterPath};
 use super::render::{self, TableSite};
 use crate::cmd;
 use crate::names::{self, EXT_NS};
@@ -106,7 +107,14 @@ impl Inner {
         let (changes, ()) = external_ip_attachment::create(&self.model.state, r.clone())?;
         self.commit(changes).await?;
         self.expose_through_router(&r.virtual_network_id, r.external_address, true, |table| {
-            render::dnat(table, r.external_address, Some(r.target_ip))
+            let mut script = render::dnat(table, r.external_address, Some(r.target_ip));
+            script.push_str(&meter::attach(
+                table,
+                MeterPath::Dnat,
+                &r.attachment_id,
+                r.external_address,
+            ));
+            script
         })
         .await
     }
@@ -122,7 +130,15 @@ impl Inner {
         let (vn, external) = (&rec.virtual_network_id, rec.external_address);
         let ns = names::router_ns(vn);
         if cmd::netns_exists(&ns).await? {
-            cmd::nft_converge(&ns, &render::dnat(&names::vn_table(vn), external, None)).await?;
+            let table = names::vn_table(vn);
+            let mut script = render::dnat(&table, external, None);
+            script.push_str(&meter::detach(
+                &table,
+                MeterPath::Dnat,
+                &rec.attachment_id,
+                external,
+            ));
+            cmd::nft_converge(&ns, &script).await?;
             // Open sessions through the removed address stop now (not at conntrack timeout).
             flush_conntrack(&ns, external, "--orig-dst").await;
         }
@@ -141,8 +157,16 @@ impl Inner {
         let (changes, ()) = nat_gateway::create(&self.model.state, r.clone())?;
         self.commit(changes).await?;
         let sources = translated_sources(&r.source_cidrs, self.model.vn(&r.virtual_network_id)?);
-        self.expose_through_router(&r.virtual_network_id, r.external_address, false, |table| {
-            render::snat(table, Some((r.external_address, &sources)))
+        // Converged: the counters' map elements may exist already (a repeated create).
+        self.expose_through_router(&r.virtual_network_id, r.external_address, true, |table| {
+            let mut script = render::snat(table, Some((r.external_address, &sources)));
+            script.push_str(&meter::attach(
+                table,
+                MeterPath::Snat,
+                &r.nat_gateway_id,
+                r.external_address,
+            ));
+            script
         })
         .await
     }
@@ -159,6 +183,13 @@ impl Inner {
         if cmd::netns_exists(&ns).await? {
             let table = names::vn_table(&rec.virtual_network_id);
             cmd::nft(&ns, &render::snat(&table, None)).await?;
+            let detach = meter::detach(
+                &table,
+                MeterPath::Snat,
+                &rec.nat_gateway_id,
+                rec.external_address,
+            );
+            cmd::nft_converge(&ns, &detach).await?;
             // Flows translated to the gateway's address stop using it now: the address is
             // released next and may go to another tenant. Their next packet is a new flow
             // (masqueraded to the router's transit address).

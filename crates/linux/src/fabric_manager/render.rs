@@ -243,6 +243,7 @@ fn router_chains(s: &mut String, t: &str) {
         s,
         format!("add rule {t} natpost oifname \"{UPLINK_IF}\" masquerade"),
     );
+    meter::chains(s, t);
 }
 
 /// The router's own input. From the underlay: VXLAN and neighbour discovery only. From the
@@ -447,6 +448,7 @@ pub fn snat(table: &str, gateway: Option<(IpAddr, &[IpNet])>) -> String {
 mod dhcp;
 pub use dhcp::{DnsmasqConf, Lease, add_dhcp_server, dnsmasq_conf, dnsmasq_host, parse_leases};
 mod hairpin;
+pub mod meter;
 pub use hairpin::{HAIRPIN_MARK, delete_hairpin_link, hairpin_link, router_hairpin};
 mod port;
 pub use port::{

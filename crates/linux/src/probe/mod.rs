@@ -3,6 +3,7 @@
 //! thread (`setns`) or through `ip netns exec`. Blocking by design: call from a blocking
 //! context (`spawn_blocking`) or a plain thread.
 
+pub mod bulk;
 pub mod capture;
 pub mod dissect;
 pub mod forge;

@@ -1,0 +1,266 @@
+//! Bandwidth metering: the bytes each NAT path (an ExternalIPAttachment's DNAT, a NATGateway's
+//! SNAT) moved, accumulated per 60-second bucket from the dataplane's cumulative counters.
+//!
+//! The dataplane's counters are cumulative and may start again from zero (a rebuild, a
+//! restart). The store keeps the last raw reading of each counter (`traffic_counters`) and adds
+//! only the difference to the bucket the reading falls in (`traffic_usage`): a reading below
+//! the last one, or one of another counter incarnation (`epoch`), means the counter was
+//! recreated, and then the new reading itself is what it counted since. So a reset neither
+//! loses nor doubles bytes, and reading the same counter twice adds nothing. Reading and
+//! accumulating happen in one transaction.
+//!
+//! The SQL is written once here and expanded once per backend by [`traffic_statements!`].
+
+use chrono::{DateTime, TimeZone, Utc};
+
+/// The length of a usage bucket: bytes are accumulated per counter and per bucket of this many
+/// seconds (aligned on the Unix epoch), the bucket in which the reading was taken.
+pub const BUCKET_SECONDS: i64 = 60;
+
+/// The stored spelling of an ExternalIPAttachment's DNAT path.
+pub const KIND_EXTERNAL_IP_ATTACHMENT: &str = "external_ip_attachment";
+/// The stored spelling of a NATGateway's SNAT path.
+pub const KIND_NAT_GATEWAY: &str = "nat_gateway";
+
+/// One reading of one counter, with the object it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrafficSample {
+    /// [`KIND_EXTERNAL_IP_ATTACHMENT`] or [`KIND_NAT_GATEWAY`].
+    pub kind: String,
+    /// The attachment's or the gateway's id.
+    pub object_id: String,
+    /// The tenant owning the object.
+    pub tenant_id: String,
+    /// The ExternalIP whose address the path uses.
+    pub external_ip_id: String,
+    /// The counter's incarnation as the dataplane tells it (empty when unknown).
+    pub epoch: String,
+    /// Cumulative bytes into the tenant's network.
+    pub ingress_bytes: u64,
+    /// Cumulative bytes out of the tenant's network.
+    pub egress_bytes: u64,
+}
+
+/// The bytes one path moved in one bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrafficUsageRow {
+    /// The tenant owning the object.
+    pub tenant_id: String,
+    /// [`KIND_EXTERNAL_IP_ATTACHMENT`] or [`KIND_NAT_GATEWAY`].
+    pub kind: String,
+    /// The attachment's or the gateway's id.
+    pub object_id: String,
+    /// The ExternalIP whose address the path uses.
+    pub external_ip_id: String,
+    /// Start of the [`BUCKET_SECONDS`] bucket.
+    pub bucket_start: DateTime<Utc>,
+    /// Bytes into the tenant's network in the bucket.
+    pub ingress_bytes: i64,
+    /// Bytes out of the tenant's network in the bucket.
+    pub egress_bytes: i64,
+}
+
+/// A counter's raw reading as kept between sweeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reading {
+    /// The counter's incarnation (empty when the dataplane cannot tell).
+    pub epoch: String,
+    /// Cumulative ingress bytes.
+    pub ingress: u64,
+    /// Cumulative egress bytes.
+    pub egress: u64,
+}
+
+/// What a new reading adds to the usage, given the last stored reading of the same counter:
+/// - no last reading: the counter counts from its creation, so all of it;
+/// - another epoch, or either direction below the last reading: the counter was recreated and
+///   started again from zero, so the new reading itself;
+/// - otherwise the growth since the last reading.
+pub fn delta(last: Option<&Reading>, now: &Reading) -> (u64, u64) {
+    match last {
+        Some(last)
+            if last.epoch == now.epoch
+                && now.ingress >= last.ingress
+                && now.egress >= last.egress =>
+        {
+            (now.ingress - last.ingress, now.egress - last.egress)
+        }
+        _ => (now.ingress, now.egress),
+    }
+}
+
+/// The start (Unix seconds) of the bucket `at` falls in.
+pub fn bucket_of(at: DateTime<Utc>) -> i64 {
+    at.timestamp().div_euclid(BUCKET_SECONDS) * BUCKET_SECONDS
+}
+
+/// A bucket start (Unix seconds) as a time.
+pub(crate) fn bucket_time(start: i64) -> crate::Result<DateTime<Utc>> {
+    Utc.timestamp_opt(start, 0)
+        .single()
+        .ok_or_else(|| crate::StoreError::Corrupt(format!("bucket start {start} is not a time")))
+}
+
+/// Bytes as stored (BIGINT): counters beyond `i64::MAX` bytes are held at it.
+pub(crate) fn stored(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+/// A stored byte count read back (never negative when written by [`stored`]).
+pub(crate) fn loaded(bytes: i64) -> u64 {
+    u64::try_from(bytes).unwrap_or(0)
+}
+
+/// `record_traffic` and `traffic_usage` for one backend: `pool` and `db` its sqlx types,
+/// `lock` what follows the last-reading `SELECT` to lock the row until commit (PostgreSQL:
+/// `FOR UPDATE`; SQLite serialises writers itself).
+macro_rules! traffic_statements {
+    (pool: $pool:ty, lock: $lock:literal) => {
+        /// Adds the growth of every sample's counter to its bucket and keeps the samples as the
+        /// last readings, in one transaction.
+        pub(crate) async fn record_traffic(
+            pool: &$pool,
+            at: chrono::DateTime<chrono::Utc>,
+            samples: &[crate::traffic::TrafficSample],
+        ) -> crate::Result<()> {
+            use crate::traffic::{Reading, bucket_of, delta, loaded, stored};
+            let bucket = bucket_of(at);
+            let mut tx = pool.begin().await?;
+            for s in samples {
+                let last: Option<(String, i64, i64)> = sqlx::query_as(concat!(
+                    "SELECT epoch, ingress_bytes, egress_bytes FROM traffic_counters WHERE kind = $1 AND object_id = $2",
+                    $lock
+                ))
+                .bind(&s.kind)
+                .bind(&s.object_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let last = last.map(|(epoch, i, e)| Reading {
+                    epoch,
+                    ingress: loaded(i),
+                    egress: loaded(e),
+                });
+                let now = Reading {
+                    epoch: s.epoch.clone(),
+                    ingress: s.ingress_bytes,
+                    egress: s.egress_bytes,
+                };
+                let (ingress, egress) = delta(last.as_ref(), &now);
+                sqlx::query(
+                    "INSERT INTO traffic_counters (kind, object_id, epoch, ingress_bytes, egress_bytes, read_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (kind, object_id) DO UPDATE SET epoch = excluded.epoch, ingress_bytes = excluded.ingress_bytes, egress_bytes = excluded.egress_bytes, read_at = excluded.read_at",
+                )
+                .bind(&s.kind)
+                .bind(&s.object_id)
+                .bind(&s.epoch)
+                .bind(stored(s.ingress_bytes))
+                .bind(stored(s.egress_bytes))
+                .bind(at.timestamp())
+                .execute(&mut *tx)
+                .await?;
+                if ingress == 0 && egress == 0 {
+                    continue;
+                }
+                sqlx::query(
+                    "INSERT INTO traffic_usage (kind, object_id, bucket_start, tenant_id, external_ip_id, ingress_bytes, egress_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, object_id, bucket_start) DO UPDATE SET ingress_bytes = traffic_usage.ingress_bytes + excluded.ingress_bytes, egress_bytes = traffic_usage.egress_bytes + excluded.egress_bytes",
+                )
+                .bind(&s.kind)
+                .bind(&s.object_id)
+                .bind(bucket)
+                .bind(&s.tenant_id)
+                .bind(&s.external_ip_id)
+                .bind(stored(ingress))
+                .bind(stored(egress))
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+
+        /// The buckets starting in `[from, to)`, of `tenant_id` when given, in time order.
+        pub(crate) async fn traffic_usage(
+            pool: &$pool,
+            from: chrono::DateTime<chrono::Utc>,
+            to: chrono::DateTime<chrono::Utc>,
+            tenant_id: Option<&str>,
+        ) -> crate::Result<Vec<crate::traffic::TrafficUsageRow>> {
+            let rows: Vec<(String, String, String, String, i64, i64, i64)> = sqlx::query_as(
+                "SELECT tenant_id, kind, object_id, external_ip_id, bucket_start, ingress_bytes, egress_bytes FROM traffic_usage WHERE bucket_start >= $1 AND bucket_start < $2 AND ($3 IS NULL OR tenant_id = $3) ORDER BY bucket_start, kind, object_id",
+            )
+            .bind(from.timestamp() + i64::from(from.timestamp_subsec_nanos() > 0))
+            .bind(to.timestamp() + i64::from(to.timestamp_subsec_nanos() > 0))
+            .bind(tenant_id)
+            .fetch_all(pool)
+            .await?;
+            rows.into_iter()
+                .map(
+                    |(tenant_id, kind, object_id, external_ip_id, start, ingress, egress)| {
+                        Ok(crate::traffic::TrafficUsageRow {
+                            tenant_id,
+                            kind,
+                            object_id,
+                            external_ip_id,
+                            bucket_start: crate::traffic::bucket_time(start)?,
+                            ingress_bytes: ingress,
+                            egress_bytes: egress,
+                        })
+                    },
+                )
+                .collect()
+        }
+    };
+}
+pub(crate) use traffic_statements;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(epoch: &str, ingress: u64, egress: u64) -> Reading {
+        Reading {
+            epoch: epoch.into(),
+            ingress,
+            egress,
+        }
+    }
+
+    #[test]
+    fn a_first_reading_counts_whole() {
+        assert_eq!(delta(None, &r("", 100, 7)), (100, 7));
+    }
+
+    #[test]
+    fn a_growing_counter_adds_its_growth_and_a_repeat_adds_nothing() {
+        assert_eq!(delta(Some(&r("a", 100, 7)), &r("a", 150, 9)), (50, 2));
+        assert_eq!(delta(Some(&r("a", 150, 9)), &r("a", 150, 9)), (0, 0));
+    }
+
+    #[test]
+    fn a_reading_below_the_last_is_a_reset_and_counts_whole() {
+        assert_eq!(delta(Some(&r("", 1000, 50)), &r("", 30, 60)), (30, 60));
+        assert_eq!(delta(Some(&r("", 1000, 50)), &r("", 2000, 10)), (2000, 10));
+    }
+
+    #[test]
+    fn a_new_epoch_is_a_reset_even_when_the_reading_grew() {
+        // Recreated, then counted past the old reading before the next sweep.
+        assert_eq!(delta(Some(&r("1", 100, 10)), &r("2", 500, 20)), (500, 20));
+    }
+
+    #[test]
+    fn a_counter_that_disappears_and_reappears_counts_from_zero_again() {
+        // Gone from the dataplane for a few sweeps (no sample), then recreated: its first
+        // reading after that is below the last kept reading, or of a new epoch.
+        let kept = r("7", 4096, 4096);
+        assert_eq!(delta(Some(&kept), &r("7", 10, 0)), (10, 0));
+        assert_eq!(delta(Some(&kept), &r("8", 5000, 5000)), (5000, 5000));
+    }
+
+    #[test]
+    fn buckets_are_minutes_aligned_on_the_epoch() {
+        let at = Utc.timestamp_opt(120 + 59, 999).unwrap();
+        assert_eq!(bucket_of(at), 120);
+        assert_eq!(bucket_of(Utc.timestamp_opt(180, 0).unwrap()), 180);
+        assert_eq!(bucket_of(Utc.timestamp_opt(-1, 0).unwrap()), -60);
+    }
+}
