@@ -29,8 +29,8 @@ use osac_model::Kind;
 use tokio::sync::broadcast;
 
 pub use group::{Applied, BATCH_TIME, FenceToken, TURN_LIMIT, Write, WriteSet, apply_in};
-pub use metering::{OutboxEntry, OutboxEvent};
 pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, SHARDS, ShardLease};
+pub use metering::{OutboxEntry, OutboxEvent};
 pub use postgres::PostgresStore;
 pub use record::{
     BodyText, Change, ListQuery, Page, PageText, Record, RecordText, Reference, enum_resolver,

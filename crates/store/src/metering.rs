@@ -107,7 +107,22 @@ pub(crate) const INTERVAL_COLUMNS: &str = "id, started_us, ended_us, reported_us
 
 /// An interval row's dimensions and times.
 pub(crate) fn interval_of(c: IntervalColumns) -> (IntervalRow, i64) {
-    let (id, started, ended, reported, tenant, tenant_id, kind, object, object_name, class, family, attached, parent_kind, parent) = c;
+    let (
+        id,
+        started,
+        ended,
+        reported,
+        tenant,
+        tenant_id,
+        kind,
+        object,
+        object_name,
+        class,
+        family,
+        attached,
+        parent_kind,
+        parent,
+    ) = c;
     let row = IntervalRow {
         interval_id: id,
         dims: Dimensions {
@@ -161,7 +176,11 @@ pub(crate) trait MeterTx: Tx {
 }
 
 /// Meters one object write: `rec` as written, `gone` when its row was removed.
-pub(crate) async fn on_write<T: MeterTx + ?Sized>(tx: &mut T, rec: &Record, gone: bool) -> Result<()> {
+pub(crate) async fn on_write<T: MeterTx + ?Sized>(
+    tx: &mut T,
+    rec: &Record,
+    gone: bool,
+) -> Result<()> {
     if !metering::metered(rec.kind) {
         return Ok(());
     }
@@ -171,11 +190,17 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(tx: &mut T, rec: &Record, gone
         signature(rec.kind, &rec.body, rec.deleted_at.is_some())
     };
     let open = tx.open_interval(&rec.id).await?;
-    let step = transition(open.as_ref().map(|o| o.signature.as_str()), wanted.as_deref());
+    let step = transition(
+        open.as_ref().map(|o| o.signature.as_str()),
+        wanted.as_deref(),
+    );
     let now = Utc::now();
     let collection = rec.kind.collection();
     let mut events = Vec::new();
-    if let Some(o) = open.as_ref().filter(|_| matches!(step, Transition::Close | Transition::Reopen)) {
+    if let Some(o) = open
+        .as_ref()
+        .filter(|_| matches!(step, Transition::Close | Transition::Reopen))
+    {
         let started = from_us(o.started_us);
         let (ended_at, reason) = match (step, rec.deleted_at) {
             (Transition::Reopen, _) => (now, "dimension_changed"),
@@ -196,7 +221,9 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(tx: &mut T, rec: &Record, gone
             ended_at,
             reason: reason.to_string(),
         };
-        events.push(CloudEvent::closed(&o.id, collection, &o.dims, started, &closing));
+        events.push(CloudEvent::closed(
+            &o.id, collection, &o.dims, started, &closing,
+        ));
     }
     if let (Some(sig), Transition::Open | Transition::Reopen) = (&wanted, step) {
         let ordinal = tx.interval_count(&rec.id).await? + 1;
@@ -284,7 +311,11 @@ async fn external_ip_user<T: Tx + ?Sized>(tx: &mut T, eip: &str) -> Result<Optio
             && let Some(att) = tx.get(&r.source).await?
             && att.deleted_at.is_none()
         {
-            for field in ["/spec/compute_instance", "/spec/cluster", "/spec/baremetal_instance"] {
+            for field in [
+                "/spec/compute_instance",
+                "/spec/cluster",
+                "/spec/baremetal_instance",
+            ] {
                 let target = text(&att.body, field);
                 if !target.is_empty() {
                     let kind = match tx.get(target).await? {
@@ -555,7 +586,8 @@ macro_rules! impl_meter_tx {
                 reason: &str,
                 deletion_requested_us: Option<i64>,
             ) -> crate::Result<()> {
-                meter_close_interval(&mut self.tx, id, ended_us, reason, deletion_requested_us).await
+                meter_close_interval(&mut self.tx, id, ended_us, reason, deletion_requested_us)
+                    .await
             }
             async fn finish_deletion(&mut self, object_id: &str, at_us: i64) -> crate::Result<()> {
                 meter_finish_deletion(&mut self.tx, object_id, at_us).await

@@ -511,8 +511,13 @@ impl Store for PostgresStore {
         tenant: Option<&str>,
     ) -> Result<Vec<osac_model::metering::IntervalRow>> {
         let mut conn = self.pool.acquire().await?;
-        meter_intervals_between(&mut conn, from.timestamp_micros(), to.timestamp_micros(), tenant)
-            .await
+        meter_intervals_between(
+            &mut conn,
+            from.timestamp_micros(),
+            to.timestamp_micros(),
+            tenant,
+        )
+        .await
     }
 
     /// Serialised between replicas by a transaction-scoped advisory lock, so two replicas

@@ -495,8 +495,13 @@ impl Store for SqliteStore {
         tenant: Option<&str>,
     ) -> Result<Vec<osac_model::metering::IntervalRow>> {
         let mut conn = self.pool.acquire().await?;
-        meter_intervals_between(&mut conn, from.timestamp_micros(), to.timestamp_micros(), tenant)
-            .await
+        meter_intervals_between(
+            &mut conn,
+            from.timestamp_micros(),
+            to.timestamp_micros(),
+            tenant,
+        )
+        .await
     }
 
     async fn record_usage(&self, end: DateTime<Utc>) -> Result<u64> {
@@ -718,7 +723,8 @@ impl Tx for SqliteTx {
             insert_with_rows(&mut self.tx, &rec, &refs).await?;
             self.ref_targets.extend(refs.into_iter().map(|(_, t)| t));
         }
-        if osac_model::metering::signature(rec.kind, &rec.body, rec.deleted_at.is_some()).is_some() {
+        if osac_model::metering::signature(rec.kind, &rec.body, rec.deleted_at.is_some()).is_some()
+        {
             crate::metering::on_write(self, &rec, false).await?;
         }
         self.changes.push(Change::of(&rec, false, &[]));

@@ -14,13 +14,13 @@ use sqlx::{PgPool, Transaction};
 use tokio::sync::broadcast;
 
 use super::{
-    meter_append_outbox, meter_close_interval, meter_finish_deletion, meter_insert_interval,
-    meter_interval_count, meter_open_interval,
-};
-use super::{
     CHANNEL, RowLock, decode, delete_row, find_row_by_name, get_row, notice_of, referrers_of,
     release_savepoint, rollback_to_savepoint, run_list, run_list_items, savepoint, ts,
     write_label_rows, write_ref_rows,
+};
+use super::{
+    meter_append_outbox, meter_close_interval, meter_finish_deletion, meter_insert_interval,
+    meter_interval_count, meter_open_interval,
 };
 use crate::deferred_events::DeferredEvents;
 use crate::record::to_json;
@@ -508,7 +508,8 @@ impl Tx for PgTx {
             insert_object_rows(&mut self.tx, &rec, &refs, &notice).await?;
             self.ref_targets.extend(refs.into_iter().map(|(_, t)| t));
         }
-        if osac_model::metering::signature(rec.kind, &rec.body, rec.deleted_at.is_some()).is_some() {
+        if osac_model::metering::signature(rec.kind, &rec.body, rec.deleted_at.is_some()).is_some()
+        {
             crate::metering::on_write(self, &rec, false).await?;
         }
         self.changes.push(change);
