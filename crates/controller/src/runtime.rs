@@ -43,6 +43,10 @@ pub struct ControllerConfig {
     pub event_prune_interval: Duration,
     /// Events kept per tenant, newest first (`--max-events-per-tenant`).
     pub max_events_per_tenant: usize,
+    /// Period of the metering usage records (`--metering-record-seconds`).
+    pub usage_record_interval: Duration,
+    /// How long closed usage intervals are kept (`--metering-retention-days`).
+    pub usage_retention: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -56,6 +60,8 @@ impl Default for ControllerConfig {
             event_ttl: osac_store::events::DEFAULT_EVENT_TTL,
             event_prune_interval: Duration::from_secs(60),
             max_events_per_tenant: osac_store::events::DEFAULT_MAX_EVENTS_PER_TENANT,
+            usage_record_interval: crate::metering::DEFAULT_USAGE_RECORD_INTERVAL,
+            usage_retention: crate::metering::DEFAULT_USAGE_RETENTION,
         }
     }
 }
@@ -182,6 +188,13 @@ impl Controllers {
             ctx.config.event_ttl,
             ctx.config.max_events_per_tenant,
             ctx.config.event_prune_interval,
+            shutdown.clone(),
+        ));
+        tasks.spawn(crate::metering::metering_loop(
+            ctx.store.clone(),
+            ownership.clone(),
+            ctx.config.usage_record_interval,
+            ctx.config.usage_retention,
             shutdown.clone(),
         ));
         tasks.spawn(crate::drift::drift_loop(

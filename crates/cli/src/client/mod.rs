@@ -50,6 +50,7 @@ mod output;
 mod parse;
 mod selector;
 mod tokens;
+mod usage;
 mod wait;
 mod watch;
 mod workload;
@@ -59,8 +60,10 @@ mod fake_server_tests;
 
 pub use args::{
     AdminArgs, AdminCommand, AdminCreateKind, ClientCommand, Connection, CreateArgs, CreateKind,
-    DeleteArgs, DescribeArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs, VersionArgs,
+    DeleteArgs, DescribeArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs, UsageArgs,
+    VersionArgs,
 };
+pub use usage::{UsageFormat, UsageOpts};
 use args::{AdminDeleteKind, AdminGetTokens, DeleteOpts};
 pub use config::{ConfigFile, Endpoint};
 pub use kind::{Kind, Scope};
@@ -144,6 +147,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Explain(a) => match &a.what {
             args::ExplainWhat::Reach(r) => explain::reach(&ctx(&r.conn, Scope::Tenant)?, r).await,
         },
+        ClientCommand::Usage(a) => usage::run(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
         ClientCommand::Admin(a) => {
             let c = ctx(&a.conn, Scope::Provider)?;
             match &a.command {
@@ -176,6 +180,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
                 AdminCommand::Managers(m) => ops::managers(&c, m.output).await,
                 AdminCommand::Orphans(m) => orphans::run(&c, m.output).await,
                 AdminCommand::Dataplane(d) => dataplane::run(&c, d).await,
+                AdminCommand::Usage(u) => usage::run(&c, u).await,
             }
         }
     }
