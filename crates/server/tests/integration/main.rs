@@ -22,6 +22,7 @@ mod lifecycle;
 mod limits;
 mod lists;
 mod locks;
+mod metering_exactness;
 mod observability;
 mod openapi;
 mod ops;
