@@ -49,7 +49,10 @@ pub fn parse(params: &HashMap<String, String>, now: DateTime<Utc>) -> Result<Usa
     if let Some(unknown) = params.keys().find(|k| !PARAMS.contains(&k.as_str())) {
         return Err(Invalid::new(
             unknown.as_str(),
-            format!("unknown parameter: the usage query takes {}", PARAMS.join(", ")),
+            format!(
+                "unknown parameter: the usage query takes {}",
+                PARAMS.join(", ")
+            ),
         ));
     }
     let to = time(params, "to")?.unwrap_or(now);
@@ -74,7 +77,11 @@ pub fn parse(params: &HashMap<String, String>, now: DateTime<Utc>) -> Result<Usa
 
 /// The tenant whose usage `caller` may read on a surface: the provider any (or all); a tenant
 /// caller only its own, whatever `tenant` names.
-fn tenant_scope(caller: &Caller, provider_surface: bool, asked: Option<String>) -> ApiResult<Option<String>> {
+fn tenant_scope(
+    caller: &Caller,
+    provider_surface: bool,
+    asked: Option<String>,
+) -> ApiResult<Option<String>> {
     if provider_surface {
         require_provider(caller)?;
         return Ok(asked);
@@ -169,7 +176,10 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -178,11 +188,21 @@ mod tests {
         let field = |p: &[(&str, &str)]| parse(&params(p), now).unwrap_err().field;
         assert_eq!(field(&[("from", "yesterday")]), "from");
         assert_eq!(field(&[("to", "2026-13-01T00:00:00Z")]), "to");
-        assert_eq!(field(&[("from", "2026-01-02T00:00:00Z"), ("to", "2026-01-01T00:00:00Z")]), "from");
+        assert_eq!(
+            field(&[
+                ("from", "2026-01-02T00:00:00Z"),
+                ("to", "2026-01-01T00:00:00Z")
+            ]),
+            "from"
+        );
         assert_eq!(field(&[("meter", "bytes")]), "meter");
         assert_eq!(field(&[("group_by", "tenant,colour")]), "group_by");
         assert_eq!(field(&[("colour", "red")]), "colour");
-        let p = parse(&params(&[("group_by", "tenant,kind"), ("meter", "allocation")]), now).unwrap();
+        let p = parse(
+            &params(&[("group_by", "tenant,kind"), ("meter", "allocation")]),
+            now,
+        )
+        .unwrap();
         assert_eq!(p.to, now);
         assert_eq!(p.group_by, vec![Dimension::Tenant, Dimension::Kind]);
         assert_eq!(p.meter, Some(Meter::Allocation));
@@ -195,12 +215,20 @@ mod tests {
             tenant: Some("acme".into()),
             role: crate::auth::Role::TenantUser,
         };
-        assert_eq!(tenant_scope(&tenant, false, None).unwrap().as_deref(), Some("acme"));
         assert_eq!(
-            tenant_scope(&tenant, false, Some("acme".into())).unwrap().as_deref(),
+            tenant_scope(&tenant, false, None).unwrap().as_deref(),
+            Some("acme")
+        );
+        assert_eq!(
+            tenant_scope(&tenant, false, Some("acme".into()))
+                .unwrap()
+                .as_deref(),
             Some("acme")
         );
         assert!(tenant_scope(&tenant, false, Some("globex".into())).is_err());
-        assert!(tenant_scope(&tenant, true, None).is_err(), "private API is the provider's");
+        assert!(
+            tenant_scope(&tenant, true, None).is_err(),
+            "private API is the provider's"
+        );
     }
 }

@@ -60,7 +60,8 @@ pub(crate) async fn metering_loop(
             Ok(n) => tracing::debug!(records = n, %end, "usage records written"),
             Err(e) => tracing::warn!(error = %e, "usage records not written: retried next period"),
         }
-        let cut = Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+        let cut =
+            Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
         match store.prune_usage(cut).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(intervals = n, before = %cut, "usage intervals pruned"),

@@ -47,16 +47,40 @@ pub(super) fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMa
     );
     let usage_params = |tenant: &str| {
         json!([
-            super::routes::query("from", "Start of the period (RFC 3339, inclusive); default a day before `to`.", json!({ "type": "string", "format": "date-time" })),
-            super::routes::query("to", "End of the period (RFC 3339, exclusive); default now.", json!({ "type": "string", "format": "date-time" })),
-            super::routes::query("group_by", "Comma-separated dimensions: tenant, tenant_id, kind, object, network_class, ip_family, attached, parent_kind, parent.", json!({ "type": "string" })),
-            super::routes::query("meter", "allocation or bandwidth; omitted: both.", json!({ "type": "string", "enum": ["allocation", "bandwidth"] })),
+            super::routes::query(
+                "from",
+                "Start of the period (RFC 3339, inclusive); default a day before `to`.",
+                json!({ "type": "string", "format": "date-time" })
+            ),
+            super::routes::query(
+                "to",
+                "End of the period (RFC 3339, exclusive); default now.",
+                json!({ "type": "string", "format": "date-time" })
+            ),
+            super::routes::query(
+                "group_by",
+                "Comma-separated dimensions: tenant, tenant_id, kind, object, network_class, ip_family, attached, parent_kind, parent.",
+                json!({ "type": "string" })
+            ),
+            super::routes::query(
+                "meter",
+                "allocation or bandwidth; omitted: both.",
+                json!({ "type": "string", "enum": ["allocation", "bandwidth"] })
+            ),
             super::routes::query("tenant", tenant, json!({ "type": "string" })),
         ])
     };
     for (surface, id, tenant) in [
-        ("private", "private.usage.get", "Only this tenant's usage (by name); omitted: every tenant."),
-        ("fulfillment", "usage.get", "The caller's own tenant; naming another is refused (403)."),
+        (
+            "private",
+            "private.usage.get",
+            "Only this tenant's usage (by name); omitted: every tenant.",
+        ),
+        (
+            "fulfillment",
+            "usage.get",
+            "The caller's own tenant; naming another is refused (403).",
+        ),
     ] {
         paths.insert(
             format!("/api/{surface}/v1/usage"),

@@ -63,12 +63,12 @@ pub use args::{
     DeleteArgs, DescribeArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs, UsageArgs,
     VersionArgs,
 };
-pub use usage::{UsageFormat, UsageOpts};
 use args::{AdminDeleteKind, AdminGetTokens, DeleteOpts};
 pub use config::{ConfigFile, Endpoint};
 pub use kind::{Kind, Scope};
 pub use osac_client::{Api, ClientError, tls};
 pub use output::OutputFormat;
+pub use usage::{UsageFormat, UsageOpts};
 
 use ops::ClientCtx;
 

@@ -69,7 +69,12 @@ pub async fn run(ctx: &ClientCtx, o: &UsageOpts) -> anyhow::Result<()> {
 fn columns(resp: &Value) -> Vec<String> {
     let mut cols: Vec<String> = resp["group_by"]
         .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default();
     cols.extend(["resource_seconds", "ingress_bytes", "egress_bytes"].map(String::from));
     cols
@@ -116,7 +121,10 @@ pub fn render(resp: &Value, format: UsageFormat) -> anyhow::Result<String> {
             out
         }
         UsageFormat::Table => {
-            let headers: Vec<String> = cols.iter().map(|c| c.to_uppercase().replace('_', "-")).collect();
+            let headers: Vec<String> = cols
+                .iter()
+                .map(|c| c.to_uppercase().replace('_', "-"))
+                .collect();
             let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
             let mut t = Table::new(&headers);
             for r in rows(resp, &cols) {

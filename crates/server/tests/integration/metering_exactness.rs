@@ -70,7 +70,9 @@ async fn allocation_is_exact(backend: Backend) {
     let t1 = Utc::now();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let t2 = Utc::now();
-    t.delete(&format!("{PUB}/virtual_networks/{}", id(&vn))).await.ok();
+    t.delete(&format!("{PUB}/virtual_networks/{}", id(&vn)))
+        .await
+        .ok();
     let t3 = Utc::now();
     t.wait_gone(PUB, "virtual_networks", &id(&vn)).await;
 
@@ -96,7 +98,11 @@ async fn allocation_is_exact(backend: Backend) {
     let e2 = Utc::now();
 
     // The VN: from READY to the deletion request.
-    let q = format!("{PUB}/usage?from={}&to={}&group_by=object", rfc(start), rfc(e2));
+    let q = format!(
+        "{PUB}/usage?from={}&to={}&group_by=object",
+        rfc(start),
+        rfc(e2)
+    );
     let answer = t.get(&q.replace('+', "%2B")).await.ok();
     within(
         seconds_of(&answer, &id(&vn)),
@@ -127,11 +133,18 @@ async fn allocation_is_exact(backend: Backend) {
     );
     let again = t.get(&q).await.ok();
     assert_eq!(answer, again, "a closed period answers the same every time");
-    let rows = s.store().usage_intervals(start, e2, None).await.expect("intervals");
+    let rows = s
+        .store()
+        .usage_intervals(start, e2, None)
+        .await
+        .expect("intervals");
     let eip_rows: Vec<_> = rows.iter().filter(|r| r.dims.object == id(&eip)).collect();
     assert_eq!(eip_rows.len(), 2, "{eip_rows:?}");
     assert_eq!(
-        (eip_rows[0].dims.attached.as_str(), eip_rows[1].dims.attached.as_str()),
+        (
+            eip_rows[0].dims.attached.as_str(),
+            eip_rows[1].dims.attached.as_str()
+        ),
         ("false", "true")
     );
     assert_eq!(eip_rows[1].dims.parent_kind, "NATGateway");
@@ -141,9 +154,21 @@ async fn allocation_is_exact(backend: Backend) {
     let ids: Vec<&str> = outbox.iter().map(|e| e.event_id.as_str()).collect();
     let unique: HashSet<&str> = ids.iter().copied().collect();
     assert_eq!(unique.len(), ids.len(), "event ids are unique");
-    let all = s.store().usage_intervals(start - chrono::Duration::hours(1), Utc::now() + chrono::Duration::hours(1), None).await.expect("intervals");
+    let all = s
+        .store()
+        .usage_intervals(
+            start - chrono::Duration::hours(1),
+            Utc::now() + chrono::Duration::hours(1),
+            None,
+        )
+        .await
+        .expect("intervals");
     for r in &all {
-        assert!(unique.contains(format!("{}.opened", r.interval_id).as_str()), "{} opened", r.interval_id);
+        assert!(
+            unique.contains(format!("{}.opened", r.interval_id).as_str()),
+            "{} opened",
+            r.interval_id
+        );
         assert_eq!(
             unique.contains(format!("{}.closed", r.interval_id).as_str()),
             r.ended_at.is_some(),
@@ -151,16 +176,25 @@ async fn allocation_is_exact(backend: Backend) {
             r.interval_id
         );
     }
-    let opened_or_closed = ids.iter().filter(|i| i.ends_with(".opened") || i.ends_with(".closed")).count();
+    let opened_or_closed = ids
+        .iter()
+        .filter(|i| i.ends_with(".opened") || i.ends_with(".closed"))
+        .count();
     let expected = all.len() + all.iter().filter(|r| r.ended_at.is_some()).count();
     assert_eq!(opened_or_closed, expected, "nothing else and nothing twice");
 
     // Tenancy: another tenant sees none of acme's usage, even naming it.
     let globex = s.tenant("globex").await;
-    let q = format!("{PUB}/usage?from={}&to={}&group_by=object", rfc(start), rfc(e2));
+    let q = format!(
+        "{PUB}/usage?from={}&to={}&group_by=object",
+        rfc(start),
+        rfc(e2)
+    );
     let theirs = globex.get(&q).await.ok();
     assert!(
-        !seconds_by(&theirs).iter().any(|(k, _)| *k == id(&vn) || *k == id(&eip)),
+        !seconds_by(&theirs)
+            .iter()
+            .any(|(k, _)| *k == id(&vn) || *k == id(&eip)),
         "{theirs}"
     );
     globex
@@ -168,11 +202,32 @@ async fn allocation_is_exact(backend: Backend) {
         .await
         .err(403, "PERMISSION_DENIED", &["tenant"]);
     // The provider reads any tenant's.
-    let provider = s.admin.get(&format!("{PRIV}/usage?from={}&to={}&group_by=tenant,object&tenant=acme", rfc(start), rfc(e2))).await.ok();
-    assert!(seconds_by(&provider).iter().any(|(k, _)| *k == format!("{}/acme", id(&vn))), "{provider}");
+    let provider = s
+        .admin
+        .get(&format!(
+            "{PRIV}/usage?from={}&to={}&group_by=tenant,object&tenant=acme",
+            rfc(start),
+            rfc(e2)
+        ))
+        .await
+        .ok();
+    assert!(
+        seconds_by(&provider)
+            .iter()
+            .any(|(k, _)| *k == format!("{}/acme", id(&vn))),
+        "{provider}"
+    );
     // Bad parameters name themselves.
-    t.get(&format!("{PUB}/usage?group_by=colour")).await.err(400, "INVALID_ARGUMENT", &["group_by"]);
-    t.get(&format!("{PUB}/usage?meter=bytes")).await.err(400, "INVALID_ARGUMENT", &["meter"]);
-    t.get(&format!("{PUB}/usage?from=yesterday")).await.err(400, "INVALID_ARGUMENT", &["from"]);
+    t.get(&format!("{PUB}/usage?group_by=colour")).await.err(
+        400,
+        "INVALID_ARGUMENT",
+        &["group_by"],
+    );
+    t.get(&format!("{PUB}/usage?meter=bytes"))
+        .await
+        .err(400, "INVALID_ARGUMENT", &["meter"]);
+    t.get(&format!("{PUB}/usage?from=yesterday"))
+        .await
+        .err(400, "INVALID_ARGUMENT", &["from"]);
     s.finish().await;
 }

@@ -30,7 +30,9 @@ async fn replicas_meter_once_and_agree() {
     r1.shutdown().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     for vn in &vns {
-        t.delete(&format!("{PUB}/virtual_networks/{}", id(vn))).await.ok();
+        t.delete(&format!("{PUB}/virtual_networks/{}", id(vn)))
+            .await
+            .ok();
     }
     for vn in &vns {
         t.wait_gone(PUB, "virtual_networks", &id(vn)).await;
@@ -45,7 +47,11 @@ async fn replicas_meter_once_and_agree() {
     );
     let here = s.admin.get(&q).await.ok();
     let there = Api::new(&Arc::new(RwLock::new(r2.url())), s.admin.token.as_deref());
-    assert_eq!(here, there.get(&q).await.ok(), "every replica answers the same");
+    assert_eq!(
+        here,
+        there.get(&q).await.ok(),
+        "every replica answers the same"
+    );
     let rows = s
         .store()
         .usage_intervals(start, end, Some("acme"))
