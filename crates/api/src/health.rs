@@ -116,6 +116,32 @@ mod tests {
         async fn kv_delete(&self, _: &str, _: &str) -> Result<(), StoreError> {
             down()
         }
+        async fn outbox_peek(&self, _: i64) -> Result<Vec<osac_store::OutboxEntry>, StoreError> {
+            down()
+        }
+        async fn outbox_ack(&self, _: &[i64]) -> Result<u64, StoreError> {
+            down()
+        }
+        async fn outbox_len(&self) -> Result<i64, StoreError> {
+            down()
+        }
+        async fn outbox_append(&self, _: &[osac_store::OutboxEvent]) -> Result<(), StoreError> {
+            down()
+        }
+        async fn usage_intervals(
+            &self,
+            _: chrono::DateTime<chrono::Utc>,
+            _: chrono::DateTime<chrono::Utc>,
+            _: Option<&str>,
+        ) -> Result<Vec<osac_model::metering::IntervalRow>, StoreError> {
+            down()
+        }
+        async fn record_usage(&self, _: chrono::DateTime<chrono::Utc>) -> Result<u64, StoreError> {
+            down()
+        }
+        async fn prune_usage(&self, _: chrono::DateTime<chrono::Utc>) -> Result<u64, StoreError> {
+            down()
+        }
         async fn record_traffic(
             &self,
             _: chrono::DateTime<chrono::Utc>,

@@ -29,6 +29,7 @@ pub mod service;
 pub mod tls;
 pub mod token_service;
 pub mod typed;
+pub mod usage;
 pub mod watch;
 pub mod watch_slots;
 

@@ -52,9 +52,15 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/tokens/{id}", axum::routing::delete(revoke_token))
         .route("/managers", get(managers))
         .route("/replicas", get(crate::replicas::list))
+        .route("/usage", get(crate::usage::private))
         .merge(collection(Scope::Provider));
     Router::new()
-        .nest("/api/fulfillment/v1", collection(Scope::Tenant))
+        .nest(
+            "/api/fulfillment/v1",
+            Router::new()
+                .route("/usage", get(crate::usage::fulfillment))
+                .merge(collection(Scope::Tenant)),
+        )
         .nest("/api/private/v1", private)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(method_not_allowed_body))

@@ -153,6 +153,32 @@ impl Store for FencedStore {
     async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
         self.0.kv_delete(ns, key).await
     }
+    async fn outbox_peek(&self, limit: i64) -> Result<Vec<osac_store::OutboxEntry>> {
+        self.0.outbox_peek(limit).await
+    }
+    async fn outbox_ack(&self, seqs: &[i64]) -> Result<u64> {
+        self.0.outbox_ack(seqs).await
+    }
+    async fn outbox_len(&self) -> Result<i64> {
+        self.0.outbox_len().await
+    }
+    async fn outbox_append(&self, events: &[osac_store::OutboxEvent]) -> Result<()> {
+        self.0.outbox_append(events).await
+    }
+    async fn usage_intervals(
+        &self,
+        from: chrono::DateTime<chrono::Utc>,
+        to: chrono::DateTime<chrono::Utc>,
+        tenant: Option<&str>,
+    ) -> Result<Vec<osac_model::metering::IntervalRow>> {
+        self.0.usage_intervals(from, to, tenant).await
+    }
+    async fn record_usage(&self, end: chrono::DateTime<chrono::Utc>) -> Result<u64> {
+        self.0.record_usage(end).await
+    }
+    async fn prune_usage(&self, before: chrono::DateTime<chrono::Utc>) -> Result<u64> {
+        self.0.prune_usage(before).await
+    }
     async fn record_traffic(
         &self,
         at: chrono::DateTime<chrono::Utc>,
@@ -164,9 +190,9 @@ impl Store for FencedStore {
         &self,
         from: chrono::DateTime<chrono::Utc>,
         to: chrono::DateTime<chrono::Utc>,
-        tenant_id: Option<&str>,
+        tenant: Option<&str>,
     ) -> Result<Vec<osac_store::TrafficUsageRow>> {
-        self.0.traffic_usage(from, to, tenant_id).await
+        self.0.traffic_usage(from, to, tenant).await
     }
     async fn prune_events(&self, before: chrono::DateTime<chrono::Utc>, limit: i64) -> Result<u64> {
         self.0.prune_events(before, limit).await

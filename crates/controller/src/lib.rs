@@ -78,6 +78,7 @@ pub mod dispatch;
 pub mod drift;
 mod fenced_provisioner;
 mod fenced_store;
+pub mod metering;
 mod metrics;
 pub mod ownership;
 mod queue;

@@ -46,6 +46,10 @@ pub struct ControllerConfig {
     /// How often the fabric managers' NAT byte counters are read and recorded (bandwidth
     /// metering); zero turns it off.
     pub traffic_interval: Duration,
+    /// Period of the metering usage records (`--metering-record-seconds`).
+    pub usage_record_interval: Duration,
+    /// How long closed usage intervals are kept (`--metering-retention-days`).
+    pub usage_retention: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -60,6 +64,8 @@ impl Default for ControllerConfig {
             event_prune_interval: Duration::from_secs(60),
             max_events_per_tenant: osac_store::events::DEFAULT_MAX_EVENTS_PER_TENANT,
             traffic_interval: Duration::from_secs(60),
+            usage_record_interval: crate::metering::DEFAULT_USAGE_RECORD_INTERVAL,
+            usage_retention: crate::metering::DEFAULT_USAGE_RETENTION,
         }
     }
 }
@@ -186,6 +192,13 @@ impl Controllers {
             ctx.config.event_ttl,
             ctx.config.max_events_per_tenant,
             ctx.config.event_prune_interval,
+            shutdown.clone(),
+        ));
+        tasks.spawn(crate::metering::metering_loop(
+            ctx.store.clone(),
+            ownership.clone(),
+            ctx.config.usage_record_interval,
+            ctx.config.usage_retention,
             shutdown.clone(),
         ));
         tasks.spawn(crate::drift::drift_loop(

@@ -23,7 +23,7 @@ use crate::reconcile::ReconcileCtx;
 /// Whom a NAT path's counter is billed to: the owning tenant and the ExternalIP it uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Owner {
-    tenant_id: String,
+    tenant: String,
     external_ip_id: String,
 }
 
@@ -118,7 +118,7 @@ async fn owner_of(store: &dyn Store, object_id: &str) -> Result<Option<Owner>, S
         .unwrap_or_default()
         .to_string();
     Ok(Some(Owner {
-        tenant_id: rec.tenant,
+        tenant: rec.tenant,
         external_ip_id,
     }))
 }
@@ -128,7 +128,7 @@ fn sample(c: NatPathCounter, owner: Owner) -> TrafficSample {
         // The contract's spelling is the store's (`external_ip_attachment`, `nat_gateway`).
         kind: c.kind.as_str().to_string(),
         object_id: c.object_id,
-        tenant_id: owner.tenant_id,
+        tenant: owner.tenant,
         external_ip_id: owner.external_ip_id,
         epoch: c.epoch,
         ingress_bytes: c.ingress_bytes,
@@ -249,7 +249,7 @@ mod tests {
         assert_eq!((i, e), (1000 + 3000, 100 + 300));
         assert!(
             rows.iter()
-                .all(|r| r.tenant_id == "t1" && r.external_ip_id == "eip-1")
+                .all(|r| r.tenant == "t1" && r.external_ip_id == "eip-1")
         );
     }
 

@@ -10,6 +10,7 @@ pub mod kind;
 pub mod kinds;
 pub mod labels;
 pub mod mac;
+pub mod metering;
 pub mod net;
 pub mod quota;
 pub mod reachability;

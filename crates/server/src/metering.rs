@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use osac_metering_export::{ConfigError, ExportConfig, OutboxSource, spawn_export};
+use osac_metering_export::{
+    ConfigError, ExportConfig, OutboxEntry, OutboxSource, SourceError, spawn_export,
+};
 use osac_store::Store;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -12,10 +14,6 @@ use tokio::task::JoinHandle;
 /// Why the export cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum MeteringError {
-    #[error(
-        "--metering-nats: this server's store keeps no metering outbox to publish; start it without --metering-nats"
-    )]
-    NoOutbox,
     #[error(transparent)]
     Config(#[from] ConfigError),
 }
@@ -36,15 +34,36 @@ pub fn export_config(
     Ok(config)
 }
 
-/// The outbox the export drains: the store's `metering_outbox`, oldest record first.
-///
-/// This is the one place that joins the export to the store. The store has no outbox
-/// methods yet, so there is nothing to publish and `--metering-nats` is refused; once it has
-/// them (`outbox_peek`, `outbox_ack`, `outbox_len`), this returns the store itself through an
-/// `OutboxSource` implementation over those three methods.
-pub fn outbox_source(store: Arc<dyn Store>) -> Result<Arc<dyn OutboxSource>, MeteringError> {
-    drop(store);
-    Err(MeteringError::NoOutbox)
+/// The outbox the export drains: the store's `metering_outbox`, oldest record first. Rows
+/// are removed only once the broker has acknowledged them.
+struct StoreOutbox(Arc<dyn Store>);
+
+#[async_trait::async_trait]
+impl OutboxSource for StoreOutbox {
+    async fn peek(&self, limit: i64) -> Result<Vec<OutboxEntry>, SourceError> {
+        let rows = self.0.outbox_peek(limit).await.map_err(SourceError::new)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| OutboxEntry {
+                seq: r.seq,
+                event_id: r.event_id,
+                subject: r.subject,
+                payload: r.payload,
+            })
+            .collect())
+    }
+    async fn ack(&self, seqs: &[i64]) -> Result<u64, SourceError> {
+        self.0.outbox_ack(seqs).await.map_err(SourceError::new)
+    }
+    async fn len(&self) -> Result<i64, SourceError> {
+        self.0.outbox_len().await.map_err(SourceError::new)
+    }
+}
+
+/// The store's outbox as the export's source: the one place that joins the export to the
+/// store.
+pub fn outbox_source(store: Arc<dyn Store>) -> Arc<dyn OutboxSource> {
+    Arc::new(StoreOutbox(store))
 }
 
 /// Starts publishing the store's outbox; the export stops with the server (`shutdown`).
@@ -53,7 +72,7 @@ pub fn start_export(
     config: ExportConfig,
     shutdown: watch::Receiver<bool>,
 ) -> Result<JoinHandle<()>, MeteringError> {
-    let source = outbox_source(store)?;
+    let source = outbox_source(store);
     Ok(spawn_export(source, config, shutdown)?)
 }
 

@@ -106,6 +106,12 @@ pub struct ServerArgs {
     #[arg(long, env = "OSAC_METERING_NATS_SUBJECT", value_name = "PREFIX",
           default_value = osac_metering_export::ExportConfig::DEFAULT_SUBJECT_PREFIX)]
     pub metering_nats_subject: String,
+    /// Seconds between metering usage records (one CloudEvent per open interval)
+    #[arg(long, default_value_t = osac_controller::metering::DEFAULT_USAGE_RECORD_INTERVAL.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub metering_record_seconds: u64,
+    /// Days closed usage intervals are kept before they are pruned (open ones never are)
+    #[arg(long, default_value_t = osac_controller::metering::DEFAULT_USAGE_RETENTION.as_secs() / 86_400, value_parser = clap::value_parser!(u64).range(1..))]
+    pub metering_retention_days: u64,
     /// PEM certificate chain: serve REST and gRPC over TLS (needs --tls-key). The file is
     /// re-read when it changes (rotation without restart)
     #[arg(long, env = "OSAC_TLS_CERT", value_name = "FILE", requires = "tls_key")]
@@ -263,6 +269,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         resync_interval: Duration::from_secs(args.resync_seconds),
         cleanup_retry_limit: args.cleanup_retry_limit,
         event_ttl: Duration::from_secs(args.event_ttl_seconds),
+        usage_record_interval: Duration::from_secs(args.metering_record_seconds),
+        usage_retention: Duration::from_secs(args.metering_retention_days.saturating_mul(86_400)),
         max_events_per_tenant: args.max_events_per_tenant,
         traffic_interval: Duration::from_secs(args.metering_traffic_interval_seconds),
         ..ControllerConfig::default()

@@ -11,6 +11,7 @@ pub mod events;
 pub mod filter_sql;
 mod group;
 mod lease;
+pub mod metering;
 pub mod pool;
 mod postgres;
 mod query;
@@ -30,6 +31,7 @@ use tokio::sync::broadcast;
 
 pub use group::{Applied, BATCH_TIME, FenceToken, TURN_LIMIT, Write, WriteSet, apply_in};
 pub use lease::{Held, Leases, ReplicaInfo, ReplicaRow, SHARDS, ShardLease};
+pub use metering::{OutboxEntry, OutboxEvent};
 pub use postgres::PostgresStore;
 pub use record::{
     BodyText, Change, ListQuery, Page, PageText, Record, RecordText, Reference, enum_resolver,
@@ -215,7 +217,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         from: chrono::DateTime<chrono::Utc>,
         to: chrono::DateTime<chrono::Utc>,
-        tenant_id: Option<&str>,
+        tenant: Option<&str>,
     ) -> Result<Vec<TrafficUsageRow>>;
     /// Puts (`Some(value)`) and removes (`None`) several driver records in ONE transaction —
     /// all or nothing, one commit — so a driver operation that changes several records (or a
@@ -231,6 +233,31 @@ pub trait Store: Send + Sync + 'static {
         tx.commit().await?;
         Ok(applied)
     }
+    /// The oldest `limit` metering outbox rows, in the order they were written (by `seq`).
+    async fn outbox_peek(&self, limit: i64) -> Result<Vec<OutboxEntry>>;
+    /// Deletes the outbox rows `seqs` (published and acknowledged); returns how many were
+    /// there.
+    async fn outbox_ack(&self, seqs: &[i64]) -> Result<u64>;
+    /// How many rows the outbox holds.
+    async fn outbox_len(&self) -> Result<i64>;
+    /// Appends metering events not tied to an object write (an event id already in the
+    /// outbox is kept as it is).
+    async fn outbox_append(&self, events: &[OutboxEvent]) -> Result<()>;
+    /// The usage intervals overlapping `[from, to)` (not clipped), of `tenant` (its name) or
+    /// of every tenant, ordered by start.
+    async fn usage_intervals(
+        &self,
+        from: chrono::DateTime<chrono::Utc>,
+        to: chrono::DateTime<chrono::Utc>,
+        tenant: Option<&str>,
+    ) -> Result<Vec<osac_model::metering::IntervalRow>>;
+    /// Writes, in one transaction, the periodic usage record (one outbox CloudEvent) of every
+    /// open interval not yet recorded up to `end`, covering the time since its previous record;
+    /// returns how many. Idempotent for one `end`: a second call (another replica) writes
+    /// nothing.
+    async fn record_usage(&self, end: chrono::DateTime<chrono::Utc>) -> Result<u64>;
+    /// Deletes the closed intervals that ended before `before`; never an open one.
+    async fn prune_usage(&self, before: chrono::DateTime<chrono::Utc>) -> Result<u64>;
     /// Replica coordination, for stores several processes share (None: this process is the
     /// only one, and owns all controller work).
     fn leases(&self) -> Option<&dyn Leases> {

@@ -289,6 +289,7 @@ async fn run_list_text(conn: &mut PgConnection, q: &ListQuery) -> Result<PageTex
 }
 
 crate::traffic::traffic_statements! { pool: PgPool, lock: " FOR UPDATE" }
+crate::metering::metering_statements!(connection: PgConnection);
 
 crate::sql_common::sql_common_statements! {
     connection: PgConnection,
@@ -349,7 +350,9 @@ impl Store for PostgresStore {
     async fn apply(&self, set: WriteSet) -> Result<Applied> {
         let since = self.cache.epoch();
         let notice = |change: &Change, sent_at_us: i64| notice_of(&self.origin, change, sent_at_us);
-        let fast = match StatusWrite::of(&set, notice) {
+        // A write that opens or closes an interval goes through a transaction, which meters it.
+        let meters_nothing = crate::metering::keeps_intervals(&set, |id| self.cache.get(id).0);
+        let fast = match StatusWrite::of(&set, notice).filter(|_| meters_nothing) {
             Some(write) => self.status_writes.write(write).await,
             None => Ok(Fast::Slow),
         };
@@ -486,9 +489,9 @@ impl Store for PostgresStore {
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-        tenant_id: Option<&str>,
+        tenant: Option<&str>,
     ) -> Result<Vec<crate::TrafficUsageRow>> {
-        traffic_usage(&self.pool, from, to, tenant_id).await
+        traffic_usage(&self.pool, from, to, tenant).await
     }
 
     async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
@@ -497,6 +500,59 @@ impl Store for PostgresStore {
 
     async fn kv_delete(&self, ns: &str, key: &str) -> Result<()> {
         kv_delete(&self.pool, ns, key).await
+    }
+
+    async fn outbox_peek(&self, limit: i64) -> Result<Vec<crate::OutboxEntry>> {
+        meter_outbox_peek(&mut *self.pool.acquire().await?, limit).await
+    }
+
+    async fn outbox_ack(&self, seqs: &[i64]) -> Result<u64> {
+        meter_outbox_ack(&mut *self.pool.acquire().await?, seqs).await
+    }
+
+    async fn outbox_len(&self) -> Result<i64> {
+        meter_outbox_len(&mut *self.pool.acquire().await?).await
+    }
+
+    async fn outbox_append(&self, events: &[crate::OutboxEvent]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        meter_append_outbox(&mut tx, events).await?;
+        tx.commit().await?;
+        crate::count_write();
+        Ok(())
+    }
+
+    async fn usage_intervals(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        tenant: Option<&str>,
+    ) -> Result<Vec<osac_model::metering::IntervalRow>> {
+        let mut conn = self.pool.acquire().await?;
+        meter_intervals_between(
+            &mut conn,
+            from.timestamp_micros(),
+            to.timestamp_micros(),
+            tenant,
+        )
+        .await
+    }
+
+    /// Serialised between replicas by a transaction-scoped advisory lock, so two replicas
+    /// recording at once write each record once.
+    async fn record_usage(&self, end: DateTime<Utc>) -> Result<u64> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('osac-metering-usage'))")
+            .execute(&mut *tx)
+            .await?;
+        let n = meter_record_usage(&mut tx, end.timestamp_micros()).await?;
+        tx.commit().await?;
+        crate::count_write();
+        Ok(n)
+    }
+
+    async fn prune_usage(&self, before: DateTime<Utc>) -> Result<u64> {
+        meter_prune(&mut *self.pool.acquire().await?, before.timestamp_micros()).await
     }
 
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {

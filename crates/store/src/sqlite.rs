@@ -471,9 +471,9 @@ impl Store for SqliteStore {
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-        tenant_id: Option<&str>,
+        tenant: Option<&str>,
     ) -> Result<Vec<crate::TrafficUsageRow>> {
-        traffic_usage(&self.pool, from, to, tenant_id).await
+        traffic_usage(&self.pool, from, to, tenant).await
     }
 
     async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
@@ -486,6 +486,58 @@ impl Store for SqliteStore {
         kv_delete(&self.pool, ns, key).await
     }
 
+    async fn outbox_peek(&self, limit: i64) -> Result<Vec<crate::OutboxEntry>> {
+        meter_outbox_peek(&mut *self.pool.acquire().await?, limit).await
+    }
+
+    async fn outbox_ack(&self, seqs: &[i64]) -> Result<u64> {
+        let _guard = self.write_lock.lock().await;
+        meter_outbox_ack(&mut *self.pool.acquire().await?, seqs).await
+    }
+
+    async fn outbox_len(&self) -> Result<i64> {
+        meter_outbox_len(&mut *self.pool.acquire().await?).await
+    }
+
+    async fn outbox_append(&self, events: &[crate::OutboxEvent]) -> Result<()> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        meter_append_outbox(&mut tx, events).await?;
+        tx.commit().await?;
+        crate::count_write();
+        Ok(())
+    }
+
+    async fn usage_intervals(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        tenant: Option<&str>,
+    ) -> Result<Vec<osac_model::metering::IntervalRow>> {
+        let mut conn = self.pool.acquire().await?;
+        meter_intervals_between(
+            &mut conn,
+            from.timestamp_micros(),
+            to.timestamp_micros(),
+            tenant,
+        )
+        .await
+    }
+
+    async fn record_usage(&self, end: DateTime<Utc>) -> Result<u64> {
+        let _guard = self.write_lock.lock().await;
+        let mut tx = self.pool.begin().await?;
+        let n = meter_record_usage(&mut tx, end.timestamp_micros()).await?;
+        tx.commit().await?;
+        crate::count_write();
+        Ok(n)
+    }
+
+    async fn prune_usage(&self, before: DateTime<Utc>) -> Result<u64> {
+        let _guard = self.write_lock.lock().await;
+        meter_prune(&mut *self.pool.acquire().await?, before.timestamp_micros()).await
+    }
+
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
         // Driver records share the commit of concurrent controller writes.
         let set = WriteSet::of(vec![Write::Kv {
@@ -495,6 +547,9 @@ impl Store for SqliteStore {
         self.group.apply(set).await.map(|_| ())
     }
 }
+
+crate::metering::metering_statements!(connection: SqliteConnection);
+crate::metering::impl_meter_tx!(SqliteTx);
 
 /// A serialised SQLite write transaction.
 struct SqliteTx {
@@ -688,6 +743,10 @@ impl Tx for SqliteTx {
             insert_with_rows(&mut self.tx, &rec, &refs).await?;
             self.ref_targets.extend(refs.into_iter().map(|(_, t)| t));
         }
+        if osac_model::metering::signature(rec.kind, &rec.body, rec.deleted_at.is_some()).is_some()
+        {
+            crate::metering::on_write(self, &rec, false).await?;
+        }
         self.changes.push(Change::of(&rec, false, &[]));
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(rec)
@@ -700,6 +759,7 @@ impl Tx for SqliteTx {
             delete_row(&mut self.tx, &record.id).await?;
             let targets: Vec<String> = old_refs.into_iter().map(|(_, t)| t).collect();
             self.ref_targets.extend(targets.iter().cloned());
+            crate::metering::on_write(self, record, true).await?;
             self.changes.push(Change::of(record, true, &targets));
             self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
@@ -724,6 +784,7 @@ impl Tx for SqliteTx {
         let old_refs = self
             .write_refs(&rec, stored_refs(old_refs.as_deref())?)
             .await?;
+        crate::metering::on_write(self, &rec, false).await?;
         self.changes.push(Change::of(&rec, false, &old_refs));
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(Some(rec))
@@ -735,6 +796,7 @@ impl Tx for SqliteTx {
             return Err(StoreError::NotFound(id.to_string()));
         };
         delete_row(&mut self.tx, id).await?;
+        crate::metering::on_write(self, &rec, true).await?;
         self.changes.push(Change::of(&rec, true, &[]));
         self.ref_targets
             .extend(rec.references().into_iter().map(|(_, t)| t));

@@ -29,8 +29,8 @@ pub struct TrafficSample {
     pub kind: String,
     /// The attachment's or the gateway's id.
     pub object_id: String,
-    /// The tenant owning the object.
-    pub tenant_id: String,
+    /// The name of the tenant owning the object.
+    pub tenant: String,
     /// The ExternalIP whose address the path uses.
     pub external_ip_id: String,
     /// The counter's incarnation as the dataplane tells it (empty when unknown).
@@ -44,8 +44,8 @@ pub struct TrafficSample {
 /// The bytes one path moved in one bucket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrafficUsageRow {
-    /// The tenant owning the object.
-    pub tenant_id: String,
+    /// The name of the tenant owning the object.
+    pub tenant: String,
     /// [`KIND_EXTERNAL_IP_ATTACHMENT`] or [`KIND_NAT_GATEWAY`].
     pub kind: String,
     /// The attachment's or the gateway's id.
@@ -161,12 +161,12 @@ macro_rules! traffic_statements {
                     continue;
                 }
                 sqlx::query(
-                    "INSERT INTO traffic_usage (kind, object_id, bucket_start, tenant_id, external_ip_id, ingress_bytes, egress_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, object_id, bucket_start) DO UPDATE SET ingress_bytes = traffic_usage.ingress_bytes + excluded.ingress_bytes, egress_bytes = traffic_usage.egress_bytes + excluded.egress_bytes",
+                    "INSERT INTO traffic_usage (kind, object_id, bucket_start, tenant, external_ip_id, ingress_bytes, egress_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, object_id, bucket_start) DO UPDATE SET ingress_bytes = traffic_usage.ingress_bytes + excluded.ingress_bytes, egress_bytes = traffic_usage.egress_bytes + excluded.egress_bytes",
                 )
                 .bind(&s.kind)
                 .bind(&s.object_id)
                 .bind(bucket)
-                .bind(&s.tenant_id)
+                .bind(&s.tenant)
                 .bind(&s.external_ip_id)
                 .bind(stored(ingress))
                 .bind(stored(egress))
@@ -177,26 +177,26 @@ macro_rules! traffic_statements {
             Ok(())
         }
 
-        /// The buckets starting in `[from, to)`, of `tenant_id` when given, in time order.
+        /// The buckets starting in `[from, to)`, of `tenant` when given, in time order.
         pub(crate) async fn traffic_usage(
             pool: &$pool,
             from: chrono::DateTime<chrono::Utc>,
             to: chrono::DateTime<chrono::Utc>,
-            tenant_id: Option<&str>,
+            tenant: Option<&str>,
         ) -> crate::Result<Vec<crate::traffic::TrafficUsageRow>> {
             let rows: Vec<(String, String, String, String, i64, i64, i64)> = sqlx::query_as(
-                "SELECT tenant_id, kind, object_id, external_ip_id, bucket_start, ingress_bytes, egress_bytes FROM traffic_usage WHERE bucket_start >= $1 AND bucket_start < $2 AND ($3 IS NULL OR tenant_id = $3) ORDER BY bucket_start, kind, object_id",
+                "SELECT tenant, kind, object_id, external_ip_id, bucket_start, ingress_bytes, egress_bytes FROM traffic_usage WHERE bucket_start >= $1 AND bucket_start < $2 AND ($3 IS NULL OR tenant = $3) ORDER BY bucket_start, kind, object_id",
             )
             .bind(from.timestamp() + i64::from(from.timestamp_subsec_nanos() > 0))
             .bind(to.timestamp() + i64::from(to.timestamp_subsec_nanos() > 0))
-            .bind(tenant_id)
+            .bind(tenant)
             .fetch_all(pool)
             .await?;
             rows.into_iter()
                 .map(
-                    |(tenant_id, kind, object_id, external_ip_id, start, ingress, egress)| {
+                    |(tenant, kind, object_id, external_ip_id, start, ingress, egress)| {
                         Ok(crate::traffic::TrafficUsageRow {
-                            tenant_id,
+                            tenant,
                             kind,
                             object_id,
                             external_ip_id,

@@ -3,6 +3,8 @@
 //! published; a stale version is a Conflict, a lost lease Fenced, a missing row NotFound —
 //! and none of those writes anything, its event included; a write that changes labels goes
 //! or a reference goes through its own transaction; two writes of one object at one version: exactly one wins.
+//! (The writes change a state that accrues no usage: one that opens or closes a usage interval
+//! is metered in its own transaction, docs/metering.md.)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,7 +109,7 @@ async fn batched_status_writes_keep_each_outcome() {
     for (i, rec) in stored.iter().enumerate() {
         let case = CASES[i % CASES.len()];
         let mut next = rec.clone();
-        next.body["status"]["state"] = json!("SUBNET_STATE_READY");
+        next.body["status"]["state"] = json!("SUBNET_STATE_FAILED");
         let event = Record::new(Kind::Event, "t-batch", json!({"reason": format!("e{i}")}));
         let mut token = 1;
         match case {
@@ -160,7 +162,7 @@ async fn batched_status_writes_keep_each_outcome() {
         );
         assert_eq!(got.version, if written { 2 } else { 1 }, "{i} ({case:?})");
         let state = if written {
-            "SUBNET_STATE_READY"
+            "SUBNET_STATE_FAILED"
         } else {
             "SUBNET_STATE_PENDING"
         };
@@ -250,7 +252,7 @@ async fn a_held_row_holds_up_only_its_own_write() {
     let write = |rec: &Record| {
         let s = s.clone();
         let mut next = rec.clone();
-        next.body["status"]["state"] = json!("SUBNET_STATE_READY");
+        next.body["status"]["state"] = json!("SUBNET_STATE_FAILED");
         let event = Record::new(Kind::Event, "t-batch", json!({"reason": "Ready"}));
         async move {
             s.apply(WriteSet::of(vec![

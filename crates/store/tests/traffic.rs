@@ -19,7 +19,7 @@ fn sample(kind: &str, id: &str, tenant: &str, epoch: &str, i: u64, e: u64) -> Tr
     TrafficSample {
         kind: kind.into(),
         object_id: id.into(),
-        tenant_id: tenant.into(),
+        tenant: tenant.into(),
         external_ip_id: format!("eip-{id}"),
         epoch: epoch.into(),
         ingress_bytes: i,
@@ -75,7 +75,7 @@ async fn accumulates_across_resets(s: &dyn Store) {
     let att = all.iter().find(|r| r.object_id == "att").unwrap();
     assert_eq!(
         (
-            att.tenant_id.as_str(),
+            att.tenant.as_str(),
             att.kind.as_str(),
             att.external_ip_id.as_str()
         ),
@@ -84,7 +84,7 @@ async fn accumulates_across_resets(s: &dyn Store) {
 
     // Selection by tenant and by time ([from, to) on bucket starts).
     let t2 = s.traffic_usage(at(0), at(120), Some("t2")).await.unwrap();
-    assert!(t2.iter().all(|r| r.tenant_id == "t2") && t2.len() == 2);
+    assert!(t2.iter().all(|r| r.tenant == "t2") && t2.len() == 2);
     let second = all[2].bucket_start;
     let later = s.traffic_usage(second, at(120), None).await.unwrap();
     assert_eq!(totals(&later, "att"), (4100, 20));

@@ -45,6 +45,71 @@ pub(super) fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMa
         json!({ "get": { "operationId": "private.replicas.list", "summary": "List the control-plane replicas sharing the database and the controller shards each holds", "tags": ["Managers"],
             "responses": ok("Every replica registered in the last hour.", schema_ref("ReplicaList")) } }),
     );
+    let usage_params = |tenant: &str| {
+        json!([
+            super::routes::query(
+                "from",
+                "Start of the period (RFC 3339, inclusive); default a day before `to`.",
+                json!({ "type": "string", "format": "date-time" })
+            ),
+            super::routes::query(
+                "to",
+                "End of the period (RFC 3339, exclusive); default now.",
+                json!({ "type": "string", "format": "date-time" })
+            ),
+            super::routes::query(
+                "group_by",
+                "Comma-separated dimensions: tenant, tenant_id, kind, object, network_class, ip_family, attached, parent_kind, parent.",
+                json!({ "type": "string" })
+            ),
+            super::routes::query(
+                "meter",
+                "allocation or bandwidth; omitted: both.",
+                json!({ "type": "string", "enum": ["allocation", "bandwidth"] })
+            ),
+            super::routes::query("tenant", tenant, json!({ "type": "string" })),
+        ])
+    };
+    for (surface, id, tenant) in [
+        (
+            "private",
+            "private.usage.get",
+            "Only this tenant's usage (by name); omitted: every tenant.",
+        ),
+        (
+            "fulfillment",
+            "usage.get",
+            "The caller's own tenant; naming another is refused (403).",
+        ),
+    ] {
+        paths.insert(
+            format!("/api/{surface}/v1/usage"),
+            json!({ "get": { "operationId": id, "summary": "Resource-seconds and bytes per group of dimensions over a period", "tags": ["Metering"],
+                "parameters": usage_params(tenant),
+                "responses": ok("The usage of the period, per group.", schema_ref("UsageReport")) } }),
+        );
+    }
+    schemas.insert(
+        "UsageReport".into(),
+        json!({
+            "type": "object",
+            "properties": {
+                "from": { "type": "string", "format": "date-time" },
+                "to": { "type": "string", "format": "date-time" },
+                "meter": { "type": "string", "description": "allocation, bandwidth or all." },
+                "group_by": { "type": "array", "items": { "type": "string" } },
+                "groups": { "type": "array", "items": {
+                    "type": "object",
+                    "properties": {
+                        "dimensions": { "type": "object", "additionalProperties": { "type": "string" }, "description": "The value of each group_by dimension." },
+                        "resource_seconds": { "type": "string", "format": "int64" },
+                        "ingress_bytes": { "type": "string", "format": "int64" },
+                        "egress_bytes": { "type": "string", "format": "int64" },
+                    },
+                } },
+            },
+        }),
+    );
     paths.insert(
         "/api/private/v1/dataplane:gc".into(),
         json!({ "post": { "operationId": "private.dataplane.gc", "summary": "Remove kernel state of the linux dataplane that no stored object owns", "tags": ["Managers"],

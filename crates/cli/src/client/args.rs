@@ -90,6 +90,17 @@ pub enum ClientCommand {
     Admin(Box<AdminArgs>),
     /// Explain the network: why A can (or cannot) reach B
     Explain(Box<ExplainArgs>),
+    /// What the tenant held and moved over a period: resource-seconds and bytes per group
+    Usage(Box<UsageArgs>),
+}
+
+/// `osac usage`.
+#[derive(Debug, clap::Args)]
+pub struct UsageArgs {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(flatten)]
+    pub opts: super::usage::UsageOpts,
 }
 
 /// `osac explain`.

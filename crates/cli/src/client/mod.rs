@@ -51,6 +51,7 @@ mod output;
 mod parse;
 mod selector;
 mod tokens;
+mod usage;
 mod wait;
 mod watch;
 mod workload;
@@ -60,13 +61,15 @@ mod fake_server_tests;
 
 pub use args::{
     AdminArgs, AdminCommand, AdminCreateKind, ClientCommand, Connection, CreateArgs, CreateKind,
-    DeleteArgs, DescribeArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs, VersionArgs,
+    DeleteArgs, DescribeArgs, EventsArgs, GetArgs, LabelArgs, LoginArgs, UpdateArgs, UsageArgs,
+    VersionArgs,
 };
 use args::{AdminDeleteKind, AdminGetTokens, DeleteOpts};
 pub use config::{ConfigFile, Endpoint};
 pub use kind::{Kind, Scope};
 pub use osac_client::{Api, ClientError, tls};
 pub use output::OutputFormat;
+pub use usage::{UsageFormat, UsageOpts};
 
 use ops::ClientCtx;
 
@@ -145,6 +148,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Explain(a) => match &a.what {
             args::ExplainWhat::Reach(r) => explain::reach(&ctx(&r.conn, Scope::Tenant)?, r).await,
         },
+        ClientCommand::Usage(a) => usage::run(&ctx(&a.conn, Scope::Tenant)?, &a.opts).await,
         ClientCommand::Admin(a) => {
             let c = ctx(&a.conn, Scope::Provider)?;
             match &a.command {
@@ -177,6 +181,7 @@ pub async fn run(cmd: ClientCommand) -> anyhow::Result<()> {
                 AdminCommand::Managers(m) => ops::managers(&c, m.output).await,
                 AdminCommand::Orphans(m) => orphans::run(&c, m.output).await,
                 AdminCommand::Dataplane(d) => dataplane::run(&c, d).await,
+                AdminCommand::Usage(u) => usage::run(&c, u).await,
             }
         }
     }

@@ -23,6 +23,8 @@ mod lifecycle;
 mod limits;
 mod lists;
 mod locks;
+mod metering_exactness;
+mod metering_replicas;
 mod observability;
 mod openapi;
 mod ops;

@@ -198,6 +198,8 @@ async fn openapi_document_covers_every_route_and_field() {
     for (path, m) in [
         (format!("{PRIV}/managers"), "get"),
         (format!("{PRIV}/replicas"), "get"),
+        (format!("{PRIV}/usage"), "get"),
+        (format!("{PUB}/usage"), "get"),
         (format!("{PRIV}/dataplane:gc"), "post"),
         (format!("{PUB}/reachability:explain"), "post"),
         (format!("{PRIV}/reachability:explain"), "post"),

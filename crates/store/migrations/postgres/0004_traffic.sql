@@ -17,11 +17,11 @@ CREATE TABLE traffic_usage (
     kind           TEXT NOT NULL,
     object_id      TEXT NOT NULL,
     bucket_start   BIGINT NOT NULL,
-    tenant_id      TEXT NOT NULL,
+    tenant      TEXT NOT NULL,
     external_ip_id TEXT NOT NULL,
     ingress_bytes  BIGINT NOT NULL,
     egress_bytes   BIGINT NOT NULL,
     PRIMARY KEY (kind, object_id, bucket_start)
 );
 CREATE INDEX traffic_usage_time ON traffic_usage (bucket_start);
-CREATE INDEX traffic_usage_tenant ON traffic_usage (tenant_id, bucket_start);
+CREATE INDEX traffic_usage_tenant ON traffic_usage (tenant, bucket_start);

@@ -18,6 +18,10 @@ use super::{
     release_savepoint, rollback_to_savepoint, run_list, run_list_items, savepoint, ts,
     write_label_rows, write_ref_rows,
 };
+use super::{
+    meter_append_outbox, meter_close_interval, meter_finish_deletion, meter_insert_interval,
+    meter_interval_count, meter_open_interval,
+};
 use crate::deferred_events::DeferredEvents;
 use crate::record::to_json;
 use crate::record_cache::{RecordCache, Written};
@@ -110,6 +114,8 @@ struct StoredRow {
     labels_changed: bool,
     refs: Vec<(String, String)>,
 }
+
+crate::metering::impl_meter_tx!(PgTx);
 
 /// A PostgreSQL transaction (READ COMMITTED plus explicit row locks).
 struct PgTx {
@@ -502,6 +508,10 @@ impl Tx for PgTx {
             insert_object_rows(&mut self.tx, &rec, &refs, &notice).await?;
             self.ref_targets.extend(refs.into_iter().map(|(_, t)| t));
         }
+        if osac_model::metering::signature(rec.kind, &rec.body, rec.deleted_at.is_some()).is_some()
+        {
+            crate::metering::on_write(self, &rec, false).await?;
+        }
         self.changes.push(change);
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(rec)
@@ -526,6 +536,7 @@ impl Tx for PgTx {
             delete_row(&mut self.tx, &record.id).await?;
             let targets: Vec<String> = stored.into_iter().map(|(_, t)| t).collect();
             self.ref_targets.extend(targets.iter().cloned());
+            crate::metering::on_write(self, record, true).await?;
             self.record_unsent(Change::of(record, true, &targets));
             self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
@@ -547,6 +558,7 @@ impl Tx for PgTx {
             write_label_rows(&mut self.tx, &rec, true).await?;
         }
         self.write_refs(&rec, Some(stored)).await?;
+        crate::metering::on_write(self, &rec, false).await?;
         self.changes.push(change);
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(Some(rec))
@@ -558,6 +570,7 @@ impl Tx for PgTx {
             return Err(StoreError::NotFound(id.to_string()));
         };
         delete_row(&mut self.tx, id).await?;
+        crate::metering::on_write(self, &rec, true).await?;
         self.record_unsent(Change::of(&rec, true, &[]));
         self.ref_targets
             .extend(rec.references().into_iter().map(|(_, t)| t));

@@ -37,6 +37,8 @@ pub enum AdminCommand {
     Orphans(ManagersArgs),
     /// The real (linux) dataplane: garbage collection
     Dataplane(DataplaneArgs),
+    /// What tenants held and moved over a period: resource-seconds and bytes per group
+    Usage(crate::client::usage::UsageOpts),
 }
 
 /// `osac admin get`: provider objects, or `tokens`.

@@ -1,0 +1,204 @@
+//! CloudEvents 1.0 (structured JSON mode) of metering: one when an interval opens, one when it
+//! closes, and a periodic usage record per open interval. The `id` is derived from the
+//! interval and what happened to it, so a record written twice (a retry, a failover) carries
+//! the same id and a consumer (or JetStream's deduplication) keeps it once.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Value, json};
+
+use super::Dimensions;
+
+/// The `source` of every metering event.
+pub const SOURCE: &str = "/osac-net/metering";
+/// The `type` of interval events (`data.action` says which).
+pub const TYPE_ALLOCATION: &str = "org.osac.metering.networking.v1.allocation";
+/// The `type` of periodic usage records.
+pub const TYPE_USAGE: &str = "org.osac.metering.networking.v1.usage";
+
+/// What an event records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventAction {
+    /// The interval opened: the object started accruing.
+    Opened,
+    /// The interval closed.
+    Closed,
+    /// A periodic usage record of an open interval, ending at the given time.
+    Usage(DateTime<Utc>),
+}
+
+/// One CloudEvent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloudEvent {
+    pub id: String,
+    pub source: String,
+    pub type_: String,
+    /// The object: `<collection>/<id>`, e.g. `external_ips/0190…`.
+    pub subject: String,
+    pub time: DateTime<Utc>,
+    pub data: Value,
+}
+
+/// RFC 3339 with microseconds, UTC.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// The event id of `action` on interval `interval_id`.
+pub fn event_id(interval_id: &str, action: EventAction) -> String {
+    match action {
+        EventAction::Opened => format!("{interval_id}.opened"),
+        EventAction::Closed => format!("{interval_id}.closed"),
+        EventAction::Usage(end) => format!("{interval_id}.usage.{}", end.timestamp_micros()),
+    }
+}
+
+fn dimensions_json(d: &Dimensions) -> Value {
+    json!({
+        "tenant": d.tenant,
+        "tenant_id": d.tenant_id,
+        "kind": d.kind,
+        "object": d.object,
+        "object_name": d.object_name,
+        "network_class": d.network_class,
+        "ip_family": d.ip_family,
+        "attached": d.attached,
+        "parent_kind": d.parent_kind,
+        "parent": d.parent,
+    })
+}
+
+/// How an interval ended, for its closing event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closing {
+    pub ended_at: DateTime<Utc>,
+    /// `deleted` (deletion requested), `dimension_changed` or `not_ready`.
+    pub reason: String,
+}
+
+impl CloudEvent {
+    /// The event of an interval opening at `started_at`.
+    pub fn opened(
+        interval_id: &str,
+        collection: &str,
+        dims: &Dimensions,
+        started_at: DateTime<Utc>,
+    ) -> Self {
+        Self::allocation(
+            interval_id,
+            collection,
+            dims,
+            EventAction::Opened,
+            started_at,
+            json!({
+                "action": "opened",
+                "interval": interval_id,
+                "started_at": rfc3339(started_at),
+                "dimensions": dimensions_json(dims),
+            }),
+        )
+    }
+
+    /// The event of an interval closing; carries its resource-seconds.
+    pub fn closed(
+        interval_id: &str,
+        collection: &str,
+        dims: &Dimensions,
+        started_at: DateTime<Utc>,
+        closing: &Closing,
+    ) -> Self {
+        let micros = (closing.ended_at - started_at)
+            .num_microseconds()
+            .unwrap_or(0);
+        Self::allocation(
+            interval_id,
+            collection,
+            dims,
+            EventAction::Closed,
+            closing.ended_at,
+            json!({
+                "action": "closed",
+                "interval": interval_id,
+                "started_at": rfc3339(started_at),
+                "ended_at": rfc3339(closing.ended_at),
+                "reason": closing.reason,
+                "resource_seconds": seconds_text(micros),
+                "dimensions": dimensions_json(dims),
+            }),
+        )
+    }
+
+    /// The periodic usage record of an open interval over `[from, to)`, with the bytes moved
+    /// meanwhile where the object has bandwidth meters.
+    #[allow(clippy::too_many_arguments)]
+    pub fn usage(
+        interval_id: &str,
+        collection: &str,
+        dims: &Dimensions,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        ingress_bytes: i64,
+        egress_bytes: i64,
+    ) -> Self {
+        let micros = (to - from).num_microseconds().unwrap_or(0).max(0);
+        CloudEvent {
+            id: event_id(interval_id, EventAction::Usage(to)),
+            source: SOURCE.into(),
+            type_: TYPE_USAGE.into(),
+            subject: format!("{collection}/{}", dims.object),
+            time: to,
+            data: json!({
+                "interval": interval_id,
+                "from": rfc3339(from),
+                "to": rfc3339(to),
+                "resource_seconds": seconds_text(micros),
+                "ingress_bytes": ingress_bytes.to_string(),
+                "egress_bytes": egress_bytes.to_string(),
+                "dimensions": dimensions_json(dims),
+            }),
+        }
+    }
+
+    fn allocation(
+        interval_id: &str,
+        collection: &str,
+        dims: &Dimensions,
+        action: EventAction,
+        time: DateTime<Utc>,
+        data: Value,
+    ) -> Self {
+        CloudEvent {
+            id: event_id(interval_id, action),
+            source: SOURCE.into(),
+            type_: TYPE_ALLOCATION.into(),
+            subject: format!("{collection}/{}", dims.object),
+            time,
+            data,
+        }
+    }
+
+    /// The structured-mode JSON document.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "specversion": "1.0",
+            "id": self.id,
+            "source": self.source,
+            "type": self.type_,
+            "subject": self.subject,
+            "time": rfc3339(self.time),
+            "datacontenttype": "application/json",
+            "data": self.data,
+        })
+    }
+
+    /// [`CloudEvent::to_json`] as text (the outbox payload).
+    pub fn to_text(&self) -> String {
+        self.to_json().to_string()
+    }
+}
+
+/// Microseconds as decimal seconds text (`"12.500000"`): exact, int64-safe.
+pub fn seconds_text(micros: i64) -> String {
+    let sign = if micros < 0 { "-" } else { "" };
+    let m = micros.unsigned_abs();
+    format!("{sign}{}.{:06}", m / 1_000_000, m % 1_000_000)
+}

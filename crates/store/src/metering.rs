@@ -1,0 +1,644 @@
+//! Metering in the store: the usage intervals of metered objects, written in the transaction
+//! of every object write (so an interval is never lost nor counted twice, whichever replica
+//! writes), and the outbox of CloudEvents that records them.
+//!
+//! Each write of a metered kind compares the record's metering signature
+//! ([`osac_model::metering::signature`]) with the object's open interval: equal, nothing is
+//! written (a repeated status write writes nothing); otherwise the open interval closes and/or
+//! the next opens, each with one outbox row, in the same transaction. Interval ids are
+//! `<object id>.<ordinal>`: a write retried after a conflict computes the same id.
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use osac_model::Kind;
+use osac_model::metering::cloudevent::Closing;
+use osac_model::metering::{
+    self, CloudEvent, Dimensions, IntervalRow, Transition, interval_id, signature, transition,
+};
+use serde_json::Value;
+
+use crate::{Record, Result, Tx};
+
+/// One outbox row: a CloudEvent waiting to be published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxEntry {
+    /// Order of writing (drain in ascending order).
+    pub seq: i64,
+    /// The CloudEvent's `id` (the broker's message id).
+    pub event_id: String,
+    /// The CloudEvent's `subject`.
+    pub subject: String,
+    /// The complete structured-mode CloudEvent JSON.
+    pub payload: String,
+}
+
+/// A CloudEvent to append to the outbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxEvent {
+    pub event_id: String,
+    pub subject: String,
+    pub payload: String,
+}
+
+impl From<&CloudEvent> for OutboxEvent {
+    fn from(e: &CloudEvent) -> Self {
+        OutboxEvent {
+            event_id: e.id.clone(),
+            subject: e.subject.clone(),
+            payload: e.to_text(),
+        }
+    }
+}
+
+/// The open interval of an object, as the write's transaction reads it.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenInterval {
+    pub id: String,
+    pub signature: String,
+    pub started_us: i64,
+    pub dims: Dimensions,
+}
+
+/// A stored interval row (the columns the query and the usage records read).
+pub(crate) type IntervalColumns = (
+    String,
+    i64,
+    Option<i64>,
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+);
+
+/// An open interval's signature and its [`IntervalColumns`].
+pub(crate) type OpenColumns = (
+    String,
+    String,
+    i64,
+    Option<i64>,
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+);
+
+/// Splits [`OpenColumns`].
+pub(crate) fn split_open(c: OpenColumns) -> (String, IntervalColumns) {
+    let (sig, a, b, c2, d, e, f, g, h, i, j, k, l, m, n) = c;
+    (sig, (a, b, c2, d, e, f, g, h, i, j, k, l, m, n))
+}
+
+/// The columns of [`IntervalColumns`], in order.
+pub(crate) const INTERVAL_COLUMNS: &str = "id, started_us, ended_us, reported_us, tenant, tenant_id, kind, object_id, object_name, network_class, ip_family, attached, parent_kind, parent_id";
+
+/// An interval row's dimensions and times.
+pub(crate) fn interval_of(c: IntervalColumns) -> (IntervalRow, i64) {
+    let (
+        id,
+        started,
+        ended,
+        reported,
+        tenant,
+        tenant_id,
+        kind,
+        object,
+        object_name,
+        class,
+        family,
+        attached,
+        parent_kind,
+        parent,
+    ) = c;
+    let row = IntervalRow {
+        interval_id: id,
+        dims: Dimensions {
+            tenant,
+            tenant_id,
+            kind,
+            object,
+            object_name,
+            network_class: class,
+            ip_family: family,
+            attached,
+            parent_kind,
+            parent,
+        },
+        started_at: from_us(started),
+        ended_at: ended.map(from_us),
+    };
+    (row, reported)
+}
+
+/// Microseconds since the epoch as a time.
+pub(crate) fn from_us(us: i64) -> DateTime<Utc> {
+    Utc.timestamp_micros(us).single().unwrap_or_default()
+}
+
+/// The statements metering needs inside a write transaction (each backend runs them on its
+/// transaction's connection).
+#[async_trait]
+pub(crate) trait MeterTx: Tx {
+    async fn open_interval(&mut self, object_id: &str) -> Result<Option<OpenInterval>>;
+    /// How many intervals the object has had.
+    async fn interval_count(&mut self, object_id: &str) -> Result<i64>;
+    async fn insert_interval(
+        &mut self,
+        id: &str,
+        ordinal: i64,
+        signature: &str,
+        dims: &Dimensions,
+        started_us: i64,
+    ) -> Result<()>;
+    async fn close_interval(
+        &mut self,
+        id: &str,
+        ended_us: i64,
+        reason: &str,
+        deletion_requested_us: Option<i64>,
+    ) -> Result<()>;
+    /// Records on the object's latest interval that its row went away at `at_us`.
+    async fn finish_deletion(&mut self, object_id: &str, at_us: i64) -> Result<()>;
+    async fn append_outbox(&mut self, events: &[OutboxEvent]) -> Result<()>;
+}
+
+/// Meters one object write: `rec` as written, `gone` when its row was removed.
+pub(crate) async fn on_write<T: MeterTx + ?Sized>(
+    tx: &mut T,
+    rec: &Record,
+    gone: bool,
+) -> Result<()> {
+    if !metering::metered(rec.kind) {
+        return Ok(());
+    }
+    let wanted = if gone {
+        None
+    } else {
+        signature(rec.kind, &rec.body, rec.deleted_at.is_some())
+    };
+    let open = tx.open_interval(&rec.id).await?;
+    let step = transition(
+        open.as_ref().map(|o| o.signature.as_str()),
+        wanted.as_deref(),
+    );
+    let now = Utc::now();
+    let collection = rec.kind.collection();
+    let mut events = Vec::new();
+    if let Some(o) = open
+        .as_ref()
+        .filter(|_| matches!(step, Transition::Close | Transition::Reopen))
+    {
+        let started = from_us(o.started_us);
+        let (ended_at, reason) = match (step, rec.deleted_at) {
+            (Transition::Reopen, _) => (now, "dimension_changed"),
+            // Deletion requested ends the interval at the request (see docs/metering.md).
+            (_, Some(requested)) => (requested.min(now), "deleted"),
+            _ if gone => (now, "removed"),
+            _ => (now, "not_ready"),
+        };
+        let ended_at = ended_at.max(started);
+        tx.close_interval(
+            &o.id,
+            ended_at.timestamp_micros(),
+            reason,
+            rec.deleted_at.map(|d| d.timestamp_micros()),
+        )
+        .await?;
+        let closing = Closing {
+            ended_at,
+            reason: reason.to_string(),
+        };
+        events.push(CloudEvent::closed(
+            &o.id, collection, &o.dims, started, &closing,
+        ));
+    }
+    if let (Some(sig), Transition::Open | Transition::Reopen) = (&wanted, step) {
+        let ordinal = tx.interval_count(&rec.id).await? + 1;
+        let id = interval_id(&rec.id, ordinal);
+        let dims = resolve(tx, rec).await?;
+        tx.insert_interval(&id, ordinal, sig, &dims, now.timestamp_micros())
+            .await?;
+        events.push(CloudEvent::opened(&id, collection, &dims, now));
+    }
+    if gone {
+        tx.finish_deletion(&rec.id, now.timestamp_micros()).await?;
+    }
+    if !events.is_empty() {
+        let rows: Vec<OutboxEvent> = events.iter().map(OutboxEvent::from).collect();
+        tx.append_outbox(&rows).await?;
+    }
+    Ok(())
+}
+
+/// A string field of a body.
+fn text<'a>(body: &'a Value, path: &str) -> &'a str {
+    body.pointer(path).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The dimensions of an interval opening now, read in the write's transaction.
+async fn resolve<T: Tx + ?Sized>(tx: &mut T, rec: &Record) -> Result<Dimensions> {
+    let tenant_id = match tx.find_by_name(Kind::Tenant, "", &rec.tenant).await? {
+        Some(t) => t.id,
+        None => String::new(),
+    };
+    let mut dims = Dimensions {
+        tenant: rec.tenant.clone(),
+        tenant_id,
+        kind: rec.kind.to_string(),
+        object: rec.id.clone(),
+        object_name: rec.name.clone().unwrap_or_default(),
+        ip_family: metering::ip_family(rec.kind, &rec.body),
+        ..Default::default()
+    };
+    let vn_id = match rec.kind {
+        Kind::VirtualNetwork => None,
+        _ => Some(text(&rec.body, "/spec/virtual_network").to_string()).filter(|s| !s.is_empty()),
+    };
+    let class_ref = match (&vn_id, rec.kind) {
+        (_, Kind::VirtualNetwork) => text(&rec.body, "/spec/network_class").to_string(),
+        (Some(vn), _) => match tx.get(vn).await? {
+            Some(v) => text(&v.body, "/spec/network_class").to_string(),
+            None => String::new(),
+        },
+        (None, _) => String::new(),
+    };
+    dims.network_class = class_name(tx, &class_ref).await?;
+    if let Some(vn) = vn_id {
+        dims.parent_kind = Kind::VirtualNetwork.to_string();
+        dims.parent = vn;
+    }
+    if rec.kind == Kind::ExternalIp {
+        let attached = metering::attached(&rec.body);
+        dims.attached = attached.to_string();
+        if attached && let Some((kind, id)) = external_ip_user(tx, &rec.id).await? {
+            dims.parent_kind = kind.to_string();
+            dims.parent = id;
+        }
+    }
+    Ok(dims)
+}
+
+/// A NetworkClass reference as the class's name (the reference itself when it names none).
+async fn class_name<T: Tx + ?Sized>(tx: &mut T, class_ref: &str) -> Result<String> {
+    if class_ref.is_empty() {
+        return Ok(String::new());
+    }
+    Ok(match tx.get(class_ref).await? {
+        Some(c) if c.kind == Kind::NetworkClass => c.name.unwrap_or_else(|| c.id.clone()),
+        _ => class_ref.to_string(),
+    })
+}
+
+/// What an attached ExternalIP is attributed to: the workload of its attachment, or the NAT
+/// gateway that uses it.
+async fn external_ip_user<T: Tx + ?Sized>(tx: &mut T, eip: &str) -> Result<Option<(Kind, String)>> {
+    let referrers = tx.referrers(eip).await?;
+    for r in &referrers {
+        if r.source_kind == Kind::ExternalIpAttachment
+            && let Some(att) = tx.get(&r.source).await?
+            && att.deleted_at.is_none()
+        {
+            for field in [
+                "/spec/compute_instance",
+                "/spec/cluster",
+                "/spec/baremetal_instance",
+            ] {
+                let target = text(&att.body, field);
+                if !target.is_empty() {
+                    let kind = match tx.get(target).await? {
+                        Some(w) => w.kind,
+                        None => continue,
+                    };
+                    return Ok(Some((kind, target.to_string())));
+                }
+            }
+            return Ok(Some((Kind::ExternalIpAttachment, att.id)));
+        }
+    }
+    Ok(referrers
+        .into_iter()
+        .find(|r| r.source_kind == Kind::NatGateway)
+        .map(|r| (Kind::NatGateway, r.source)))
+}
+
+/// Expands, in a backend module, the metering statements (they are word for word the same on
+/// both backends: times are integers, flags text) over its connection type.
+macro_rules! metering_statements {
+    (connection: $conn:ty) => {
+        /// The object's open interval.
+        async fn meter_open_interval(
+            conn: &mut $conn,
+            object_id: &str,
+        ) -> crate::Result<Option<crate::metering::OpenInterval>> {
+            let found: Option<crate::metering::OpenColumns> = sqlx::query_as(&format!(
+                "SELECT signature, {} FROM usage_intervals WHERE object_id = $1 AND ended_us IS NULL",
+                crate::metering::INTERVAL_COLUMNS
+            ))
+            .bind(object_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+            let Some(found) = found else {
+                return Ok(None);
+            };
+            let (signature, columns) = crate::metering::split_open(found);
+            let (row, _) = crate::metering::interval_of(columns);
+            Ok(Some(crate::metering::OpenInterval {
+                id: row.interval_id,
+                signature,
+                started_us: row.started_at.timestamp_micros(),
+                dims: row.dims,
+            }))
+        }
+
+        async fn meter_interval_count(conn: &mut $conn, object_id: &str) -> crate::Result<i64> {
+            Ok(sqlx::query_scalar("SELECT COUNT(*) FROM usage_intervals WHERE object_id = $1")
+                .bind(object_id)
+                .fetch_one(conn)
+                .await?)
+        }
+
+        async fn meter_insert_interval(
+            conn: &mut $conn,
+            id: &str,
+            ordinal: i64,
+            signature: &str,
+            d: &osac_model::metering::Dimensions,
+            started_us: i64,
+        ) -> crate::Result<()> {
+            sqlx::query(
+                "INSERT INTO usage_intervals (id, object_id, ordinal, signature, tenant, tenant_id, kind, object_name, network_class, ip_family, attached, parent_kind, parent_id, started_us, reported_us) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)",
+            )
+            .bind(id)
+            .bind(&d.object)
+            .bind(ordinal)
+            .bind(signature)
+            .bind(&d.tenant)
+            .bind(&d.tenant_id)
+            .bind(&d.kind)
+            .bind(&d.object_name)
+            .bind(&d.network_class)
+            .bind(&d.ip_family)
+            .bind(&d.attached)
+            .bind(&d.parent_kind)
+            .bind(&d.parent)
+            .bind(started_us)
+            .execute(conn)
+            .await?;
+            Ok(())
+        }
+
+        async fn meter_close_interval(
+            conn: &mut $conn,
+            id: &str,
+            ended_us: i64,
+            reason: &str,
+            deletion_requested_us: Option<i64>,
+        ) -> crate::Result<()> {
+            sqlx::query(
+                "UPDATE usage_intervals SET ended_us = $2, end_reason = $3, deletion_requested_us = $4 WHERE id = $1 AND ended_us IS NULL",
+            )
+            .bind(id)
+            .bind(ended_us)
+            .bind(reason)
+            .bind(deletion_requested_us)
+            .execute(conn)
+            .await?;
+            Ok(())
+        }
+
+        async fn meter_finish_deletion(conn: &mut $conn, object_id: &str, at_us: i64) -> crate::Result<()> {
+            sqlx::query(
+                "UPDATE usage_intervals SET deletion_finished_us = $2 WHERE object_id = $1 AND deletion_finished_us IS NULL \
+                 AND ordinal = (SELECT MAX(ordinal) FROM usage_intervals WHERE object_id = $1)",
+            )
+            .bind(object_id)
+            .bind(at_us)
+            .execute(conn)
+            .await?;
+            Ok(())
+        }
+
+        /// Appends events to the outbox; an event id already there is kept as it is.
+        async fn meter_append_outbox(
+            conn: &mut $conn,
+            events: &[crate::metering::OutboxEvent],
+        ) -> crate::Result<()> {
+            for chunk in events.chunks(crate::sql_common::ROWS_PER_INSERT) {
+                let mut q = sqlx::QueryBuilder::new("INSERT INTO metering_outbox (event_id, subject, payload) ");
+                q.push_values(chunk, |mut row, e| {
+                    row.push_bind(&e.event_id).push_bind(&e.subject).push_bind(&e.payload);
+                });
+                q.push(" ON CONFLICT (event_id) DO NOTHING");
+                q.build().execute(&mut *conn).await?;
+            }
+            Ok(())
+        }
+
+        async fn meter_outbox_peek(
+            conn: &mut $conn,
+            limit: i64,
+        ) -> crate::Result<Vec<crate::metering::OutboxEntry>> {
+            let rows: Vec<(i64, String, String, String)> = sqlx::query_as(
+                "SELECT seq, event_id, subject, payload FROM metering_outbox ORDER BY seq LIMIT $1",
+            )
+            .bind(limit)
+            .fetch_all(conn)
+            .await?;
+            Ok(rows
+                .into_iter()
+                .map(|(seq, event_id, subject, payload)| crate::metering::OutboxEntry {
+                    seq,
+                    event_id,
+                    subject,
+                    payload,
+                })
+                .collect())
+        }
+
+        async fn meter_outbox_ack(conn: &mut $conn, seqs: &[i64]) -> crate::Result<u64> {
+            let mut done = 0;
+            for chunk in seqs.chunks(crate::KV_CHUNK) {
+                let mut q = sqlx::QueryBuilder::new("DELETE FROM metering_outbox WHERE seq IN (");
+                let mut list = q.separated(", ");
+                for s in chunk {
+                    list.push_bind(*s);
+                }
+                q.push(")");
+                done += q.build().execute(&mut *conn).await?.rows_affected();
+            }
+            Ok(done)
+        }
+
+        async fn meter_outbox_len(conn: &mut $conn) -> crate::Result<i64> {
+            Ok(sqlx::query_scalar("SELECT COUNT(*) FROM metering_outbox")
+                .fetch_one(conn)
+                .await?)
+        }
+
+        /// Intervals overlapping `[from_us, to_us)`, of one tenant or all.
+        async fn meter_intervals_between(
+            conn: &mut $conn,
+            from_us: i64,
+            to_us: i64,
+            tenant: Option<&str>,
+        ) -> crate::Result<Vec<osac_model::metering::IntervalRow>> {
+            let rows: Vec<crate::metering::IntervalColumns> = sqlx::query_as(&format!(
+                "SELECT {} FROM usage_intervals WHERE started_us < $2 AND (ended_us IS NULL OR ended_us > $1) \
+                 AND (CAST($3 AS TEXT) IS NULL OR tenant = $3) ORDER BY started_us, id",
+                crate::metering::INTERVAL_COLUMNS
+            ))
+            .bind(from_us)
+            .bind(to_us)
+            .bind(tenant)
+            .fetch_all(conn)
+            .await?;
+            Ok(rows.into_iter().map(|c| crate::metering::interval_of(c).0).collect())
+        }
+
+        /// Writes the periodic usage record of every open interval not yet recorded up to
+        /// `end_us`, in the caller's transaction; returns how many.
+        async fn meter_record_usage(conn: &mut $conn, end_us: i64) -> crate::Result<u64> {
+            let rows: Vec<crate::metering::IntervalColumns> = sqlx::query_as(&format!(
+                "SELECT {} FROM usage_intervals WHERE ended_us IS NULL AND reported_us < $1 ORDER BY id",
+                crate::metering::INTERVAL_COLUMNS
+            ))
+            .bind(end_us)
+            .fetch_all(&mut *conn)
+            .await?;
+            let mut events = Vec::with_capacity(rows.len());
+            let mut ids = Vec::with_capacity(rows.len());
+            for c in rows {
+                let (row, reported) = crate::metering::interval_of(c);
+                let event = crate::metering::usage_event(&row, reported, end_us);
+                events.push(crate::metering::OutboxEvent::from(&event));
+                ids.push(row.interval_id);
+            }
+            meter_append_outbox(&mut *conn, &events).await?;
+            for chunk in ids.chunks(crate::KV_CHUNK) {
+                let mut q = sqlx::QueryBuilder::new("UPDATE usage_intervals SET reported_us = ");
+                q.push_bind(end_us);
+                q.push(" WHERE id IN (");
+                let mut list = q.separated(", ");
+                for id in chunk {
+                    list.push_bind(id);
+                }
+                q.push(")");
+                q.build().execute(&mut *conn).await?;
+            }
+            Ok(ids.len() as u64)
+        }
+
+        /// Deletes closed intervals that ended before `before_us` (never an open one).
+        async fn meter_prune(conn: &mut $conn, before_us: i64) -> crate::Result<u64> {
+            Ok(sqlx::query("DELETE FROM usage_intervals WHERE ended_us IS NOT NULL AND ended_us < $1")
+                .bind(before_us)
+                .execute(conn)
+                .await?
+                .rows_affected())
+        }
+    };
+}
+pub(crate) use metering_statements;
+
+/// Implements [`MeterTx`] for a backend transaction type whose `tx` field is its sqlx
+/// transaction, with the statements of [`metering_statements!`].
+macro_rules! impl_meter_tx {
+    ($tx:ty) => {
+        #[async_trait::async_trait]
+        impl crate::metering::MeterTx for $tx {
+            async fn open_interval(
+                &mut self,
+                object_id: &str,
+            ) -> crate::Result<Option<crate::metering::OpenInterval>> {
+                meter_open_interval(&mut self.tx, object_id).await
+            }
+            async fn interval_count(&mut self, object_id: &str) -> crate::Result<i64> {
+                meter_interval_count(&mut self.tx, object_id).await
+            }
+            async fn insert_interval(
+                &mut self,
+                id: &str,
+                ordinal: i64,
+                signature: &str,
+                dims: &osac_model::metering::Dimensions,
+                started_us: i64,
+            ) -> crate::Result<()> {
+                meter_insert_interval(&mut self.tx, id, ordinal, signature, dims, started_us).await
+            }
+            async fn close_interval(
+                &mut self,
+                id: &str,
+                ended_us: i64,
+                reason: &str,
+                deletion_requested_us: Option<i64>,
+            ) -> crate::Result<()> {
+                meter_close_interval(&mut self.tx, id, ended_us, reason, deletion_requested_us)
+                    .await
+            }
+            async fn finish_deletion(&mut self, object_id: &str, at_us: i64) -> crate::Result<()> {
+                meter_finish_deletion(&mut self.tx, object_id, at_us).await
+            }
+            async fn append_outbox(
+                &mut self,
+                events: &[crate::metering::OutboxEvent],
+            ) -> crate::Result<()> {
+                meter_append_outbox(&mut self.tx, events).await
+            }
+        }
+    };
+}
+pub(crate) use impl_meter_tx;
+
+/// The periodic usage record of an interval from its last record (`reported_us`) to `end_us`.
+/// Bytes are carried by the bandwidth meters' own rows; this record counts resource-seconds.
+pub(crate) fn usage_event(row: &IntervalRow, reported_us: i64, end_us: i64) -> CloudEvent {
+    let collection = row
+        .dims
+        .kind
+        .parse::<Kind>()
+        .map(|k| k.collection())
+        .unwrap_or("objects");
+    CloudEvent::usage(
+        &row.interval_id,
+        collection,
+        &row.dims,
+        from_us(reported_us),
+        from_us(end_us),
+        0,
+        0,
+    )
+}
+
+/// Whether a write set leaves every interval as it is, judged from the stored records
+/// `cached` knows (None: unknown): for write paths that do not run through a [`Tx`] (the
+/// PostgreSQL status-write statements), which may only take a set that meters nothing.
+pub(crate) fn keeps_intervals(
+    set: &crate::WriteSet,
+    cached: impl Fn(&str) -> Option<Record>,
+) -> bool {
+    set.writes.iter().all(|w| match w {
+        crate::Write::Update(new) | crate::Write::Insert(new) if metering::metered(new.kind) => {
+            let sig = |r: &Record| signature(r.kind, &r.body, r.deleted_at.is_some());
+            match (w, cached(&new.id)) {
+                (crate::Write::Insert(_), _) => sig(new).is_none(),
+                (_, Some(old)) if old.version == new.version => sig(&old) == sig(new),
+                _ => false,
+            }
+        }
+        _ => true,
+    })
+}

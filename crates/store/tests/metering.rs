@@ -1,0 +1,297 @@
+//! Metering in the store, on every backend (SQLite always; PostgreSQL when
+//! `OSAC_TEST_DATABASE_URL` is set): intervals open and close in the transaction of the
+//! object write, whichever write path it takes, never twice; the outbox holds one event each.
+
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+use osac_model::Kind;
+use osac_model::metering::IntervalRow;
+use osac_store::{OutboxEvent, Record, Store, Write, WriteSet};
+use serde_json::{Value, json};
+
+mod support;
+
+async fn sqlite() -> (Arc<dyn Store>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("osac.db").display());
+    (osac_store::open(&url).await.expect("open sqlite"), dir)
+}
+
+async fn insert(s: &dyn Store, rec: &Record) -> Record {
+    let mut tx = s.begin().await.unwrap();
+    let r = tx.insert(rec).await.unwrap();
+    tx.commit().await.unwrap();
+    r
+}
+
+async fn update(s: &dyn Store, rec: &Record) -> Option<Record> {
+    let mut tx = s.begin().await.unwrap();
+    let r = tx.update(rec).await.unwrap();
+    tx.commit().await.unwrap();
+    r
+}
+
+/// A status write through the grouped write-set path (PostgreSQL's status statement).
+async fn status_write(s: &dyn Store, rec: &Record) -> Record {
+    let applied = s
+        .apply(WriteSet::of(vec![Write::Update(rec.clone())]))
+        .await
+        .unwrap();
+    applied[0].clone().expect("kept")
+}
+
+fn with_status(r: &Record, status: Value) -> Record {
+    let mut r = r.clone();
+    r.body["status"] = status;
+    r
+}
+
+async fn intervals_of(s: &dyn Store, object: &str) -> Vec<IntervalRow> {
+    let far = Utc::now() + Duration::days(1);
+    let mut rows = s
+        .usage_intervals(Utc::now() - Duration::days(1), far, None)
+        .await
+        .unwrap();
+    rows.retain(|r| r.dims.object == object);
+    rows
+}
+
+async fn outbox_ids(s: &dyn Store) -> Vec<String> {
+    s.outbox_peek(10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_id)
+        .collect()
+}
+
+async fn metering(s: Arc<dyn Store>) {
+    let s = s.as_ref();
+    let mut tenant = Record::new(Kind::Tenant, "", json!({"spec": {}}));
+    tenant.name = Some("acme".into());
+    let tenant = insert(s, &tenant).await;
+    let mut class = Record::new(Kind::NetworkClass, "", json!({"spec": {}}));
+    class.name = Some("gold".into());
+    let class = insert(s, &class).await;
+    let mut vn = Record::new(
+        Kind::VirtualNetwork,
+        "acme",
+        json!({"spec": {"network_class": class.id, "ipv4_cidr": "10.0.0.0/16"}, "status": {"state": "VIRTUAL_NETWORK_STATE_PENDING"}}),
+    );
+    vn.name = Some("vn".into());
+    let vn = insert(s, &vn).await;
+    assert!(
+        intervals_of(s, &vn.id).await.is_empty(),
+        "pending accrues nothing"
+    );
+
+    // READY opens one interval with its dimensions, and one event.
+    let vn = update(
+        s,
+        &with_status(&vn, json!({"state": "VIRTUAL_NETWORK_STATE_READY"})),
+    )
+    .await
+    .unwrap();
+    let rows = intervals_of(s, &vn.id).await;
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].ended_at.is_none());
+    assert_eq!(rows[0].interval_id, format!("{}.1", vn.id));
+    assert_eq!(rows[0].dims.tenant, "acme");
+    assert_eq!(rows[0].dims.tenant_id, tenant.id);
+    assert_eq!(rows[0].dims.network_class, "gold");
+    assert_eq!(outbox_ids(s).await, vec![format!("{}.1.opened", vn.id)]);
+
+    // A subnet of it: READY through the status write path, then the same state again
+    // (another message) through both paths: nothing more is written.
+    let mut subnet = Record::new(
+        Kind::Subnet,
+        "acme",
+        json!({"spec": {"virtual_network": vn.id, "ipv4_cidr": "10.0.1.0/24"}, "status": {"state": "SUBNET_STATE_PENDING"}}),
+    );
+    subnet.name = Some("sn".into());
+    let subnet = insert(s, &subnet).await;
+    let subnet = status_write(
+        s,
+        &with_status(&subnet, json!({"state": "SUBNET_STATE_READY"})),
+    )
+    .await;
+    let subnet = status_write(
+        s,
+        &with_status(
+            &subnet,
+            json!({"state": "SUBNET_STATE_READY", "message": "again"}),
+        ),
+    )
+    .await;
+    let subnet = update(
+        s,
+        &with_status(
+            &subnet,
+            json!({"state": "SUBNET_STATE_READY", "message": "and again"}),
+        ),
+    )
+    .await
+    .unwrap();
+    let rows = intervals_of(s, &subnet.id).await;
+    assert_eq!(
+        rows.len(),
+        1,
+        "repeated writes of one state open one interval"
+    );
+    assert_eq!(rows[0].dims.network_class, "gold");
+    assert_eq!(rows[0].dims.parent, vn.id);
+    assert_eq!(rows[0].dims.ip_family, "ipv4");
+    assert_eq!(outbox_ids(s).await.len(), 2);
+
+    // A transaction rolled back leaves no interval.
+    let mut tx = s.begin().await.unwrap();
+    let mut sg = Record::new(
+        Kind::SecurityGroup,
+        "acme",
+        json!({"spec": {"virtual_network": vn.id}, "status": {"state": "SECURITY_GROUP_STATE_READY"}}),
+    );
+    sg.name = Some("sg".into());
+    tx.insert(&sg).await.unwrap();
+    drop(tx);
+    assert!(intervals_of(s, &sg.id).await.is_empty());
+    assert_eq!(outbox_ids(s).await.len(), 2);
+
+    // An ExternalIP attached half its life: two intervals, `attached` false then true.
+    let mut eip = Record::new(
+        Kind::ExternalIp,
+        "acme",
+        json!({"spec": {}, "status": {"state": "EXTERNAL_IP_STATE_PENDING"}}),
+    );
+    eip.name = Some("ip".into());
+    let eip = insert(s, &eip).await;
+    let eip = status_write(
+        s,
+        &with_status(&eip, json!({"state": "EXTERNAL_IP_STATE_ALLOCATED", "address": "192.0.2.7", "attached": false})),
+    )
+    .await;
+    let eip = status_write(
+        s,
+        &with_status(&eip, json!({"state": "EXTERNAL_IP_STATE_ALLOCATED", "address": "192.0.2.7", "attached": true})),
+    )
+    .await;
+    let rows = intervals_of(s, &eip.id).await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0].dims.attached, "false");
+    assert_eq!(rows[1].dims.attached, "true");
+    assert_eq!(
+        rows[0].ended_at,
+        Some(rows[1].started_at),
+        "no gap, no overlap"
+    );
+    assert!(rows[1].ended_at.is_none());
+
+    // Deletion requested ends the interval at the request; the row's removal later changes
+    // nothing of the usage.
+    let mut deleting = eip.clone();
+    let requested = Utc::now();
+    deleting.deleted_at = Some(requested);
+    deleting.finalizers = vec!["osac.io/fabric".into()];
+    let deleting = update(s, &deleting).await.unwrap();
+    let rows = intervals_of(s, &eip.id).await;
+    let ended = rows[1].ended_at.expect("closed at the deletion request");
+    assert!(
+        (ended - requested).num_milliseconds().abs() <= 1,
+        "{ended} vs {requested}"
+    );
+    let mut gone = deleting.clone();
+    gone.finalizers.clear();
+    assert!(update(s, &gone).await.is_none());
+    assert_eq!(intervals_of(s, &eip.id).await, rows);
+
+    // A removal without a deletion request closes the open interval too.
+    let mut tx = s.begin().await.unwrap();
+    tx.remove(&subnet.id).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(intervals_of(s, &subnet.id).await[0].ended_at.is_some());
+
+    // One event per open and close, ids unique.
+    let ids = outbox_ids(s).await;
+    let expected = [
+        format!("{}.1.opened", vn.id),
+        format!("{}.1.opened", subnet.id),
+        format!("{}.1.opened", eip.id),
+        format!("{}.1.closed", eip.id),
+        format!("{}.2.opened", eip.id),
+        format!("{}.2.closed", eip.id),
+        format!("{}.1.closed", subnet.id),
+    ];
+    assert_eq!(ids, expected);
+    let entries = s.outbox_peek(100).await.unwrap();
+    assert!(
+        entries.windows(2).all(|w| w[0].seq < w[1].seq),
+        "oldest first"
+    );
+    let closed: Value = serde_json::from_str(&entries[3].payload).unwrap();
+    assert_eq!(closed["specversion"], "1.0");
+    assert_eq!(closed["subject"], format!("external_ips/{}", eip.id));
+    assert_eq!(entries[3].subject, format!("external_ips/{}", eip.id));
+
+    // The tenant filter.
+    let day = Duration::days(1);
+    let other = s
+        .usage_intervals(Utc::now() - day, Utc::now() + day, Some("nobody"))
+        .await
+        .unwrap();
+    assert!(other.is_empty());
+
+    // Periodic usage records: one per open interval (the VN's), once per end.
+    let end = Utc::now();
+    assert_eq!(s.record_usage(end).await.unwrap(), 1);
+    assert_eq!(
+        s.record_usage(end).await.unwrap(),
+        0,
+        "a second call writes nothing"
+    );
+    assert_eq!(s.outbox_len().await.unwrap(), 8);
+
+    // Outbox: append keeps an id once; ack deletes what it names.
+    let ev = OutboxEvent {
+        event_id: "x.1".into(),
+        subject: "s".into(),
+        payload: "{}".into(),
+    };
+    s.outbox_append(&[ev.clone(), ev.clone()]).await.unwrap();
+    s.outbox_append(&[ev]).await.unwrap();
+    assert_eq!(s.outbox_len().await.unwrap(), 9);
+    let first: Vec<i64> = s
+        .outbox_peek(3)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(s.outbox_ack(&first).await.unwrap(), 3);
+    assert_eq!(s.outbox_len().await.unwrap(), 6);
+    assert_eq!(outbox_ids(s).await[0], format!("{}.1.closed", eip.id));
+
+    // Retention: closed intervals before the cut go, the open one stays.
+    let pruned = s.prune_usage(Utc::now() + day).await.unwrap();
+    assert_eq!(pruned, 3);
+    let left = s
+        .usage_intervals(Utc::now() - day, Utc::now() + day, None)
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].dims.object, vn.id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_meters() {
+    let (s, _dir) = sqlite().await;
+    metering(s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_meters() {
+    match support::fresh_postgres_url().await {
+        Some(url) => metering(osac_store::open(&url).await.expect("open postgres")).await,
+        None if support::in_ci() => panic!("CI=true but OSAC_TEST_DATABASE_URL is not set"),
+        None => eprintln!("OSAC_TEST_DATABASE_URL not set: PostgreSQL metering skipped"),
+    }
+}
