@@ -58,6 +58,9 @@ pub fn router(service: Arc<Service>) -> Router {
         .nest("/api/private/v1", private)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(method_not_allowed_body))
+        .layer(axum::middleware::from_fn(
+            crate::allowed_methods::refuse_undeclared,
+        ))
         .with_state(service)
 }
 
