@@ -11,6 +11,7 @@ use prost_types::{
 use serde_json::{Map, Value, json};
 
 use super::OpenApiError;
+use super::constraints;
 
 /// A message with its comments.
 pub(super) struct Msg<'a> {
@@ -262,15 +263,46 @@ impl<'a, 'i> Schemas<'a, 'i> {
             .ok_or_else(|| OpenApiError::UnknownType(name.to_string()))?;
         let mut props = Map::new();
         for (f, comment) in m.desc.field.iter().zip(&m.fields) {
-            let schema = self.field(f)?;
+            let mut schema = self.field(f)?;
+            if let Some(extra) = constraints::field_extra(name, f.name()) {
+                constraints::merge(&mut schema, extra);
+            }
             props.insert(f.name().to_string(), described(schema, comment.as_deref()));
         }
-        let schema = json!({
+        let mut schema = json!({
             "type": "object",
             "properties": props,
             // Unknown fields are rejected.
             "additionalProperties": false,
         });
+        let required = constraints::required_of(name);
+        if let Some(missing) = required.iter().find(|r| !props_has(&schema, r)) {
+            return Err(OpenApiError::UnknownType(format!("{name}.{missing}")));
+        }
+        if !required.is_empty() {
+            schema["required"] = json!(required);
+        }
+        // A real oneof (not the synthetic one of a proto3 `optional`): exactly one member set.
+        for (i, decl) in m.desc.oneof_decl.iter().enumerate() {
+            let members: Vec<&str> = m
+                .desc
+                .field
+                .iter()
+                .filter(|f| f.oneof_index == Some(i as i32) && !f.proto3_optional())
+                .map(|f| f.name())
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
+            let one: Vec<Value> = members.iter().map(|f| json!({ "required": [f] })).collect();
+            schema["oneOf"] = json!(one);
+            let text = format!("Exactly one of {} ({}).", members.join(", "), decl.name());
+            let d = match &m.comment {
+                Some(c) => format!("{c} {text}"),
+                None => text,
+            };
+            return Ok(described(schema, Some(&d)));
+        }
         Ok(described(schema, m.comment.as_deref()))
     }
 
@@ -298,4 +330,8 @@ impl<'a, 'i> Schemas<'a, 'i> {
         }
         Ok(())
     }
+}
+
+fn props_has(schema: &Value, field: &str) -> bool {
+    schema["properties"].get(field).is_some()
 }
