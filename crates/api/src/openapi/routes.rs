@@ -73,7 +73,7 @@ pub(super) fn collection_paths(
             query(
                 "offset",
                 "Objects to skip.",
-                json!({ "type": "integer", "format": "int64", "minimum": 0, "default": 0 }),
+                json!({ "type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX, "default": 0 }),
             ),
             query(
                 "limit",

@@ -269,13 +269,19 @@ impl<'a, 'i> Schemas<'a, 'i> {
             }
             props.insert(f.name().to_string(), described(schema, comment.as_deref()));
         }
+        // proto-JSON reads `null` as the field's default, so an optional field may be null.
+        let required = constraints::required_of(name);
+        for (field, schema) in props.iter_mut() {
+            if !required.contains(&field.as_str()) {
+                nullable(schema);
+            }
+        }
         let mut schema = json!({
             "type": "object",
             "properties": props,
             // Unknown fields are rejected.
             "additionalProperties": false,
         });
-        let required = constraints::required_of(name);
         if let Some(missing) = required.iter().find(|r| !props_has(&schema, r)) {
             return Err(OpenApiError::UnknownType(format!("{name}.{missing}")));
         }
@@ -334,4 +340,22 @@ impl<'a, 'i> Schemas<'a, 'i> {
 
 fn props_has(schema: &Value, field: &str) -> bool {
     schema["properties"].get(field).is_some()
+}
+
+/// Lets a property also be `null`.
+fn nullable(schema: &mut Value) {
+    let Some(o) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(r) = o.remove("$ref") {
+        o.insert(
+            "anyOf".into(),
+            json!([{ "$ref": r }, { "type": "null" }]),
+        );
+    } else if let Some(Value::String(t)) = o.get("type").cloned() {
+        o.insert("type".into(), json!([t, "null"]));
+        if let Some(Value::Array(values)) = o.get_mut("enum") {
+            values.push(Value::Null);
+        }
+    }
 }
