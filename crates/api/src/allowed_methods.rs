@@ -1,8 +1,8 @@
-//! Which HTTP methods each collection of each surface takes, derived from the proto services
-//! through the OpenAPI document (Create ⇒ POST, Update ⇒ PATCH, Delete ⇒ DELETE, List and Get
-//! ⇒ GET): a method the surface's service does not expose is answered 405 with an `Allow`
-//! header and the JSON error body, before authentication, instead of reaching the handler
-//! (which would answer 403 or 404 for a route that exists for other collections).
+//! Which HTTP methods each path of each surface takes, derived from the proto services through
+//! the OpenAPI document (Create ⇒ POST, Update ⇒ PATCH, Delete ⇒ DELETE, List and Get ⇒ GET,
+//! and HEAD with GET): any other method is answered 405 with an `Allow` header and the JSON
+//! error body, before authentication, instead of reaching the handler (which would answer 403
+//! or 404 for a route that exists for other collections).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -73,8 +73,8 @@ pub fn allow_header(methods: &BTreeSet<String>) -> String {
     out.join(",")
 }
 
-/// Middleware: a write method (POST, PUT, PATCH, DELETE) on a documented path that does not
-/// take it is answered 405.
+/// Middleware: a method (POST, PUT, PATCH, DELETE, OPTIONS, …) on a documented path that does
+/// not take it is answered 405.
 pub async fn refuse_undeclared(req: Request, next: Next) -> Response {
     match refusal(&TABLE, req.method(), req.uri().path()) {
         Some(r) => r,
@@ -82,14 +82,15 @@ pub async fn refuse_undeclared(req: Request, next: Next) -> Response {
     }
 }
 
-/// The 405 for `method` on `path`, if `table` documents the path without that write method.
+/// The 405 for `method` on `path`, if `table` documents the path without that method.
 pub fn refusal(table: &Table, method: &Method, path: &str) -> Option<Response> {
-    let write = [Method::POST, Method::PUT, Method::PATCH, Method::DELETE];
-    if !write.contains(method) {
-        return None;
-    }
     let methods = allowed(table, path)?;
-    if methods.contains(method.as_str()) {
+    let served = if method == Method::HEAD {
+        methods.contains("GET")
+    } else {
+        methods.contains(method.as_str())
+    };
+    if served {
         return None;
     }
     let body = json!({
@@ -129,6 +130,8 @@ mod tests {
                 assert!(refusal(&t, &m, &format!("{path}/some-id")).is_some(), "{m} {path}");
             }
             assert!(refusal(&t, &Method::GET, path).is_none());
+            assert!(refusal(&t, &Method::HEAD, path).is_none());
+            assert!(refusal(&t, &Method::OPTIONS, path).is_some());
         }
         // The provider's surface writes them.
         assert!(refusal(&t, &Method::POST, "/api/private/v1/network_classes").is_none());

@@ -269,11 +269,14 @@ impl<'a, 'i> Schemas<'a, 'i> {
             }
             props.insert(f.name().to_string(), described(schema, comment.as_deref()));
         }
-        // proto-JSON reads `null` as the field's default, so an optional field may be null.
+        // A message field may be `null` (read as unset) unless validation requires it.
         let required = constraints::required_of(name);
-        for (field, schema) in props.iter_mut() {
-            if !required.contains(&field.as_str()) {
-                nullable(schema);
+        for f in &m.desc.field {
+            let message = f.r#type() == Type::Message && f.label() != Label::Repeated;
+            if message && !required.contains(&f.name()) {
+                if let Some(schema) = props.get_mut(f.name()) {
+                    nullable(schema);
+                }
             }
         }
         let mut schema = json!({
@@ -342,20 +345,14 @@ fn props_has(schema: &Value, field: &str) -> bool {
     schema["properties"].get(field).is_some()
 }
 
-/// Lets a property also be `null`.
+/// Lets a property (a `$ref`) also be `null`.
 fn nullable(schema: &mut Value) {
-    let Some(o) = schema.as_object_mut() else {
-        return;
-    };
-    if let Some(r) = o.remove("$ref") {
+    if let Some(o) = schema.as_object_mut()
+        && let Some(r) = o.remove("$ref")
+    {
         o.insert(
             "anyOf".into(),
             json!([{ "$ref": r }, { "type": "null" }]),
         );
-    } else if let Some(Value::String(t)) = o.get("type").cloned() {
-        o.insert("type".into(), json!([t, "null"]));
-        if let Some(Value::Array(values)) = o.get_mut("enum") {
-            values.push(Value::Null);
-        }
     }
 }
