@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 use crate::service::MAX_LIMIT;
 
 /// An object name: empty (unnamed) or a DNS label of at most 63 characters
-/// (`osac_model::labels::check_name`).
-pub(super) const NAME: &str = "^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$";
+/// (`osac_model::labels::check_name`); BareMetalTemplates (catalog items such as `bcm_h100`)
+/// may also have '_' inside, so the shared schema admits it (other kinds refuse it with 400).
+pub(super) const NAME: &str = "^([a-z0-9]([-_a-z0-9]{0,61}[a-z0-9])?)?$";
 
 /// A label or annotation key: `[prefix/]name`, the prefix DNS labels joined by dots, the name at
 /// most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric

@@ -210,9 +210,9 @@ impl<'a, 'i> Schemas<'a, 'i> {
             Type::Uint32 | Type::Fixed32 => {
                 json!({ "type": "integer", "format": "int32", "minimum": 0 })
             }
-            // proto-JSON writes 64-bit integers as strings (numbers are accepted on input).
+            // proto-JSON writes 64-bit integers as strings; numbers are accepted on input.
             Type::Int64 | Type::Sint64 | Type::Sfixed64 | Type::Uint64 | Type::Fixed64 => {
-                json!({ "type": "string", "format": "int64", "pattern": "^-?[0-9]+$" })
+                json!({ "type": ["string", "integer"], "format": "int64", "pattern": "^-?[0-9]+$" })
             }
             Type::Bool => json!({ "type": "boolean" }),
             Type::String => json!({ "type": "string" }),
