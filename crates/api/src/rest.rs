@@ -152,7 +152,7 @@ impl<S: Send + Sync> FromRequest<S> for RequestBody {
 }
 
 fn int_param(q: &HashMap<String, String>, name: &str) -> ApiResult<i64> {
-    match q.get(name).map(|s| s.trim()).filter(|s| !s.is_empty()) {
+    match q.get(name).map(|s| s.trim()) {
         None => Ok(0),
         Some(s) => s
             .parse()

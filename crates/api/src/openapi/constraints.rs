@@ -43,6 +43,11 @@ pub(super) fn field_extra(message: &str, field: &str) -> Option<Value> {
         ("SecurityRule", "port_from" | "port_to") => json!({ "minimum": 0, "maximum": 65535 }),
         ("ExplainReachabilityRequest", "port") => json!({ "minimum": 0, "maximum": 65535 }),
         ("CreateTokenRequest", "role") => json!({ "enum": ROLES }),
+        // Written by the server; what a request sends there is ignored.
+        (_, "status") if !message.ends_with("Request") => json!({ "readOnly": true }),
+        ("Metadata", "creation_timestamp" | "deletion_timestamp" | "creator") => {
+            json!({ "readOnly": true })
+        }
         ("ListRequest", "limit") => json!({ "minimum": 0, "maximum": MAX_LIMIT }),
         ("ListRequest", "offset") => json!({ "minimum": 0 }),
         (event, "type") if event.ends_with("WatchEvent") => {
@@ -52,7 +57,9 @@ pub(super) fn field_extra(message: &str, field: &str) -> Option<Value> {
     })
 }
 
-/// The fields validation refuses a request without, per message (short proto name).
+/// The fields validation refuses a request without, per message (short proto name), and that
+/// every answer carries (a NetworkClass's `fabric_manager` is required on create but hidden from
+/// tenants, so it is not listed).
 pub(super) fn required_of(message: &str) -> &'static [&'static str] {
     let short = message.rsplit('.').next().unwrap_or(message);
     match short {
@@ -62,7 +69,6 @@ pub(super) fn required_of(message: &str) -> &'static [&'static str] {
         "SubnetSpec" | "SecurityGroupSpec" => &["virtual_network"],
         "NatGatewaySpec" => &["virtual_network", "external_ip"],
         "ExternalIPAttachmentSpec" => &["external_ip"],
-        "NetworkClass" => &["fabric_manager"],
         "Subnet" | "SecurityGroup" | "NatGateway" | "ExternalIPAttachment" => &["spec"],
         event if event.ends_with("WatchEvent") => &["type", "object"],
         _ => &[],

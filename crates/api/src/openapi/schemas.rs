@@ -345,14 +345,17 @@ fn props_has(schema: &Value, field: &str) -> bool {
     schema["properties"].get(field).is_some()
 }
 
-/// Lets a property (a `$ref`) also be `null`.
+/// Lets a property (a `$ref`, or an inlined well-known type) also be `null`.
 fn nullable(schema: &mut Value) {
-    if let Some(o) = schema.as_object_mut()
-        && let Some(r) = o.remove("$ref")
-    {
+    let Some(o) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(r) = o.remove("$ref") {
         o.insert(
             "anyOf".into(),
             json!([{ "$ref": r }, { "type": "null" }]),
         );
+    } else if let Some(Value::String(t)) = o.get("type").cloned() {
+        o.insert("type".into(), json!([t, "null"]));
     }
 }
