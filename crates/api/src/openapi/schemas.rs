@@ -217,7 +217,15 @@ impl<'a, 'i> Schemas<'a, 'i> {
             Type::Bool => json!({ "type": "boolean" }),
             Type::String => json!({ "type": "string" }),
             Type::Bytes => json!({ "type": "string", "contentEncoding": "base64" }),
-            Type::Enum | Type::Message | Type::Group => {
+            Type::Enum => {
+                let name = f.type_name();
+                if !self.ix.enums.contains_key(type_name(name)) {
+                    return Err(OpenApiError::UnknownType(name.to_string()));
+                }
+                // Written by name; proto-JSON also reads the number.
+                json!({ "anyOf": [self.reference(name), { "type": "integer", "format": "int32" }] })
+            }
+            Type::Message | Type::Group => {
                 let name = f.type_name();
                 if !self.ix.messages.contains_key(type_name(name))
                     && !self.ix.enums.contains_key(type_name(name))

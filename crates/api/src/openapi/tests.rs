@@ -46,7 +46,7 @@ fn schemas_follow_proto_json_and_carry_comments() {
     let status = &s["osacnet.v1.SubnetStatus"]["properties"];
     assert_eq!(status["segment_id"]["type"], json!(["string", "integer"]), "int64 as string (numbers read)");
     assert_eq!(
-        status["state"]["$ref"],
+        status["state"]["anyOf"][0]["$ref"],
         "#/components/schemas/osacnet.v1.SubnetState"
     );
     assert!(
