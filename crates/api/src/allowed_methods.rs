@@ -127,7 +127,10 @@ mod tests {
             assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED, "{path}");
             assert_eq!(r.headers()[header::ALLOW], "GET,HEAD", "{path}");
             for m in [Method::PATCH, Method::DELETE, Method::PUT] {
-                assert!(refusal(&t, &m, &format!("{path}/some-id")).is_some(), "{m} {path}");
+                assert!(
+                    refusal(&t, &m, &format!("{path}/some-id")).is_some(),
+                    "{m} {path}"
+                );
             }
             assert!(refusal(&t, &Method::GET, path).is_none());
             assert!(refusal(&t, &Method::HEAD, path).is_none());

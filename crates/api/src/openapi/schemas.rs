@@ -359,10 +359,7 @@ fn nullable(schema: &mut Value) {
         return;
     };
     if let Some(r) = o.remove("$ref") {
-        o.insert(
-            "anyOf".into(),
-            json!([{ "$ref": r }, { "type": "null" }]),
-        );
+        o.insert("anyOf".into(), json!([{ "$ref": r }, { "type": "null" }]));
     } else if let Some(Value::String(t)) = o.get("type").cloned() {
         o.insert("type".into(), json!([t, "null"]));
     }

@@ -12,14 +12,21 @@ pub(crate) fn root_and_binary() -> (PathBuf, PathBuf) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let bin = std::env::current_exe()
         .ok()
-        .and_then(|exe| exe.parent().and_then(|deps| deps.parent()).map(|d| d.join("osac")))
+        .and_then(|exe| {
+            exe.parent()
+                .and_then(|deps| deps.parent())
+                .map(|d| d.join("osac"))
+        })
         .unwrap_or_else(|| root.join("target/debug/osac"));
     (root, bin)
 }
 
 /// Why the Python tools cannot run here, if they cannot.
 pub(crate) fn python_venv_missing() -> Option<String> {
-    match Command::new("python3").args(["-c", "import venv, ensurepip"]).output() {
+    match Command::new("python3")
+        .args(["-c", "import venv, ensurepip"])
+        .output()
+    {
         Ok(out) if out.status.success() => None,
         Ok(out) => Some(format!(
             "python3 cannot make a venv (Debian python3-venv): {}",
