@@ -281,10 +281,11 @@ impl<'a, 'i> Schemas<'a, 'i> {
         let required = constraints::required_of(name);
         for f in &m.desc.field {
             let message = f.r#type() == Type::Message && f.label() != Label::Repeated;
-            if message && !required.contains(&f.name()) {
-                if let Some(schema) = props.get_mut(f.name()) {
-                    nullable(schema);
-                }
+            if message
+                && !required.contains(&f.name())
+                && let Some(schema) = props.get_mut(f.name())
+            {
+                nullable(schema);
             }
         }
         let mut schema = json!({
