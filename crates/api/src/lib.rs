@@ -3,6 +3,7 @@
 //! dataplane serve it is decided by the composition root (`osac-server`), not here.
 
 pub mod access;
+pub mod allowed_methods;
 pub mod auth;
 pub mod console;
 pub mod default_label;

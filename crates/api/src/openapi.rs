@@ -12,6 +12,7 @@ use prost::Message;
 use prost_types::FileDescriptorSet;
 use serde_json::{Map, Value, json};
 
+mod constraints;
 mod hand_written;
 mod routes;
 mod schemas;

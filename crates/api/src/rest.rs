@@ -64,6 +64,9 @@ pub fn router(service: Arc<Service>) -> Router {
         .nest("/api/private/v1", private)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(method_not_allowed_body))
+        .layer(axum::middleware::from_fn(
+            crate::allowed_methods::refuse_undeclared,
+        ))
         .with_state(service)
 }
 
@@ -155,7 +158,7 @@ impl<S: Send + Sync> FromRequest<S> for RequestBody {
 }
 
 fn int_param(q: &HashMap<String, String>, name: &str) -> ApiResult<i64> {
-    match q.get(name).map(|s| s.trim()).filter(|s| !s.is_empty()) {
+    match q.get(name).map(|s| s.trim()) {
         None => Ok(0),
         Some(s) => s
             .parse()

@@ -384,11 +384,12 @@ impl Service {
         if p.limit < 0 || p.offset < 0 {
             return Err(ApiError::invalid("offset and limit must not be negative"));
         }
-        let limit = if p.limit == 0 {
-            DEFAULT_LIMIT
-        } else {
-            p.limit.min(MAX_LIMIT)
-        };
+        if p.limit > MAX_LIMIT {
+            return Err(ApiError::invalid(format!(
+                "limit: at most {MAX_LIMIT} objects per page (page with offset)"
+            )));
+        }
+        let limit = if p.limit == 0 { DEFAULT_LIMIT } else { p.limit };
         let filter = self
             .with_reference_ids(caller, surface, kind, &p.filter)
             .await?;
@@ -651,9 +652,21 @@ impl Service {
         {
             return Ok(rec);
         }
+        if !may_be_name(key) {
+            return Err(not_found(kind, key));
+        }
         let page = self.store.list(&by_name(kind, scope, key)).await?;
         only_match(page.items, kind, key)
     }
+}
+
+/// Whether `key` could be an object name at all (letters, digits, '-', '_', '.'): anything
+/// else names nothing, and is answered NOT_FOUND without building a name query from it.
+pub(crate) fn may_be_name(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// The query of the objects of `kind` named `key` in `scope` (None: every tenant); two at

@@ -248,17 +248,20 @@ pub async fn gc(State(s): State<Arc<Service>>, headers: HeaderMap, body: Bytes) 
                 "the private API is for provider administrators",
             ));
         }
-        if !uses_linux(&s.registry) {
-            return Err(ApiError::precondition(
-                "no linux manager is registered: there is no real dataplane to collect",
-            ));
-        }
         let scope: Option<Vec<String>> =
             if body.is_empty() {
                 None
             } else {
                 let v: Value = serde_json::from_slice(&body)
                     .map_err(|e| ApiError::invalid(format!("body is not JSON: {e}")))?;
+                let Some(o) = v.as_object() else {
+                    return Err(ApiError::invalid("body must be a JSON object"));
+                };
+                if let Some(k) = o.keys().find(|k| *k != "scope") {
+                    return Err(ApiError::invalid(format!(
+                        "body: unknown field '{k}' (only scope is taken)"
+                    )));
+                }
                 match v.get("scope") {
                     None | Some(Value::Null) => None,
                     Some(list) => Some(serde_json::from_value(list.clone()).map_err(|_| {
@@ -266,6 +269,13 @@ pub async fn gc(State(s): State<Arc<Service>>, headers: HeaderMap, body: Bytes) 
                     })?),
                 }
             };
+        // The request is checked before the precondition, so a malformed one is a 400 on every
+        // deployment.
+        if !uses_linux(&s.registry) {
+            return Err(ApiError::precondition(
+                "no linux manager is registered: there is no real dataplane to collect",
+            ));
+        }
         let owned = owned_set(&s).await?;
         let report = osac_linux::fabric_manager::gc_among(&owned, scope.as_deref())
             .await

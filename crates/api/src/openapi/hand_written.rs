@@ -27,7 +27,10 @@ pub(super) fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMa
     );
     paths.insert(
         "/metrics".into(),
-        json!({ "get": { "operationId": "metrics", "summary": "Prometheus metrics (text exposition format); a provider-admin token is required on the API port, none on the metrics listener (--metrics-listen)", "tags": ["Operations"], "responses": text("The metrics.") } }),
+        json!({ "get": { "operationId": "metrics", "summary": "Prometheus metrics (text exposition format); a provider-admin token is required on the API port, none on the metrics listener (--metrics-listen)", "tags": ["Operations"], "responses": {
+            "200": { "description": "The metrics.", "content": { "text/plain": { "schema": { "type": "string" } } } },
+            "default": super::routes::error_response(),
+        } } }),
     );
     paths.insert(
         PATH.into(),
@@ -200,7 +203,8 @@ pub(super) fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMa
         json!({
             "type": "object",
             "description": "Optional body; an empty body collects everything.",
-            "properties": { "scope": described(strings.clone(), Some("Only these namespaces; absent = all.")) },
+            "properties": { "scope": described(json!({ "type": ["array", "null"], "items": { "type": "string" } }), Some("Only these namespaces; absent or null = all.")) },
+            "additionalProperties": false,
         }),
     );
     schemas.insert(

@@ -33,7 +33,7 @@ pub(super) fn id_param() -> Value {
     json!({
         "name": "id", "in": "path", "required": true,
         "description": "Object id; a name is accepted and resolved in the caller's tenant.",
-        "schema": { "type": "string" }
+        "schema": { "type": "string", "pattern": super::constraints::ID }
     })
 }
 
@@ -73,24 +73,24 @@ pub(super) fn collection_paths(
             query(
                 "offset",
                 "Objects to skip.",
-                json!({ "type": "integer", "minimum": 0, "default": 0 }),
+                json!({ "type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX, "default": 0 }),
             ),
             query(
                 "limit",
                 &format!(
-                    "Page size; 0 or absent = {DEFAULT_LIMIT}, larger values than {MAX_LIMIT} are capped."
+                    "Page size; 0 or absent = {DEFAULT_LIMIT}; larger values than {MAX_LIMIT} are refused (page with offset)."
                 ),
-                json!({ "type": "integer", "minimum": 0, "default": DEFAULT_LIMIT }),
+                json!({ "type": "integer", "minimum": 0, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT }),
             ),
             query(
                 "filter",
-                "CEL expression over the object as `this`, e.g. `this.spec.virtual_network == \"net\"`.",
-                json!({ "type": "string" }),
+                "CEL expression over the object as `this`, e.g. `this.spec.virtual_network == \"net\"` (a reference field matches the referenced object's id or name); docs/api.md lists what the filter language takes.",
+                json!({ "type": "string", "format": "osac-filter" }),
             ),
             query(
                 "order",
-                "Comma list of `field [asc|desc]`; default creation order.",
-                json!({ "type": "string" }),
+                "Comma list of `field [asc|desc]` over the kind's fields; default creation order.",
+                json!({ "type": "string", "format": "osac-order" }),
             ),
         ];
         if let Some(watch) = rpc(s, "Watch") {
@@ -103,13 +103,7 @@ pub(super) fn collection_paths(
             if let Some(c) = content.as_object_mut() {
                 c.insert(
                     "text/event-stream".into(),
-                    json!({
-                        "schema": {
-                            "type": "string",
-                            "description": "Server-sent events with watch=true: one `data:` line per change carrying the watch event JSON ({\"type\":\"ADDED|MODIFIED|DELETED\",\"object\":{…}}), the current objects first as ADDED. An `event: error` line whose data is the error body ends the stream.",
-                        },
-                        "x-event-schema": event,
-                    }),
+                    json!({ "schema": stream_event_schema(event) }),
                 );
             }
         }
@@ -294,4 +288,46 @@ pub(super) fn action_path(
         }),
     );
     Ok(())
+}
+
+/// One server-sent event of a watch (`text/event-stream`), as a stream reader sees it: a
+/// message whose `data` is the JSON of `event` (the kind's watch event), or an `error` event
+/// whose `data` is the error body and which ends the stream. The current objects come first as
+/// ADDED; comment lines keep idle connections open and are no events.
+pub(super) fn stream_event_schema(event: Value) -> Value {
+    let json_data = |schema: Value, d: &str| {
+        json!({
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": schema,
+            "description": d,
+        })
+    };
+    json!({
+        "description": "One server-sent event of a watch: a change (`data` is the watch event JSON: `type` ADDED, MODIFIED or DELETED and the `object`; the current objects come first as ADDED), or an `error` event (`data` is the error body) that ends the stream.",
+        "oneOf": [
+            {
+                "type": "object",
+                "required": ["data"],
+                "properties": {
+                    "event": { "const": "message" },
+                    "data": json_data(event, "The watch event as JSON."),
+                    "id": { "type": "string" },
+                },
+            },
+            {
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": { "const": "error" },
+                    "data": json_data(error_schema_ref(), "The error body as JSON."),
+                    "id": { "type": "string" },
+                },
+            },
+        ],
+    })
+}
+
+fn error_schema_ref() -> Value {
+    json!({ "$ref": "#/components/schemas/Error" })
 }

@@ -11,6 +11,7 @@ use prost_types::{
 use serde_json::{Map, Value, json};
 
 use super::OpenApiError;
+use super::constraints;
 
 /// A message with its comments.
 pub(super) struct Msg<'a> {
@@ -209,14 +210,22 @@ impl<'a, 'i> Schemas<'a, 'i> {
             Type::Uint32 | Type::Fixed32 => {
                 json!({ "type": "integer", "format": "int32", "minimum": 0 })
             }
-            // proto-JSON writes 64-bit integers as strings (numbers are accepted on input).
+            // proto-JSON writes 64-bit integers as strings; numbers are accepted on input.
             Type::Int64 | Type::Sint64 | Type::Sfixed64 | Type::Uint64 | Type::Fixed64 => {
-                json!({ "type": "string", "format": "int64", "pattern": "^-?[0-9]+$" })
+                json!({ "type": ["string", "integer"], "format": "int64", "pattern": "^-?[0-9]+$" })
             }
             Type::Bool => json!({ "type": "boolean" }),
             Type::String => json!({ "type": "string" }),
             Type::Bytes => json!({ "type": "string", "contentEncoding": "base64" }),
-            Type::Enum | Type::Message | Type::Group => {
+            Type::Enum => {
+                let name = f.type_name();
+                if !self.ix.enums.contains_key(type_name(name)) {
+                    return Err(OpenApiError::UnknownType(name.to_string()));
+                }
+                // Written by name; proto-JSON also reads the number.
+                json!({ "anyOf": [self.reference(name), { "type": "integer", "format": "int32" }] })
+            }
+            Type::Message | Type::Group => {
                 let name = f.type_name();
                 if !self.ix.messages.contains_key(type_name(name))
                     && !self.ix.enums.contains_key(type_name(name))
@@ -262,15 +271,56 @@ impl<'a, 'i> Schemas<'a, 'i> {
             .ok_or_else(|| OpenApiError::UnknownType(name.to_string()))?;
         let mut props = Map::new();
         for (f, comment) in m.desc.field.iter().zip(&m.fields) {
-            let schema = self.field(f)?;
+            let mut schema = self.field(f)?;
+            if let Some(extra) = constraints::field_extra(name, f.name()) {
+                constraints::merge(&mut schema, extra);
+            }
             props.insert(f.name().to_string(), described(schema, comment.as_deref()));
         }
-        let schema = json!({
+        // A message field may be `null` (read as unset) unless validation requires it.
+        let required = constraints::required_of(name);
+        for f in &m.desc.field {
+            let message = f.r#type() == Type::Message && f.label() != Label::Repeated;
+            if message
+                && !required.contains(&f.name())
+                && let Some(schema) = props.get_mut(f.name())
+            {
+                nullable(schema);
+            }
+        }
+        let mut schema = json!({
             "type": "object",
             "properties": props,
             // Unknown fields are rejected.
             "additionalProperties": false,
         });
+        if let Some(missing) = required.iter().find(|r| !props_has(&schema, r)) {
+            return Err(OpenApiError::UnknownType(format!("{name}.{missing}")));
+        }
+        if !required.is_empty() {
+            schema["required"] = json!(required);
+        }
+        // A real oneof (not the synthetic one of a proto3 `optional`): exactly one member set.
+        for (i, decl) in m.desc.oneof_decl.iter().enumerate() {
+            let members: Vec<&str> = m
+                .desc
+                .field
+                .iter()
+                .filter(|f| f.oneof_index == Some(i as i32) && !f.proto3_optional())
+                .map(|f| f.name())
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
+            let one: Vec<Value> = members.iter().map(|f| json!({ "required": [f] })).collect();
+            schema["oneOf"] = json!(one);
+            let text = format!("Exactly one of {} ({}).", members.join(", "), decl.name());
+            let d = match &m.comment {
+                Some(c) => format!("{c} {text}"),
+                None => text,
+            };
+            return Ok(described(schema, Some(&d)));
+        }
         Ok(described(schema, m.comment.as_deref()))
     }
 
@@ -297,5 +347,21 @@ impl<'a, 'i> Schemas<'a, 'i> {
             self.done.insert(name, schema);
         }
         Ok(())
+    }
+}
+
+fn props_has(schema: &Value, field: &str) -> bool {
+    schema["properties"].get(field).is_some()
+}
+
+/// Lets a property (a `$ref`, or an inlined well-known type) also be `null`.
+fn nullable(schema: &mut Value) {
+    let Some(o) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(r) = o.remove("$ref") {
+        o.insert("anyOf".into(), json!([{ "$ref": r }, { "type": "null" }]));
+    } else if let Some(Value::String(t)) = o.get("type").cloned() {
+        o.insert("type".into(), json!([t, "null"]));
     }
 }

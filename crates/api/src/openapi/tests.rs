@@ -44,9 +44,13 @@ fn schemas_follow_proto_json_and_carry_comments() {
     let d = doc();
     let s = &d["components"]["schemas"];
     let status = &s["osacnet.v1.SubnetStatus"]["properties"];
-    assert_eq!(status["segment_id"]["type"], "string", "int64 as string");
     assert_eq!(
-        status["state"]["$ref"],
+        status["segment_id"]["type"],
+        json!(["string", "integer"]),
+        "int64 as string (numbers read)"
+    );
+    assert_eq!(
+        status["state"]["anyOf"][0]["$ref"],
         "#/components/schemas/osacnet.v1.SubnetState"
     );
     assert!(

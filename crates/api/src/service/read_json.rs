@@ -68,6 +68,9 @@ impl Service {
         {
             return Ok(rec);
         }
+        if !super::may_be_name(key) {
+            return Err(super::not_found(kind, key));
+        }
         let page = self.store.list_text(&by_name(kind, scope, key)).await?;
         only_match(page.items, kind, key)
     }

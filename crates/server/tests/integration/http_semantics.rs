@@ -66,3 +66,57 @@ async fn refusals_speak_http_405_401_and_strict_booleans() {
     assert!(listed["items"].is_array(), "{listed}");
     s.finish().await;
 }
+
+/// Per surface, the methods a collection takes are the ones its proto service exposes there:
+/// a tenant's write to a collection it may only read is a 405 naming what it may do, while the
+/// provider's surface takes the same write.
+#[tokio::test]
+async fn read_only_collections_answer_405_per_surface() {
+    let s = TestServer::sqlite().await;
+    let t = s.tenant("acme").await;
+    let http = reqwest::Client::new();
+    let token = t.token.clone().unwrap_or_default();
+    for collection in [
+        "network_classes",
+        "external_ip_pools",
+        "host_types",
+        "events",
+    ] {
+        for (method, path) in [
+            (Method::POST, format!("{PUB}/{collection}")),
+            (Method::PATCH, format!("{PUB}/{collection}/some-id")),
+            (Method::DELETE, format!("{PUB}/{collection}/some-id")),
+            (Method::PUT, format!("{PUB}/{collection}/some-id")),
+        ] {
+            let r = http
+                .request(method.clone(), format!("{}{path}", s.url()))
+                .bearer_auth(&token)
+                .header("content-type", "application/json")
+                .body("{}")
+                .send()
+                .await
+                .expect("send");
+            assert_eq!(r.status(), 405, "{method} {path}");
+            let allow = r
+                .headers()
+                .get("allow")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            assert_eq!(allow, "GET,HEAD", "{method} {path}");
+            let body: serde_json::Value = r.json().await.expect("a JSON error body");
+            assert_eq!(body["code"], "METHOD_NOT_ALLOWED", "{body}");
+        }
+    }
+    // The provider's surface writes them.
+    let r = s
+        .admin
+        .send_raw(
+            Method::POST,
+            &format!("{PRIV}/network_classes"),
+            Some(b"{}".to_vec()),
+        )
+        .await;
+    assert_ne!(r.status, 405, "{}", r.text);
+    s.finish().await;
+}

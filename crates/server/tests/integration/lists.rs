@@ -84,8 +84,15 @@ async fn lists_filters_and_order(backend: Backend) {
         (Some(0), Some(6))
     );
     assert_eq!(past["items"], json!([]));
-    let big = t.list("subnets", &[("limit", "100000")]).await.ok();
-    assert_eq!(big["size"], 6, "limit is capped, not refused");
+    let big = t.list("subnets", &[("limit", "1000")]).await.ok();
+    assert_eq!(big["size"], 6, "the largest page");
+    let over = t.list("subnets", &[("limit", "1001")]).await;
+    assert_eq!(
+        over.status, 400,
+        "a page over the bound is refused: {}",
+        over.text
+    );
+    assert!(over.text.contains("limit: at most 1000"), "{}", over.text);
 
     let filtered = |f: &'static str| {
         let t = t.clone();
