@@ -2,6 +2,7 @@
 //! every outbox record reaches the stream once, in order, across a broker outage and a
 //! re-publication.
 
+mod nats;
 mod support;
 
 use std::collections::HashSet;

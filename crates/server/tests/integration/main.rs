@@ -24,6 +24,7 @@ mod limits;
 mod lists;
 mod locks;
 mod metering_exactness;
+mod metering_export;
 mod metering_replicas;
 mod observability;
 mod openapi;
