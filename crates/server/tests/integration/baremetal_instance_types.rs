@@ -146,10 +146,10 @@ async fn the_provider_defines_types_that_tenants_read() {
     assert_eq!(seen["spec"]["hardware"], gpu_type()["spec"]["hardware"]);
     t.post(&format!("{PUB}/baremetal_instance_types"), gpu_type())
         .await
-        .err(404, "NOT_FOUND", &["private API"]);
+        .err(405, "METHOD_NOT_ALLOWED", &["POST"]);
     t.delete(&format!("{PUB}/baremetal_instance_types/gpu"))
         .await
-        .err(404, "NOT_FOUND", &["private API"]);
+        .err(405, "METHOD_NOT_ALLOWED", &["DELETE"]);
 
     // Title changes; the hardware does not; the HostTypes may, re-checked.
     s.admin

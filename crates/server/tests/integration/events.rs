@@ -92,16 +92,16 @@ async fn subnet_lifecycle_is_recorded(backend: Backend) {
         json!({"spec": {"object_id": sid, "reason": "Fake"}}),
     )
     .await
-    .err(403, "PERMISSION_DENIED", &["events"]);
+    .err(405, "METHOD_NOT_ALLOWED", &[]);
     t.patch(
         &format!("{PUB}/events/{ev_id}"),
         json!({"spec": {"message": "changed"}}),
     )
     .await
-    .err(403, "PERMISSION_DENIED", &["events"]);
+    .err(405, "METHOD_NOT_ALLOWED", &[]);
     t.delete(&format!("{PUB}/events/{ev_id}"))
         .await
-        .err(403, "PERMISSION_DENIED", &["events"]);
+        .err(405, "METHOD_NOT_ALLOWED", &[]);
 
     // Deletion: Deleting when requested, Deleted when the row is gone.
     t.delete(&format!("{PUB}/subnets/web")).await.ok();

@@ -724,10 +724,10 @@ async fn external_ip_pool_rules() {
         pool("x", "IP_FAMILY_IPV4", json!(["192.0.2.0/24"])),
     )
     .await
-    .err(404, "NOT_FOUND", &["private API"]);
+    .err(405, "METHOD_NOT_ALLOWED", &["POST"]);
     t.delete(&format!("{PUB}/external_ip_pools/pool-b"))
         .await
-        .err(404, "NOT_FOUND", &[]);
+        .err(405, "METHOD_NOT_ALLOWED", &["DELETE"]);
 
     // An exhausted pool disappears from the public view (and from GET).
     s.admin
@@ -895,10 +895,10 @@ async fn host_type_rules() {
     assert_eq!(t.get(&format!("{PUB}/host_types")).await.ok()["total"], 2);
     t.post(&format!("{PUB}/host_types"), ht(json!([])))
         .await
-        .err(404, "NOT_FOUND", &["private API"]);
+        .err(405, "METHOD_NOT_ALLOWED", &["POST"]);
     t.patch(&format!("{PUB}/host_types/gpu"), json!({"title": "x"}))
         .await
-        .err(404, "NOT_FOUND", &["private API"]);
+        .err(405, "METHOD_NOT_ALLOWED", &["PATCH"]);
     s.finish().await;
 }
 

@@ -555,16 +555,16 @@ async fn baremetal_templates() {
         json!({"metadata": {"name": "mine"}, "spec": {"host_type": "bm-standard"}}),
     )
     .await
-    .err(404, "NOT_FOUND", &["baremetal_templates", "private API"]);
+    .err(405, "METHOD_NOT_ALLOWED", &["POST"]);
     t.patch(
         &format!("{PUB}/baremetal_templates/gold"),
         json!({"spec": {"title": "hacked"}}),
     )
     .await
-    .err(404, "NOT_FOUND", &["private API"]);
+    .err(405, "METHOD_NOT_ALLOWED", &["PATCH"]);
     t.delete(&format!("{PUB}/baremetal_templates/gold"))
         .await
-        .err(404, "NOT_FOUND", &["private API"]);
+        .err(405, "METHOD_NOT_ALLOWED", &["DELETE"]);
     t.get(&format!("{PRIV}/baremetal_templates")).await.err(
         403,
         "PERMISSION_DENIED",
