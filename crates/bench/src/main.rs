@@ -145,6 +145,10 @@ struct Args {
     /// Skip measure 7 (single-call creation).
     #[arg(long)]
     skip_single_call: bool,
+    /// Turn the store's metering off (no usage intervals, no outbox rows): measure M compares
+    /// runs of the same binary with and without it (docs/benchmarks.md).
+    #[arg(long)]
+    no_metering: bool,
     /// Also time the web console's first paint of measure 7's tenant (1,000 VMs with their
     /// ExternalIPs) and of measure 8's (1,000 VMs, 200 security groups) (needs Chromium and
     /// chromedriver: Debian packages chromium, chromium-driver).
@@ -368,11 +372,16 @@ async fn bench(args: Args) -> Result<Report> {
         (
             "server".into(),
             format!(
-                "osac-server in-process, sim fabric + sim k8s, {} reconcile workers, resync {} s",
-                args.workers, args.resync_seconds
+                "osac-server in-process, sim fabric + sim k8s, {} reconcile workers, resync {} s, metering {}",
+                args.workers,
+                args.resync_seconds,
+                if args.no_metering { "off" } else { "on" }
             ),
         ),
     ];
+    if args.no_metering {
+        osac_store::metering::disable_for_benchmark();
+    }
     let load_start = loadavg();
     let tenant = format!("bench-{:06x}", rand::rng().random_range(0..0xff_ffff));
 

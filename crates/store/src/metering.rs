@@ -7,6 +7,13 @@
 //! written (a repeated status write writes nothing); otherwise the open interval closes and/or
 //! the next opens, each with one outbox row, in the same transaction. Interval ids are
 //! `<object id>.<ordinal>`: a write retried after a conflict computes the same id.
+//!
+//! The open interval's signature is always the signature of the stored record (every write
+//! passes here, and [`backfill`] opens the intervals of objects stored before metering), so
+//! when the transaction knows the stored record it replaces (cached, at the version the write
+//! was checked against) and its signature equals the new one, nothing is read at all.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
@@ -18,6 +25,22 @@ use osac_model::metering::{
 use serde_json::Value;
 
 use crate::{Record, Result, Tx};
+
+/// Set when a benchmark turned metering off (see [`disable_for_benchmark`]).
+static OFF_FOR_BENCHMARK: AtomicBool = AtomicBool::new(false);
+
+/// Turns metering off in this process: no interval and no outbox row is written any more.
+/// Only for measuring what metering costs (`osac-bench --no-metering` against a run with it,
+/// same binary, alternating; docs/benchmarks.md measure M). A server never calls it: usage
+/// written while it is off would be lost.
+pub fn disable_for_benchmark() {
+    OFF_FOR_BENCHMARK.store(true, Ordering::Relaxed);
+}
+
+/// Whether writes meter (always, unless a benchmark turned it off).
+fn metering_on() -> bool {
+    !OFF_FOR_BENCHMARK.load(Ordering::Relaxed)
+}
 
 /// One outbox row: a CloudEvent waiting to be published.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,12 +73,16 @@ impl From<&CloudEvent> for OutboxEvent {
     }
 }
 
-/// The open interval of an object, as the write's transaction reads it.
+/// The latest interval of an object (the open one, if any is open), as the write's
+/// transaction reads it.
 #[derive(Debug, Clone)]
-pub(crate) struct OpenInterval {
+pub(crate) struct LastInterval {
     pub id: String,
+    pub ordinal: i64,
     pub signature: String,
     pub started_us: i64,
+    /// Whether it has ended (then the object has no open interval).
+    pub ended: bool,
     pub dims: Dimensions,
 }
 
@@ -77,9 +104,10 @@ pub(crate) type IntervalColumns = (
     String,
 );
 
-/// An open interval's signature and its [`IntervalColumns`].
-pub(crate) type OpenColumns = (
+/// An interval's signature, ordinal and its [`IntervalColumns`].
+pub(crate) type LastColumns = (
     String,
+    i64,
     String,
     i64,
     Option<i64>,
@@ -96,10 +124,18 @@ pub(crate) type OpenColumns = (
     String,
 );
 
-/// Splits [`OpenColumns`].
-pub(crate) fn split_open(c: OpenColumns) -> (String, IntervalColumns) {
-    let (sig, a, b, c2, d, e, f, g, h, i, j, k, l, m, n) = c;
-    (sig, (a, b, c2, d, e, f, g, h, i, j, k, l, m, n))
+/// An interval read with [`LastColumns`].
+pub(crate) fn last_of(c: LastColumns) -> LastInterval {
+    let (signature, ordinal, a, b, c2, d, e, f, g, h, i, j, k, l, m, n) = c;
+    let (row, _) = interval_of((a, b, c2, d, e, f, g, h, i, j, k, l, m, n));
+    LastInterval {
+        ended: row.ended_at.is_some(),
+        id: row.interval_id,
+        ordinal,
+        signature,
+        started_us: row.started_at.timestamp_micros(),
+        dims: row.dims,
+    }
 }
 
 /// The columns of [`IntervalColumns`], in order.
@@ -152,9 +188,8 @@ pub(crate) fn from_us(us: i64) -> DateTime<Utc> {
 /// transaction's connection).
 #[async_trait]
 pub(crate) trait MeterTx: Tx {
-    async fn open_interval(&mut self, object_id: &str) -> Result<Option<OpenInterval>>;
-    /// How many intervals the object has had.
-    async fn interval_count(&mut self, object_id: &str) -> Result<i64>;
+    /// The object's interval of the highest ordinal.
+    async fn last_interval(&mut self, object_id: &str) -> Result<Option<LastInterval>>;
     async fn insert_interval(
         &mut self,
         id: &str,
@@ -173,15 +208,47 @@ pub(crate) trait MeterTx: Tx {
     /// Records on the object's latest interval that its row went away at `at_us`.
     async fn finish_deletion(&mut self, object_id: &str, at_us: i64) -> Result<()>;
     async fn append_outbox(&mut self, events: &[OutboxEvent]) -> Result<()>;
+    /// The objects of metered kinds that have no interval at all.
+    async fn unmetered_objects(&mut self) -> Result<Vec<Record>>;
 }
 
-/// Meters one object write: `rec` as written, `gone` when its row was removed.
+/// Opens the interval of every object that accrues and has none: objects stored before the
+/// store metered (an upgrade) start accruing when a server first opens the store. Returns how
+/// many were opened. A no-op once done (objects that accrue then always have an interval).
+pub(crate) async fn backfill<T: MeterTx + ?Sized>(tx: &mut T) -> Result<usize> {
+    if !metering_on() {
+        return Ok(0);
+    }
+    let mut opened = 0;
+    for rec in tx.unmetered_objects().await? {
+        if signature(rec.kind, &rec.body, rec.deleted_at.is_some()).is_some() {
+            on_write(tx, &rec, false, None).await?;
+            opened += 1;
+        }
+    }
+    Ok(opened)
+}
+
+/// The `objects.kind` values of the metered kinds, as an SQL list.
+pub(crate) fn metered_kinds_sql() -> String {
+    metering::METERED
+        .iter()
+        .map(|k| format!("'{}'", k.collection()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Meters one object write: `rec` as written, `gone` when its row was removed; `replaced` is
+/// the stored record the write replaced when the transaction knows it without a statement
+/// (its version is the one the write was checked against), which lets an unchanged signature
+/// skip every statement.
 pub(crate) async fn on_write<T: MeterTx + ?Sized>(
     tx: &mut T,
     rec: &Record,
     gone: bool,
+    replaced: Option<&Record>,
 ) -> Result<()> {
-    if !metering::metered(rec.kind) {
+    if !metering::metered(rec.kind) || !metering_on() {
         return Ok(());
     }
     let wanted = if gone {
@@ -189,7 +256,15 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
     } else {
         signature(rec.kind, &rec.body, rec.deleted_at.is_some())
     };
-    let open = tx.open_interval(&rec.id).await?;
+    if !gone
+        && let Some(old) = replaced
+        && signature(old.kind, &old.body, old.deleted_at.is_some()) == wanted
+    {
+        return Ok(());
+    }
+    let last = tx.last_interval(&rec.id).await?;
+    let next_ordinal = last.as_ref().map_or(0, |l| l.ordinal) + 1;
+    let open = last.filter(|l| !l.ended);
     let step = transition(
         open.as_ref().map(|o| o.signature.as_str()),
         wanted.as_deref(),
@@ -226,10 +301,9 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
         ));
     }
     if let (Some(sig), Transition::Open | Transition::Reopen) = (&wanted, step) {
-        let ordinal = tx.interval_count(&rec.id).await? + 1;
-        let id = interval_id(&rec.id, ordinal);
+        let id = interval_id(&rec.id, next_ordinal);
         let dims = resolve(tx, rec).await?;
-        tx.insert_interval(&id, ordinal, sig, &dims, now.timestamp_micros())
+        tx.insert_interval(&id, next_ordinal, sig, &dims, now.timestamp_micros())
             .await?;
         events.push(CloudEvent::opened(&id, collection, &dims, now));
     }
@@ -338,36 +412,20 @@ async fn external_ip_user<T: Tx + ?Sized>(tx: &mut T, eip: &str) -> Result<Optio
 /// both backends: times are integers, flags text) over its connection type.
 macro_rules! metering_statements {
     (connection: $conn:ty) => {
-        /// The object's open interval.
-        async fn meter_open_interval(
+        /// The object's interval of the highest ordinal (the open one when one is open: an
+        /// object's intervals follow each other).
+        async fn meter_last_interval(
             conn: &mut $conn,
             object_id: &str,
-        ) -> crate::Result<Option<crate::metering::OpenInterval>> {
-            let found: Option<crate::metering::OpenColumns> = sqlx::query_as(&format!(
-                "SELECT signature, {} FROM usage_intervals WHERE object_id = $1 AND ended_us IS NULL",
+        ) -> crate::Result<Option<crate::metering::LastInterval>> {
+            let found: Option<crate::metering::LastColumns> = sqlx::query_as(&format!(
+                "SELECT signature, ordinal, {} FROM usage_intervals WHERE object_id = $1 ORDER BY ordinal DESC LIMIT 1",
                 crate::metering::INTERVAL_COLUMNS
             ))
             .bind(object_id)
             .fetch_optional(&mut *conn)
             .await?;
-            let Some(found) = found else {
-                return Ok(None);
-            };
-            let (signature, columns) = crate::metering::split_open(found);
-            let (row, _) = crate::metering::interval_of(columns);
-            Ok(Some(crate::metering::OpenInterval {
-                id: row.interval_id,
-                signature,
-                started_us: row.started_at.timestamp_micros(),
-                dims: row.dims,
-            }))
-        }
-
-        async fn meter_interval_count(conn: &mut $conn, object_id: &str) -> crate::Result<i64> {
-            Ok(sqlx::query_scalar("SELECT COUNT(*) FROM usage_intervals WHERE object_id = $1")
-                .bind(object_id)
-                .fetch_one(conn)
-                .await?)
+            Ok(found.map(crate::metering::last_of))
         }
 
         async fn meter_insert_interval(
@@ -430,6 +488,18 @@ macro_rules! metering_statements {
             .execute(conn)
             .await?;
             Ok(())
+        }
+
+        /// The objects of metered kinds without any interval.
+        async fn meter_unmetered_objects(conn: &mut $conn) -> crate::Result<Vec<crate::Record>> {
+            let rows = sqlx::query(&format!(
+                "SELECT {COLUMNS} FROM objects o WHERE o.kind IN ({}) \
+                 AND NOT EXISTS (SELECT 1 FROM usage_intervals u WHERE u.object_id = o.id)",
+                crate::metering::metered_kinds_sql()
+            ))
+            .fetch_all(conn)
+            .await?;
+            rows.iter().map(decode).collect()
         }
 
         /// Appends events to the outbox; an event id already there is kept as it is.
@@ -560,14 +630,11 @@ macro_rules! impl_meter_tx {
     ($tx:ty) => {
         #[async_trait::async_trait]
         impl crate::metering::MeterTx for $tx {
-            async fn open_interval(
+            async fn last_interval(
                 &mut self,
                 object_id: &str,
-            ) -> crate::Result<Option<crate::metering::OpenInterval>> {
-                meter_open_interval(&mut self.tx, object_id).await
-            }
-            async fn interval_count(&mut self, object_id: &str) -> crate::Result<i64> {
-                meter_interval_count(&mut self.tx, object_id).await
+            ) -> crate::Result<Option<crate::metering::LastInterval>> {
+                meter_last_interval(&mut self.tx, object_id).await
             }
             async fn insert_interval(
                 &mut self,
@@ -597,6 +664,9 @@ macro_rules! impl_meter_tx {
                 events: &[crate::metering::OutboxEvent],
             ) -> crate::Result<()> {
                 meter_append_outbox(&mut self.tx, events).await
+            }
+            async fn unmetered_objects(&mut self) -> crate::Result<Vec<crate::Record>> {
+                meter_unmetered_objects(&mut self.tx).await
             }
         }
     };
@@ -630,15 +700,18 @@ pub(crate) fn keeps_intervals(
     set: &crate::WriteSet,
     cached: impl Fn(&str) -> Option<Record>,
 ) -> bool {
-    set.writes.iter().all(|w| match w {
-        crate::Write::Update(new) | crate::Write::Insert(new) if metering::metered(new.kind) => {
-            let sig = |r: &Record| signature(r.kind, &r.body, r.deleted_at.is_some());
-            match (w, cached(&new.id)) {
-                (crate::Write::Insert(_), _) => sig(new).is_none(),
-                (_, Some(old)) if old.version == new.version => sig(&old) == sig(new),
-                _ => false,
+    !metering_on()
+        || set.writes.iter().all(|w| match w {
+            crate::Write::Update(new) | crate::Write::Insert(new)
+                if metering::metered(new.kind) =>
+            {
+                let sig = |r: &Record| signature(r.kind, &r.body, r.deleted_at.is_some());
+                match (w, cached(&new.id)) {
+                    (crate::Write::Insert(_), _) => sig(new).is_none(),
+                    (_, Some(old)) if old.version == new.version => sig(&old) == sig(new),
+                    _ => false,
+                }
             }
-        }
-        _ => true,
-    })
+            _ => true,
+        })
 }

@@ -113,6 +113,7 @@ impl PostgresStore {
                 cache: cache.clone(),
             },
         );
+        backfill_metering(&pool, &feed, &origin, &cache).await?;
         let status_writes = StatusBatcher::start(pool.clone(), CHANNEL);
         Ok(Self {
             pool,
@@ -121,6 +122,48 @@ impl PostgresStore {
             cache,
             status_writes,
         })
+    }
+}
+
+/// Opens the intervals of objects stored before the store metered (see
+/// [`crate::metering::backfill`]). Replicas starting together may race for the same object:
+/// the loser's transaction fails on the unique interval id and the next attempt finds the
+/// winner's intervals.
+async fn backfill_metering(
+    pool: &PgPool,
+    feed: &broadcast::Sender<Change>,
+    origin: &str,
+    cache: &Arc<RecordCache>,
+) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        let mut tx = tx::begin_pg_tx(
+            pool.clone(),
+            feed.clone(),
+            origin.to_string(),
+            cache.clone(),
+        )
+        .await?;
+        let result = match crate::metering::backfill(&mut tx).await {
+            Ok(opened) => Box::new(tx).commit().await.map(|()| opened),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(opened) => {
+                if opened > 0 {
+                    tracing::info!(
+                        opened,
+                        "metering: opened the intervals of objects stored before"
+                    );
+                }
+                return Ok(());
+            }
+            Err(e) if attempt < 3 => {
+                attempt += 1;
+                tracing::debug!(error = %e, attempt, "metering backfill raced another replica; again");
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -128,6 +128,21 @@ impl SqliteStore {
         let write_lock = Arc::new(Mutex::new(()));
         spawn_statistics_refresh(pool.clone(), write_lock.clone());
         let cache = Arc::new(RecordCache::default());
+        let mut tx = begin_sqlite_tx(
+            pool.clone(),
+            write_lock.clone(),
+            feed.clone(),
+            cache.clone(),
+        )
+        .await?;
+        let opened = crate::metering::backfill(&mut tx).await?;
+        Box::new(tx).commit().await?;
+        if opened > 0 {
+            tracing::info!(
+                opened,
+                "metering: opened the intervals of objects stored before"
+            );
+        }
         let group = {
             let (pool, write_lock, feed) = (pool.clone(), write_lock.clone(), feed.clone());
             let cache = cache.clone();
@@ -314,11 +329,23 @@ async fn begin_tx(
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
 ) -> Result<Box<dyn Tx>> {
+    Ok(Box::new(
+        begin_sqlite_tx(pool, write_lock, feed, cache).await?,
+    ))
+}
+
+/// Starts a serialised write transaction, as its own type.
+async fn begin_sqlite_tx(
+    pool: SqlitePool,
+    write_lock: Arc<Mutex<()>>,
+    feed: broadcast::Sender<Change>,
+    cache: Arc<RecordCache>,
+) -> Result<SqliteTx> {
     let guard = write_lock.lock_owned().await;
     // IMMEDIATE takes SQLite's write lock at BEGIN, so the snapshot a transaction reads can
     // never be overtaken by another connection's commit (no SQLITE_BUSY_SNAPSHOT).
     let tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    Ok(Box::new(SqliteTx {
+    Ok(SqliteTx {
         tx,
         _guard: guard,
         changes: Vec::new(),
@@ -328,7 +355,7 @@ async fn begin_tx(
         events: DeferredEvents::default(),
         feed,
         cache,
-    }))
+    })
 }
 
 /// The statements of a `kv_write` batch: upserts and deletes, a bounded number of rows each.
@@ -590,6 +617,17 @@ impl SqliteTx {
         Ok(found)
     }
 
+    /// The stored record of `id` at `version` as this transaction or the record cache knows
+    /// it without a statement (exact: see [`SqliteTx::read`]). None: not known, or of another
+    /// version (the write will be refused).
+    fn replaced(&self, id: &str, version: i64) -> Option<Record> {
+        let known = match Written::last_of(&self.written, id) {
+            Some(last) => last,
+            None => self.cache.get(id).0,
+        };
+        known.filter(|r| r.version == version)
+    }
+
     /// Writes the deferred events first if `id` is one of them.
     async fn write_event(&mut self, id: &str) -> Result<()> {
         if self.events.holds(id) {
@@ -728,7 +766,19 @@ impl Tx for SqliteTx {
         run_list_items(&mut self.tx, query).await
     }
 
+    /// The committed referrers from the cache, which holds them exactly (every commit updates
+    /// it under the write lock this transaction holds), unless this transaction changed the
+    /// reference rows to `target`; otherwise read in the transaction.
     async fn referrers(&mut self, target: &str) -> Result<Vec<Reference>> {
+        if !self.ref_targets.iter().any(|t| t == target) {
+            let (cached, epoch) = self.cache.referrers(target);
+            if let Some(found) = cached {
+                return Ok(found);
+            }
+            let found = referrers_of(&mut self.tx, target).await?;
+            self.cache.offer_referrers(target, &found, epoch);
+            return Ok(found);
+        }
         referrers_of(&mut self.tx, target).await
     }
 
@@ -745,7 +795,7 @@ impl Tx for SqliteTx {
         }
         if osac_model::metering::signature(rec.kind, &rec.body, rec.deleted_at.is_some()).is_some()
         {
-            crate::metering::on_write(self, &rec, false).await?;
+            crate::metering::on_write(self, &rec, false, None).await?;
         }
         self.changes.push(Change::of(&rec, false, &[]));
         self.written.push(Written::Put(Box::new(rec.clone())));
@@ -759,11 +809,12 @@ impl Tx for SqliteTx {
             delete_row(&mut self.tx, &record.id).await?;
             let targets: Vec<String> = old_refs.into_iter().map(|(_, t)| t).collect();
             self.ref_targets.extend(targets.iter().cloned());
-            crate::metering::on_write(self, record, true).await?;
+            crate::metering::on_write(self, record, true, None).await?;
             self.changes.push(Change::of(record, true, &targets));
             self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
         }
+        let replaced = self.replaced(&record.id, record.version);
         let mut rec = record.clone();
         rec.version = record.version + 1;
         // The row, its version check and what its label and reference rows were, in one
@@ -784,7 +835,7 @@ impl Tx for SqliteTx {
         let old_refs = self
             .write_refs(&rec, stored_refs(old_refs.as_deref())?)
             .await?;
-        crate::metering::on_write(self, &rec, false).await?;
+        crate::metering::on_write(self, &rec, false, replaced.as_ref()).await?;
         self.changes.push(Change::of(&rec, false, &old_refs));
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(Some(rec))
@@ -796,7 +847,7 @@ impl Tx for SqliteTx {
             return Err(StoreError::NotFound(id.to_string()));
         };
         delete_row(&mut self.tx, id).await?;
-        crate::metering::on_write(self, &rec, true).await?;
+        crate::metering::on_write(self, &rec, true, None).await?;
         self.changes.push(Change::of(&rec, true, &[]));
         self.ref_targets
             .extend(rec.references().into_iter().map(|(_, t)| t));

@@ -20,7 +20,7 @@ use super::{
 };
 use super::{
     meter_append_outbox, meter_close_interval, meter_finish_deletion, meter_insert_interval,
-    meter_interval_count, meter_open_interval,
+    meter_last_interval, meter_unmetered_objects,
 };
 use crate::deferred_events::DeferredEvents;
 use crate::record::to_json;
@@ -35,8 +35,18 @@ pub(super) async fn begin_tx(
     origin: String,
     cache: Arc<RecordCache>,
 ) -> Result<Box<dyn Tx>> {
+    Ok(Box::new(begin_pg_tx(pool, feed, origin, cache).await?))
+}
+
+/// Starts a transaction, as its own type.
+pub(super) async fn begin_pg_tx(
+    pool: PgPool,
+    feed: broadcast::Sender<Change>,
+    origin: String,
+    cache: Arc<RecordCache>,
+) -> Result<PgTx> {
     let tx = pool.begin().await?;
-    Ok(Box::new(PgTx {
+    Ok(PgTx {
         tx,
         changes: Vec::new(),
         unsent: Vec::new(),
@@ -49,7 +59,7 @@ pub(super) async fn begin_tx(
         feed,
         origin,
         cache,
-    }))
+    })
 }
 
 /// The statements of a `kv_write` batch: upserts and deletes, a bounded number of rows each.
@@ -118,7 +128,7 @@ struct StoredRow {
 crate::metering::impl_meter_tx!(PgTx);
 
 /// A PostgreSQL transaction (READ COMMITTED plus explicit row locks).
-struct PgTx {
+pub(super) struct PgTx {
     tx: Transaction<'static, sqlx::Postgres>,
     /// Every change, for this process's change feed once committed.
     changes: Vec<Change>,
@@ -193,6 +203,17 @@ impl PgTx {
                 .find(|(r, held_exclusive)| r.id == id && (*held_exclusive || !exclusive))
                 .map(|(r, _)| Some(r.clone()))
         })
+    }
+
+    /// The stored record of `id` at `version` as this transaction or the record cache knows
+    /// it without a statement (a write checked against `version` replaces exactly that one:
+    /// each version of a row is written once). None: not known.
+    fn replaced(&self, id: &str, version: i64) -> Option<Record> {
+        let known = match self.known(id, false) {
+            Some(known) => known,
+            None => self.cache.get(id).0,
+        };
+        known.filter(|r| r.version == version)
     }
 
     /// Reads a row with a lock (or returns it as known) and remembers it as locked.
@@ -510,7 +531,7 @@ impl Tx for PgTx {
         }
         if osac_model::metering::signature(rec.kind, &rec.body, rec.deleted_at.is_some()).is_some()
         {
-            crate::metering::on_write(self, &rec, false).await?;
+            crate::metering::on_write(self, &rec, false, None).await?;
         }
         self.changes.push(change);
         self.written.push(Written::Put(Box::new(rec.clone())));
@@ -536,7 +557,7 @@ impl Tx for PgTx {
             delete_row(&mut self.tx, &record.id).await?;
             let targets: Vec<String> = stored.into_iter().map(|(_, t)| t).collect();
             self.ref_targets.extend(targets.iter().cloned());
-            crate::metering::on_write(self, record, true).await?;
+            crate::metering::on_write(self, record, true, None).await?;
             self.record_unsent(Change::of(record, true, &targets));
             self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
@@ -558,7 +579,8 @@ impl Tx for PgTx {
             write_label_rows(&mut self.tx, &rec, true).await?;
         }
         self.write_refs(&rec, Some(stored)).await?;
-        crate::metering::on_write(self, &rec, false).await?;
+        let replaced = self.replaced(&record.id, record.version);
+        crate::metering::on_write(self, &rec, false, replaced.as_ref()).await?;
         self.changes.push(change);
         self.written.push(Written::Put(Box::new(rec.clone())));
         Ok(Some(rec))
@@ -570,7 +592,7 @@ impl Tx for PgTx {
             return Err(StoreError::NotFound(id.to_string()));
         };
         delete_row(&mut self.tx, id).await?;
-        crate::metering::on_write(self, &rec, true).await?;
+        crate::metering::on_write(self, &rec, true, None).await?;
         self.record_unsent(Change::of(&rec, true, &[]));
         self.ref_targets
             .extend(rec.references().into_iter().map(|(_, t)| t));
