@@ -12,6 +12,7 @@ pub mod filter_sql;
 mod group;
 mod lease;
 pub mod metering;
+mod open_intervals;
 pub mod pool;
 mod postgres;
 mod query;

@@ -6,7 +6,8 @@
 //! ([`osac_model::metering::signature`]) with the object's open interval: equal, nothing is
 //! written (a repeated status write writes nothing); otherwise the open interval closes and/or
 //! the next opens, each with one outbox row, in the same transaction. Interval ids are
-//! `<object id>.<ordinal>`: a write retried after a conflict computes the same id.
+//! `<object id>.<ordinal>`, the ordinal being the version of the object write that opened it: a
+//! write retried after a conflict computes the same id.
 //!
 //! The open interval's signature is always the signature of the stored record (every write
 //! passes here, and [`backfill`] opens the intervals of objects stored before metering), so
@@ -73,16 +74,12 @@ impl From<&CloudEvent> for OutboxEvent {
     }
 }
 
-/// The latest interval of an object (the open one, if any is open), as the write's
-/// transaction reads it.
-#[derive(Debug, Clone)]
-pub(crate) struct LastInterval {
+/// The open interval of an object, as the write's transaction reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OpenInterval {
     pub id: String,
-    pub ordinal: i64,
     pub signature: String,
     pub started_us: i64,
-    /// Whether it has ended (then the object has no open interval).
-    pub ended: bool,
     pub dims: Dimensions,
 }
 
@@ -104,10 +101,9 @@ pub(crate) type IntervalColumns = (
     String,
 );
 
-/// An interval's signature, ordinal and its [`IntervalColumns`].
-pub(crate) type LastColumns = (
+/// An interval's signature and its [`IntervalColumns`].
+pub(crate) type OpenColumns = (
     String,
-    i64,
     String,
     i64,
     Option<i64>,
@@ -124,14 +120,12 @@ pub(crate) type LastColumns = (
     String,
 );
 
-/// An interval read with [`LastColumns`].
-pub(crate) fn last_of(c: LastColumns) -> LastInterval {
-    let (signature, ordinal, a, b, c2, d, e, f, g, h, i, j, k, l, m, n) = c;
+/// An interval read with [`OpenColumns`].
+pub(crate) fn open_of(c: OpenColumns) -> OpenInterval {
+    let (signature, a, b, c2, d, e, f, g, h, i, j, k, l, m, n) = c;
     let (row, _) = interval_of((a, b, c2, d, e, f, g, h, i, j, k, l, m, n));
-    LastInterval {
-        ended: row.ended_at.is_some(),
+    OpenInterval {
         id: row.interval_id,
-        ordinal,
         signature,
         started_us: row.started_at.timestamp_micros(),
         dims: row.dims,
@@ -188,28 +182,50 @@ pub(crate) fn from_us(us: i64) -> DateTime<Utc> {
 /// transaction's connection).
 #[async_trait]
 pub(crate) trait MeterTx: Tx {
-    /// The object's interval of the highest ordinal.
-    async fn last_interval(&mut self, object_id: &str) -> Result<Option<LastInterval>>;
-    async fn insert_interval(
-        &mut self,
-        id: &str,
-        ordinal: i64,
-        signature: &str,
-        dims: &Dimensions,
-        started_us: i64,
-    ) -> Result<()>;
-    async fn close_interval(
-        &mut self,
-        id: &str,
-        ended_us: i64,
-        reason: &str,
-        deletion_requested_us: Option<i64>,
-    ) -> Result<()>;
-    /// Records on the object's latest interval that its row went away at `at_us`.
-    async fn finish_deletion(&mut self, object_id: &str, at_us: i64) -> Result<()>;
-    async fn append_outbox(&mut self, events: &[OutboxEvent]) -> Result<()>;
+    /// The object's open interval, read.
+    async fn open_interval(&mut self, object_id: &str) -> Result<Option<OpenInterval>>;
+    /// The object's open interval as the backend knows it without a statement (Some(None):
+    /// known to have none), or None when not known.
+    fn known_open(&self, object_id: &str) -> Option<Option<OpenInterval>>;
+    /// Notes the object's open interval after a write of this transaction (None: none).
+    fn note_open(&mut self, object_id: &str, open: Option<OpenInterval>);
+    /// Writes what one object write changes of its intervals, in the order of
+    /// [`IntervalWrites`]' fields (SQLite: in one round trip to its connection's thread).
+    async fn write_intervals(&mut self, object_id: &str, writes: &IntervalWrites) -> Result<()>;
     /// The objects of metered kinds that have no interval at all.
     async fn unmetered_objects(&mut self) -> Result<Vec<Record>>;
+}
+
+/// What one object write changes of its intervals.
+#[derive(Debug, Default)]
+pub(crate) struct IntervalWrites {
+    /// The open interval ends.
+    pub close: Option<ClosingRow>,
+    /// The next interval opens.
+    pub open: Option<OpeningRow>,
+    /// The object's row went away at this time (recorded on its latest interval).
+    pub finished_us: Option<i64>,
+    /// The CloudEvents recording it.
+    pub outbox: Vec<OutboxEvent>,
+}
+
+/// An interval ending.
+#[derive(Debug)]
+pub(crate) struct ClosingRow {
+    pub id: String,
+    pub ended_us: i64,
+    pub reason: &'static str,
+    pub deletion_requested_us: Option<i64>,
+}
+
+/// An interval opening.
+#[derive(Debug)]
+pub(crate) struct OpeningRow {
+    pub id: String,
+    pub ordinal: i64,
+    pub signature: String,
+    pub dims: Dimensions,
+    pub started_us: i64,
 }
 
 /// Opens the interval of every object that accrues and has none: objects stored before the
@@ -238,10 +254,10 @@ pub(crate) fn metered_kinds_sql() -> String {
         .join(", ")
 }
 
-/// Meters one object write: `rec` as written, `gone` when its row was removed; `replaced` is
-/// the stored record the write replaced when the transaction knows it without a statement
-/// (its version is the one the write was checked against), which lets an unchanged signature
-/// skip every statement.
+/// Meters one object write: `rec` as written, `gone` when its row was removed. `replaced` is
+/// the stored record the write replaced when the transaction knows it without a statement (its
+/// version is the one the write was checked against): its signature is the open interval's,
+/// so an unchanged signature writes nothing and a first opening reads nothing.
 pub(crate) async fn on_write<T: MeterTx + ?Sized>(
     tx: &mut T,
     rec: &Record,
@@ -256,21 +272,31 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
     } else {
         signature(rec.kind, &rec.body, rec.deleted_at.is_some())
     };
-    if !gone
-        && let Some(old) = replaced
-        && signature(old.kind, &old.body, old.deleted_at.is_some()) == wanted
-    {
+    let replaced_signature =
+        replaced.map(|old| signature(old.kind, &old.body, old.deleted_at.is_some()));
+    if !gone && replaced_signature.as_ref() == Some(&wanted) {
         return Ok(());
     }
-    let last = tx.last_interval(&rec.id).await?;
-    let next_ordinal = last.as_ref().map_or(0, |l| l.ordinal) + 1;
-    let open = last.filter(|l| !l.ended);
+    // The open interval is read unless the replaced record proves there is none or the
+    // backend knows it. An interval's ordinal is the version of the write that opened it:
+    // versions only grow, so it is unique and the same when a write is retried.
+    let open = if replaced_signature == Some(None) {
+        None
+    } else if let Some(known) = tx.known_open(&rec.id) {
+        known
+    } else {
+        let read = tx.open_interval(&rec.id).await?;
+        tx.note_open(&rec.id, read.clone());
+        read
+    };
+    let ordinal = rec.version;
     let step = transition(
         open.as_ref().map(|o| o.signature.as_str()),
         wanted.as_deref(),
     );
     let now = Utc::now();
     let collection = rec.kind.collection();
+    let mut writes = IntervalWrites::default();
     let mut events = Vec::new();
     if let Some(o) = open
         .as_ref()
@@ -285,13 +311,12 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
             _ => (now, "not_ready"),
         };
         let ended_at = ended_at.max(started);
-        tx.close_interval(
-            &o.id,
-            ended_at.timestamp_micros(),
+        writes.close = Some(ClosingRow {
+            id: o.id.clone(),
+            ended_us: ended_at.timestamp_micros(),
             reason,
-            rec.deleted_at.map(|d| d.timestamp_micros()),
-        )
-        .await?;
+            deletion_requested_us: rec.deleted_at.map(|d| d.timestamp_micros()),
+        });
         let closing = Closing {
             ended_at,
             reason: reason.to_string(),
@@ -301,18 +326,32 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
         ));
     }
     if let (Some(sig), Transition::Open | Transition::Reopen) = (&wanted, step) {
-        let id = interval_id(&rec.id, next_ordinal);
+        let id = interval_id(&rec.id, ordinal);
         let dims = resolve(tx, rec).await?;
-        tx.insert_interval(&id, next_ordinal, sig, &dims, now.timestamp_micros())
-            .await?;
         events.push(CloudEvent::opened(&id, collection, &dims, now));
+        writes.open = Some(OpeningRow {
+            id,
+            ordinal,
+            signature: sig.clone(),
+            dims,
+            started_us: now.timestamp_micros(),
+        });
     }
     if gone {
-        tx.finish_deletion(&rec.id, now.timestamp_micros()).await?;
+        writes.finished_us = Some(now.timestamp_micros());
     }
-    if !events.is_empty() {
-        let rows: Vec<OutboxEvent> = events.iter().map(OutboxEvent::from).collect();
-        tx.append_outbox(&rows).await?;
+    writes.outbox = events.iter().map(OutboxEvent::from).collect();
+    if writes.close.is_some() || writes.open.is_some() || writes.finished_us.is_some() {
+        tx.write_intervals(&rec.id, &writes).await?;
+    }
+    if writes.close.is_some() || writes.open.is_some() {
+        let now_open = writes.open.map(|o| OpenInterval {
+            id: o.id,
+            signature: o.signature,
+            started_us: o.started_us,
+            dims: o.dims,
+        });
+        tx.note_open(&rec.id, now_open);
     }
     Ok(())
 }
@@ -411,82 +450,102 @@ async fn external_ip_user<T: Tx + ?Sized>(tx: &mut T, eip: &str) -> Result<Optio
 /// Expands, in a backend module, the metering statements (they are word for word the same on
 /// both backends: times are integers, flags text) over its connection type.
 macro_rules! metering_statements {
-    (connection: $conn:ty) => {
-        /// The object's interval of the highest ordinal (the open one when one is open: an
-        /// object's intervals follow each other).
-        async fn meter_last_interval(
+    (connection: $conn:ty, database: $db:ty, one_round_trip: $one_round_trip:expr) => {
+        /// The object's open interval.
+        async fn meter_open_interval(
             conn: &mut $conn,
             object_id: &str,
-        ) -> crate::Result<Option<crate::metering::LastInterval>> {
-            let found: Option<crate::metering::LastColumns> = sqlx::query_as(&format!(
-                "SELECT signature, ordinal, {} FROM usage_intervals WHERE object_id = $1 ORDER BY ordinal DESC LIMIT 1",
+        ) -> crate::Result<Option<crate::metering::OpenInterval>> {
+            let found: Option<crate::metering::OpenColumns> = sqlx::query_as(&format!(
+                "SELECT signature, {} FROM usage_intervals WHERE object_id = $1 AND ended_us IS NULL",
                 crate::metering::INTERVAL_COLUMNS
             ))
             .bind(object_id)
             .fetch_optional(&mut *conn)
             .await?;
-            Ok(found.map(crate::metering::last_of))
+            Ok(found.map(crate::metering::open_of))
         }
 
-        async fn meter_insert_interval(
+        /// Writes one object's interval changes: the close, the opening, the finish of its
+        /// deletion and the outbox rows, in this order; with `one_round_trip` as one
+        /// multi-statement execution (SQLite: one hand-over to the connection's thread).
+        async fn meter_write_intervals(
             conn: &mut $conn,
-            id: &str,
-            ordinal: i64,
-            signature: &str,
-            d: &osac_model::metering::Dimensions,
-            started_us: i64,
+            object_id: &str,
+            w: &crate::metering::IntervalWrites,
         ) -> crate::Result<()> {
-            sqlx::query(
-                "INSERT INTO usage_intervals (id, object_id, ordinal, signature, tenant, tenant_id, kind, object_name, network_class, ip_family, attached, parent_kind, parent_id, started_us, reported_us) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)",
-            )
-            .bind(id)
-            .bind(&d.object)
-            .bind(ordinal)
-            .bind(signature)
-            .bind(&d.tenant)
-            .bind(&d.tenant_id)
-            .bind(&d.kind)
-            .bind(&d.object_name)
-            .bind(&d.network_class)
-            .bind(&d.ip_family)
-            .bind(&d.attached)
-            .bind(&d.parent_kind)
-            .bind(&d.parent)
-            .bind(started_us)
-            .execute(conn)
-            .await?;
-            Ok(())
-        }
-
-        async fn meter_close_interval(
-            conn: &mut $conn,
-            id: &str,
-            ended_us: i64,
-            reason: &str,
-            deletion_requested_us: Option<i64>,
-        ) -> crate::Result<()> {
-            sqlx::query(
-                "UPDATE usage_intervals SET ended_us = $2, end_reason = $3, deletion_requested_us = $4 WHERE id = $1 AND ended_us IS NULL",
-            )
-            .bind(id)
-            .bind(ended_us)
-            .bind(reason)
-            .bind(deletion_requested_us)
-            .execute(conn)
-            .await?;
-            Ok(())
-        }
-
-        async fn meter_finish_deletion(conn: &mut $conn, object_id: &str, at_us: i64) -> crate::Result<()> {
-            sqlx::query(
-                "UPDATE usage_intervals SET deletion_finished_us = $2 WHERE object_id = $1 AND deletion_finished_us IS NULL \
-                 AND ordinal = (SELECT MAX(ordinal) FROM usage_intervals WHERE object_id = $1)",
-            )
-            .bind(object_id)
-            .bind(at_us)
-            .execute(conn)
-            .await?;
+            let mut statements: Vec<sqlx::QueryBuilder<'_, $db>> = Vec::new();
+            let mut q = sqlx::QueryBuilder::new("");
+            let mut empty = true;
+            /// Starts the next statement: after `; ` in one text, or as its own.
+            fn next<'a>(
+                q: &mut sqlx::QueryBuilder<'a, $db>,
+                empty: &mut bool,
+                statements: &mut Vec<sqlx::QueryBuilder<'a, $db>>,
+            ) {
+                if !*empty {
+                    if $one_round_trip {
+                        q.push("; ");
+                    } else {
+                        statements.push(std::mem::replace(q, sqlx::QueryBuilder::new("")));
+                    }
+                }
+                *empty = false;
+            }
+            if let Some(c) = &w.close {
+                next(&mut q, &mut empty, &mut statements);
+                q.push("UPDATE usage_intervals SET ended_us = ")
+                    .push_bind(c.ended_us)
+                    .push(", end_reason = ")
+                    .push_bind(c.reason)
+                    .push(", deletion_requested_us = ")
+                    .push_bind(c.deletion_requested_us)
+                    .push(" WHERE id = ")
+                    .push_bind(&c.id)
+                    .push(" AND ended_us IS NULL");
+            }
+            if let Some(o) = &w.open {
+                next(&mut q, &mut empty, &mut statements);
+                let d = &o.dims;
+                q.push("INSERT INTO usage_intervals (id, object_id, ordinal, signature, tenant, tenant_id, kind, object_name, network_class, ip_family, attached, parent_kind, parent_id, started_us, reported_us) VALUES (");
+                let mut row = q.separated(", ");
+                row.push_bind(&o.id)
+                    .push_bind(&d.object)
+                    .push_bind(o.ordinal)
+                    .push_bind(&o.signature)
+                    .push_bind(&d.tenant)
+                    .push_bind(&d.tenant_id)
+                    .push_bind(&d.kind)
+                    .push_bind(&d.object_name)
+                    .push_bind(&d.network_class)
+                    .push_bind(&d.ip_family)
+                    .push_bind(&d.attached)
+                    .push_bind(&d.parent_kind)
+                    .push_bind(&d.parent)
+                    .push_bind(o.started_us)
+                    .push_bind(o.started_us);
+                q.push(")");
+            }
+            if let Some(at) = w.finished_us {
+                next(&mut q, &mut empty, &mut statements);
+                q.push("UPDATE usage_intervals SET deletion_finished_us = ")
+                    .push_bind(at)
+                    .push(" WHERE id = (SELECT id FROM usage_intervals WHERE object_id = ")
+                    .push_bind(object_id)
+                    .push(" ORDER BY ordinal DESC LIMIT 1) AND deletion_finished_us IS NULL");
+            }
+            if !w.outbox.is_empty() {
+                next(&mut q, &mut empty, &mut statements);
+                q.push("INSERT INTO metering_outbox (event_id, subject, payload) ");
+                q.push_values(&w.outbox, |mut row, e| {
+                    row.push_bind(&e.event_id).push_bind(&e.subject).push_bind(&e.payload);
+                });
+                q.push(" ON CONFLICT (event_id) DO NOTHING");
+            }
+            statements.push(q);
+            for mut statement in statements {
+                statement.build().execute(&mut *conn).await?;
+            }
             Ok(())
         }
 
@@ -625,45 +684,30 @@ macro_rules! metering_statements {
 pub(crate) use metering_statements;
 
 /// Implements [`MeterTx`] for a backend transaction type whose `tx` field is its sqlx
-/// transaction, with the statements of [`metering_statements!`].
+/// transaction, with the statements of [`metering_statements!`] and the type's own
+/// `known_open_interval` and `note_open_interval`.
 macro_rules! impl_meter_tx {
     ($tx:ty) => {
         #[async_trait::async_trait]
         impl crate::metering::MeterTx for $tx {
-            async fn last_interval(
+            async fn open_interval(
                 &mut self,
                 object_id: &str,
-            ) -> crate::Result<Option<crate::metering::LastInterval>> {
-                meter_last_interval(&mut self.tx, object_id).await
+            ) -> crate::Result<Option<crate::metering::OpenInterval>> {
+                meter_open_interval(&mut self.tx, object_id).await
             }
-            async fn insert_interval(
+            fn known_open(&self, object_id: &str) -> Option<Option<crate::metering::OpenInterval>> {
+                self.known_open_interval(object_id)
+            }
+            fn note_open(&mut self, object_id: &str, open: Option<crate::metering::OpenInterval>) {
+                self.note_open_interval(object_id, open)
+            }
+            async fn write_intervals(
                 &mut self,
-                id: &str,
-                ordinal: i64,
-                signature: &str,
-                dims: &osac_model::metering::Dimensions,
-                started_us: i64,
+                object_id: &str,
+                writes: &crate::metering::IntervalWrites,
             ) -> crate::Result<()> {
-                meter_insert_interval(&mut self.tx, id, ordinal, signature, dims, started_us).await
-            }
-            async fn close_interval(
-                &mut self,
-                id: &str,
-                ended_us: i64,
-                reason: &str,
-                deletion_requested_us: Option<i64>,
-            ) -> crate::Result<()> {
-                meter_close_interval(&mut self.tx, id, ended_us, reason, deletion_requested_us)
-                    .await
-            }
-            async fn finish_deletion(&mut self, object_id: &str, at_us: i64) -> crate::Result<()> {
-                meter_finish_deletion(&mut self.tx, object_id, at_us).await
-            }
-            async fn append_outbox(
-                &mut self,
-                events: &[crate::metering::OutboxEvent],
-            ) -> crate::Result<()> {
-                meter_append_outbox(&mut self.tx, events).await
+                meter_write_intervals(&mut self.tx, object_id, writes).await
             }
             async fn unmetered_objects(&mut self) -> crate::Result<Vec<crate::Record>> {
                 meter_unmetered_objects(&mut self.tx).await

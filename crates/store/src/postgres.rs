@@ -332,7 +332,7 @@ async fn run_list_text(conn: &mut PgConnection, q: &ListQuery) -> Result<PageTex
 }
 
 crate::traffic::traffic_statements! { pool: PgPool, lock: " FOR UPDATE" }
-crate::metering::metering_statements!(connection: PgConnection);
+crate::metering::metering_statements!(connection: PgConnection, database: sqlx::Postgres, one_round_trip: false);
 
 crate::sql_common::sql_common_statements! {
     connection: PgConnection,

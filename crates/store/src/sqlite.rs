@@ -22,6 +22,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
 use crate::deferred_events::DeferredEvents;
 use crate::filter_sql::Dialect;
 use crate::group::GroupCommit;
+use crate::open_intervals::{OpenIntervals, PendingIntervals};
 use crate::record::{BodyText, parse_json, parse_ts, to_json, ts_text};
 use crate::record_cache::{RecordCache, Written, as_stored};
 use crate::sql_common::{COLUMNS, check_version};
@@ -38,6 +39,8 @@ pub struct SqliteStore {
     group: GroupCommit,
     /// Recently read and written objects: this process is the database's only writer.
     cache: Arc<RecordCache>,
+    /// The open usage intervals of recently metered objects (same reason).
+    open_intervals: Arc<OpenIntervals>,
     /// Held for the store's lifetime: one process per database file (see [`lock_database`]).
     _owner: Option<std::fs::File>,
 }
@@ -128,11 +131,13 @@ impl SqliteStore {
         let write_lock = Arc::new(Mutex::new(()));
         spawn_statistics_refresh(pool.clone(), write_lock.clone());
         let cache = Arc::new(RecordCache::default());
+        let open_intervals = Arc::new(OpenIntervals::default());
         let mut tx = begin_sqlite_tx(
             pool.clone(),
             write_lock.clone(),
             feed.clone(),
             cache.clone(),
+            open_intervals.clone(),
         )
         .await?;
         let opened = crate::metering::backfill(&mut tx).await?;
@@ -145,13 +150,14 @@ impl SqliteStore {
         }
         let group = {
             let (pool, write_lock, feed) = (pool.clone(), write_lock.clone(), feed.clone());
-            let cache = cache.clone();
+            let (cache, open_intervals) = (cache.clone(), open_intervals.clone());
             GroupCommit::start(Box::new(move || {
                 Box::pin(begin_tx(
                     pool.clone(),
                     write_lock.clone(),
                     feed.clone(),
                     cache.clone(),
+                    open_intervals.clone(),
                 ))
             }))
         };
@@ -162,6 +168,7 @@ impl SqliteStore {
             feed,
             group,
             cache,
+            open_intervals,
             _owner: owner,
         })
     }
@@ -328,9 +335,10 @@ async fn begin_tx(
     write_lock: Arc<Mutex<()>>,
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
+    open_intervals: Arc<OpenIntervals>,
 ) -> Result<Box<dyn Tx>> {
     Ok(Box::new(
-        begin_sqlite_tx(pool, write_lock, feed, cache).await?,
+        begin_sqlite_tx(pool, write_lock, feed, cache, open_intervals).await?,
     ))
 }
 
@@ -340,6 +348,7 @@ async fn begin_sqlite_tx(
     write_lock: Arc<Mutex<()>>,
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
+    open_intervals: Arc<OpenIntervals>,
 ) -> Result<SqliteTx> {
     let guard = write_lock.lock_owned().await;
     // IMMEDIATE takes SQLite's write lock at BEGIN, so the snapshot a transaction reads can
@@ -355,6 +364,8 @@ async fn begin_sqlite_tx(
         events: DeferredEvents::default(),
         feed,
         cache,
+        open_intervals,
+        pending_intervals: PendingIntervals::default(),
     })
 }
 
@@ -386,6 +397,7 @@ impl Store for SqliteStore {
             self.write_lock.clone(),
             self.feed.clone(),
             self.cache.clone(),
+            self.open_intervals.clone(),
         )
         .await
     }
@@ -575,7 +587,7 @@ impl Store for SqliteStore {
     }
 }
 
-crate::metering::metering_statements!(connection: SqliteConnection);
+crate::metering::metering_statements!(connection: SqliteConnection, database: sqlx::Sqlite, one_round_trip: true);
 crate::metering::impl_meter_tx!(SqliteTx);
 
 /// A serialised SQLite write transaction.
@@ -589,14 +601,33 @@ struct SqliteTx {
     ref_targets: Vec<String>,
     /// Changes, rows, referrer targets and deferred events recorded when each open savepoint
     /// was made, the latest last.
-    savepoints: Vec<(usize, usize, usize, usize)>,
+    savepoints: Vec<(usize, usize, usize, usize, usize)>,
     /// Events inserted and not written yet (see [`DeferredEvents`]).
     events: DeferredEvents,
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
+    /// The committed open usage intervals known (see [`OpenIntervals`]).
+    open_intervals: Arc<OpenIntervals>,
+    /// The open intervals this transaction changed.
+    pending_intervals: PendingIntervals,
 }
 
 impl SqliteTx {
+    /// The object's open interval without a statement: as this transaction left it, else as
+    /// committed when known (exact: see [`OpenIntervals`]).
+    fn known_open_interval(
+        &self,
+        object_id: &str,
+    ) -> Option<Option<crate::metering::OpenInterval>> {
+        self.pending_intervals
+            .get(object_id)
+            .or_else(|| self.open_intervals.get(object_id).map(Some))
+    }
+
+    fn note_open_interval(&mut self, object_id: &str, open: Option<crate::metering::OpenInterval>) {
+        self.pending_intervals.push(object_id, open);
+    }
+
     /// Reads a row inside the transaction, without a statement where it can: a row this
     /// transaction wrote is its last write of it (kept until a rolled-back savepoint drops it,
     /// with the timestamps as the database stores them); a row it has not written is the
@@ -804,17 +835,17 @@ impl Tx for SqliteTx {
 
     async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
         self.write_event(&record.id).await?;
+        let replaced = self.replaced(&record.id, record.version);
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
             let (_, old_refs) = self.stored_state(record).await?;
             delete_row(&mut self.tx, &record.id).await?;
             let targets: Vec<String> = old_refs.into_iter().map(|(_, t)| t).collect();
             self.ref_targets.extend(targets.iter().cloned());
-            crate::metering::on_write(self, record, true, None).await?;
+            crate::metering::on_write(self, record, true, replaced.as_ref()).await?;
             self.changes.push(Change::of(record, true, &targets));
             self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
         }
-        let replaced = self.replaced(&record.id, record.version);
         let mut rec = record.clone();
         rec.version = record.version + 1;
         // The row, its version check and what its label and reference rows were, in one
@@ -847,7 +878,7 @@ impl Tx for SqliteTx {
             return Err(StoreError::NotFound(id.to_string()));
         };
         delete_row(&mut self.tx, id).await?;
-        crate::metering::on_write(self, &rec, true, None).await?;
+        crate::metering::on_write(self, &rec, true, Some(&rec)).await?;
         self.changes.push(Change::of(&rec, true, &[]));
         self.ref_targets
             .extend(rec.references().into_iter().map(|(_, t)| t));
@@ -873,17 +904,19 @@ impl Tx for SqliteTx {
             self.written.len(),
             self.ref_targets.len(),
             self.events.len(),
+            self.pending_intervals.len(),
         ));
         Ok(())
     }
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some((changes, written, ref_targets, events)) = self.savepoints.pop() {
+        if let Some((changes, written, ref_targets, events, intervals)) = self.savepoints.pop() {
             self.changes.truncate(changes);
             self.written.truncate(written);
             self.ref_targets.truncate(ref_targets);
             self.events.truncate(events);
+            self.pending_intervals.truncate(intervals);
         }
         Ok(())
     }
@@ -901,6 +934,7 @@ impl Tx for SqliteTx {
         // Still under the write lock (released when `this` is dropped): see `record_cache`.
         let targets = this.ref_targets.iter().map(String::as_str);
         this.cache.committed(this.written, targets);
+        this.open_intervals.committed(this.pending_intervals.take());
         crate::count_write();
         // Every change is published, events included: watches (`osac events --watch`) stream
         // them; controllers skip kinds nothing reconciles.

@@ -96,11 +96,12 @@ async fn metering(s: Arc<dyn Store>) {
     let rows = intervals_of(s, &vn.id).await;
     assert_eq!(rows.len(), 1);
     assert!(rows[0].ended_at.is_none());
-    assert_eq!(rows[0].interval_id, format!("{}.1", vn.id));
+    // The interval's id names the write that opened it (the object's version).
+    assert_eq!(rows[0].interval_id, format!("{}.{}", vn.id, vn.version));
     assert_eq!(rows[0].dims.tenant, "acme");
     assert_eq!(rows[0].dims.tenant_id, tenant.id);
     assert_eq!(rows[0].dims.network_class, "gold");
-    assert_eq!(outbox_ids(s).await, vec![format!("{}.1.opened", vn.id)]);
+    assert_eq!(outbox_ids(s).await, vec![format!("{}.2.opened", vn.id)]);
 
     // A subnet of it: READY through the status write path, then the same state again
     // (another message) through both paths: nothing more is written.
@@ -213,13 +214,13 @@ async fn metering(s: Arc<dyn Store>) {
     // One event per open and close, ids unique.
     let ids = outbox_ids(s).await;
     let expected = [
-        format!("{}.1.opened", vn.id),
-        format!("{}.1.opened", subnet.id),
-        format!("{}.1.opened", eip.id),
-        format!("{}.1.closed", eip.id),
+        format!("{}.2.opened", vn.id),
+        format!("{}.2.opened", subnet.id),
         format!("{}.2.opened", eip.id),
         format!("{}.2.closed", eip.id),
-        format!("{}.1.closed", subnet.id),
+        format!("{}.3.opened", eip.id),
+        format!("{}.3.closed", eip.id),
+        format!("{}.2.closed", subnet.id),
     ];
     assert_eq!(ids, expected);
     let entries = s.outbox_peek(100).await.unwrap();
@@ -268,7 +269,7 @@ async fn metering(s: Arc<dyn Store>) {
         .collect();
     assert_eq!(s.outbox_ack(&first).await.unwrap(), 3);
     assert_eq!(s.outbox_len().await.unwrap(), 6);
-    assert_eq!(outbox_ids(s).await[0], format!("{}.1.closed", eip.id));
+    assert_eq!(outbox_ids(s).await[0], format!("{}.2.closed", eip.id));
 
     // Retention: closed intervals before the cut go, the open one stays.
     let pruned = s.prune_usage(Utc::now() + day).await.unwrap();

@@ -3,7 +3,8 @@
 //! - an object that accrues and has no interval (stored before metering: an upgrade) gets one
 //!   when a server opens the store, once;
 //! - the writes of one transaction that keep, change and keep the signature again meter
-//!   exactly the changes (the known replaced record skips only what is unchanged).
+//!   exactly the changes (the known replaced record skips only what is unchanged), and a
+//!   change rolled back to a savepoint is forgotten.
 
 use std::sync::Arc;
 
@@ -131,15 +132,31 @@ async fn one_transaction(s: Arc<dyn Store>) {
             .expect("kept");
         tx.commit().await.expect("commit");
     }
+    // A change undone by a rollback to a savepoint leaves the open interval as it was: the
+    // next change closes the interval that is really open.
+    let mut tx = s.begin().await.expect("begin");
+    tx.savepoint().await.expect("savepoint");
+    tx.update(&with_status(&rec, allocated(false, "undone")))
+        .await
+        .expect("update")
+        .expect("kept");
+    tx.rollback_to_savepoint().await.expect("rollback");
+    rec = tx
+        .update(&with_status(&rec, allocated(false, "i")))
+        .await
+        .expect("update")
+        .expect("kept");
+    tx.commit().await.expect("commit");
     let rows = intervals_of(s, &rec.id).await;
     let attached: Vec<&str> = rows.iter().map(|r| r.dims.attached.as_str()).collect();
     assert_eq!(
         attached,
-        ["false", "true", "false", "true"],
+        ["false", "true", "false", "true", "false"],
         "one interval per change: {rows:?}"
     );
-    assert!(rows[..3].iter().all(|r| r.ended_at.is_some()));
-    assert!(rows[3].ended_at.is_none());
+    assert!(rows[..4].iter().all(|r| r.ended_at.is_some()));
+    assert!(rows[4].ended_at.is_none());
+    assert_eq!(rows[4].interval_id, format!("{}.{}", rec.id, rec.version));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -98,8 +98,9 @@ pub fn transition(open: Option<&str>, written: Option<&str>) -> Transition {
     }
 }
 
-/// The id of an object's `ordinal`-th interval (from 1): deterministic, so a write retried or
-/// made by another replica names the same interval and nothing is counted twice.
+/// The id of the interval an object's write of version `ordinal` opened: deterministic, so a
+/// write retried or made by another replica names the same interval and nothing is counted
+/// twice, and unique, as an object's versions only grow and a write opens at most one.
 pub fn interval_id(object_id: &str, ordinal: i64) -> String {
     format!("{object_id}.{ordinal}")
 }

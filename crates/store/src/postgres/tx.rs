@@ -18,10 +18,7 @@ use super::{
     release_savepoint, rollback_to_savepoint, run_list, run_list_items, savepoint, ts,
     write_label_rows, write_ref_rows,
 };
-use super::{
-    meter_append_outbox, meter_close_interval, meter_finish_deletion, meter_insert_interval,
-    meter_last_interval, meter_unmetered_objects,
-};
+use super::{meter_open_interval, meter_unmetered_objects, meter_write_intervals};
 use crate::deferred_events::DeferredEvents;
 use crate::record::to_json;
 use crate::record_cache::{RecordCache, Written};
@@ -203,6 +200,21 @@ impl PgTx {
                 .find(|(r, held_exclusive)| r.id == id && (*held_exclusive || !exclusive))
                 .map(|(r, _)| Some(r.clone()))
         })
+    }
+
+    /// Open intervals are not kept between statements here: another replica may change them.
+    fn known_open_interval(
+        &self,
+        _object_id: &str,
+    ) -> Option<Option<crate::metering::OpenInterval>> {
+        None
+    }
+
+    fn note_open_interval(
+        &mut self,
+        _object_id: &str,
+        _open: Option<crate::metering::OpenInterval>,
+    ) {
     }
 
     /// The stored record of `id` at `version` as this transaction or the record cache knows
@@ -554,10 +566,11 @@ impl Tx for PgTx {
             return Err(e);
         }
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
+            let replaced = self.replaced(&record.id, record.version);
             delete_row(&mut self.tx, &record.id).await?;
             let targets: Vec<String> = stored.into_iter().map(|(_, t)| t).collect();
             self.ref_targets.extend(targets.iter().cloned());
-            crate::metering::on_write(self, record, true, None).await?;
+            crate::metering::on_write(self, record, true, replaced.as_ref()).await?;
             self.record_unsent(Change::of(record, true, &targets));
             self.written.push(Written::Gone(record.id.clone()));
             return Ok(None);
@@ -592,7 +605,7 @@ impl Tx for PgTx {
             return Err(StoreError::NotFound(id.to_string()));
         };
         delete_row(&mut self.tx, id).await?;
-        crate::metering::on_write(self, &rec, true, None).await?;
+        crate::metering::on_write(self, &rec, true, Some(&rec)).await?;
         self.record_unsent(Change::of(&rec, true, &[]));
         self.ref_targets
             .extend(rec.references().into_iter().map(|(_, t)| t));
