@@ -1,7 +1,9 @@
 //! The usage query (docs/metering.md): `GET /api/private/v1/usage` (the provider, any tenant
 //! or one with `tenant=`) and `GET /api/fulfillment/v1/usage` (the caller's own tenant only).
 //! Resource-seconds come from the store's intervals clipped to `[from, to)`, bytes from the
-//! bandwidth meters' rows; both are grouped by the `group_by` dimensions.
+//! bandwidth meters' rows; both are grouped by the `group_by` dimensions. Both are selected by
+//! the tenant's id, not its name: a tenant deleted and created again under the same name is
+//! another tenant and reads none of its predecessor's usage.
 
 use std::collections::HashMap;
 

@@ -57,7 +57,9 @@ async fn a_new_tenant_of_an_old_name_reads_none_of_its_usage(backend: Backend) {
     let Some(s) = TestServer::start(backend).await else {
         return;
     };
-    let start = Utc::now();
+    // Bytes are kept per minute, selected by the minute's start: the period starts before
+    // the minute the traffic is read in.
+    let start = Utc::now() - chrono::Duration::minutes(2);
     let old = s.tenant("acme").await;
     let old_id = id(&s.admin.get(&format!("{PRIV}/tenants/acme")).await.ok());
     let vn = old.ready_vn("old-net", "10.50.0.0/16").await;
