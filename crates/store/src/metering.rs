@@ -529,31 +529,63 @@ macro_rules! metering_statements {
                 .filter(|(r, _)| crate::metering::carries_bytes(&r.dims.kind))
                 .map(|(r, _)| r.dims.object.as_str())
                 .collect();
-            let traffic: Vec<crate::traffic::ReportRow> = if recording.is_empty() {
-                Vec::new()
-            } else {
-                let found: Vec<(String, String, String, i64, i64, i64, i64, i64)> = sqlx::query_as(
-                    "SELECT kind, object_id, external_ip_id, bucket_start, ingress_bytes, egress_bytes, reported_ingress, reported_egress \
-                     FROM traffic_usage WHERE ingress_bytes <> reported_ingress OR egress_bytes <> reported_egress",
-                )
-                .fetch_all(&mut *conn)
-                .await?;
-                found
-                    .into_iter()
-                    .map(|(kind, object_id, external_ip_id, bucket_start, i, e, ri, re)| {
-                        crate::traffic::ReportRow {
-                            kind,
-                            object_id,
-                            external_ip_id,
-                            bucket_start,
-                            ingress_bytes: i,
-                            egress_bytes: e,
-                            reported_ingress: ri,
-                            reported_egress: re,
-                        }
-                    })
-                    .collect()
-            };
+            let gateways: Vec<&str> = rows
+                .iter()
+                .filter(|(r, _)| r.dims.kind == osac_model::Kind::NatGateway.to_string())
+                .map(|(r, _)| r.dims.object.as_str())
+                .collect();
+            let addresses: Vec<&str> = rows
+                .iter()
+                .filter(|(r, _)| r.dims.kind == osac_model::Kind::ExternalIp.to_string())
+                .map(|(r, _)| r.dims.object.as_str())
+                .collect();
+            // The rows with bytes not yet carried of the objects recorded now, looked up by
+            // object (a gateway's path, the paths using an ExternalIP's address) on the
+            // indexes of uncarried rows.
+            let mut traffic: Vec<crate::traffic::ReportRow> = Vec::new();
+            // Each row is read once: a gateway's path by the gateway (by `object_id` alone,
+            // so the partial index serves it rather than every bucket of the path under the
+            // primary key), an attachment's by its ExternalIP.
+            let not_gateway = format!("kind <> '{}' AND ", crate::traffic::KIND_NAT_GATEWAY);
+            let lookups = [
+                ("", "object_id", &gateways),
+                (not_gateway.as_str(), "external_ip_id", &addresses),
+            ];
+            for (kind_test, column, objects) in lookups {
+                for chunk in objects.chunks(crate::KV_CHUNK) {
+                    let mut q = sqlx::QueryBuilder::new(
+                        "SELECT kind, object_id, external_ip_id, bucket_start, ingress_bytes, egress_bytes, reported_ingress, reported_egress \
+                         FROM traffic_usage WHERE (ingress_bytes <> reported_ingress OR egress_bytes <> reported_egress) AND ",
+                    );
+                    q.push(kind_test);
+                    q.push(column);
+                    q.push(" IN (");
+                    let mut list = q.separated(", ");
+                    for id in chunk {
+                        list.push_bind(*id);
+                    }
+                    q.push(")");
+                    let found: Vec<(String, String, String, i64, i64, i64, i64, i64)> =
+                        q.build_query_as().fetch_all(&mut *conn).await?;
+                    let found = found.into_iter().filter(|(kind, ..)| {
+                        (column == "object_id") == (kind == crate::traffic::KIND_NAT_GATEWAY)
+                    });
+                    traffic.extend(found.map(
+                        |(kind, object_id, external_ip_id, bucket_start, i, e, ri, re)| {
+                            crate::traffic::ReportRow {
+                                kind,
+                                object_id,
+                                external_ip_id,
+                                bucket_start,
+                                ingress_bytes: i,
+                                egress_bytes: e,
+                                reported_ingress: ri,
+                                reported_egress: re,
+                            }
+                        },
+                    ));
+                }
+            }
             let (bytes, carried) = crate::traffic::due(&traffic, &recording);
             let mut events = Vec::with_capacity(rows.len());
             let mut ids = Vec::with_capacity(rows.len());

@@ -29,5 +29,9 @@ CREATE INDEX usage_intervals_tenant_id ON usage_intervals (tenant_id, started_us
 ALTER TABLE traffic_usage ADD COLUMN reported_ingress BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE traffic_usage ADD COLUMN reported_egress BIGINT NOT NULL DEFAULT 0;
 UPDATE traffic_usage SET reported_ingress = ingress_bytes, reported_egress = egress_bytes;
-CREATE INDEX traffic_usage_unreported ON traffic_usage (kind, object_id)
+-- The rows with bytes not yet carried, by path (a NAT gateway's) and by ExternalIP (the
+-- paths using its address).
+CREATE INDEX traffic_usage_uncarried_path ON traffic_usage (object_id)
+    WHERE ingress_bytes <> reported_ingress OR egress_bytes <> reported_egress;
+CREATE INDEX traffic_usage_uncarried_ip ON traffic_usage (external_ip_id)
     WHERE ingress_bytes <> reported_ingress OR egress_bytes <> reported_egress;
