@@ -144,12 +144,13 @@ async fn resolve(store: &dyn Store, asked: Asked) -> ApiResult<Scope> {
 }
 
 impl Scope {
-    /// The tenant id filter of the store's queries (None: every tenant).
-    fn tenant_id(&self) -> Option<&str> {
+    /// The tenant id filter of the store's queries (`Some(None)`: every tenant), or None when
+    /// the answer is empty without asking.
+    fn selection(&self) -> Option<Option<&str>> {
         match self {
-            Scope::All => None,
-            Scope::Tenant(id) => Some(id),
-            Scope::Nobody => Some(""),
+            Scope::All => Some(None),
+            Scope::Tenant(id) => Some(Some(id)),
+            Scope::Nobody => None,
         }
     }
 }
@@ -163,10 +164,10 @@ pub async fn answer(
     bandwidth: &[BandwidthRow],
     now: DateTime<Utc>,
 ) -> ApiResult<Value> {
-    let intervals = match scope {
-        Scope::Nobody => Vec::new(),
-        _ => store
-            .usage_intervals(p.from, p.to, scope.tenant_id())
+    let intervals = match scope.selection() {
+        None => Vec::new(),
+        Some(tenant_id) => store
+            .usage_intervals(p.from, p.to, tenant_id)
             .await
             .map_err(ApiError::from)?,
     };
@@ -219,11 +220,14 @@ async fn bandwidth_rows(
     p: &UsageParams,
     scope: &Scope,
 ) -> ApiResult<Vec<BandwidthRow>> {
-    if p.meter == Some(Meter::Allocation) || *scope == Scope::Nobody {
+    let Some(tenant_id) = scope.selection() else {
+        return Ok(Vec::new());
+    };
+    if p.meter == Some(Meter::Allocation) {
         return Ok(Vec::new());
     }
     let rows = store
-        .traffic_usage(p.from, p.to, scope.tenant_id())
+        .traffic_usage(p.from, p.to, tenant_id)
         .await
         .map_err(ApiError::from)?;
     Ok(rows

@@ -256,8 +256,8 @@ pub trait Store: Send + Sync + 'static {
     /// Writes, in one transaction, the periodic usage record (one outbox CloudEvent) of every
     /// open interval not yet recorded up to `end`, covering the time since its previous record
     /// and, for an ExternalIP or NATGateway, the bytes its bandwidth rows counted that no
-    /// earlier record carried; returns how many. Idempotent for one `end`: a second call (another replica) writes
-    /// nothing.
+    /// earlier record carried; returns how many. Idempotent for one `end`: a second call
+    /// (another replica) writes nothing.
     async fn record_usage(&self, end: chrono::DateTime<chrono::Utc>) -> Result<u64>;
     /// Deletes the closed intervals that ended before `before`; never an open one.
     async fn prune_usage(&self, before: chrono::DateTime<chrono::Utc>) -> Result<u64>;

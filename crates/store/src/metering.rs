@@ -510,6 +510,50 @@ macro_rules! metering_statements {
             Ok(rows.into_iter().map(|c| crate::metering::interval_of(c).0).collect())
         }
 
+        /// The bandwidth rows with bytes no usage record carried yet whose `column` is one of
+        /// `ids` (and that meet `condition`, an SQL condition ending in `AND`), on the partial
+        /// indexes of such rows: by `object_id` alone, not by the primary key, which would read
+        /// every bucket of the path.
+        async fn meter_uncarried(
+            conn: &mut $conn,
+            condition: &str,
+            column: &str,
+            ids: &[&str],
+        ) -> crate::Result<Vec<crate::traffic::ReportRow>> {
+            let mut out = Vec::new();
+            for chunk in ids.chunks(crate::KV_CHUNK) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "SELECT kind, object_id, external_ip_id, bucket_start, ingress_bytes, egress_bytes, reported_ingress, reported_egress \
+                     FROM traffic_usage WHERE (ingress_bytes <> reported_ingress OR egress_bytes <> reported_egress) AND ",
+                );
+                q.push(condition);
+                q.push(column);
+                q.push(" IN (");
+                let mut list = q.separated(", ");
+                for id in chunk {
+                    list.push_bind(*id);
+                }
+                q.push(")");
+                let found: Vec<(String, String, String, i64, i64, i64, i64, i64)> =
+                    q.build_query_as().fetch_all(&mut *conn).await?;
+                out.extend(found.into_iter().map(
+                    |(kind, object_id, external_ip_id, bucket_start, i, e, ri, re)| {
+                        crate::traffic::ReportRow {
+                            kind,
+                            object_id,
+                            external_ip_id,
+                            bucket_start,
+                            ingress_bytes: i,
+                            egress_bytes: e,
+                            reported_ingress: ri,
+                            reported_egress: re,
+                        }
+                    },
+                ));
+            }
+            Ok(out)
+        }
+
         /// Writes the periodic usage record of every open interval not yet recorded up to
         /// `end_us`, in the caller's transaction; returns how many. An ExternalIP's or
         /// NATGateway's record carries the bytes its bandwidth rows counted beyond what earlier
@@ -524,68 +568,24 @@ macro_rules! metering_statements {
             .fetch_all(&mut *conn)
             .await?;
             let rows: Vec<_> = columns.into_iter().map(crate::metering::interval_of).collect();
-            let recording: std::collections::HashSet<&str> = rows
-                .iter()
-                .filter(|(r, _)| crate::metering::carries_bytes(&r.dims.kind))
-                .map(|(r, _)| r.dims.object.as_str())
-                .collect();
-            let gateways: Vec<&str> = rows
-                .iter()
-                .filter(|(r, _)| r.dims.kind == osac_model::Kind::NatGateway.to_string())
-                .map(|(r, _)| r.dims.object.as_str())
-                .collect();
-            let addresses: Vec<&str> = rows
-                .iter()
-                .filter(|(r, _)| r.dims.kind == osac_model::Kind::ExternalIp.to_string())
-                .map(|(r, _)| r.dims.object.as_str())
-                .collect();
-            // The rows with bytes not yet carried of the objects recorded now, looked up by
-            // object (a gateway's path, the paths using an ExternalIP's address) on the
-            // indexes of uncarried rows.
-            let mut traffic: Vec<crate::traffic::ReportRow> = Vec::new();
-            // Each row is read once: a gateway's path by the gateway (by `object_id` alone,
-            // so the partial index serves it rather than every bucket of the path under the
-            // primary key), an attachment's by its ExternalIP.
+            let of_kind = |kind: osac_model::Kind| -> Vec<&str> {
+                rows.iter()
+                    .filter(|(r, _)| r.dims.kind == kind.to_string())
+                    .map(|(r, _)| r.dims.object.as_str())
+                    .collect()
+            };
+            let gateways = of_kind(osac_model::Kind::NatGateway);
+            let addresses = of_kind(osac_model::Kind::ExternalIp);
+            // Each row is read once: a gateway's path by the gateway, an attachment's by its
+            // ExternalIP.
+            let mut traffic = meter_uncarried(&mut *conn, "", "object_id", &gateways).await?;
+            traffic.retain(|r| r.kind == crate::traffic::KIND_NAT_GATEWAY);
             let not_gateway = format!("kind <> '{}' AND ", crate::traffic::KIND_NAT_GATEWAY);
-            let lookups = [
-                ("", "object_id", &gateways),
-                (not_gateway.as_str(), "external_ip_id", &addresses),
-            ];
-            for (kind_test, column, objects) in lookups {
-                for chunk in objects.chunks(crate::KV_CHUNK) {
-                    let mut q = sqlx::QueryBuilder::new(
-                        "SELECT kind, object_id, external_ip_id, bucket_start, ingress_bytes, egress_bytes, reported_ingress, reported_egress \
-                         FROM traffic_usage WHERE (ingress_bytes <> reported_ingress OR egress_bytes <> reported_egress) AND ",
-                    );
-                    q.push(kind_test);
-                    q.push(column);
-                    q.push(" IN (");
-                    let mut list = q.separated(", ");
-                    for id in chunk {
-                        list.push_bind(*id);
-                    }
-                    q.push(")");
-                    let found: Vec<(String, String, String, i64, i64, i64, i64, i64)> =
-                        q.build_query_as().fetch_all(&mut *conn).await?;
-                    let found = found.into_iter().filter(|(kind, ..)| {
-                        (column == "object_id") == (kind == crate::traffic::KIND_NAT_GATEWAY)
-                    });
-                    traffic.extend(found.map(
-                        |(kind, object_id, external_ip_id, bucket_start, i, e, ri, re)| {
-                            crate::traffic::ReportRow {
-                                kind,
-                                object_id,
-                                external_ip_id,
-                                bucket_start,
-                                ingress_bytes: i,
-                                egress_bytes: e,
-                                reported_ingress: ri,
-                                reported_egress: re,
-                            }
-                        },
-                    ));
-                }
-            }
+            let by_address =
+                meter_uncarried(&mut *conn, &not_gateway, "external_ip_id", &addresses).await?;
+            traffic.extend(by_address);
+            let recording: std::collections::HashSet<&str> =
+                gateways.iter().chain(&addresses).copied().collect();
             let (bytes, carried) = crate::traffic::due(&traffic, &recording);
             let mut events = Vec::with_capacity(rows.len());
             let mut ids = Vec::with_capacity(rows.len());
@@ -684,14 +684,9 @@ macro_rules! impl_meter_tx {
 }
 pub(crate) use impl_meter_tx;
 
-/// Whether usage records of intervals of `kind` carry bytes: ExternalIPs and NAT gateways, the
-/// objects traffic goes through; the other kinds move none.
-pub(crate) fn carries_bytes(kind: &str) -> bool {
-    kind == Kind::ExternalIp.to_string() || kind == Kind::NatGateway.to_string()
-}
-
 /// The periodic usage record of an interval from its last record (`reported_us`) to `end_us`,
-/// carrying `bytes` (ingress, egress): what the interval's object moved since its last record.
+/// carrying `bytes` (ingress, egress): what the interval's object moved since its last record
+/// (ExternalIPs and NAT gateways, which traffic goes through; the other kinds move none).
 pub(crate) fn usage_event(
     row: &IntervalRow,
     reported_us: i64,
