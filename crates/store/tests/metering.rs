@@ -471,6 +471,70 @@ async fn records_carry_bytes_once(s: Arc<dyn Store>) {
     assert_eq!(dnat_total, i + 10);
 }
 
+/// Sweeps and usage records running at once (a record's transaction reads a bucket a sweep is
+/// adding to): the records still carry every byte once.
+async fn records_racing_sweeps_carry_every_byte_once(s: Arc<dyn Store>) {
+    let mut ip = Record::new(
+        Kind::ExternalIp,
+        "acme",
+        json!({"spec": {}, "status": {"state": "EXTERNAL_IP_STATE_ALLOCATED", "address": "192.0.2.10", "attached": true}}),
+    );
+    ip.name = Some("racing".into());
+    let ip = insert(s.as_ref(), &ip).await;
+    let start = Utc::now();
+    let sweeps = {
+        let (s, ip) = (s.clone(), ip.id.clone());
+        tokio::spawn(async move {
+            for n in 1..=60u64 {
+                let at = start + Duration::seconds(i64::try_from(n).unwrap() * 7);
+                let one = sample(
+                    KIND_EXTERNAL_IP_ATTACHMENT,
+                    "racing-att",
+                    &ip,
+                    "",
+                    n * 100,
+                    n,
+                );
+                s.record_traffic(at, &[one]).await.unwrap();
+            }
+        })
+    };
+    let records = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            for n in 1..=60 {
+                s.record_usage(start + Duration::milliseconds(n))
+                    .await
+                    .unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    sweeps.await.unwrap();
+    records.await.unwrap();
+    s.record_usage(start + Duration::seconds(1)).await.unwrap();
+    let ((i, e), _) = recorded_bytes(s.as_ref(), &format!("{}.1", ip.id)).await;
+    assert_eq!((i, e), (6000, 60), "the last reading, cumulative, once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_records_racing_sweeps() {
+    let (s, _dir) = sqlite().await;
+    records_racing_sweeps_carry_every_byte_once(s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_records_racing_sweeps() {
+    match support::fresh_postgres_url().await {
+        Some(url) => {
+            let s = osac_store::open(&url).await.expect("open postgres");
+            records_racing_sweeps_carry_every_byte_once(s).await
+        }
+        None if support::in_ci() => panic!("CI=true but OSAC_TEST_DATABASE_URL is not set"),
+        None => eprintln!("OSAC_TEST_DATABASE_URL not set: PostgreSQL metering skipped"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_records_carry_bytes_once() {
     let (s, _dir) = sqlite().await;
