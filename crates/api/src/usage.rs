@@ -1,7 +1,9 @@
 //! The usage query (docs/metering.md): `GET /api/private/v1/usage` (the provider, any tenant
 //! or one with `tenant=`) and `GET /api/fulfillment/v1/usage` (the caller's own tenant only).
 //! Resource-seconds come from the store's intervals clipped to `[from, to)`, bytes from the
-//! bandwidth meters' rows; both are grouped by the `group_by` dimensions.
+//! bandwidth meters' rows; both are grouped by the `group_by` dimensions. Both are selected by
+//! the tenant's id, not its name: a tenant deleted and created again under the same name is
+//! another tenant and reads none of its predecessor's usage.
 
 use std::collections::HashMap;
 
@@ -75,16 +77,40 @@ pub fn parse(params: &HashMap<String, String>, now: DateTime<Utc>) -> Result<Usa
     })
 }
 
-/// The tenant whose usage `caller` may read on a surface: the provider any (or all); a tenant
-/// caller only its own, whatever `tenant` names.
+/// Whose usage a request asks for, before the tenant is resolved to its id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Asked {
+    /// Every tenant's (the provider without `tenant=`).
+    All,
+    /// The provider's `tenant=`: the tenant of that name now, or else a tenant id (also of a
+    /// tenant since deleted).
+    NameOrId(String),
+    /// The caller's own tenant, by the name it acts in.
+    Own(String),
+}
+
+/// Whose usage a request reads, by tenant id: usage belongs to a tenant's identity, so a new
+/// tenant of an old name never reads its predecessor's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every tenant's.
+    All,
+    /// The tenant with this id.
+    Tenant(String),
+    /// No tenant's: the caller's tenant no longer exists.
+    Nobody,
+}
+
+/// Whose usage `caller` may read on a surface: the provider any (or all); a tenant caller only
+/// its own, and naming another tenant is refused.
 fn tenant_scope(
     caller: &Caller,
     provider_surface: bool,
     asked: Option<String>,
-) -> ApiResult<Option<String>> {
+) -> ApiResult<Asked> {
     if provider_surface {
         require_provider(caller)?;
-        return Ok(asked);
+        return Ok(asked.map_or(Asked::All, Asked::NameOrId));
     }
     let Some(own) = caller.tenant.clone() else {
         return Err(ApiError::denied(
@@ -95,22 +121,56 @@ fn tenant_scope(
         Some(other) if other != own => Err(ApiError::denied(format!(
             "tenant: a tenant reads only its own usage, not {other:?}"
         ))),
-        _ => Ok(Some(own)),
+        _ => Ok(Asked::Own(own)),
     }
 }
 
-/// Answers the query: intervals from the store, `bandwidth` rows of the same period and
-/// tenant, grouped.
+/// The tenant id `asked` names. A name is resolved to the tenant that has it now; on the
+/// provider's surface a value that names no tenant is taken as a tenant id, so the usage of a
+/// deleted tenant stays readable by its id, and a value that is neither answers empty usage
+/// (as a list filter matching nothing does).
+async fn resolve(store: &dyn Store, asked: Asked) -> ApiResult<Scope> {
+    Ok(match asked {
+        Asked::All => Scope::All,
+        Asked::NameOrId(v) => match osac_store::metering::tenant_id(store, &v).await? {
+            Some(id) => Scope::Tenant(id),
+            None => Scope::Tenant(v),
+        },
+        Asked::Own(name) => match osac_store::metering::tenant_id(store, &name).await? {
+            Some(id) => Scope::Tenant(id),
+            None => Scope::Nobody,
+        },
+    })
+}
+
+impl Scope {
+    /// The tenant id filter of the store's queries (`Some(None)`: every tenant), or None when
+    /// the answer is empty without asking.
+    fn selection(&self) -> Option<Option<&str>> {
+        match self {
+            Scope::All => Some(None),
+            Scope::Tenant(id) => Some(Some(id)),
+            Scope::Nobody => None,
+        }
+    }
+}
+
+/// Answers the query for `scope`: intervals from the store, `bandwidth` rows of the same
+/// period and scope, grouped.
 pub async fn answer(
     store: &dyn Store,
     p: &UsageParams,
+    scope: &Scope,
     bandwidth: &[BandwidthRow],
     now: DateTime<Utc>,
 ) -> ApiResult<Value> {
-    let intervals = store
-        .usage_intervals(p.from, p.to, p.tenant.as_deref())
-        .await
-        .map_err(ApiError::from)?;
+    let intervals = match scope.selection() {
+        None => Vec::new(),
+        Some(tenant_id) => store
+            .usage_intervals(p.from, p.to, tenant_id)
+            .await
+            .map_err(ApiError::from)?,
+    };
     let q = UsageQuery {
         from: p.from,
         to: p.to,
@@ -147,25 +207,34 @@ async fn serve(
     let caller = caller(&s, &headers).await?;
     let now = Utc::now();
     let mut p = parse(&params, now)?;
-    p.tenant = tenant_scope(&caller, provider_surface, p.tenant.take())?;
-    let bandwidth = bandwidth_rows(&*s.store, &p).await?;
-    answer(&*s.store, &p, &bandwidth, now).await
+    let asked = tenant_scope(&caller, provider_surface, p.tenant.take())?;
+    let scope = resolve(&*s.store, asked).await?;
+    let bandwidth = bandwidth_rows(&*s.store, &p, &scope).await?;
+    answer(&*s.store, &p, &scope, &bandwidth, now).await
 }
 
 /// Bytes per ExternalIP and NAT gateway path: the bandwidth meters' rows of the buckets that
 /// start in `[from, to)` (none when only the allocation meter is asked for).
-async fn bandwidth_rows(store: &dyn Store, p: &UsageParams) -> ApiResult<Vec<BandwidthRow>> {
+async fn bandwidth_rows(
+    store: &dyn Store,
+    p: &UsageParams,
+    scope: &Scope,
+) -> ApiResult<Vec<BandwidthRow>> {
+    let Some(tenant_id) = scope.selection() else {
+        return Ok(Vec::new());
+    };
     if p.meter == Some(Meter::Allocation) {
         return Ok(Vec::new());
     }
     let rows = store
-        .traffic_usage(p.from, p.to, p.tenant.as_deref())
+        .traffic_usage(p.from, p.to, tenant_id)
         .await
         .map_err(ApiError::from)?;
     Ok(rows
         .into_iter()
         .map(|r| BandwidthRow {
             tenant: r.tenant,
+            tenant_id: r.tenant_id,
             kind: r.kind,
             object_id: r.object_id,
             external_ip_id: r.external_ip_id,
@@ -237,20 +306,26 @@ mod tests {
             tenant: Some("acme".into()),
             role: crate::auth::Role::TenantUser,
         };
+        let own = Asked::Own("acme".into());
+        assert_eq!(tenant_scope(&tenant, false, None).unwrap(), own);
         assert_eq!(
-            tenant_scope(&tenant, false, None).unwrap().as_deref(),
-            Some("acme")
-        );
-        assert_eq!(
-            tenant_scope(&tenant, false, Some("acme".into()))
-                .unwrap()
-                .as_deref(),
-            Some("acme")
+            tenant_scope(&tenant, false, Some("acme".into())).unwrap(),
+            own
         );
         assert!(tenant_scope(&tenant, false, Some("globex".into())).is_err());
         assert!(
             tenant_scope(&tenant, true, None).is_err(),
             "private API is the provider's"
+        );
+        let provider = Caller {
+            subject: "admin".into(),
+            tenant: None,
+            role: crate::auth::Role::ProviderAdmin,
+        };
+        assert_eq!(tenant_scope(&provider, true, None).unwrap(), Asked::All);
+        assert_eq!(
+            tenant_scope(&provider, true, Some("0190-id".into())).unwrap(),
+            Asked::NameOrId("0190-id".into())
         );
     }
 }

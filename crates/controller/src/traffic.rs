@@ -20,10 +20,12 @@ use tokio::sync::watch;
 use crate::ownership::{Claim, Ownership};
 use crate::reconcile::ReconcileCtx;
 
-/// Whom a NAT path's counter is billed to: the owning tenant and the ExternalIP it uses.
+/// Whom a NAT path's counter is billed to: the owning tenant (its name and its Tenant
+/// object's id, the identity usage is selected by) and the ExternalIP it uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Owner {
+pub struct Owner {
     tenant: String,
+    tenant_id: String,
     external_ip_id: String,
 }
 
@@ -64,7 +66,7 @@ pub(crate) async fn traffic_loop(
 
 /// Why one manager's sweep failed (it is tried again at the next interval).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum SweepError {
+pub enum SweepError {
     /// The manager could not read its counters.
     #[error("reading counters: {0}")]
     Counters(String),
@@ -74,8 +76,9 @@ pub(crate) enum SweepError {
 }
 
 /// Reads one manager's counters and records them; answers how many were recorded (None: the
-/// manager has no counters).
-pub(crate) async fn sweep(
+/// manager has no counters). `known` keeps the owners seen, by object id, from one sweep to
+/// the next.
+pub async fn sweep(
     store: &dyn Store,
     manager: &dyn FabricManager,
     known: &mut HashMap<String, Owner>,
@@ -89,8 +92,9 @@ pub(crate) async fn sweep(
     };
     let at = chrono::Utc::now();
     let mut samples = Vec::with_capacity(counters.len());
+    let mut tenant_ids = HashMap::new();
     for counter in counters {
-        let owner = match owner_of(store, &counter.object_id).await? {
+        let owner = match owner_of(store, &counter.object_id, &mut tenant_ids).await? {
             Some(owner) => {
                 known.insert(counter.object_id.clone(), owner.clone());
                 owner
@@ -109,16 +113,34 @@ pub(crate) async fn sweep(
     Ok(Some(samples.len()))
 }
 
-/// The tenant and ExternalIP of the object a counter belongs to (None: no such object).
-async fn owner_of(store: &dyn Store, object_id: &str) -> Result<Option<Owner>, SweepError> {
+/// The tenant and ExternalIP of the object a counter belongs to (None: no such object). The
+/// tenant's id is that of the tenant of the object's tenant name now: a tenant is removed only
+/// after everything it owns, so a live object's tenant name names its own tenant.
+/// `tenant_ids` keeps the ids looked up in this sweep, by name.
+async fn owner_of(
+    store: &dyn Store,
+    object_id: &str,
+    tenant_ids: &mut HashMap<String, String>,
+) -> Result<Option<Owner>, SweepError> {
     let Some(rec) = store.get_cached(object_id).await? else {
         return Ok(None);
     };
     let external_ip_id = osac_model::refs::string_at(&rec.body, "spec.external_ip")
         .unwrap_or_default()
         .to_string();
+    let tenant_id = match tenant_ids.get(&rec.tenant) {
+        Some(id) => id.clone(),
+        None => {
+            let id = osac_store::metering::tenant_id(store, &rec.tenant)
+                .await?
+                .unwrap_or_default();
+            tenant_ids.insert(rec.tenant.clone(), id.clone());
+            id
+        }
+    };
     Ok(Some(Owner {
         tenant: rec.tenant,
+        tenant_id,
         external_ip_id,
     }))
 }
@@ -129,6 +151,7 @@ fn sample(c: NatPathCounter, owner: Owner) -> TrafficSample {
         kind: c.kind.as_str().to_string(),
         object_id: c.object_id,
         tenant: owner.tenant,
+        tenant_id: owner.tenant_id,
         external_ip_id: owner.external_ip_id,
         epoch: c.epoch,
         ingress_bytes: c.ingress_bytes,
@@ -188,6 +211,11 @@ mod tests {
         })
         .await
         .unwrap();
+        let mut tenant = Record::new(Kind::Tenant, "", json!({"spec": {}}));
+        tenant.name = Some("t1".into());
+        let mut tx = store.begin().await.unwrap();
+        let tenant = tx.insert(&tenant).await.unwrap();
+        tx.commit().await.unwrap();
         let mut addresses = Vec::new();
         for id in ["e1", "e2"] {
             let a = m
@@ -248,8 +276,9 @@ mod tests {
         // its counters (documented: at most one interval of traffic before a rebuild).
         assert_eq!((i, e), (1000 + 3000, 100 + 300));
         assert!(
-            rows.iter()
-                .all(|r| r.tenant == "t1" && r.external_ip_id == "eip-1")
+            rows.iter().all(|r| r.tenant == "t1"
+                && r.tenant_id == tenant.id
+                && r.external_ip_id == "eip-1")
         );
     }
 

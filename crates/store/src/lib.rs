@@ -213,12 +213,14 @@ pub trait Store: Send + Sync + 'static {
         at: chrono::DateTime<chrono::Utc>,
         samples: &[TrafficSample],
     ) -> Result<()>;
-    /// The usage buckets starting in `[from, to)`, of one tenant when given, in time order.
+    /// The usage buckets starting in `[from, to)`, of the tenant with id `tenant_id` when
+    /// given (a tenant's identity, not its name: a new tenant of an old name is another
+    /// tenant), in time order.
     async fn traffic_usage(
         &self,
         from: chrono::DateTime<chrono::Utc>,
         to: chrono::DateTime<chrono::Utc>,
-        tenant: Option<&str>,
+        tenant_id: Option<&str>,
     ) -> Result<Vec<TrafficUsageRow>>;
     /// Puts (`Some(value)`) and removes (`None`) several driver records in ONE transaction —
     /// all or nothing, one commit — so a driver operation that changes several records (or a
@@ -244,18 +246,19 @@ pub trait Store: Send + Sync + 'static {
     /// Appends metering events not tied to an object write (an event id already in the
     /// outbox is kept as it is).
     async fn outbox_append(&self, events: &[OutboxEvent]) -> Result<()>;
-    /// The usage intervals overlapping `[from, to)` (not clipped), of `tenant` (its name) or
-    /// of every tenant, ordered by start.
+    /// The usage intervals overlapping `[from, to)` (not clipped), of the tenant with id
+    /// `tenant_id` (its Tenant object's id) or of every tenant, ordered by start.
     async fn usage_intervals(
         &self,
         from: chrono::DateTime<chrono::Utc>,
         to: chrono::DateTime<chrono::Utc>,
-        tenant: Option<&str>,
+        tenant_id: Option<&str>,
     ) -> Result<Vec<osac_model::metering::IntervalRow>>;
     /// Writes, in one transaction, the periodic usage record (one outbox CloudEvent) of every
-    /// open interval not yet recorded up to `end`, covering the time since its previous record;
-    /// returns how many. Idempotent for one `end`: a second call (another replica) writes
-    /// nothing.
+    /// open interval not yet recorded up to `end`, covering the time since its previous record
+    /// and, for an ExternalIP or NATGateway, the bytes its bandwidth rows counted that no
+    /// earlier record carried; returns how many. Idempotent for one `end`: a second call
+    /// (another replica) writes nothing.
     async fn record_usage(&self, end: chrono::DateTime<chrono::Utc>) -> Result<u64>;
     /// Deletes the closed intervals that ended before `before`; never an open one.
     async fn prune_usage(&self, before: chrono::DateTime<chrono::Utc>) -> Result<u64>;

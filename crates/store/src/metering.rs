@@ -618,52 +618,133 @@ macro_rules! metering_statements {
                 .await?)
         }
 
-        /// Intervals overlapping `[from_us, to_us)`, of one tenant or all.
+        /// Intervals overlapping `[from_us, to_us)`, of the tenant with id `tenant_id` or of
+        /// all.
         async fn meter_intervals_between(
             conn: &mut $conn,
             from_us: i64,
             to_us: i64,
-            tenant: Option<&str>,
+            tenant_id: Option<&str>,
         ) -> crate::Result<Vec<osac_model::metering::IntervalRow>> {
             let rows: Vec<crate::metering::IntervalColumns> = sqlx::query_as(&format!(
                 "SELECT {} FROM usage_intervals WHERE started_us < $2 AND (ended_us IS NULL OR ended_us > $1) \
-                 AND (CAST($3 AS TEXT) IS NULL OR tenant = $3) ORDER BY started_us, id",
+                 AND (CAST($3 AS TEXT) IS NULL OR tenant_id = $3) ORDER BY started_us, id",
                 crate::metering::INTERVAL_COLUMNS
             ))
             .bind(from_us)
             .bind(to_us)
-            .bind(tenant)
+            .bind(tenant_id)
             .fetch_all(conn)
             .await?;
             Ok(rows.into_iter().map(|c| crate::metering::interval_of(c).0).collect())
         }
 
+        /// The bandwidth rows with bytes no usage record carried yet whose `column` is one of
+        /// `ids` (and that meet `condition`, an SQL condition ending in `AND`), on the partial
+        /// indexes of such rows: by `object_id` alone, not by the primary key, which would read
+        /// every bucket of the path.
+        async fn meter_uncarried(
+            conn: &mut $conn,
+            condition: &str,
+            column: &str,
+            ids: &[&str],
+        ) -> crate::Result<Vec<crate::traffic::ReportRow>> {
+            let mut out = Vec::new();
+            for chunk in ids.chunks(crate::KV_CHUNK) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "SELECT kind, object_id, external_ip_id, bucket_start, ingress_bytes, egress_bytes, reported_ingress, reported_egress \
+                     FROM traffic_usage WHERE (ingress_bytes <> reported_ingress OR egress_bytes <> reported_egress) AND ",
+                );
+                q.push(condition);
+                q.push(column);
+                q.push(" IN (");
+                let mut list = q.separated(", ");
+                for id in chunk {
+                    list.push_bind(*id);
+                }
+                q.push(")");
+                let found: Vec<(String, String, String, i64, i64, i64, i64, i64)> =
+                    q.build_query_as().fetch_all(&mut *conn).await?;
+                out.extend(found.into_iter().map(
+                    |(kind, object_id, external_ip_id, bucket_start, i, e, ri, re)| {
+                        crate::traffic::ReportRow {
+                            kind,
+                            object_id,
+                            external_ip_id,
+                            bucket_start,
+                            ingress_bytes: i,
+                            egress_bytes: e,
+                            reported_ingress: ri,
+                            reported_egress: re,
+                        }
+                    },
+                ));
+            }
+            Ok(out)
+        }
+
         /// Writes the periodic usage record of every open interval not yet recorded up to
-        /// `end_us`, in the caller's transaction; returns how many.
+        /// `end_us`, in the caller's transaction; returns how many. An ExternalIP's or
+        /// NATGateway's record carries the bytes its bandwidth rows counted beyond what earlier
+        /// records carried ([`crate::traffic::due`]), and those rows are marked carried in
+        /// the same transaction.
         async fn meter_record_usage(conn: &mut $conn, end_us: i64) -> crate::Result<u64> {
-            let rows: Vec<crate::metering::IntervalColumns> = sqlx::query_as(&format!(
+            let columns: Vec<crate::metering::IntervalColumns> = sqlx::query_as(&format!(
                 "SELECT {} FROM usage_intervals WHERE ended_us IS NULL AND reported_us < $1 ORDER BY id",
                 crate::metering::INTERVAL_COLUMNS
             ))
             .bind(end_us)
             .fetch_all(&mut *conn)
             .await?;
+            let rows: Vec<_> = columns.into_iter().map(crate::metering::interval_of).collect();
+            let of_kind = |kind: osac_model::Kind| -> Vec<&str> {
+                rows.iter()
+                    .filter(|(r, _)| r.dims.kind == kind.to_string())
+                    .map(|(r, _)| r.dims.object.as_str())
+                    .collect()
+            };
+            let gateways = of_kind(osac_model::Kind::NatGateway);
+            let addresses = of_kind(osac_model::Kind::ExternalIp);
+            // Each row is read once: a gateway's path by the gateway, an attachment's by its
+            // ExternalIP.
+            let mut traffic = meter_uncarried(&mut *conn, "", "object_id", &gateways).await?;
+            traffic.retain(|r| r.kind == crate::traffic::KIND_NAT_GATEWAY);
+            let not_gateway = format!("kind <> '{}' AND ", crate::traffic::KIND_NAT_GATEWAY);
+            let by_address =
+                meter_uncarried(&mut *conn, &not_gateway, "external_ip_id", &addresses).await?;
+            traffic.extend(by_address);
+            let recording: std::collections::HashSet<&str> =
+                gateways.iter().chain(&addresses).copied().collect();
+            let (bytes, carried) = crate::traffic::due(&traffic, &recording);
             let mut events = Vec::with_capacity(rows.len());
             let mut ids = Vec::with_capacity(rows.len());
-            for c in rows {
-                let (row, reported) = crate::metering::interval_of(c);
-                let event = crate::metering::usage_event(&row, reported, end_us);
+            for (row, reported) in &rows {
+                let moved = bytes.get(&row.dims.object).copied().unwrap_or((0, 0));
+                let event = crate::metering::usage_event(row, *reported, end_us, moved);
                 events.push(crate::metering::OutboxEvent::from(&event));
-                ids.push(row.interval_id);
+                ids.push(row.interval_id.as_str());
             }
             meter_append_outbox(&mut *conn, &events).await?;
+            for r in carried {
+                sqlx::query(
+                    "UPDATE traffic_usage SET reported_ingress = $4, reported_egress = $5 \
+                     WHERE kind = $1 AND object_id = $2 AND bucket_start = $3",
+                )
+                .bind(&r.kind)
+                .bind(&r.object_id)
+                .bind(r.bucket_start)
+                .bind(r.ingress_bytes)
+                .bind(r.egress_bytes)
+                .execute(&mut *conn)
+                .await?;
+            }
             for chunk in ids.chunks(crate::KV_CHUNK) {
                 let mut q = sqlx::QueryBuilder::new("UPDATE usage_intervals SET reported_us = ");
                 q.push_bind(end_us);
                 q.push(" WHERE id IN (");
                 let mut list = q.separated(", ");
                 for id in chunk {
-                    list.push_bind(id);
+                    list.push_bind(*id);
                 }
                 q.push(")");
                 q.build().execute(&mut *conn).await?;
@@ -717,9 +798,15 @@ macro_rules! impl_meter_tx {
 }
 pub(crate) use impl_meter_tx;
 
-/// The periodic usage record of an interval from its last record (`reported_us`) to `end_us`.
-/// Bytes are carried by the bandwidth meters' own rows; this record counts resource-seconds.
-pub(crate) fn usage_event(row: &IntervalRow, reported_us: i64, end_us: i64) -> CloudEvent {
+/// The periodic usage record of an interval from its last record (`reported_us`) to `end_us`,
+/// carrying `bytes` (ingress, egress): what the interval's object moved since its last record
+/// (ExternalIPs and NAT gateways, which traffic goes through; the other kinds move none).
+pub(crate) fn usage_event(
+    row: &IntervalRow,
+    reported_us: i64,
+    end_us: i64,
+    bytes: (i64, i64),
+) -> CloudEvent {
     let collection = row
         .dims
         .kind
@@ -732,8 +819,8 @@ pub(crate) fn usage_event(row: &IntervalRow, reported_us: i64, end_us: i64) -> C
         &row.dims,
         from_us(reported_us),
         from_us(end_us),
-        0,
-        0,
+        bytes.0,
+        bytes.1,
     )
 }
 
@@ -758,4 +845,26 @@ pub(crate) fn keeps_intervals(
             }
             _ => true,
         })
+}
+
+/// The id of the tenant currently named `name` (its Tenant object's, also while it is being
+/// deleted), or None when no tenant has that name.
+pub async fn tenant_id(store: &dyn crate::Store, name: &str) -> Result<Option<String>> {
+    // Tenant names are DNS labels: a name with a quote or backslash names no tenant.
+    if name.is_empty() || name.contains(['"', '\\']) {
+        return Ok(None);
+    }
+    let page = store
+        .list(&crate::ListQuery {
+            tenant: Some(String::new()),
+            filter: format!("this.metadata.name == \"{name}\""),
+            limit: 2,
+            ..crate::ListQuery::all(Kind::Tenant)
+        })
+        .await?;
+    Ok(page
+        .items
+        .into_iter()
+        .find(|r| r.name.as_deref() == Some(name))
+        .map(|r| r.id))
 }

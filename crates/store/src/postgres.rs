@@ -532,9 +532,9 @@ impl Store for PostgresStore {
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-        tenant: Option<&str>,
+        tenant_id: Option<&str>,
     ) -> Result<Vec<crate::TrafficUsageRow>> {
-        traffic_usage(&self.pool, from, to, tenant).await
+        traffic_usage(&self.pool, from, to, tenant_id).await
     }
 
     async fn prune_events(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
@@ -569,14 +569,14 @@ impl Store for PostgresStore {
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-        tenant: Option<&str>,
+        tenant_id: Option<&str>,
     ) -> Result<Vec<osac_model::metering::IntervalRow>> {
         let mut conn = self.pool.acquire().await?;
         meter_intervals_between(
             &mut conn,
             from.timestamp_micros(),
             to.timestamp_micros(),
-            tenant,
+            tenant_id,
         )
         .await
     }

@@ -11,6 +11,8 @@
 //!
 //! The SQL is written once here and expanded once per backend by [`traffic_statements!`].
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, TimeZone, Utc};
 
 /// The length of a usage bucket: bytes are accumulated per counter and per bucket of this many
@@ -31,6 +33,9 @@ pub struct TrafficSample {
     pub object_id: String,
     /// The name of the tenant owning the object.
     pub tenant: String,
+    /// The id of the tenant owning the object (its Tenant object's): what usage queries
+    /// select by.
+    pub tenant_id: String,
     /// The ExternalIP whose address the path uses.
     pub external_ip_id: String,
     /// The counter's incarnation as the dataplane tells it (empty when unknown).
@@ -46,6 +51,8 @@ pub struct TrafficSample {
 pub struct TrafficUsageRow {
     /// The name of the tenant owning the object.
     pub tenant: String,
+    /// The id of the tenant owning the object ('' for rows whose owner could not be told).
+    pub tenant_id: String,
     /// [`KIND_EXTERNAL_IP_ATTACHMENT`] or [`KIND_NAT_GATEWAY`].
     pub kind: String,
     /// The attachment's or the gateway's id.
@@ -111,6 +118,64 @@ pub(crate) fn loaded(bytes: i64) -> u64 {
     u64::try_from(bytes).unwrap_or(0)
 }
 
+/// A bucket row as the periodic usage records read it: its bytes and how many of them earlier
+/// records already carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportRow {
+    /// [`KIND_EXTERNAL_IP_ATTACHMENT`] or [`KIND_NAT_GATEWAY`].
+    pub kind: String,
+    /// The attachment's or the gateway's id.
+    pub object_id: String,
+    /// The ExternalIP whose address the path uses.
+    pub external_ip_id: String,
+    /// Start of the bucket (Unix seconds).
+    pub bucket_start: i64,
+    pub ingress_bytes: i64,
+    pub egress_bytes: i64,
+    /// Of `ingress_bytes`, what usage records already carried.
+    pub reported_ingress: i64,
+    /// Of `egress_bytes`, what usage records already carried.
+    pub reported_egress: i64,
+}
+
+/// The metered object whose intervals a path's bytes belong to — the same attribution as the
+/// usage query's: a NAT gateway's SNAT path its NATGateway, an attachment's DNAT path the
+/// ExternalIP it uses. So no byte belongs to two objects.
+pub fn metered_object<'a>(kind: &str, object_id: &'a str, external_ip_id: &'a str) -> &'a str {
+    if kind == KIND_NAT_GATEWAY {
+        object_id
+    } else {
+        external_ip_id
+    }
+}
+
+/// The bytes the usage records being written now carry, for the objects in `recording` (those
+/// with an open ExternalIP or NATGateway interval recorded now): per object, what its rows
+/// counted beyond what earlier records carried; and the rows whose carried counts move up to
+/// what they hold. Rows of objects not recorded now keep their uncarried bytes for the
+/// object's next record. Each byte is carried once: a row's carried count only grows, to the
+/// bytes read in the same transaction, and bytes added later are carried by a later record.
+pub fn due<'a>(
+    rows: &'a [ReportRow],
+    recording: &HashSet<&str>,
+) -> (HashMap<String, (i64, i64)>, Vec<&'a ReportRow>) {
+    let mut bytes: HashMap<String, (i64, i64)> = HashMap::new();
+    let mut carried = Vec::new();
+    for r in rows {
+        let object = metered_object(&r.kind, &r.object_id, &r.external_ip_id);
+        if !recording.contains(object) {
+            continue;
+        }
+        let ingress = (r.ingress_bytes - r.reported_ingress).max(0);
+        let egress = (r.egress_bytes - r.reported_egress).max(0);
+        let sum = bytes.entry(object.to_string()).or_default();
+        sum.0 = sum.0.saturating_add(ingress);
+        sum.1 = sum.1.saturating_add(egress);
+        carried.push(r);
+    }
+    (bytes, carried)
+}
+
 /// `record_traffic` and `traffic_usage` for one backend: `pool` and `db` its sqlx types,
 /// `lock` what follows the last-reading `SELECT` to lock the row until commit (PostgreSQL:
 /// `FOR UPDATE`; SQLite serialises writers itself).
@@ -161,12 +226,13 @@ macro_rules! traffic_statements {
                     continue;
                 }
                 sqlx::query(
-                    "INSERT INTO traffic_usage (kind, object_id, bucket_start, tenant, external_ip_id, ingress_bytes, egress_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, object_id, bucket_start) DO UPDATE SET ingress_bytes = traffic_usage.ingress_bytes + excluded.ingress_bytes, egress_bytes = traffic_usage.egress_bytes + excluded.egress_bytes",
+                    "INSERT INTO traffic_usage (kind, object_id, bucket_start, tenant, tenant_id, external_ip_id, ingress_bytes, egress_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (kind, object_id, bucket_start) DO UPDATE SET ingress_bytes = traffic_usage.ingress_bytes + excluded.ingress_bytes, egress_bytes = traffic_usage.egress_bytes + excluded.egress_bytes",
                 )
                 .bind(&s.kind)
                 .bind(&s.object_id)
                 .bind(bucket)
                 .bind(&s.tenant)
+                .bind(&s.tenant_id)
                 .bind(&s.external_ip_id)
                 .bind(stored(ingress))
                 .bind(stored(egress))
@@ -177,26 +243,28 @@ macro_rules! traffic_statements {
             Ok(())
         }
 
-        /// The buckets starting in `[from, to)`, of `tenant` when given, in time order.
+        /// The buckets starting in `[from, to)`, of the tenant with id `tenant_id` when given,
+        /// in time order.
         pub(crate) async fn traffic_usage(
             pool: &$pool,
             from: chrono::DateTime<chrono::Utc>,
             to: chrono::DateTime<chrono::Utc>,
-            tenant: Option<&str>,
+            tenant_id: Option<&str>,
         ) -> crate::Result<Vec<crate::traffic::TrafficUsageRow>> {
-            let rows: Vec<(String, String, String, String, i64, i64, i64)> = sqlx::query_as(
-                "SELECT tenant, kind, object_id, external_ip_id, bucket_start, ingress_bytes, egress_bytes FROM traffic_usage WHERE bucket_start >= $1 AND bucket_start < $2 AND ($3 IS NULL OR tenant = $3) ORDER BY bucket_start, kind, object_id",
+            let rows: Vec<(String, String, String, String, String, i64, i64, i64)> = sqlx::query_as(
+                "SELECT tenant, tenant_id, kind, object_id, external_ip_id, bucket_start, ingress_bytes, egress_bytes FROM traffic_usage WHERE bucket_start >= $1 AND bucket_start < $2 AND ($3 IS NULL OR tenant_id = $3) ORDER BY bucket_start, kind, object_id",
             )
             .bind(from.timestamp() + i64::from(from.timestamp_subsec_nanos() > 0))
             .bind(to.timestamp() + i64::from(to.timestamp_subsec_nanos() > 0))
-            .bind(tenant)
+            .bind(tenant_id)
             .fetch_all(pool)
             .await?;
             rows.into_iter()
                 .map(
-                    |(tenant, kind, object_id, external_ip_id, start, ingress, egress)| {
+                    |(tenant, tenant_id, kind, object_id, external_ip_id, start, ingress, egress)| {
                         Ok(crate::traffic::TrafficUsageRow {
                             tenant,
+                            tenant_id,
                             kind,
                             object_id,
                             external_ip_id,
@@ -254,6 +322,75 @@ mod tests {
         let kept = r("7", 4096, 4096);
         assert_eq!(delta(Some(&kept), &r("7", 10, 0)), (10, 0));
         assert_eq!(delta(Some(&kept), &r("8", 5000, 5000)), (5000, 5000));
+    }
+
+    fn row(
+        kind: &str,
+        object: &str,
+        eip: &str,
+        bytes: (i64, i64),
+        carried: (i64, i64),
+    ) -> ReportRow {
+        ReportRow {
+            kind: kind.into(),
+            object_id: object.into(),
+            external_ip_id: eip.into(),
+            bucket_start: 0,
+            ingress_bytes: bytes.0,
+            egress_bytes: bytes.1,
+            reported_ingress: carried.0,
+            reported_egress: carried.1,
+        }
+    }
+
+    #[test]
+    fn a_record_carries_what_earlier_records_did_not() {
+        let rows = [
+            // Carried in part: the rest is due.
+            row(
+                KIND_EXTERNAL_IP_ATTACHMENT,
+                "a1",
+                "e",
+                (1500, 150),
+                (1000, 100),
+            ),
+            // Another attachment of the same ExternalIP, never carried.
+            row(KIND_EXTERNAL_IP_ATTACHMENT, "a2", "e", (30, 3), (0, 0)),
+            // A NAT gateway using the same ExternalIP: its bytes are the gateway's.
+            row(KIND_NAT_GATEWAY, "gw", "e", (9, 90), (7, 70)),
+            // An object not recorded now keeps its bytes for its next record.
+            row(KIND_EXTERNAL_IP_ATTACHMENT, "a3", "other", (5, 5), (0, 0)),
+        ];
+        let recording: HashSet<&str> = ["e", "gw"].into_iter().collect();
+        let (bytes, carried) = due(&rows, &recording);
+        assert_eq!(bytes["e"], (500 + 30, 50 + 3));
+        assert_eq!(bytes["gw"], (2, 20));
+        assert!(!bytes.contains_key("other"));
+        let carried: Vec<&str> = carried.iter().map(|r| r.object_id.as_str()).collect();
+        assert_eq!(carried, ["a1", "a2", "gw"]);
+    }
+
+    #[test]
+    fn records_in_turn_carry_every_byte_once() {
+        // A bucket filled over several sweeps, recorded between them: the records' sum is the
+        // bucket's total, and a record after the last sweep carries nothing.
+        let recording: HashSet<&str> = ["e"].into_iter().collect();
+        let mut r = row(KIND_EXTERNAL_IP_ATTACHMENT, "a", "e", (0, 0), (0, 0));
+        let mut sum = (0, 0);
+        for (i, e) in [(100, 1), (0, 0), (250, 7), (1, 0)] {
+            r.ingress_bytes += i;
+            r.egress_bytes += e;
+            let (bytes, carried) = due(std::slice::from_ref(&r), &recording);
+            let got = bytes.get("e").copied().unwrap_or((0, 0));
+            sum = (sum.0 + got.0, sum.1 + got.1);
+            if !carried.is_empty() {
+                r.reported_ingress = r.ingress_bytes;
+                r.reported_egress = r.egress_bytes;
+            }
+        }
+        assert_eq!(sum, (351, 8));
+        let (bytes, _) = due(std::slice::from_ref(&r), &recording);
+        assert_eq!(bytes["e"], (0, 0));
     }
 
     #[test]

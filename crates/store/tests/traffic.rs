@@ -20,6 +20,7 @@ fn sample(kind: &str, id: &str, tenant: &str, epoch: &str, i: u64, e: u64) -> Tr
         kind: kind.into(),
         object_id: id.into(),
         tenant: tenant.into(),
+        tenant_id: format!("{tenant}-id"),
         external_ip_id: format!("eip-{id}"),
         epoch: epoch.into(),
         ingress_bytes: i,
@@ -82,9 +83,19 @@ async fn accumulates_across_resets(s: &dyn Store) {
         ("t1", KIND_EXTERNAL_IP_ATTACHMENT, "eip-att")
     );
 
-    // Selection by tenant and by time ([from, to) on bucket starts).
-    let t2 = s.traffic_usage(at(0), at(120), Some("t2")).await.unwrap();
-    assert!(t2.iter().all(|r| r.tenant == "t2") && t2.len() == 2);
+    // Selection by tenant id (never by name) and by time ([from, to) on bucket starts).
+    let t2 = s
+        .traffic_usage(at(0), at(120), Some("t2-id"))
+        .await
+        .unwrap();
+    assert!(t2.iter().all(|r| r.tenant_id == "t2-id") && t2.len() == 2);
+    assert!(
+        s.traffic_usage(at(0), at(120), Some("t2"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a tenant's name selects nothing"
+    );
     let second = all[2].bucket_start;
     let later = s.traffic_usage(second, at(120), None).await.unwrap();
     assert_eq!(totals(&later, "att"), (4100, 20));
@@ -110,7 +121,10 @@ async fn concurrent_sweeps_never_double(s: Arc<dyn Store>) {
     let (a, b) = tokio::join!(s.record_traffic(at(201), &x), s.record_traffic(at(201), &y));
     // A writer that lost a race may fail (and retry next sweep); none may double.
     assert!(a.is_ok() || b.is_ok());
-    let rows = s.traffic_usage(at(180), at(300), Some("t3")).await.unwrap();
+    let rows = s
+        .traffic_usage(at(180), at(300), Some("t3-id"))
+        .await
+        .unwrap();
     assert_eq!(totals(&rows, "race"), (300, 300));
 }
 
@@ -137,4 +151,100 @@ async fn postgres_keeps_traffic() {
         }
         None => eprintln!("OSAC_TEST_DATABASE_URL not set: PostgreSQL traffic suite skipped"),
     }
+}
+
+/// Rows written before bandwidth rows carried the tenant's id take the id of their metered
+/// object's intervals (a NAT gateway's own, an attachment's ExternalIP's) when those agree on
+/// one; otherwise ''. Their bytes count as already carried by usage records.
+const BEFORE_IDS: &str = "
+    INSERT INTO usage_intervals (id, object_id, ordinal, signature, tenant, tenant_id, kind, object_name, network_class, ip_family, attached, parent_kind, parent_id, started_us, ended_us, reported_us) VALUES
+      ('gw.1', 'gw', 1, 's', 'acme', 'acme-1', 'NATGateway', 'g', '', '', '', '', '', 0, NULL, 0),
+      ('eip.1', 'eip', 1, 's', 'acme', 'acme-1', 'ExternalIP', 'e', '', '', 'false', '', '', 0, 5, 0),
+      ('eip.2', 'eip', 2, 's', 'acme', 'acme-1', 'ExternalIP', 'e', '', '', 'true', '', '', 5, NULL, 5),
+      ('odd.1', 'odd', 1, 's', 'acme', 'acme-1', 'ExternalIP', 'o', '', '', '', '', '', 0, 5, 0),
+      ('odd.2', 'odd', 2, 's', 'acme', 'acme-2', 'ExternalIP', 'o', '', '', '', '', '', 5, NULL, 5);
+    INSERT INTO traffic_usage (kind, object_id, bucket_start, tenant, external_ip_id, ingress_bytes, egress_bytes) VALUES
+      ('nat_gateway', 'gw', 60, 'acme', 'eip', 5, 6),
+      ('external_ip_attachment', 'att', 60, 'acme', 'eip', 7, 8),
+      ('external_ip_attachment', 'att2', 60, 'acme', 'odd', 1, 1),
+      ('external_ip_attachment', 'att3', 60, 'globex', 'eip', 1, 1),
+      ('external_ip_attachment', 'att4', 60, 'acme', 'unknown', 1, 1);
+";
+
+async fn backfill_checks(s: &dyn Store) {
+    let rows = s
+        .traffic_usage(at(-1_800_000_000), at(0), None)
+        .await
+        .unwrap();
+    let id_of = |object: &str| {
+        rows.iter()
+            .find(|r| r.object_id == object)
+            .map(|r| r.tenant_id.clone())
+            .unwrap()
+    };
+    assert_eq!(id_of("gw"), "acme-1");
+    assert_eq!(id_of("att"), "acme-1", "its ExternalIP's");
+    assert_eq!(id_of("att2"), "", "intervals naming two ids");
+    assert_eq!(id_of("att3"), "", "intervals of another tenant name");
+    assert_eq!(id_of("att4"), "", "no interval");
+    // Carried already: a record now carries none of these bytes.
+    assert_eq!(s.record_usage(at(0)).await.unwrap(), 3);
+    for e in s.outbox_peek(100).await.unwrap() {
+        assert!(
+            e.payload.contains(r#""ingress_bytes":"0""#),
+            "{}",
+            e.payload
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_migration_backfills_tenant_ids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("osac.db").display());
+    {
+        let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+        let mut m = sqlx::migrate!("./migrations/sqlite");
+        m.migrations = m
+            .migrations
+            .iter()
+            .filter(|x| x.version < 6)
+            .cloned()
+            .collect();
+        m.run(&pool).await.unwrap();
+        sqlx::raw_sql(BEFORE_IDS).execute(&pool).await.unwrap();
+        pool.close().await;
+    }
+    backfill_checks(osac_store::open(&url).await.expect("open sqlite").as_ref()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_migration_backfills_tenant_ids() {
+    let Some(url) = support::fresh_postgres_url().await else {
+        assert!(
+            !support::in_ci(),
+            "CI=true but OSAC_TEST_DATABASE_URL is not set"
+        );
+        return;
+    };
+    {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        let mut m = sqlx::migrate!("./migrations/postgres");
+        m.migrations = m
+            .migrations
+            .iter()
+            .filter(|x| x.version < 6)
+            .cloned()
+            .collect();
+        m.run(&pool).await.unwrap();
+        sqlx::raw_sql(BEFORE_IDS).execute(&pool).await.unwrap();
+        pool.close().await;
+    }
+    backfill_checks(
+        osac_store::open(&url)
+            .await
+            .expect("open postgres")
+            .as_ref(),
+    )
+    .await;
 }

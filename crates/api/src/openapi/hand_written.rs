@@ -77,7 +77,7 @@ pub(super) fn hand_written(paths: &mut Map<String, Value>, schemas: &mut BTreeMa
         (
             "private",
             "private.usage.get",
-            "Only this tenant's usage (by name); omitted: every tenant.",
+            "Only this tenant's usage, by its name (the tenant that has the name now) or its id (also of a deleted tenant); a value that is neither answers no usage; omitted: every tenant.",
         ),
         (
             "fulfillment",

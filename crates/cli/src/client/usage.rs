@@ -36,7 +36,7 @@ pub struct UsageOpts {
     /// allocation or bandwidth [default: both]
     #[arg(long)]
     pub meter: Option<String>,
-    /// Only this tenant (provider: any tenant; a tenant may only name itself)
+    /// Only this tenant, by name or id (provider: any tenant; a tenant may only name itself)
     #[arg(long)]
     pub tenant: Option<String>,
     /// Output format

@@ -22,6 +22,8 @@ pub struct IntervalRow {
 pub struct BandwidthRow {
     /// The owning tenant's name.
     pub tenant: String,
+    /// The owning tenant's id.
+    pub tenant_id: String,
     /// `external_ip_attachment` or `nat_gateway`.
     pub kind: String,
     /// The attachment's or NAT gateway's id.
@@ -81,6 +83,7 @@ fn bandwidth_dims(row: &BandwidthRow, by_object: &BTreeMap<&str, &Dimensions>) -
     }
     Dimensions {
         tenant: row.tenant.clone(),
+        tenant_id: row.tenant_id.clone(),
         kind: match row.kind.as_str() {
             "nat_gateway" => "NATGateway".into(),
             _ => "ExternalIP".into(),

@@ -162,6 +162,7 @@ fn bandwidth_rows_take_the_dimensions_of_their_external_ip() {
     let rows = vec![row("e.1", dims("t1", "ExternalIP", "e", "true"), 0, None)];
     let bw = vec![BandwidthRow {
         tenant: "t1".into(),
+        tenant_id: "t1-id".into(),
         kind: "external_ip_attachment".into(),
         object_id: "att".into(),
         external_ip_id: "e".into(),

@@ -25,6 +25,8 @@ mod lists;
 mod locks;
 mod metering_exactness;
 mod metering_export;
+mod metering_identity;
+mod metering_record_bytes;
 mod metering_replicas;
 mod observability;
 mod openapi;

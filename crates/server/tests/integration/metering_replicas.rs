@@ -52,9 +52,10 @@ async fn replicas_meter_once_and_agree() {
         there.get(&q).await.ok(),
         "every replica answers the same"
     );
+    let acme = id(&s.admin.get(&format!("{PRIV}/tenants/acme")).await.ok());
     let rows = s
         .store()
-        .usage_intervals(start, end, Some("acme"))
+        .usage_intervals(start, end, Some(&acme))
         .await
         .expect("intervals");
     for vn in &vns {
