@@ -247,6 +247,8 @@ async fn metering_totals_survive_a_replica_killed() {
     let running = "COMPUTE_INSTANCE_STATE_RUNNING";
     api.wait_all(&urls[2], &token, "compute_instances", &vms, running)
         .await;
+    // Long enough that what is deleted below accrued more than the measurement's slack.
+    tokio::time::sleep(Duration::from_secs(5)).await;
 
     // A second batch, three ExternalIPs of the first attached, a quarter of the first deleted;
     // and at once, with all of that in flight, the replica owning most of it is killed.
@@ -292,6 +294,8 @@ async fn metering_totals_survive_a_replica_killed() {
     objs.urls = alive.iter().map(|u| u.to_string()).collect();
     objs.settle(&api, alive[0], &token).await;
     api.settled_replicas(alive[1], &admin, 2).await;
+    // And what lives on accrues more than that too.
+    tokio::time::sleep(Duration::from_secs(5)).await;
     let to = Utc::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
 
