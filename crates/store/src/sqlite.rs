@@ -648,10 +648,15 @@ impl SqliteTx {
         Ok(found)
     }
 
-    /// The stored record of `id` at `version` as this transaction or the record cache knows
-    /// it without a statement (exact: see [`SqliteTx::read`]). None: not known, or of another
-    /// version (the write will be refused).
-    fn replaced(&self, id: &str, version: i64) -> Option<Record> {
+    /// For metering: the stored record that `record` replaces (its id at its version) as this
+    /// transaction or the record cache knows it without a statement (exact: see
+    /// [`SqliteTx::read`]). None: not a metered kind, not known, or of another version (the
+    /// write will be refused).
+    fn replaced(&self, record: &Record) -> Option<Record> {
+        if !osac_model::metering::metered(record.kind) {
+            return None;
+        }
+        let (id, version) = (record.id.as_str(), record.version);
         let known = match Written::last_of(&self.written, id) {
             Some(last) => last,
             None => self.cache.get(id).0,
@@ -835,7 +840,7 @@ impl Tx for SqliteTx {
 
     async fn update(&mut self, record: &Record) -> Result<Option<Record>> {
         self.write_event(&record.id).await?;
-        let replaced = self.replaced(&record.id, record.version);
+        let replaced = self.replaced(record);
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
             let (_, old_refs) = self.stored_state(record).await?;
             delete_row(&mut self.tx, &record.id).await?;

@@ -217,10 +217,15 @@ impl PgTx {
     ) {
     }
 
-    /// The stored record of `id` at `version` as this transaction or the record cache knows
-    /// it without a statement (a write checked against `version` replaces exactly that one:
-    /// each version of a row is written once). None: not known.
-    fn replaced(&self, id: &str, version: i64) -> Option<Record> {
+    /// For metering: the stored record that `record` replaces (its id at its version) as this
+    /// transaction or the record cache knows it without a statement (a write checked against a
+    /// version replaces exactly that one: each version of a row is written once). None: not a
+    /// metered kind, or not known.
+    fn replaced(&self, record: &Record) -> Option<Record> {
+        if !osac_model::metering::metered(record.kind) {
+            return None;
+        }
+        let (id, version) = (record.id.as_str(), record.version);
         let known = match self.known(id, false) {
             Some(known) => known,
             None => self.cache.get(id).0,
@@ -566,7 +571,7 @@ impl Tx for PgTx {
             return Err(e);
         }
         if record.deleted_at.is_some() && record.finalizers.is_empty() {
-            let replaced = self.replaced(&record.id, record.version);
+            let replaced = self.replaced(record);
             delete_row(&mut self.tx, &record.id).await?;
             let targets: Vec<String> = stored.into_iter().map(|(_, t)| t).collect();
             self.ref_targets.extend(targets.iter().cloned());
@@ -592,7 +597,7 @@ impl Tx for PgTx {
             write_label_rows(&mut self.tx, &rec, true).await?;
         }
         self.write_refs(&rec, Some(stored)).await?;
-        let replaced = self.replaced(&record.id, record.version);
+        let replaced = self.replaced(record);
         crate::metering::on_write(self, &rec, false, replaced.as_ref()).await?;
         self.changes.push(change);
         self.written.push(Written::Put(Box::new(rec.clone())));
