@@ -57,7 +57,7 @@ pub struct OutboxEntry {
 }
 
 /// A CloudEvent to append to the outbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OutboxEvent {
     pub event_id: String,
     pub subject: String,
@@ -197,7 +197,7 @@ pub(crate) trait MeterTx: Tx {
 }
 
 /// What one object write changes of its intervals.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct IntervalWrites {
     /// The open interval ends.
     pub close: Option<ClosingRow>,
@@ -210,16 +210,16 @@ pub(crate) struct IntervalWrites {
 }
 
 /// An interval ending.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ClosingRow {
     pub id: String,
     pub ended_us: i64,
-    pub reason: &'static str,
+    pub reason: String,
     pub deletion_requested_us: Option<i64>,
 }
 
 /// An interval opening.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct OpeningRow {
     pub id: String,
     pub ordinal: i64,
@@ -314,7 +314,7 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
         writes.close = Some(ClosingRow {
             id: o.id.clone(),
             ended_us: ended_at.timestamp_micros(),
-            reason,
+            reason: reason.to_string(),
             deletion_requested_us: rec.deleted_at.map(|d| d.timestamp_micros()),
         });
         let closing = Closing {
@@ -450,7 +450,7 @@ async fn external_ip_user<T: Tx + ?Sized>(tx: &mut T, eip: &str) -> Result<Optio
 /// Expands, in a backend module, the metering statements (they are word for word the same on
 /// both backends: times are integers, flags text) over its connection type.
 macro_rules! metering_statements {
-    (connection: $conn:ty, database: $db:ty, one_round_trip: $one_round_trip:expr) => {
+    (connection: $conn:ty) => {
         /// The object's open interval.
         async fn meter_open_interval(
             conn: &mut $conn,
@@ -464,89 +464,6 @@ macro_rules! metering_statements {
             .fetch_optional(&mut *conn)
             .await?;
             Ok(found.map(crate::metering::open_of))
-        }
-
-        /// Writes one object's interval changes: the close, the opening, the finish of its
-        /// deletion and the outbox rows, in this order; with `one_round_trip` as one
-        /// multi-statement execution (SQLite: one hand-over to the connection's thread).
-        async fn meter_write_intervals(
-            conn: &mut $conn,
-            object_id: &str,
-            w: &crate::metering::IntervalWrites,
-        ) -> crate::Result<()> {
-            let mut statements: Vec<sqlx::QueryBuilder<'_, $db>> = Vec::new();
-            let mut q = sqlx::QueryBuilder::new("");
-            let mut empty = true;
-            /// Starts the next statement: after `; ` in one text, or as its own.
-            fn next<'a>(
-                q: &mut sqlx::QueryBuilder<'a, $db>,
-                empty: &mut bool,
-                statements: &mut Vec<sqlx::QueryBuilder<'a, $db>>,
-            ) {
-                if !*empty {
-                    if $one_round_trip {
-                        q.push("; ");
-                    } else {
-                        statements.push(std::mem::replace(q, sqlx::QueryBuilder::new("")));
-                    }
-                }
-                *empty = false;
-            }
-            if let Some(c) = &w.close {
-                next(&mut q, &mut empty, &mut statements);
-                q.push("UPDATE usage_intervals SET ended_us = ")
-                    .push_bind(c.ended_us)
-                    .push(", end_reason = ")
-                    .push_bind(c.reason)
-                    .push(", deletion_requested_us = ")
-                    .push_bind(c.deletion_requested_us)
-                    .push(" WHERE id = ")
-                    .push_bind(&c.id)
-                    .push(" AND ended_us IS NULL");
-            }
-            if let Some(o) = &w.open {
-                next(&mut q, &mut empty, &mut statements);
-                let d = &o.dims;
-                q.push("INSERT INTO usage_intervals (id, object_id, ordinal, signature, tenant, tenant_id, kind, object_name, network_class, ip_family, attached, parent_kind, parent_id, started_us, reported_us) VALUES (");
-                let mut row = q.separated(", ");
-                row.push_bind(&o.id)
-                    .push_bind(&d.object)
-                    .push_bind(o.ordinal)
-                    .push_bind(&o.signature)
-                    .push_bind(&d.tenant)
-                    .push_bind(&d.tenant_id)
-                    .push_bind(&d.kind)
-                    .push_bind(&d.object_name)
-                    .push_bind(&d.network_class)
-                    .push_bind(&d.ip_family)
-                    .push_bind(&d.attached)
-                    .push_bind(&d.parent_kind)
-                    .push_bind(&d.parent)
-                    .push_bind(o.started_us)
-                    .push_bind(o.started_us);
-                q.push(")");
-            }
-            if let Some(at) = w.finished_us {
-                next(&mut q, &mut empty, &mut statements);
-                q.push("UPDATE usage_intervals SET deletion_finished_us = ")
-                    .push_bind(at)
-                    .push(" WHERE id = (SELECT id FROM usage_intervals WHERE object_id = ")
-                    .push_bind(object_id)
-                    .push(" ORDER BY ordinal DESC LIMIT 1) AND deletion_finished_us IS NULL");
-            }
-            if !w.outbox.is_empty() {
-                next(&mut q, &mut empty, &mut statements);
-                q.push("INSERT INTO metering_outbox (event_id, subject, payload) ");
-                q.push_values(&w.outbox, |mut row, e| {
-                    row.push_bind(&e.event_id).push_bind(&e.subject).push_bind(&e.payload);
-                });
-                q.push(" ON CONFLICT (event_id) DO NOTHING");
-            }
-            statements.push(q);
-            for mut statement in statements {
-                statement.build().execute(&mut *conn).await?;
-            }
-            Ok(())
         }
 
         /// The objects of metered kinds without any interval.
@@ -766,7 +683,8 @@ pub(crate) use metering_statements;
 
 /// Implements [`MeterTx`] for a backend transaction type whose `tx` field is its sqlx
 /// transaction, with the statements of [`metering_statements!`] and the type's own
-/// `known_open_interval` and `note_open_interval`.
+/// `read_open_interval`, `known_open_interval`, `note_open_interval` and
+/// `write_interval_changes` (each backend stores interval changes its own way).
 macro_rules! impl_meter_tx {
     ($tx:ty) => {
         #[async_trait::async_trait]
@@ -775,7 +693,7 @@ macro_rules! impl_meter_tx {
                 &mut self,
                 object_id: &str,
             ) -> crate::Result<Option<crate::metering::OpenInterval>> {
-                meter_open_interval(&mut self.tx, object_id).await
+                self.read_open_interval(object_id).await
             }
             fn known_open(&self, object_id: &str) -> Option<Option<crate::metering::OpenInterval>> {
                 self.known_open_interval(object_id)
@@ -788,7 +706,7 @@ macro_rules! impl_meter_tx {
                 object_id: &str,
                 writes: &crate::metering::IntervalWrites,
             ) -> crate::Result<()> {
-                meter_write_intervals(&mut self.tx, object_id, writes).await
+                self.write_interval_changes(object_id, writes).await
             }
             async fn unmetered_objects(&mut self) -> crate::Result<Vec<crate::Record>> {
                 meter_unmetered_objects(&mut self.tx).await

@@ -7,6 +7,7 @@ mod events;
 mod lease;
 mod status_batch;
 mod tx;
+mod usage_writes;
 mod write_set;
 
 use std::collections::BTreeMap;
@@ -332,7 +333,7 @@ async fn run_list_text(conn: &mut PgConnection, q: &ListQuery) -> Result<PageTex
 }
 
 crate::traffic::traffic_statements! { pool: PgPool, lock: " FOR UPDATE" }
-crate::metering::metering_statements!(connection: PgConnection, database: sqlx::Postgres, one_round_trip: false);
+crate::metering::metering_statements!(connection: PgConnection);
 
 crate::sql_common::sql_common_statements! {
     connection: PgConnection,

@@ -4,9 +4,10 @@
 
 mod events;
 mod page;
+mod usage_changes;
 
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -43,6 +44,8 @@ pub struct SqliteStore {
     open_intervals: Arc<OpenIntervals>,
     /// Held for the store's lifetime: one process per database file (see [`lock_database`]).
     _owner: Option<std::fs::File>,
+    /// Its background tasks stop once the store is gone (they hold a weak reference).
+    _alive: Arc<()>,
 }
 
 /// Takes the database file's owner lock (`<file>.lock`, an exclusive advisory lock), or fails
@@ -129,9 +132,16 @@ impl SqliteStore {
             .map_err(|e| StoreError::Database(sqlx::Error::Migrate(Box::new(e))))?;
         let (feed, _) = broadcast::channel(65536);
         let write_lock = Arc::new(Mutex::new(()));
-        spawn_statistics_refresh(pool.clone(), write_lock.clone());
+        let alive = Arc::new(());
+        spawn_statistics_refresh(pool.clone(), write_lock.clone(), Arc::downgrade(&alive));
+        spawn_usage_fold(pool.clone(), write_lock.clone(), Arc::downgrade(&alive));
         let cache = Arc::new(RecordCache::default());
         let open_intervals = Arc::new(OpenIntervals::default());
+        {
+            // Backfilling reads which objects have intervals: the log's changes count.
+            let _guard = write_lock.lock().await;
+            usage_changes::fold_all(&mut *pool.acquire().await?).await?;
+        }
         let mut tx = begin_sqlite_tx(
             pool.clone(),
             write_lock.clone(),
@@ -170,6 +180,7 @@ impl SqliteStore {
             cache,
             open_intervals,
             _owner: owner,
+            _alive: alive,
         })
     }
 }
@@ -179,7 +190,41 @@ impl SqliteStore {
 const STATISTICS_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Refreshes planner statistics now and then (sampled `ANALYZE`, a few milliseconds).
-fn spawn_statistics_refresh(pool: SqlitePool, write_lock: Arc<Mutex<()>>) {
+/// How often the interval change log is folded when no reader folded it (see
+/// `usage_changes`): keeps it short, so a write that looks up an open interval in it reads
+/// little.
+const USAGE_FOLD_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Folds the interval change log every [`USAGE_FOLD_INTERVAL`] until the store is gone.
+fn spawn_usage_fold(pool: SqlitePool, write_lock: Arc<Mutex<()>>, alive: Weak<()>) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(USAGE_FOLD_INTERVAL).await;
+            if pool.is_closed() || alive.strong_count() == 0 {
+                return;
+            }
+            if let Err(e) = fold_usage(&pool, &write_lock).await {
+                tracing::warn!(error = %e, "metering: folding interval changes failed");
+            }
+        }
+    });
+}
+
+/// Folds the interval change log when it holds anything (taking the write lock only then).
+async fn fold_usage(pool: &SqlitePool, write_lock: &Mutex<()>) -> Result<()> {
+    let pending = {
+        let mut conn = pool.acquire().await?;
+        usage_changes::pending(&mut conn).await?
+    };
+    if pending {
+        let _guard = write_lock.lock().await;
+        let mut conn = pool.acquire().await?;
+        usage_changes::fold_all(&mut conn).await?;
+    }
+    Ok(())
+}
+
+fn spawn_statistics_refresh(pool: SqlitePool, write_lock: Arc<Mutex<()>>, alive: Weak<()>) {
     tokio::spawn(async move {
         loop {
             {
@@ -191,7 +236,7 @@ fn spawn_statistics_refresh(pool: SqlitePool, write_lock: Arc<Mutex<()>>) {
                     tracing::debug!(error = %e, "statistics refresh failed");
                 }
             }
-            if pool.is_closed() {
+            if pool.is_closed() || alive.strong_count() == 0 {
                 return;
             }
             tokio::time::sleep(STATISTICS_INTERVAL).await;
@@ -526,6 +571,7 @@ impl Store for SqliteStore {
     }
 
     async fn outbox_peek(&self, limit: i64) -> Result<Vec<crate::OutboxEntry>> {
+        fold_usage(&self.pool, &self.write_lock).await?;
         meter_outbox_peek(&mut *self.pool.acquire().await?, limit).await
     }
 
@@ -535,12 +581,15 @@ impl Store for SqliteStore {
     }
 
     async fn outbox_len(&self) -> Result<i64> {
+        fold_usage(&self.pool, &self.write_lock).await?;
         meter_outbox_len(&mut *self.pool.acquire().await?).await
     }
 
     async fn outbox_append(&self, events: &[crate::OutboxEvent]) -> Result<()> {
         let _guard = self.write_lock.lock().await;
         let mut tx = self.pool.begin().await?;
+        // After every event of the changes written before (the outbox is in order).
+        while usage_changes::fold_batch(&mut tx).await? > 0 {}
         meter_append_outbox(&mut tx, events).await?;
         tx.commit().await?;
         crate::count_write();
@@ -553,6 +602,7 @@ impl Store for SqliteStore {
         to: DateTime<Utc>,
         tenant_id: Option<&str>,
     ) -> Result<Vec<osac_model::metering::IntervalRow>> {
+        fold_usage(&self.pool, &self.write_lock).await?;
         let mut conn = self.pool.acquire().await?;
         meter_intervals_between(
             &mut conn,
@@ -566,6 +616,7 @@ impl Store for SqliteStore {
     async fn record_usage(&self, end: DateTime<Utc>) -> Result<u64> {
         let _guard = self.write_lock.lock().await;
         let mut tx = self.pool.begin().await?;
+        while usage_changes::fold_batch(&mut tx).await? > 0 {}
         let n = meter_record_usage(&mut tx, end.timestamp_micros()).await?;
         tx.commit().await?;
         crate::count_write();
@@ -574,7 +625,11 @@ impl Store for SqliteStore {
 
     async fn prune_usage(&self, before: DateTime<Utc>) -> Result<u64> {
         let _guard = self.write_lock.lock().await;
-        meter_prune(&mut *self.pool.acquire().await?, before.timestamp_micros()).await
+        let mut tx = self.pool.begin().await?;
+        while usage_changes::fold_batch(&mut tx).await? > 0 {}
+        let pruned = meter_prune(&mut tx, before.timestamp_micros()).await?;
+        tx.commit().await?;
+        Ok(pruned)
     }
 
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
@@ -587,7 +642,7 @@ impl Store for SqliteStore {
     }
 }
 
-crate::metering::metering_statements!(connection: SqliteConnection, database: sqlx::Sqlite, one_round_trip: true);
+crate::metering::metering_statements!(connection: SqliteConnection);
 crate::metering::impl_meter_tx!(SqliteTx);
 
 /// A serialised SQLite write transaction.
@@ -613,6 +668,27 @@ struct SqliteTx {
 }
 
 impl SqliteTx {
+    /// The object's open interval, read: its latest change not folded yet decides, else the
+    /// interval table.
+    async fn read_open_interval(
+        &mut self,
+        object_id: &str,
+    ) -> Result<Option<crate::metering::OpenInterval>> {
+        if let Some(open) = usage_changes::open_interval(&mut self.tx, object_id).await? {
+            return Ok(open);
+        }
+        meter_open_interval(&mut self.tx, object_id).await
+    }
+
+    /// Appends an object write's interval changes to the change log (see `usage_changes`).
+    async fn write_interval_changes(
+        &mut self,
+        object_id: &str,
+        writes: &crate::metering::IntervalWrites,
+    ) -> Result<()> {
+        usage_changes::append(&mut self.tx, object_id, writes).await
+    }
+
     /// The object's open interval without a statement: as this transaction left it, else as
     /// committed when known (exact: see [`OpenIntervals`]).
     fn known_open_interval(

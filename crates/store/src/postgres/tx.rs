@@ -18,7 +18,7 @@ use super::{
     release_savepoint, rollback_to_savepoint, run_list, run_list_items, savepoint, ts,
     write_label_rows, write_ref_rows,
 };
-use super::{meter_open_interval, meter_unmetered_objects, meter_write_intervals};
+use super::{meter_open_interval, meter_unmetered_objects};
 use crate::deferred_events::DeferredEvents;
 use crate::record::to_json;
 use crate::record_cache::{RecordCache, Written};
@@ -200,6 +200,23 @@ impl PgTx {
                 .find(|(r, held_exclusive)| r.id == id && (*held_exclusive || !exclusive))
                 .map(|(r, _)| Some(r.clone()))
         })
+    }
+
+    /// The object's open interval, read.
+    async fn read_open_interval(
+        &mut self,
+        object_id: &str,
+    ) -> Result<Option<crate::metering::OpenInterval>> {
+        meter_open_interval(&mut self.tx, object_id).await
+    }
+
+    /// Writes an object write's interval changes directly (see `usage_writes`).
+    async fn write_interval_changes(
+        &mut self,
+        object_id: &str,
+        writes: &crate::metering::IntervalWrites,
+    ) -> Result<()> {
+        super::usage_writes::write(&mut self.tx, object_id, writes).await
     }
 
     /// Open intervals are not kept between statements here: another replica may change them.
