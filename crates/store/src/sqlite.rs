@@ -31,6 +31,7 @@ use crate::{
     Applied, Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store,
     StoreError, Tx, Write, WriteSet,
 };
+use usage_changes::FoldTrigger;
 
 /// The SQLite store.
 pub struct SqliteStore {
@@ -42,6 +43,8 @@ pub struct SqliteStore {
     cache: Arc<RecordCache>,
     /// The open usage intervals of recently metered objects (same reason).
     open_intervals: Arc<OpenIntervals>,
+    /// Wakes the fold of the interval change log when it grew (see `usage_changes`).
+    fold: Arc<FoldTrigger>,
     /// Held for the store's lifetime: one process per database file (see [`lock_database`]).
     _owner: Option<std::fs::File>,
     /// Its background tasks stop once the store is gone (they hold a weak reference).
@@ -134,7 +137,13 @@ impl SqliteStore {
         let write_lock = Arc::new(Mutex::new(()));
         let alive = Arc::new(());
         spawn_statistics_refresh(pool.clone(), write_lock.clone(), Arc::downgrade(&alive));
-        spawn_usage_fold(pool.clone(), write_lock.clone(), Arc::downgrade(&alive));
+        let fold = Arc::new(FoldTrigger::default());
+        spawn_usage_fold(
+            pool.clone(),
+            write_lock.clone(),
+            fold.clone(),
+            Arc::downgrade(&alive),
+        );
         let cache = Arc::new(RecordCache::default());
         let open_intervals = Arc::new(OpenIntervals::default());
         {
@@ -148,6 +157,7 @@ impl SqliteStore {
             feed.clone(),
             cache.clone(),
             open_intervals.clone(),
+            fold.clone(),
         )
         .await?;
         let opened = crate::metering::backfill(&mut tx).await?;
@@ -160,7 +170,8 @@ impl SqliteStore {
         }
         let group = {
             let (pool, write_lock, feed) = (pool.clone(), write_lock.clone(), feed.clone());
-            let (cache, open_intervals) = (cache.clone(), open_intervals.clone());
+            let (cache, open_intervals, fold) =
+                (cache.clone(), open_intervals.clone(), fold.clone());
             GroupCommit::start(Box::new(move || {
                 Box::pin(begin_tx(
                     pool.clone(),
@@ -168,6 +179,7 @@ impl SqliteStore {
                     feed.clone(),
                     cache.clone(),
                     open_intervals.clone(),
+                    fold.clone(),
                 ))
             }))
         };
@@ -179,6 +191,7 @@ impl SqliteStore {
             group,
             cache,
             open_intervals,
+            fold,
             _owner: owner,
             _alive: alive,
         })
@@ -195,11 +208,17 @@ const STATISTICS_INTERVAL: Duration = Duration::from_secs(30);
 /// little.
 const USAGE_FOLD_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Folds the interval change log every [`USAGE_FOLD_INTERVAL`] until the store is gone.
-fn spawn_usage_fold(pool: SqlitePool, write_lock: Arc<Mutex<()>>, alive: Weak<()>) {
+/// Folds the interval change log every [`USAGE_FOLD_INTERVAL`], and as soon as it grew by
+/// [`usage_changes::FOLD_AFTER`] changes, until the store is gone.
+fn spawn_usage_fold(
+    pool: SqlitePool,
+    write_lock: Arc<Mutex<()>>,
+    fold: Arc<FoldTrigger>,
+    alive: Weak<()>,
+) {
     tokio::spawn(async move {
         loop {
-            tokio::time::sleep(USAGE_FOLD_INTERVAL).await;
+            fold.wait(USAGE_FOLD_INTERVAL).await;
             if pool.is_closed() || alive.strong_count() == 0 {
                 return;
             }
@@ -381,9 +400,10 @@ async fn begin_tx(
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
     open_intervals: Arc<OpenIntervals>,
+    fold: Arc<FoldTrigger>,
 ) -> Result<Box<dyn Tx>> {
     Ok(Box::new(
-        begin_sqlite_tx(pool, write_lock, feed, cache, open_intervals).await?,
+        begin_sqlite_tx(pool, write_lock, feed, cache, open_intervals, fold).await?,
     ))
 }
 
@@ -394,6 +414,7 @@ async fn begin_sqlite_tx(
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
     open_intervals: Arc<OpenIntervals>,
+    fold: Arc<FoldTrigger>,
 ) -> Result<SqliteTx> {
     let guard = write_lock.lock_owned().await;
     // IMMEDIATE takes SQLite's write lock at BEGIN, so the snapshot a transaction reads can
@@ -411,6 +432,8 @@ async fn begin_sqlite_tx(
         cache,
         open_intervals,
         pending_intervals: PendingIntervals::default(),
+        fold,
+        changes_logged: 0,
     })
 }
 
@@ -443,6 +466,7 @@ impl Store for SqliteStore {
             self.feed.clone(),
             self.cache.clone(),
             self.open_intervals.clone(),
+            self.fold.clone(),
         )
         .await
     }
@@ -665,6 +689,10 @@ struct SqliteTx {
     open_intervals: Arc<OpenIntervals>,
     /// The open intervals this transaction changed.
     pending_intervals: PendingIntervals,
+    /// Wakes the fold of the interval change log when it grew enough.
+    fold: Arc<FoldTrigger>,
+    /// Interval change rows this transaction appended.
+    changes_logged: usize,
 }
 
 impl SqliteTx {
@@ -686,7 +714,9 @@ impl SqliteTx {
         object_id: &str,
         writes: &crate::metering::IntervalWrites,
     ) -> Result<()> {
-        usage_changes::append(&mut self.tx, object_id, writes).await
+        usage_changes::append(&mut self.tx, object_id, writes).await?;
+        self.changes_logged += 1;
+        Ok(())
     }
 
     /// The object's open interval without a statement: as this transaction left it, else as
@@ -1016,6 +1046,7 @@ impl Tx for SqliteTx {
         let targets = this.ref_targets.iter().map(String::as_str);
         this.cache.committed(this.written, targets);
         this.open_intervals.committed(this.pending_intervals.take());
+        this.fold.logged(this.changes_logged);
         crate::count_write();
         // Every change is published, events included: watches (`osac events --watch`) stream
         // them; controllers skip kinds nothing reconciles.

@@ -16,6 +16,9 @@
 //! the object's latest change row before the table ([`open_interval`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::Notify;
 
 use sqlx::{Connection, SqliteConnection};
 
@@ -28,6 +31,34 @@ const FOLD_BATCH: i64 = 2_000;
 /// Rows of one multi-row statement of a fold (at most 20 parameters each: far below
 /// SQLite's limit).
 const ROWS_PER_STATEMENT: usize = 200;
+
+/// Changes appended since the last fold that wake the fold before its timer: a fold of a
+/// batch this size costs a little of the write lock's time, and keeps the log short.
+pub(crate) const FOLD_AFTER: usize = 256;
+
+/// Counts the changes committed since the last fold and wakes the fold when they reach
+/// [`FOLD_AFTER`]; the fold also runs on a timer.
+#[derive(Debug, Default)]
+pub(crate) struct FoldTrigger {
+    logged: AtomicUsize,
+    wake: Notify,
+}
+
+impl FoldTrigger {
+    /// A transaction that appended `n` changes committed.
+    pub(crate) fn logged(&self, n: usize) {
+        if n > 0 && self.logged.fetch_add(n, Ordering::Relaxed) + n >= FOLD_AFTER {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Returns when the log grew by [`FOLD_AFTER`] changes or after `timeout`, whichever comes
+    /// first; the count restarts (the fold that follows takes every change committed).
+    pub(crate) async fn wait(&self, timeout: std::time::Duration) {
+        let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
+        self.logged.store(0, Ordering::Relaxed);
+    }
+}
 
 /// Appends one object write's interval changes to the log.
 pub(crate) async fn append(
@@ -87,7 +118,7 @@ pub(crate) async fn pending(conn: &mut SqliteConnection) -> Result<bool> {
 pub(crate) async fn fold_all(conn: &mut SqliteConnection) -> Result<u64> {
     let mut folded = 0;
     loop {
-        let mut tx = conn.begin().await?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
         let n = fold_batch(&mut tx).await?;
         tx.commit().await?;
         folded += n;
@@ -454,7 +485,8 @@ mod tests {
             Some(None)
         );
         assert_eq!(fold_all(&mut conn).await.expect("fold"), 2);
-        let rows: Vec<(String, Option<i64>, Option<String>, Option<i64>)> = sqlx::query_as(
+        type Row = (String, Option<i64>, Option<String>, Option<i64>);
+        let rows: Vec<Row> = sqlx::query_as(
             "SELECT id, ended_us, end_reason, deletion_finished_us FROM usage_intervals ORDER BY ordinal",
         )
         .fetch_all(&mut conn)
