@@ -138,7 +138,7 @@ impl SqliteStore {
         let alive = Arc::new(());
         spawn_statistics_refresh(pool.clone(), write_lock.clone(), Arc::downgrade(&alive));
         let fold = Arc::new(FoldTrigger::default());
-        spawn_usage_fold(
+        usage_changes::spawn_fold(
             pool.clone(),
             write_lock.clone(),
             fold.clone(),
@@ -203,46 +203,6 @@ impl SqliteStore {
 const STATISTICS_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Refreshes planner statistics now and then (sampled `ANALYZE`, a few milliseconds).
-/// How often the interval change log is folded when no reader folded it (see
-/// `usage_changes`): keeps it short, so a write that looks up an open interval in it reads
-/// little.
-const USAGE_FOLD_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Folds the interval change log every [`USAGE_FOLD_INTERVAL`], and as soon as it grew by
-/// [`usage_changes::FOLD_AFTER`] changes, until the store is gone.
-fn spawn_usage_fold(
-    pool: SqlitePool,
-    write_lock: Arc<Mutex<()>>,
-    fold: Arc<FoldTrigger>,
-    alive: Weak<()>,
-) {
-    tokio::spawn(async move {
-        loop {
-            fold.wait(USAGE_FOLD_INTERVAL).await;
-            if pool.is_closed() || alive.strong_count() == 0 {
-                return;
-            }
-            if let Err(e) = fold_usage(&pool, &write_lock).await {
-                tracing::warn!(error = %e, "metering: folding interval changes failed");
-            }
-        }
-    });
-}
-
-/// Folds the interval change log when it holds anything (taking the write lock only then).
-async fn fold_usage(pool: &SqlitePool, write_lock: &Mutex<()>) -> Result<()> {
-    let pending = {
-        let mut conn = pool.acquire().await?;
-        usage_changes::pending(&mut conn).await?
-    };
-    if pending {
-        let _guard = write_lock.lock().await;
-        let mut conn = pool.acquire().await?;
-        usage_changes::fold_all(&mut conn).await?;
-    }
-    Ok(())
-}
-
 fn spawn_statistics_refresh(pool: SqlitePool, write_lock: Arc<Mutex<()>>, alive: Weak<()>) {
     tokio::spawn(async move {
         loop {
@@ -595,7 +555,7 @@ impl Store for SqliteStore {
     }
 
     async fn outbox_peek(&self, limit: i64) -> Result<Vec<crate::OutboxEntry>> {
-        fold_usage(&self.pool, &self.write_lock).await?;
+        usage_changes::fold_pending(&self.pool, &self.write_lock).await?;
         meter_outbox_peek(&mut *self.pool.acquire().await?, limit).await
     }
 
@@ -605,7 +565,7 @@ impl Store for SqliteStore {
     }
 
     async fn outbox_len(&self) -> Result<i64> {
-        fold_usage(&self.pool, &self.write_lock).await?;
+        usage_changes::fold_pending(&self.pool, &self.write_lock).await?;
         meter_outbox_len(&mut *self.pool.acquire().await?).await
     }
 
@@ -626,7 +586,7 @@ impl Store for SqliteStore {
         to: DateTime<Utc>,
         tenant_id: Option<&str>,
     ) -> Result<Vec<osac_model::metering::IntervalRow>> {
-        fold_usage(&self.pool, &self.write_lock).await?;
+        usage_changes::fold_pending(&self.pool, &self.write_lock).await?;
         let mut conn = self.pool.acquire().await?;
         meter_intervals_between(
             &mut conn,

@@ -17,10 +17,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use sqlx::{Connection, SqliteConnection};
+use sqlx::{Connection, SqliteConnection, SqlitePool};
+use tokio::sync::Mutex;
 
 use crate::Result;
 use crate::metering::{ClosingRow, IntervalWrites, OpenInterval, OpeningRow, OutboxEvent};
@@ -54,10 +57,49 @@ impl FoldTrigger {
 
     /// Returns when the log grew by [`FOLD_AFTER`] changes or after `timeout`, whichever comes
     /// first; the count restarts (the fold that follows takes every change committed).
-    pub(crate) async fn wait(&self, timeout: std::time::Duration) {
+    pub(crate) async fn wait(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
         self.logged.store(0, Ordering::Relaxed);
     }
+}
+
+/// How often the log is folded at the latest: keeps it short, so a write that looks up an
+/// open interval in it reads little.
+const FOLD_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Folds the interval change log every [`FOLD_INTERVAL`], and as soon as it grew by
+/// [`FOLD_AFTER`] changes, until the store is gone.
+pub(crate) fn spawn_fold(
+    pool: SqlitePool,
+    write_lock: Arc<Mutex<()>>,
+    fold: Arc<FoldTrigger>,
+    alive: Weak<()>,
+) {
+    tokio::spawn(async move {
+        loop {
+            fold.wait(FOLD_INTERVAL).await;
+            if pool.is_closed() || alive.strong_count() == 0 {
+                return;
+            }
+            if let Err(e) = fold_pending(&pool, &write_lock).await {
+                tracing::warn!(error = %e, "metering: folding interval changes failed");
+            }
+        }
+    });
+}
+
+/// Folds the interval change log when it holds anything (taking the write lock only then).
+pub(crate) async fn fold_pending(pool: &SqlitePool, write_lock: &Mutex<()>) -> Result<()> {
+    let pending = {
+        let mut conn = pool.acquire().await?;
+        pending(&mut conn).await?
+    };
+    if pending {
+        let _guard = write_lock.lock().await;
+        let mut conn = pool.acquire().await?;
+        fold_all(&mut conn).await?;
+    }
+    Ok(())
 }
 
 /// Appends one object write's interval changes to the log.
