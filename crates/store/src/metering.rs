@@ -57,7 +57,7 @@ pub struct OutboxEntry {
 }
 
 /// A CloudEvent to append to the outbox.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxEvent {
     pub event_id: String,
     pub subject: String,
@@ -190,14 +190,14 @@ pub(crate) trait MeterTx: Tx {
     /// Notes the object's open interval after a write of this transaction (None: none).
     fn note_open(&mut self, object_id: &str, open: Option<OpenInterval>);
     /// Writes what one object write changes of its intervals, in the order of
-    /// [`IntervalWrites`]' fields (SQLite: in one round trip to its connection's thread).
-    async fn write_intervals(&mut self, object_id: &str, writes: &IntervalWrites) -> Result<()>;
+    /// [`IntervalWrites`]' fields, in the transaction (SQLite: at its commit).
+    async fn write_intervals(&mut self, object_id: &str, writes: IntervalWrites) -> Result<()>;
     /// The objects of metered kinds that have no interval at all.
     async fn unmetered_objects(&mut self) -> Result<Vec<Record>>;
 }
 
 /// What one object write changes of its intervals.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default)]
 pub(crate) struct IntervalWrites {
     /// The open interval ends.
     pub close: Option<ClosingRow>,
@@ -210,16 +210,16 @@ pub(crate) struct IntervalWrites {
 }
 
 /// An interval ending.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ClosingRow {
     pub id: String,
     pub ended_us: i64,
-    pub reason: String,
+    pub reason: &'static str,
     pub deletion_requested_us: Option<i64>,
 }
 
 /// An interval opening.
-#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, PartialEq)]
 pub(crate) struct OpeningRow {
     pub id: String,
     pub ordinal: i64,
@@ -314,7 +314,7 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
         writes.close = Some(ClosingRow {
             id: o.id.clone(),
             ended_us: ended_at.timestamp_micros(),
-            reason: reason.to_string(),
+            reason,
             deletion_requested_us: rec.deleted_at.map(|d| d.timestamp_micros()),
         });
         let closing = Closing {
@@ -341,16 +341,17 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
         writes.finished_us = Some(now.timestamp_micros());
     }
     writes.outbox = events.iter().map(OutboxEvent::from).collect();
-    if writes.close.is_some() || writes.open.is_some() || writes.finished_us.is_some() {
-        tx.write_intervals(&rec.id, &writes).await?;
+    let changed = writes.close.is_some() || writes.open.is_some();
+    let now_open = writes.open.as_ref().map(|o| OpenInterval {
+        id: o.id.clone(),
+        signature: o.signature.clone(),
+        started_us: o.started_us,
+        dims: o.dims.clone(),
+    });
+    if changed || writes.finished_us.is_some() {
+        tx.write_intervals(&rec.id, writes).await?;
     }
-    if writes.close.is_some() || writes.open.is_some() {
-        let now_open = writes.open.map(|o| OpenInterval {
-            id: o.id,
-            signature: o.signature,
-            started_us: o.started_us,
-            dims: o.dims,
-        });
+    if changed {
         tx.note_open(&rec.id, now_open);
     }
     Ok(())
@@ -704,7 +705,7 @@ macro_rules! impl_meter_tx {
             async fn write_intervals(
                 &mut self,
                 object_id: &str,
-                writes: &crate::metering::IntervalWrites,
+                writes: crate::metering::IntervalWrites,
             ) -> crate::Result<()> {
                 self.write_interval_changes(object_id, writes).await
             }

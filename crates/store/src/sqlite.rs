@@ -2,12 +2,13 @@
 //! transactions are serialised in-process (the SQLite way), so check-then-write sequences are
 //! atomic without row locks; reads run concurrently from a pool.
 
+mod batch;
 mod events;
 mod page;
-mod usage_changes;
+mod usage_writes;
 
 use std::str::FromStr;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -31,7 +32,8 @@ use crate::{
     Applied, Change, ListQuery, Page, PageText, Record, RecordText, Reference, Result, Store,
     StoreError, Tx, Write, WriteSet,
 };
-use usage_changes::FoldTrigger;
+use batch::StatementBatch;
+use usage_writes::DeferredIntervals;
 
 /// The SQLite store.
 pub struct SqliteStore {
@@ -43,12 +45,8 @@ pub struct SqliteStore {
     cache: Arc<RecordCache>,
     /// The open usage intervals of recently metered objects (same reason).
     open_intervals: Arc<OpenIntervals>,
-    /// Wakes the fold of the interval change log when it grew (see `usage_changes`).
-    fold: Arc<FoldTrigger>,
     /// Held for the store's lifetime: one process per database file (see [`lock_database`]).
     _owner: Option<std::fs::File>,
-    /// Its background tasks stop once the store is gone (they hold a weak reference).
-    _alive: Arc<()>,
 }
 
 /// Takes the database file's owner lock (`<file>.lock`, an exclusive advisory lock), or fails
@@ -135,29 +133,15 @@ impl SqliteStore {
             .map_err(|e| StoreError::Database(sqlx::Error::Migrate(Box::new(e))))?;
         let (feed, _) = broadcast::channel(65536);
         let write_lock = Arc::new(Mutex::new(()));
-        let alive = Arc::new(());
-        spawn_statistics_refresh(pool.clone(), write_lock.clone(), Arc::downgrade(&alive));
-        let fold = Arc::new(FoldTrigger::default());
-        usage_changes::spawn_fold(
-            pool.clone(),
-            write_lock.clone(),
-            fold.clone(),
-            Arc::downgrade(&alive),
-        );
+        spawn_statistics_refresh(pool.clone(), write_lock.clone());
         let cache = Arc::new(RecordCache::default());
         let open_intervals = Arc::new(OpenIntervals::default());
-        {
-            // Backfilling reads which objects have intervals: the log's changes count.
-            let _guard = write_lock.lock().await;
-            usage_changes::fold_all(&mut *pool.acquire().await?).await?;
-        }
         let mut tx = begin_sqlite_tx(
             pool.clone(),
             write_lock.clone(),
             feed.clone(),
             cache.clone(),
             open_intervals.clone(),
-            fold.clone(),
         )
         .await?;
         let opened = crate::metering::backfill(&mut tx).await?;
@@ -170,8 +154,7 @@ impl SqliteStore {
         }
         let group = {
             let (pool, write_lock, feed) = (pool.clone(), write_lock.clone(), feed.clone());
-            let (cache, open_intervals, fold) =
-                (cache.clone(), open_intervals.clone(), fold.clone());
+            let (cache, open_intervals) = (cache.clone(), open_intervals.clone());
             GroupCommit::start(Box::new(move || {
                 Box::pin(begin_tx(
                     pool.clone(),
@@ -179,7 +162,6 @@ impl SqliteStore {
                     feed.clone(),
                     cache.clone(),
                     open_intervals.clone(),
-                    fold.clone(),
                 ))
             }))
         };
@@ -191,9 +173,7 @@ impl SqliteStore {
             group,
             cache,
             open_intervals,
-            fold,
             _owner: owner,
-            _alive: alive,
         })
     }
 }
@@ -203,7 +183,7 @@ impl SqliteStore {
 const STATISTICS_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Refreshes planner statistics now and then (sampled `ANALYZE`, a few milliseconds).
-fn spawn_statistics_refresh(pool: SqlitePool, write_lock: Arc<Mutex<()>>, alive: Weak<()>) {
+fn spawn_statistics_refresh(pool: SqlitePool, write_lock: Arc<Mutex<()>>) {
     tokio::spawn(async move {
         loop {
             {
@@ -215,7 +195,7 @@ fn spawn_statistics_refresh(pool: SqlitePool, write_lock: Arc<Mutex<()>>, alive:
                     tracing::debug!(error = %e, "statistics refresh failed");
                 }
             }
-            if pool.is_closed() || alive.strong_count() == 0 {
+            if pool.is_closed() {
                 return;
             }
             tokio::time::sleep(STATISTICS_INTERVAL).await;
@@ -360,10 +340,9 @@ async fn begin_tx(
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
     open_intervals: Arc<OpenIntervals>,
-    fold: Arc<FoldTrigger>,
 ) -> Result<Box<dyn Tx>> {
     Ok(Box::new(
-        begin_sqlite_tx(pool, write_lock, feed, cache, open_intervals, fold).await?,
+        begin_sqlite_tx(pool, write_lock, feed, cache, open_intervals).await?,
     ))
 }
 
@@ -374,7 +353,6 @@ async fn begin_sqlite_tx(
     feed: broadcast::Sender<Change>,
     cache: Arc<RecordCache>,
     open_intervals: Arc<OpenIntervals>,
-    fold: Arc<FoldTrigger>,
 ) -> Result<SqliteTx> {
     let guard = write_lock.lock_owned().await;
     // IMMEDIATE takes SQLite's write lock at BEGIN, so the snapshot a transaction reads can
@@ -392,8 +370,7 @@ async fn begin_sqlite_tx(
         cache,
         open_intervals,
         pending_intervals: PendingIntervals::default(),
-        fold,
-        changes_logged: 0,
+        intervals: DeferredIntervals::default(),
     })
 }
 
@@ -426,7 +403,6 @@ impl Store for SqliteStore {
             self.feed.clone(),
             self.cache.clone(),
             self.open_intervals.clone(),
-            self.fold.clone(),
         )
         .await
     }
@@ -555,7 +531,6 @@ impl Store for SqliteStore {
     }
 
     async fn outbox_peek(&self, limit: i64) -> Result<Vec<crate::OutboxEntry>> {
-        usage_changes::fold_pending(&self.pool, &self.write_lock).await?;
         meter_outbox_peek(&mut *self.pool.acquire().await?, limit).await
     }
 
@@ -565,15 +540,12 @@ impl Store for SqliteStore {
     }
 
     async fn outbox_len(&self) -> Result<i64> {
-        usage_changes::fold_pending(&self.pool, &self.write_lock).await?;
         meter_outbox_len(&mut *self.pool.acquire().await?).await
     }
 
     async fn outbox_append(&self, events: &[crate::OutboxEvent]) -> Result<()> {
         let _guard = self.write_lock.lock().await;
         let mut tx = self.pool.begin().await?;
-        // After every event of the changes written before (the outbox is in order).
-        while usage_changes::fold_batch(&mut tx).await? > 0 {}
         meter_append_outbox(&mut tx, events).await?;
         tx.commit().await?;
         crate::count_write();
@@ -586,7 +558,6 @@ impl Store for SqliteStore {
         to: DateTime<Utc>,
         tenant_id: Option<&str>,
     ) -> Result<Vec<osac_model::metering::IntervalRow>> {
-        usage_changes::fold_pending(&self.pool, &self.write_lock).await?;
         let mut conn = self.pool.acquire().await?;
         meter_intervals_between(
             &mut conn,
@@ -600,7 +571,6 @@ impl Store for SqliteStore {
     async fn record_usage(&self, end: DateTime<Utc>) -> Result<u64> {
         let _guard = self.write_lock.lock().await;
         let mut tx = self.pool.begin().await?;
-        while usage_changes::fold_batch(&mut tx).await? > 0 {}
         let n = meter_record_usage(&mut tx, end.timestamp_micros()).await?;
         tx.commit().await?;
         crate::count_write();
@@ -609,11 +579,7 @@ impl Store for SqliteStore {
 
     async fn prune_usage(&self, before: DateTime<Utc>) -> Result<u64> {
         let _guard = self.write_lock.lock().await;
-        let mut tx = self.pool.begin().await?;
-        while usage_changes::fold_batch(&mut tx).await? > 0 {}
-        let pruned = meter_prune(&mut tx, before.timestamp_micros()).await?;
-        tx.commit().await?;
-        Ok(pruned)
+        meter_prune(&mut *self.pool.acquire().await?, before.timestamp_micros()).await
     }
 
     async fn kv_write(&self, ns: &str, changes: &[(String, Option<String>)]) -> Result<()> {
@@ -629,6 +595,16 @@ impl Store for SqliteStore {
 crate::metering::metering_statements!(connection: SqliteConnection);
 crate::metering::impl_meter_tx!(SqliteTx);
 
+/// The lengths of a transaction's own records when a savepoint was made.
+struct SavepointMarks {
+    changes: usize,
+    written: usize,
+    ref_targets: usize,
+    events: usize,
+    open_intervals: usize,
+    interval_changes: usize,
+}
+
 /// A serialised SQLite write transaction.
 struct SqliteTx {
     tx: Transaction<'static, sqlx::Sqlite>,
@@ -638,9 +614,8 @@ struct SqliteTx {
     written: Vec<Written>,
     /// Ids whose referrers this transaction changed (reference rows added or removed).
     ref_targets: Vec<String>,
-    /// Changes, rows, referrer targets and deferred events recorded when each open savepoint
-    /// was made, the latest last.
-    savepoints: Vec<(usize, usize, usize, usize, usize)>,
+    /// What each open savepoint rolls back to, the latest last.
+    savepoints: Vec<SavepointMarks>,
     /// Events inserted and not written yet (see [`DeferredEvents`]).
     events: DeferredEvents,
     feed: broadcast::Sender<Change>,
@@ -649,33 +624,26 @@ struct SqliteTx {
     open_intervals: Arc<OpenIntervals>,
     /// The open intervals this transaction changed.
     pending_intervals: PendingIntervals,
-    /// Wakes the fold of the interval change log when it grew enough.
-    fold: Arc<FoldTrigger>,
-    /// Interval change rows this transaction appended.
-    changes_logged: usize,
+    /// Their changes, written at the commit.
+    intervals: DeferredIntervals,
 }
 
 impl SqliteTx {
-    /// The object's open interval, read: its latest change not folded yet decides, else the
-    /// interval table.
+    /// The object's open interval, read (one this transaction changed is known without).
     async fn read_open_interval(
         &mut self,
         object_id: &str,
     ) -> Result<Option<crate::metering::OpenInterval>> {
-        if let Some(open) = usage_changes::open_interval(&mut self.tx, object_id).await? {
-            return Ok(open);
-        }
         meter_open_interval(&mut self.tx, object_id).await
     }
 
-    /// Appends an object write's interval changes to the change log (see `usage_changes`).
+    /// Keeps an object write's interval changes for the commit (see `usage_writes`).
     async fn write_interval_changes(
         &mut self,
         object_id: &str,
-        writes: &crate::metering::IntervalWrites,
+        writes: crate::metering::IntervalWrites,
     ) -> Result<()> {
-        usage_changes::append(&mut self.tx, object_id, writes).await?;
-        self.changes_logged += 1;
+        self.intervals.push(object_id, writes);
         Ok(())
     }
 
@@ -970,24 +938,26 @@ impl Tx for SqliteTx {
 
     async fn savepoint(&mut self) -> Result<()> {
         savepoint(&mut self.tx).await?;
-        self.savepoints.push((
-            self.changes.len(),
-            self.written.len(),
-            self.ref_targets.len(),
-            self.events.len(),
-            self.pending_intervals.len(),
-        ));
+        self.savepoints.push(SavepointMarks {
+            changes: self.changes.len(),
+            written: self.written.len(),
+            ref_targets: self.ref_targets.len(),
+            events: self.events.len(),
+            open_intervals: self.pending_intervals.len(),
+            interval_changes: self.intervals.len(),
+        });
         Ok(())
     }
 
     async fn rollback_to_savepoint(&mut self) -> Result<()> {
         rollback_to_savepoint(&mut self.tx).await?;
-        if let Some((changes, written, ref_targets, events, intervals)) = self.savepoints.pop() {
-            self.changes.truncate(changes);
-            self.written.truncate(written);
-            self.ref_targets.truncate(ref_targets);
-            self.events.truncate(events);
-            self.pending_intervals.truncate(intervals);
+        if let Some(marks) = self.savepoints.pop() {
+            self.changes.truncate(marks.changes);
+            self.written.truncate(marks.written);
+            self.ref_targets.truncate(marks.ref_targets);
+            self.events.truncate(marks.events);
+            self.pending_intervals.truncate(marks.open_intervals);
+            self.intervals.truncate(marks.interval_changes);
         }
         Ok(())
     }
@@ -1000,13 +970,18 @@ impl Tx for SqliteTx {
 
     async fn commit(self: Box<Self>) -> Result<()> {
         let mut this = *self;
-        events::write(&mut this.tx, &mut this.events).await?;
+        // The deferred events and interval changes, in one round trip.
+        let plan = this.intervals.take_plan();
+        let mut batch = StatementBatch::default();
+        events::push(&mut batch, this.events.records());
+        usage_writes::push(&mut batch, &plan);
+        batch.execute(&mut this.tx).await?;
+        this.events.clear();
         this.tx.commit().await?;
         // Still under the write lock (released when `this` is dropped): see `record_cache`.
         let targets = this.ref_targets.iter().map(String::as_str);
         this.cache.committed(this.written, targets);
         this.open_intervals.committed(this.pending_intervals.take());
-        this.fold.logged(this.changes_logged);
         crate::count_write();
         // Every change is published, events included: watches (`osac events --watch`) stream
         // them; controllers skip kinds nothing reconciles.

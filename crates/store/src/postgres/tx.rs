@@ -214,9 +214,9 @@ impl PgTx {
     async fn write_interval_changes(
         &mut self,
         object_id: &str,
-        writes: &crate::metering::IntervalWrites,
+        writes: crate::metering::IntervalWrites,
     ) -> Result<()> {
-        super::usage_writes::write(&mut self.tx, object_id, writes).await
+        super::usage_writes::write(&mut self.tx, object_id, &writes).await
     }
 
     /// Open intervals are not kept between statements here: another replica may change them.

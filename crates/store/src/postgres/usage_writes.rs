@@ -19,7 +19,7 @@ pub(super) async fn write(
              WHERE id = $4 AND ended_us IS NULL",
         )
         .bind(c.ended_us)
-        .bind(&c.reason)
+        .bind(c.reason)
         .bind(c.deletion_requested_us)
         .bind(&c.id)
         .execute(&mut *conn)

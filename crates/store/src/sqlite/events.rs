@@ -3,19 +3,28 @@
 
 use sqlx::SqliteConnection;
 
-use crate::Result;
+use super::batch::StatementBatch;
 use crate::deferred_events::DeferredEvents;
 use crate::record::{to_json, ts_text};
+use crate::{Record, Result};
 
 /// Most event rows in one statement (twelve parameters each: far below SQLite's limit).
 const EVENTS_PER_INSERT: usize = 100;
 
 /// Writes every waiting event.
 pub(crate) async fn write(conn: &mut SqliteConnection, events: &mut DeferredEvents) -> Result<()> {
-    for chunk in events.records().chunks(EVENTS_PER_INSERT) {
-        let mut q = sqlx::QueryBuilder::new(
-            "INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, deleted_at, labels, annotations, finalizers, body) ",
-        );
+    let mut batch = StatementBatch::default();
+    push(&mut batch, events.records());
+    batch.execute(conn).await?;
+    events.clear();
+    Ok(())
+}
+
+/// Adds the statements writing `records` (deferred events) to `batch`.
+pub(crate) fn push<'a>(batch: &mut StatementBatch<'a>, records: &'a [Record]) {
+    for chunk in records.chunks(EVENTS_PER_INSERT) {
+        let q = batch.statement(12 * chunk.len());
+        q.push("INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, deleted_at, labels, annotations, finalizers, body) ");
         q.push_values(chunk, |mut row, rec| {
             row.push_bind(&rec.id)
                 .push_bind(rec.kind.collection())
@@ -30,8 +39,5 @@ pub(crate) async fn write(conn: &mut SqliteConnection, events: &mut DeferredEven
                 .push_bind(to_json(&rec.finalizers))
                 .push_bind(to_json(&rec.body));
         });
-        q.build().execute(&mut *conn).await?;
     }
-    events.clear();
-    Ok(())
 }
