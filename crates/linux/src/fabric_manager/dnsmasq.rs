@@ -217,6 +217,9 @@ pub async fn bound_log(log: &Path, cap: u64) -> Result<bool, LinuxError> {
     f.write_all(kept.as_bytes())
         .await
         .map_err(|e| io_err(log, e))?;
+    // A tokio file hands a write to a background thread: without the flush it may not have
+    // reached the file when this returns (or ever, when the file is dropped first).
+    f.flush().await.map_err(|e| io_err(log, e))?;
     Ok(true)
 }
 
