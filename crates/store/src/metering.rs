@@ -684,8 +684,8 @@ pub(crate) use metering_statements;
 
 /// Implements [`MeterTx`] for a backend transaction type whose `tx` field is its sqlx
 /// transaction, with the statements of [`metering_statements!`] and the type's own
-/// `read_open_interval`, `known_open_interval`, `note_open_interval` and
-/// `write_interval_changes` (each backend stores interval changes its own way).
+/// `known_open_interval`, `note_open_interval` and `write_interval_changes` (each backend
+/// stores interval changes its own way).
 macro_rules! impl_meter_tx {
     ($tx:ty) => {
         #[async_trait::async_trait]
@@ -694,7 +694,7 @@ macro_rules! impl_meter_tx {
                 &mut self,
                 object_id: &str,
             ) -> crate::Result<Option<crate::metering::OpenInterval>> {
-                self.read_open_interval(object_id).await
+                meter_open_interval(&mut self.tx, object_id).await
             }
             fn known_open(&self, object_id: &str) -> Option<Option<crate::metering::OpenInterval>> {
                 self.known_open_interval(object_id)

@@ -629,14 +629,6 @@ struct SqliteTx {
 }
 
 impl SqliteTx {
-    /// The object's open interval, read (one this transaction changed is known without).
-    async fn read_open_interval(
-        &mut self,
-        object_id: &str,
-    ) -> Result<Option<crate::metering::OpenInterval>> {
-        meter_open_interval(&mut self.tx, object_id).await
-    }
-
     /// Keeps an object write's interval changes for the commit (see `usage_writes`).
     async fn write_interval_changes(
         &mut self,

@@ -202,14 +202,6 @@ impl PgTx {
         })
     }
 
-    /// The object's open interval, read.
-    async fn read_open_interval(
-        &mut self,
-        object_id: &str,
-    ) -> Result<Option<crate::metering::OpenInterval>> {
-        meter_open_interval(&mut self.tx, object_id).await
-    }
-
     /// Writes an object write's interval changes directly (see `usage_writes`).
     async fn write_interval_changes(
         &mut self,
