@@ -670,9 +670,12 @@ macro_rules! metering_statements {
             Ok(ids.len() as u64)
         }
 
-        /// Deletes closed intervals that ended before `before_us` (never an open one).
+        /// Deletes closed intervals that ended before `before_us` (never an open one). They
+        /// started before it too, which the time index finds.
         async fn meter_prune(conn: &mut $conn, before_us: i64) -> crate::Result<u64> {
-            Ok(sqlx::query("DELETE FROM usage_intervals WHERE ended_us IS NOT NULL AND ended_us < $1")
+            Ok(sqlx::query(
+                "DELETE FROM usage_intervals WHERE started_us < $1 AND ended_us IS NOT NULL AND ended_us < $1",
+            )
                 .bind(before_us)
                 .execute(conn)
                 .await?

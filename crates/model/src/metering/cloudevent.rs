@@ -190,10 +190,37 @@ impl CloudEvent {
         })
     }
 
-    /// [`CloudEvent::to_json`] as text (the outbox payload).
+    /// [`CloudEvent::to_json`] as text (the outbox payload), written from the event without
+    /// building the document first: every metered write renders its events.
     pub fn to_text(&self) -> String {
-        self.to_json().to_string()
+        let wire = Structured {
+            data: &self.data,
+            datacontenttype: "application/json",
+            id: &self.id,
+            source: &self.source,
+            specversion: "1.0",
+            subject: &self.subject,
+            time: rfc3339(self.time),
+            type_: &self.type_,
+        };
+        // Writing strings and a JSON value to a String does not fail.
+        serde_json::to_string(&wire).unwrap_or_else(|_| self.to_json().to_string())
     }
+}
+
+/// The structured-mode document, borrowed from its event; fields in the order
+/// [`CloudEvent::to_json`] writes its keys (sorted), so both give the same text.
+#[derive(serde::Serialize)]
+struct Structured<'a> {
+    data: &'a Value,
+    datacontenttype: &'static str,
+    id: &'a str,
+    source: &'a str,
+    specversion: &'static str,
+    subject: &'a str,
+    time: String,
+    #[serde(rename = "type")]
+    type_: &'a str,
 }
 
 /// Microseconds as decimal seconds text (`"12.500000"`): exact, int64-safe.

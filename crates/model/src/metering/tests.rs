@@ -220,4 +220,11 @@ fn cloudevents_have_stable_ids_and_the_required_attributes() {
         CloudEvent::usage("e.1", "external_ips", &d, at(60), at(120), 0, 0).id
     );
     assert_eq!(seconds_text(-1_500_000), "-1.500000");
+    for event in [&opened, &closed, &usage] {
+        assert_eq!(
+            event.to_text(),
+            event.to_json().to_string(),
+            "the payload is the document"
+        );
+    }
 }

@@ -307,8 +307,9 @@ mod tests {
         assert_eq!(plan.closes, vec![closing("b.1", 4)]);
     }
 
-    /// The statements of two commits on a real database: the second closes an interval the
-    /// first wrote, opens and closes another, and finishes the object.
+    /// The statements of three commits on a real database: the second closes an interval the
+    /// first wrote, opens and closes another, and finishes the object; the third finishes an
+    /// object on its latest interval the table holds.
     #[tokio::test]
     async fn the_statements_write_what_the_changes_did_in_order() {
         use sqlx::Connection;
@@ -343,7 +344,22 @@ mod tests {
                     &["a.1.closed", "a.5.opened"],
                 ),
                 change("a", Some(closing("a.5", 8)), None, Some(9), &["a.5.closed"]),
+                change("b", None, Some(opening("b.2", 2)), None, &[]),
+                change(
+                    "b",
+                    Some(closing("b.2", 6)),
+                    Some(opening("b.6", 6)),
+                    None,
+                    &[],
+                ),
             ]),
+            commit(vec![change(
+                "b",
+                Some(closing("b.6", 10)),
+                None,
+                Some(11),
+                &[],
+            )]),
         ] {
             let mut batch = StatementBatch::default();
             push(&mut batch, &plan);
@@ -351,7 +367,8 @@ mod tests {
         }
         type Row = (String, Option<i64>, Option<String>, Option<i64>);
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT id, ended_us, end_reason, deletion_finished_us FROM usage_intervals ORDER BY ordinal",
+            "SELECT id, ended_us, end_reason, deletion_finished_us FROM usage_intervals \
+             ORDER BY object_id, ordinal",
         )
         .fetch_all(&mut conn)
         .await
@@ -361,7 +378,9 @@ mod tests {
             rows,
             vec![
                 ("a.1".to_string(), Some(5), reason.clone(), None),
-                ("a.5".to_string(), Some(8), reason, Some(9)),
+                ("a.5".to_string(), Some(8), reason.clone(), Some(9)),
+                ("b.2".to_string(), Some(6), reason.clone(), None),
+                ("b.6".to_string(), Some(10), reason, Some(11)),
             ]
         );
         let events: Vec<String> =
