@@ -49,7 +49,6 @@ impl DeferredIntervals {
 /// An interval a batch opens, with what later changes of the batch did to it.
 #[derive(Debug, PartialEq)]
 pub(crate) struct PlannedInterval {
-    pub object_id: String,
     pub open: OpeningRow,
     pub close: Option<ClosingRow>,
     pub finished_us: Option<i64>,
@@ -98,7 +97,6 @@ pub(crate) fn plan(changes: Vec<(String, IntervalWrites)>) -> WritePlan {
             by_id.insert(open.id.clone(), plan.intervals.len());
             latest_of.insert(object_id.clone(), plan.intervals.len());
             plan.intervals.push(PlannedInterval {
-                object_id: object_id.clone(),
                 open,
                 close: None,
                 finished_us: None,
@@ -152,7 +150,7 @@ pub(crate) fn push<'a>(batch: &mut StatementBatch<'a>, plan: &'a WritePlan) {
         q.push_values(chunk, |mut row, r| {
             let (o, d) = (&r.open, &r.open.dims);
             row.push_bind(&o.id)
-                .push_bind(&r.object_id)
+                .push_bind(&d.object)
                 .push_bind(o.ordinal)
                 .push_bind(&o.signature)
                 .push_bind(&d.tenant)
@@ -203,7 +201,10 @@ mod tests {
             id: id.to_string(),
             ordinal: at,
             signature: format!("sig-{id}"),
-            dims: Dimensions::default(),
+            dims: Dimensions {
+                object: id.split('.').next().unwrap_or_default().to_string(),
+                ..Dimensions::default()
+            },
             started_us: at,
         }
     }
