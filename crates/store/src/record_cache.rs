@@ -64,6 +64,14 @@ pub(crate) enum Written {
 }
 
 impl Written {
+    /// The id of the row written.
+    pub(crate) fn id(&self) -> &str {
+        match self {
+            Written::Put(r) => &r.id,
+            Written::Gone(id) => id,
+        }
+    }
+
     /// The row `id` as the last of `writes` left it: `Some(None)` when removed, `None` when
     /// `writes` do not touch it. The record is as a read of its row returns it.
     pub(crate) fn last_of(writes: &[Written], id: &str) -> Option<Option<Record>> {
@@ -170,7 +178,9 @@ impl Inner {
                     if created.contains(target) {
                         Some(new.clone())
                     } else {
-                        self.referrers.get(*target).cloned().map(|mut list| {
+                        // Taken out, not copied: a list can hold thousands (every VM of a
+                        // security group), and it is forgotten below anyway.
+                        self.referrers.remove(*target).map(|mut list| {
                             for r in new {
                                 if !list
                                     .iter()

@@ -784,18 +784,15 @@ impl Tx for SqliteTx {
         name: &str,
     ) -> Result<Option<Record>> {
         self.write_events_of(kind).await?;
-        // A row this transaction wrote under that name is its last write of it.
-        let mut written_ids = std::collections::HashSet::new();
-        for w in self.written.iter().rev() {
-            let (id, last) = match w {
-                Written::Put(r) => (r.id.as_str(), Some(r)),
-                Written::Gone(id) => (id.as_str(), None),
-            };
-            if written_ids.insert(id)
-                && let Some(r) = last
+        // A row this transaction wrote under that name, if that is its last write of it (no
+        // set of ids is built: a group transaction writes hundreds of rows and most lookups
+        // match none of them).
+        for (i, w) in self.written.iter().enumerate().rev() {
+            if let Written::Put(r) = w
                 && r.kind == kind
                 && r.tenant == tenant
                 && r.name.as_deref() == Some(name)
+                && !self.written[i + 1..].iter().any(|later| later.id() == r.id)
             {
                 return Ok(Some(as_stored(r)));
             }
@@ -804,7 +801,7 @@ impl Tx for SqliteTx {
         // holds it (this transaction holds the write lock) — unless this transaction wrote it
         // (renamed or removed it) since.
         if let Some(r) = self.cache.named(kind, tenant, name)
-            && !written_ids.contains(r.id.as_str())
+            && !self.written.iter().any(|w| w.id() == r.id)
         {
             return Ok(Some(r));
         }

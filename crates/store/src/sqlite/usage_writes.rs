@@ -72,9 +72,14 @@ pub(crate) struct WritePlan {
 /// opened lands on its row before it is written; a close of an older interval is kept once
 /// (an interval ends once).
 pub(crate) fn plan(changes: Vec<(String, IntervalWrites)>) -> WritePlan {
-    let mut plan = WritePlan::default();
-    let mut by_id: HashMap<String, usize> = HashMap::new();
-    let mut latest_of: HashMap<String, usize> = HashMap::new();
+    let mut plan = WritePlan {
+        closes: Vec::with_capacity(changes.len()),
+        intervals: Vec::with_capacity(changes.len()),
+        finishes: Vec::new(),
+        outbox: Vec::with_capacity(2 * changes.len()),
+    };
+    let mut by_id: HashMap<String, usize> = HashMap::with_capacity(changes.len());
+    let mut latest_of: HashMap<String, usize> = HashMap::with_capacity(changes.len());
     let mut closed_in_table: HashSet<String> = HashSet::new();
     let mut finished_in_table: HashSet<String> = HashSet::new();
     for (object_id, w) in changes {
