@@ -176,6 +176,7 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
     );
     let txs_before = osac_store::write_transactions();
     let groups_before = osac_store::group_commits();
+    let busy_before = osac_store::group_commit_busy();
     let start = Instant::now();
     let run_api = api.clone();
     let subnets = Arc::new(subnets);
@@ -223,6 +224,7 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
         )
         .await;
     let total = start.elapsed();
+    let busy = osac_store::group_commit_busy().saturating_sub(busy_before);
     let txs = osac_store::write_transactions().saturating_sub(txs_before);
     let groups = osac_store::group_commits();
     let (group_commits, group_sets) = (
@@ -296,6 +298,13 @@ pub async fn workloads_phase(args: &Args, env: &Env, report: &mut Report) -> Res
     report.details.push(format!(
         "[workloads] {}; {running} VMs RUNNING then",
         timing.summary("workloads", "attachments")
+    ));
+    report.details.push(format!(
+        "[workloads] group committer busy {:.3} s of the {:.3} s run ({:.0} %), {:.0} µs per workload",
+        busy.as_secs_f64(),
+        total.as_secs_f64(),
+        100.0 * busy.as_secs_f64() / total.as_secs_f64().max(1e-9),
+        1e6 * busy.as_secs_f64() / ok.max(1) as f64
     ));
     report.details.push(format!(
         "[workloads] ComputeInstance create latency: {}",

@@ -206,6 +206,7 @@ struct Batch {
 
 async fn committer(mut receiver: mpsc::UnboundedReceiver<Request>, begin: Begin) {
     while let Some(first) = receiver.recv().await {
+        let opened = Instant::now();
         let mut tx = match begin().await {
             Ok(tx) => tx,
             Err(e) => {
@@ -234,6 +235,7 @@ async fn committer(mut receiver: mpsc::UnboundedReceiver<Request>, begin: Begin)
             // The transaction is unusable (and rolled back, dropped).
             Err(e) => fail_all(batch.waiters, &e),
         }
+        crate::count_group_busy(opened.elapsed());
     }
 }
 

@@ -125,6 +125,21 @@ pub fn group_commits() -> (u64, u64) {
     )
 }
 
+/// Nanoseconds the group committer spent with a transaction open (from its `BEGIN` to the
+/// answers after its `COMMIT`): every SQLite write waits for it, so this is the serial part of
+/// a write-heavy run.
+static GROUP_COMMIT_BUSY_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How long the group committer has held a transaction open in all (see [`Store::apply`]).
+pub fn group_commit_busy() -> std::time::Duration {
+    std::time::Duration::from_nanos(GROUP_COMMIT_BUSY_NS.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+fn count_group_busy(busy: std::time::Duration) {
+    let ns = u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX);
+    GROUP_COMMIT_BUSY_NS.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn count_group(sets: usize) {
     GROUP_COMMITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     GROUPED_SETS.fetch_add(
