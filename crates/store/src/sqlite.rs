@@ -784,9 +784,9 @@ impl Tx for SqliteTx {
         name: &str,
     ) -> Result<Option<Record>> {
         self.write_events_of(kind).await?;
-        // A row this transaction wrote under that name, if that is its last write of it (no
-        // set of ids is built: a group transaction writes hundreds of rows and most lookups
-        // match none of them).
+        // A row this transaction wrote under that name, if that is its last write of it. Later
+        // writes are scanned only for a row whose name matches: a group transaction holds
+        // hundreds of writes, and most lookups match none of them.
         for (i, w) in self.written.iter().enumerate().rev() {
             if let Written::Put(r) = w
                 && r.kind == kind
