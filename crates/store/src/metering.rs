@@ -21,7 +21,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use osac_model::Kind;
 use osac_model::metering::cloudevent::Closing;
 use osac_model::metering::{
-    self, CloudEvent, Dimensions, IntervalRow, Transition, interval_id, signature, transition,
+    self, CloudEvent, Dimensions, IntervalRow, Transition, event_text, interval_id, signature,
+    transition,
 };
 use serde_json::Value;
 
@@ -62,6 +63,16 @@ pub struct OutboxEvent {
     pub event_id: String,
     pub subject: String,
     pub payload: String,
+}
+
+impl From<event_text::EventText> for OutboxEvent {
+    fn from(e: event_text::EventText) -> Self {
+        OutboxEvent {
+            event_id: e.id,
+            subject: e.subject,
+            payload: e.payload,
+        }
+    }
 }
 
 impl From<&CloudEvent> for OutboxEvent {
@@ -297,7 +308,6 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
     let now = Utc::now();
     let collection = rec.kind.collection();
     let mut writes = IntervalWrites::default();
-    let mut events = Vec::new();
     if let Some(o) = open
         .as_ref()
         .filter(|_| matches!(step, Transition::Close | Transition::Reopen))
@@ -321,14 +331,16 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
             ended_at,
             reason: reason.to_string(),
         };
-        events.push(CloudEvent::closed(
-            &o.id, collection, &o.dims, started, &closing,
-        ));
+        writes
+            .outbox
+            .push(event_text::closed(&o.id, collection, &o.dims, started, &closing).into());
     }
     if let (Some(sig), Transition::Open | Transition::Reopen) = (&wanted, step) {
         let id = interval_id(&rec.id, ordinal);
         let dims = resolve(tx, rec).await?;
-        events.push(CloudEvent::opened(&id, collection, &dims, now));
+        writes
+            .outbox
+            .push(event_text::opened(&id, collection, &dims, now).into());
         writes.open = Some(OpeningRow {
             id,
             ordinal,
@@ -340,7 +352,6 @@ pub(crate) async fn on_write<T: MeterTx + ?Sized>(
     if gone {
         writes.finished_us = Some(now.timestamp_micros());
     }
-    writes.outbox = events.iter().map(OutboxEvent::from).collect();
     let changed = writes.close.is_some() || writes.open.is_some();
     let now_open = writes.open.as_ref().map(|o| OpenInterval {
         id: o.id.clone(),

@@ -5,6 +5,7 @@
 mod batch;
 mod events;
 mod page;
+mod usage_statements;
 mod usage_writes;
 
 use std::str::FromStr;
@@ -959,12 +960,21 @@ impl Tx for SqliteTx {
 
     async fn commit(self: Box<Self>) -> Result<()> {
         let mut this = *self;
-        // The deferred events and interval changes, in one round trip.
+        // The deferred events and finished deletions in one round trip, the interval changes
+        // and their CloudEvents in a statement prepared once (see `usage_statements`), or in
+        // the same round trip when they are more than it holds.
         let plan = this.intervals.take_plan();
         let mut batch = StatementBatch::default();
         events::push(&mut batch, this.events.records());
-        usage_writes::push(&mut batch, &plan);
+        if usage_statements::too_large(&plan) {
+            usage_writes::push(&mut batch, &plan);
+        } else {
+            usage_writes::push_finishes(&mut batch, &plan);
+        }
         batch.execute(&mut this.tx).await?;
+        if let Some(tier) = usage_statements::tier_of(&plan) {
+            usage_statements::execute(&mut this.tx, tier, &plan).await?;
+        }
         this.events.clear();
         this.tx.commit().await?;
         // Still under the write lock (released when `this` is dropped): see `record_cache`.

@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 pub mod cloudevent;
+pub mod event_text;
 
 use std::fmt;
 use std::str::FromStr;
