@@ -3,9 +3,9 @@
 //! atomic without row locks; reads run concurrently from a pool.
 
 mod batch;
+mod commit_statements;
 mod events;
 mod page;
-mod usage_statements;
 mod usage_writes;
 
 use std::str::FromStr;
@@ -960,20 +960,18 @@ impl Tx for SqliteTx {
 
     async fn commit(self: Box<Self>) -> Result<()> {
         let mut this = *self;
-        // The deferred events and finished deletions in one round trip, the interval changes
-        // and their CloudEvents in a statement prepared once (see `usage_statements`), or in
-        // the same round trip when they are more than it holds.
+        // The deferred events and the interval changes with their CloudEvents, in one round
+        // trip: a statement prepared once (see `commit_statements`), or multi-row statements
+        // when they do not fit it.
         let plan = this.intervals.take_plan();
-        let mut batch = StatementBatch::default();
-        events::push(&mut batch, this.events.records());
-        if usage_statements::too_large(&plan) {
-            usage_writes::push(&mut batch, &plan);
+        let events = this.events.records();
+        if let Some(shape) = commit_statements::shape_of(events, &plan) {
+            commit_statements::execute(&mut this.tx, shape, events, &plan).await?;
         } else {
-            usage_writes::push_finishes(&mut batch, &plan);
-        }
-        batch.execute(&mut this.tx).await?;
-        if let Some(tier) = usage_statements::tier_of(&plan) {
-            usage_statements::execute(&mut this.tx, tier, &plan).await?;
+            let mut batch = StatementBatch::default();
+            events::push(&mut batch, events);
+            usage_writes::push(&mut batch, &plan);
+            batch.execute(&mut this.tx).await?;
         }
         this.events.clear();
         this.tx.commit().await?;

@@ -175,7 +175,15 @@ pub(crate) fn push<'a>(batch: &mut StatementBatch<'a>, plan: &'a WritePlan) {
                 .push_bind(r.finished_us);
         });
     }
-    push_finishes(batch, plan);
+    for (object_id, at) in &plan.finishes {
+        batch
+            .statement(2)
+            .push("UPDATE usage_intervals SET deletion_finished_us = ")
+            .push_bind(*at)
+            .push(" WHERE id = (SELECT id FROM usage_intervals WHERE object_id = ")
+            .push_bind(object_id)
+            .push(" ORDER BY ordinal DESC LIMIT 1) AND deletion_finished_us IS NULL");
+    }
     for chunk in plan.outbox.chunks(ROWS_PER_STATEMENT) {
         let q = batch.statement(3 * chunk.len());
         q.push("INSERT INTO metering_outbox (event_id, subject, payload) ");
@@ -185,22 +193,6 @@ pub(crate) fn push<'a>(batch: &mut StatementBatch<'a>, plan: &'a WritePlan) {
                 .push_bind(&e.payload);
         });
         q.push(" ON CONFLICT (event_id) DO NOTHING");
-    }
-}
-
-/// Adds the statements recording the finished deletions of `plan` whose objects' latest
-/// interval the table holds. They touch no interval the batch opens or closes otherwise (a
-/// finish of an object the batch opens lands on its row), so they may go in any order with
-/// the rest.
-pub(crate) fn push_finishes<'a>(batch: &mut StatementBatch<'a>, plan: &'a WritePlan) {
-    for (object_id, at) in &plan.finishes {
-        batch
-            .statement(2)
-            .push("UPDATE usage_intervals SET deletion_finished_us = ")
-            .push_bind(*at)
-            .push(" WHERE id = (SELECT id FROM usage_intervals WHERE object_id = ")
-            .push_bind(object_id)
-            .push(" ORDER BY ordinal DESC LIMIT 1) AND deletion_finished_us IS NULL");
     }
 }
 
@@ -334,7 +326,7 @@ mod tests {
     /// The commits below written by the multi-row statements, or (`constant`) by the
     /// statements of constant text where they hold the rows.
     async fn statements_write_what_the_changes_did(constant: bool) {
-        use super::super::usage_statements;
+        use super::super::commit_statements;
         use sqlx::Connection;
         let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
             .await
@@ -384,18 +376,15 @@ mod tests {
                 &[],
             )]),
         ] {
-            let mut batch = StatementBatch::default();
-            let tier = usage_statements::tier_of(&plan).filter(|_| constant);
-            if tier.is_some() {
-                push_finishes(&mut batch, &plan);
-            } else {
-                push(&mut batch, &plan);
-            }
-            batch.execute(&mut conn).await.expect("write");
-            if let Some(tier) = tier {
-                usage_statements::execute(&mut conn, tier, &plan)
+            match commit_statements::shape_of(&[], &plan).filter(|_| constant) {
+                Some(shape) => commit_statements::execute(&mut conn, shape, &[], &plan)
                     .await
-                    .expect("write");
+                    .expect("write"),
+                None => {
+                    let mut batch = StatementBatch::default();
+                    push(&mut batch, &plan);
+                    batch.execute(&mut conn).await.expect("write");
+                }
             }
         }
         type Row = (String, Option<i64>, Option<String>, Option<i64>);
