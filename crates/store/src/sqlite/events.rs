@@ -1,5 +1,6 @@
 //! The SQLite statement of a transaction's deferred events (see `deferred_events`): one
-//! multi-row `INSERT` per [`EVENTS_PER_INSERT`].
+//! multi-row `INSERT` per [`EVENTS_PER_INSERT`]. At the commit, the statement of constant
+//! shape of `commit_statements` usually writes them instead.
 
 use sqlx::SqliteConnection;
 

@@ -6,8 +6,9 @@
 //! Why: SQLite's writes are serial, under one lock held across every statement's round trip to
 //! the connection's thread, and a group commit carries dozens of write sets. Written as each
 //! set decides them, their interval changes would cost a round trip each under that lock;
-//! gathered, they are a few multi-row statements sent with the events the commit writes
-//! anyway.
+//! gathered, they go with the events the commit writes anyway, in one execution: usually in
+//! the statement of constant shape of `commit_statements`, otherwise as the multi-row
+//! statements written here.
 //!
 //! Exact: nothing in the transaction reads the changes back from the tables — the open
 //! intervals it changed are known from its own record of them (`open_intervals`), which a
