@@ -6,7 +6,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
-use super::Dimensions;
+use super::{Dimensions, event_text};
 
 /// The `source` of every metering event.
 pub const SOURCE: &str = "/osac-net/metering";
@@ -53,18 +53,12 @@ pub fn event_id(interval_id: &str, action: EventAction) -> String {
 }
 
 fn dimensions_json(d: &Dimensions) -> Value {
-    json!({
-        "tenant": d.tenant,
-        "tenant_id": d.tenant_id,
-        "kind": d.kind,
-        "object": d.object,
-        "object_name": d.object_name,
-        "network_class": d.network_class,
-        "ip_family": d.ip_family,
-        "attached": d.attached,
-        "parent_kind": d.parent_kind,
-        "parent": d.parent,
-    })
+    value(&event_text::DimensionsWire::of(d))
+}
+
+/// A serializable value of strings as a JSON document (this cannot fail).
+fn value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or_default()
 }
 
 /// How an interval ended, for its closing event.
@@ -83,18 +77,15 @@ impl CloudEvent {
         dims: &Dimensions,
         started_at: DateTime<Utc>,
     ) -> Self {
+        let data = event_text::opened_data(interval_id, dims, started_at);
+        let action = EventAction::Opened;
         Self::allocation(
             interval_id,
             collection,
             dims,
-            EventAction::Opened,
+            action,
             started_at,
-            json!({
-                "action": "opened",
-                "interval": interval_id,
-                "started_at": rfc3339(started_at),
-                "dimensions": dimensions_json(dims),
-            }),
+            value(&data),
         )
     }
 
@@ -106,25 +97,9 @@ impl CloudEvent {
         started_at: DateTime<Utc>,
         closing: &Closing,
     ) -> Self {
-        let micros = (closing.ended_at - started_at)
-            .num_microseconds()
-            .unwrap_or(0);
-        Self::allocation(
-            interval_id,
-            collection,
-            dims,
-            EventAction::Closed,
-            closing.ended_at,
-            json!({
-                "action": "closed",
-                "interval": interval_id,
-                "started_at": rfc3339(started_at),
-                "ended_at": rfc3339(closing.ended_at),
-                "reason": closing.reason,
-                "resource_seconds": seconds_text(micros),
-                "dimensions": dimensions_json(dims),
-            }),
-        )
+        let data = event_text::closed_data(interval_id, dims, started_at, closing);
+        let (action, time) = (EventAction::Closed, closing.ended_at);
+        Self::allocation(interval_id, collection, dims, action, time, value(&data))
     }
 
     /// The periodic usage record of an open interval over `[from, to)`, with the bytes moved

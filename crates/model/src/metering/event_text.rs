@@ -2,7 +2,8 @@
 //! from borrowed values: every metered write that opens or closes an interval renders its
 //! events inside the store's write transaction, so no JSON document is built first. The text
 //! is the one [`CloudEvent::to_text`](super::CloudEvent::to_text) gives for the same event
-//! (keys sorted, as a JSON object writes them), which the tests check.
+//! (keys sorted, as a JSON object writes them), which the tests check. The fields of the
+//! events' `data` are defined here once, for both.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -30,20 +31,9 @@ pub fn opened(
     dims: &Dimensions,
     started_at: DateTime<Utc>,
 ) -> EventText {
-    let data = OpenedData {
-        action: "opened",
-        dimensions: DimensionsWire::of(dims),
-        interval: interval_id,
-        started_at: rfc3339(started_at),
-    };
-    render(
-        interval_id,
-        collection,
-        dims,
-        EventAction::Opened,
-        started_at,
-        &data,
-    )
+    let data = opened_data(interval_id, dims, started_at);
+    let action = EventAction::Opened;
+    render(interval_id, collection, dims, action, started_at, &data)
 }
 
 /// [`CloudEvent::closed`](super::CloudEvent::closed), as outbox text.
@@ -54,10 +44,36 @@ pub fn closed(
     started_at: DateTime<Utc>,
     closing: &Closing,
 ) -> EventText {
+    let data = closed_data(interval_id, dims, started_at, closing);
+    let (action, time) = (EventAction::Closed, closing.ended_at);
+    render(interval_id, collection, dims, action, time, &data)
+}
+
+/// The `data` of an interval's opening event (the one definition of its fields).
+pub(super) fn opened_data<'a>(
+    interval_id: &'a str,
+    dims: &'a Dimensions,
+    started_at: DateTime<Utc>,
+) -> OpenedData<'a> {
+    OpenedData {
+        action: "opened",
+        dimensions: DimensionsWire::of(dims),
+        interval: interval_id,
+        started_at: rfc3339(started_at),
+    }
+}
+
+/// The `data` of an interval's closing event, with its resource-seconds.
+pub(super) fn closed_data<'a>(
+    interval_id: &'a str,
+    dims: &'a Dimensions,
+    started_at: DateTime<Utc>,
+    closing: &'a Closing,
+) -> ClosedData<'a> {
     let micros = (closing.ended_at - started_at)
         .num_microseconds()
         .unwrap_or(0);
-    let data = ClosedData {
+    ClosedData {
         action: "closed",
         dimensions: DimensionsWire::of(dims),
         ended_at: rfc3339(closing.ended_at),
@@ -65,16 +81,7 @@ pub fn closed(
         reason: &closing.reason,
         resource_seconds: seconds_text(micros),
         started_at: rfc3339(started_at),
-    };
-    let time = closing.ended_at;
-    render(
-        interval_id,
-        collection,
-        dims,
-        EventAction::Closed,
-        time,
-        &data,
-    )
+    }
 }
 
 fn render<D: Serialize>(
@@ -121,7 +128,7 @@ struct Envelope<'a, D> {
 }
 
 #[derive(Serialize)]
-struct OpenedData<'a> {
+pub(super) struct OpenedData<'a> {
     action: &'static str,
     dimensions: DimensionsWire<'a>,
     interval: &'a str,
@@ -129,7 +136,7 @@ struct OpenedData<'a> {
 }
 
 #[derive(Serialize)]
-struct ClosedData<'a> {
+pub(super) struct ClosedData<'a> {
     action: &'static str,
     dimensions: DimensionsWire<'a>,
     ended_at: String,
@@ -141,7 +148,7 @@ struct ClosedData<'a> {
 
 /// An event's `data.dimensions`, keys sorted.
 #[derive(Serialize)]
-struct DimensionsWire<'a> {
+pub(super) struct DimensionsWire<'a> {
     attached: &'a str,
     ip_family: &'a str,
     kind: &'a str,
@@ -155,7 +162,7 @@ struct DimensionsWire<'a> {
 }
 
 impl<'a> DimensionsWire<'a> {
-    fn of(d: &'a Dimensions) -> Self {
+    pub(super) fn of(d: &'a Dimensions) -> Self {
         DimensionsWire {
             attached: &d.attached,
             ip_family: &d.ip_family,

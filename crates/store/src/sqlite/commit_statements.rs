@@ -15,7 +15,8 @@ use std::sync::OnceLock;
 use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteArguments;
 
-use super::usage_writes::WritePlan;
+use super::events::EVENT_COLUMNS;
+use super::usage_writes::{INTERVAL_COLUMNS, WritePlan};
 use crate::record::{to_json, ts_text};
 use crate::{Record, Result};
 
@@ -25,15 +26,6 @@ const EVENT_TIERS: [usize; 4] = [4, 16, 64, 256];
 /// Rows the closes and the openings have room for; the CloudEvents have twice as many (an
 /// interval that reopens writes two).
 const INTERVAL_TIERS: [usize; 4] = [2, 8, 32, 128];
-
-/// The columns of an interval row, in the order its values are bound.
-const INTERVAL_COLUMNS: &str = "id, object_id, ordinal, signature, tenant, tenant_id, kind, \
-     object_name, network_class, ip_family, attached, parent_kind, parent_id, started_us, \
-     reported_us, ended_us, end_reason, deletion_requested_us, deletion_finished_us";
-
-/// The columns of an event row, in the order its values are bound.
-const EVENT_COLUMNS: &str = "id, kind, tenant, name, creator, version, created_at, deleted_at, \
-     labels, annotations, finalizers, body";
 
 /// Which parts a commit's statement has, and their tiers (indexes of [`EVENT_TIERS`] and
 /// [`INTERVAL_TIERS`]; None: the part is left out).
@@ -270,14 +262,15 @@ fn statement(shape: Shape) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::metering::{ClosingRow, OpeningRow, OutboxEvent};
     use crate::sqlite::usage_writes::PlannedInterval;
     use osac_model::metering::Dimensions;
     use sqlx::Connection;
 
-    async fn database() -> SqliteConnection {
+    /// A migrated in-memory database.
+    pub(in crate::sqlite) async fn database() -> SqliteConnection {
         let mut conn = SqliteConnection::connect("sqlite::memory:")
             .await
             .expect("connect");

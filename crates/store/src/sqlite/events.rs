@@ -9,6 +9,10 @@ use crate::deferred_events::DeferredEvents;
 use crate::record::{to_json, ts_text};
 use crate::{Record, Result};
 
+/// The columns of an event row, in the order its values are bound.
+pub(super) const EVENT_COLUMNS: &str = "id, kind, tenant, name, creator, version, created_at, \
+     deleted_at, labels, annotations, finalizers, body";
+
 /// Most event rows in one statement (twelve parameters each: far below SQLite's limit).
 const EVENTS_PER_INSERT: usize = 100;
 
@@ -25,7 +29,7 @@ pub(crate) async fn write(conn: &mut SqliteConnection, events: &mut DeferredEven
 pub(crate) fn push<'a>(batch: &mut StatementBatch<'a>, records: &'a [Record]) {
     for chunk in records.chunks(EVENTS_PER_INSERT) {
         let q = batch.statement(12 * chunk.len());
-        q.push("INSERT INTO objects (id, kind, tenant, name, creator, version, created_at, deleted_at, labels, annotations, finalizers, body) ");
+        q.push(format!("INSERT INTO objects ({EVENT_COLUMNS}) "));
         q.push_values(chunk, |mut row, rec| {
             row.push_bind(&rec.id)
                 .push_bind(rec.kind.collection())

@@ -19,6 +19,11 @@ use std::collections::{HashMap, HashSet};
 use super::batch::StatementBatch;
 use crate::metering::{ClosingRow, IntervalWrites, OpeningRow, OutboxEvent};
 
+/// The columns of an interval row, in the order its values are bound.
+pub(super) const INTERVAL_COLUMNS: &str = "id, object_id, ordinal, signature, tenant, tenant_id, \
+     kind, object_name, network_class, ip_family, attached, parent_kind, parent_id, started_us, \
+     reported_us, ended_us, end_reason, deletion_requested_us, deletion_finished_us";
+
 /// Rows of one multi-row statement (at most 19 parameters each).
 const ROWS_PER_STATEMENT: usize = 200;
 
@@ -147,12 +152,7 @@ pub(crate) fn push<'a>(batch: &mut StatementBatch<'a>, plan: &'a WritePlan) {
     }
     for chunk in plan.intervals.chunks(ROWS_PER_STATEMENT) {
         let q = batch.statement(19 * chunk.len());
-        q.push(
-            "INSERT INTO usage_intervals (id, object_id, ordinal, signature, tenant, tenant_id, \
-             kind, object_name, network_class, ip_family, attached, parent_kind, parent_id, \
-             started_us, reported_us, ended_us, end_reason, deletion_requested_us, \
-             deletion_finished_us) ",
-        );
+        q.push(format!("INSERT INTO usage_intervals ({INTERVAL_COLUMNS}) "));
         q.push_values(chunk, |mut row, r| {
             let (o, d) = (&r.open, &r.open.dims);
             row.push_bind(&o.id)
@@ -328,14 +328,7 @@ mod tests {
     /// statements of constant text where they hold the rows.
     async fn statements_write_what_the_changes_did(constant: bool) {
         use super::super::commit_statements;
-        use sqlx::Connection;
-        let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
-            .await
-            .expect("connect");
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&mut conn)
-            .await
-            .expect("migrate");
+        let mut conn = commit_statements::tests::database().await;
         let commit = |changes: Vec<(String, IntervalWrites)>| {
             let mut deferred = DeferredIntervals::default();
             for (object, writes) in changes {
